@@ -1,0 +1,89 @@
+// Package moe defines the expert access interface between a Mixture-of-Experts
+// model and whatever holds its expert weights. The model computes routing and
+// expert math; a Source decides where the weights come from (RAM, or the LES
+// expert store streaming from flash) and in which order they become ready.
+//
+// Exactness contract: a Source never changes which experts are used. The model
+// computes each selected expert's output into its own buffer and combines them
+// in a fixed order after all experts ran, so the order in which a Source hands
+// out experts does not change a single bit of the output.
+package moe
+
+import (
+	"context"
+
+	"github.com/lesfarm/lesfarm/runtime/tensor"
+)
+
+// Weights is one expert's SwiGLU matrices as raw tensor data in the file's
+// types: Gate and Up are FFN rows × Hidden columns, Down is Hidden rows × FFN
+// columns, all row-major (ggml layout). The slices are only valid during the
+// callback they are passed to.
+type Weights struct {
+	Gate, Up, Down []byte
+}
+
+// LayerShape describes the expert matrices of one layer.
+type LayerShape struct {
+	Experts  int // experts in the layer
+	Hidden   int // model width (ne0 of gate/up)
+	FFN      int // expert FFN width (ne1 of gate/up)
+	GateType tensor.Type
+	UpType   tensor.Type
+	DownType tensor.Type
+}
+
+// Bytes returns the size of one expert's gate, up and down data.
+func (s LayerShape) Bytes() int64 {
+	g, _ := s.GateType.RowSize(s.Hidden)
+	u, _ := s.UpType.RowSize(s.Hidden)
+	d, _ := s.DownType.RowSize(s.FFN)
+	return int64(g)*int64(s.FFN) + int64(u)*int64(s.FFN) + int64(d)*int64(s.Hidden)
+}
+
+// Source provides expert weights to a model. Implementations must be safe for
+// use by one model goroutine at a time; they may use their own goroutines
+// internally.
+type Source interface {
+	// PredictK returns how many experts per token the model should predict
+	// for the next layer with the lookahead router and pass to Prefetch.
+	// Zero means the source does not want predictions and the model skips
+	// computing them.
+	PredictK() int
+
+	// Prefetch hints that experts of layer will likely be demanded soon. It
+	// must not block on I/O and must never delay a later Use.
+	Prefetch(layer int, experts []int)
+
+	// Use makes the weights of experts (distinct ids of one layer) available
+	// and calls fn once per expert with i, the index into experts. The order
+	// of calls is the source's choice (ready-first for a scheduler). Calls
+	// happen on the caller's goroutine, one at a time. Use returns the first
+	// error from fn or from reading, or ctx's error.
+	Use(ctx context.Context, layer int, experts []int, fn func(i int, w Weights) error) error
+}
+
+// Resident is a Source that serves every expert from memory. Data[l][e] holds
+// expert e of layer l. The zero value has no experts.
+type Resident struct {
+	Data [][]Weights
+}
+
+// PredictK implements Source; a resident source needs no predictions.
+func (r *Resident) PredictK() int { return 0 }
+
+// Prefetch implements Source; it does nothing.
+func (r *Resident) Prefetch(int, []int) {}
+
+// Use implements Source, calling fn in the order of experts.
+func (r *Resident) Use(ctx context.Context, layer int, experts []int, fn func(int, Weights) error) error {
+	for i, e := range experts {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if err := fn(i, r.Data[layer][e]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
