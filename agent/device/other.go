@@ -1,0 +1,5 @@
+//go:build !(darwin || ios)
+
+package device
+
+func readDarwin(*Fingerprint, Options) {}

@@ -1,0 +1,5 @@
+//go:build !unix
+
+package device
+
+func freeStorage(string) (int64, bool) { return 0, false }
