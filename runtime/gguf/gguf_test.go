@@ -287,7 +287,10 @@ func TestWriterErrors(t *testing.T) {
 		{"bad alignment kv", func(w *Writer) error { return w.AddKV("general.alignment", uint32(0)) }, "not a power of two"},
 		{"dup key", func(w *Writer) error { w.AddKV("a", 1); return w.AddKV("a", 2) }, `duplicate metadata key "a"`},
 		{"unsupported value", func(w *Writer) error { return w.AddKV("a", struct{}{}) }, "unsupported value type"},
-		{"dup tensor", func(w *Writer) error { w.AddTensor("t", tensor.F32, []uint64{1}); return w.AddTensor("t", tensor.F32, []uint64{1}) }, `duplicate tensor "t"`},
+		{"dup tensor", func(w *Writer) error {
+			w.AddTensor("t", tensor.F32, []uint64{1})
+			return w.AddTensor("t", tensor.F32, []uint64{1})
+		}, `duplicate tensor "t"`},
 		{"zero dim", func(w *Writer) error { return w.AddTensor("t", tensor.F32, []uint64{2, 0}) }, "dimension 1 is 0"},
 		{"five dims", func(w *Writer) error { return w.AddTensor("t", tensor.F32, []uint64{1, 1, 1, 1, 1}) }, "5 dimensions"},
 		{"block multiple", func(w *Writer) error { return w.AddTensor("t", tensor.Q4_K, []uint64{128}) }, "not a multiple of the Q4_K block size 256"},
@@ -409,7 +412,7 @@ func TestHostile(t *testing.T) {
 		{"kv count vs size", func() []byte { return new(raw).header(0, 1000).Bytes() }, "declares 1000 metadata pairs but only 0 bytes follow"},
 		{"huge tensor count", func() []byte { return new(raw).header(1<<40, 0).Bytes() }, "tensors, more than the limit"},
 		{"tensor count vs size", func() []byte { return new(raw).header(1000, 0).Bytes() }, "declares 1000 tensors but only 0 bytes follow"},
-		{"huge key", func() []byte { return new(raw).header(0, 1).u64(1<<62).u64(0).Bytes() }, "exceeds the limit"},
+		{"huge key", func() []byte { return new(raw).header(0, 1).u64(1 << 62).u64(0).Bytes() }, "exceeds the limit"},
 		{"key past end", func() []byte { return new(raw).header(0, 1).u64(1000).u64(0).Bytes() }, "runs past the end of the file"},
 		{"huge string value", func() []byte {
 			return new(raw).header(0, 1).str("k").u32(uint32(TypeString)).u64(1 << 40).Bytes()
