@@ -1,0 +1,223 @@
+package tensor
+
+import (
+	"fmt"
+)
+
+// actKind is the vec_dot_type a weight type multiplies with.
+type actKind uint8
+
+const (
+	actF32 actKind = iota
+	actF16
+	actBF16
+	actQ8_0
+	actQ8_1
+	actQ8K
+)
+
+// kernel is a weight type's dot product with its activation format. Exactly
+// one function field is set, matching act.
+type kernel struct {
+	act actKind
+	f32 func(w []byte, x []float32) float32
+	u16 func(w []byte, x []uint16) float32
+	q80 func(w []byte, y []blockQ8_0) float32
+	q81 func(w []byte, y []blockQ8_1) float32
+	q8k func(w []byte, y []blockQ8K) float32
+}
+
+// genericKernels are the reference (ggml generic C) kernels.
+var genericKernels = map[Type]*kernel{
+	F32:  {act: actF32, f32: dotF32Generic},
+	F16:  {act: actF16, u16: dotF16Generic},
+	BF16: {act: actBF16, u16: dotBF16Generic},
+	Q4_0: {act: actQ8_0, q80: dotQ4_0Q8_0Generic},
+	Q4_1: {act: actQ8_1, q81: dotQ4_1Q8_1Generic},
+	Q5_0: {act: actQ8_0, q80: dotQ5_0Q8_0Generic},
+	Q5_1: {act: actQ8_1, q81: dotQ5_1Q8_1Generic},
+	Q8_0: {act: actQ8_0, q80: dotQ8_0Q8_0Generic},
+	Q2_K: {act: actQ8K, q8k: dotQ2KQ8KGeneric},
+	Q3_K: {act: actQ8K, q8k: dotQ3KQ8KGeneric},
+	Q4_K: {act: actQ8K, q8k: dotQ4KQ8KGeneric},
+	Q5_K: {act: actQ8K, q8k: dotQ5KQ8KGeneric},
+	Q6_K: {act: actQ8K, q8k: dotQ6KQ8KGeneric},
+}
+
+// kernels are the ones MatVec uses: the fastest verified implementation per
+// type (see dot_fast.go and the SIMD files), falling back to generic.
+var kernels = func() map[Type]*kernel {
+	m := make(map[Type]*kernel, len(genericKernels))
+	for t, k := range genericKernels {
+		m[t] = k
+	}
+	for t, k := range fastKernels() {
+		m[t] = k
+	}
+	return m
+}()
+
+// VecDotType returns the type ggml quantizes the activation to before a dot
+// product with a row of t (F32 for F32, F16 for F16, Q8_0 for Q4_0, Q8_K
+// for the K-quants, ...), and false if t has no dot product here.
+func (t Type) VecDotType() (Type, bool) {
+	k, ok := kernels[t]
+	if !ok {
+		return 0, false
+	}
+	return [...]Type{F32, F16, BF16, Q8_0, Q8_1, Q8_K}[k.act], true
+}
+
+// CanMatVec reports whether MatVec and MatMul support weights of type t.
+func (t Type) CanMatVec() bool { _, ok := kernels[t]; return ok }
+
+// Matrix is a row-major ggml matrix: Rows rows of Cols elements of Type;
+// each row is Type.RowSize(Cols) bytes. Data may be longer than needed.
+type Matrix struct {
+	Type       Type
+	Rows, Cols int
+	Data       []byte
+}
+
+// rowBytes validates m and returns the byte size of one row.
+func (m Matrix) rowBytes() (int, error) {
+	if m.Rows < 0 || m.Cols < 0 {
+		return 0, fmt.Errorf("tensor: matrix has negative shape %d×%d", m.Rows, m.Cols)
+	}
+	rb, err := m.Type.RowSize(m.Cols)
+	if err != nil {
+		return 0, err
+	}
+	if m.Rows > 0 && rb > 0 && m.Rows > len(m.Data)/rb {
+		return 0, fmt.Errorf("tensor: %s matrix %d×%d needs %d bytes, has %d", m.Type, m.Rows, m.Cols, m.Rows*rb, len(m.Data))
+	}
+	return rb, nil
+}
+
+// Row dequantizes row r of m into dst (len(dst) must be m.Cols): the
+// embedding lookup / get_rows operation.
+func (m Matrix) Row(r int, dst []float32) error {
+	rb, err := m.rowBytes()
+	if err != nil {
+		return err
+	}
+	if r < 0 || r >= m.Rows {
+		return fmt.Errorf("tensor: row %d out of range [0,%d)", r, m.Rows)
+	}
+	if len(dst) != m.Cols {
+		return fmt.Errorf("tensor: row of %d elements into a buffer of %d", m.Cols, len(dst))
+	}
+	return Dequantize(m.Type, m.Data[r*rb:(r+1)*rb], dst)
+}
+
+// MatVec sets dst[r] = row r · x for every row, quantizing x once to the
+// type's vec_dot_type, as ggml's CPU backend does. len(x) must be m.Cols and
+// len(dst) m.Rows. p may be nil (single-threaded).
+func MatVec(p *Pool, dst []float32, m Matrix, x []float32) error {
+	return MatMul(p, dst, m, x, 1)
+}
+
+// MatMul does MatVec for n vectors: x is n×Cols (row-major) and dst is
+// n×Rows (dst[v*Rows+r] = row r · x[v]). Each x row is quantized once, and
+// each weight row is read once for all n vectors (batched prefill).
+func MatMul(p *Pool, dst []float32, m Matrix, x []float32, n int) error {
+	k, ok := kernels[m.Type]
+	if !ok {
+		return fmt.Errorf("tensor: no matrix-vector kernel for type %s", m.Type)
+	}
+	rb, err := m.rowBytes()
+	if err != nil {
+		return err
+	}
+	if n < 0 || len(x) != n*m.Cols {
+		return fmt.Errorf("tensor: matmul input has %d values, want %d vectors × %d", len(x), n, m.Cols)
+	}
+	if len(dst) != n*m.Rows {
+		return fmt.Errorf("tensor: matmul output has %d values, want %d vectors × %d rows", len(dst), n, m.Rows)
+	}
+	if n == 0 || m.Rows == 0 {
+		return nil
+	}
+	var j *job
+	var sc *scratch
+	var st *inlineState
+	if p == nil {
+		st = inline.Get().(*inlineState)
+		j, sc = &st.j, &st.sc
+	} else {
+		j, sc = &p.j, &p.sc
+	}
+	quantizeActivations(k.act, sc, x, n, m.Cols)
+	j.m, j.rowBytes, j.k, j.n, j.x, j.sc, j.dst = m, rb, k, n, x, sc, dst
+	if p == nil {
+		var none *Pool
+		none.dispatch(j)
+	} else {
+		p.dispatch(j)
+	}
+	j.m, j.x, j.dst, j.k, j.sc = Matrix{}, nil, nil, nil, nil
+	if st != nil {
+		inline.Put(st)
+	}
+	return nil
+}
+
+// quantizeActivations converts the n×cols activations x to the kernel's
+// vec_dot_type into sc.
+func quantizeActivations(act actKind, sc *scratch, x []float32, n, cols int) {
+	switch act {
+	case actF16:
+		sc.u16 = grow(sc.u16, len(x))
+		for i, v := range x {
+			sc.u16[i] = F32ToF16(v)
+		}
+	case actBF16:
+		sc.u16 = grow(sc.u16, len(x))
+		for i, v := range x {
+			sc.u16[i] = F32ToBF16(v)
+		}
+	case actQ8_0:
+		sc.q80 = grow(sc.q80, len(x)/32)
+		quantizeQ8_0(x, sc.q80)
+	case actQ8_1:
+		sc.q81 = grow(sc.q81, len(x)/32)
+		quantizeQ8_1(x, sc.q81)
+	case actQ8K:
+		sc.q8k = grow(sc.q8k, len(x)/QK_K)
+		quantizeQ8K(x, sc.q8k)
+	}
+}
+
+// rows computes rows [lo,hi) for all vectors.
+func (j *job) rows(lo, hi int) {
+	m, rb, n, k := j.m, j.rowBytes, j.n, j.k
+	cols := m.Cols
+	for r := lo; r < hi; r++ {
+		w := m.Data[r*rb : (r+1)*rb]
+		switch k.act {
+		case actF32:
+			for v := 0; v < n; v++ {
+				j.dst[v*m.Rows+r] = k.f32(w, j.x[v*cols:(v+1)*cols])
+			}
+		case actF16, actBF16:
+			for v := 0; v < n; v++ {
+				j.dst[v*m.Rows+r] = k.u16(w, j.sc.u16[v*cols:(v+1)*cols])
+			}
+		case actQ8_0:
+			nb := cols / 32
+			for v := 0; v < n; v++ {
+				j.dst[v*m.Rows+r] = k.q80(w, j.sc.q80[v*nb:(v+1)*nb])
+			}
+		case actQ8_1:
+			nb := cols / 32
+			for v := 0; v < n; v++ {
+				j.dst[v*m.Rows+r] = k.q81(w, j.sc.q81[v*nb:(v+1)*nb])
+			}
+		case actQ8K:
+			nb := cols / QK_K
+			for v := 0; v < n; v++ {
+				j.dst[v*m.Rows+r] = k.q8k(w, j.sc.q8k[v*nb:(v+1)*nb])
+			}
+		}
+	}
+}

@@ -1,0 +1,132 @@
+package tensor
+
+import (
+	"runtime"
+	"sync"
+	"sync/atomic"
+)
+
+// Pool runs row-parallel kernels on a fixed set of worker goroutines. The
+// calling goroutine always takes part, so NewPool(n) starts n-1 workers.
+// NewPool(threads) with threads <= 0 uses runtime.NumCPU(). Close stops the
+// workers; a closed Pool still works, single-threaded. A Pool is safe for use
+// by one caller at a time (it owns the scratch buffers of the quantized
+// activations). A nil *Pool means single-threaded.
+type Pool struct {
+	threads int
+	work    []chan *job
+	wg      sync.WaitGroup
+	closed  bool
+	j       job
+	sc      scratch
+}
+
+// NewPool starts a pool of threads workers (the caller counts as one).
+func NewPool(threads int) *Pool {
+	if threads <= 0 {
+		threads = runtime.NumCPU()
+	}
+	p := &Pool{threads: threads}
+	for i := 1; i < threads; i++ {
+		ch := make(chan *job)
+		p.work = append(p.work, ch)
+		go func() {
+			for j := range ch {
+				j.run()
+				p.wg.Done()
+			}
+		}()
+	}
+	return p
+}
+
+// Threads returns the number of threads the pool computes with (1 for nil).
+func (p *Pool) Threads() int {
+	if p == nil || p.closed {
+		return 1
+	}
+	return p.threads
+}
+
+// Close stops the workers. It is idempotent.
+func (p *Pool) Close() {
+	if p == nil || p.closed {
+		return
+	}
+	p.closed = true
+	for _, ch := range p.work {
+		close(ch)
+	}
+	p.work = nil
+}
+
+// job is one parallel matrix product: chunks of rows handed out through an
+// atomic counter, so fast threads take more chunks.
+type job struct {
+	m        Matrix
+	rowBytes int
+	k        *kernel
+	n        int       // vectors
+	x        []float32 // F32 activations (n×Cols)
+	sc       *scratch
+	dst      []float32 // n×Rows
+	chunk    int
+	nchunks  int64
+	next     atomic.Int64
+}
+
+func (j *job) run() {
+	for {
+		c := j.next.Add(1) - 1
+		if c >= j.nchunks {
+			return
+		}
+		lo := int(c) * j.chunk
+		hi := min(lo+j.chunk, j.m.Rows)
+		j.rows(lo, hi)
+	}
+}
+
+// dispatch runs j on the pool (or inline for nil/closed pools).
+func (p *Pool) dispatch(j *job) {
+	threads := p.Threads()
+	// ~4 chunks per thread balance load without much counter traffic; never
+	// fewer than 4 rows per chunk.
+	j.chunk = max(4, (j.m.Rows+4*threads-1)/(4*threads))
+	j.nchunks = int64((j.m.Rows + j.chunk - 1) / j.chunk)
+	j.next.Store(0)
+	helpers := min(threads-1, int(j.nchunks)-1)
+	if helpers > 0 {
+		p.wg.Add(helpers)
+		for i := 0; i < helpers; i++ {
+			p.work[i] <- j
+		}
+	}
+	j.run()
+	if helpers > 0 {
+		p.wg.Wait()
+	}
+}
+
+// scratch holds the quantized activations of a product; buffers only grow.
+type scratch struct {
+	u16 []uint16
+	q80 []blockQ8_0
+	q81 []blockQ8_1
+	q8k []blockQ8K
+}
+
+type inlineState struct {
+	j  job
+	sc scratch
+}
+
+// inline serves nil pools: single-threaded state reused across calls.
+var inline = sync.Pool{New: func() any { return new(inlineState) }}
+
+func grow[T any](s []T, n int) []T {
+	if cap(s) < n {
+		return make([]T, n, n+n/4)
+	}
+	return s[:n]
+}

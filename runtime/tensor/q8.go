@@ -1,0 +1,106 @@
+package tensor
+
+// Activation quantization: the formats ggml's CPU backend converts the
+// float32 activation vector to before taking integer dot products with a
+// quantized weight row (its vec_dot_type). They live only in memory, so they
+// are Go structs rather than byte layouts; the half-precision scales are
+// kept as the float32 value of the stored half, which is what ggml's dot
+// products use after GGML_FP16_TO_FP32.
+
+// blockQ8_0 is ggml's block_q8_0 (32 values, half scale).
+type blockQ8_0 struct {
+	d  float32 // F16ToF32(F32ToF16(amax/127))
+	qs [32]int8
+}
+
+// blockQ8_1 is ggml's block_q8_1: block_q8_0 plus s = d*sum(qs), as halves.
+type blockQ8_1 struct {
+	d, s float32
+	qs   [32]int8
+}
+
+// blockQ8K is ggml's block_q8_K (256 values, float scale, sums of 16).
+type blockQ8K struct {
+	d     float32
+	qs    [QK_K]int8
+	bsums [QK_K / 16]int16
+}
+
+// quantizeQ8_0 is quantize_row_q8_0_ref: d = amax/127, q = roundf(x/d).
+func quantizeQ8_0(x []float32, y []blockQ8_0) {
+	for i := range y {
+		xb := x[i*32 : i*32+32]
+		var amax float32
+		for _, v := range xb {
+			amax = max(amax, abs32(v))
+		}
+		d := amax / 127
+		var id float32
+		if d != 0 {
+			id = 1 / d
+		}
+		y[i].d = f16Table[F32ToF16(d)]
+		for j, v := range xb {
+			y[i].qs[j] = int8(roundHalfAway(v * id))
+		}
+	}
+}
+
+// quantizeQ8_1 is quantize_row_q8_1_ref.
+func quantizeQ8_1(x []float32, y []blockQ8_1) {
+	for i := range y {
+		xb := x[i*32 : i*32+32]
+		var amax float32
+		for _, v := range xb {
+			amax = max(amax, abs32(v))
+		}
+		d := amax / 127
+		var id float32
+		if d != 0 {
+			id = 1 / d
+		}
+		y[i].d = f16Table[F32ToF16(d)]
+		var sum int32
+		for j := 0; j < 16; j++ {
+			q0 := int8(roundHalfAway(xb[j] * id))
+			q1 := int8(roundHalfAway(xb[j+16] * id))
+			y[i].qs[j], y[i].qs[j+16] = q0, q1
+			sum += int32(q0) + int32(q1)
+		}
+		s := float32(sum) * d
+		s = min(65504, max(-65504, s))
+		y[i].s = f16Table[F32ToF16(s)]
+	}
+}
+
+// quantizeQ8K is quantize_row_q8_K_ref: iscale = -127/max (max = the value
+// of largest magnitude, with its sign), q = min(127, nearest_int(iscale*x)),
+// d = 1/iscale, plus the sums of each group of 16 quants.
+func quantizeQ8K(x []float32, y []blockQ8K) {
+	for i := range y {
+		xb := x[i*QK_K : i*QK_K+QK_K]
+		var mx, amax float32
+		for _, v := range xb {
+			if av := abs32(v); av > amax {
+				amax, mx = av, v
+			}
+		}
+		b := &y[i]
+		if amax == 0 {
+			*b = blockQ8K{}
+			continue
+		}
+		iscale := -127 / mx
+		for j, v := range xb {
+			b.qs[j] = int8(min(127, nearestInt(iscale*v)))
+		}
+		for j := 0; j < QK_K/16; j++ {
+			var sum int32
+			for _, q := range b.qs[j*16 : j*16+16] {
+				sum += int32(q)
+			}
+			b.bsums[j] = int16(sum)
+		}
+		b.d = 1 / iscale
+	}
+}
