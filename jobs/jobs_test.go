@@ -133,7 +133,9 @@ func TestParseErrors(t *testing.T) {
 		{"no prompts", func(s string) string {
 			return strings.Replace(s, `  inline: ["In the beginning", "And David said"]`, `  set: nosuch`, 1)
 		}, FormatYAML, `prompts.set: unknown prompt set "nosuch" (want one of kjv, long, smoke)`},
-		{"url and path", func(s string) string { return strings.Replace(s, "  size: 33001408", "  size: 33001408\n  path: /m.gguf", 1) }, FormatYAML,
+		{"url and path", func(s string) string {
+			return strings.Replace(s, "  size: 33001408", "  size: 33001408\n  path: /m.gguf", 1)
+		}, FormatYAML,
 			`model.path: set either url or path, not both`},
 		{"timeout", func(s string) string { return strings.Replace(s, "timeout: 10m", "timeout: 100h", 1) }, FormatYAML,
 			`timeout: 100h0m0s out of range`},
