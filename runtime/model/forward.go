@@ -1,0 +1,551 @@
+package model
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/lesfarm/lesfarm/runtime/moe"
+	"github.com/lesfarm/lesfarm/runtime/tensor"
+	"github.com/lesfarm/lesfarm/runtime/trace"
+)
+
+// LayerReporter is implemented by expert sources that know per-layer
+// statistics (hits, misses, prefetch use, stall). The model calls it right
+// before emitting each LayerEvent so the event carries them.
+type LayerReporter interface {
+	FillLayerEvent(ev *trace.LayerEvent)
+}
+
+// RouteFunc observes the router's choice for one position and layer:
+// experts in descending probability and their renormalised weights. The
+// slices are only valid during the call.
+type RouteFunc func(pos, layer int, experts []int, weights []float32)
+
+// State is one sequence: its float32 KV cache, the number of cached
+// positions and the scratch buffers of the forward pass. It is not safe for
+// concurrent use.
+type State struct {
+	m   *Model
+	pos int // cached positions
+	max int // KV capacity in positions
+	k   [][]float32
+	v   [][]float32
+
+	// Sink receives a LayerEvent per (step, layer); nil discards.
+	Sink trace.Sink
+	// Step is copied into emitted events; the generation loop sets it.
+	Step int
+	// OnRoute, if set, observes every routing decision (tests, analysis).
+	OnRoute RouteFunc
+
+	sc      scratch
+	layerEv trace.LayerEvent
+	pred    [][]int // per layer: experts predicted by lookahead for this step
+}
+
+// scratch holds the forward-pass buffers, grown to the largest batch seen.
+type scratch struct {
+	n                int
+	x, h             []float32 // n × Hidden
+	q, k, v, att     []float32 // n × q/kv dims
+	cos, sin         []float32 // n × RopeDim/2
+	scores           []float32 // max positions
+	logitsIn, logits []float32
+	router           []float32 // n × Experts
+	probs            []float32 // Experts
+	topk             []int     // n × K
+	topw             []float32 // n × K
+	eout             []float32 // n × K × Hidden (per token, slot)
+	union            []int
+	assign           [][]int32 // per expert: token*K+slot
+	ein, eg, eu, ed  []float32 // per-expert batches
+	ffg, ffu         []float32 // dense FFN n × FFN
+	predIdx          []int
+	predMark         []bool
+	hnorm            []float32
+	layerFn          func(i int, w moe.Weights) error
+	layerExperts     []int
+	layerIdx         int
+	curN             int
+}
+
+// NewState returns an empty sequence able to hold maxTokens positions
+// (capped at the model's context length when maxTokens <= 0).
+func (m *Model) NewState(maxTokens int) (*State, error) {
+	if maxTokens <= 0 {
+		maxTokens = m.Context
+	}
+	if maxTokens > m.Context {
+		return nil, fmt.Errorf("model: %d positions exceed the context length %d of %s", maxTokens, m.Context, m.Arch)
+	}
+	s := &State{m: m, max: maxTokens}
+	kvDim, vDim := m.KVHeads*m.HeadDim, m.KVHeads*m.ValueDim
+	s.k = make([][]float32, len(m.Layers))
+	s.v = make([][]float32, len(m.Layers))
+	for i := range m.Layers {
+		s.k[i] = make([]float32, maxTokens*kvDim)
+		s.v[i] = make([]float32, maxTokens*vDim)
+	}
+	s.pred = make([][]int, len(m.Layers))
+	s.sc.layerFn = s.runExpert
+	return s, nil
+}
+
+// Pos returns the number of cached positions.
+func (s *State) Pos() int { return s.pos }
+
+// Cap returns the KV capacity in positions.
+func (s *State) Cap() int { return s.max }
+
+// Reset empties the cache.
+func (s *State) Reset() { s.pos = 0 }
+
+// Truncate drops cached positions from n on (for speculative decoding).
+func (s *State) Truncate(n int) {
+	if n >= 0 && n < s.pos {
+		s.pos = n
+	}
+}
+
+func grow[T any](b []T, n int) []T {
+	if cap(b) < n {
+		return make([]T, n)
+	}
+	return b[:n]
+}
+
+func (s *State) ensure(n int) {
+	m := s.m
+	sc := &s.sc
+	sc.curN = n
+	if n <= sc.n && sc.x != nil {
+		return
+	}
+	sc.n = n
+	H := m.Hidden
+	sc.x = grow(sc.x, n*H)
+	sc.h = grow(sc.h, n*H)
+	sc.q = grow(sc.q, n*m.Heads*m.HeadDim)
+	sc.k = grow(sc.k, n*m.KVHeads*m.HeadDim)
+	sc.v = grow(sc.v, n*m.KVHeads*m.ValueDim)
+	sc.att = grow(sc.att, n*m.Heads*m.ValueDim)
+	sc.cos = grow(sc.cos, n*m.RopeDim/2)
+	sc.sin = grow(sc.sin, n*m.RopeDim/2)
+	sc.scores = grow(sc.scores, s.max)
+	sc.hnorm = grow(sc.hnorm, H)
+	if m.Experts != nil {
+		E, K := m.Experts0(), m.ExpertsUsed
+		sc.router = grow(sc.router, n*E)
+		sc.probs = grow(sc.probs, E)
+		sc.topk = grow(sc.topk, n*K)
+		sc.topw = grow(sc.topw, n*K)
+		sc.eout = grow(sc.eout, n*K*H)
+		sc.union = grow(sc.union, E)[:0]
+		if sc.assign == nil {
+			sc.assign = make([][]int32, E)
+		}
+		sc.ein = grow(sc.ein, n*H)
+		sc.eg = grow(sc.eg, n*m.ExpertFFN)
+		sc.eu = grow(sc.eu, n*m.ExpertFFN)
+		sc.ed = grow(sc.ed, n*H)
+		sc.predMark = grow(sc.predMark, E)
+	}
+	if m.FFN > 0 {
+		sc.ffg = grow(sc.ffg, n*m.FFN)
+		sc.ffu = grow(sc.ffu, n*m.FFN)
+	}
+}
+
+// Experts0 returns the number of experts per layer.
+func (m *Model) Experts0() int { return m.Config.Experts }
+
+// matmul computes dst = m·x for n rows of x.
+func (md *Model) matmul(dst []float32, m *tensor.Matrix, x []float32, n int) error {
+	if n == 1 {
+		return tensor.MatVec(md.pool, dst[:m.Rows], *m, x[:m.Cols])
+	}
+	return tensor.MatMul(md.pool, dst[:n*m.Rows], *m, x[:n*m.Cols], n)
+}
+
+// Forward runs tokens through the model at positions Pos()..Pos()+len-1,
+// appends them to the cache and returns logits: for the last position only
+// (Vocab floats), or for every position (len(tokens) × Vocab) when all is
+// set. The returned slice is reused by the next call.
+func (s *State) Forward(ctx context.Context, tokens []int, all bool) ([]float32, error) {
+	m := s.m
+	n := len(tokens)
+	if n == 0 {
+		return nil, fmt.Errorf("model: forward with no tokens")
+	}
+	if s.pos+n > s.max {
+		return nil, fmt.Errorf("model: %d cached + %d new positions exceed the cache capacity %d (context length %d)", s.pos, n, s.max, m.Context)
+	}
+	for _, t := range tokens {
+		if t < 0 || t >= m.Vocab {
+			return nil, fmt.Errorf("model: token id %d outside the vocabulary of %d", t, m.Vocab)
+		}
+	}
+	s.ensure(n)
+	sc := &s.sc
+	H := m.Hidden
+	x := sc.x[:n*H]
+	for i, t := range tokens {
+		if err := m.Embed.Row(t, x[i*H:(i+1)*H]); err != nil {
+			return nil, fmt.Errorf("model: embedding row %d: %w", t, err)
+		}
+	}
+	half := m.RopeDim / 2
+	for i := range n {
+		m.rope.fill(s.pos+i, sc.cos[i*half:(i+1)*half], sc.sin[i*half:(i+1)*half])
+	}
+	// Lookahead for layer 0: route the token embedding through layer 0's
+	// router (the prev_layer_output predictor, entry 0).
+	if m.Experts != nil {
+		if k := m.Experts.PredictK(); k > 0 && m.Layers[0].Router != nil {
+			if err := s.predict(0, x, n, k); err != nil {
+				return nil, err
+			}
+		}
+	}
+	for li := range m.Layers {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		start := time.Now()
+		if err := s.layer(ctx, li, n); err != nil {
+			return nil, err
+		}
+		if s.Sink != nil {
+			s.emitLayer(li, time.Since(start))
+		}
+	}
+	// Output head on the requested positions.
+	first := n - 1
+	if all {
+		first = 0
+	}
+	cnt := n - first
+	sc.logitsIn = grow(sc.logitsIn, cnt*H)
+	for i := range cnt {
+		rmsNorm(sc.logitsIn[i*H:(i+1)*H], x[(first+i)*H:(first+i+1)*H], m.OutNorm, m.Eps)
+	}
+	sc.logits = grow(sc.logits, cnt*m.Vocab)
+	if err := m.matmul(sc.logits, &m.Output, sc.logitsIn, cnt); err != nil {
+		return nil, fmt.Errorf("model: output: %w", err)
+	}
+	s.pos += n
+	return sc.logits, nil
+}
+
+// emitLayer sends the LayerEvent of layer li, reusing one event struct.
+func (s *State) emitLayer(li int, d time.Duration) {
+	ev := &s.layerEv
+	*ev = trace.LayerEvent{Step: s.Step, Layer: li, Compute: d, Predicted: s.pred[li]}
+	if s.m.Layers[li].Router != nil {
+		ev.Selected = s.sc.union
+	}
+	if r, ok := s.m.Experts.(LayerReporter); ok {
+		r.FillLayerEvent(ev)
+	}
+	s.Sink.Layer(ev)
+}
+
+// layer runs block li on the n rows of sc.x in place.
+func (s *State) layer(ctx context.Context, li int, n int) error {
+	m := s.m
+	L := &m.Layers[li]
+	sc := &s.sc
+	H := m.Hidden
+	x, h := sc.x[:n*H], sc.h[:n*H]
+	for i := range n {
+		rmsNorm(h[i*H:(i+1)*H], x[i*H:(i+1)*H], L.AttnNorm, m.Eps)
+	}
+	qDim, kvDim, vDim := m.Heads*m.HeadDim, m.KVHeads*m.HeadDim, m.KVHeads*m.ValueDim
+	if err := m.matmul(sc.q, &L.Q, h, n); err != nil {
+		return fmt.Errorf("model: blk.%d.attn_q: %w", li, err)
+	}
+	if err := m.matmul(sc.k, &L.K, h, n); err != nil {
+		return fmt.Errorf("model: blk.%d.attn_k: %w", li, err)
+	}
+	if err := m.matmul(sc.v, &L.V, h, n); err != nil {
+		return fmt.Errorf("model: blk.%d.attn_v: %w", li, err)
+	}
+	D, half := m.HeadDim, m.RopeDim/2
+	kc, vc := s.k[li], s.v[li]
+	for i := range n {
+		cos, sin := sc.cos[i*half:(i+1)*half], sc.sin[i*half:(i+1)*half]
+		for hd := range m.Heads {
+			q := sc.q[i*qDim+hd*D : i*qDim+(hd+1)*D]
+			if L.QNorm != nil {
+				rmsNorm(q, q, L.QNorm, m.Eps)
+			}
+			m.rope.apply(q, cos, sin)
+		}
+		for hd := range m.KVHeads {
+			k := sc.k[i*kvDim+hd*D : i*kvDim+(hd+1)*D]
+			if L.KNorm != nil {
+				rmsNorm(k, k, L.KNorm, m.Eps)
+			}
+			m.rope.apply(k, cos, sin)
+		}
+		p := s.pos + i
+		copy(kc[p*kvDim:(p+1)*kvDim], sc.k[i*kvDim:(i+1)*kvDim])
+		copy(vc[p*vDim:(p+1)*vDim], sc.v[i*vDim:(i+1)*vDim])
+	}
+	s.attention(li, n)
+	// x += Wo·att (ffn_inp).
+	if err := m.matmul(h, &L.O, sc.att, n); err != nil {
+		return fmt.Errorf("model: blk.%d.attn_output: %w", li, err)
+	}
+	for i := range x {
+		x[i] += h[i]
+	}
+	if L.Router != nil {
+		if k := m.Experts.PredictK(); k > 0 && li+1 < len(m.Layers) && m.Layers[li+1].Router != nil {
+			if err := s.predict(li+1, x, n, k); err != nil {
+				return err
+			}
+		}
+	}
+	for i := range n {
+		rmsNorm(h[i*H:(i+1)*H], x[i*H:(i+1)*H], L.FFNNorm, m.Eps)
+	}
+	if L.Router != nil {
+		return s.moe(ctx, li, n)
+	}
+	return s.dense(li, n)
+}
+
+// attention computes causal GQA attention for the n new positions into
+// sc.att, reading keys and values from the cache.
+func (s *State) attention(li, n int) {
+	m := s.m
+	sc := &s.sc
+	D, Dv := m.HeadDim, m.ValueDim
+	qDim, kvDim, vDim := m.Heads*D, m.KVHeads*D, m.KVHeads*Dv
+	group := m.Heads / m.KVHeads
+	scale := float32(1 / math.Sqrt(float64(D)))
+	kc, vc := s.k[li], s.v[li]
+	for i := range n {
+		p := s.pos + i
+		scores := sc.scores[:p+1]
+		for hd := range m.Heads {
+			kvh := hd / group
+			q := sc.q[i*qDim+hd*D : i*qDim+(hd+1)*D]
+			for j := 0; j <= p; j++ {
+				scores[j] = dot(q, kc[j*kvDim+kvh*D:j*kvDim+(kvh+1)*D]) * scale
+			}
+			softmax(scores)
+			out := sc.att[i*m.Heads*Dv+hd*Dv : i*m.Heads*Dv+(hd+1)*Dv]
+			clear(out)
+			for j := 0; j <= p; j++ {
+				axpy(scores[j], vc[j*vDim+kvh*Dv:j*vDim+(kvh+1)*Dv], out)
+			}
+		}
+	}
+}
+
+// dense runs a SwiGLU FFN on sc.h and adds it to sc.x.
+func (s *State) dense(li, n int) error {
+	m := s.m
+	L := &m.Layers[li]
+	sc := &s.sc
+	F := m.FFN
+	if err := m.matmul(sc.ffg, L.Gate, sc.h, n); err != nil {
+		return fmt.Errorf("model: blk.%d.ffn_gate: %w", li, err)
+	}
+	if err := m.matmul(sc.ffu, L.Up, sc.h, n); err != nil {
+		return fmt.Errorf("model: blk.%d.ffn_up: %w", li, err)
+	}
+	g, u := sc.ffg[:n*F], sc.ffu[:n*F]
+	for i := range g {
+		g[i] = silu(g[i]) * u[i]
+	}
+	if err := m.matmul(sc.h, L.Down, g, n); err != nil {
+		return fmt.Errorf("model: blk.%d.ffn_down: %w", li, err)
+	}
+	x := sc.x[:n*m.Hidden]
+	for i := range x {
+		x[i] += sc.h[i]
+	}
+	return nil
+}
+
+// route computes softmax router probabilities of the n rows of in with
+// layer li's router into sc.router.
+func (s *State) route(li int, in []float32, n int) error {
+	m := s.m
+	E := m.Experts0()
+	if err := m.matmul(s.sc.router, m.Layers[li].Router, in, n); err != nil {
+		return fmt.Errorf("model: blk.%d.ffn_gate_inp: %w", li, err)
+	}
+	for i := range n {
+		softmax(s.sc.router[i*E : (i+1)*E])
+	}
+	return nil
+}
+
+// predict applies layer target's ffn_norm and router to the n rows of x
+// (the previous layer's post-attention residual, or the embeddings for
+// layer 0), takes the top k per row and prefetches their union.
+func (s *State) predict(target int, x []float32, n, k int) error {
+	m := s.m
+	sc := &s.sc
+	H, E := m.Hidden, m.Experts0()
+	if k > E {
+		k = E
+	}
+	in := sc.ein[:n*H]
+	for i := range n {
+		rmsNorm(in[i*H:(i+1)*H], x[i*H:(i+1)*H], m.Layers[target].FFNNorm, m.Eps)
+	}
+	if err := s.route(target, in, n); err != nil {
+		return err
+	}
+	sc.predIdx = grow(sc.predIdx, k)
+	mark := sc.predMark[:E]
+	clear(mark)
+	for i := range n {
+		topK(sc.router[i*E:(i+1)*E], sc.predIdx)
+		for _, e := range sc.predIdx {
+			mark[e] = true
+		}
+	}
+	pred := s.pred[target][:0]
+	for e, ok := range mark {
+		if ok {
+			pred = append(pred, e)
+		}
+	}
+	s.pred[target] = pred
+	m.Experts.Prefetch(target, pred)
+	return nil
+}
+
+// moe routes the n rows of sc.h, runs the selected experts through the
+// Source, combines them in fixed top-k order and adds the result to sc.x.
+func (s *State) moe(ctx context.Context, li, n int) error {
+	m := s.m
+	sc := &s.sc
+	H, E, K := m.Hidden, m.Experts0(), m.ExpertsUsed
+	if err := s.route(li, sc.h, n); err != nil {
+		return err
+	}
+	for e := range E {
+		sc.assign[e] = sc.assign[e][:0]
+	}
+	for i := range n {
+		p := sc.router[i*E : (i+1)*E]
+		idx := sc.topk[i*K : (i+1)*K]
+		topK(p, idx)
+		w := sc.topw[i*K : (i+1)*K]
+		var sum float64
+		for j, e := range idx {
+			w[j] = p[e]
+			sum += float64(p[e])
+		}
+		fs := float32(sum)
+		for j := range w {
+			w[j] /= fs
+		}
+		for j, e := range idx {
+			sc.assign[e] = append(sc.assign[e], int32(i*K+j))
+		}
+		if s.OnRoute != nil {
+			s.OnRoute(s.pos+i, li, idx, w)
+		}
+	}
+	sc.union = sc.union[:0]
+	for e := range E {
+		if len(sc.assign[e]) > 0 {
+			sc.union = append(sc.union, e)
+		}
+	}
+	sc.layerIdx = li
+	sc.layerExperts = sc.union
+	if err := m.Experts.Use(ctx, li, sc.union, sc.layerFn); err != nil {
+		return fmt.Errorf("model: blk.%d experts: %w", li, err)
+	}
+	// Combine in the fixed top-k order, whatever order experts ran in.
+	x := sc.x[:n*H]
+	for i := range n {
+		xi := x[i*H : (i+1)*H]
+		acc := sc.hnorm[:H]
+		w := sc.topw[i*K : (i+1)*K]
+		o := sc.eout[i*K*H : (i*K+1)*H]
+		for d := range acc {
+			acc[d] = float32(w[0] * o[d])
+		}
+		for j := 1; j < K; j++ {
+			o := sc.eout[(i*K+j)*H : (i*K+j+1)*H]
+			for d := range acc {
+				acc[d] += float32(w[j] * o[d])
+			}
+		}
+		for d := range xi {
+			xi[d] += acc[d]
+		}
+	}
+	return nil
+}
+
+// runExpert computes expert sc.layerExperts[i] of layer sc.layerIdx for
+// every (token, slot) routed to it into sc.eout.
+func (s *State) runExpert(i int, w moe.Weights) error {
+	m := s.m
+	sc := &s.sc
+	li := sc.layerIdx
+	e := sc.layerExperts[i]
+	sh := &m.Layers[li].Shape
+	H, F, K := m.Hidden, m.ExpertFFN, m.ExpertsUsed
+	rows := sc.assign[e]
+	cnt := len(rows)
+	gate := tensor.Matrix{Type: sh.GateType, Rows: F, Cols: H, Data: w.Gate}
+	up := tensor.Matrix{Type: sh.UpType, Rows: F, Cols: H, Data: w.Up}
+	down := tensor.Matrix{Type: sh.DownType, Rows: H, Cols: F, Data: w.Down}
+	in := sc.h
+	if cnt > 1 || rows[0]/int32(K) != 0 {
+		in = sc.ein[:cnt*H]
+		for j, r := range rows {
+			t := int(r) / K
+			copy(in[j*H:(j+1)*H], sc.h[t*H:(t+1)*H])
+		}
+	}
+	if err := m.matmul(sc.eg, &gate, in, cnt); err != nil {
+		return fmt.Errorf("expert %d gate: %w", e, err)
+	}
+	if err := m.matmul(sc.eu, &up, in, cnt); err != nil {
+		return fmt.Errorf("expert %d up: %w", e, err)
+	}
+	g, u := sc.eg[:cnt*F], sc.eu[:cnt*F]
+	for j := range g {
+		g[j] = silu(g[j]) * u[j]
+	}
+	if cnt == 1 {
+		r := int(rows[0])
+		return wrapErr(m.matmul(sc.eout[r*H:(r+1)*H], &down, g, 1), e)
+	}
+	if err := m.matmul(sc.ed, &down, g, cnt); err != nil {
+		return fmt.Errorf("expert %d down: %w", e, err)
+	}
+	for j, r := range rows {
+		copy(sc.eout[int(r)*H:(int(r)+1)*H], sc.ed[j*H:(j+1)*H])
+	}
+	return nil
+}
+
+func wrapErr(err error, e int) error {
+	if err != nil {
+		return fmt.Errorf("expert %d down: %w", e, err)
+	}
+	return nil
+}
+
+// init finishes a bound model: thread pool and RoPE table.
+func (m *Model) init(opts Options) {
+	m.threads = max(opts.Threads, 1)
+	m.pool = tensor.NewPool(m.threads)
+	m.rope = newRope(m.RopeBase, m.RopeDim)
+}
