@@ -1,0 +1,94 @@
+// Package store is the coordinator's only SQL speaker: every query against
+// Postgres lives here, behind methods that take a context and, for more than
+// two arguments, a params struct. Domain errors (ErrNotFound, ErrConflict,
+// ErrStaleToken) are mapped at this boundary; callers never see pgx.ErrNoRows.
+//
+// Core tables (devices, jobs, runs, leases, results, samples) are in this
+// package's core files; other areas add their own files (tokens.go,
+// schedules.go, ...). A Store is safe for concurrent use.
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// ErrNotFound is returned when the requested row does not exist.
+var ErrNotFound = errors.New("store: not found")
+
+// ErrStaleToken is returned when a write carries a fencing token that is not
+// the current lease's token (a late report from a lost or superseded agent),
+// or when the run is no longer in a state that accepts the write.
+var ErrStaleToken = errors.New("store: stale fencing token")
+
+// Store wraps a pgx connection pool. The zero value is not usable; build one
+// with Open or New.
+type Store struct {
+	pool *pgxpool.Pool
+}
+
+// Config tunes Open.
+type Config struct {
+	// MaxConns bounds the pool; 0 means pgxpool's default (max(4, NumCPU)).
+	MaxConns int32
+	// ConnectTimeout bounds the first ping; 0 means 10s.
+	ConnectTimeout time.Duration
+}
+
+// Open connects to databaseURL and checks the connection with a ping.
+func Open(ctx context.Context, databaseURL string, cfg Config) (*Store, error) {
+	pc, err := pgxpool.ParseConfig(databaseURL)
+	if err != nil {
+		return nil, fmt.Errorf("store: parse database url: %w", err)
+	}
+	if cfg.MaxConns > 0 {
+		pc.MaxConns = cfg.MaxConns
+	}
+	timeout := cfg.ConnectTimeout
+	if timeout == 0 {
+		timeout = 10 * time.Second
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, pc)
+	if err != nil {
+		return nil, fmt.Errorf("store: connect: %w", err)
+	}
+	pctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	if err := pool.Ping(pctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("store: ping database: %w", err)
+	}
+	return &Store{pool: pool}, nil
+}
+
+// New wraps an existing pool. Close closes it.
+func New(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }
+
+// Pool returns the underlying pool, for packages (tests, benchmarks) that
+// need raw access. Production code outside store must not write SQL.
+func (s *Store) Pool() *pgxpool.Pool { return s.pool }
+
+// Close closes the pool, waiting for connections in use to be returned.
+func (s *Store) Close() { s.pool.Close() }
+
+// Ping checks that the database answers (readiness).
+func (s *Store) Ping(ctx context.Context) error { return s.pool.Ping(ctx) }
+
+// notFound maps pgx.ErrNoRows to ErrNotFound; every other error is returned
+// unchanged. It is the one place that knows about pgx.ErrNoRows.
+func notFound(err error) error {
+	if errors.Is(err, pgx.ErrNoRows) {
+		return ErrNotFound
+	}
+	return err
+}
+
+// tx runs fn in a transaction, committing when it returns nil.
+func (s *Store) tx(ctx context.Context, fn func(pgx.Tx) error) error {
+	return pgx.BeginFunc(ctx, s.pool, fn)
+}
