@@ -2,6 +2,7 @@ package tensor
 
 import (
 	"fmt"
+	"math"
 )
 
 // actKind is the vec_dot_type a weight type multiplies with.
@@ -129,7 +130,7 @@ func MatMul(p *Pool, dst []float32, m Matrix, x []float32, n int) error {
 	if err != nil {
 		return err
 	}
-	if n < 0 || len(x) != n*m.Cols {
+	if n < 0 || (m.Cols > 0 && n > math.MaxInt/max(m.Cols, m.Rows)) || len(x) != n*m.Cols {
 		return fmt.Errorf("tensor: matmul input has %d values, want %d vectors × %d", len(x), n, m.Cols)
 	}
 	if len(dst) != n*m.Rows {

@@ -3,7 +3,10 @@
 // activation quantization, dot products and parallel matrix-vector products.
 package tensor
 
-import "fmt"
+import (
+	"fmt"
+	"math"
+)
 
 // Type is a ggml tensor type id, as stored in GGUF tensor infos.
 type Type uint32
@@ -92,6 +95,9 @@ func (t Type) RowSize(n int) (int, error) {
 	}
 	if n < 0 || n%ti.blockSize != 0 {
 		return 0, fmt.Errorf("tensor: row of %d elements is not a multiple of the %s block size %d", n, ti.name, ti.blockSize)
+	}
+	if n/ti.blockSize > math.MaxInt/ti.typeSize {
+		return 0, fmt.Errorf("tensor: row of %d %s elements overflows", n, ti.name)
 	}
 	return n / ti.blockSize * ti.typeSize, nil
 }
