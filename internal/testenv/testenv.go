@@ -38,14 +38,14 @@ import (
 )
 
 var (
-	pgOnce    sync.Once
-	pgAdmin   string // admin URL of the chosen server
-	pgErr     error
-	pgStop    func()
-	tmplOnce  sync.Once
-	tmplName  string
-	tmplErr   error
-	createMu  sync.Mutex // CREATE DATABASE ... TEMPLATE needs the template idle
+	pgOnce   sync.Once
+	pgAdmin  string // admin URL of the chosen server
+	pgErr    error
+	pgStop   func()
+	tmplOnce sync.Once
+	tmplName string
+	tmplErr  error
+	createMu sync.Mutex // CREATE DATABASE ... TEMPLATE needs the template idle
 )
 
 // Run runs the tests of a package and then stops the Postgres server the
