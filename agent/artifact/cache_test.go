@@ -348,4 +348,3 @@ func TestConcurrentGetsShareOneDownload(t *testing.T) {
 		t.Fatalf("%d downloads, want 1", n)
 	}
 }
-
