@@ -350,6 +350,12 @@ func serverCredential() (*credential, error) {
 // hands it to cred. As root it also checks that every ancestor is
 // traversable by the postgres user.
 func prepareDir(dir string, cred *credential) error {
+	if cred != nil {
+		// Parents we create must be traversable by the postgres user.
+		if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
+			return fmt.Errorf("pglocal: create %s: %w", filepath.Dir(dir), err)
+		}
+	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("pglocal: create %s: %w", dir, err)
 	}
