@@ -1,0 +1,48 @@
+# lesfarm — run `make help` for the targets.
+SHELL := /bin/bash
+GO ?= go
+BIN := bin/lesfarm
+PKGS := ./...
+TEST_TIMEOUT ?= 14m
+
+.DEFAULT_GOAL := help
+
+help: ## Show this help
+	@awk 'BEGIN {FS = ":.*##"; printf "Targets:\n"} /^[a-zA-Z0-9_\/-]+:.*##/ { printf "  %-14s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
+
+setup: ## Install system dependencies (PostgreSQL; qemu-user for arm64 tests) on Debian when root; otherwise print what to install
+	@bash scripts/setup.sh
+
+build: ## Build bin/lesfarm
+	$(GO) build -o $(BIN) ./cmd/lesfarm
+
+demo: build ## Run the whole farm on embedded defaults: coordinator, embedded NATS + local PostgreSQL, emulated agents, a smoke suite
+	./$(BIN) demo
+
+test: ## Run the test suite (needs PostgreSQL binaries; see `make setup`)
+	$(GO) vet $(PKGS)
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
+	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(PKGS)
+
+test/race: ## Run the tests with the race detector
+	$(GO) test -count=1 -race -timeout 30m $(PKGS)
+
+test/arm64: ## Cross-build for phones and run the runtime tests for arm64 under qemu (see .ci/mobile.sh)
+	bash .ci/mobile.sh
+
+bench: ## Run the Go benchmarks (kernels, runtime, ingest); long, not part of `test`
+	$(GO) test -run '^$$' -bench . -benchtime 2x -timeout 60m $(PKGS)
+
+fuzz: ## Fuzz every parser for 30s each
+	@for p in $$(grep -rl --include='*_test.go' '^func Fuzz' . | xargs -n1 dirname | sort -u); do \
+	  for f in $$(grep -ho '^func Fuzz[A-Za-z0-9_]*' $$p/*_test.go | cut -d' ' -f2); do \
+	    echo "== $$p $$f"; $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime 30s $$p || exit 1; \
+	  done; \
+	done
+
+lint: ## gofmt, go vet, and golangci-lint when installed
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); exit 1; }
+	$(GO) vet $(PKGS)
+	@if command -v golangci-lint >/dev/null; then golangci-lint run; else echo "golangci-lint not installed; skipped"; fi
+
+.PHONY: help setup build demo test test/race test/arm64 bench fuzz lint
