@@ -106,7 +106,11 @@ var goldenCases = []struct {
 	name, model, ref string
 	tol              tolerances
 }{
-	{"f32", "golden/tiny-qwen3moe-f32.gguf", "golden/tiny-qwen3moe-f32.ref.json", tolerances{1e-3, 2, 5e-3, 1e-2}},
+	// F32: issue 3 allows 1e-3 and a greedy margin cut of 1e-2; we measure
+	// 2.3e-6, so greedy is required up to the first margin below 1e-4,
+	// which makes all 32 tokens of every prompt mandatory (smallest ref
+	// margin 1.9e-3).
+	{"f32", "golden/tiny-qwen3moe-f32.gguf", "golden/tiny-qwen3moe-f32.ref.json", tolerances{1e-3, 2, 5e-3, 1e-4}},
 	{"q8_0", "golden/tiny-qwen3moe-q8_0.gguf", "golden/tiny-qwen3moe-q8_0.ref.json", tolerances{0.1, 0.999, 5e-3, 0.1}},
 	{"q4_k_m", "testdata/tiny-qwen3moe-q4_k_m.gguf", "testdata/tiny-qwen3moe-q4_k_m.ref.json", tolerances{0.1, 0.999, 5e-3, 0.1}},
 	{"mixed", "golden/tiny-qwen3moe-mixed.gguf", "golden/tiny-qwen3moe-mixed.ref.json", tolerances{0.1, 0.999, 5e-3, 0.1}},
@@ -128,7 +132,7 @@ func TestGoldenConformance(t *testing.T) {
 				t.Fatalf("model has vocab %d, %d layers; ref says %d, %d", m.Vocab, len(m.Layers), ref.NVocab, ref.NLayer)
 			}
 			var worst, worstCos = 0.0, 1.0
-			routed, skipped, diffs := 0, 0, 0
+			routed, skipped, diffs, skippedDiff := 0, 0, 0, 0
 			for pi, pr := range ref.Prompts {
 				// Routing observed at every position: prompt batch, then the
 				// four teacher-forced decode steps.
@@ -167,12 +171,15 @@ func TestGoldenConformance(t *testing.T) {
 						if !ok {
 							t.Fatalf("prompt %d: no routing captured at pos %d layer %d", pi, p.Pos, l)
 						}
+						a, b := slices.Sorted(slices.Values(g)), slices.Sorted(slices.Values(lr.ExpertIDs))
 						if lr.SelectionMargin < tc.tol.routeMargin {
 							skipped++
+							if !slices.Equal(a, b) {
+								skippedDiff++
+							}
 							continue
 						}
 						routed++
-						a, b := slices.Sorted(slices.Values(g)), slices.Sorted(slices.Values(lr.ExpertIDs))
 						if !slices.Equal(a, b) {
 							diffs++
 							t.Errorf("prompt %d pos %d layer %d: experts %v, ref %v (margin %.2g)", pi, p.Pos, l, g, lr.ExpertIDs, lr.SelectionMargin)
@@ -186,25 +193,35 @@ func TestGoldenConformance(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				matched, limit := 0, len(pr.Greedy.TokenIDs)
-				for i, want := range pr.Greedy.TokenIDs {
+				// Free-run 32 greedy steps; tokens must match up to the first
+				// step whose reference margin is below the tolerance.
+				limit := len(pr.Greedy.TokenIDs)
+				for i := range pr.Greedy.Top5 {
 					if pr.Greedy.Top5[i].Margin < tc.tol.greedyMarg {
 						limit = i
 						break
 					}
+				}
+				matched := -1
+				for i, want := range pr.Greedy.TokenIDs {
 					id := sample.Argmax(logits)
 					if id != want {
-						t.Errorf("prompt %d greedy step %d: token %d, ref %d (ref margin %.3g)", pi, i, id, want, pr.Greedy.Top5[i].Margin)
+						matched = i
 						break
 					}
-					matched++
 					if logits, err = st.Forward(ctx, []int{id}, false); err != nil {
 						t.Fatal(err)
 					}
 				}
-				t.Logf("prompt %d (%d tokens): greedy %d/%d matched (comparable steps %d)", pi, len(pr.TokenIDs), matched, len(pr.Greedy.TokenIDs), limit)
+				if matched < 0 {
+					matched = len(pr.Greedy.TokenIDs)
+				}
+				if matched < limit {
+					t.Errorf("prompt %d: greedy diverges at step %d, before the first low-margin step %d (ref margin there %.3g)", pi, matched, limit, pr.Greedy.Top5[matched].Margin)
+				}
+				t.Logf("%s prompt %d (%d tokens): greedy prefix %d/%d matched (required %d: steps before the first ref margin < %g)", tc.name, pi, len(pr.TokenIDs), matched, len(pr.Greedy.TokenIDs), limit, tc.tol.greedyMarg)
 			}
-			t.Logf("%s: max |Δlogit| %.3g, min cosine %.7f; routing %d sets compared, %d differ, %d skipped (margin < %g)", tc.name, worst, worstCos, routed, diffs, skipped, tc.tol.routeMargin)
+			t.Logf("%s: max |Δlogit| %.3g, min cosine %.7f; routing %d sets compared, %d differ, %d skipped (margin < %g, of which %d differ)", tc.name, worst, worstCos, routed, diffs, skipped, tc.tol.routeMargin, skippedDiff)
 		})
 	}
 }
