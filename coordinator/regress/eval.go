@@ -1,0 +1,509 @@
+package regress
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"io"
+	"math"
+	"math/rand/v2"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+)
+
+// Noise is a kind of synthetic noise in the evaluation harness.
+type Noise string
+
+// Noise kinds. Every kind has the stated coefficient of variation (CV) of
+// a point around its level, except for the outliers and the drift.
+const (
+	NoiseGaussian Noise = "gaussian" // independent normal noise
+	NoiseOutliers Noise = "outliers" // gaussian plus 5% outliers of 15–40% (mostly slow runs)
+	NoiseBimodal  Noise = "bimodal"  // two modes ±0.9·CV apart plus 0.45·CV normal noise
+	NoiseDrift    Noise = "drift"    // gaussian plus a slow drift of ±0.05% per run
+	NoiseGaps     Noise = "gaps"     // gaussian with 25% of the runs missing
+)
+
+// AllNoises lists the noise kinds in report order.
+var AllNoises = []Noise{NoiseGaussian, NoiseOutliers, NoiseBimodal, NoiseDrift, NoiseGaps}
+
+// Setting is a named detector configuration under evaluation.
+type Setting struct {
+	Name   string `json:"name"`
+	Config Config `json:"config"`
+	// ConfirmRerun models the per-suite confirmation policy: a detected
+	// change triggers one rerun on the same device and build, and the
+	// alert goes out only if the change is still confirmed with it.
+	ConfirmRerun bool `json:"confirm_rerun"`
+}
+
+// DefaultSettings are the detector settings the harness compares by
+// default: the default configuration, stricter and looser significance,
+// no Mann-Whitney guard, a 3% minimum effect, the confirmation-rerun
+// policy, and E-divisive instead of PELT.
+func DefaultSettings() []Setting {
+	return []Setting{
+		{Name: "pelt-default", Config: Config{}},
+		{Name: "pelt-a0.0001", Config: Config{Alpha: 0.0001}},
+		{Name: "pelt-a0.002", Config: Config{Alpha: 0.002}},
+		{Name: "pelt-a0.01", Config: Config{Alpha: 0.01}},
+		{Name: "pelt-noMW", Config: Config{MWAlpha: -1}},
+		{Name: "pelt-effect3%", Config: Config{MinEffect: 0.03}},
+		{Name: "pelt-confirm-rerun", Config: Config{}, ConfirmRerun: true},
+		{Name: "edivisive", Config: Config{Method: MethodEDivisive}},
+	}
+}
+
+// EvalConfig sets up an evaluation. Zero fields take the defaults noted.
+type EvalConfig struct {
+	Histories int       // histories per cell (default 100)
+	Seed      uint64    // generator seed (default 1)
+	Steps     []float64 // planted relative steps (default 2,3,5,10%)
+	CVs       []float64 // noise CVs (default 1–5%)
+	Noises    []Noise   // default AllNoises
+	Settings  []Setting // default DefaultSettings
+	PreMin    int       // fewest runs before the step (default 20)
+	PreMax    int       // most runs before the step (default 40)
+	After     int       // runs generated after the step (default 8)
+	Tolerance int       // an alert within this many runs of the step is a hit (default 2)
+	Workers   int       // parallel workers (default GOMAXPROCS)
+}
+
+func (c EvalConfig) withDefaults() EvalConfig {
+	c.Histories = cmp.Or(c.Histories, 100)
+	c.Seed = cmp.Or(c.Seed, 1)
+	if len(c.Steps) == 0 {
+		c.Steps = []float64{0.02, 0.03, 0.05, 0.10}
+	}
+	if len(c.CVs) == 0 {
+		c.CVs = []float64{0.01, 0.02, 0.03, 0.04, 0.05}
+	}
+	if len(c.Noises) == 0 {
+		c.Noises = AllNoises
+	}
+	if len(c.Settings) == 0 {
+		c.Settings = DefaultSettings()
+	}
+	c.PreMin = cmp.Or(c.PreMin, 20)
+	c.PreMax = max(cmp.Or(c.PreMax, 40), c.PreMin)
+	c.After = cmp.Or(c.After, 8)
+	c.Tolerance = cmp.Or(c.Tolerance, 2)
+	c.Workers = cmp.Or(c.Workers, runtime.GOMAXPROCS(0))
+	return c
+}
+
+// Cell is the outcome of one (setting, noise, step, CV) cell. Step 0 is
+// the null cell: histories without any change, where every alert is false.
+type Cell struct {
+	Setting     string  `json:"setting"`
+	Noise       Noise   `json:"noise"`
+	Step        float64 `json:"step"`
+	CV          float64 `json:"cv"`
+	Histories   int     `json:"histories"`
+	HitsAt2     int     `json:"hits_at_2"` // step detected with ≤ 2 runs after it
+	HitsAt4     int     `json:"hits_at_4"`
+	Hits        int     `json:"hits"` // detected with ≤ After runs
+	DelaySum    int     `json:"delay_sum"`
+	TrueAlerts  int     `json:"true_alerts"`
+	FalseAlerts int     `json:"false_alerts"` // wrong place, wrong direction or duplicate
+}
+
+// Recall returns hits/histories for hits = HitsAt2, HitsAt4 or Hits.
+func (c Cell) Recall(hits int) float64 { return ratio(hits, c.Histories) }
+
+// MeanDelay is the mean number of runs after the step until detection,
+// over detected histories.
+func (c Cell) MeanDelay() float64 { return ratio(c.DelaySum, c.Hits) }
+
+// Summary aggregates cells of one setting over a region of the grid. The
+// precision counts one null history per step history of the region, so
+// it reflects a farm where a real change happens about once every
+// (PreMax+PreMin)/2+After runs of a series.
+type Summary struct {
+	Setting         string  `json:"setting"`
+	Region          string  `json:"region"`
+	Histories       int     `json:"histories"`
+	RecallAt2       float64 `json:"recall_at_2"`
+	RecallAt4       float64 `json:"recall_at_4"`
+	Recall          float64 `json:"recall"`
+	MeanDelay       float64 `json:"mean_delay"`
+	TrueAlerts      int     `json:"true_alerts"`
+	FalseAlerts     int     `json:"false_alerts"`
+	FalseAlertShare float64 `json:"false_alert_share"` // false / all alerts
+	NullFalsePer100 float64 `json:"null_false_per_100_histories"`
+}
+
+// EvalResult is the whole evaluation grid.
+type EvalResult struct {
+	Config    EvalConfig `json:"-"`
+	Histories int        `json:"histories_per_cell"`
+	Seed      uint64     `json:"seed"`
+	After     int        `json:"runs_after_step"`
+	Settings  []Setting  `json:"settings"`
+	Cells     []Cell     `json:"cells"`
+	Summaries []Summary  `json:"summaries"`
+}
+
+// history is one synthetic series with at most one planted step.
+type history struct {
+	points   []Point
+	levels   []float64 // true level of each point
+	noise    Noise
+	cv       float64
+	stepIdx  int // index in points of the first point after the step; -1 if none
+	stepDir  Direction
+	stepSeen int // points present after the step
+}
+
+const evalReps = 5
+
+// sample draws one result at level with the history's noise: its mean of
+// evalReps repetitions and their standard deviation (30% of a point's
+// variance is within-run noise, the rest is run-to-run noise).
+func sample(rng *rand.Rand, noise Noise, level, cv float64) Point {
+	var x float64
+	switch noise {
+	case NoiseBimodal:
+		mode := 0.9 * cv
+		if rng.IntN(2) == 0 {
+			mode = -mode
+		}
+		x = level * (1 + mode + 0.45*cv*rng.NormFloat64())
+	default:
+		x = level * (1 + cv*rng.NormFloat64())
+	}
+	if noise == NoiseOutliers && rng.Float64() < 0.05 {
+		o := 0.15 + 0.25*rng.Float64()
+		if rng.Float64() < 0.25 {
+			x *= 1 + o
+		} else {
+			x *= 1 - o
+		}
+	}
+	sw := math.Sqrt(0.3*evalReps) * cv * level * (0.7 + 0.6*rng.Float64())
+	return Point{Value: x, Stddev: sw, N: evalReps}
+}
+
+// genHistory generates one history deterministically from its seeds.
+func genHistory(seed1, seed2 uint64, noise Noise, step, cv float64, cfg EvalConfig) history {
+	rng := rand.New(rand.NewPCG(seed1, seed2))
+	pre := cfg.PreMin + rng.IntN(cfg.PreMax-cfg.PreMin+1)
+	total := pre + cfg.After
+	sign := 1.0
+	if rng.IntN(2) == 0 {
+		sign = -1
+	}
+	drift := 0.0
+	if noise == NoiseDrift {
+		drift = 0.0005
+		if rng.IntN(2) == 0 {
+			drift = -drift
+		}
+	}
+	const base = 100.0
+	h := history{stepIdx: -1, noise: noise, cv: cv}
+	if step > 0 {
+		h.stepDir = direction(sign, true)
+	}
+	for i := 0; i < total; i++ {
+		level := base * (1 + drift*float64(i))
+		if step > 0 && i >= pre {
+			level *= 1 + sign*step
+		}
+		p := sample(rng, noise, level, cv)
+		if noise == NoiseGaps && rng.Float64() < 0.25 {
+			continue
+		}
+		if step > 0 && i >= pre && h.stepIdx < 0 {
+			h.stepIdx = len(h.points)
+		}
+		p.Seq = int64(i + 1)
+		h.points = append(h.points, p)
+		h.levels = append(h.levels, level)
+	}
+	if h.stepIdx >= 0 {
+		h.stepSeen = len(h.points) - h.stepIdx
+	}
+	return h
+}
+
+// online replays h night by night: after each new point the detector runs
+// on all points so far, and every change point not within Tolerance runs
+// of an earlier alert of the same direction becomes a new alert. With
+// set.ConfirmRerun, a change point first triggers one rerun at the newest
+// point's level (a fresh sample, not kept in the history) and becomes an
+// alert only if the detector still confirms it with the rerun added. It
+// returns the runs after the step at the first correct alert (-1 if
+// none), and the counts of true and false alerts.
+func online(h history, set Setting, cfg EvalConfig, rng *rand.Rand) (delay, trueAlerts, falseAlerts int) {
+	type alert struct {
+		idx int
+		dir Direction
+	}
+	var alerts []alert
+	delay = -1
+	near := func(idx int, dir Direction) bool {
+		for _, a := range alerts {
+			if a.dir == dir && abs(a.idx-idx) <= cfg.Tolerance {
+				return true
+			}
+		}
+		return false
+	}
+	minLen := 2 * max(set.Config.withDefaults().MinSegment, 2)
+	for n := minLen; n <= len(h.points); n++ {
+		cps, err := Detect(h.points[:n], true, set.Config)
+		if err != nil {
+			panic(err) // settings are validated before evaluation
+		}
+		var confirmed []ChangePoint
+		for _, cp := range cps {
+			if near(cp.Index, cp.Direction) {
+				continue
+			}
+			if set.ConfirmRerun {
+				if confirmed == nil {
+					rerun := sample(rng, h.noise, h.levels[n-1], h.cv)
+					rerun.Seq = h.points[n-1].Seq
+					withRerun := append(slices.Clone(h.points[:n]), rerun)
+					confirmed, _ = Detect(withRerun, true, set.Config)
+					confirmed = append(confirmed, ChangePoint{Index: -1 << 30}) // non-nil marker
+				}
+				ok := false
+				for _, c := range confirmed {
+					ok = ok || (c.Direction == cp.Direction && abs(c.Index-cp.Index) <= 1)
+				}
+				if !ok {
+					continue
+				}
+			}
+			alerts = append(alerts, alert{cp.Index, cp.Direction})
+			hit := h.stepIdx >= 0 && delay < 0 && cp.Direction == h.stepDir && abs(cp.Index-h.stepIdx) <= cfg.Tolerance
+			if hit {
+				delay = n - h.stepIdx
+				trueAlerts++
+			} else {
+				falseAlerts++
+			}
+		}
+	}
+	return delay, trueAlerts, falseAlerts
+}
+
+func abs(x int) int {
+	if x < 0 {
+		return -x
+	}
+	return x
+}
+
+// ratio returns a/b, or 0 when b is 0 (no histories or no hits).
+func ratio(a, b int) float64 {
+	if b == 0 {
+		return 0
+	}
+	return float64(a) / float64(b)
+}
+
+// Evaluate runs the harness: for every setting, noise kind, CV and step
+// (plus step 0, the null cell) it generates Histories histories and
+// replays them online. It is deterministic for a given config and stops
+// early with ctx's error when ctx is cancelled.
+func Evaluate(ctx context.Context, cfg EvalConfig) (*EvalResult, error) {
+	cfg = cfg.withDefaults()
+	for _, s := range cfg.Settings {
+		if err := s.Config.Validate(); err != nil {
+			return nil, fmt.Errorf("setting %s: %w", s.Name, err)
+		}
+	}
+	steps := append([]float64{0}, cfg.Steps...)
+	type job struct {
+		cell int
+		h    int
+	}
+	var cells []Cell
+	for _, set := range cfg.Settings {
+		for _, nz := range cfg.Noises {
+			for _, step := range steps {
+				for _, cv := range cfg.CVs {
+					cells = append(cells, Cell{Setting: set.Name, Noise: nz, Step: step, CV: cv})
+				}
+			}
+		}
+	}
+	settingOf := map[string]Setting{}
+	for _, s := range cfg.Settings {
+		settingOf[s.Name] = s
+	}
+	var mu sync.Mutex
+	jobs := make(chan job)
+	var wg sync.WaitGroup
+	for range cfg.Workers {
+		wg.Go(func() {
+			for j := range jobs {
+				c := cells[j.cell]
+				// Histories depend on (noise, step, cv, h), not on the
+				// setting, so every setting sees the same data.
+				s1 := cfg.Seed ^ hashString(fmt.Sprintf("%s/%g/%g", c.Noise, c.Step, c.CV))
+				h := genHistory(s1, uint64(j.h), c.Noise, c.Step, c.CV, cfg)
+				rr := rand.New(rand.NewPCG(s1^0x9e3779b97f4a7c15, uint64(j.h)))
+				d, ta, fa := online(h, settingOf[c.Setting], cfg, rr)
+				mu.Lock()
+				cc := &cells[j.cell]
+				cc.Histories++
+				cc.TrueAlerts += ta
+				cc.FalseAlerts += fa
+				if d >= 0 {
+					cc.Hits++
+					cc.DelaySum += d
+					if d <= 2 {
+						cc.HitsAt2++
+					}
+					if d <= 4 {
+						cc.HitsAt4++
+					}
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	var err error
+feed:
+	for i := range cells {
+		for h := range cfg.Histories {
+			select {
+			case jobs <- job{i, h}:
+			case <-ctx.Done():
+				err = ctx.Err()
+				break feed
+			}
+		}
+	}
+	close(jobs)
+	wg.Wait()
+	if err != nil {
+		return nil, err
+	}
+	res := &EvalResult{Config: cfg, Histories: cfg.Histories, Seed: cfg.Seed, After: cfg.After, Settings: cfg.Settings, Cells: cells}
+	for _, set := range cfg.Settings {
+		res.Summaries = append(res.Summaries,
+			res.summarize(set.Name, "goal: step>=5% cv<=3% gaussian", func(c Cell) bool { return c.Noise == NoiseGaussian && c.Step >= 0.05 && c.CV <= 0.03+1e-9 }),
+			res.summarize(set.Name, "goal: step>=5% cv<=3% all noise", func(c Cell) bool { return c.Step >= 0.05 && c.CV <= 0.03+1e-9 }),
+			res.summarize(set.Name, "whole grid", func(Cell) bool { return true }),
+		)
+	}
+	return res, nil
+}
+
+// summarize aggregates the step cells selected by in, with the null
+// cells of the same noise and CV counted once per step cell.
+func (r *EvalResult) summarize(setting, region string, in func(Cell) bool) Summary {
+	s := Summary{Setting: setting, Region: region}
+	null := map[[2]string]Cell{}
+	for _, c := range r.Cells {
+		if c.Setting == setting && c.Step == 0 {
+			null[[2]string{string(c.Noise), fmt.Sprint(c.CV)}] = c
+		}
+	}
+	var at2, at4, hits, delay, nullHist, nullFalse int
+	for _, c := range r.Cells {
+		if c.Setting != setting || c.Step == 0 || !in(c) {
+			continue
+		}
+		s.Histories += c.Histories
+		at2 += c.HitsAt2
+		at4 += c.HitsAt4
+		hits += c.Hits
+		delay += c.DelaySum
+		s.TrueAlerts += c.TrueAlerts
+		s.FalseAlerts += c.FalseAlerts
+		n := null[[2]string{string(c.Noise), fmt.Sprint(c.CV)}]
+		s.FalseAlerts += n.FalseAlerts
+		nullHist += n.Histories
+		nullFalse += n.FalseAlerts
+	}
+	s.RecallAt2, s.RecallAt4, s.Recall = ratio(at2, s.Histories), ratio(at4, s.Histories), ratio(hits, s.Histories)
+	s.MeanDelay = ratio(delay, hits)
+	s.FalseAlertShare = ratio(s.FalseAlerts, s.TrueAlerts+s.FalseAlerts)
+	s.NullFalsePer100 = 100 * ratio(nullFalse, nullHist)
+	return s
+}
+
+func hashString(s string) uint64 {
+	h := uint64(14695981039346656037)
+	for i := 0; i < len(s); i++ {
+		h ^= uint64(s[i])
+		h *= 1099511628211
+	}
+	return h
+}
+
+// WriteMarkdown writes the summaries and, per setting and noise kind, a
+// step × CV matrix of recall with 2, 4 and After runs after the step,
+// mean delay and false alerts.
+func (r *EvalResult) WriteMarkdown(w io.Writer) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "# Regression detector evaluation\n\n%d histories per cell, seed %d, %d–%d runs before the step, %d after; a hit is an alert of the right direction within %d runs of the step. Null cells (no step) count toward false alerts once per step cell.\n\n",
+		r.Histories, r.Seed, r.Config.PreMin, r.Config.PreMax, r.After, r.Config.Tolerance)
+	b.WriteString("## Summary\n\n| setting | region | recall@2 | recall@4 | recall@" + fmt.Sprint(r.After) + " | mean delay | false alerts / alerts | false alerts per 100 null histories |\n|---|---|---:|---:|---:|---:|---:|---:|\n")
+	for _, s := range r.Summaries {
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %.2f | %s (%d/%d) | %.1f |\n", s.Setting, s.Region,
+			pct(s.RecallAt2), pct(s.RecallAt4), pct(s.Recall), s.MeanDelay, pct(s.FalseAlertShare), s.FalseAlerts, s.TrueAlerts+s.FalseAlerts, s.NullFalsePer100)
+	}
+	idx := map[string]Cell{}
+	for _, c := range r.Cells {
+		idx[fmt.Sprintf("%s/%s/%g/%g", c.Setting, c.Noise, c.Step, c.CV)] = c
+	}
+	for _, set := range r.Settings {
+		fmt.Fprintf(&b, "\n## Grid: %s\n\nEach cell: recall@2 / recall@4 / recall@%d, mean delay in runs; the step-0 row gives false alerts per 100 null histories.\n", set.Name, r.After)
+		for _, nz := range r.Config.Noises {
+			fmt.Fprintf(&b, "\n**%s**\n\n| step |", nz)
+			for _, cv := range r.Config.CVs {
+				fmt.Fprintf(&b, " CV %g%% |", 100*cv)
+			}
+			b.WriteString("\n|---|" + strings.Repeat("---|", len(r.Config.CVs)) + "\n")
+			for _, step := range append([]float64{0}, r.Config.Steps...) {
+				fmt.Fprintf(&b, "| %g%% |", 100*step)
+				for _, cv := range r.Config.CVs {
+					c := idx[fmt.Sprintf("%s/%s/%g/%g", set.Name, nz, step, cv)]
+					if step == 0 {
+						fmt.Fprintf(&b, " %.1f false |", 100*ratio(c.FalseAlerts, c.Histories))
+						continue
+					}
+					fmt.Fprintf(&b, " %s/%s/%s, %.1f |", pct0(c.Recall(c.HitsAt2)), pct0(c.Recall(c.HitsAt4)), pct0(c.Recall(c.Hits)), c.MeanDelay())
+				}
+				b.WriteString("\n")
+			}
+		}
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func pct(x float64) string {
+	if math.IsNaN(x) {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.1f%%", 100*x)
+}
+
+func pct0(x float64) string {
+	if math.IsNaN(x) {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.0f", 100*x)
+}
+
+// SortCells orders cells by setting, noise, step and CV (for stable JSON).
+func (r *EvalResult) SortCells() {
+	order := map[string]int{}
+	for i, s := range r.Settings {
+		order[s.Name] = i
+	}
+	slices.SortStableFunc(r.Cells, func(a, b Cell) int {
+		return cmp.Or(cmp.Compare(order[a.Setting], order[b.Setting]), strings.Compare(string(a.Noise), string(b.Noise)),
+			cmp.Compare(a.Step, b.Step), cmp.Compare(a.CV, b.CV))
+	})
+}
