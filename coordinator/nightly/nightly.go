@@ -1,0 +1,209 @@
+// Package nightly fires cron schedules stored in Postgres (table schedules):
+// each occurrence of a schedule triggers its suite's runs, exactly once
+// across any number of coordinators sharing the database.
+//
+// # Exactly once
+//
+// Every coordinator runs a Scheduler. On each tick it asks the store for a
+// due schedule (next_fire_at <= now) with SELECT … FOR UPDATE SKIP LOCKED,
+// so two coordinators never hold the same schedule. Inside that one
+// transaction the Scheduler creates the occurrence's runs (Trigger), records
+// the occurrence in schedule_firings (primary key (schedule, occurrence))
+// and advances next_fire_at with a compare-and-set on its old value; then it
+// commits. Either all of that happens or none of it, so an occurrence's runs
+// exist exactly when its firing record does, and a coordinator that dies
+// mid-way leaves the occurrence for the next one. No leader election is
+// needed; the row lock is the lease, and it dies with the transaction.
+//
+// # Missed occurrences
+//
+// When no coordinator ran at an occurrence's time (downtime), the policy is
+// "fire the latest, once, within the catch-up window": of all occurrences
+// that passed, only the most recent fires, and only if it is at most
+// catchup_seconds old (default 3600); all others are recorded as skipped.
+// A nightly suite missed during a 3-day outage therefore runs once when the
+// farm is back within an hour of its time, and never replays a backlog.
+// Editing a schedule recomputes next_fire_at from the edit time, so edits
+// never fire a backlog either.
+package nightly
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/lesfarm/lesfarm/coordinator/store"
+)
+
+// Occurrence is one due occurrence of a schedule handed to a Trigger.
+type Occurrence struct {
+	Schedule *store.Schedule
+	At       time.Time
+	// Build is Schedule.Build with "{date}" replaced by At's UTC date.
+	Build string
+}
+
+// Trigger creates the runs of one occurrence inside tx and returns their
+// ids. It must use tx for every write, so the runs commit or roll back with
+// the firing record. An error marks the occurrence failed (the runs are
+// rolled back to a savepoint) without stopping the schedule.
+type Trigger func(ctx context.Context, tx pgx.Tx, occ *Occurrence) ([]string, error)
+
+// Config configures a Scheduler.
+type Config struct {
+	Store   *store.Store
+	Trigger Trigger
+	// Name identifies this coordinator in firing records (default
+	// hostname:pid).
+	Name string
+	// Interval between polls (default 15s). Occurrences fire up to one
+	// interval late.
+	Interval time.Duration
+	// Now is the clock (default time.Now); tests inject one.
+	Now    func() time.Time
+	Logger *slog.Logger
+}
+
+// Scheduler polls Postgres and fires due schedules. Start it once; Stop
+// waits for the loop to exit. It is safe for concurrent use.
+type Scheduler struct {
+	cfg    Config
+	log    *slog.Logger
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// New validates cfg and returns a Scheduler.
+func New(cfg Config) (*Scheduler, error) {
+	if cfg.Store == nil {
+		return nil, errors.New("nightly config: Store is required")
+	}
+	if cfg.Trigger == nil {
+		return nil, errors.New("nightly config: Trigger is required")
+	}
+	if cfg.Name == "" {
+		host, _ := os.Hostname()
+		cfg.Name = fmt.Sprintf("%s:%d", host, os.Getpid())
+	}
+	cfg.Interval = cmp.Or(cfg.Interval, 15*time.Second)
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	log := cmp.Or(cfg.Logger, slog.Default())
+	return &Scheduler{cfg: cfg, log: log}, nil
+}
+
+// Start runs the poll loop until ctx is cancelled or Stop is called.
+func (s *Scheduler) Start(ctx context.Context) {
+	ctx, s.cancel = context.WithCancel(ctx)
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		t := time.NewTicker(s.cfg.Interval)
+		defer t.Stop()
+		for {
+			if _, err := s.Tick(ctx); err != nil && ctx.Err() == nil {
+				s.log.ErrorContext(ctx, "nightly: tick failed", "err", err)
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	}()
+}
+
+// Stop ends the loop and waits for it.
+func (s *Scheduler) Stop() {
+	if s.cancel != nil {
+		s.cancel()
+	}
+	s.wg.Wait()
+}
+
+// maxPerTick bounds how many schedules one tick handles.
+const maxPerTick = 1000
+
+// Tick handles every schedule due at the clock's now and returns how many
+// it handled (fired, skipped or failed).
+func (s *Scheduler) Tick(ctx context.Context) (int, error) {
+	n := 0
+	for n < maxPerTick {
+		now := s.cfg.Now()
+		ok, err := s.cfg.Store.HandleDueSchedule(ctx, now, s.cfg.Name, func(ctx context.Context, tx pgx.Tx, sc *store.Schedule) (*store.ScheduleOutcome, error) {
+			return s.handle(ctx, tx, sc, now)
+		})
+		if err != nil {
+			return n, err
+		}
+		if !ok {
+			return n, nil
+		}
+		n++
+	}
+	return n, nil
+}
+
+// handle applies the missed-occurrence policy to one locked schedule and
+// fires the chosen occurrence.
+func (s *Scheduler) handle(ctx context.Context, tx pgx.Tx, sc *store.Schedule, now time.Time) (*store.ScheduleOutcome, error) {
+	expr, err := Parse(sc.Cron, sc.Timezone)
+	if err != nil {
+		// A schedule stored before a validation rule existed: disable it by
+		// pushing it far out, and record why.
+		s.log.ErrorContext(ctx, "nightly: bad schedule", "schedule_id", sc.ID, "err", err)
+		return &store.ScheduleOutcome{
+			Firings: []store.ScheduleFiring{{Occurrence: sc.NextFireAt, Outcome: store.FiringFailed, Detail: err.Error()}},
+			Next:    now.AddDate(100, 0, 0),
+		}, nil
+	}
+	d := expr.Plan(sc.NextFireAt, now, time.Duration(sc.CatchupSeconds)*time.Second)
+	out := &store.ScheduleOutcome{Next: d.Next}
+	if out.Next.IsZero() {
+		out.Next = now.AddDate(100, 0, 0) // never fires again
+	}
+	for i, t := range d.Skipped {
+		detail := "missed: older than the catch-up window"
+		if i == 0 && d.SkippedCount > len(d.Skipped) {
+			detail = fmt.Sprintf("missed: older than the catch-up window (%d earlier occurrences also skipped)", d.SkippedCount-len(d.Skipped))
+		}
+		out.Firings = append(out.Firings, store.ScheduleFiring{Occurrence: t, Outcome: store.FiringSkipped, Detail: detail})
+	}
+	if len(d.Skipped) > 0 {
+		s.log.WarnContext(ctx, "nightly: skipped missed occurrences", "schedule_id", sc.ID, "schedule", sc.Name, "count", d.SkippedCount)
+	}
+	if d.Fire.IsZero() {
+		return out, nil
+	}
+	occ := &Occurrence{Schedule: sc, At: d.Fire, Build: strings.ReplaceAll(sc.Build, "{date}", d.Fire.UTC().Format("20060102"))}
+	// A savepoint keeps a failing trigger from aborting the claim.
+	sp, err := tx.Begin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ids, terr := s.cfg.Trigger(ctx, sp, occ)
+	if terr != nil {
+		if err := sp.Rollback(ctx); err != nil {
+			return nil, err
+		}
+		s.log.ErrorContext(ctx, "nightly: trigger failed", "schedule_id", sc.ID, "schedule", sc.Name, "occurrence", d.Fire, "err", terr)
+		out.Firings = append(out.Firings, store.ScheduleFiring{Occurrence: d.Fire, Outcome: store.FiringFailed, Detail: terr.Error()})
+		return out, nil
+	}
+	if err := sp.Commit(ctx); err != nil {
+		return nil, err
+	}
+	s.log.InfoContext(ctx, "nightly: fired", "schedule_id", sc.ID, "schedule", sc.Name, "occurrence", d.Fire, "runs", len(ids))
+	out.Firings = append(out.Firings, store.ScheduleFiring{Occurrence: d.Fire, Outcome: store.FiringFired, RunIDs: ids})
+	out.Fired = d.Fire
+	return out, nil
+}

@@ -1,0 +1,136 @@
+package store
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base32"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// APITokenPrefix starts every API token secret, so a leaked token is easy to
+// recognise (and to grep for) in logs and repositories.
+const APITokenPrefix = "lft_"
+
+// ErrUnauthorized is returned by VerifyAPIToken for an unknown, malformed or
+// revoked token.
+var ErrUnauthorized = errors.New("store: invalid or revoked API token")
+
+// APIToken is the stored description of a bearer token. The secret itself
+// is never stored; only its sha256 is.
+type APIToken struct {
+	ID         int64      `json:"id"`
+	Name       string     `json:"name"`
+	Prefix     string     `json:"prefix"`
+	CreatedAt  time.Time  `json:"created_at"`
+	LastUsedAt *time.Time `json:"last_used_at,omitempty"`
+	RevokedAt  *time.Time `json:"revoked_at,omitempty"`
+}
+
+var tokenEncoding = base32.StdEncoding.WithPadding(base32.NoPadding)
+
+// newTokenSecret returns "lft_" followed by 32 random bytes in lowercase
+// base32 (52 characters, 256 bits of entropy).
+func newTokenSecret() (string, error) {
+	var b [32]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", err
+	}
+	return APITokenPrefix + strings.ToLower(tokenEncoding.EncodeToString(b[:])), nil
+}
+
+// hashToken returns the sha256 of a secret. Tokens carry 256 random bits,
+// so a fast hash is enough (no password stretching needed).
+func hashToken(secret string) []byte {
+	h := sha256.Sum256([]byte(secret))
+	return h[:]
+}
+
+// CreateAPIToken creates a token named name and returns its secret, which
+// is not stored and cannot be recovered later.
+func (s *Store) CreateAPIToken(ctx context.Context, name string) (string, *APIToken, error) {
+	name = strings.TrimSpace(name)
+	if name == "" || len(name) > 200 {
+		return "", nil, fmt.Errorf("store: token name must be 1 to 200 characters")
+	}
+	secret, err := newTokenSecret()
+	if err != nil {
+		return "", nil, fmt.Errorf("store: token: %w", err)
+	}
+	t := &APIToken{Name: name, Prefix: secret[:len(APITokenPrefix)+6]}
+	err = s.pool.QueryRow(ctx,
+		`INSERT INTO api_tokens (name, prefix, token_hash) VALUES ($1, $2, $3) RETURNING id, created_at`,
+		t.Name, t.Prefix, hashToken(secret)).Scan(&t.ID, &t.CreatedAt)
+	if err != nil {
+		return "", nil, fmt.Errorf("store: create token: %w", err)
+	}
+	return secret, t, nil
+}
+
+// VerifyAPIToken returns the live token whose secret is secret, or
+// ErrUnauthorized. It records the use at most once a minute per token.
+func (s *Store) VerifyAPIToken(ctx context.Context, secret string) (*APIToken, error) {
+	if !strings.HasPrefix(secret, APITokenPrefix) || len(secret) > 200 {
+		return nil, ErrUnauthorized
+	}
+	h := hashToken(secret)
+	var t APIToken
+	var stored []byte
+	err := s.pool.QueryRow(ctx,
+		`SELECT id, name, prefix, token_hash, created_at, last_used_at FROM api_tokens
+		 WHERE token_hash = $1 AND revoked_at IS NULL`, h).
+		Scan(&t.ID, &t.Name, &t.Prefix, &stored, &t.CreatedAt, &t.LastUsedAt)
+	if err != nil {
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil, ErrUnauthorized
+		}
+		return nil, fmt.Errorf("store: verify token: %w", err)
+	}
+	if subtle.ConstantTimeCompare(stored, h) != 1 {
+		return nil, ErrUnauthorized
+	}
+	if t.LastUsedAt == nil || time.Since(*t.LastUsedAt) > time.Minute {
+		if _, err := s.pool.Exec(ctx, `UPDATE api_tokens SET last_used_at = now() WHERE id = $1`, t.ID); err != nil {
+			return nil, fmt.Errorf("store: verify token: %w", err)
+		}
+	}
+	return &t, nil
+}
+
+// ListAPITokens returns every token (live and revoked), newest first.
+func (s *Store) ListAPITokens(ctx context.Context) ([]APIToken, error) {
+	rows, err := s.pool.Query(ctx,
+		`SELECT id, name, prefix, created_at, last_used_at, revoked_at FROM api_tokens ORDER BY id DESC`)
+	if err != nil {
+		return nil, fmt.Errorf("store: list tokens: %w", err)
+	}
+	defer rows.Close()
+	var out []APIToken
+	for rows.Next() {
+		var t APIToken
+		if err := rows.Scan(&t.ID, &t.Name, &t.Prefix, &t.CreatedAt, &t.LastUsedAt, &t.RevokedAt); err != nil {
+			return nil, fmt.Errorf("store: list tokens: %w", err)
+		}
+		out = append(out, t)
+	}
+	return out, rows.Err()
+}
+
+// RevokeAPIToken revokes the token with the given id. It returns
+// ErrNotFound when no live token has that id.
+func (s *Store) RevokeAPIToken(ctx context.Context, id int64) error {
+	tag, err := s.pool.Exec(ctx, `UPDATE api_tokens SET revoked_at = now() WHERE id = $1 AND revoked_at IS NULL`, id)
+	if err != nil {
+		return fmt.Errorf("store: revoke token: %w", err)
+	}
+	if tag.RowsAffected() == 0 {
+		return ErrNotFound
+	}
+	return nil
+}
