@@ -1,0 +1,504 @@
+package model
+
+import (
+	"bufio"
+	"encoding/binary"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"math"
+
+	"github.com/lesfarm/lesfarm/runtime/gguf"
+	"github.com/lesfarm/lesfarm/runtime/tensor"
+)
+
+// SynthConfig describes a random-weight model for WriteSynthetic. Zero
+// fields get defaults (see Defaults).
+type SynthConfig struct {
+	Arch        string // "qwen3moe" (default) or "qwen3" (dense)
+	Layers      int
+	Experts     int // qwen3moe
+	ExpertsUsed int // qwen3moe
+	Hidden      int
+	ExpertFFN   int // qwen3moe: per-expert FFN width; qwen3: dense FFN width
+	Heads       int
+	KVHeads     int
+	HeadDim     int // default Hidden/Heads
+	Vocab       int
+	Context     int
+	Type        tensor.Type // matrices; norms and the router stay F32
+	Seed        uint64
+	// Progress, if set, is called with bytes of tensor data written so far
+	// and the total.
+	Progress func(done, total int64)
+}
+
+// SynthTypes are the weight types WriteSynthetic can generate.
+var SynthTypes = []tensor.Type{tensor.Q4_K, tensor.Q8_0, tensor.F16, tensor.F32}
+
+// Defaults fills zero fields and validates the geometry.
+func (c *SynthConfig) Defaults() error {
+	if c.Arch == "" {
+		c.Arch = "qwen3moe"
+	}
+	if c.Heads > 0 && c.HeadDim == 0 && c.Hidden > 0 {
+		c.HeadDim = c.Hidden / c.Heads
+	}
+	if c.KVHeads == 0 {
+		c.KVHeads = c.Heads
+	}
+	if c.Context == 0 {
+		c.Context = 4096
+	}
+	if c.Type == 0 && !c.Type.Known() {
+		c.Type = tensor.F32
+	}
+	switch {
+	case c.Arch != "qwen3moe" && c.Arch != "qwen3":
+		return fmt.Errorf("synth: unknown architecture %q (supported: qwen3moe, qwen3)", c.Arch)
+	case c.Layers < 1 || c.Layers > 1024:
+		return fmt.Errorf("synth: layers %d must be in [1, 1024]", c.Layers)
+	case c.Hidden < 32 || c.Hidden%32 != 0:
+		return fmt.Errorf("synth: hidden %d must be a positive multiple of 32", c.Hidden)
+	case c.Heads < 1 || c.KVHeads < 1 || c.Heads%c.KVHeads != 0:
+		return fmt.Errorf("synth: heads %d must be a positive multiple of kv-heads %d", c.Heads, c.KVHeads)
+	case c.HeadDim < 2 || c.HeadDim%2 != 0 || (c.Heads*c.HeadDim)%32 != 0:
+		return fmt.Errorf("synth: head dim %d must be even and heads×head dim a multiple of 32", c.HeadDim)
+	case c.ExpertFFN < 32 || c.ExpertFFN%32 != 0:
+		return fmt.Errorf("synth: expert FFN %d must be a positive multiple of 32", c.ExpertFFN)
+	case c.Vocab < 300 || c.Vocab > 1<<20:
+		return fmt.Errorf("synth: vocab %d must be in [300, 1048576] (256 byte tokens, merges and <|endoftext|>)", c.Vocab)
+	case c.Context < 16:
+		return fmt.Errorf("synth: context %d must be >= 16", c.Context)
+	}
+	if c.Arch == "qwen3moe" && (c.Experts < 1 || c.ExpertsUsed < 1 || c.ExpertsUsed > c.Experts || c.Experts > 4096) {
+		return fmt.Errorf("synth: experts %d / experts-used %d: need 1 <= experts-used <= experts <= 4096", c.Experts, c.ExpertsUsed)
+	}
+	ok := false
+	for _, t := range SynthTypes {
+		ok = ok || t == c.Type
+	}
+	if !ok {
+		return fmt.Errorf("synth: type %s is not supported (use Q4_K, Q8_0, F16 or F32)", c.Type)
+	}
+	return nil
+}
+
+// synthTensor is one tensor to generate: its type, dims and the standard
+// deviation (or mean for norm vectors) of its values.
+type synthTensor struct {
+	name string
+	typ  tensor.Type
+	dims []uint64
+	std  float64
+	mean float64
+}
+
+// matType returns c.Type when a row of cols fits its block size, else the
+// fallback llama-quantize would use (Q8_0, then F16).
+func (c *SynthConfig) matType(cols int) tensor.Type {
+	for _, t := range []tensor.Type{c.Type, tensor.Q8_0, tensor.F16} {
+		if _, err := t.RowSize(cols); err == nil {
+			return t
+		}
+	}
+	return tensor.F32
+}
+
+// tensors lists the tensors of the model in file order. Scales follow the
+// golden fixture's recipe, generalised to any width: inputs to every matrix
+// have RMS ≈ 1 after RMSNorm, so weights of std 1/sqrt(cols) give unit
+// outputs; output projections are halved so the residual stream grows
+// slowly; the router's std 2/sqrt(hidden) gives router logits of std ≈ 2,
+// which is peaked but token-dependent routing.
+func (c *SynthConfig) tensors() []synthTensor {
+	H, qd, kvd := c.Hidden, c.Heads*c.HeadDim, c.KVHeads*c.HeadDim
+	u := func(xs ...int) []uint64 {
+		out := make([]uint64, len(xs))
+		for i, x := range xs {
+			out[i] = uint64(x)
+		}
+		return out
+	}
+	inv := func(n int) float64 { return 1 / math.Sqrt(float64(n)) }
+	ts := []synthTensor{{name: "token_embd.weight", typ: c.matType(H), dims: u(H, c.Vocab), std: 1}}
+	for l := range c.Layers {
+		p := fmt.Sprintf("blk.%d.", l)
+		ts = append(ts,
+			synthTensor{name: p + "attn_norm.weight", typ: tensor.F32, dims: u(H), std: 0.1, mean: 1},
+			synthTensor{name: p + "attn_q.weight", typ: c.matType(H), dims: u(H, qd), std: inv(H)},
+			synthTensor{name: p + "attn_k.weight", typ: c.matType(H), dims: u(H, kvd), std: inv(H)},
+			synthTensor{name: p + "attn_v.weight", typ: c.matType(H), dims: u(H, kvd), std: inv(H)},
+			synthTensor{name: p + "attn_output.weight", typ: c.matType(qd), dims: u(qd, H), std: 0.5 * inv(qd)},
+			synthTensor{name: p + "attn_q_norm.weight", typ: tensor.F32, dims: u(c.HeadDim), std: 0.1, mean: 1},
+			synthTensor{name: p + "attn_k_norm.weight", typ: tensor.F32, dims: u(c.HeadDim), std: 0.1, mean: 1},
+			synthTensor{name: p + "ffn_norm.weight", typ: tensor.F32, dims: u(H), std: 0.1, mean: 1},
+		)
+		F := c.ExpertFFN
+		if c.Arch == "qwen3moe" {
+			E := c.Experts
+			ts = append(ts,
+				synthTensor{name: p + "ffn_gate_inp.weight", typ: tensor.F32, dims: u(H, E), std: 2 * inv(H)},
+				synthTensor{name: p + "ffn_gate_exps.weight", typ: c.matType(H), dims: u(H, F, E), std: inv(H)},
+				synthTensor{name: p + "ffn_up_exps.weight", typ: c.matType(H), dims: u(H, F, E), std: inv(H)},
+				synthTensor{name: p + "ffn_down_exps.weight", typ: c.matType(F), dims: u(F, H, E), std: 0.5 * inv(F)},
+			)
+		} else {
+			ts = append(ts,
+				synthTensor{name: p + "ffn_gate.weight", typ: c.matType(H), dims: u(H, F), std: inv(H)},
+				synthTensor{name: p + "ffn_up.weight", typ: c.matType(H), dims: u(H, F), std: inv(H)},
+				synthTensor{name: p + "ffn_down.weight", typ: c.matType(F), dims: u(F, H), std: 0.5 * inv(F)},
+			)
+		}
+	}
+	ts = append(ts,
+		synthTensor{name: "output_norm.weight", typ: tensor.F32, dims: u(H), std: 0.1, mean: 1},
+		synthTensor{name: "output.weight", typ: c.matType(H), dims: u(H, c.Vocab), std: 1.6 * inv(H)},
+	)
+	return ts
+}
+
+// SynthSize returns the file's tensor data size in bytes for c (after
+// Defaults), so callers can size progress bars and check disk space.
+func SynthSize(c SynthConfig) (int64, error) {
+	if err := c.Defaults(); err != nil {
+		return 0, err
+	}
+	var n int64
+	for _, t := range c.tensors() {
+		s, err := gguf.TensorSize(t.typ, t.dims)
+		if err != nil {
+			return 0, err
+		}
+		n += s
+	}
+	return n, nil
+}
+
+// WriteSynthetic streams a random-weight GGUF model described by c to w,
+// with a byte-level BPE tokenizer so it can be run with generate. Weights
+// are generated block by block, so memory use is independent of model size.
+// The same config (including Seed) always writes the same bytes.
+func WriteSynthetic(w io.Writer, c SynthConfig) error {
+	if err := c.Defaults(); err != nil {
+		return err
+	}
+	gw := gguf.NewWriter(w)
+	a := c.Arch
+	kv := []struct {
+		k string
+		v any
+	}{
+		{"general.architecture", a},
+		{"general.name", fmt.Sprintf("synthetic-%s-%dL-%dE-top%d-h%d-f%d-%s", a, c.Layers, c.Experts, c.ExpertsUsed, c.Hidden, c.ExpertFFN, c.Type)},
+		{"general.type", "model"},
+		{"general.description", fmt.Sprintf("random weights written by lesfarm synth, seed %d; for benchmarks, not for text", c.Seed)},
+		{a + ".block_count", uint32(c.Layers)},
+		{a + ".context_length", uint32(c.Context)},
+		{a + ".embedding_length", uint32(c.Hidden)},
+		{a + ".attention.head_count", uint32(c.Heads)},
+		{a + ".attention.head_count_kv", uint32(c.KVHeads)},
+		{a + ".attention.key_length", uint32(c.HeadDim)},
+		{a + ".attention.value_length", uint32(c.HeadDim)},
+		{a + ".rope.freq_base", float32(1e6)},
+		{a + ".attention.layer_norm_rms_epsilon", float32(1e-6)},
+	}
+	if a == "qwen3moe" {
+		kv = append(kv, []struct {
+			k string
+			v any
+		}{
+			{a + ".feed_forward_length", uint32(c.ExpertFFN * c.ExpertsUsed)},
+			{a + ".expert_count", uint32(c.Experts)},
+			{a + ".expert_used_count", uint32(c.ExpertsUsed)},
+			{a + ".expert_feed_forward_length", uint32(c.ExpertFFN)},
+		}...)
+	} else {
+		kv = append(kv, struct {
+			k string
+			v any
+		}{a + ".feed_forward_length", uint32(c.ExpertFFN)})
+	}
+	for _, p := range kv {
+		if err := gw.AddKV(p.k, p.v); err != nil {
+			return err
+		}
+	}
+	if err := addByteBPE(gw, c.Vocab, c.Seed); err != nil {
+		return err
+	}
+	ts := c.tensors()
+	var total int64
+	for _, t := range ts {
+		if err := gw.AddTensor(t.name, t.typ, t.dims); err != nil {
+			return err
+		}
+		s, _ := gguf.TensorSize(t.typ, t.dims)
+		total += s
+	}
+	if err := gw.WriteHeader(); err != nil {
+		return err
+	}
+	var done int64
+	for _, t := range ts {
+		size, _ := gguf.TensorSize(t.typ, t.dims)
+		r := &randTensor{t: t, left: size, rng: newRNG(c.Seed, t.name)}
+		pr := &progressReader{r: bufio.NewReaderSize(r, 1<<20), done: &done, total: total, fn: c.Progress}
+		if err := gw.WriteTensorData(t.name, pr); err != nil {
+			return err
+		}
+	}
+	return gw.Close()
+}
+
+type progressReader struct {
+	r     io.Reader
+	done  *int64
+	total int64
+	fn    func(done, total int64)
+}
+
+func (p *progressReader) Read(b []byte) (int, error) {
+	n, err := p.r.Read(b)
+	*p.done += int64(n)
+	if p.fn != nil && n > 0 {
+		p.fn(*p.done, p.total)
+	}
+	return n, err
+}
+
+// rng is xorshift64*: fast, and good enough for random weights.
+type rng struct{ s uint64 }
+
+func newRNG(seed uint64, name string) *rng {
+	s := seed*0x9e3779b97f4a7c15 ^ uint64(crc32.ChecksumIEEE([]byte(name)))<<17 ^ 0x2545f4914f6cdd1d
+	if s == 0 {
+		s = 1
+	}
+	r := &rng{s}
+	for range 4 {
+		r.next()
+	}
+	return r
+}
+
+func (r *rng) next() uint64 {
+	r.s ^= r.s >> 12
+	r.s ^= r.s << 25
+	r.s ^= r.s >> 27
+	return r.s * 2685821657736338717
+}
+
+// normal returns an approximately standard normal value (sum of four
+// uniforms, rescaled), cheap and bounded.
+func (r *rng) normal() float64 {
+	x := r.next()
+	var s float64
+	for range 4 {
+		s += float64(x&0xffff) / 65536
+		x >>= 16
+	}
+	return (s - 2) * math.Sqrt(3)
+}
+
+// randTensor generates a tensor's data block by block.
+type randTensor struct {
+	t    synthTensor
+	left int64
+	rng  *rng
+	buf  []byte
+}
+
+func (r *randTensor) Read(p []byte) (int, error) {
+	if r.left == 0 {
+		return 0, io.EOF
+	}
+	n := 0
+	for n < len(p) && r.left > 0 {
+		if len(r.buf) == 0 {
+			r.buf = r.block()
+		}
+		k := copy(p[n:], r.buf)
+		r.buf = r.buf[k:]
+		n += k
+		r.left -= int64(k)
+	}
+	return n, nil
+}
+
+// block returns the next block (or 256 plain values) of random data.
+func (r *randTensor) block() []byte {
+	t := r.t
+	g := r.rng
+	switch t.typ {
+	case tensor.F32:
+		b := make([]byte, 4*256)
+		for i := range 256 {
+			binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(float32(t.mean+t.std*g.normal())))
+		}
+		return b
+	case tensor.F16:
+		b := make([]byte, 2*256)
+		for i := range 256 {
+			binary.LittleEndian.PutUint16(b[2*i:], tensor.F32ToF16(float32(t.mean+t.std*g.normal())))
+		}
+		return b
+	case tensor.Q8_0:
+		// d = std/42, q ≈ 42·N(0,1) clipped to int8.
+		b := make([]byte, 34)
+		binary.LittleEndian.PutUint16(b, tensor.F32ToF16(float32(t.std/42)))
+		for i := range 32 {
+			q := math.Round(42 * g.normal())
+			b[2+i] = byte(int8(max(-127, min(127, q))))
+		}
+		return b
+	case tensor.Q4_K:
+		// value = d·sc·q − dmin·m with q the mean of two uniform nibbles
+		// (0..15, mean 7.25, std ≈ 3.26) and dmin·m ≈ d·sc·7.25, so values are centred
+		// with std ≈ d·sc·3.26.
+		b := make([]byte, 144)
+		var sc, m [8]uint8
+		var sumSc float64
+		for j := range 8 {
+			sc[j] = uint8(24 + g.next()%33) // 24..56
+			m[j] = uint8(math.Round(float64(sc[j]) * 7.25 / 8)) // E[floor((a+b)/2)] = 7.25
+			sumSc += float64(sc[j])
+		}
+		d := t.std / (sumSc / 8 * 3.26)
+		binary.LittleEndian.PutUint16(b[0:], tensor.F32ToF16(float32(d)))
+		binary.LittleEndian.PutUint16(b[2:], tensor.F32ToF16(float32(8*d)))
+		s := b[4:16]
+		for j := range 4 {
+			s[j] = sc[j]&63 | (sc[j+4]>>4)<<6
+			s[j+4] = m[j]&63 | (m[j+4]>>4)<<6
+			s[j+8] = sc[j+4]&0xF | (m[j+4]&0xF)<<4
+		}
+		qs := b[16:]
+		for i := 0; i < 128; i += 8 {
+			x, y := g.next(), g.next()
+			for k := range 8 {
+				lo := (x>>(8*k))&15 + (y>>(8*k))&15
+				hi := (x>>(8*k+4))&15 + (y>>(8*k+4))&15
+				qs[i+k] = byte(lo/2) | byte(hi/2)<<4
+			}
+		}
+		return b
+	}
+	panic("synth: unsupported type " + t.typ.String())
+}
+
+// bytesToUnicode is GPT-2's byte ↔ printable rune table: token i of a
+// byte-level BPE vocabulary is byte order[i], spelled rune runes[i].
+func bytesToUnicode() (order []byte, runes []rune) {
+	in := [256]bool{}
+	for b := '!'; b <= '~'; b++ {
+		order, runes = append(order, byte(b)), append(runes, b)
+		in[b] = true
+	}
+	for b := '¡'; b <= '¬'; b++ {
+		order, runes = append(order, byte(b)), append(runes, b)
+		in[b] = true
+	}
+	for b := '®'; b <= 'ÿ'; b++ {
+		order, runes = append(order, byte(b)), append(runes, b)
+		in[b] = true
+	}
+	n := 0
+	for b := range 256 {
+		if !in[b] {
+			order, runes = append(order, byte(b)), append(runes, rune(256+n))
+			n++
+		}
+	}
+	return order, runes
+}
+
+// addByteBPE adds a GPT-2 style byte-level BPE tokenizer of vocab tokens:
+// the 256 byte tokens in GPT-2 order, vocab-257 merges of letter tokens
+// (each merge's operands precede it, so the BPE is closed), and
+// <|endoftext|> last as bos/eos.
+func addByteBPE(gw *gguf.Writer, vocab int, seed uint64) error {
+	_, runes := bytesToUnicode()
+	tokens := make([]string, 0, vocab)
+	seen := map[string]bool{}
+	var letters, words []string // merge operands: "ab", "Ġab"
+	for _, r := range runes {
+		s := string(r)
+		tokens = append(tokens, s)
+		seen[s] = true
+		if r >= 'a' && r <= 'z' {
+			letters = append(letters, s)
+			words = append(words, s)
+		}
+	}
+	space := string(runes[indexOf(runes, 'Ġ')])
+	merges := make([]string, 0, vocab-257)
+	add := func(a, b string) bool {
+		s := a + b
+		if seen[s] || len([]rune(s)) > 12 {
+			return false
+		}
+		seen[s] = true
+		tokens = append(tokens, s)
+		merges = append(merges, a+" "+b)
+		return true
+	}
+	// Space-prefixed letters first, as GPT-2's early merges are.
+	for _, l := range letters {
+		if len(tokens) < vocab-1 && add(space, l) {
+			words = append(words, space+l)
+		}
+	}
+	g := newRNG(seed, "tokenizer")
+	for tries := 0; len(tokens) < vocab-1 && tries < 100*vocab; tries++ {
+		a := words[g.next()%uint64(len(words))]
+		b := letters[g.next()%uint64(len(letters))]
+		if len(words) > 64 && g.next()%2 == 0 {
+			// Extend with longer pieces too.
+			if w := words[g.next()%uint64(len(words))]; w[0] != space[0] {
+				b = w
+			}
+		}
+		if add(a, b) {
+			words = append(words, a+b)
+		}
+	}
+	if len(tokens) < vocab-1 {
+		return fmt.Errorf("synth: could not build %d distinct merges", vocab-257)
+	}
+	tokens = append(tokens, "<|endoftext|>")
+	types := make([]int32, len(tokens))
+	for i := range types {
+		types[i] = 1
+	}
+	types[len(types)-1] = 3
+	eos := uint32(len(tokens) - 1)
+	for _, p := range []struct {
+		k string
+		v any
+	}{
+		{"tokenizer.ggml.model", "gpt2"},
+		{"tokenizer.ggml.pre", "gpt-2"},
+		{"tokenizer.ggml.tokens", tokens},
+		{"tokenizer.ggml.token_type", types},
+		{"tokenizer.ggml.merges", merges},
+		{"tokenizer.ggml.bos_token_id", eos},
+		{"tokenizer.ggml.eos_token_id", eos},
+		{"tokenizer.ggml.padding_token_id", eos},
+		{"tokenizer.ggml.add_bos_token", false},
+	} {
+		if err := gw.AddKV(p.k, p.v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func indexOf(rs []rune, r rune) int {
+	for i, x := range rs {
+		if x == r {
+			return i
+		}
+	}
+	return -1
+}
