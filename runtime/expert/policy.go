@@ -1,0 +1,241 @@
+package expert
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+)
+
+// Key names one expert of one layer.
+type Key struct {
+	Layer, Expert int32
+}
+
+func (k Key) String() string { return fmt.Sprintf("layer %d expert %d", k.Layer, k.Expert) }
+
+// Policy decides which resident expert to evict when the cache needs room.
+// The store calls it with its own lock held, so implementations need no
+// locking and are not safe for concurrent use on their own. Every key that
+// is inserted is eventually removed.
+type Policy interface {
+	// Name returns the policy's name as accepted by NewPolicy.
+	Name() string
+	// Insert records that k became resident.
+	Insert(k Key)
+	// Access records a demand use of a resident k.
+	Access(k Key)
+	// Remove records that k is no longer resident.
+	Remove(k Key)
+	// Victim returns the resident key to evict among those for which
+	// evictable returns true, or false when there is none.
+	Victim(evictable func(Key) bool) (Key, bool)
+}
+
+// PolicyNames lists the cache policies NewPolicy accepts.
+func PolicyNames() []string { return []string{"lru", "lfu", "lrfu"} }
+
+// NewPolicy returns a fresh policy by name: "lru" (least recently used),
+// "lfu" (least frequently used, counting every demand ever made, ties broken
+// by recency) or "lrfu" (the frequency-and-recency hybrid: an exponentially
+// decayed use count). The oracle policy is built by NewOracle instead.
+func NewPolicy(name string) (Policy, error) {
+	switch strings.ToLower(name) {
+	case "lru", "":
+		return newLRU(), nil
+	case "lfu":
+		return newLFU(), nil
+	case "lrfu", "hybrid":
+		return newLRFU(0.5), nil
+	}
+	return nil, fmt.Errorf("expert: unknown cache policy %q (want one of %s)", name, strings.Join(PolicyNames(), ", "))
+}
+
+// lru keeps resident keys in a doubly linked list, most recent at the head.
+type lru struct {
+	nodes      map[Key]*lruNode
+	head, tail *lruNode
+}
+
+type lruNode struct {
+	k          Key
+	prev, next *lruNode
+}
+
+func newLRU() *lru { return &lru{nodes: map[Key]*lruNode{}} }
+
+func (p *lru) Name() string { return "lru" }
+
+func (p *lru) Insert(k Key) {
+	if _, ok := p.nodes[k]; ok {
+		p.Access(k)
+		return
+	}
+	n := &lruNode{k: k}
+	p.nodes[k] = n
+	p.pushFront(n)
+}
+
+func (p *lru) Access(k Key) {
+	n, ok := p.nodes[k]
+	if !ok {
+		return
+	}
+	p.unlink(n)
+	p.pushFront(n)
+}
+
+func (p *lru) Remove(k Key) {
+	n, ok := p.nodes[k]
+	if !ok {
+		return
+	}
+	p.unlink(n)
+	delete(p.nodes, k)
+}
+
+func (p *lru) Victim(evictable func(Key) bool) (Key, bool) {
+	for n := p.tail; n != nil; n = n.prev {
+		if evictable(n.k) {
+			return n.k, true
+		}
+	}
+	return Key{}, false
+}
+
+func (p *lru) pushFront(n *lruNode) {
+	n.prev, n.next = nil, p.head
+	if p.head != nil {
+		p.head.prev = n
+	}
+	p.head = n
+	if p.tail == nil {
+		p.tail = n
+	}
+}
+
+func (p *lru) unlink(n *lruNode) {
+	if n.prev != nil {
+		n.prev.next = n.next
+	} else {
+		p.head = n.next
+	}
+	if n.next != nil {
+		n.next.prev = n.prev
+	} else {
+		p.tail = n.prev
+	}
+	n.prev, n.next = nil, nil
+}
+
+// lfu counts demand uses of every key ever seen (not only while resident:
+// an expert's popularity outlives its eviction) and evicts the resident key
+// with the smallest count, the least recently used among equals.
+type lfu struct {
+	clock    uint64
+	count    map[Key]uint64
+	last     map[Key]uint64
+	resident map[Key]struct{}
+}
+
+func newLFU() *lfu {
+	return &lfu{count: map[Key]uint64{}, last: map[Key]uint64{}, resident: map[Key]struct{}{}}
+}
+
+func (p *lfu) Name() string { return "lfu" }
+
+func (p *lfu) Insert(k Key) {
+	p.clock++
+	p.resident[k] = struct{}{}
+	p.last[k] = p.clock
+}
+
+func (p *lfu) Access(k Key) {
+	p.clock++
+	p.count[k]++
+	p.last[k] = p.clock
+}
+
+func (p *lfu) Remove(k Key) { delete(p.resident, k) }
+
+func (p *lfu) Victim(evictable func(Key) bool) (Key, bool) {
+	var best Key
+	found := false
+	var bc, bl uint64
+	for k := range p.resident {
+		if !evictable(k) {
+			continue
+		}
+		c, l := p.count[k], p.last[k]
+		if !found || c < bc || (c == bc && (l < bl || (l == bl && keyLess(k, best)))) {
+			best, bc, bl, found = k, c, l, true
+		}
+	}
+	return best, found
+}
+
+// lrfu is the frequency-and-recency hybrid (LRFU, Lee et al. 2001): each use
+// adds 1 to a score that halves every halfLife uses of the whole cache, so a
+// key used often long ago loses to one used a few times recently. The score
+// of every key ever seen is kept across evictions.
+type lrfu struct {
+	clock    float64
+	lambda   float64 // decay per clock tick (ln 2 / half-life)
+	crf      map[Key]float64
+	last     map[Key]float64
+	resident map[Key]struct{}
+}
+
+// newLRFU returns an LRFU policy whose scores halve every halfLifeTokens ×
+// 1000 accesses; 0.5 gives a half-life of 500 expert uses, about two decode
+// steps of a phone-sized model.
+func newLRFU(halfLifeTokens float64) *lrfu {
+	return &lrfu{lambda: math.Ln2 / (halfLifeTokens * 1000), crf: map[Key]float64{}, last: map[Key]float64{}, resident: map[Key]struct{}{}}
+}
+
+func (p *lrfu) Name() string { return "lrfu" }
+
+func (p *lrfu) score(k Key) float64 {
+	return p.crf[k] * math.Exp(-p.lambda*(p.clock-p.last[k]))
+}
+
+func (p *lrfu) Insert(k Key) {
+	p.resident[k] = struct{}{}
+	if _, ok := p.last[k]; !ok {
+		p.last[k] = p.clock
+	}
+}
+
+func (p *lrfu) Access(k Key) {
+	p.clock++
+	p.crf[k] = p.score(k) + 1
+	p.last[k] = p.clock
+}
+
+func (p *lrfu) Remove(k Key) { delete(p.resident, k) }
+
+func (p *lrfu) Victim(evictable func(Key) bool) (Key, bool) {
+	var best Key
+	found := false
+	var bs float64
+	for k := range p.resident {
+		if !evictable(k) {
+			continue
+		}
+		s := p.score(k)
+		if !found || s < bs || (s == bs && keyLess(k, best)) {
+			best, bs, found = k, s, true
+		}
+	}
+	return best, found
+}
+
+func keyLess(a, b Key) bool {
+	if a.Layer != b.Layer {
+		return a.Layer < b.Layer
+	}
+	return a.Expert < b.Expert
+}
+
+// sortKeys sorts keys by layer then expert.
+func sortKeys(ks []Key) { sort.Slice(ks, func(i, j int) bool { return keyLess(ks[i], ks[j]) }) }

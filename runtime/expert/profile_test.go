@@ -1,0 +1,119 @@
+package expert
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestBuiltinProfiles(t *testing.T) {
+	t.Parallel()
+	names := BuiltinProfiles()
+	for _, want := range []string{"laptop-nvme", "phone-flagship", "phone-mid"} {
+		p, err := LoadProfile(want)
+		if err != nil {
+			t.Fatalf("%s: %v", want, err)
+		}
+		if p.Name != want || p.Bandwidth < 1e9 || p.Latency <= 0 || p.MaxInFlight < 1 || p.RAMBudget <= 0 {
+			t.Fatalf("%s: implausible %+v", want, p)
+		}
+		if !strings.Contains(strings.Join(names, ","), want) {
+			t.Fatalf("BuiltinProfiles() = %v lacks %s", names, want)
+		}
+	}
+	p, _ := LoadProfile("phone-flagship")
+	if p.Bandwidth != 3.5e9 || p.Latency != 100*time.Microsecond || p.MaxInFlight != 32 {
+		t.Fatalf("phone-flagship = %+v", p)
+	}
+}
+
+func TestProfileErrors(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, yaml, want string
+	}{
+		{"not yaml", "{[", "invalid YAML"},
+		{"unknown key", "name: x\nbandwidth: 1GB/s\nlatency: 1us\nmax_in_flight: 4\nbandwith: 2GB/s\n", "bandwith"},
+		{"no name", "bandwidth: 1GB/s\nlatency: 1us\nmax_in_flight: 4\n", "missing name"},
+		{"bad rate", "name: x\nbandwidth: fast\nlatency: 1us\nmax_in_flight: 4\n", "bandwidth"},
+		{"rate without /s", "name: x\nbandwidth: 1GB\nlatency: 1us\nmax_in_flight: 4\n", "/s"},
+		{"tiny rate", "name: x\nbandwidth: 10KB/s\nlatency: 1us\nmax_in_flight: 4\n", "below"},
+		{"bad latency", "name: x\nbandwidth: 1GB/s\nlatency: soon\nmax_in_flight: 4\n", "latency"},
+		{"negative latency", "name: x\nbandwidth: 1GB/s\nlatency: -1us\nmax_in_flight: 4\n", "latency"},
+		{"no latency", "name: x\nbandwidth: 1GB/s\nmax_in_flight: 4\n", "missing latency"},
+		{"zero in flight", "name: x\nbandwidth: 1GB/s\nlatency: 1us\nmax_in_flight: 0\n", "max_in_flight"},
+		{"bad ram", "name: x\nbandwidth: 1GB/s\nlatency: 1us\nmax_in_flight: 4\nram_budget: lots\n", "ram_budget"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := ParseProfile([]byte(tc.yaml))
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v, want it to mention %q", err, tc.want)
+			}
+			if strings.Contains(err.Error(), "\n") {
+				t.Fatalf("error is not one line: %q", err)
+			}
+		})
+	}
+}
+
+func TestLoadProfileFile(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	good := filepath.Join(dir, "dev.yaml")
+	os.WriteFile(good, []byte("name: dev\nbandwidth: 800MiB/s\nlatency: 150us\nmax_in_flight: 8\nram_budget: 4GiB\n"), 0o644)
+	p, err := LoadProfile(good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Bandwidth != 800<<20 || p.RAMBudget != 4<<30 {
+		t.Fatalf("got %+v", p)
+	}
+	bad := filepath.Join(dir, "bad.yaml")
+	os.WriteFile(bad, []byte("name: dev\n"), 0o644)
+	if _, err := LoadProfile(bad); err == nil || !strings.Contains(err.Error(), "bad.yaml") {
+		t.Fatalf("bad file: err = %v, want the file named", err)
+	}
+	if _, err := LoadProfile(filepath.Join(dir, "none.yaml")); err == nil || !strings.Contains(err.Error(), "built-in") {
+		t.Fatalf("missing file: err = %v", err)
+	}
+}
+
+func TestParseSize(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		in   string
+		want int64
+		ok   bool
+	}{
+		{"4096", 4096, true}, {"1KiB", 1024, true}, {"1kb", 1000, true}, {"1.5GB", 1.5e9, true},
+		{"2G", 2 << 30, true}, {"512 MiB", 512 << 20, true}, {"", 0, false}, {"x", 0, false},
+		{"5XB", 0, false}, {"-1", 0, false}, {"1e30TB", 0, false},
+	}
+	for _, tc := range tests {
+		got, err := ParseSize(tc.in)
+		if (err == nil) != tc.ok || got != tc.want {
+			t.Errorf("ParseSize(%q) = %d, %v; want %d ok=%v", tc.in, got, err, tc.want, tc.ok)
+		}
+	}
+}
+
+func FuzzParseProfile(f *testing.F) {
+	for _, n := range BuiltinProfiles() {
+		data, _ := builtinProfiles.ReadFile("profiles/" + n + ".yaml")
+		f.Add(data)
+	}
+	f.Add([]byte("name: x\nbandwidth: 1e400GB/s\nlatency: 1us\nmax_in_flight: 4\n"))
+	f.Add([]byte("name: x\nbandwidth: NaNGB/s\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		p, err := ParseProfile(data)
+		if err != nil {
+			return
+		}
+		if p.Bandwidth <= 0 || p.MaxInFlight < 1 || p.Latency < 0 {
+			t.Fatalf("accepted invalid profile %+v", p)
+		}
+	})
+}

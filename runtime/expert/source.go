@@ -1,0 +1,123 @@
+package expert
+
+import (
+	"fmt"
+
+	"github.com/lesfarm/lesfarm/runtime/gguf"
+	"github.com/lesfarm/lesfarm/runtime/moe"
+	"github.com/lesfarm/lesfarm/runtime/pack"
+)
+
+// LayoutFromGGUF finds every expert's gate, up and down data in f: one blob
+// per expert in a packed file (lesfarm pack), or slices of the stacked
+// blk.L.ffn_*_exps tensors otherwise. Layers whose shape has no experts get
+// an empty entry.
+func LayoutFromGGUF(f *gguf.File, shapes []moe.LayerShape) (Layout, error) {
+	lay := Layout{Experts: make([][][3]Extent, len(shapes))}
+	if pack.IsPacked(f) {
+		blobs, err := pack.Blobs(f, len(shapes))
+		if err != nil {
+			return Layout{}, fmt.Errorf("expert: %w", err)
+		}
+		lay.Packed = true
+		for l, sh := range shapes {
+			if sh.Experts == 0 {
+				continue
+			}
+			b := blobs[l]
+			if b == nil || b.Experts != sh.Experts {
+				return Layout{}, fmt.Errorf("expert: packed file lacks the %d experts of layer %d", sh.Experts, l)
+			}
+			lay.Experts[l] = make([][3]Extent, sh.Experts)
+			for e := range sh.Experts {
+				base := f.DataOffset + b.Offset + int64(e)*b.Stride
+				for i := range 3 {
+					lay.Experts[l][e][i] = Extent{Off: base + b.Parts[i][0], Len: b.Parts[i][1]}
+				}
+			}
+		}
+		return lay, nil
+	}
+	for l, sh := range shapes {
+		if sh.Experts == 0 {
+			continue
+		}
+		lay.Experts[l] = make([][3]Extent, sh.Experts)
+		for i := range 3 {
+			name := pack.StackedName(l, i)
+			t, ok := f.Tensor(name)
+			if !ok {
+				return Layout{}, fmt.Errorf("expert: tensor %s is missing", name)
+			}
+			if t.Size%int64(sh.Experts) != 0 {
+				return Layout{}, fmt.Errorf("expert: tensor %s: %d bytes do not split into %d experts", name, t.Size, sh.Experts)
+			}
+			sz := t.Size / int64(sh.Experts)
+			for e := range sh.Experts {
+				lay.Experts[l][e][i] = Extent{Off: f.TensorOffset(t) + int64(e)*sz, Len: sz}
+			}
+		}
+	}
+	return lay, nil
+}
+
+// Open builds a Store for a model being loaded: f is the model's GGUF file
+// at path, shapes its expert shapes. When expertsPath is set, experts are
+// read from that file instead (e.g. the packed form of the model, whose
+// non-expert weights the model loads from path); its expert shapes must
+// match. When opts.PredictK is 0 it defaults to the model's experts per
+// token.
+func Open(path string, f *gguf.File, shapes []moe.LayerShape, expertsPath string, opts Options) (*Store, error) {
+	if opts.PredictK == 0 {
+		if arch, err := f.String("general.architecture"); err == nil {
+			if k, err := f.Uint(arch + ".expert_used_count"); err == nil && k > 0 && k <= 1024 {
+				opts.PredictK = int(k)
+			}
+		}
+	}
+	src := f
+	if expertsPath != "" {
+		g, err := gguf.Open(expertsPath)
+		if err != nil {
+			return nil, fmt.Errorf("expert: experts file: %w", err)
+		}
+		defer g.Close()
+		src, path = g, expertsPath
+	}
+	lay, err := LayoutFromGGUF(src, shapes)
+	if err != nil {
+		return nil, fmt.Errorf("%w (%s)", err, path)
+	}
+	if expertsPath != "" {
+		if err := checkSameExperts(f, src, shapes, lay.Packed); err != nil {
+			return nil, err
+		}
+	}
+	return New(path, lay, shapes, opts)
+}
+
+// checkSameExperts verifies that the experts file holds experts of the
+// model's types and sizes, so a mismatched companion fails loudly.
+func checkSameExperts(model, exp *gguf.File, shapes []moe.LayerShape, packed bool) error {
+	for l, sh := range shapes {
+		if sh.Experts == 0 {
+			continue
+		}
+		for i := range 3 {
+			mt, ok := model.Tensor(pack.StackedName(l, i))
+			if !ok {
+				continue
+			}
+			var et *gguf.TensorInfo
+			if packed {
+				et, ok = exp.Tensor(pack.ExpertName(l, 0, i))
+			} else {
+				et, ok = exp.Tensor(pack.StackedName(l, i))
+			}
+			if !ok || et.Type != mt.Type || len(et.Dims) < 2 || et.Dims[0] != mt.Dims[0] || et.Dims[1] != mt.Dims[1] {
+				return fmt.Errorf("expert: the experts file does not match the model at %s", pack.StackedName(l, i))
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,105 @@
+package expert
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// throttleChunk is the unit of bandwidth reservation. Concurrent reads
+// interleave at this granularity, so a demanded read that arrives while a
+// long speculative one transfers waits at most one chunk.
+const throttleChunk = 256 << 10
+
+// Throttle emulates a device's storage for reads made through the store:
+// every read costs the profile's fixed latency (reads in flight overlap
+// their latencies, as a device's command queue does), then transfers its
+// bytes through a token bucket shared by all reads in flight. Speculative
+// transfers yield to demanded ones. A Throttle is safe for concurrent use.
+type Throttle struct {
+	bw      float64 // bytes per second
+	latency time.Duration
+
+	mu     sync.Mutex
+	next   time.Time // when the bucket is free again
+	demand int       // demanded reads in their transfer phase
+}
+
+// NewThrottle returns a throttle for p.
+func NewThrottle(p *Profile) *Throttle {
+	return &Throttle{bw: p.Bandwidth, latency: p.Latency}
+}
+
+// Wait blocks for as long as the emulated device takes to read n bytes that
+// were issued at start (the real read may already have happened in between).
+// While *speculative is true the read's transfer yields to demanded reads;
+// the store clears it when the read becomes demanded. Wait returns early
+// with ctx's error.
+func (t *Throttle) Wait(ctx context.Context, start time.Time, n int64, speculative *atomic.Bool) error {
+	if err := sleepUntil(ctx, start.Add(t.latency)); err != nil {
+		return err
+	}
+	counted := false
+	defer func() {
+		if counted {
+			t.mu.Lock()
+			t.demand--
+			t.mu.Unlock()
+		}
+	}()
+	for n > 0 {
+		spec := speculative != nil && speculative.Load()
+		if !spec && !counted {
+			t.mu.Lock()
+			t.demand++
+			t.mu.Unlock()
+			counted = true
+		}
+		c := min(n, throttleChunk)
+		d := time.Duration(float64(c) / t.bw * float64(time.Second))
+		t.mu.Lock()
+		if spec && t.demand > 0 {
+			// Yield the bucket to demanded reads: retry after one of
+			// their chunks.
+			wait := t.next
+			t.mu.Unlock()
+			if !wait.After(time.Now()) {
+				wait = time.Now().Add(d)
+			}
+			if err := sleepUntil(ctx, wait); err != nil {
+				return err
+			}
+			continue
+		}
+		now := time.Now()
+		s := t.next
+		if s.Before(now) {
+			s = now
+		}
+		t.next = s.Add(d)
+		end := t.next
+		t.mu.Unlock()
+		if err := sleepUntil(ctx, end); err != nil {
+			return err
+		}
+		n -= c
+	}
+	return nil
+}
+
+// sleepUntil sleeps until deadline or until ctx is done.
+func sleepUntil(ctx context.Context, deadline time.Time) error {
+	d := time.Until(deadline)
+	if d <= 0 {
+		return ctx.Err()
+	}
+	tm := time.NewTimer(d)
+	defer tm.Stop()
+	select {
+	case <-tm.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

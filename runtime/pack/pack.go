@@ -1,0 +1,380 @@
+// Package pack rewrites a GGUF Mixture-of-Experts model so that each
+// (layer, expert)'s gate, up and down weights lie next to each other in one
+// page-aligned blob: the LES expert store then fetches an expert with a
+// single pread.
+//
+// The packed file is an ordinary GGUF v3 file with general.alignment 4096.
+// Non-expert tensors keep their names and data. Each stacked expert tensor
+// blk.L.ffn_{gate,up,down}_exps.weight (dims [cols, rows, E]) is replaced by
+// E per-expert 2-D tensors blk.L.ffn_{gate,up,down}.E.weight (dims [cols,
+// rows]), written gate, up, down for expert 0, then expert 1, and so on.
+// Metadata keys under les.pack.* describe the blobs (see the Key constants),
+// so a reader can find blob e of layer L at
+// data_offset + les.pack.blk.L.offset + e × les.pack.blk.L.stride and read
+// les.pack.blk.L.size bytes.
+package pack
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/lesfarm/lesfarm/runtime/gguf"
+	"github.com/lesfarm/lesfarm/runtime/tensor"
+)
+
+// Alignment is the page alignment of packed blobs (and of every tensor in a
+// packed file).
+const Alignment = 4096
+
+// Version is the pack format version written to KeyVersion.
+const Version = 1
+
+// Metadata keys of a packed file. Per-layer keys use the prefix
+// "les.pack.blk.L." with L the layer index.
+const (
+	KeyVersion   = "les.pack.version"   // uint32: format version
+	KeyAlignment = "les.pack.alignment" // uint32: blob alignment (4096)
+	KeySource    = "les.pack.source"    // string: base name of the input file
+	KeyLayers    = "les.pack.layers"    // int32 array: the layers that have packed experts
+	// Per layer: KeyLayerPrefix + L + one of the suffixes below.
+	KeyLayerPrefix = "les.pack.blk."
+	SuffixOffset   = ".offset"  // uint64: blob 0's offset relative to the data section
+	SuffixStride   = ".stride"  // uint64: bytes from one expert's blob to the next
+	SuffixSize     = ".size"    // uint64: bytes of one blob (gate start to down end)
+	SuffixExperts  = ".experts" // uint32: experts in the layer
+	SuffixParts    = ".parts"   // uint64 array [6]: gate, up, down (offset, size) within the blob
+)
+
+// Parts of an expert, in blob order.
+var partNames = [3]string{"gate", "up", "down"}
+
+// StackedName returns the name of layer's stacked expert tensor for part
+// (0 gate, 1 up, 2 down) in an unpacked GGUF.
+func StackedName(layer, part int) string {
+	return fmt.Sprintf("blk.%d.ffn_%s_exps.weight", layer, partNames[part])
+}
+
+// ExpertName returns the name of one expert's tensor for part in a packed
+// GGUF.
+func ExpertName(layer, expert, part int) string {
+	return fmt.Sprintf("blk.%d.ffn_%s.%d.weight", layer, partNames[part], expert)
+}
+
+// IsPacked reports whether f was written by Pack.
+func IsPacked(f *gguf.File) bool { return f.Has(KeyVersion) }
+
+// Blob is where one layer's expert blobs lie (offsets relative to the data
+// section).
+type Blob struct {
+	Offset, Stride, Size int64
+	Experts              int
+	Parts                [3][2]int64 // (offset within blob, size) of gate, up, down
+}
+
+// Blobs returns the blob layout of each layer of a packed file (nil entries
+// for layers without experts), checked against the tensor infos.
+func Blobs(f *gguf.File, layers int) ([]*Blob, error) {
+	v, err := f.Uint(KeyVersion)
+	if err != nil {
+		return nil, fmt.Errorf("pack: %w", err)
+	}
+	if v != Version {
+		return nil, fmt.Errorf("pack: file has pack format version %d, this runtime reads %d; re-run lesfarm pack", v, Version)
+	}
+	ls, err := f.Int32s(KeyLayers)
+	if err != nil {
+		return nil, fmt.Errorf("pack: %w", err)
+	}
+	out := make([]*Blob, layers)
+	for _, l := range ls {
+		if l < 0 || int(l) >= layers {
+			return nil, fmt.Errorf("pack: %s lists layer %d, the model has %d", KeyLayers, l, layers)
+		}
+		p := KeyLayerPrefix + strconv.Itoa(int(l))
+		var b Blob
+		var u [4]uint64
+		for i, suf := range []string{SuffixOffset, SuffixStride, SuffixSize, SuffixExperts} {
+			if u[i], err = f.Uint(p + suf); err != nil {
+				return nil, fmt.Errorf("pack: %w", err)
+			}
+			if u[i] > 1<<62 {
+				return nil, fmt.Errorf("pack: %s%s = %d is out of range", p, suf, u[i])
+			}
+		}
+		b.Offset, b.Stride, b.Size, b.Experts = int64(u[0]), int64(u[1]), int64(u[2]), int(u[3])
+		parts, err := f.Int64s(p + SuffixParts)
+		if err != nil {
+			return nil, fmt.Errorf("pack: %w", err)
+		}
+		if len(parts) != 6 {
+			return nil, fmt.Errorf("pack: %s%s has %d values, want 6", p, SuffixParts, len(parts))
+		}
+		for i := range 3 {
+			b.Parts[i] = [2]int64{parts[2*i], parts[2*i+1]}
+		}
+		// Cross-check with the tensor infos, so a hand-edited or stale
+		// key cannot send reads to the wrong bytes.
+		for e := range b.Experts {
+			for i := range 3 {
+				name := ExpertName(int(l), e, i)
+				t, ok := f.Tensor(name)
+				if !ok {
+					return nil, fmt.Errorf("pack: packed tensor %s is missing", name)
+				}
+				want := b.Offset + int64(e)*b.Stride + b.Parts[i][0]
+				if t.Offset != want || t.Size != b.Parts[i][1] {
+					return nil, fmt.Errorf("pack: tensor %s at offset %d size %d disagrees with %s* (offset %d size %d)", name, t.Offset, t.Size, p, want, b.Parts[i][1])
+				}
+			}
+		}
+		out[l] = &b
+	}
+	return out, nil
+}
+
+// Options configures Pack.
+type Options struct {
+	// Progress, if set, is called with the bytes of tensor data written so
+	// far and the total.
+	Progress func(done, total int64)
+}
+
+// Pack rewrites the GGUF at in into out (a new file; replaced if it
+// exists). It returns an error for a file that has no stacked expert
+// tensors or is already packed.
+func Pack(ctx context.Context, in, out string, opts Options) error {
+	f, err := gguf.Open(in)
+	if err != nil {
+		return fmt.Errorf("pack: %w", err)
+	}
+	defer f.Close()
+	if IsPacked(f) {
+		return fmt.Errorf("pack: %s is already packed", in)
+	}
+	if ai, _ := filepath.Abs(in); func() bool { ao, _ := filepath.Abs(out); return ai == ao }() {
+		return errors.New("pack: output must differ from the input")
+	}
+
+	// Find the stacked expert tensors per layer.
+	type layerExp struct {
+		layer   int
+		experts int
+		parts   [3]*gguf.TensorInfo
+	}
+	stacked := map[string]bool{}
+	var layers []*layerExp
+	byLayer := map[int]*layerExp{}
+	for _, t := range f.Tensors() {
+		l, part, ok := parseStacked(t.Name)
+		if !ok {
+			continue
+		}
+		if len(t.Dims) != 3 || t.Dims[2] == 0 || t.Dims[2] > 1<<16 {
+			return fmt.Errorf("pack: tensor %s has dims %v, want [cols, rows, experts]", t.Name, t.Dims)
+		}
+		le := byLayer[l]
+		if le == nil {
+			le = &layerExp{layer: l, experts: int(t.Dims[2])}
+			byLayer[l] = le
+			layers = append(layers, le)
+		}
+		if int(t.Dims[2]) != le.experts {
+			return fmt.Errorf("pack: layer %d: %s has %d experts, other parts %d", l, t.Name, t.Dims[2], le.experts)
+		}
+		le.parts[part] = t
+		stacked[t.Name] = true
+	}
+	if len(layers) == 0 {
+		return fmt.Errorf("pack: %s has no stacked expert tensors (blk.N.ffn_gate_exps.weight); nothing to pack", in)
+	}
+	for _, le := range layers {
+		for i, t := range le.parts {
+			if t == nil {
+				return fmt.Errorf("pack: layer %d lacks %s", le.layer, StackedName(le.layer, i))
+			}
+			if t.Size%int64(le.experts) != 0 {
+				return fmt.Errorf("pack: %s: %d bytes do not split into %d experts", t.Name, t.Size, le.experts)
+			}
+		}
+	}
+
+	// Write to a temporary file next to out, then rename, so a failed or
+	// interrupted pack never leaves a truncated model under the final name.
+	tmp, err := os.CreateTemp(filepath.Dir(out), "."+filepath.Base(out)+".tmp*")
+	if err != nil {
+		return fmt.Errorf("pack: %w", err)
+	}
+	defer os.Remove(tmp.Name())
+	defer tmp.Close()
+	bw := bufio.NewWriterSize(tmp, 1<<20)
+	w := gguf.NewWriter(bw)
+	// Metadata: everything but the alignment (ours is 4096) and any
+	// earlier pack keys.
+	for _, kv := range f.KVs() {
+		if kv.Key == "general.alignment" || strings.HasPrefix(kv.Key, "les.pack.") {
+			continue
+		}
+		if err := w.AddKV(kv.Key, kv.Value); err != nil {
+			return fmt.Errorf("pack: %w", err)
+		}
+	}
+	if err := w.AddKV("general.alignment", uint32(Alignment)); err != nil {
+		return fmt.Errorf("pack: %w", err)
+	}
+
+	// Tensors: the stacked ones of a layer are replaced, where the first
+	// of them stood, by the per-expert tensors.
+	type src struct {
+		name string
+		t    *gguf.TensorInfo
+		off  int64 // byte offset within t
+		size int64
+	}
+	var order []src
+	var offs []int64
+	var off int64
+	add := func(name string, typ tensor.Type, dims []uint64, s src) error {
+		if err := w.AddTensor(name, typ, dims); err != nil {
+			return fmt.Errorf("pack: %w", err)
+		}
+		off = alignUp(off, Alignment)
+		offs = append(offs, off)
+		off += s.size
+		order = append(order, s)
+		return nil
+	}
+	done := map[int]bool{}
+	blobs := map[int]*Blob{}
+	for _, t := range f.Tensors() {
+		if !stacked[t.Name] {
+			if err := add(t.Name, t.Type, t.Dims, src{name: t.Name, t: t, size: t.Size}); err != nil {
+				return err
+			}
+			continue
+		}
+		l, _, _ := parseStacked(t.Name)
+		if done[l] {
+			continue
+		}
+		done[l] = true
+		le := byLayer[l]
+		b := &Blob{Experts: le.experts}
+		for e := range le.experts {
+			for i, pt := range le.parts {
+				sz := pt.Size / int64(le.experts)
+				name := ExpertName(l, e, i)
+				if err := add(name, pt.Type, pt.Dims[:2], src{name: name, t: pt, off: int64(e) * sz, size: sz}); err != nil {
+					return err
+				}
+				o := offs[len(offs)-1]
+				switch {
+				case e == 0 && i == 0:
+					b.Offset = o
+				case e == 1 && i == 0:
+					b.Stride = o - b.Offset
+				}
+				if e == 0 {
+					b.Parts[i] = [2]int64{o - b.Offset, sz}
+				}
+			}
+		}
+		b.Size = b.Parts[2][0] + b.Parts[2][1]
+		if le.experts == 1 {
+			b.Stride = alignUp(b.Size, Alignment)
+		}
+		blobs[l] = b
+	}
+	total := off
+	var layerIDs []int32
+	for _, le := range layers {
+		b := blobs[le.layer]
+		p := KeyLayerPrefix + strconv.Itoa(le.layer)
+		layerIDs = append(layerIDs, int32(le.layer))
+		for _, kv := range []struct {
+			k string
+			v any
+		}{
+			{p + SuffixOffset, uint64(b.Offset)}, {p + SuffixStride, uint64(b.Stride)}, {p + SuffixSize, uint64(b.Size)},
+			{p + SuffixExperts, uint32(b.Experts)},
+			{p + SuffixParts, []int64{b.Parts[0][0], b.Parts[0][1], b.Parts[1][0], b.Parts[1][1], b.Parts[2][0], b.Parts[2][1]}},
+		} {
+			if err := w.AddKV(kv.k, kv.v); err != nil {
+				return fmt.Errorf("pack: %w", err)
+			}
+		}
+	}
+	for _, kv := range []struct {
+		k string
+		v any
+	}{{KeyVersion, uint32(Version)}, {KeyAlignment, uint32(Alignment)}, {KeySource, filepath.Base(in)}, {KeyLayers, layerIDs}} {
+		if err := w.AddKV(kv.k, kv.v); err != nil {
+			return fmt.Errorf("pack: %w", err)
+		}
+	}
+
+	if err := w.WriteHeader(); err != nil {
+		return fmt.Errorf("pack: %w", err)
+	}
+	ra := f.ReaderAt()
+	var written int64
+	for i, s := range order {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		base := f.TensorOffset(s.t) + s.off
+		if err := w.WriteTensorData(s.name, io.NewSectionReader(ra, base, s.size)); err != nil {
+			return fmt.Errorf("pack: %w", err)
+		}
+		if got, _ := w.TensorOffset(s.name); got != offs[i] {
+			return fmt.Errorf("pack: internal error: tensor %s written at %d, planned %d", s.name, got, offs[i])
+		}
+		written += s.size
+		if opts.Progress != nil {
+			opts.Progress(written, total)
+		}
+	}
+	if err := w.Close(); err != nil {
+		return fmt.Errorf("pack: %w", err)
+	}
+	if err := bw.Flush(); err != nil {
+		return fmt.Errorf("pack: write %s: %w", out, err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("pack: write %s: %w", out, err)
+	}
+	if err := os.Rename(tmp.Name(), out); err != nil {
+		return fmt.Errorf("pack: %w", err)
+	}
+	return nil
+}
+
+// parseStacked recognises blk.L.ffn_{gate,up,down}_exps.weight.
+func parseStacked(name string) (layer, part int, ok bool) {
+	rest, found := strings.CutPrefix(name, "blk.")
+	if !found {
+		return 0, 0, false
+	}
+	num, rest, found := strings.Cut(rest, ".")
+	if !found {
+		return 0, 0, false
+	}
+	l, err := strconv.Atoi(num)
+	if err != nil || l < 0 {
+		return 0, 0, false
+	}
+	for i, p := range partNames {
+		if rest == "ffn_"+p+"_exps.weight" {
+			return l, i, true
+		}
+	}
+	return 0, 0, false
+}
+
+func alignUp(n, a int64) int64 { return (n + a - 1) / a * a }
