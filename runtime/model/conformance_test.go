@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/lesfarm/lesfarm/runtime/sample"
+	"github.com/lesfarm/lesfarm/runtime/tokenizer"
 )
 
 // goldenRef is the subset of a golden *.ref.json the conformance tests use
@@ -130,6 +131,15 @@ func TestGoldenConformance(t *testing.T) {
 			defer m.Close()
 			if m.Vocab != ref.NVocab || len(m.Layers) != ref.NLayer {
 				t.Fatalf("model has vocab %d, %d layers; ref says %d, %d", m.Vocab, len(m.Layers), ref.NVocab, ref.NLayer)
+			}
+			tok, err := tokenizer.FromGGUF(m.File)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for pi, pr := range ref.Prompts {
+				if got := tok.Tokenize(pr.Text, true, false); !slices.Equal(got, pr.TokenIDs) {
+					t.Errorf("prompt %d %q: tokens %v, ref %v", pi, pr.Text, got, pr.TokenIDs)
+				}
 			}
 			var worst, worstCos = 0.0, 1.0
 			routed, skipped, diffs, skippedDiff := 0, 0, 0, 0

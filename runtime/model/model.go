@@ -12,7 +12,10 @@
 package model
 
 import (
+	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"sort"
 	"strings"
 	"sync"
@@ -93,6 +96,25 @@ type Model struct {
 	closers []func() error
 }
 
+// ErrUnsupported is wrapped by Load errors that mean the file cannot be run
+// by this runtime (not a valid GGUF, unknown architecture, unsupported
+// tensor type, missing or misshapen tensor), as opposed to I/O failures.
+var ErrUnsupported = errors.New("unsupported model")
+
+type unsupportedError struct{ err error }
+
+func (e *unsupportedError) Error() string        { return e.err.Error() }
+func (e *unsupportedError) Unwrap() error        { return e.err }
+func (e *unsupportedError) Is(target error) bool { return target == ErrUnsupported }
+
+func unsupported(err error) error {
+	var pe *fs.PathError
+	if errors.Is(err, io.ErrUnexpectedEOF) || errors.As(err, &pe) {
+		return err
+	}
+	return &unsupportedError{err}
+}
+
 // Builder binds a model of one architecture from an open GGUF file.
 type Builder func(f *gguf.File, opts Options) (*Model, error)
 
@@ -132,24 +154,24 @@ func Architectures() []string {
 func Load(path string, opts Options) (*Model, error) {
 	f, err := gguf.Open(path)
 	if err != nil {
-		return nil, fmt.Errorf("model: %w", err)
+		return nil, unsupported(fmt.Errorf("model: %w", err))
 	}
 	arch, err := metaString(f, "general.architecture")
 	if err != nil {
 		f.Close()
-		return nil, fmt.Errorf("model: %s: %w", path, err)
+		return nil, unsupported(fmt.Errorf("model: %s: %w", path, err))
 	}
 	regMu.RLock()
 	b, ok := registry[arch]
 	regMu.RUnlock()
 	if !ok {
 		f.Close()
-		return nil, fmt.Errorf("model: %s: unknown architecture %q (supported: %s)", path, arch, strings.Join(Architectures(), ", "))
+		return nil, unsupported(fmt.Errorf("model: %s: unknown architecture %q (supported: %s); use a model of a supported architecture", path, arch, strings.Join(Architectures(), ", ")))
 	}
 	m, err := b(f, opts)
 	if err != nil {
 		f.Close()
-		return nil, fmt.Errorf("model: %s: %w", path, err)
+		return nil, unsupported(fmt.Errorf("model: %s: %w", path, err))
 	}
 	m.File = f
 	m.closers = append(m.closers, f.Close)

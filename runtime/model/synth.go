@@ -360,7 +360,7 @@ func (r *randTensor) block() []byte {
 		var sc, m [8]uint8
 		var sumSc float64
 		for j := range 8 {
-			sc[j] = uint8(24 + g.next()%33) // 24..56
+			sc[j] = uint8(24 + g.next()%33)                     // 24..56
 			m[j] = uint8(math.Round(float64(sc[j]) * 7.25 / 8)) // E[floor((a+b)/2)] = 7.25
 			sumSc += float64(sc[j])
 		}

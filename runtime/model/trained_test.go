@@ -2,18 +2,21 @@ package model
 
 import (
 	"context"
+	"os"
 
 	"math"
 	"slices"
 	"testing"
 
 	"github.com/lesfarm/lesfarm/runtime/sample"
+	"github.com/lesfarm/lesfarm/runtime/tokenizer"
 )
 
 // trainedRef is the subset of ../shared/testdata/trained/ref.json we use.
 type trainedRef struct {
-	MoE   trainedModelRef `json:"moe"`
-	Draft trainedModelRef `json:"draft"`
+	Validation []int           `json:"validation_txt_token_ids"`
+	MoE        trainedModelRef `json:"moe"`
+	Draft      trainedModelRef `json:"draft"`
 }
 
 type trainedModelRef struct {
@@ -65,8 +68,24 @@ func TestTrainedConformance(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			tok, err := tokenizer.FromGGUF(m.File)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.name == "moe" {
+				val, err := os.ReadFile(fixture(t, "trained/validation.txt"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got := tok.Tokenize(string(val), true, false); !slices.Equal(got, ref.Validation) {
+					t.Errorf("validation.txt: %d tokens, ref %d; first difference at %d", len(got), len(ref.Validation), firstDiff(got, ref.Validation))
+				}
+			}
 			worst := 0.0
 			for pi, pr := range tc.r.Prompts {
+				if got := tok.Tokenize(pr.Prompt, true, false); !slices.Equal(got, pr.PromptIDs) {
+					t.Errorf("prompt %d %q: tokens %v, ref %v", pi, pr.Prompt, got, pr.PromptIDs)
+				}
 				st.Reset()
 				logits, err := st.Forward(ctx, pr.PromptIDs, false)
 				if err != nil {
@@ -122,4 +141,13 @@ func TestTrainedConformance(t *testing.T) {
 			t.Logf("%s: routing_reference %d sets compared, %d differ", tc.name, n, diff)
 		})
 	}
+}
+
+func firstDiff(a, b []int) int {
+	for i := range min(len(a), len(b)) {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	return min(len(a), len(b))
 }
