@@ -1,0 +1,346 @@
+// Package api is the coordinator's REST API: huma v2 operations under /v1,
+// the OpenAPI 3.1 document at /openapi.json (and /openapi.yaml), interactive
+// docs at /docs, liveness at /healthz, readiness at /readyz and Prometheus
+// metrics at /metrics.
+//
+// Each resource is a handler struct with one Register… method per
+// operation; its input and output types sit next to it and their tags are
+// the contract. Errors are RFC 9457 problem+json documents
+// (application/problem+json) whose "errors" list names the failing field
+// by location, e.g. "body.spec.matrix.modes[2]" or "query.limit".
+//
+// Mutations (every method but GET and HEAD) need a bearer API token created
+// with `lesfarm token create`; reads are open unless Deps.RequireAuthForReads
+// is set. The API holds no state of its own: Postgres (through
+// coordinator/store) is the source of truth, so any number of coordinators
+// can serve it.
+package api
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/danielgtaylor/huma/v2"
+	"github.com/danielgtaylor/huma/v2/adapters/humago"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/lesfarm/lesfarm/coordinator/artifact"
+	"github.com/lesfarm/lesfarm/coordinator/store"
+)
+
+// Canceller pushes a run's cancellation to its agent. The coordinator's
+// scheduler implements it; the API calls it after marking the run
+// cancelled in the store.
+type Canceller interface {
+	CancelRun(ctx context.Context, runID int64) error
+}
+
+// Deps are what the API needs. Store is required; the others are optional
+// and disable their endpoints (with a 503 problem) when nil.
+type Deps struct {
+	Store *store.Store
+	// Files holds artifact bytes; nil disables the artifact endpoints.
+	Files *artifact.Files
+	// Canceller notifies agents of cancelled runs; nil means the store
+	// update alone (agents learn at their next heartbeat).
+	Canceller Canceller
+	// RequireAuthForReads makes GET and HEAD need a token too.
+	RequireAuthForReads bool
+	// Ready reports whether the coordinator can serve traffic (database
+	// reachable, NATS connected, ...). Nil means: ping the store.
+	Ready func(ctx context.Context) error
+	// Registry receives the API's metrics and Gatherer serves /metrics.
+	// Nil means a fresh registry with the Go and process collectors.
+	Registry *prometheus.Registry
+	// Logger defaults to slog.Default().
+	Logger *slog.Logger
+	// Version is shown in the OpenAPI document.
+	Version string
+	// Mount, when set, is called with the mux so the caller can add routes
+	// (such as the dashboard at "/") before the API is returned.
+	Mount func(mux *http.ServeMux)
+	// WaitPoll is how often run waits and progress streams poll the store
+	// (default 500ms).
+	WaitPoll time.Duration
+}
+
+// Server is the assembled API. Use Handler to serve it.
+type Server struct {
+	deps    Deps
+	api     huma.API
+	mux     *http.ServeMux
+	log     *slog.Logger
+	metrics *metrics
+}
+
+// New builds the API. The returned handler serves every route; the
+// huma.API is exposed for tests (humatest.Wrap) and for the OpenAPI
+// document.
+func New(d Deps) (http.Handler, huma.API, error) {
+	s, err := NewServer(d)
+	if err != nil {
+		return nil, nil, err
+	}
+	return s.Handler(), s.api, nil
+}
+
+// NewServer is New returning the Server itself.
+func NewServer(d Deps) (*Server, error) {
+	if d.Store == nil {
+		return nil, errors.New("api config: Store is required")
+	}
+	d.Logger = cmp.Or(d.Logger, slog.Default())
+	d.Version = cmp.Or(d.Version, "dev")
+	d.WaitPoll = cmp.Or(d.WaitPoll, 500*time.Millisecond)
+	if d.Registry == nil {
+		d.Registry = prometheus.NewRegistry()
+		d.Registry.MustRegister(prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
+	}
+	installErrorHook.Do(func() {
+		orig := huma.NewError
+		huma.NewError = func(status int, msg string, errs ...error) huma.StatusError {
+			return orig(status, msg, pinRequiredLocations(errs)...)
+		}
+	})
+	s := &Server{deps: d, mux: http.NewServeMux(), log: d.Logger}
+	m, err := newMetrics(d.Registry)
+	if err != nil {
+		return nil, fmt.Errorf("api config: %w", err)
+	}
+	s.metrics = m
+
+	cfg := huma.DefaultConfig("lesfarm coordinator API", d.Version)
+	cfg.Info.Description = "REST API of the lesfarm device farm: devices, benchmark suites and jobs, runs and their results, series for the dashboard, regression alerts, nightly schedules and the content-addressed artifact store. Mutations need `Authorization: Bearer <token>` (create one with `lesfarm token create`). Errors are RFC 9457 problem+json."
+	cfg.OpenAPIPath = "/openapi"
+	cfg.DocsPath = "/docs"
+	cfg.SchemasPath = "/schemas"
+	cfg.Components.SecuritySchemes = map[string]*huma.SecurityScheme{
+		"bearer": {Type: "http", Scheme: "bearer", Description: "An API token from `lesfarm token create`."},
+	}
+	s.api = humago.New(s.mux, cfg)
+	s.api.UseMiddleware(s.metricsMiddleware, s.authMiddleware)
+
+	s.registerAll()
+	s.mux.Handle("GET /metrics", promhttp.HandlerFor(d.Registry, promhttp.HandlerOpts{}))
+	if d.Mount != nil {
+		d.Mount(s.mux)
+	}
+	return s, nil
+}
+
+// installErrorHook makes huma's errors point at the missing field itself.
+var installErrorHook sync.Once
+
+// pinRequiredLocations rewrites huma's "expected required property X to be
+// present" errors, located at the parent object, to be located at X, so a
+// client can highlight the missing field.
+func pinRequiredLocations(errs []error) []error {
+	for _, err := range errs {
+		var d *huma.ErrorDetail
+		if !errors.As(err, &d) {
+			continue
+		}
+		rest, ok := strings.CutPrefix(d.Message, "expected required property ")
+		if !ok {
+			continue
+		}
+		if name, ok := strings.CutSuffix(rest, " to be present"); ok && !strings.ContainsAny(name, " .") {
+			d.Location += "." + name
+			d.Message = "required property is missing"
+		}
+	}
+	return errs
+}
+
+// Handler returns the HTTP handler serving every route.
+func (s *Server) Handler() http.Handler { return s.mux }
+
+// API returns the huma API (for tests and the OpenAPI document).
+func (s *Server) API() huma.API { return s.api }
+
+func (s *Server) registerAll() {
+	health := &healthHandler{ready: s.deps.Ready, st: s.deps.Store}
+	health.RegisterHealthz(s.api)
+	health.RegisterReadyz(s.api)
+
+	// CORE-DEPENDENT HANDLERS
+
+	sch := &scheduleHandler{st: s.deps.Store, log: s.log}
+	sch.RegisterList(s.api)
+	sch.RegisterGet(s.api)
+	sch.RegisterCreate(s.api)
+	sch.RegisterUpdate(s.api)
+	sch.RegisterDelete(s.api)
+	sch.RegisterFirings(s.api)
+
+	art := &artifactHandler{st: s.deps.Store, files: s.deps.Files, log: s.log}
+	art.RegisterUpload(s.api)
+	art.RegisterList(s.api)
+	art.RegisterInfo(s.api)
+	art.RegisterDownload(s.api)
+	art.RegisterHead(s.api)
+	art.RegisterDelete(s.api)
+	art.RegisterGC(s.api)
+}
+
+// write marks an operation as a mutation: it documents the bearer
+// requirement and the 401 response.
+func write(op huma.Operation) huma.Operation {
+	op.Security = []map[string][]string{{"bearer": {}}}
+	op.Errors = append(op.Errors, http.StatusUnauthorized)
+	return op
+}
+
+// public marks an operation that never needs a token (health checks).
+func public(op huma.Operation) huma.Operation {
+	if op.Metadata == nil {
+		op.Metadata = map[string]any{}
+	}
+	op.Metadata["public"] = true
+	return op
+}
+
+func isRead(method string) bool { return method == http.MethodGet || method == http.MethodHead }
+
+// authMiddleware enforces bearer tokens on mutations (and on reads when
+// RequireAuthForReads is set).
+func (s *Server) authMiddleware(ctx huma.Context, next func(huma.Context)) {
+	op := ctx.Operation()
+	if op.Metadata["public"] == true || (isRead(ctx.Method()) && !s.deps.RequireAuthForReads) {
+		next(ctx)
+		return
+	}
+	h := ctx.Header("Authorization")
+	secret, ok := strings.CutPrefix(h, "Bearer ")
+	if !ok || secret == "" {
+		ctx.SetHeader("WWW-Authenticate", `Bearer realm="lesfarm"`)
+		huma.WriteErr(s.api, ctx, http.StatusUnauthorized, "missing bearer token: send 'Authorization: Bearer <token>' (create one with 'lesfarm token create')")
+		return
+	}
+	if _, err := s.deps.Store.VerifyAPIToken(ctx.Context(), strings.TrimSpace(secret)); err != nil {
+		ctx.SetHeader("WWW-Authenticate", `Bearer realm="lesfarm", error="invalid_token"`)
+		if errors.Is(err, store.ErrUnauthorized) {
+			huma.WriteErr(s.api, ctx, http.StatusUnauthorized, "invalid or revoked API token")
+			return
+		}
+		s.log.ErrorContext(ctx.Context(), "api: token check failed", "err", err)
+		huma.WriteErr(s.api, ctx, http.StatusServiceUnavailable, "cannot check the API token now")
+		return
+	}
+	next(ctx)
+}
+
+// metrics are the API's Prometheus collectors.
+type metrics struct {
+	requests *prometheus.CounterVec
+	latency  *prometheus.HistogramVec
+}
+
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	m := &metrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "lesfarm_api_requests_total",
+			Help: "REST API requests by operation and HTTP status.",
+		}, []string{"operation", "status"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "lesfarm_api_request_duration_seconds",
+			Help:    "REST API request latency by operation (streams excluded).",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
+		}, []string{"operation"}),
+	}
+	for _, c := range []prometheus.Collector{m.requests, m.latency} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+func (s *Server) metricsMiddleware(ctx huma.Context, next func(huma.Context)) {
+	start := time.Now()
+	next(ctx)
+	op := ctx.Operation().OperationID
+	s.metrics.requests.WithLabelValues(op, strconv.Itoa(ctx.Status())).Inc()
+	if ctx.Operation().Metadata["stream"] != true {
+		s.metrics.latency.WithLabelValues(op).Observe(time.Since(start).Seconds())
+	}
+}
+
+// storeErr maps a store error to an API error: ErrNotFound → 404,
+// ErrConflict → 409, anything else → 500 (logged, details hidden).
+func storeErr(ctx context.Context, log *slog.Logger, what string, err error) error {
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return huma.Error404NotFound(what + " not found")
+	case errors.Is(err, store.ErrConflict):
+		return huma.Error409Conflict(what + " conflicts with an existing one")
+	case errors.Is(err, context.Canceled):
+		return huma.NewError(499, "request cancelled")
+	}
+	log.ErrorContext(ctx, "api: store error", "what", what, "err", err)
+	return huma.Error500InternalServerError("internal error while handling " + what)
+}
+
+// healthHandler serves /healthz and /readyz.
+type healthHandler struct {
+	ready func(context.Context) error
+	st    *store.Store
+}
+
+type healthOutput struct {
+	Body struct {
+		Status string `json:"status" example:"ok"`
+	}
+}
+
+// RegisterHealthz registers GET /healthz: the process is alive.
+func (h *healthHandler) RegisterHealthz(api huma.API) {
+	huma.Register(api, public(huma.Operation{
+		OperationID: "healthz",
+		Method:      http.MethodGet,
+		Path:        "/healthz",
+		Summary:     "Liveness: the process answers",
+		Tags:        []string{"health"},
+	}), func(ctx context.Context, _ *struct{}) (*healthOutput, error) {
+		out := &healthOutput{}
+		out.Body.Status = "ok"
+		return out, nil
+	})
+}
+
+// RegisterReadyz registers GET /readyz: the coordinator can serve (its
+// database answers, and whatever Deps.Ready checks).
+func (h *healthHandler) RegisterReadyz(api huma.API) {
+	huma.Register(api, public(huma.Operation{
+		OperationID: "readyz",
+		Method:      http.MethodGet,
+		Path:        "/readyz",
+		Summary:     "Readiness: dependencies answer",
+		Tags:        []string{"health"},
+		Errors:      []int{http.StatusServiceUnavailable},
+	}), func(ctx context.Context, _ *struct{}) (*healthOutput, error) {
+		ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		var err error
+		if h.ready != nil {
+			err = h.ready(ctx)
+		} else {
+			err = h.st.Ping(ctx)
+		}
+		if err != nil {
+			return nil, huma.Error503ServiceUnavailable("not ready: " + err.Error())
+		}
+		out := &healthOutput{}
+		out.Body.Status = "ready"
+		return out, nil
+	})
+}

@@ -1,0 +1,333 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/danielgtaylor/huma/v2"
+	"github.com/danielgtaylor/huma/v2/adapters/humago"
+
+	"github.com/lesfarm/lesfarm/coordinator/artifact"
+	"github.com/lesfarm/lesfarm/coordinator/store"
+)
+
+// artifactHandler serves the content-addressed artifact store under
+// /v1/artifacts.
+type artifactHandler struct {
+	st    *store.Store
+	files *artifact.Files
+	log   *slog.Logger
+}
+
+func (h *artifactHandler) enabled() error {
+	if h.files == nil {
+		return huma.Error503ServiceUnavailable("this coordinator has no artifact store configured")
+	}
+	return nil
+}
+
+const shaPattern = "^[0-9a-f]{64}$"
+
+// uploadInput is a streamed upload: the body is not read by huma (there is
+// no Body field), Resolve hands the raw reader to the handler.
+type uploadInput struct {
+	Name   string `query:"name" maxLength:"200" doc:"Human name of the file (e.g. its file name); kept as metadata."`
+	SHA256 string `query:"sha256" pattern:"^[0-9a-f]{64}$" doc:"Expected sha256; the upload fails with 422 if the content differs."`
+
+	body   interface{ Read([]byte) (int, error) }
+	length int64
+}
+
+// Resolve captures the request body and disables the server's read
+// deadline: model uploads take minutes.
+func (u *uploadInput) Resolve(ctx huma.Context) []error {
+	u.body = ctx.BodyReader()
+	u.length = -1
+	if cl := ctx.Header("Content-Length"); cl != "" {
+		if n, err := strconv.ParseInt(cl, 10, 64); err == nil && n >= 0 {
+			u.length = n
+		}
+	}
+	ctx.SetReadDeadline(time.Time{})
+	return nil
+}
+
+type artifactOutput struct {
+	Location string `header:"Location"`
+	Body     *store.Artifact
+}
+
+type artifactUploadOutput struct {
+	Status   int
+	Location string `header:"Location"`
+	Body     *store.Artifact
+}
+
+// RegisterUpload registers POST /v1/artifacts: a streamed upload of raw
+// bytes (application/octet-stream) into the content-addressed store.
+func (h *artifactHandler) RegisterUpload(api huma.API) {
+	op := write(huma.Operation{
+		OperationID: "upload-artifact",
+		Method:      http.MethodPost,
+		Path:        "/v1/artifacts",
+		Summary:     "Upload an artifact (streamed)",
+		Description: "Streams the request body into the content-addressed store without buffering it. Returns 201 with the artifact's metadata, or 200 when identical content was already stored. Fails with 413 above the size cap and 422 when `sha256` is given and differs.",
+		Tags:        []string{"artifacts"},
+		Errors:      []int{http.StatusRequestEntityTooLarge, http.StatusUnprocessableEntity, http.StatusServiceUnavailable},
+		RequestBody: &huma.RequestBody{
+			Required: true,
+			Content: map[string]*huma.MediaType{
+				"application/octet-stream": {Schema: &huma.Schema{Type: "string", Format: "binary"}},
+			},
+		},
+		DefaultStatus: http.StatusCreated,
+	})
+	huma.Register(api, op, func(ctx context.Context, in *uploadInput) (*artifactUploadOutput, error) {
+		if err := h.enabled(); err != nil {
+			return nil, err
+		}
+		if in.length > h.files.MaxSize() {
+			return nil, huma.Error413RequestEntityTooLarge(sizeCapMsg(h.files.MaxSize()))
+		}
+		info, err := h.files.Put(in.body, artifact.PutOptions{SHA256: in.SHA256, Size: in.length})
+		switch {
+		case errors.Is(err, artifact.ErrTooLarge):
+			return nil, huma.Error413RequestEntityTooLarge(sizeCapMsg(h.files.MaxSize()))
+		case errors.Is(err, artifact.ErrDigestMismatch):
+			return nil, huma.Error422UnprocessableEntity("content does not match the expected sha256", &huma.ErrorDetail{
+				Location: "query.sha256", Message: err.Error(), Value: in.SHA256,
+			})
+		case errors.Is(err, artifact.ErrSizeMismatch):
+			return nil, huma.Error400BadRequest("body shorter or longer than Content-Length", &huma.ErrorDetail{
+				Location: "header.Content-Length", Message: err.Error(), Value: in.length,
+			})
+		case err != nil:
+			if ctx.Err() != nil {
+				return nil, huma.NewError(499, "upload cancelled by the client")
+			}
+			h.log.ErrorContext(ctx, "api: artifact upload failed", "err", err)
+			return nil, huma.Error500InternalServerError("storing the upload failed")
+		}
+		a, err := h.st.PutArtifact(ctx, info.SHA256, info.Size, in.Name)
+		if err != nil {
+			return nil, storeErr(ctx, h.log, "artifact", err)
+		}
+		h.log.InfoContext(ctx, "api: artifact stored", "sha256", a.SHA256, "size", a.Size, "new", info.Created)
+		out := &artifactUploadOutput{Status: http.StatusOK, Location: "/v1/artifacts/" + a.SHA256, Body: a}
+		if info.Created {
+			out.Status = http.StatusCreated
+		}
+		return out, nil
+	})
+}
+
+func sizeCapMsg(limit int64) string {
+	return "artifact larger than the size cap of " + strconv.FormatInt(limit, 10) + " bytes"
+}
+
+type listArtifactsInput struct {
+	Cursor string `query:"cursor" doc:"Opaque cursor from the previous page's next_cursor."`
+	Limit  int    `query:"limit" minimum:"1" maximum:"1000" default:"100" doc:"Page size."`
+}
+
+type listArtifactsOutput struct {
+	Body struct {
+		Items      []store.Artifact `json:"items"`
+		NextCursor string           `json:"next_cursor,omitempty" doc:"Pass as cursor to get the next page; absent on the last page."`
+	}
+}
+
+// RegisterList registers GET /v1/artifacts.
+func (h *artifactHandler) RegisterList(api huma.API) {
+	huma.Register(api, huma.Operation{
+		OperationID: "list-artifacts",
+		Method:      http.MethodGet,
+		Path:        "/v1/artifacts",
+		Summary:     "List artifacts",
+		Tags:        []string{"artifacts"},
+	}, func(ctx context.Context, in *listArtifactsInput) (*listArtifactsOutput, error) {
+		after := ""
+		if in.Cursor != "" {
+			if !artifact.ValidDigest(in.Cursor) {
+				return nil, huma.Error422UnprocessableEntity("bad cursor", &huma.ErrorDetail{Location: "query.cursor", Message: "not a cursor from this API", Value: in.Cursor})
+			}
+			after = in.Cursor
+		}
+		items, err := h.st.ListArtifacts(ctx, &store.ListArtifactsParams{After: after, Limit: in.Limit + 1})
+		if err != nil {
+			return nil, storeErr(ctx, h.log, "artifacts", err)
+		}
+		out := &listArtifactsOutput{}
+		if len(items) > in.Limit {
+			items = items[:in.Limit]
+			out.Body.NextCursor = items[len(items)-1].SHA256
+		}
+		out.Body.Items = nonNil(items)
+		return out, nil
+	})
+}
+
+type artifactPathInput struct {
+	SHA256 string `path:"sha256" pattern:"^[0-9a-f]{64}$" doc:"The artifact's sha256 (64 lowercase hex digits)."`
+}
+
+// RegisterInfo registers GET /v1/artifacts/{sha256}/info: metadata only.
+func (h *artifactHandler) RegisterInfo(api huma.API) {
+	huma.Register(api, huma.Operation{
+		OperationID: "get-artifact-info",
+		Method:      http.MethodGet,
+		Path:        "/v1/artifacts/{sha256}/info",
+		Summary:     "Get an artifact's metadata",
+		Tags:        []string{"artifacts"},
+	}, func(ctx context.Context, in *artifactPathInput) (*artifactOutput, error) {
+		a, err := h.st.GetArtifact(ctx, in.SHA256)
+		if err != nil {
+			return nil, storeErr(ctx, h.log, "artifact", err)
+		}
+		return &artifactOutput{Body: a}, nil
+	})
+}
+
+// serveArtifact opens the artifact and returns a streaming response that
+// hands the request to http.ServeContent, which implements Range,
+// If-Range, If-None-Match and HEAD.
+func (h *artifactHandler) serveArtifact(ctx context.Context, sha string) (*huma.StreamResponse, error) {
+	if err := h.enabled(); err != nil {
+		return nil, err
+	}
+	a, err := h.st.GetArtifact(ctx, sha)
+	if err != nil {
+		return nil, storeErr(ctx, h.log, "artifact", err)
+	}
+	f, err := h.files.Open(sha)
+	if errors.Is(err, artifact.ErrNotFound) {
+		return nil, huma.Error404NotFound("artifact is registered but its file is missing from this coordinator's store")
+	}
+	if err != nil {
+		h.log.ErrorContext(ctx, "api: open artifact", "sha256", sha, "err", err)
+		return nil, huma.Error500InternalServerError("cannot open the artifact")
+	}
+	if err := h.st.TouchArtifact(ctx, sha); err != nil {
+		h.log.WarnContext(ctx, "api: touch artifact", "sha256", sha, "err", err)
+	}
+	return &huma.StreamResponse{Body: func(hctx huma.Context) {
+		defer f.Close()
+		r, w := humago.Unwrap(hctx)
+		w.Header().Set("Content-Type", "application/octet-stream")
+		w.Header().Set("ETag", `"`+sha+`"`)
+		w.Header().Set("Cache-Control", "public, max-age=31536000, immutable")
+		w.Header().Set("X-Content-SHA256", sha)
+		http.ServeContent(w, r, "", a.CreatedAt, f)
+	}}, nil
+}
+
+// RegisterDownload registers GET /v1/artifacts/{sha256}: the bytes, with
+// HTTP Range support so agents resume interrupted downloads.
+func (h *artifactHandler) RegisterDownload(api huma.API) {
+	huma.Register(api, huma.Operation{
+		OperationID: "download-artifact",
+		Method:      http.MethodGet,
+		Path:        "/v1/artifacts/{sha256}",
+		Summary:     "Download an artifact (supports Range)",
+		Description: "Serves the file with `Accept-Ranges: bytes`; send `Range: bytes=N-` to resume. The ETag is the quoted sha256, so `If-Range` works.",
+		Tags:        []string{"artifacts"},
+		Metadata:    map[string]any{"stream": true},
+		Responses: map[string]*huma.Response{
+			"200": {Description: "The whole file", Content: map[string]*huma.MediaType{"application/octet-stream": {Schema: &huma.Schema{Type: "string", Format: "binary"}}}},
+			"206": {Description: "The requested range", Content: map[string]*huma.MediaType{"application/octet-stream": {Schema: &huma.Schema{Type: "string", Format: "binary"}}}},
+		},
+		Errors: []int{http.StatusNotFound, http.StatusRequestedRangeNotSatisfiable},
+	}, func(ctx context.Context, in *artifactPathInput) (*huma.StreamResponse, error) {
+		return h.serveArtifact(ctx, in.SHA256)
+	})
+}
+
+// RegisterHead registers HEAD /v1/artifacts/{sha256}: size and ETag only.
+func (h *artifactHandler) RegisterHead(api huma.API) {
+	huma.Register(api, huma.Operation{
+		OperationID: "head-artifact",
+		Method:      http.MethodHead,
+		Path:        "/v1/artifacts/{sha256}",
+		Summary:     "Check an artifact's presence and size",
+		Tags:        []string{"artifacts"},
+		Metadata:    map[string]any{"stream": true},
+	}, func(ctx context.Context, in *artifactPathInput) (*huma.StreamResponse, error) {
+		return h.serveArtifact(ctx, in.SHA256)
+	})
+}
+
+type deleteArtifactInput struct {
+	artifactPathInput
+}
+
+// RegisterDelete registers DELETE /v1/artifacts/{sha256}.
+func (h *artifactHandler) RegisterDelete(api huma.API) {
+	huma.Register(api, write(huma.Operation{
+		OperationID:   "delete-artifact",
+		Method:        http.MethodDelete,
+		Path:          "/v1/artifacts/{sha256}",
+		Summary:       "Delete an artifact",
+		Description:   "Removes the artifact even if jobs still reference it; prefer the garbage collector.",
+		Tags:          []string{"artifacts"},
+		DefaultStatus: http.StatusNoContent,
+	}), func(ctx context.Context, in *deleteArtifactInput) (*struct{}, error) {
+		if err := h.enabled(); err != nil {
+			return nil, err
+		}
+		if err := h.st.DeleteArtifact(ctx, in.SHA256); err != nil {
+			return nil, storeErr(ctx, h.log, "artifact", err)
+		}
+		if err := h.files.Remove(in.SHA256); err != nil {
+			h.log.ErrorContext(ctx, "api: remove artifact file", "sha256", in.SHA256, "err", err)
+		}
+		return nil, nil
+	})
+}
+
+type gcInput struct {
+	Body struct {
+		GraceSeconds int  `json:"grace_seconds" minimum:"0" default:"86400" doc:"Keep artifacts used or uploaded within this many seconds."`
+		DryRun       bool `json:"dry_run,omitempty" doc:"Only report what would be removed."`
+	}
+}
+
+type gcOutput struct {
+	Body *artifact.GCReport
+}
+
+// RegisterGC registers POST /v1/artifacts/gc: remove unreferenced artifacts.
+func (h *artifactHandler) RegisterGC(api huma.API) {
+	huma.Register(api, write(huma.Operation{
+		OperationID: "gc-artifacts",
+		Method:      http.MethodPost,
+		Path:        "/v1/artifacts/gc",
+		Summary:     "Garbage-collect unreferenced artifacts",
+		Description: "Removes artifacts that no job spec or unfinished run references, that are not pinned, and that were not uploaded or downloaded within the grace period; also removes stray files and abandoned partial uploads.",
+		Tags:        []string{"artifacts"},
+	}), func(ctx context.Context, in *gcInput) (*gcOutput, error) {
+		if err := h.enabled(); err != nil {
+			return nil, err
+		}
+		rep, err := artifact.GC(ctx, h.st, h.files, artifact.GCOptions{
+			Grace:  time.Duration(in.Body.GraceSeconds) * time.Second,
+			DryRun: in.Body.DryRun,
+			Logger: h.log,
+		})
+		if err != nil {
+			return nil, storeErr(ctx, h.log, "artifact gc", err)
+		}
+		return &gcOutput{Body: rep}, nil
+	})
+}
+
+// nonNil returns s, or an empty slice for nil, so lists encode as [].
+func nonNil[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
+}
