@@ -1,0 +1,395 @@
+package protocol
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/lesfarm/lesfarm/jobs"
+)
+
+// Size limits of each message type, in bytes of JSON. NATS' default
+// max_payload is 1 MiB; the larger limits stay below it.
+const (
+	MaxHelloBytes          = 64 << 10
+	MaxHelloReplyBytes     = 16 << 10
+	MaxHeartbeatBytes      = 64 << 10
+	MaxHeartbeatReplyBytes = 64 << 10
+	MaxAssignmentBytes     = 1000 << 10
+	MaxAssignReplyBytes    = 8 << 10
+	MaxCancelBytes         = 8 << 10
+	MaxCancelReplyBytes    = 8 << 10
+	MaxTelemetryBytes      = 1000 << 10
+	MaxResultBytes         = 512 << 10
+)
+
+// Count limits inside messages.
+const (
+	MaxSamplesPerBatch = 4096
+	MaxLayers          = 512
+	MaxRunsPerDevice   = 16
+	MaxConfigsInResult = jobs.MaxConfigs
+	MaxLabels          = jobs.MaxLabels
+	MaxTextLen         = 1024 // free-text fields such as reasons and errors
+)
+
+// Fingerprint describes a device. The agent fills what it can read; unread
+// optional fields stay nil (absent), never zero. The JSON field names match
+// agent/device.Fingerprint, so the agent can convert by marshalling.
+type Fingerprint struct {
+	Platform    string `json:"platform"` // android, ios, linux, darwin
+	Arch        string `json:"arch,omitempty"`
+	OSVersion   string `json:"os_version,omitempty"`
+	Kernel      string `json:"kernel,omitempty"`
+	DeviceModel string `json:"model,omitempty"`
+	// Manufacturer of the device, when known.
+	Manufacturer string  `json:"manufacturer,omitempty"`
+	SoC          string  `json:"soc,omitempty"`
+	CPUModel     string  `json:"cpu,omitempty"`
+	CoreMaxKHz   []int64 `json:"core_max_khz,omitempty"`
+	Cores        int     `json:"cores,omitempty"`
+	RAMBytes     *int64  `json:"ram_bytes,omitempty"`
+	// RAMAvailableBytes is the memory available for new work.
+	RAMAvailableBytes *int64 `json:"ram_available_bytes,omitempty"`
+	// FreeStorageBytes is the free space of the agent's cache filesystem.
+	FreeStorageBytes *int64 `json:"free_storage_bytes,omitempty"`
+	AgentBuild       string `json:"agent_build,omitempty"`
+	RuntimeBuild     string `json:"runtime_build,omitempty"`
+	GoVersion        string `json:"go_version,omitempty"`
+	// Emulated is true for an agent that emulates a device's storage with a
+	// profile; its results never mix with real devices' series.
+	Emulated  bool   `json:"emulated,omitempty"`
+	Profile   string `json:"profile,omitempty"`
+	HostModel string `json:"host_model,omitempty"`
+	// State is the thermal and battery state when the message was sent.
+	State *DeviceState `json:"state,omitempty"`
+}
+
+// DeviceState is the changing part of a device's condition.
+type DeviceState struct {
+	Thermal        []ThermalZone `json:"thermal,omitempty"`
+	MaxTempC       *float64      `json:"max_temp_c,omitempty"`
+	ThermalStatus  string        `json:"thermal_status,omitempty"`
+	BatteryPercent *float64      `json:"battery_percent,omitempty"`
+	Charging       *bool         `json:"charging,omitempty"`
+	BatteryTempC   *float64      `json:"battery_temp_c,omitempty"`
+	BatteryStatus  string        `json:"battery_status,omitempty"`
+	ReadAt         time.Time     `json:"read_at,omitzero"`
+}
+
+// ThermalZone is one temperature sensor.
+type ThermalZone struct {
+	Name  string  `json:"name"`
+	TempC float64 `json:"temp_c"`
+}
+
+// Hello is the first request of an agent (and the one it repeats after a
+// reconnect or when a heartbeat reply says the coordinator does not know it).
+type Hello struct {
+	V           int               `json:"v"`
+	DeviceID    string            `json:"device_id"`
+	Fingerprint Fingerprint       `json:"fingerprint"`
+	Labels      map[string]string `json:"labels,omitempty"`
+	// Runs are the runs the agent is still working on (after a reconnect),
+	// so the coordinator can keep or cancel their leases.
+	Runs []RunStatus `json:"runs,omitempty"`
+	// SentAt is the agent's clock when sending.
+	SentAt time.Time `json:"sent_at"`
+}
+
+// HelloReply answers a Hello. The coordinator chooses the heartbeat TTL: the
+// agent heartbeats every HeartbeatIntervalMS and, when it has not reached the
+// coordinator for TTLMS, stops local work (its leases are gone).
+type HelloReply struct {
+	V        int    `json:"v"`
+	DeviceID string `json:"device_id"`
+	// Accepted is false when the coordinator refuses the device (e.g. bad
+	// fingerprint, drained); Reason says why.
+	Accepted            bool   `json:"accepted"`
+	Reason              string `json:"reason,omitempty"`
+	TTLMS               int64  `json:"ttl_ms"`
+	HeartbeatIntervalMS int64  `json:"heartbeat_interval_ms"`
+	// SigningKey is the coordinator's ed25519 public key (base64 in JSON)
+	// that signs assignments.
+	SigningKey []byte `json:"signing_key,omitempty"`
+	// Cancel lists runs from Hello.Runs whose leases are gone: stop them and
+	// do not report them.
+	Cancel     []CancelNotice `json:"cancel,omitempty"`
+	ServerTime time.Time      `json:"server_time"`
+}
+
+// TTL returns TTLMS as a duration.
+func (r *HelloReply) TTL() time.Duration { return time.Duration(r.TTLMS) * time.Millisecond }
+
+// HeartbeatInterval returns HeartbeatIntervalMS as a duration.
+func (r *HelloReply) HeartbeatInterval() time.Duration {
+	return time.Duration(r.HeartbeatIntervalMS) * time.Millisecond
+}
+
+// Run states an agent reports in RunStatus.
+const (
+	RunStateAccepted    = "accepted"    // acked, preparing (artifact download)
+	RunStateDownloading = "downloading" // fetching the model
+	RunStateRunning     = "running"
+	RunStateFinishing   = "finishing" // result being sent
+)
+
+// RunStatus is an agent's view of one run it holds.
+type RunStatus struct {
+	RunID int64  `json:"run_id"`
+	Token int64  `json:"token"`
+	State string `json:"state"`
+	// Progress is 0..1 over the whole run, when known.
+	Progress float64 `json:"progress,omitempty"`
+	Message  string  `json:"message,omitempty"`
+}
+
+// Heartbeat renews the device's liveness and the leases of its runs.
+type Heartbeat struct {
+	V        int          `json:"v"`
+	DeviceID string       `json:"device_id"`
+	Seq      uint64       `json:"seq"`
+	Runs     []RunStatus  `json:"runs,omitempty"`
+	State    *DeviceState `json:"state,omitempty"`
+	SentAt   time.Time    `json:"sent_at"`
+}
+
+// LeaseRenewal says a run's lease now lasts until ExpiresAt.
+type LeaseRenewal struct {
+	RunID     int64     `json:"run_id"`
+	Token     int64     `json:"token"`
+	ExpiresAt time.Time `json:"expires_at"`
+}
+
+// CancelNotice tells the agent to stop a run.
+type CancelNotice struct {
+	RunID  int64  `json:"run_id"`
+	Token  int64  `json:"token"`
+	Reason string `json:"reason,omitempty"`
+}
+
+// HeartbeatReply renews leases and carries cancels the agent may have missed.
+type HeartbeatReply struct {
+	V     int   `json:"v"`
+	TTLMS int64 `json:"ttl_ms"`
+	// Renewed lists the leases renewed by this heartbeat.
+	Renewed []LeaseRenewal `json:"renewed,omitempty"`
+	// Cancel lists runs the agent must stop (cancelled, timed out, or whose
+	// lease is no longer the agent's).
+	Cancel []CancelNotice `json:"cancel,omitempty"`
+	// Rehello is true when the coordinator does not know the device (e.g.
+	// after it was marked lost): the agent sends Hello again.
+	Rehello    bool      `json:"rehello,omitempty"`
+	ServerTime time.Time `json:"server_time"`
+}
+
+// TTL returns TTLMS as a duration.
+func (r *HeartbeatReply) TTL() time.Duration { return time.Duration(r.TTLMS) * time.Millisecond }
+
+// Artifact says where the agent gets the model and how to check it.
+type Artifact struct {
+	URL    string `json:"url"`
+	SHA256 string `json:"sha256"`
+	Size   int64  `json:"size"`
+	Name   string `json:"name,omitempty"`
+}
+
+// Assignment gives a run to a device. It travels signed, as a
+// SignedAssignment.
+type Assignment struct {
+	V        int    `json:"v"`
+	RunID    int64  `json:"run_id"`
+	Token    int64  `json:"token"` // fencing token of the lease
+	Attempt  int    `json:"attempt"`
+	DeviceID string `json:"device_id"`
+	JobID    int64  `json:"job_id"`
+	Suite    string `json:"suite"`
+	Build    string `json:"build,omitempty"`
+	GitSHA   string `json:"git_sha,omitempty"`
+	// Spec is the job spec with any trigger override applied.
+	Spec jobs.Spec `json:"spec"`
+	// Configs is Spec.Expand(), sent so both sides agree on indices and keys.
+	Configs  []jobs.Config `json:"configs"`
+	Artifact Artifact      `json:"artifact"`
+	// LeaseExpiresAt is when the lease ends unless renewed by heartbeats.
+	LeaseExpiresAt time.Time `json:"lease_expires_at"`
+	// Deadline is the run's timeout: past it the coordinator fails the run.
+	Deadline time.Time `json:"deadline"`
+	IssuedAt time.Time `json:"issued_at"`
+}
+
+// SignedAssignment is what travels on the assign subject: the Assignment's
+// exact JSON bytes and an ed25519 signature over them.
+type SignedAssignment struct {
+	V          int             `json:"v"`
+	Assignment json.RawMessage `json:"assignment"`
+	Signature  []byte          `json:"sig"`
+}
+
+// Refusal codes of an AssignReply.
+const (
+	RefuseBadSignature    = "bad_signature"
+	RefuseMalformed       = "malformed"
+	RefuseUnsupported     = "unsupported"      // model or mode the agent cannot run
+	RefuseInsufficientRAM = "insufficient_ram" // the job needs more memory than the device has
+	RefuseBusy            = "busy"             // the agent already runs something
+	RefuseShuttingDown    = "shutting_down"
+	RefuseWrongDevice     = "wrong_device"
+)
+
+// AssignReply acknowledges (Accepted) or refuses an assignment.
+type AssignReply struct {
+	V        int    `json:"v"`
+	RunID    int64  `json:"run_id"`
+	Token    int64  `json:"token"`
+	Accepted bool   `json:"accepted"`
+	Code     string `json:"code,omitempty"` // a Refuse* code when refused
+	Reason   string `json:"reason,omitempty"`
+}
+
+// Cancel asks an agent to stop a run.
+type Cancel struct {
+	V      int    `json:"v"`
+	RunID  int64  `json:"run_id"`
+	Token  int64  `json:"token"`
+	Reason string `json:"reason,omitempty"`
+}
+
+// CancelReply acknowledges a Cancel. Known is false when the agent was not
+// running that run (it may have finished already).
+type CancelReply struct {
+	V     int   `json:"v"`
+	RunID int64 `json:"run_id"`
+	Known bool  `json:"known"`
+}
+
+// Phases of a Sample, as in runtime/trace.
+const (
+	PhasePrefill = "prefill"
+	PhaseDecode  = "decode"
+	PhaseVerify  = "verify"
+)
+
+// LayerCounts are one step's per-layer expert counts, one entry per layer
+// (all slices of a Sample have the same length).
+type LayerCounts struct {
+	Hits           []int32 `json:"hit"`
+	Misses         []int32 `json:"miss"`
+	PrefetchUsed   []int32 `json:"pf_used"`
+	PrefetchWasted []int32 `json:"pf_wasted"`
+}
+
+// Sample is one forward step of the runtime (trace.TokenEvent plus its
+// layers' counts).
+type Sample struct {
+	ConfigIndex int    `json:"cfg"`
+	Repetition  int    `json:"rep"` // -1.. for warm-up repetitions, 0.. measured
+	Step        int    `json:"step"`
+	Phase       string `json:"phase"`
+	Pos         int    `json:"pos"`
+	Tokens      int    `json:"tokens"`
+	DurationNS  int64  `json:"dur_ns"`
+	StallNS     int64  `json:"stall_ns"`
+	BytesRead   int64  `json:"bytes_read"`
+	CacheBytes  int64  `json:"cache_bytes"`
+	// Layers may be nil when per-layer detail was dropped.
+	Layers *LayerCounts `json:"layers,omitempty"`
+}
+
+// Progress is an optional progress note in a telemetry batch (artifact
+// download, config started, ...).
+type Progress struct {
+	Phase   string `json:"phase"`
+	Done    int64  `json:"done,omitempty"`
+	Total   int64  `json:"total,omitempty"`
+	Message string `json:"message,omitempty"`
+}
+
+// TelemetryBatch carries per-token samples of one run. Seq numbers the
+// batches of a run attempt from 0 without gaps; (run, seq, sample index) is
+// unique, so a redelivered batch is stored once.
+//
+// On the wire the samples travel column by column (see columns.go), which
+// decodes several times faster than an array of objects; the Go API is
+// the Samples slice.
+type TelemetryBatch struct {
+	V        int      `json:"v"`
+	RunID    int64    `json:"run_id"`
+	Token    int64    `json:"token"`
+	DeviceID string   `json:"device_id"`
+	Seq      uint64   `json:"seq"`
+	Samples  []Sample `json:"samples"`
+	// Dropped counts detail the agent dropped (bounded buffer full) since the
+	// previous batch.
+	Dropped  uint64    `json:"dropped,omitempty"`
+	Progress *Progress `json:"progress,omitempty"`
+	SentAt   time.Time `json:"sent_at"`
+}
+
+// Stat summarises one metric over the measured repetitions.
+type Stat struct {
+	N      int     `json:"n"`
+	Mean   float64 `json:"mean"`
+	Median float64 `json:"median"`
+	Stddev float64 `json:"stddev"`
+	// CV is Stddev/Mean (0 when Mean is 0).
+	CV  float64 `json:"cv"`
+	Min float64 `json:"min"`
+	Max float64 `json:"max"`
+}
+
+// ConfigResult holds the statistics of one config of a run.
+type ConfigResult struct {
+	ConfigIndex int    `json:"config_index"`
+	ConfigKey   string `json:"config_key"`
+	// DecodeTPS and PrefillTPS are tokens per second; TTFTMS is the time to
+	// first token in milliseconds.
+	DecodeTPS  Stat `json:"decode_tps"`
+	PrefillTPS Stat `json:"prefill_tps"`
+	TTFTMS     Stat `json:"ttft_ms"`
+	// PeakMemoryBytes is the largest resident memory seen.
+	PeakMemoryBytes int64 `json:"peak_memory_bytes"`
+	// HitRate is expert cache hits / demanded experts; PredictorRecall is
+	// prefetched-and-used / demanded (lookahead modes); StallFraction is
+	// stall time / decode time; BytesPerToken is expert bytes read per
+	// decoded token.
+	HitRate         float64 `json:"hit_rate"`
+	PredictorRecall float64 `json:"predictor_recall"`
+	StallFraction   float64 `json:"stall_fraction"`
+	BytesPerToken   float64 `json:"bytes_per_token"`
+	Repetitions     int     `json:"repetitions"`
+	Warmup          int     `json:"warmup"`
+	// Valid is false when the measurement must not be trusted (e.g. thermal
+	// gate timed out, too few repetitions); InvalidReason says why.
+	Valid         bool   `json:"valid"`
+	InvalidReason string `json:"invalid_reason,omitempty"`
+	// Error is set when the config failed; its statistics are then empty.
+	Error string `json:"error,omitempty"`
+	// Extra holds further named metrics (thermal start/end, ...).
+	Extra map[string]float64 `json:"extra,omitempty"`
+}
+
+// Result outcomes.
+const (
+	OutcomeSucceeded = "succeeded" // every config ran (some may be invalid)
+	OutcomeFailed    = "failed"    // the run failed (Error says why)
+	OutcomeCancelled = "cancelled" // the agent stopped on a cancel
+)
+
+// Result is the final report of a run attempt, sent once to RESULTS.
+type Result struct {
+	V        int            `json:"v"`
+	RunID    int64          `json:"run_id"`
+	Token    int64          `json:"token"`
+	DeviceID string         `json:"device_id"`
+	Outcome  string         `json:"outcome"`
+	Error    string         `json:"error,omitempty"`
+	Configs  []ConfigResult `json:"configs,omitempty"`
+	// TelemetryBatches and TelemetrySamples are how many batches and samples
+	// the agent produced for this attempt (sent or dropped), for
+	// completeness checks.
+	TelemetryBatches uint64    `json:"telemetry_batches"`
+	TelemetrySamples uint64    `json:"telemetry_samples"`
+	TelemetryDropped uint64    `json:"telemetry_dropped,omitempty"`
+	StartedAt        time.Time `json:"started_at"`
+	FinishedAt       time.Time `json:"finished_at"`
+}
