@@ -1,0 +1,128 @@
+package cli
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/schollz/progressbar/v3"
+	"github.com/spf13/cobra"
+
+	"github.com/lesfarm/lesfarm/coordinator/api/client"
+)
+
+func init() { register("artifact", newArtifactCmd) }
+
+// serverFlags are the flags of commands that talk to a coordinator's REST API.
+type serverFlags struct {
+	Server string
+	Token  string
+}
+
+func addServerFlags(cmd *cobra.Command, f *serverFlags) {
+	def := os.Getenv("LESFARM_SERVER")
+	if def == "" {
+		def = "http://127.0.0.1:8080"
+	}
+	cmd.Flags().StringVar(&f.Server, "server", def, "coordinator base URL (env LESFARM_SERVER)")
+	cmd.Flags().StringVar(&f.Token, "token", os.Getenv("LESFARM_TOKEN"), "API token from 'lesfarm token create' (env LESFARM_TOKEN)")
+}
+
+func (f *serverFlags) client() (*client.Client, error) {
+	c, err := client.New(f.Server, f.Token)
+	if err != nil {
+		return nil, usagef("%v", err)
+	}
+	return c, nil
+}
+
+func newArtifactCmd(env *Env) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "artifact add FILE",
+		Short: "Manage the coordinator's content-addressed artifact store (model files)",
+		Long: `artifact talks to the coordinator's artifact store: files (usually GGUF
+models) kept under their sha256, which job specs reference by digest and
+agents download with resumable HTTP Range requests.`,
+	}
+	cmd.AddCommand(newArtifactAddCmd(env))
+	return cmd
+}
+
+func newArtifactAddCmd(env *Env) *cobra.Command {
+	var sf serverFlags
+	var name string
+	var quiet bool
+	cmd := &cobra.Command{
+		Use:   "add FILE",
+		Short: "Upload a file to the artifact store and print its sha256",
+		Long: `add hashes FILE, then streams it to POST /v1/artifacts with a progress bar
+on stderr; the server checks the content against the hash. It prints the
+sha256 (the artifact's id, to put in job specs as model.sha256) on stdout.
+Uploading content that is already stored is cheap and not an error.`,
+		Example: "  lesfarm artifact add models/qwen3-30b-a3b-q4_k_m.gguf --token $LESFARM_TOKEN",
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := sf.client()
+			if err != nil {
+				return err
+			}
+			path := args[0]
+			f, err := os.Open(path)
+			if err != nil {
+				return fmt.Errorf("artifact add: %w", err)
+			}
+			defer f.Close()
+			fi, err := f.Stat()
+			if err != nil {
+				return fmt.Errorf("artifact add: %w", err)
+			}
+			if !fi.Mode().IsRegular() {
+				return usagef("artifact add: %s is not a regular file", path)
+			}
+			if name == "" {
+				name = filepath.Base(path)
+			}
+			bar := func(desc string) *progressbar.ProgressBar {
+				if quiet {
+					return progressbar.DefaultBytesSilent(fi.Size(), desc)
+				}
+				return progressbar.NewOptions64(fi.Size(),
+					progressbar.OptionSetWriter(env.Stderr), progressbar.OptionSetDescription(desc),
+					progressbar.OptionShowBytes(true), progressbar.OptionShowTotalBytes(true),
+					progressbar.OptionThrottle(100_000_000), progressbar.OptionOnCompletion(func() { fmt.Fprintln(env.Stderr) }),
+					progressbar.OptionSetWidth(30), progressbar.OptionFullWidth())
+			}
+			h := sha256.New()
+			hb := bar("hashing  ")
+			if _, err := io.Copy(io.MultiWriter(h, hb), f); err != nil {
+				return fmt.Errorf("artifact add: %w", err)
+			}
+			hb.Finish()
+			sum := hex.EncodeToString(h.Sum(nil))
+			if _, err := f.Seek(0, io.SeekStart); err != nil {
+				return fmt.Errorf("artifact add: %w", err)
+			}
+			ub := bar("uploading")
+			r := progressbar.NewReader(f, ub)
+			a, created, err := c.UploadArtifact(env.Ctx, &r, fi.Size(), name, sum)
+			if err != nil {
+				return fmt.Errorf("artifact add: %w", err)
+			}
+			ub.Finish()
+			state := "stored"
+			if !created {
+				state = "already present"
+			}
+			fmt.Fprintf(env.Stderr, "%s: %s (%d bytes)\n", name, state, a.Size)
+			fmt.Fprintln(env.Stdout, a.SHA256)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&name, "name", "", "name recorded with the artifact (default: the file's base name)")
+	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "no progress bar")
+	addServerFlags(cmd, &sf)
+	return cmd
+}
