@@ -55,8 +55,18 @@ var kernels = func() map[Type]*kernel {
 	for t, k := range fastKernels() {
 		m[t] = k
 	}
+	goKernels = make(map[Type]*kernel, len(m))
+	for t, k := range m {
+		goKernels[t] = k
+	}
+	for t, k := range simdKernels() {
+		m[t] = k
+	}
 	return m
 }()
+
+// goKernels is the best pure-Go kernel set (no SIMD), kept for comparison.
+var goKernels map[Type]*kernel
 
 // VecDotType returns the type ggml quantizes the activation to before a dot
 // product with a row of t (F32 for F32, F16 for F16, Q8_0 for Q4_0, Q8_K
@@ -122,7 +132,13 @@ func MatVec(p *Pool, dst []float32, m Matrix, x []float32) error {
 // n×Rows (dst[v*Rows+r] = row r · x[v]). Each x row is quantized once, and
 // each weight row is read once for all n vectors (batched prefill).
 func MatMul(p *Pool, dst []float32, m Matrix, x []float32, n int) error {
-	k, ok := kernels[m.Type]
+	return matMulWith(kernels, p, dst, m, x, n)
+}
+
+// matMulWith is MatMul with an explicit kernel set (benchmarks and tests
+// compare the generic, pure-Go fast and SIMD sets through it).
+func matMulWith(ks map[Type]*kernel, p *Pool, dst []float32, m Matrix, x []float32, n int) error {
+	k, ok := ks[m.Type]
 	if !ok {
 		return fmt.Errorf("tensor: no matrix-vector kernel for type %s", m.Type)
 	}

@@ -1,0 +1,113 @@
+package tensor
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+)
+
+// BenchmarkMatVec measures matrix-vector products per weight type, shape,
+// kernel set (generic ggml port, pure-Go fast, SIMD when built with it) and
+// thread count. SetBytes is the weight bytes read per product, so MB/s is the
+// effective weight bandwidth; GFLOP/s counts 2 flops per weight.
+//
+//	go test ./runtime/tensor -run XXX -bench MatVec -benchtime 20x
+//	GOEXPERIMENT=simd go test ./runtime/tensor -run XXX -bench MatVec
+func BenchmarkMatVec(b *testing.B) {
+	types := []Type{F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K}
+	shapes := [][2]int{{2048, 2048}, {512, 1024}}
+	sets := []struct {
+		name string
+		ks   map[Type]*kernel
+	}{{"generic", genericKernels}, {"go", goKernels}}
+	if simdName != "" {
+		sets = append(sets, struct {
+			name string
+			ks   map[Type]*kernel
+		}{simdName, kernels})
+	}
+	r := rand.New(rand.NewPCG(1, 1))
+	for _, typ := range types {
+		for _, sh := range shapes {
+			m := makeMatrix(b, r, typ, sh[0], sh[1])
+			x := randVec(r, sh[1], 1)
+			dst := make([]float32, sh[0])
+			for _, set := range sets {
+				if set.name != "generic" && set.ks[typ] == genericKernels[typ] && set.name != "go" {
+					continue // no SIMD kernel for this type
+				}
+				for _, threads := range []int{1, 2} {
+					name := fmt.Sprintf("%s/%dx%d/%s/t%d", typ, sh[0], sh[1], set.name, threads)
+					b.Run(name, func(b *testing.B) {
+						p := NewPool(threads)
+						defer p.Close()
+						b.SetBytes(int64(len(m.Data)))
+						b.ReportAllocs()
+						for b.Loop() {
+							if err := matMulWith(set.ks, p, dst, m, x, 1); err != nil {
+								b.Fatal(err)
+							}
+						}
+						b.ReportMetric(2*float64(sh[0])*float64(sh[1])*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+					})
+				}
+			}
+		}
+	}
+}
+
+// BenchmarkMatMulBatch measures batched prefill (8 vectors per weight pass).
+func BenchmarkMatMulBatch(b *testing.B) {
+	r := rand.New(rand.NewPCG(2, 2))
+	const rows, cols, n = 2048, 2048, 8
+	for _, typ := range []Type{F32, Q8_0, Q4_K, Q6_K} {
+		m := makeMatrix(b, r, typ, rows, cols)
+		x := randVec(r, n*cols, 1)
+		dst := make([]float32, n*rows)
+		b.Run(typ.String(), func(b *testing.B) {
+			p := NewPool(2)
+			defer p.Close()
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := MatMul(p, dst, m, x, n); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(2*float64(rows*cols*n)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+		})
+	}
+}
+
+// BenchmarkCopy is the memory-bandwidth reference: copy a 256 MiB buffer
+// (MB/s counts bytes copied; read+write traffic is twice that).
+func BenchmarkCopy(b *testing.B) {
+	const size = 256 << 20
+	src := make([]byte, size)
+	dst := make([]byte, size)
+	for i := range src {
+		src[i] = byte(i)
+	}
+	b.SetBytes(size)
+	b.ReportAllocs()
+	for b.Loop() {
+		copy(dst, src)
+	}
+}
+
+// BenchmarkQuantizeActivation measures the per-product activation cost.
+func BenchmarkQuantizeActivation(b *testing.B) {
+	r := rand.New(rand.NewPCG(3, 3))
+	x := randVec(r, 4096, 1)
+	q8k := make([]blockQ8K, 4096/QK_K)
+	q80 := make([]blockQ8_0, 4096/32)
+	b.Run("Q8_K", func(b *testing.B) {
+		for b.Loop() {
+			quantizeQ8K(x, q8k)
+		}
+	})
+	b.Run("Q8_0", func(b *testing.B) {
+		for b.Loop() {
+			quantizeQ8_0(x, q80)
+		}
+	})
+}

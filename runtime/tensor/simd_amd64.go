@@ -1,0 +1,253 @@
+//go:build goexperiment.simd && amd64
+
+package tensor
+
+import (
+	"encoding/binary"
+	"simd/archsimd"
+	"unsafe"
+)
+
+// AVX2 kernels through simd/archsimd (GOEXPERIMENT=simd). The integer
+// kernels compute exactly the same per-block integer sums as the generic
+// ports (for the K-quants: the 8 lane sums, lane = element index mod 8, held
+// in one Int32x8) and then run the identical scalar float combination, so
+// they are bit-identical to dot_generic.go. F32 reorders its float sum
+// (4 vector accumulators) and is tested within a tolerance.
+
+const simdName = "avx2"
+
+func simdKernels() map[Type]*kernel {
+	if !archsimd.X86.AVX2() {
+		return nil
+	}
+	return map[Type]*kernel{
+		F32:  {act: actF32, f32: dotF32AVX2},
+		Q8_0: {act: actQ8_0, q80: dotQ8_0Q8_0AVX2},
+		Q4_0: {act: actQ8_0, q80: dotQ4_0Q8_0AVX2},
+		Q4_K: {act: actQ8K, q8k: dotQ4KQ8KAVX2},
+		Q5_K: {act: actQ8K, q8k: dotQ5KQ8KAVX2},
+		Q6_K: {act: actQ8K, q8k: dotQ6KQ8KAVX2},
+	}
+}
+
+// simdExact lists the SIMD kernels that must equal the generic ones bit for
+// bit (the others reorder float sums).
+var simdExact = map[Type]bool{Q8_0: true, Q4_0: true, Q4_K: true, Q5_K: true, Q6_K: true}
+
+func f32x8(b []byte) archsimd.Float32x8 {
+	return archsimd.LoadFloat32x8((*[8]float32)(unsafe.Pointer(&b[0])))
+}
+
+func dotF32AVX2(w []byte, x []float32) float32 {
+	n := len(x)
+	w = w[:4*n]
+	var a0, a1, a2, a3 archsimd.Float32x8
+	i := 0
+	for ; i+32 <= n; i += 32 {
+		a0 = a0.Add(f32x8(w[4*i:]).Mul(archsimd.LoadFloat32x8((*[8]float32)(x[i:]))))
+		a1 = a1.Add(f32x8(w[4*i+32:]).Mul(archsimd.LoadFloat32x8((*[8]float32)(x[i+8:]))))
+		a2 = a2.Add(f32x8(w[4*i+64:]).Mul(archsimd.LoadFloat32x8((*[8]float32)(x[i+16:]))))
+		a3 = a3.Add(f32x8(w[4*i+96:]).Mul(archsimd.LoadFloat32x8((*[8]float32)(x[i+24:]))))
+	}
+	for ; i+8 <= n; i += 8 {
+		a0 = a0.Add(f32x8(w[4*i:]).Mul(archsimd.LoadFloat32x8((*[8]float32)(x[i:]))))
+	}
+	var s [8]float32
+	a0.Add(a1).Add(a2.Add(a3)).Store(&s)
+	r := reduce8(s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7])
+	for ; i < n; i++ {
+		r += float32(f32At(w[4*i:]) * x[i])
+	}
+	return r
+}
+
+func f32At(b []byte) float32 { return *(*float32)(unsafe.Pointer(&b[0])) }
+
+func u8x16(b []byte) archsimd.Uint8x16 { return archsimd.LoadUint8x16((*[16]byte)(b)) }
+func i8x16(q []int8) archsimd.Int16x16 { return archsimd.LoadInt8x16((*[16]int8)(q)).ExtendToInt16() }
+
+// hsum32 adds the 8 lanes of v (exact integer sum).
+func hsum32(v archsimd.Int32x8) int32 {
+	t := v.GetLo().Add(v.GetHi())
+	t = t.AddPairs(t)
+	t = t.AddPairs(t)
+	return t.GetElem(0)
+}
+
+func dotQ8_0Q8_0AVX2(w []byte, y []blockQ8_0) float32 {
+	w = w[:34*len(y)]
+	var sumf float32
+	for ib := range y {
+		b := w[ib*34 : ib*34+34]
+		q := y[ib].qs[:]
+		x0 := u8x16(b[2:18]).AsInt8x16().ExtendToInt16()
+		x1 := u8x16(b[18:34]).AsInt8x16().ExtendToInt16()
+		s := x0.DotProductPairs(i8x16(q[0:16])).Add(x1.DotProductPairs(i8x16(q[16:32])))
+		sumi := hsum32(s)
+		sumf += float32(float32(sumi) * float32(f16Table[binary.LittleEndian.Uint16(b)]*y[ib].d))
+	}
+	return sumf
+}
+
+func dotQ4_0Q8_0AVX2(w []byte, y []blockQ8_0) float32 {
+	w = w[:18*len(y)]
+	m4 := archsimd.BroadcastUint8x16(0x0f)
+	off := archsimd.BroadcastInt16x16(8)
+	var sumf float32
+	for ib := range y {
+		b := w[ib*18 : ib*18+18]
+		q := y[ib].qs[:]
+		v := u8x16(b[2:18])
+		lo := v.And(m4).ExtendToUint16().AsInt16x16().Sub(off)
+		hi := v.AsUint16x8().ShiftAllRight(4).AsUint8x16().And(m4).ExtendToUint16().AsInt16x16().Sub(off)
+		s := lo.DotProductPairs(i8x16(q[0:16])).Add(hi.DotProductPairs(i8x16(q[16:32])))
+		sumi := hsum32(s)
+		sumf += float32(float32(float32(sumi)*f16Table[binary.LittleEndian.Uint16(b)]) * y[ib].d)
+	}
+	return sumf
+}
+
+// lane8 folds 16 int16 lanes (elements k and k+8 of a group) into the 8
+// mod-8 lanes, widened to int32.
+func lane8(v archsimd.Int16x16) archsimd.Int32x8 {
+	return v.GetLo().Add(v.GetHi()).ExtendToInt32()
+}
+
+func dotQ4KQ8KAVX2(w []byte, y []blockQ8K) float32 {
+	w = w[:144*len(y)]
+	m4 := archsimd.BroadcastUint8x16(0x0f)
+	var sums [8]float32
+	var sumf float32
+	var aux [8]int32
+	for i := range y {
+		b := (*[144]byte)(w[i*144:])
+		yb := &y[i]
+		sc, mn := kScales((*[12]byte)(b[4:]))
+		var sumi int32
+		for j := 0; j < 8; j++ {
+			sumi += (int32(yb.bsums[2*j]) + int32(yb.bsums[2*j+1])) * mn[j]
+		}
+		var acc archsimd.Int32x8
+		for j := 0; j < 4; j++ {
+			q0 := u8x16(b[16+32*j : 32+32*j])
+			q1 := u8x16(b[32+32*j : 48+32*j])
+			q8 := yb.qs[64*j : 64*j+64]
+			lo := q0.And(m4).ExtendToUint16().AsInt16x16().Mul(i8x16(q8[0:16])).
+				Add(q1.And(m4).ExtendToUint16().AsInt16x16().Mul(i8x16(q8[16:32])))
+			hi := q0.AsUint16x8().ShiftAllRight(4).AsUint8x16().And(m4).ExtendToUint16().AsInt16x16().Mul(i8x16(q8[32:48])).
+				Add(q1.AsUint16x8().ShiftAllRight(4).AsUint8x16().And(m4).ExtendToUint16().AsInt16x16().Mul(i8x16(q8[48:64])))
+			acc = acc.Add(lane8(lo).Mul(archsimd.BroadcastInt32x8(sc[2*j])))
+			acc = acc.Add(lane8(hi).Mul(archsimd.BroadcastInt32x8(sc[2*j+1])))
+		}
+		acc.Store(&aux)
+		d := f16Table[binary.LittleEndian.Uint16(b[0:])] * yb.d
+		for l := 0; l < 8; l++ {
+			sums[l] += float32(d * float32(aux[l]))
+		}
+		dmin := f16Table[binary.LittleEndian.Uint16(b[2:])] * yb.d
+		sumf -= float32(dmin * float32(sumi))
+	}
+	for l := 0; l < 8; l++ {
+		sumf += sums[l]
+	}
+	return sumf
+}
+
+func dotQ5KQ8KAVX2(w []byte, y []blockQ8K) float32 {
+	w = w[:176*len(y)]
+	m4 := archsimd.BroadcastUint8x16(0x0f)
+	one := archsimd.BroadcastUint8x16(1)
+	var sums [8]float32
+	var sumf float32
+	var aux [8]int32
+	for i := range y {
+		b := (*[176]byte)(w[i*176:])
+		yb := &y[i]
+		sc, mn := kScales((*[12]byte)(b[4:]))
+		var sumi int32
+		for j := 0; j < 8; j++ {
+			sumi += (int32(yb.bsums[2*j]) + int32(yb.bsums[2*j+1])) * mn[j]
+		}
+		h0 := u8x16(b[16:32])
+		h1 := u8x16(b[32:48])
+		var acc archsimd.Int32x8
+		for j := 0; j < 4; j++ {
+			q0 := u8x16(b[48+32*j : 64+32*j])
+			q1 := u8x16(b[64+32*j : 80+32*j])
+			q8 := yb.qs[64*j : 64*j+64]
+			// fifth bits: bit 2j (low nibbles) and 2j+1 (high nibbles) of qh,
+			// moved to bit 4.
+			sl, sh := uint64(2*j), uint64(2*j+1)
+			hb0l := h0.AsUint16x8().ShiftAllRight(sl).AsUint8x16().And(one).AsUint16x8().ShiftAllLeft(4).AsUint8x16()
+			hb1l := h1.AsUint16x8().ShiftAllRight(sl).AsUint8x16().And(one).AsUint16x8().ShiftAllLeft(4).AsUint8x16()
+			hb0h := h0.AsUint16x8().ShiftAllRight(sh).AsUint8x16().And(one).AsUint16x8().ShiftAllLeft(4).AsUint8x16()
+			hb1h := h1.AsUint16x8().ShiftAllRight(sh).AsUint8x16().And(one).AsUint16x8().ShiftAllLeft(4).AsUint8x16()
+			lo := q0.And(m4).Or(hb0l).ExtendToUint16().AsInt16x16().Mul(i8x16(q8[0:16])).
+				Add(q1.And(m4).Or(hb1l).ExtendToUint16().AsInt16x16().Mul(i8x16(q8[16:32])))
+			hi := q0.AsUint16x8().ShiftAllRight(4).AsUint8x16().And(m4).Or(hb0h).ExtendToUint16().AsInt16x16().Mul(i8x16(q8[32:48])).
+				Add(q1.AsUint16x8().ShiftAllRight(4).AsUint8x16().And(m4).Or(hb1h).ExtendToUint16().AsInt16x16().Mul(i8x16(q8[48:64])))
+			acc = acc.Add(lane8(lo).Mul(archsimd.BroadcastInt32x8(sc[2*j])))
+			acc = acc.Add(lane8(hi).Mul(archsimd.BroadcastInt32x8(sc[2*j+1])))
+		}
+		acc.Store(&aux)
+		d := f16Table[binary.LittleEndian.Uint16(b[0:])] * yb.d
+		for l := 0; l < 8; l++ {
+			sums[l] += float32(d * float32(aux[l]))
+		}
+		dmin := f16Table[binary.LittleEndian.Uint16(b[2:])] * yb.d
+		sumf -= float32(dmin * float32(sumi))
+	}
+	for l := 0; l < 8; l++ {
+		sumf += sums[l]
+	}
+	return sumf
+}
+
+func dotQ6KQ8KAVX2(w []byte, y []blockQ8K) float32 {
+	w = w[:210*len(y)]
+	m4 := archsimd.BroadcastUint8x16(0x0f)
+	m3 := archsimd.BroadcastUint8x16(3)
+	off := archsimd.BroadcastInt16x16(32)
+	var sums [8]float32
+	var sumf float32
+	var aux [8]int32
+	for i := range y {
+		b := (*[210]byte)(w[i*210:])
+		yb := &y[i]
+		var acc archsimd.Int32x8
+		for n := 0; n < 2; n++ {
+			ql := b[64*n : 64*n+64]
+			qh := b[128+32*n : 128+32*n+32]
+			sc := b[192+8*n : 192+8*n+8]
+			q8 := yb.qs[128*n : 128*n+128]
+			for h := 0; h < 2; h++ {
+				l0 := u8x16(ql[16*h : 16*h+16])
+				l1 := u8x16(ql[32+16*h : 48+16*h])
+				hh := u8x16(qh[16*h : 16*h+16]).AsUint16x8()
+				for k := 0; k < 4; k++ {
+					src := l0
+					if k&1 != 0 {
+						src = l1
+					}
+					if k >= 2 {
+						src = src.AsUint16x8().ShiftAllRight(4).AsUint8x16()
+					}
+					hb := hh.ShiftAllRight(uint64(2*k)).AsUint8x16().And(m3).AsUint16x8().ShiftAllLeft(4).AsUint8x16()
+					v := src.And(m4).Or(hb).ExtendToUint16().AsInt16x16().Sub(off)
+					p := v.Mul(i8x16(q8[32*k+16*h : 32*k+16*h+16]))
+					acc = acc.Add(lane8(p).Mul(archsimd.BroadcastInt32x8(int32(int8(sc[2*k+h])))))
+				}
+			}
+		}
+		acc.Store(&aux)
+		d := f16Table[binary.LittleEndian.Uint16(b[208:])] * yb.d
+		for l := 0; l < 8; l++ {
+			sums[l] += float32(d * float32(aux[l]))
+		}
+	}
+	for l := 0; l < 8; l++ {
+		sumf += sums[l]
+	}
+	return sumf
+}
