@@ -233,7 +233,7 @@ func dotQ6KQ8KAVX2(w []byte, y []blockQ8K) float32 {
 					if k >= 2 {
 						src = src.AsUint16x8().ShiftAllRight(4).AsUint8x16()
 					}
-					hb := hh.ShiftAllRight(uint64(2*k)).AsUint8x16().And(m3).AsUint16x8().ShiftAllLeft(4).AsUint8x16()
+					hb := hh.ShiftAllRight(uint64(2 * k)).AsUint8x16().And(m3).AsUint16x8().ShiftAllLeft(4).AsUint8x16()
 					v := src.And(m4).Or(hb).ExtendToUint16().AsInt16x16().Sub(off)
 					p := v.Mul(i8x16(q8[32*k+16*h : 32*k+16*h+16]))
 					acc = acc.Add(lane8(p).Mul(archsimd.BroadcastInt32x8(int32(int8(sc[2*k+h])))))
