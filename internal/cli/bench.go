@@ -1,0 +1,113 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/lesfarm/lesfarm/runtime/bench"
+	"github.com/lesfarm/lesfarm/runtime/model"
+)
+
+func init() { register("bench", newBenchCmd) }
+
+func newBenchCmd(env *Env) *cobra.Command {
+	var (
+		cfg     bench.Config
+		threads string
+		format  string
+		copyMB  int
+		quiet   bool
+	)
+	cmd := &cobra.Command{
+		Use:   "bench --model PATH",
+		Short: "Measure prefill/decode tok/s, weight GB/s and GFLOP/s of a model (resident)",
+		Long: `Bench loads a GGUF model with all weights in RAM and measures, like llama-bench:
+  ppN  prefill: one batched forward pass of N prompt tokens
+  tgN  decode: N single-token steps from an empty cache
+Each test runs --warmup times unmeasured, then --repetitions times; t/s is the
+mean ± sample stddev over the repetitions.
+
+GB/s is the effective weight bandwidth: the weight bytes actually read per
+token (every non-expert matrix, one embedding row, and the experts the router
+selected, counted from the trace) times t/s. It is compared with a large
+memory copy ("of copy BW"), the ceiling a bandwidth-bound decode can reach.
+GFLOP/s counts 2 FLOPs per weight of each matrix product plus attention.
+
+--threads takes a comma-separated list (e.g. 1,2) to measure several counts.
+Output: --format md (default, a llama-bench-style table), csv, json or jsonl.`,
+		Example: `  lesfarm bench --model tiny.gguf
+  lesfarm bench --model /tmp/phone.gguf --threads 1,2 --repetitions 3 --gen-tokens 16 --format json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if !slices.Contains(bench.Formats, format) {
+				return usagef("--format %q is not supported: use %s", format, strings.Join(bench.Formats, ", "))
+			}
+			ts, err := parseThreads(threads)
+			if err != nil {
+				return err
+			}
+			cfg.Threads = ts
+			if cfg.Repetitions < 1 {
+				return usagef("--repetitions %d must be at least 1", cfg.Repetitions)
+			}
+			if cfg.Warmup < 0 || cfg.PromptTokens < 0 || cfg.GenTokens < 0 {
+				return usagef("--warmup, --prompt-tokens and --gen-tokens must not be negative")
+			}
+			if cfg.PromptTokens == 0 && cfg.GenTokens == 0 {
+				return usagef("--prompt-tokens and --gen-tokens are both 0: nothing to measure")
+			}
+			if cfg.Model == "" {
+				return usagef("--model is required: give the path of a GGUF model file")
+			}
+			if _, err := os.Stat(cfg.Model); errors.Is(err, fs.ErrNotExist) {
+				return usagef("model file %s does not exist: check the --model path", cfg.Model)
+			}
+			cfg.CopyBytes = int64(copyMB) << 20
+			if !quiet {
+				cfg.Progress = func(line string) { fmt.Fprintln(env.Stderr, "bench: "+line) }
+			}
+			rep, err := bench.Run(env.Ctx, cfg)
+			if err != nil {
+				if errors.Is(err, model.ErrUnsupported) {
+					return &UsageError{Err: err}
+				}
+				if env.Ctx.Err() != nil {
+					return fmt.Errorf("bench: interrupted")
+				}
+				return err
+			}
+			return rep.Write(env.Stdout, format)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&cfg.Model, "model", "", "path of the GGUF model file (required)")
+	f.StringVar(&threads, "threads", strconv.Itoa(runtime.NumCPU()), "thread counts, comma-separated (e.g. 1,2)")
+	f.IntVar(&cfg.Repetitions, "repetitions", 5, "measured runs per test")
+	f.IntVar(&cfg.Warmup, "warmup", 1, "unmeasured warm-up runs per test")
+	f.IntVar(&cfg.PromptTokens, "prompt-tokens", 64, "prefill test length (0 = skip)")
+	f.IntVar(&cfg.GenTokens, "gen-tokens", 32, "decode test length (0 = skip)")
+	f.IntVar(&copyMB, "copy-mb", 512, "buffer size of the memory copy benchmark in MiB (0 = skip)")
+	f.StringVar(&format, "format", "md", "output format: md, csv, json or jsonl")
+	f.BoolVar(&quiet, "quiet", false, "no progress lines on stderr")
+	return cmd
+}
+
+func parseThreads(s string) ([]int, error) {
+	var out []int
+	for _, p := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(p))
+		if err != nil || n < 1 || n > 1024 {
+			return nil, usagef("--threads %q: give positive thread counts separated by commas, e.g. 1,2", s)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}

@@ -1,0 +1,134 @@
+package cli
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+	"github.com/spf13/cobra"
+
+	"github.com/lesfarm/lesfarm/runtime/model"
+	"github.com/lesfarm/lesfarm/runtime/tensor"
+)
+
+func init() { register("synth", newSynthCmd) }
+
+func newSynthCmd(env *Env) *cobra.Command {
+	var (
+		c        model.SynthConfig
+		typeName string
+		out      string
+		quiet    bool
+	)
+	cmd := &cobra.Command{
+		Use:   "synth -o PATH [geometry flags]",
+		Short: "Write a random-weight GGUF model of any geometry (for benchmarks)",
+		Long: `Synth writes a qwen3moe (or dense qwen3) GGUF model with random weights and a
+byte-level BPE tokenizer, so generate and bench run on it. Weights are scaled
+like the golden fixture (unit activations after every RMSNorm, router logits
+of std ≈ 2), so activations stay finite and routing spreads over the experts.
+The output is streamed block by block: a multi-GB model needs little RAM.
+The same flags and --seed always write the same bytes.
+
+Matrices use --type; a matrix whose rows do not fit the type's block size
+falls back to Q8_0, then F16, as llama-quantize does. Norms and routers are F32.
+
+A phone-shaped model (~3 GB):
+  lesfarm synth --layers 24 --experts 128 --experts-used 8 --hidden 1024 \
+    --expert-ffn 512 --heads 16 --kv-heads 4 --vocab 32000 --type Q4_K -o /tmp/phone.gguf`,
+		Example: `  lesfarm synth --layers 4 --experts 16 --experts-used 4 --hidden 256 --expert-ffn 128 --heads 4 --kv-heads 2 --vocab 4096 --type Q8_0 -o /tmp/small.gguf`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if out == "" {
+				return usagef("-o PATH is required: where to write the model")
+			}
+			typ, err := tensor.ParseType(typeName)
+			if err != nil {
+				return usagef("--type %q is not supported: use Q4_K, Q8_0, F16 or F32", typeName)
+			}
+			c.Type = typ
+			if err := c.Defaults(); err != nil {
+				return usagef("%v", err)
+			}
+			total, err := model.SynthSize(c)
+			if err != nil {
+				return usagef("%v", err)
+			}
+			dir := filepath.Dir(out)
+			tmp, err := os.CreateTemp(dir, ".synth-*.gguf")
+			if err != nil {
+				return usagef("cannot write in %s: %v", dir, err)
+			}
+			defer os.Remove(tmp.Name()) // no-op after the rename
+			bar := progressbar.NewOptions64(total,
+				progressbar.OptionSetWriter(env.Stderr),
+				progressbar.OptionSetDescription("synth "+filepath.Base(out)),
+				progressbar.OptionShowBytes(true),
+				progressbar.OptionSetWidth(30),
+				progressbar.OptionThrottle(200*time.Millisecond),
+				progressbar.OptionSetVisibility(!quiet),
+				progressbar.OptionOnCompletion(func() { fmt.Fprintln(env.Stderr) }),
+			)
+			c.Progress = func(done, _ int64) { _ = bar.Set64(done) }
+			ctx := env.Ctx
+			bw := bufio.NewWriterSize(&ctxWriter{ctx: ctx, w: tmp}, 4<<20)
+			err = model.WriteSynthetic(bw, c)
+			if err == nil {
+				err = bw.Flush()
+			}
+			if err == nil {
+				err = tmp.Close()
+			} else {
+				tmp.Close()
+			}
+			if err != nil {
+				if ctx.Err() != nil {
+					return fmt.Errorf("synth: interrupted; nothing written to %s", out)
+				}
+				return fmt.Errorf("synth: %w", err)
+			}
+			_ = bar.Finish()
+			if err := os.Rename(tmp.Name(), out); err != nil {
+				return fmt.Errorf("synth: %w", err)
+			}
+			st, _ := os.Stat(out)
+			fmt.Fprintf(env.Stdout, "wrote %s: %s, %d layers, %d experts (top-%d), hidden %d, expert FFN %d, %s, %.2f GB\n",
+				out, c.Arch, c.Layers, c.Experts, c.ExpertsUsed, c.Hidden, c.ExpertFFN, c.Type, float64(st.Size())/1e9)
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&c.Arch, "arch", "qwen3moe", "architecture: qwen3moe, or qwen3 (dense; --expert-ffn is then the FFN width)")
+	f.IntVar(&c.Layers, "layers", 4, "number of transformer blocks")
+	f.IntVar(&c.Experts, "experts", 16, "experts per layer")
+	f.IntVar(&c.ExpertsUsed, "experts-used", 4, "experts per token (top-k)")
+	f.IntVar(&c.Hidden, "hidden", 256, "embedding width (multiple of 32; of 256 for K-quants)")
+	f.IntVar(&c.ExpertFFN, "expert-ffn", 128, "per-expert FFN width")
+	f.IntVar(&c.Heads, "heads", 4, "attention (query) heads")
+	f.IntVar(&c.KVHeads, "kv-heads", 0, "key/value heads (GQA); default = --heads")
+	f.IntVar(&c.HeadDim, "head-dim", 0, "head width; default hidden/heads")
+	f.IntVar(&c.Vocab, "vocab", 4096, "vocabulary size (>= 300)")
+	f.IntVar(&c.Context, "context", 4096, "context length written to the metadata")
+	f.StringVar(&typeName, "type", "Q4_K", "weight type: Q4_K, Q8_0, F16 or F32")
+	f.Uint64Var(&c.Seed, "seed", 1, "random seed")
+	f.StringVarP(&out, "output", "o", "", "output path (required)")
+	f.BoolVar(&quiet, "quiet", false, "no progress bar")
+	return cmd
+}
+
+// ctxWriter fails writes once ctx is cancelled, so Ctrl-C stops a long
+// synth promptly.
+type ctxWriter struct {
+	ctx interface{ Err() error }
+	w   *os.File
+}
+
+func (c *ctxWriter) Write(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.w.Write(p)
+}
