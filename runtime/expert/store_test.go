@@ -408,8 +408,8 @@ func TestDemandBeforeSpeculation(t *testing.T) {
 
 type readSink func(*trace.ReadEvent)
 
-func (f readSink) Token(*trace.TokenEvent) {}
-func (f readSink) Layer(*trace.LayerEvent) {}
+func (f readSink) Token(*trace.TokenEvent)  {}
+func (f readSink) Layer(*trace.LayerEvent)  {}
 func (f readSink) Read(ev *trace.ReadEvent) { f(ev) }
 
 // TestThrottleEmulatesBandwidthAndLatency checks the emulated device's

@@ -291,7 +291,10 @@ func Pack(ctx context.Context, in, out string, opts Options) error {
 		}
 		blobs[l] = b
 	}
-	total := off
+	var total int64
+	for _, s := range order {
+		total += s.size
+	}
 	var layerIDs []int32
 	for _, le := range layers {
 		b := blobs[le.layer]
