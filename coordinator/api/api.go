@@ -174,6 +174,11 @@ func (s *Server) registerAll() {
 
 	// CORE-DEPENDENT HANDLERS
 
+	alerts := &alertHandler{st: s.deps.Store, log: s.log}
+	alerts.RegisterList(s.api)
+	alerts.RegisterGet(s.api)
+	alerts.RegisterUpdate(s.api)
+
 	sch := &scheduleHandler{st: s.deps.Store, log: s.log}
 	sch.RegisterList(s.api)
 	sch.RegisterGet(s.api)
