@@ -320,8 +320,12 @@ func (s *Store) RecordAlerts(ctx context.Context, p *RecordAlertsParams) (*Recor
 			if policy.ConfirmRerun {
 				confirmation = "pending"
 			}
+			// The build at the change: given, or recorded with the point
+			// at that seq of the first alerted series.
 			if err := tx.QueryRow(ctx, `INSERT INTO alert_groups (suite, lineage, seq, build, scope, regression, confirmation)
-				VALUES ($1, $2, $3, $4, 'device', $5, $6) RETURNING id`, p.Suite, p.Lineage, p.Seq, p.Build, regression, confirmation).Scan(&gid); err != nil {
+				VALUES ($1, $2, $3, COALESCE(NULLIF($4, ''), (SELECT build FROM regress_points WHERE series_id = $7 AND seq = $3
+					ORDER BY recorded_at LIMIT 1), ''), 'device', $5, $6) RETURNING id`,
+				p.Suite, p.Lineage, p.Seq, p.Build, regression, confirmation, fresh[0].SeriesID).Scan(&gid); err != nil {
 				return err
 			}
 			res.Created = true

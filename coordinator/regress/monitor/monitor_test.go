@@ -221,6 +221,9 @@ func TestPlantedRegressionOnOneDevice(t *testing.T) {
 			t.Errorf("filter %+v: %d groups, %v", f, len(gs), err)
 		}
 	}
+	if g.Build != fmt.Sprintf("b%d", g.Seq) {
+		t.Errorf("group build %q, want the build at seq %d", g.Build, g.Seq)
+	}
 	if gs, _ := st.ListAlertGroups(ctx, &store.ListAlertGroupsParams{DeviceModel: "iphone-15"}); len(gs) != 0 {
 		t.Errorf("filter iphone-15: %d groups", len(gs))
 	}
