@@ -80,6 +80,9 @@ A phone-shaped model (~3 GB):
 				err = bw.Flush()
 			}
 			if err == nil {
+				err = tmp.Chmod(0o644) // CreateTemp makes 0600; a model is not secret
+			}
+			if err == nil {
 				err = tmp.Close()
 			} else {
 				tmp.Close()
