@@ -40,7 +40,7 @@ A phone-shaped model (~3 GB):
   lesfarm synth --layers 24 --experts 128 --experts-used 8 --hidden 1024 \
     --expert-ffn 512 --heads 16 --kv-heads 4 --vocab 32000 --type Q4_K -o /tmp/phone.gguf`,
 		Example: `  lesfarm synth --layers 4 --experts 16 --experts-used 4 --hidden 256 --expert-ffn 128 --heads 4 --kv-heads 2 --vocab 4096 --type Q8_0 -o /tmp/small.gguf`,
-		Args: cobra.NoArgs,
+		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if out == "" {
 				return usagef("-o PATH is required: where to write the model")
