@@ -64,8 +64,11 @@ func TestOutboxSurvivesNATSRestart(t *testing.T) {
 		send(i)
 		time.Sleep(time.Millisecond)
 	}
-	if buf.Len() == 0 {
-		t.Fatal("nothing was buffered on disk while NATS was down")
+	// Once the pending publish times out, records spill to disk.
+	for deadline := time.Now().Add(5 * time.Second); buf.Len() == 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("nothing was buffered on disk while NATS was down")
+		}
 	}
 	srv, err = testenv.StartNATS(storeDir, port)
 	if err != nil {
