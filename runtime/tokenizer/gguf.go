@@ -54,10 +54,14 @@ func FromGGUF(f *gguf.File) (*Tokenizer, error) {
 		}
 		return int(v), nil
 	}
-	if cfg.BOS, err = id("tokenizer.ggml.bos_token_id", -1); err != nil {
+	defBOS, defEOS := -1, -1
+	if cfg.Model == "llama" && n > 2 {
+		defBOS, defEOS = 1, 2 // llama.cpp's SentencePiece defaults
+	}
+	if cfg.BOS, err = id("tokenizer.ggml.bos_token_id", defBOS); err != nil {
 		return nil, err
 	}
-	if cfg.EOS, err = id("tokenizer.ggml.eos_token_id", -1); err != nil {
+	if cfg.EOS, err = id("tokenizer.ggml.eos_token_id", defEOS); err != nil {
 		return nil, err
 	}
 	for _, key := range []string{"tokenizer.ggml.eot_token_id", "tokenizer.ggml.eom_token_id"} {

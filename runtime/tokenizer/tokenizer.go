@@ -257,9 +257,6 @@ func New(cfg Config) (*Tokenizer, error) {
 func (t *Tokenizer) piece(id int) string {
 	text, a := t.tokens[id], t.attrs[id]
 	if a&(attrUnknown|attrControl|attrUserDefined) != 0 {
-		if t.spm != nil && a&attrUserDefined != 0 {
-			return strings.ReplaceAll(text, "\u2581", " ")
-		}
 		return text
 	}
 	if a&attrNormal != 0 {
@@ -336,12 +333,24 @@ func (t *Tokenizer) Piece(id int) string {
 
 // Decode concatenates the pieces of ids (special tokens as their text, ids
 // outside the vocabulary skipped). Unlike llama.cpp's detokenize it applies
-// no clean-up of spaces, so Decode(Encode(s)) == s for valid UTF-8 s. The
-// result may end inside a multi-byte character when ids stop mid-character.
+// no clean-up of spaces, so Decode(Encode(s)) == s for valid UTF-8 s
+// (SentencePiece: after the BOS text, and with the space prefix removed
+// from the text after the start and after each special token). The result
+// may end inside a multi-byte character when ids stop mid-character.
 func (t *Tokenizer) Decode(ids []int) string {
 	var sb strings.Builder
+	strip := t.spm != nil && t.spm.spacePrefix
+	prevSpecial := true
 	for _, id := range ids {
-		sb.WriteString(t.Piece(id))
+		p := t.Piece(id)
+		special := id >= 0 && id < len(t.attrs) && t.attrs[id]&(attrControl|attrUserDefined|attrUnknown) != 0
+		if strip && prevSpecial && !special && p != "" {
+			p = strings.TrimPrefix(p, " ")
+			prevSpecial = false
+		} else if p != "" || special {
+			prevSpecial = special
+		}
+		sb.WriteString(p)
 	}
 	return sb.String()
 }
@@ -361,12 +370,19 @@ func (t *Tokenizer) Tokenize(text string, addSpecial, parseSpecial bool) []int {
 	}
 	sc := t.pool.Get().(*scratch)
 	defer t.pool.Put(sc)
+	prevSpecial := true // SentencePiece prefixes a space at the start and after special tokens
 	for _, f := range t.partition(text, parseSpecial) {
 		if f.token >= 0 {
 			out = append(out, f.token)
+			prevSpecial = true
 			continue
 		}
-		out = t.encodeText(sc, text[f.start:f.end], out)
+		if t.spm != nil {
+			out = t.spm.encode(text[f.start:f.end], prevSpecial, out)
+		} else {
+			out = t.encodeText(sc, text[f.start:f.end], out)
+		}
+		prevSpecial = false
 	}
 	if addSpecial && t.addEOS {
 		out = append(out, t.eos)
@@ -422,9 +438,6 @@ func (t *Tokenizer) partition(text string, parseSpecial bool) []fragment {
 
 // encodeText appends the tokens of a span of raw text.
 func (t *Tokenizer) encodeText(sc *scratch, text string, out []int) []int {
-	if t.spm != nil {
-		return t.spm.encode(text, out)
-	}
 	text = sanitize(text)
 	sc.words = split(t.pre, text, &sc.c, sc.words[:0])
 	for _, w := range sc.words {

@@ -255,6 +255,11 @@ func TestFromGGUFErrors(t *testing.T) {
 // vocabulary, and decodes back to the (sanitized) input.
 func FuzzEncode(f *testing.F) {
 	toks := []*Tokenizer{loadVocab(f, "qwen2-vocab.gguf"), loadVocab(f, "gpt2-vocab.gguf")}
+	spmCfg, _ := spmVocab(f)
+	spmTok, err := New(spmCfg)
+	if err != nil {
+		f.Fatal(err)
+	}
 	for _, s := range []string{"The quick brown fox", "At 7:45 on 12 March 2024 — or why", "it's  \n\n x", "<|im_start|>hi<|im_end|>", "\xff\xc0\x80\xed\xa0\x80", "😀 ½ Ж"} {
 		f.Add(s, false)
 		f.Add(s, true)
@@ -287,6 +292,21 @@ func FuzzEncode(f *testing.F) {
 			if utf8.ValidString(s) && got != s {
 				t.Fatalf("valid UTF-8 did not round-trip: %q -> %q", s, got)
 			}
+		}
+		// SentencePiece falls back to byte tokens, so valid UTF-8 round-trips.
+		// (A broken lead byte swallows the following bytes into one symbol,
+		// escaped spaces included, exactly as in llama.cpp.)
+		ids := spmTok.Encode(s, special)
+		if len(ids) == 0 || ids[0] != spmTok.BOS() {
+			t.Fatalf("SentencePiece: no BOS in %v", ids)
+		}
+		for _, id := range ids {
+			if id < 0 || id >= spmTok.VocabSize() {
+				t.Fatalf("SentencePiece: id %d out of range", id)
+			}
+		}
+		if got := spmTok.Decode(ids[1:]); utf8.ValidString(s) && got != s {
+			t.Fatalf("SentencePiece: Decode(Encode(%q, %v)) = %q", s, special, got)
 		}
 	})
 }
