@@ -3,11 +3,14 @@ package generate
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"slices"
 	"sync"
 	"testing"
 
 	"github.com/lesfarm/lesfarm/runtime/model"
+	"github.com/lesfarm/lesfarm/runtime/tensor"
 	"github.com/lesfarm/lesfarm/runtime/trace"
 )
 
@@ -29,15 +32,39 @@ func load(t *testing.T) *model.Model {
 	return m
 }
 
+func synthSmall(t *testing.T) *model.Model {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "small.gguf")
+	f, err := os.Create(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := model.SynthConfig{Layers: 1, Experts: 4, ExpertsUsed: 2, Hidden: 64, ExpertFFN: 64, Heads: 2, Vocab: 300, Context: 16, Type: tensor.F32}
+	if err := model.WriteSynthetic(f, c); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	m, err := model.Load(p, model.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	return m
+}
+
 type recSink struct {
 	mu     sync.Mutex
 	tokens []trace.TokenEvent
 	layers int
 }
 
-func (r *recSink) Token(ev *trace.TokenEvent) { r.mu.Lock(); r.tokens = append(r.tokens, *ev); r.mu.Unlock() }
-func (r *recSink) Layer(*trace.LayerEvent)    { r.mu.Lock(); r.layers++; r.mu.Unlock() }
-func (r *recSink) Read(*trace.ReadEvent)      {}
+func (r *recSink) Token(ev *trace.TokenEvent) {
+	r.mu.Lock()
+	r.tokens = append(r.tokens, *ev)
+	r.mu.Unlock()
+}
+func (r *recSink) Layer(*trace.LayerEvent) { r.mu.Lock(); r.layers++; r.mu.Unlock() }
+func (r *recSink) Read(*trace.ReadEvent)   {}
 
 func TestGreedyTimingsAndTrace(t *testing.T) {
 	m := load(t)
@@ -89,9 +116,11 @@ func TestStopConditionsAndErrors(t *testing.T) {
 	if _, err := Run(ctx, m, Params{PromptIDs: prompt}); err == nil {
 		t.Fatal("max tokens 0 accepted")
 	}
-	// Context full: prompt fills all but 2 positions.
-	fill := make([]int, m.Context-2)
-	res, err = Run(ctx, m, Params{PromptIDs: fill, MaxTokens: 10, Batch: 512})
+	// Context full: on a synthetic model with a 16-token context, a prompt
+	// of 14 leaves room for 2 decode steps, so 3 tokens come out.
+	small := synthSmall(t)
+	fill := make([]int, small.Context-2)
+	res, err = Run(ctx, small, Params{PromptIDs: fill, MaxTokens: 10, Batch: 512})
 	if err != nil || res.StopReason != StopContext || len(res.TokenIDs) != 3 {
 		t.Fatalf("context stop: %v, %d tokens, %q", err, len(res.TokenIDs), res.StopReason)
 	}

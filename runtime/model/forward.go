@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"sync"
 	"time"
 
 	"github.com/lesfarm/lesfarm/runtime/moe"
@@ -52,6 +53,7 @@ type scratch struct {
 	q, k, v, att     []float32 // n × q/kv dims
 	cos, sin         []float32 // n × RopeDim/2
 	scores           []float32 // max positions
+	scoresPar        [][]float32
 	logitsIn, logits []float32
 	router           []float32 // n × Experts
 	probs            []float32 // Experts
@@ -133,7 +135,6 @@ func (s *State) ensure(n int) {
 	sc.att = grow(sc.att, n*m.Heads*m.ValueDim)
 	sc.cos = grow(sc.cos, n*m.RopeDim/2)
 	sc.sin = grow(sc.sin, n*m.RopeDim/2)
-	sc.scores = grow(sc.scores, s.max)
 	sc.hnorm = grow(sc.hnorm, H)
 	if m.Experts != nil {
 		E, K := m.Experts0(), m.ExpertsUsed
@@ -319,8 +320,37 @@ func (s *State) layer(ctx context.Context, li int, n int) error {
 }
 
 // attention computes causal GQA attention for the n new positions into
-// sc.att, reading keys and values from the cache.
+// sc.att, reading keys and values from the cache. Large batches (prefill)
+// split the (position, head) pairs over the model's threads.
 func (s *State) attention(li, n int) {
+	m := s.m
+	work := n * m.Heads * (s.pos + n) * m.HeadDim
+	if m.threads < 2 || work < 1<<18 {
+		s.sc.scores = grow(s.sc.scores, s.max)
+		s.attendRange(li, 0, n*m.Heads, s.sc.scores)
+		return
+	}
+	T := m.threads
+	if len(s.sc.scoresPar) < T {
+		s.sc.scoresPar = make([][]float32, T)
+	}
+	var wg sync.WaitGroup
+	pairs := n * m.Heads
+	for w := range T {
+		lo, hi := pairs*w/T, pairs*(w+1)/T
+		s.sc.scoresPar[w] = grow(s.sc.scoresPar[w], s.max)
+		buf := s.sc.scoresPar[w]
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s.attendRange(li, lo, hi, buf)
+		}()
+	}
+	wg.Wait()
+}
+
+// attendRange computes the (position, head) pairs [lo, hi) in order i*Heads+h.
+func (s *State) attendRange(li, lo, hi int, scoresBuf []float32) {
 	m := s.m
 	sc := &s.sc
 	D, Dv := m.HeadDim, m.ValueDim
@@ -328,21 +358,20 @@ func (s *State) attention(li, n int) {
 	group := m.Heads / m.KVHeads
 	scale := float32(1 / math.Sqrt(float64(D)))
 	kc, vc := s.k[li], s.v[li]
-	for i := range n {
+	for pair := lo; pair < hi; pair++ {
+		i, hd := pair/m.Heads, pair%m.Heads
 		p := s.pos + i
-		scores := sc.scores[:p+1]
-		for hd := range m.Heads {
-			kvh := hd / group
-			q := sc.q[i*qDim+hd*D : i*qDim+(hd+1)*D]
-			for j := 0; j <= p; j++ {
-				scores[j] = dot(q, kc[j*kvDim+kvh*D:j*kvDim+(kvh+1)*D]) * scale
-			}
-			softmax(scores)
-			out := sc.att[i*m.Heads*Dv+hd*Dv : i*m.Heads*Dv+(hd+1)*Dv]
-			clear(out)
-			for j := 0; j <= p; j++ {
-				axpy(scores[j], vc[j*vDim+kvh*Dv:j*vDim+(kvh+1)*Dv], out)
-			}
+		scores := scoresBuf[:p+1]
+		kvh := hd / group
+		q := sc.q[i*qDim+hd*D : i*qDim+(hd+1)*D]
+		for j := 0; j <= p; j++ {
+			scores[j] = dot(q, kc[j*kvDim+kvh*D:j*kvDim+(kvh+1)*D]) * scale
+		}
+		softmax(scores)
+		out := sc.att[i*m.Heads*Dv+hd*Dv : i*m.Heads*Dv+(hd+1)*Dv]
+		clear(out)
+		for j := 0; j <= p; j++ {
+			axpy(scores[j], vc[j*vDim+kvh*Dv:j*vDim+(kvh+1)*Dv], out)
 		}
 	}
 }
@@ -547,5 +576,6 @@ func wrapErr(err error, e int) error {
 func (m *Model) init(opts Options) {
 	m.threads = max(opts.Threads, 1)
 	m.pool = tensor.NewPool(m.threads)
+	m.closers = append(m.closers, func() error { m.pool.Close(); return nil })
 	m.rope = newRope(m.RopeBase, m.RopeDim)
 }
