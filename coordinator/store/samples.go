@@ -1,0 +1,164 @@
+package store
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/lesfarm/lesfarm/protocol"
+)
+
+// TelemetryStats reports what InsertTelemetry did.
+type TelemetryStats struct {
+	// Batches and Samples are what was accepted (current token); Inserted
+	// is the number of new rows (duplicates of stored rows are skipped).
+	Batches  int
+	Samples  int
+	Inserted int64
+	// Stale lists the indices (into the argument) of batches rejected
+	// because their token is not the run's current token.
+	Stale []int
+}
+
+// samplesInCols are the columns of the samples_in staging table, in COPY
+// order.
+var samplesInCols = []string{"run_id", "seq", "idx", "config_index", "repetition", "step", "phase", "pos", "tokens",
+	"duration_ns", "stall_ns", "bytes_read", "cache_bytes", "hits", "misses", "prefetch_used", "prefetch_wasted"}
+
+var phaseCodes = map[string]int16{protocol.PhasePrefill: 1, protocol.PhaseDecode: 2, protocol.PhaseVerify: 3}
+
+// InsertTelemetry stores telemetry batches in one transaction: it checks
+// each batch's token against its run (locking the runs FOR SHARE, so a
+// concurrent requeue waits and then deletes what was stored), COPYs the
+// accepted samples into a session temp table and moves them into samples
+// with ON CONFLICT DO NOTHING, so redelivered batches are harmless. When it
+// returns nil the rows are committed.
+func (s *Store) InsertTelemetry(ctx context.Context, batches []*protocol.TelemetryBatch) (*TelemetryStats, error) {
+	st := &TelemetryStats{}
+	if len(batches) == 0 {
+		return st, nil
+	}
+	runIDs := make([]int64, 0, len(batches))
+	seen := map[int64]bool{}
+	for _, b := range batches {
+		if !seen[b.RunID] {
+			seen[b.RunID] = true
+			runIDs = append(runIDs, b.RunID)
+		}
+	}
+	err := s.tx(ctx, func(tx pgx.Tx) error {
+		st.Batches, st.Samples, st.Inserted, st.Stale = 0, 0, 0, nil
+		rows, err := tx.Query(ctx, `SELECT id, token FROM runs WHERE id = ANY($1) AND token IS NOT NULL
+			ORDER BY id FOR SHARE`, runIDs)
+		if err != nil {
+			return err
+		}
+		current := map[int64]int64{}
+		for rows.Next() {
+			var id, tok int64
+			if err := rows.Scan(&id, &tok); err != nil {
+				rows.Close()
+				return err
+			}
+			current[id] = tok
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		var accepted []*protocol.TelemetryBatch
+		for i, b := range batches {
+			if tok, ok := current[b.RunID]; !ok || tok != b.Token {
+				st.Stale = append(st.Stale, i)
+				continue
+			}
+			accepted = append(accepted, b)
+			st.Batches++
+			st.Samples += len(b.Samples)
+		}
+		if st.Samples == 0 {
+			return nil
+		}
+		if _, err := tx.Exec(ctx, `CREATE TEMP TABLE IF NOT EXISTS samples_in (LIKE samples) ON COMMIT DELETE ROWS`); err != nil {
+			return err
+		}
+		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"samples_in"}, samplesInCols, &sampleRows{batches: accepted}); err != nil {
+			return err
+		}
+		tag, err := tx.Exec(ctx, `INSERT INTO samples SELECT * FROM samples_in ON CONFLICT DO NOTHING`)
+		if err != nil {
+			return err
+		}
+		st.Inserted = tag.RowsAffected()
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: insert telemetry: %w", err)
+	}
+	return st, nil
+}
+
+// sampleRows streams batches' samples as COPY rows without building them
+// all in memory.
+type sampleRows struct {
+	batches []*protocol.TelemetryBatch
+	b, i    int
+	row     [17]any
+}
+
+func (r *sampleRows) Next() bool {
+	for r.b < len(r.batches) {
+		if r.i < len(r.batches[r.b].Samples) {
+			r.i++
+			return true
+		}
+		r.b++
+		r.i = 0
+	}
+	return false
+}
+
+func (r *sampleRows) Values() ([]any, error) {
+	b := r.batches[r.b]
+	s := &b.Samples[r.i-1]
+	row := &r.row
+	row[0], row[1], row[2] = b.RunID, int32(b.Seq), int16(r.i-1)
+	row[3], row[4], row[5] = int16(s.ConfigIndex), int16(s.Repetition), int32(s.Step)
+	row[6], row[7], row[8] = phaseCodes[s.Phase], int32(s.Pos), int32(s.Tokens)
+	row[9], row[10], row[11], row[12] = s.DurationNS, s.StallNS, s.BytesRead, s.CacheBytes
+	if l := s.Layers; l != nil {
+		row[13], row[14], row[15], row[16] = l.Hits, l.Misses, l.PrefetchUsed, l.PrefetchWasted
+	} else {
+		row[13], row[14], row[15], row[16] = nil, nil, nil, nil
+	}
+	return row[:], nil
+}
+
+func (r *sampleRows) Err() error { return nil }
+
+// CountSamples returns the number of stored samples of a run.
+func (s *Store) CountSamples(ctx context.Context, runID int64) (int64, error) {
+	var n int64
+	err := s.pool.QueryRow(ctx, `SELECT count(*) FROM samples WHERE run_id = $1`, runID).Scan(&n)
+	return n, err
+}
+
+// SampleKeys returns the (seq, idx) keys of a run's samples, ordered, for
+// exactly-once checks in tests and tools.
+func (s *Store) SampleKeys(ctx context.Context, runID int64) ([][2]int, error) {
+	rows, err := s.pool.Query(ctx, `SELECT seq, idx FROM samples WHERE run_id = $1 ORDER BY seq, idx`, runID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out [][2]int
+	for rows.Next() {
+		var k [2]int
+		if err := rows.Scan(&k[0], &k[1]); err != nil {
+			return nil, err
+		}
+		out = append(out, k)
+	}
+	return out, rows.Err()
+}
