@@ -85,4 +85,3 @@ func (s *Store) CompleteRun(ctx context.Context, res *protocol.Result) (*Run, er
 	}
 	return out, nil
 }
-
