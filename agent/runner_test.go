@@ -1,0 +1,137 @@
+package agent
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lesfarm/lesfarm/agent/device"
+	"github.com/lesfarm/lesfarm/agent/telemetry"
+	"github.com/lesfarm/lesfarm/jobs"
+	"github.com/lesfarm/lesfarm/protocol"
+)
+
+// trainedModel returns the trained fixture model, skipping loudly when the
+// shared fixtures are not there.
+func trainedModel(t testing.TB) string {
+	t.Helper()
+	_, file, _, _ := runtime.Caller(0)
+	p := filepath.Join(filepath.Dir(file), "..", "..", "shared", "testdata", "trained", "tiny-moe-kjv-f16.gguf")
+	if _, err := os.Stat(p); err != nil {
+		t.Skipf("SKIPPED: trained fixture model missing at %s (%v): the agent's runtime tests need /work/shared/testdata", p, err)
+	}
+	return p
+}
+
+func smokeSpec(t testing.TB) *jobs.Spec {
+	t.Helper()
+	s, err := jobs.Builtin("smoke")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func TestRunnerSmokeSuite(t *testing.T) {
+	path := trainedModel(t)
+	spec := smokeSpec(t)
+	spec.Repetitions = 2
+	spec.Warmup = 1
+	var batches []*protocol.TelemetryBatch
+	agg := telemetry.NewAggregator(telemetry.AggregatorConfig{RunID: 1, Token: 1, DeviceID: "d", FlushEvery: time.Hour, MaxEvents: 64,
+		Emit: func(b *protocol.TelemetryBatch) { batches = append(batches, b) }})
+	r := &Runner{Threads: 1, Gate: ThermalGate{Disabled: true}}
+	res, err := r.Run(context.Background(), &Job{Spec: spec, Configs: spec.Expand(), ModelPath: path, Sink: agg, Position: agg.SetPosition})
+	agg.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res) != len(spec.Expand()) {
+		t.Fatalf("%d results", len(res))
+	}
+	for _, c := range res {
+		if c.Error != "" || !c.Valid || c.DecodeTPS.N != 2 || c.DecodeTPS.Mean <= 0 || c.PrefillTPS.Mean <= 0 || c.TTFTMS.Mean <= 0 {
+			t.Fatalf("config %s: %+v", c.ConfigKey, c)
+		}
+		t.Logf("%s: decode %.1f tok/s, prefill %.1f tok/s, hit rate %.2f, bytes/token %.0f", c.ConfigKey, c.DecodeTPS.Mean, c.PrefillTPS.Mean, c.HitRate, c.BytesPerToken)
+	}
+	od := res[1]
+	if !strings.HasPrefix(od.ConfigKey, "on-demand") || od.HitRate >= 1 || od.BytesPerToken <= 0 {
+		t.Errorf("on-demand config did not stream experts: %+v", od)
+	}
+	// Telemetry: warm-up and measured samples with layer detail, for both configs.
+	reps := map[int]bool{}
+	cfgs := map[int]bool{}
+	for _, b := range batches {
+		for _, s := range b.Samples {
+			reps[s.Repetition] = true
+			cfgs[s.ConfigIndex] = true
+			if s.Layers == nil {
+				t.Fatal("sample without layer counts")
+			}
+		}
+	}
+	if !reps[-1] || !reps[0] || !reps[1] || !cfgs[0] || !cfgs[1] {
+		t.Errorf("telemetry covers reps %v configs %v", reps, cfgs)
+	}
+}
+
+func TestRunnerIsolatesConfigFailures(t *testing.T) {
+	path := trainedModel(t)
+	spec := smokeSpec(t)
+	spec.DecodeTokens = 4
+	configs := spec.Expand()
+	// A profile that does not exist fails only its config.
+	configs[1].Profile = "no-such-profile"
+	r := &Runner{Threads: 1, Gate: ThermalGate{Disabled: true}}
+	res, err := r.Run(context.Background(), &Job{Spec: spec, Configs: configs, ModelPath: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res[0].Error != "" || !res[0].Valid {
+		t.Errorf("healthy config failed: %+v", res[0])
+	}
+	if !strings.Contains(res[1].Error, "no-such-profile") {
+		t.Errorf("failing config error = %q", res[1].Error)
+	}
+}
+
+func TestThermalGate(t *testing.T) {
+	hot, cool := 60.0, 40.0
+	temps := []*float64{&hot, &hot, &cool}
+	i := 0
+	read := func() device.State {
+		s := device.State{MaxTempC: temps[min(i, len(temps)-1)]}
+		i++
+		return s
+	}
+	r := &Runner{}
+	waited, timedOut, err := r.waitThermal(context.Background(), ThermalGate{MaxTempC: 45, Timeout: time.Second, Poll: time.Millisecond}, read)
+	if err != nil || timedOut || waited <= 0 || i != 3 {
+		t.Fatalf("waited %v timedOut %v err %v reads %d", waited, timedOut, err, i)
+	}
+	_, timedOut, _ = r.waitThermal(context.Background(), ThermalGate{MaxTempC: 45, Timeout: 5 * time.Millisecond, Poll: time.Millisecond},
+		func() device.State { return device.State{MaxTempC: &hot} })
+	if !timedOut {
+		t.Fatal("gate did not time out on a hot device")
+	}
+	// No readable zone: passes at once.
+	_, timedOut, _ = r.waitThermal(context.Background(), ThermalGate{}, func() device.State { return device.State{} })
+	if timedOut {
+		t.Fatal("gate blocked a device without thermal zones")
+	}
+}
+
+func TestSummarize(t *testing.T) {
+	s := Summarize([]float64{4, 1, 3, 2})
+	if s.N != 4 || s.Mean != 2.5 || s.Median != 2.5 || s.Min != 1 || s.Max != 4 || s.Stddev < 1.29 || s.Stddev > 1.30 {
+		t.Fatalf("%+v", s)
+	}
+	if (Summarize(nil) != protocol.Stat{}) {
+		t.Fatal("empty summary not zero")
+	}
+}
