@@ -1,0 +1,108 @@
+// Package scheduler is the coordinator's pure placement logic: whether a
+// device satisfies a job's selector, and in which order a device should try
+// the queued runs offered to it (priority, then fairness between suites,
+// then age). It does no I/O; the store supplies candidates and claims runs
+// with FOR UPDATE SKIP LOCKED, and the coordinator drives the loop.
+//
+// The store's SQL prefilter (store.Candidates) mirrors Match so that the
+// database returns only plausible candidates; Match is the final word.
+package scheduler
+
+import (
+	"cmp"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/lesfarm/lesfarm/jobs"
+)
+
+// Device is what placement knows about an idle device.
+type Device struct {
+	ID          string
+	Platform    string
+	DeviceModel string
+	RAMBytes    int64
+	Emulated    bool
+	// Labels are the effective labels (agent labels overlaid with operator
+	// labels).
+	Labels map[string]string
+}
+
+// Match reports whether d satisfies sel, and when it does not, a short
+// reason naming the first failed condition.
+func Match(sel *jobs.Selector, d *Device) (bool, string) {
+	if sel.Platform != "" && sel.Platform != d.Platform {
+		return false, "platform " + d.Platform + " is not " + sel.Platform
+	}
+	if sel.DeviceModel != "" && !strings.EqualFold(sel.DeviceModel, d.DeviceModel) {
+		return false, "device model " + d.DeviceModel + " is not " + sel.DeviceModel
+	}
+	if sel.MinRAM > 0 && d.RAMBytes < int64(sel.MinRAM) {
+		return false, "RAM " + jobs.ByteSize(d.RAMBytes).String() + " is below " + sel.MinRAM.String()
+	}
+	if sel.Emulated != nil && *sel.Emulated != d.Emulated {
+		if d.Emulated {
+			return false, "device is emulated"
+		}
+		return false, "device is not emulated"
+	}
+	for k, v := range sel.Labels {
+		if got, ok := d.Labels[k]; !ok || got != v {
+			return false, "label " + k + "=" + v + " missing"
+		}
+	}
+	return true, ""
+}
+
+// Candidate is a queued run offered to a device.
+type Candidate struct {
+	RunID    int64
+	Suite    string
+	Priority int
+	QueuedAt time.Time
+	Selector jobs.Selector
+	// TargetDeviceID pins the run to one device; empty means any.
+	TargetDeviceID string
+}
+
+// Load is the number of active runs per suite.
+type Load map[string]int
+
+// Order returns the candidates that d may run, best first:
+//
+//  1. higher priority first;
+//  2. among equal priorities, the suite with fewer active runs first (so
+//     one suite with a deep queue cannot starve the others);
+//  3. then the run queued longest ago, then the lower run id.
+//
+// It does not modify cands.
+func Order(d *Device, cands []Candidate, load Load) []Candidate {
+	out := make([]Candidate, 0, len(cands))
+	for _, c := range cands {
+		if c.TargetDeviceID != "" && c.TargetDeviceID != d.ID {
+			continue
+		}
+		if ok, _ := Match(&c.Selector, d); ok {
+			out = append(out, c)
+		}
+	}
+	slices.SortStableFunc(out, func(a, b Candidate) int {
+		if a.Priority != b.Priority {
+			return cmp.Compare(b.Priority, a.Priority)
+		}
+		if la, lb := load[a.Suite], load[b.Suite]; la != lb {
+			return cmp.Compare(la, lb)
+		}
+		if c := a.QueuedAt.Compare(b.QueuedAt); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.RunID, b.RunID)
+	})
+	return out
+}
+
+// HeartbeatInterval is the interval agents are told to heartbeat at for a
+// TTL: a third of it, so two heartbeats may be lost before a device is
+// declared lost.
+func HeartbeatInterval(ttl time.Duration) time.Duration { return ttl / 3 }

@@ -1,0 +1,98 @@
+package scheduler
+
+import (
+	"testing"
+	"time"
+
+	"github.com/lesfarm/lesfarm/jobs"
+)
+
+func ptr[T any](v T) *T { return &v }
+
+func TestMatch(t *testing.T) {
+	pixel := &Device{ID: "p", Platform: "android", DeviceModel: "Pixel 8", RAMBytes: 8 << 30, Labels: map[string]string{"pool": "ci", "rack": "1"}}
+	emu := &Device{ID: "e", Platform: "linux", DeviceModel: "host", RAMBytes: 4 << 30, Emulated: true}
+	tests := []struct {
+		name   string
+		sel    jobs.Selector
+		dev    *Device
+		want   bool
+		reason string
+	}{
+		{"empty selector", jobs.Selector{}, pixel, true, ""},
+		{"platform", jobs.Selector{Platform: "android"}, pixel, true, ""},
+		{"wrong platform", jobs.Selector{Platform: "ios"}, pixel, false, "platform android is not ios"},
+		{"model case-insensitive", jobs.Selector{DeviceModel: "pixel 8"}, pixel, true, ""},
+		{"wrong model", jobs.Selector{DeviceModel: "iPhone 15"}, pixel, false, "device model Pixel 8 is not iPhone 15"},
+		{"enough RAM", jobs.Selector{MinRAM: 8 << 30}, pixel, true, ""},
+		{"too little RAM", jobs.Selector{MinRAM: 12 << 30}, pixel, false, "RAM 8GiB is below 12GiB"},
+		{"labels subset", jobs.Selector{Labels: map[string]string{"pool": "ci"}}, pixel, true, ""},
+		{"label value differs", jobs.Selector{Labels: map[string]string{"pool": "lab"}}, pixel, false, "label pool=lab missing"},
+		{"label absent", jobs.Selector{Labels: map[string]string{"gpu": "yes"}}, emu, false, "label gpu=yes missing"},
+		{"real only", jobs.Selector{Emulated: ptr(false)}, emu, false, "device is emulated"},
+		{"emulated only", jobs.Selector{Emulated: ptr(true)}, pixel, false, "device is not emulated"},
+		{"emulated ok", jobs.Selector{Emulated: ptr(true)}, emu, true, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, reason := Match(&tt.sel, tt.dev)
+			if got != tt.want || reason != tt.reason {
+				t.Fatalf("Match = %v %q, want %v %q", got, reason, tt.want, tt.reason)
+			}
+		})
+	}
+}
+
+func TestOrder(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	dev := &Device{ID: "d1", Platform: "android", RAMBytes: 8 << 30}
+	c := func(id int64, suite string, prio int, age time.Duration) Candidate {
+		return Candidate{RunID: id, Suite: suite, Priority: prio, QueuedAt: t0.Add(-age)}
+	}
+	tests := []struct {
+		name  string
+		cands []Candidate
+		load  Load
+		want  []int64
+	}{
+		{"priority wins", []Candidate{c(1, "a", 0, time.Hour), c(2, "a", 10, 0)}, nil, []int64{2, 1}},
+		{"oldest first", []Candidate{c(1, "a", 0, time.Minute), c(2, "a", 0, time.Hour)}, nil, []int64{2, 1}},
+		{"id breaks ties", []Candidate{c(5, "a", 0, 0), c(3, "a", 0, 0)}, nil, []int64{3, 5}},
+		{"fairness: less loaded suite first", []Candidate{c(1, "nightly", 0, time.Hour), c(2, "smoke", 0, 0)},
+			Load{"nightly": 5, "smoke": 1}, []int64{2, 1}},
+		{"priority beats fairness", []Candidate{c(1, "nightly", 1, 0), c(2, "smoke", 0, 0)},
+			Load{"nightly": 50}, []int64{1, 2}},
+		{"pinned elsewhere dropped", []Candidate{{RunID: 1, TargetDeviceID: "d2"}, {RunID: 2, TargetDeviceID: "d1"}}, nil, []int64{2}},
+		{"selector mismatch dropped", []Candidate{{RunID: 1, Selector: jobs.Selector{Platform: "ios"}}, {RunID: 2}}, nil, []int64{2}},
+		{"empty", nil, nil, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			in := append([]Candidate(nil), tt.cands...)
+			got := Order(dev, tt.cands, tt.load)
+			var ids []int64
+			for _, g := range got {
+				ids = append(ids, g.RunID)
+			}
+			if len(ids) != len(tt.want) {
+				t.Fatalf("got %v, want %v", ids, tt.want)
+			}
+			for i := range ids {
+				if ids[i] != tt.want[i] {
+					t.Fatalf("got %v, want %v", ids, tt.want)
+				}
+			}
+			for i := range in {
+				if in[i].RunID != tt.cands[i].RunID {
+					t.Fatal("Order modified its input")
+				}
+			}
+		})
+	}
+}
+
+func TestHeartbeatInterval(t *testing.T) {
+	if got := HeartbeatInterval(15 * time.Second); got != 5*time.Second {
+		t.Fatal(got)
+	}
+}
