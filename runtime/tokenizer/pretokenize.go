@@ -373,6 +373,25 @@ func (s *splitter) runs(in func(pos int) bool) {
 	}
 }
 
+// singles makes each code point where in holds a piece of its own, and the
+// runs between them pieces (the std::regex path for a one-character regex
+// such as `\p{N}`).
+func (s *splitter) singles(in func(pos int) bool) {
+	gap := s.ini
+	for pos := s.ini; pos < s.end; pos++ {
+		if in(pos) {
+			if gap < pos {
+				s.emit(gap, pos)
+			}
+			s.emit(pos, pos+1)
+			gap = pos + 1
+		}
+	}
+	if gap < s.end {
+		s.emit(gap, s.end)
+	}
+}
+
 // triples splits runs of ASCII digits into groups of three from the left
 // (llama.cpp default pre-tokenizer's `[0-9][0-9][0-9]` pass).
 func (s *splitter) triples() {
@@ -403,6 +422,7 @@ const (
 	preGPT2
 	preQwen2
 	preLlama3
+	preDigitsGPT2 // `\p{N}` then the GPT-2 regex (refact, starcoder, smollm, command-r, ...)
 )
 
 // split appends to words the byte ranges [start,end) of the pre-tokenized
@@ -422,7 +442,7 @@ func split(kind preKind, text string, c *cpts, words [][2]int) [][2]int {
 		s := splitter{c: c, ini: 0, end: n, emit: emitWord}
 		s.llama3(3)
 	default:
-		// Four passes, each splitting the pieces of the previous one.
+		// Several passes, each splitting the pieces of the previous one.
 		pieces := [][2]int{{0, n}}
 		pass := func(f func(s *splitter)) {
 			var out [][2]int
@@ -431,6 +451,14 @@ func split(kind preKind, text string, c *cpts, words [][2]int) [][2]int {
 				f(&s)
 			}
 			pieces = out
+		}
+		if kind == preDigitsGPT2 {
+			pass(func(s *splitter) { s.singles(func(pos int) bool { return c.cls[pos] == clsNumber }) })
+			pass(func(s *splitter) { s.gpt2() })
+			for _, p := range pieces {
+				emitWord(p[0], p[1])
+			}
+			break
 		}
 		pass(func(s *splitter) { s.runs(func(pos int) bool { return isPunctDefault(c.r[pos]) }) })
 		pass(func(s *splitter) { s.gpt2() })

@@ -29,7 +29,7 @@ func TestPretokenizeRegex(t *testing.T) {
 		} `json:"cases"`
 	}
 	readJSON(t, filepath.Join("testdata", "pretok.json"), &file)
-	kinds := map[string]preKind{"gpt-2": preGPT2, "qwen2": preQwen2, "llama3": preLlama3}
+	kinds := map[string]preKind{"gpt-2": preGPT2, "qwen2": preQwen2, "llama3": preLlama3, "refact": preDigitsGPT2, "default": preDefault}
 	fails := 0
 	for _, c := range file.Cases {
 		got := splitWords(kinds[c.Pre], c.Text)

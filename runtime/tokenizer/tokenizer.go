@@ -128,8 +128,10 @@ func parsePre(model, pre string) (preKind, bool, error) {
 		return preLlama3, true, nil
 	case "dbrx", "smaug-bpe":
 		return preLlama3, false, nil
+	case "refact", "starcoder", "command-r", "smollm", "codeshell", "exaone", "minerva-7b":
+		return preDigitsGPT2, false, nil
 	}
-	return 0, false, fmt.Errorf("tokenizer: unsupported pre-tokenizer %q for model %q (supported: default, gpt-2, qwen2, llama3)", pre, model)
+	return 0, false, fmt.Errorf("tokenizer: unsupported pre-tokenizer %q for model %q (supported: default, gpt-2, qwen2, llama3, refact and their aliases)", pre, model)
 }
 
 // New builds a tokenizer from cfg.

@@ -29,13 +29,39 @@ def sample(rng):
         parts.append(rng.choice(WORDS) if rng.random() < 0.2 else rng.choice(ALPHABET))
     return "".join(parts)
 
+def split_stl(rx, pieces):
+    # llama.cpp's std::regex pass: every match and every gap is a piece.
+    out = []
+    for p in pieces:
+        last = 0
+        for m in rx.finditer(p):
+            if m.start() > last:
+                out.append(p[last:m.start()])
+            out.append(m.group())
+            last = m.end()
+        if last < len(p):
+            out.append(p[last:])
+    return out
+
+DIGITS = regex.compile(r"\p{N}")
+GPT2 = regex.compile(PATTERNS["gpt-2"])
+
 rng = random.Random(20261130)
 cases = []
-for name, pat in PATTERNS.items():
-    rx = regex.compile(pat)
-    for _ in range(400):
+PUNCT = regex.compile(r"[\p{P}\$\+<=>\^~\|]+")
+NUMS = regex.compile(r"\p{N}+")
+TRIPLES = regex.compile(r"[0-9][0-9][0-9]")
+
+for name, pat in list(PATTERNS.items()) + [("refact", None), ("default", None)]:
+    rx = regex.compile(pat) if pat else None
+    for _ in range(250):
         s = sample(rng)
-        pieces = rx.findall(s)
+        if rx:
+            pieces = rx.findall(s)
+        elif name == "refact":
+            pieces = split_stl(GPT2, split_stl(DIGITS, [s]))
+        else:
+            pieces = split_stl(TRIPLES, split_stl(NUMS, split_stl(GPT2, split_stl(PUNCT, [s]))))
         assert "".join(pieces) == s, (name, s, pieces)
         cases.append({"pre": name, "text": s, "pieces": pieces})
 with open("testdata/pretok.json", "w") as f:
