@@ -3,6 +3,7 @@ package tensor
 import (
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"testing"
 )
 
@@ -13,6 +14,9 @@ import (
 //
 //	go test ./runtime/tensor -run XXX -bench MatVec -benchtime 20x
 //	GOEXPERIMENT=simd go test ./runtime/tensor -run XXX -bench MatVec
+//
+// t1 runs also report cpuGFLOP/s: flops per CPU-second of the benchmark
+// thread, the stable figure on a shared machine.
 func BenchmarkMatVec(b *testing.B) {
 	types := []Type{F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K}
 	shapes := [][2]int{{2048, 2048}, {512, 1024}}
@@ -41,14 +45,23 @@ func BenchmarkMatVec(b *testing.B) {
 					b.Run(name, func(b *testing.B) {
 						p := NewPool(threads)
 						defer p.Close()
+						runtime.LockOSThread()
+						defer runtime.UnlockOSThread()
 						b.SetBytes(int64(len(m.Data)))
 						b.ReportAllocs()
+						cpu0 := threadCPU()
 						for b.Loop() {
 							if err := matMulWith(set.ks, p, dst, m, x, 1); err != nil {
 								b.Fatal(err)
 							}
 						}
-						b.ReportMetric(2*float64(sh[0])*float64(sh[1])*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+						flops := 2 * float64(sh[0]) * float64(sh[1]) * float64(b.N)
+						b.ReportMetric(flops/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+						if cpu := (threadCPU() - cpu0).Seconds(); threads == 1 && cpu > 0 {
+							// Single-threaded: GFLOP/s per CPU-second of this
+							// thread, immune to time stolen by other processes.
+							b.ReportMetric(flops/cpu/1e9, "cpuGFLOP/s")
+						}
 					})
 				}
 			}

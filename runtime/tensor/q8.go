@@ -24,7 +24,17 @@ type blockQ8K struct {
 	d     float32
 	qs    [QK_K]int8
 	bsums [QK_K / 16]int16
+	// pqs is qs with each 16-value half-group interleaved as
+	// 0,8,1,9,...,7,15, so that a SIMD pairwise multiply-add sums two
+	// values of the same mod-8 lane. Filled only when permuteQ8K is set.
+	pqs [QK_K]int8
+	// bsum2[j] = bsums[2j]+bsums[2j+1] (sums of 32, j < 8; 8..15 zero),
+	// filled with pqs.
+	bsum2 [16]int16
 }
+
+// permuteQ8K is set when a SIMD kernel reads blockQ8K.pqs.
+var permuteQ8K bool
 
 // quantizeQ8_0 is quantize_row_q8_0_ref: d = amax/127, q = roundf(x/d).
 func quantizeQ8_0(x []float32, y []blockQ8_0) {
@@ -100,6 +110,17 @@ func quantizeQ8K(x []float32, y []blockQ8K) {
 				sum += int32(q)
 			}
 			b.bsums[j] = int16(sum)
+		}
+		if permuteQ8K {
+			for j := 0; j < 8; j++ {
+				b.bsum2[j] = b.bsums[2*j] + b.bsums[2*j+1]
+			}
+			for g := 0; g < QK_K; g += 16 {
+				for k := 0; k < 8; k++ {
+					b.pqs[g+2*k] = b.qs[g+k]
+					b.pqs[g+2*k+1] = b.qs[g+k+8]
+				}
+			}
 		}
 		b.d = 1 / iscale
 	}

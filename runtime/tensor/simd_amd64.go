@@ -21,13 +21,14 @@ func simdKernels() map[Type]*kernel {
 	if !archsimd.X86.AVX2() {
 		return nil
 	}
+	permuteQ8K = true
 	return map[Type]*kernel{
 		F32:  {act: actF32, f32: dotF32AVX2},
 		Q8_0: {act: actQ8_0, q80: dotQ8_0Q8_0AVX2},
 		Q4_0: {act: actQ8_0, q80: dotQ4_0Q8_0AVX2},
-		Q4_K: {act: actQ8K, q8k: dotQ4KQ8KAVX2},
+		Q4_K: {act: actQ8K, q8k: dotQ4KQ8KMadd},
 		Q5_K: {act: actQ8K, q8k: dotQ5KQ8KAVX2},
-		Q6_K: {act: actQ8K, q8k: dotQ6KQ8KAVX2},
+		Q6_K: {act: actQ8K, q8k: dotQ6KQ8KMadd},
 	}
 }
 
@@ -246,6 +247,119 @@ func dotQ6KQ8KAVX2(w []byte, y []blockQ8K) float32 {
 			sums[l] += float32(d * float32(aux[l]))
 		}
 	}
+	for l := 0; l < 8; l++ {
+		sumf += sums[l]
+	}
+	return sumf
+}
+
+// interleave is the VPSHUFB index vector that reorders each 16-byte group
+// as 0,8,1,9,...,7,15 (matching blockQ8K.pqs).
+var interleave = func() archsimd.Int8x32 {
+	var ix [32]int8
+	for g := 0; g < 32; g += 16 {
+		for k := 0; k < 8; k++ {
+			ix[g+2*k] = int8(k)
+			ix[g+2*k+1] = int8(k + 8)
+		}
+	}
+	return archsimd.LoadInt8x32(&ix)
+}()
+
+// madd8 multiplies 32 unsigned weights (in natural order) with the
+// interleaved activations pq pairwise (VPMADDUBSW; no saturation is possible
+// for weights <= 63) and returns the 16 int16 sums, each of two values of the
+// same mod-8 lane: lanes 0-7 from the first 16 values, 8-15 from the rest.
+func madd8(w archsimd.Uint8x32, pq *[32]int8) archsimd.Int16x16 {
+	return w.PermuteOrZeroGrouped(interleave).DotProductPairsSaturated(archsimd.LoadInt8x32(pq))
+}
+
+// dotQ4KQ8KMadd is dotQ4KQ8KAVX2 with VPMADDUBSW on interleaved values
+// (identical integer lane sums in half the instructions), the mins term as
+// one VPMADDWD, and the per-lane float update vectorised (same mul-then-add
+// per lane as the scalar code, so still bit-identical).
+func dotQ4KQ8KMadd(w []byte, y []blockQ8K) float32 {
+	w = w[:144*len(y)]
+	m4 := archsimd.BroadcastUint8x32(0x0f)
+	var sumsV archsimd.Float32x8
+	var sumf float32
+	var sc [8]int32
+	var mb [16]byte
+	for i := range y {
+		b := (*[144]byte)(w[i*144:])
+		yb := &y[i]
+		u0 := binary.LittleEndian.Uint32(b[4:])
+		u1 := binary.LittleEndian.Uint32(b[8:])
+		u2 := binary.LittleEndian.Uint32(b[12:])
+		s0 := u0 & 0x3f3f3f3f
+		s1 := (u2 & 0x0f0f0f0f) | ((u0>>6)&0x03030303)<<4
+		binary.LittleEndian.PutUint32(mb[0:], u1&0x3f3f3f3f)
+		binary.LittleEndian.PutUint32(mb[4:], ((u2>>4)&0x0f0f0f0f)|((u1>>6)&0x03030303)<<4)
+		sc[0], sc[1], sc[2], sc[3] = int32(s0&0xff), int32(s0>>8&0xff), int32(s0>>16&0xff), int32(s0>>24)
+		sc[4], sc[5], sc[6], sc[7] = int32(s1&0xff), int32(s1>>8&0xff), int32(s1>>16&0xff), int32(s1>>24)
+		mins := archsimd.LoadUint8x16(&mb).ExtendToUint16().AsInt16x16()
+		sumi := hsum32(mins.DotProductPairs(archsimd.LoadInt16x16(&yb.bsum2)))
+		var acc archsimd.Int32x8
+		for j := 0; j < 4; j++ {
+			q := archsimd.LoadUint8x32((*[32]byte)(b[16+32*j:]))
+			lo := madd8(q.And(m4), (*[32]int8)(yb.pqs[64*j:]))
+			hi := madd8(q.AsUint16x16().ShiftAllRight(4).AsUint8x32().And(m4), (*[32]int8)(yb.pqs[64*j+32:]))
+			acc = acc.Add(lane8(lo).Mul(archsimd.BroadcastInt32x8(sc[2*j])))
+			acc = acc.Add(lane8(hi).Mul(archsimd.BroadcastInt32x8(sc[2*j+1])))
+		}
+		d := f16Table[binary.LittleEndian.Uint16(b[0:])] * yb.d
+		sumsV = sumsV.Add(acc.ConvertToFloat32().Mul(archsimd.BroadcastFloat32x8(d)))
+		dmin := f16Table[binary.LittleEndian.Uint16(b[2:])] * yb.d
+		sumf -= float32(dmin * float32(sumi))
+	}
+	var sums [8]float32
+	sumsV.Store(&sums)
+	for l := 0; l < 8; l++ {
+		sumf += sums[l]
+	}
+	return sumf
+}
+
+// dotQ6KQ8KMadd is dotQ6KQ8KAVX2 with VPMADDUBSW: the 6-bit values are
+// multiplied unsigned (0..63) and 32·(pair sum of activations) is subtracted
+// per int16 lane, giving the same lane sums as (value-32)·q8.
+func dotQ6KQ8KMadd(w []byte, y []blockQ8K) float32 {
+	w = w[:210*len(y)]
+	m4 := archsimd.BroadcastUint8x32(0x0f)
+	m3 := archsimd.BroadcastUint8x32(3)
+	c32 := archsimd.BroadcastUint8x32(32)
+	var sumsV archsimd.Float32x8
+	var sumf float32
+	for i := range y {
+		b := (*[210]byte)(w[i*210:])
+		yb := &y[i]
+		var acc archsimd.Int32x8
+		for n := 0; n < 2; n++ {
+			ql := b[64*n : 64*n+64]
+			sc := b[192+8*n : 192+8*n+8]
+			l0 := archsimd.LoadUint8x32((*[32]byte)(ql[0:]))
+			l1 := archsimd.LoadUint8x32((*[32]byte)(ql[32:]))
+			hh := archsimd.LoadUint8x32((*[32]byte)(b[128+32*n:])).AsUint16x16()
+			for k := 0; k < 4; k++ {
+				src := l0
+				if k&1 != 0 {
+					src = l1
+				}
+				if k >= 2 {
+					src = src.AsUint16x16().ShiftAllRight(4).AsUint8x32()
+				}
+				hb := hh.ShiftAllRight(uint64(2 * k)).AsUint8x32().And(m3).AsUint16x16().ShiftAllLeft(4).AsUint8x32()
+				pq := (*[32]int8)(yb.pqs[128*n+32*k:])
+				p := madd8(src.And(m4).Or(hb), pq).Sub(c32.DotProductPairsSaturated(archsimd.LoadInt8x32(pq)))
+				acc = acc.Add(p.GetLo().ExtendToInt32().Mul(archsimd.BroadcastInt32x8(int32(int8(sc[2*k])))))
+				acc = acc.Add(p.GetHi().ExtendToInt32().Mul(archsimd.BroadcastInt32x8(int32(int8(sc[2*k+1])))))
+			}
+		}
+		d := f16Table[binary.LittleEndian.Uint16(b[208:])] * yb.d
+		sumsV = sumsV.Add(acc.ConvertToFloat32().Mul(archsimd.BroadcastFloat32x8(d)))
+	}
+	var sums [8]float32
+	sumsV.Store(&sums)
 	for l := 0; l < 8; l++ {
 		sumf += sums[l]
 	}
