@@ -74,10 +74,10 @@ type scratch struct {
 }
 
 // NewState returns an empty sequence able to hold maxTokens positions
-// (capped at the model's context length when maxTokens <= 0).
+// (the model's context length, at most 4096, when maxTokens <= 0).
 func (m *Model) NewState(maxTokens int) (*State, error) {
 	if maxTokens <= 0 {
-		maxTokens = m.Context
+		maxTokens = min(m.Context, 4096)
 	}
 	if maxTokens > m.Context {
 		return nil, fmt.Errorf("model: %d positions exceed the context length %d of %s", maxTokens, m.Context, m.Arch)
