@@ -18,8 +18,8 @@ import (
 func fastKernels() map[Type]*kernel {
 	return map[Type]*kernel{
 		F32:  {act: actF32, f32: dotF32Fast},
-		F16:  {act: actF16, u16: dotF16Fast},
-		BF16: {act: actBF16, u16: dotBF16Fast},
+		F16:  {act: actF16, f32: dotF16Fast},
+		BF16: {act: actBF16, f32: dotBF16Fast},
 		Q8_0: {act: actQ8_0, q80: dotQ8_0Q8_0Fast},
 		Q4_0: {act: actQ8_0, q80: dotQ4_0Q8_0Fast},
 		Q5_0: {act: actQ8_0, q80: dotQ5_0Q8_0Fast},
@@ -53,7 +53,7 @@ func dotF32Fast(w []byte, x []float32) float32 {
 	return r
 }
 
-func dotF16Fast(w []byte, x []uint16) float32 {
+func dotF16Fast(w []byte, x []float32) float32 {
 	n := len(x)
 	w = w[:2*n]
 	t := f16Table
@@ -61,45 +61,45 @@ func dotF16Fast(w []byte, x []uint16) float32 {
 	i := 0
 	for ; i+8 <= n; i += 8 {
 		ww := (*[16]byte)(w[2*i:])
-		xx := (*[8]uint16)(x[i:])
-		s0 += float32(t[binary.LittleEndian.Uint16(ww[0:])] * t[xx[0]])
-		s1 += float32(t[binary.LittleEndian.Uint16(ww[2:])] * t[xx[1]])
-		s2 += float32(t[binary.LittleEndian.Uint16(ww[4:])] * t[xx[2]])
-		s3 += float32(t[binary.LittleEndian.Uint16(ww[6:])] * t[xx[3]])
-		s4 += float32(t[binary.LittleEndian.Uint16(ww[8:])] * t[xx[4]])
-		s5 += float32(t[binary.LittleEndian.Uint16(ww[10:])] * t[xx[5]])
-		s6 += float32(t[binary.LittleEndian.Uint16(ww[12:])] * t[xx[6]])
-		s7 += float32(t[binary.LittleEndian.Uint16(ww[14:])] * t[xx[7]])
+		xx := (*[8]float32)(x[i:])
+		s0 += float32(t[binary.LittleEndian.Uint16(ww[0:])] * xx[0])
+		s1 += float32(t[binary.LittleEndian.Uint16(ww[2:])] * xx[1])
+		s2 += float32(t[binary.LittleEndian.Uint16(ww[4:])] * xx[2])
+		s3 += float32(t[binary.LittleEndian.Uint16(ww[6:])] * xx[3])
+		s4 += float32(t[binary.LittleEndian.Uint16(ww[8:])] * xx[4])
+		s5 += float32(t[binary.LittleEndian.Uint16(ww[10:])] * xx[5])
+		s6 += float32(t[binary.LittleEndian.Uint16(ww[12:])] * xx[6])
+		s7 += float32(t[binary.LittleEndian.Uint16(ww[14:])] * xx[7])
 	}
 	r := reduce8(s0, s1, s2, s3, s4, s5, s6, s7)
 	for ; i < n; i++ {
-		r += float32(t[binary.LittleEndian.Uint16(w[2*i:])] * t[x[i]])
+		r += float32(t[binary.LittleEndian.Uint16(w[2*i:])] * x[i])
 	}
 	return r
 }
 
 func bf(h uint16) float32 { return math.Float32frombits(uint32(h) << 16) }
 
-func dotBF16Fast(w []byte, x []uint16) float32 {
+func dotBF16Fast(w []byte, x []float32) float32 {
 	n := len(x)
 	w = w[:2*n]
 	var s0, s1, s2, s3, s4, s5, s6, s7 float32
 	i := 0
 	for ; i+8 <= n; i += 8 {
 		ww := (*[16]byte)(w[2*i:])
-		xx := (*[8]uint16)(x[i:])
-		s0 += float32(bf(binary.LittleEndian.Uint16(ww[0:])) * bf(xx[0]))
-		s1 += float32(bf(binary.LittleEndian.Uint16(ww[2:])) * bf(xx[1]))
-		s2 += float32(bf(binary.LittleEndian.Uint16(ww[4:])) * bf(xx[2]))
-		s3 += float32(bf(binary.LittleEndian.Uint16(ww[6:])) * bf(xx[3]))
-		s4 += float32(bf(binary.LittleEndian.Uint16(ww[8:])) * bf(xx[4]))
-		s5 += float32(bf(binary.LittleEndian.Uint16(ww[10:])) * bf(xx[5]))
-		s6 += float32(bf(binary.LittleEndian.Uint16(ww[12:])) * bf(xx[6]))
-		s7 += float32(bf(binary.LittleEndian.Uint16(ww[14:])) * bf(xx[7]))
+		xx := (*[8]float32)(x[i:])
+		s0 += float32(bf(binary.LittleEndian.Uint16(ww[0:])) * xx[0])
+		s1 += float32(bf(binary.LittleEndian.Uint16(ww[2:])) * xx[1])
+		s2 += float32(bf(binary.LittleEndian.Uint16(ww[4:])) * xx[2])
+		s3 += float32(bf(binary.LittleEndian.Uint16(ww[6:])) * xx[3])
+		s4 += float32(bf(binary.LittleEndian.Uint16(ww[8:])) * xx[4])
+		s5 += float32(bf(binary.LittleEndian.Uint16(ww[10:])) * xx[5])
+		s6 += float32(bf(binary.LittleEndian.Uint16(ww[12:])) * xx[6])
+		s7 += float32(bf(binary.LittleEndian.Uint16(ww[14:])) * xx[7])
 	}
 	r := reduce8(s0, s1, s2, s3, s4, s5, s6, s7)
 	for ; i < n; i++ {
-		r += float32(bf(binary.LittleEndian.Uint16(w[2*i:])) * bf(x[i]))
+		r += float32(bf(binary.LittleEndian.Uint16(w[2*i:])) * x[i])
 	}
 	return r
 }

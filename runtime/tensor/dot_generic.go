@@ -43,35 +43,35 @@ func dotF32Generic(w []byte, x []float32) float32 {
 
 // dotF16Generic is ggml_vec_dot_f16 with float32 lanes as in its SIMD form:
 // both operands are halves (the activation was rounded to F16 first).
-func dotF16Generic(w []byte, x []uint16) float32 {
+func dotF16Generic(w []byte, x []float32) float32 {
 	var s [8]float32
 	n := len(x)
 	i := 0
 	for ; i+8 <= n; i += 8 {
 		for l := 0; l < 8; l++ {
-			s[l] += float32(f16Table[binary.LittleEndian.Uint16(w[2*(i+l):])] * f16Table[x[i+l]])
+			s[l] += float32(f16Table[binary.LittleEndian.Uint16(w[2*(i+l):])] * x[i+l])
 		}
 	}
 	r := reduce8(s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7])
 	for ; i < n; i++ {
-		r += float32(f16Table[binary.LittleEndian.Uint16(w[2*i:])] * f16Table[x[i]])
+		r += float32(f16Table[binary.LittleEndian.Uint16(w[2*i:])] * x[i])
 	}
 	return r
 }
 
 // dotBF16Generic is ggml_vec_dot_bf16: both operands bfloat16, float32 lanes.
-func dotBF16Generic(w []byte, x []uint16) float32 {
+func dotBF16Generic(w []byte, x []float32) float32 {
 	var s [8]float32
 	n := len(x)
 	i := 0
 	for ; i+8 <= n; i += 8 {
 		for l := 0; l < 8; l++ {
-			s[l] += float32(BF16ToF32(binary.LittleEndian.Uint16(w[2*(i+l):])) * BF16ToF32(x[i+l]))
+			s[l] += float32(BF16ToF32(binary.LittleEndian.Uint16(w[2*(i+l):])) * x[i+l])
 		}
 	}
 	r := reduce8(s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7])
 	for ; i < n; i++ {
-		r += float32(BF16ToF32(binary.LittleEndian.Uint16(w[2*i:])) * BF16ToF32(x[i]))
+		r += float32(BF16ToF32(binary.LittleEndian.Uint16(w[2*i:])) * x[i])
 	}
 	return r
 }

@@ -18,11 +18,12 @@ const (
 )
 
 // kernel is a weight type's dot product with its activation format. Exactly
-// one function field is set, matching act.
+// one function field is set, matching act: f32 for F32, F16 and BF16 (for
+// F16/BF16 the activation holds the float32 values of x rounded to that
+// type, as ggml converts x to its vec_dot_type first).
 type kernel struct {
 	act actKind
 	f32 func(w []byte, x []float32) float32
-	u16 func(w []byte, x []uint16) float32
 	q80 func(w []byte, y []blockQ8_0) float32
 	q81 func(w []byte, y []blockQ8_1) float32
 	q8k func(w []byte, y []blockQ8K) float32
@@ -31,8 +32,8 @@ type kernel struct {
 // genericKernels are the reference (ggml generic C) kernels.
 var genericKernels = map[Type]*kernel{
 	F32:  {act: actF32, f32: dotF32Generic},
-	F16:  {act: actF16, u16: dotF16Generic},
-	BF16: {act: actBF16, u16: dotBF16Generic},
+	F16:  {act: actF16, f32: dotF16Generic},
+	BF16: {act: actBF16, f32: dotBF16Generic},
 	Q4_0: {act: actQ8_0, q80: dotQ4_0Q8_0Generic},
 	Q4_1: {act: actQ8_1, q81: dotQ4_1Q8_1Generic},
 	Q5_0: {act: actQ8_0, q80: dotQ5_0Q8_0Generic},
@@ -184,14 +185,14 @@ func matMulWith(ks map[Type]*kernel, p *Pool, dst []float32, m Matrix, x []float
 func quantizeActivations(act actKind, sc *scratch, x []float32, n, cols int) {
 	switch act {
 	case actF16:
-		sc.u16 = grow(sc.u16, len(x))
+		sc.f32 = grow(sc.f32, len(x))
 		for i, v := range x {
-			sc.u16[i] = F32ToF16(v)
+			sc.f32[i] = f16Table[F32ToF16(v)]
 		}
 	case actBF16:
-		sc.u16 = grow(sc.u16, len(x))
+		sc.f32 = grow(sc.f32, len(x))
 		for i, v := range x {
-			sc.u16[i] = F32ToBF16(v)
+			sc.f32[i] = BF16ToF32(F32ToBF16(v))
 		}
 	case actQ8_0:
 		sc.q80 = grow(sc.q80, len(x)/32)
@@ -218,7 +219,7 @@ func (j *job) rows(lo, hi int) {
 			}
 		case actF16, actBF16:
 			for v := 0; v < n; v++ {
-				j.dst[v*m.Rows+r] = k.u16(w, j.sc.u16[v*cols:(v+1)*cols])
+				j.dst[v*m.Rows+r] = k.f32(w, j.sc.f32[v*cols:(v+1)*cols])
 			}
 		case actQ8_0:
 			nb := cols / 32

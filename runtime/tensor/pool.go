@@ -110,7 +110,7 @@ func (p *Pool) dispatch(j *job) {
 
 // scratch holds the quantized activations of a product; buffers only grow.
 type scratch struct {
-	u16 []uint16
+	f32 []float32
 	q80 []blockQ8_0
 	q81 []blockQ8_1
 	q8k []blockQ8K

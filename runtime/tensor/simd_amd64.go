@@ -24,6 +24,7 @@ func simdKernels() map[Type]*kernel {
 	permuteQ8K = true
 	return map[Type]*kernel{
 		F32:  {act: actF32, f32: dotF32AVX2},
+		F16:  {act: actF16, f32: dotF16AVX2},
 		Q8_0: {act: actQ8_0, q80: dotQ8_0Q8_0AVX2},
 		Q4_0: {act: actQ8_0, q80: dotQ4_0Q8_0AVX2},
 		Q4_K: {act: actQ8K, q8k: dotQ4KQ8KMadd},
@@ -34,7 +35,7 @@ func simdKernels() map[Type]*kernel {
 
 // simdExact lists the SIMD kernels that must equal the generic ones bit for
 // bit (the others reorder float sums).
-var simdExact = map[Type]bool{Q8_0: true, Q4_0: true, Q4_K: true, Q5_K: true, Q6_K: true}
+var simdExact = map[Type]bool{F16: true, Q8_0: true, Q4_0: true, Q4_K: true, Q5_K: true, Q6_K: true}
 
 func f32x8(b []byte) archsimd.Float32x8 {
 	return archsimd.LoadFloat32x8((*[8]float32)(unsafe.Pointer(&b[0])))
@@ -364,4 +365,55 @@ func dotQ6KQ8KMadd(w []byte, y []blockQ8K) float32 {
 		sumf += sums[l]
 	}
 	return sumf
+}
+
+// f16Consts are the constants of f16x8, hoisted out of loops.
+type f16Consts struct {
+	signMask, expOffset, magic, expMask archsimd.Uint32x8
+	expScale, magicBias                 archsimd.Float32x8
+}
+
+func newF16Consts() f16Consts {
+	return f16Consts{
+		signMask:  archsimd.BroadcastUint32x8(0x80000000),
+		expOffset: archsimd.BroadcastUint32x8(0xe0 << 23),
+		magic:     archsimd.BroadcastUint32x8(126 << 23),
+		expMask:   archsimd.BroadcastUint32x8(0x7c00),
+		expScale:  archsimd.BroadcastFloat32x8(0x1.0p-112),
+		magicBias: archsimd.BroadcastFloat32x8(0.5),
+	}
+}
+
+// f16x8 converts 8 little-endian halves to float32 exactly (the branch-free
+// FP16 conversion ggml uses without F16C: scale the shifted bits for normal
+// values, a magic-number subtraction for subnormals).
+func (c *f16Consts) f16x8(b []byte) archsimd.Float32x8 {
+	h := archsimd.LoadUint16x8((*[8]uint16)(unsafe.Pointer(&b[0]))).ExtendToUint32()
+	w := h.ShiftAllLeft(16)
+	sign := w.And(c.signMask)
+	twoW := w.Add(w)
+	norm := twoW.ShiftAllRight(4).Add(c.expOffset).AsFloat32x8().Mul(c.expScale).AsUint32x8()
+	denorm := twoW.ShiftAllRight(17).Or(c.magic).AsFloat32x8().Sub(c.magicBias).AsUint32x8()
+	isDenorm := h.And(c.expMask).AsInt32x8().Equal(archsimd.Int32x8{})
+	return denorm.Merge(norm, isDenorm).Or(sign).AsFloat32x8()
+}
+
+// dotF16AVX2 is dotF16Generic with the weights converted 8 at a time; one
+// accumulator keeps the generic lane order, so it is bit-identical.
+func dotF16AVX2(w []byte, x []float32) float32 {
+	n := len(x)
+	w = w[:2*n]
+	c := newF16Consts()
+	var acc archsimd.Float32x8
+	i := 0
+	for ; i+8 <= n; i += 8 {
+		acc = acc.Add(c.f16x8(w[2*i:]).Mul(archsimd.LoadFloat32x8((*[8]float32)(x[i:]))))
+	}
+	var s [8]float32
+	acc.Store(&s)
+	r := reduce8(s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7])
+	for ; i < n; i++ {
+		r += float32(f16Table[binary.LittleEndian.Uint16(w[2*i:])] * x[i])
+	}
+	return r
 }
