@@ -1,0 +1,335 @@
+// Package ingest moves telemetry and results from JetStream into Postgres.
+//
+// Two durable pull consumers read the TELEMETRY and RESULTS streams in
+// batches. A telemetry batch of messages is written in one transaction
+// (COPY into a staging table, then INSERT ... ON CONFLICT DO NOTHING on
+// (run, seq, idx)), and the messages are acknowledged only after the commit:
+// a crash between fetch and commit leaves them unacknowledged, JetStream
+// redelivers them after AckWait, and duplicates are harmless. Results are
+// applied one by one with their fencing token checked in SQL.
+//
+// Memory is bounded by the consumers' MaxAckPending and the fetch size, not
+// by the backlog: JetStream keeps the backlog on disk.
+//
+// Malformed, oversized or stale (wrong fencing token) messages are counted
+// and terminated (never redelivered); they never stop the consumer.
+package ingest
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/lesfarm/lesfarm/coordinator/store"
+	"github.com/lesfarm/lesfarm/protocol"
+)
+
+// Durable consumer names.
+const (
+	TelemetryConsumer = "lesfarm-ingest-telemetry"
+	ResultsConsumer   = "lesfarm-ingest-results"
+)
+
+// Config configures an Ingester. JS and Store are required.
+type Config struct {
+	JS    jetstream.JetStream
+	Store *store.Store
+	// Workers is the number of concurrent telemetry fetch-and-commit loops
+	// (default 2).
+	Workers int
+	// FetchMessages is the most telemetry messages written per transaction
+	// (default 64).
+	FetchMessages int
+	// FetchWait bounds how long a fetch waits to fill up (default 50ms): the
+	// added latency under light load.
+	FetchWait time.Duration
+	// AckWait is how long JetStream waits for an ack before redelivering
+	// (default 30s).
+	AckWait time.Duration
+	// MaxAckPending bounds unacknowledged telemetry messages in flight
+	// (default 4 × Workers × FetchMessages): the backpressure.
+	MaxAckPending int
+	// OnResult is called after a result is committed (e.g. to wake the
+	// scheduler); run is the updated run.
+	OnResult func(ctx context.Context, run *store.Run)
+	// BeforeCommit, when set, is called before each telemetry transaction;
+	// an error abandons the batch without commit or ack and stops that
+	// worker, like a crash. Tests use it.
+	BeforeCommit func() error
+	// Rejects counts rejected messages; nil means a private counter.
+	Rejects *protocol.RejectCounter
+	Logger  *slog.Logger
+}
+
+// Stats are cumulative counters of an Ingester.
+type Stats struct {
+	TelemetryMessages uint64 // committed telemetry messages
+	Samples           uint64 // samples in committed messages
+	SamplesInserted   uint64 // new rows (duplicates excluded)
+	Stale             uint64 // messages rejected for a stale token
+	Results           uint64 // committed results
+	Rejected          uint64 // malformed/oversized/invalid messages
+	Errors            uint64 // database errors (batch retried)
+}
+
+// Ingester runs the consumers. Start it once; Stop drains it.
+type Ingester struct {
+	cfg     Config
+	log     *slog.Logger
+	rejects *protocol.RejectCounter
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+	errMu   sync.Mutex
+	errs    []error
+
+	telMsgs, samples, inserted, stale, results, rejected, dbErrors atomic.Uint64
+}
+
+// New validates cfg and returns an Ingester.
+func New(cfg Config) (*Ingester, error) {
+	if cfg.JS == nil || cfg.Store == nil {
+		return nil, errors.New("ingest config: JS and Store are required")
+	}
+	cfg.Workers = cmp.Or(cfg.Workers, 2)
+	cfg.FetchMessages = cmp.Or(cfg.FetchMessages, 64)
+	cfg.FetchWait = cmp.Or(cfg.FetchWait, 50*time.Millisecond)
+	cfg.AckWait = cmp.Or(cfg.AckWait, 30*time.Second)
+	cfg.MaxAckPending = cmp.Or(cfg.MaxAckPending, 4*cfg.Workers*cfg.FetchMessages)
+	if cfg.Workers < 1 || cfg.FetchMessages < 1 || cfg.MaxAckPending < cfg.FetchMessages {
+		return nil, errors.New("ingest config: Workers, FetchMessages must be positive and MaxAckPending >= FetchMessages")
+	}
+	r := cfg.Rejects
+	if r == nil {
+		r = &protocol.RejectCounter{}
+	}
+	return &Ingester{cfg: cfg, log: cmp.Or(cfg.Logger, slog.Default()), rejects: r}, nil
+}
+
+// EnsureStreams creates or updates the TELEMETRY and RESULTS streams: file
+// storage, work-queue retention (a message is deleted once acked), 1 MiB
+// max message size.
+func EnsureStreams(ctx context.Context, js jetstream.JetStream) error {
+	for _, sc := range []jetstream.StreamConfig{
+		{Name: protocol.StreamTelemetry, Subjects: []string{protocol.TelemetrySubjectPattern}},
+		{Name: protocol.StreamResults, Subjects: []string{protocol.ResultSubjectPattern}},
+	} {
+		sc.Storage = jetstream.FileStorage
+		sc.Retention = jetstream.WorkQueuePolicy
+		sc.MaxMsgSize = 1 << 20
+		sc.Discard = jetstream.DiscardNew
+		if _, err := js.CreateOrUpdateStream(ctx, sc); err != nil {
+			return fmt.Errorf("ingest: stream %s: %w", sc.Name, err)
+		}
+	}
+	return nil
+}
+
+// Start creates the streams and durable consumers and starts the loops. The
+// loops run until Stop (or ctx is cancelled).
+func (i *Ingester) Start(ctx context.Context) error {
+	if err := EnsureStreams(ctx, i.cfg.JS); err != nil {
+		return err
+	}
+	tel, err := i.cfg.JS.CreateOrUpdateConsumer(ctx, protocol.StreamTelemetry, jetstream.ConsumerConfig{
+		Durable: TelemetryConsumer, AckPolicy: jetstream.AckExplicitPolicy, AckWait: i.cfg.AckWait,
+		MaxAckPending: i.cfg.MaxAckPending, MaxRequestBatch: i.cfg.FetchMessages,
+	})
+	if err != nil {
+		return fmt.Errorf("ingest: telemetry consumer: %w", err)
+	}
+	res, err := i.cfg.JS.CreateOrUpdateConsumer(ctx, protocol.StreamResults, jetstream.ConsumerConfig{
+		Durable: ResultsConsumer, AckPolicy: jetstream.AckExplicitPolicy, AckWait: i.cfg.AckWait, MaxAckPending: 256,
+	})
+	if err != nil {
+		return fmt.Errorf("ingest: results consumer: %w", err)
+	}
+	ctx, i.cancel = context.WithCancel(ctx)
+	for w := range i.cfg.Workers {
+		i.wg.Add(1)
+		go func() {
+			defer i.wg.Done()
+			i.loop(ctx, tel, i.cfg.FetchMessages, i.telemetryBatch, fmt.Sprintf("telemetry-%d", w))
+		}()
+	}
+	i.wg.Add(1)
+	go func() {
+		defer i.wg.Done()
+		i.loop(ctx, res, 32, i.resultBatch, "results")
+	}()
+	return nil
+}
+
+// Stop stops fetching, lets the batches in flight commit and ack, and waits
+// for the loops. It returns the errors that stopped loops early.
+func (i *Ingester) Stop() error {
+	if i.cancel != nil {
+		i.cancel()
+	}
+	i.wg.Wait()
+	i.errMu.Lock()
+	defer i.errMu.Unlock()
+	return errors.Join(i.errs...)
+}
+
+// Stats returns the counters.
+func (i *Ingester) Stats() Stats {
+	return Stats{TelemetryMessages: i.telMsgs.Load(), Samples: i.samples.Load(), SamplesInserted: i.inserted.Load(),
+		Stale: i.stale.Load(), Results: i.results.Load(), Rejected: i.rejected.Load(), Errors: i.dbErrors.Load()}
+}
+
+// Rejects returns the reject counter.
+func (i *Ingester) Rejects() *protocol.RejectCounter { return i.rejects }
+
+// errCrash stops a worker without acking (BeforeCommit said so).
+var errCrash = errors.New("ingest: batch abandoned before commit")
+
+// loop fetches batches and hands them to handle until ctx ends. A batch
+// already fetched is always handled with a context that is not cancelled,
+// so Stop drains instead of abandoning work.
+func (i *Ingester) loop(ctx context.Context, c jetstream.Consumer, n int, handle func(context.Context, []jetstream.Msg) error, name string) {
+	backoff := 100 * time.Millisecond
+	for ctx.Err() == nil {
+		mb, err := c.Fetch(n, jetstream.FetchMaxWait(i.cfg.FetchWait))
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			i.log.WarnContext(ctx, "ingest: fetch failed", "consumer", name, "err", err)
+			sleep(ctx, backoff)
+			continue
+		}
+		var msgs []jetstream.Msg
+		for m := range mb.Messages() {
+			msgs = append(msgs, m)
+		}
+		if len(msgs) == 0 {
+			continue
+		}
+		hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), i.cfg.AckWait)
+		err = handle(hctx, msgs)
+		cancel()
+		if errors.Is(err, errCrash) {
+			i.errMu.Lock()
+			i.errs = append(i.errs, fmt.Errorf("%s: %w", name, err))
+			i.errMu.Unlock()
+			return
+		}
+		if err != nil {
+			i.dbErrors.Add(1)
+			i.log.ErrorContext(ctx, "ingest: batch failed, will be redelivered", "consumer", name, "messages", len(msgs), "err", err)
+			for _, m := range msgs {
+				_ = m.NakWithDelay(backoff)
+			}
+			sleep(ctx, backoff)
+			backoff = min(backoff*2, 5*time.Second)
+			continue
+		}
+		backoff = 100 * time.Millisecond
+	}
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
+// reject counts and terminates a message that can never be processed.
+func (i *Ingester) reject(ctx context.Context, m jetstream.Msg, err error, what string) {
+	i.rejected.Add(1)
+	i.rejects.Observe(err)
+	i.log.WarnContext(ctx, "ingest: message rejected", "subject", m.Subject(), "kind", protocol.RejectKind(err), "what", what, "err", err)
+	_ = m.TermWithReason(what)
+}
+
+func (i *Ingester) telemetryBatch(ctx context.Context, msgs []jetstream.Msg) error {
+	batches := make([]*protocol.TelemetryBatch, 0, len(msgs))
+	owners := make([]jetstream.Msg, 0, len(msgs))
+	for _, m := range msgs {
+		b, err := protocol.DecodeTelemetry(m.Data())
+		if err == nil {
+			if id, perr := protocol.ParseRunSubject(m.Subject()); perr != nil || id != b.RunID {
+				err = &protocol.DecodeError{Type: "telemetry", Kind: protocol.RejectInvalid, Err: fmt.Errorf("run_id %d does not match subject %s", b.RunID, m.Subject())}
+			}
+		}
+		if err != nil {
+			i.reject(ctx, m, err, "malformed telemetry")
+			continue
+		}
+		batches = append(batches, b)
+		owners = append(owners, m)
+	}
+	if len(batches) == 0 {
+		return nil
+	}
+	if i.cfg.BeforeCommit != nil {
+		if err := i.cfg.BeforeCommit(); err != nil {
+			return errCrash
+		}
+	}
+	st, err := i.cfg.Store.InsertTelemetry(ctx, batches)
+	if err != nil {
+		return err
+	}
+	// Committed: now, and only now, acknowledge.
+	staleSet := map[int]bool{}
+	for _, k := range st.Stale {
+		staleSet[k] = true
+	}
+	for k, m := range owners {
+		if staleSet[k] {
+			i.stale.Add(1)
+			i.rejects.Add("telemetry", "stale_token")
+			_ = m.TermWithReason("stale fencing token")
+			continue
+		}
+		_ = m.Ack()
+	}
+	i.telMsgs.Add(uint64(st.Batches))
+	i.samples.Add(uint64(st.Samples))
+	i.inserted.Add(uint64(st.Inserted))
+	return nil
+}
+
+func (i *Ingester) resultBatch(ctx context.Context, msgs []jetstream.Msg) error {
+	for _, m := range msgs {
+		res, err := protocol.DecodeResult(m.Data())
+		if err == nil {
+			if id, perr := protocol.ParseRunSubject(m.Subject()); perr != nil || id != res.RunID {
+				err = &protocol.DecodeError{Type: "result", Kind: protocol.RejectInvalid, Err: fmt.Errorf("run_id %d does not match subject %s", res.RunID, m.Subject())}
+			}
+		}
+		if err != nil {
+			i.reject(ctx, m, err, "malformed result")
+			continue
+		}
+		run, err := i.cfg.Store.CompleteRun(ctx, res)
+		switch {
+		case errors.Is(err, store.ErrStaleToken):
+			i.stale.Add(1)
+			i.rejects.Add("result", "stale_token")
+			i.log.WarnContext(ctx, "ingest: stale result rejected", "run_id", res.RunID, "token", res.Token, "device_id", res.DeviceID)
+			_ = m.TermWithReason("stale fencing token")
+			continue
+		case err != nil:
+			return err
+		}
+		_ = m.Ack()
+		i.results.Add(1)
+		i.log.InfoContext(ctx, "ingest: run completed", "run_id", run.ID, "state", run.State, "configs", len(res.Configs))
+		if i.cfg.OnResult != nil {
+			i.cfg.OnResult(ctx, run)
+		}
+	}
+	return nil
+}
