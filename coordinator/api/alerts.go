@@ -112,7 +112,7 @@ func (h *alertHandler) RegisterUpdate(api huma.API) {
 	huma.Register(api, write(huma.Operation{
 		OperationID: "triage-alert", Method: http.MethodPatch, Path: "/v1/alerts/{id}",
 		Summary: "Triage an alert group", Tags: []string{"alerts"},
-		Errors:  []int{http.StatusNotFound, http.StatusUnprocessableEntity},
+		Errors: []int{http.StatusNotFound, http.StatusUnprocessableEntity},
 	}), func(ctx context.Context, in *triageInput) (*alertGroupOutput, error) {
 		if in.Body.Status == store.AlertReassigned && in.Body.ReassignedTo == "" {
 			return nil, huma.Error422UnprocessableEntity("validation failed", &huma.ErrorDetail{

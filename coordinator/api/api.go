@@ -23,6 +23,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"reflect"
 	"strconv"
 	"strings"
 	"sync"
@@ -35,6 +36,7 @@ import (
 
 	"github.com/lesfarm/lesfarm/coordinator/artifact"
 	"github.com/lesfarm/lesfarm/coordinator/store"
+	"github.com/lesfarm/lesfarm/jobs"
 )
 
 // Canceller pushes a run's cancellation to its agent. The coordinator's
@@ -127,6 +129,10 @@ func NewServer(d Deps) (*Server, error) {
 		"bearer": {Type: "http", Scheme: "bearer", Description: "An API token from `lesfarm token create`."},
 	}
 	s.api = humago.New(s.mux, cfg)
+	// The jobs package's unit types marshal as strings ("25%", "30m").
+	reg := s.api.OpenAPI().Components.Schemas
+	reg.RegisterTypeAlias(reflect.TypeFor[jobs.Budget](), reflect.TypeFor[string]())
+	reg.RegisterTypeAlias(reflect.TypeFor[jobs.Duration](), reflect.TypeFor[string]())
 	s.api.UseMiddleware(s.metricsMiddleware, s.authMiddleware)
 
 	s.registerAll()
@@ -172,7 +178,37 @@ func (s *Server) registerAll() {
 	health.RegisterHealthz(s.api)
 	health.RegisterReadyz(s.api)
 
-	// CORE-DEPENDENT HANDLERS
+	dev := &deviceHandler{st: s.deps.Store, log: s.log}
+	dev.RegisterList(s.api)
+	dev.RegisterGet(s.api)
+	dev.RegisterLabel(s.api)
+	dev.RegisterDrain(s.api)
+	dev.RegisterUndrain(s.api)
+
+	suites := &suiteHandler{st: s.deps.Store, log: s.log}
+	suites.RegisterList(s.api)
+	suites.RegisterGet(s.api)
+	suites.RegisterPut(s.api)
+	suites.RegisterDelete(s.api)
+
+	jobsH := &jobHandler{st: s.deps.Store, log: s.log}
+	jobsH.RegisterList(s.api)
+	jobsH.RegisterGet(s.api)
+	jobsH.RegisterValidate(s.api)
+
+	runs := &runHandler{st: s.deps.Store, canceller: s.deps.Canceller, poll: s.deps.WaitPoll, log: s.log}
+	runs.RegisterTrigger(s.api)
+	runs.RegisterList(s.api)
+	runs.RegisterEvents(s.api) // before {id}, so "events" is not taken for an id
+	runs.RegisterGet(s.api)
+	runs.RegisterCancel(s.api)
+
+	res := &resultHandler{st: s.deps.Store, log: s.log}
+	res.RegisterList(s.api)
+
+	series := &seriesHandler{st: s.deps.Store, log: s.log}
+	series.RegisterCatalog(s.api)
+	series.RegisterSeries(s.api)
 
 	alerts := &alertHandler{st: s.deps.Store, log: s.log}
 	alerts.RegisterList(s.api)

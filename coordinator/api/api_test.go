@@ -21,6 +21,7 @@ import (
 	"github.com/lesfarm/lesfarm/coordinator/artifact"
 	"github.com/lesfarm/lesfarm/coordinator/store"
 	"github.com/lesfarm/lesfarm/internal/testenv"
+	"github.com/lesfarm/lesfarm/jobs"
 )
 
 func TestMain(m *testing.M) { os.Exit(testenv.Run(m)) }
@@ -380,8 +381,25 @@ func TestArtifactGC(t *testing.T) {
 		}
 		return sum([]byte(s))
 	}
-	old, pinned, fresh := put("old"), put("pinned"), put("fresh")
-	e.st.Pool().Exec(ctx, `UPDATE artifacts SET last_accessed_at = now() - interval '2 days' WHERE sha256 = ANY($1)`, []string{old, pinned})
+	old, pinned, fresh, bySuite, byRun := put("old"), put("pinned"), put("fresh"), put("by-suite"), put("by-run")
+	// A suite references one artifact, a queued run's job another.
+	withModel := func(sha string, size int) json.RawMessage {
+		resp := e.api.Get("/v1/suites/smoke")
+		var su store.Suite
+		json.Unmarshal(resp.Body.Bytes(), &su)
+		su.Spec.Model.SHA256, su.Spec.Model.Size = sha, jobs.ByteSize(size)
+		b, _ := json.Marshal(su.Spec)
+		return b
+	}
+	suiteSpec := strings.Replace(string(withModel(bySuite, len("by-suite"))), `"suite":"smoke"`, `"suite":"refs"`, 1)
+	if resp := e.api.Put("/v1/suites/refs", e.auth(), map[string]any{"spec": json.RawMessage(suiteSpec)}); resp.Code != http.StatusCreated {
+		t.Fatalf("suite: %d %s", resp.Code, resp.Body)
+	}
+	override := map[string]any{"sha256": byRun, "size": len("by-run")}
+	if resp := e.api.Post("/v1/runs", e.auth(), map[string]any{"suite": "smoke", "build": "b", "override": map[string]any{"model": override}}); resp.Code != http.StatusCreated {
+		t.Fatalf("run: %d %s", resp.Code, resp.Body)
+	}
+	e.st.Pool().Exec(ctx, `UPDATE artifacts SET last_accessed_at = now() - interval '2 days' WHERE sha256 = ANY($1)`, []string{old, pinned, bySuite, byRun})
 	if _, err := e.st.SetArtifactPinned(ctx, pinned, true); err != nil {
 		t.Fatal(err)
 	}
@@ -401,7 +419,7 @@ func TestArtifactGC(t *testing.T) {
 	if _, err := e.files.Stat(old); err == nil {
 		t.Fatal("old artifact file still present")
 	}
-	for _, s := range []string{pinned, fresh} {
+	for _, s := range []string{pinned, fresh, bySuite, byRun} {
 		if _, err := e.files.Stat(s); err != nil {
 			t.Fatalf("kept artifact %s lost: %v", s, err)
 		}

@@ -31,9 +31,9 @@ type ScheduleBody struct {
 	Devices json.RawMessage `json:"devices,omitempty" doc:"Device selector applied to every triggered job: {platform, labels, min_ram, device_model, emulated}."`
 	// Override changes the jobs' specs for these runs (a jobs.Override).
 	Override       json.RawMessage `json:"override,omitempty" doc:"Config override applied to every triggered job (same fields as a run trigger's override)."`
-	Priority       int            `json:"priority,omitempty" minimum:"-1000" maximum:"1000"`
-	Enabled        *bool          `json:"enabled,omitempty" doc:"Default true."`
-	CatchupSeconds *int           `json:"catchup_seconds,omitempty" minimum:"0" maximum:"604800" doc:"Missed-occurrence window (default 3600): after downtime, the most recent missed occurrence fires if it is at most this old; older ones are skipped."`
+	Priority       int             `json:"priority,omitempty" minimum:"-1000" maximum:"1000"`
+	Enabled        *bool           `json:"enabled,omitempty" doc:"Default true."`
+	CatchupSeconds *int            `json:"catchup_seconds,omitempty" minimum:"0" maximum:"604800" doc:"Missed-occurrence window (default 3600): after downtime, the most recent missed occurrence fires if it is at most this old; older ones are skipped."`
 }
 
 // toStore validates b and converts it, computing the next occurrence after

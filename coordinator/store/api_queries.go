@@ -2,9 +2,13 @@ package store
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/lesfarm/lesfarm/jobs"
 )
 
 // AlertGroupsForBuild returns the alert groups recorded at build (and
@@ -21,4 +25,298 @@ func (s *Store) AlertGroupsForBuild(ctx context.Context, suite, build string, be
 		g, err := scanGroup(r)
 		return *g, err
 	})
+}
+
+// SeriesKey names a family of series: one metric of one config of a suite
+// on one build lineage, across device models.
+type SeriesKey struct {
+	Suite   string `json:"suite"`
+	Lineage string `json:"lineage"`
+	Config  string `json:"config"`
+	Metric  string `json:"metric"`
+	// Devices is how many series (device model × OS × emulated) it has.
+	Devices int `json:"devices"`
+}
+
+// SeriesCatalog lists the series families, optionally of one suite.
+func (s *Store) SeriesCatalog(ctx context.Context, suite string, limit int) ([]SeriesKey, error) {
+	rows, err := s.pool.Query(ctx, `SELECT suite, lineage, config, metric, count(*) FROM regress_series
+		WHERE ($1 = '' OR suite = $1) GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4 LIMIT $2`, suite, max(limit, 1))
+	if err != nil {
+		return nil, fmt.Errorf("store: series catalog: %w", err)
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (SeriesKey, error) {
+		var k SeriesKey
+		err := r.Scan(&k.Suite, &k.Lineage, &k.Config, &k.Metric, &k.Devices)
+		return k, err
+	})
+}
+
+// SeriesQuery selects series and how many recent points of each to return.
+type SeriesQuery struct {
+	Suite       string // required
+	Metric      string // required
+	Config      string // "" means every config
+	Lineage     string // "" means every lineage
+	DeviceModel string // "" means every device model
+	// Last is how many most recent points per series (by seq) to return.
+	Last int
+}
+
+// SeriesWithPoints is one series and its recent points, oldest first.
+type SeriesWithPoints struct {
+	RegressSeries
+	Points []RegressPoint `json:"points"`
+}
+
+// QuerySeries returns the matching series with their last q.Last points,
+// for the dashboard's "metric by device model over builds" chart.
+func (s *Store) QuerySeries(ctx context.Context, q *SeriesQuery) ([]SeriesWithPoints, error) {
+	rows, err := s.pool.Query(ctx, `
+		SELECT s.id, s.suite, s.config, s.metric, s.device_model, s.os_major, s.lineage, s.emulated,
+		       p.seq, p.run_key, p.value, p.stddev, p.n, p.build
+		FROM regress_series s
+		LEFT JOIN LATERAL (
+			SELECT * FROM (SELECT * FROM regress_points WHERE series_id = s.id ORDER BY seq DESC, recorded_at DESC LIMIT $6) r
+			ORDER BY seq, recorded_at) p ON true
+		WHERE s.suite = $1 AND s.metric = $2 AND ($3 = '' OR s.config = $3) AND ($4 = '' OR s.lineage = $4)
+		  AND ($5 = '' OR s.device_model = $5)
+		ORDER BY s.device_model, s.os_major, s.emulated, s.config, s.lineage, s.id, p.seq, p.recorded_at
+		LIMIT 100000`, q.Suite, q.Metric, q.Config, q.Lineage, q.DeviceModel, max(q.Last, 1))
+	if err != nil {
+		return nil, fmt.Errorf("store: query series: %w", err)
+	}
+	defer rows.Close()
+	var out []SeriesWithPoints
+	for rows.Next() {
+		var sr RegressSeries
+		var seq *int64
+		var runKey, build *string
+		var value, stddev *float64
+		var n *int
+		if err := rows.Scan(&sr.ID, &sr.Suite, &sr.Config, &sr.Metric, &sr.DeviceModel, &sr.OSMajor, &sr.Lineage, &sr.Emulated,
+			&seq, &runKey, &value, &stddev, &n, &build); err != nil {
+			return nil, fmt.Errorf("store: query series: %w", err)
+		}
+		if len(out) == 0 || out[len(out)-1].ID != sr.ID {
+			out = append(out, SeriesWithPoints{RegressSeries: sr, Points: []RegressPoint{}})
+		}
+		if seq != nil {
+			cur := &out[len(out)-1]
+			cur.Points = append(cur.Points, RegressPoint{SeriesID: sr.ID, Seq: *seq, RunKey: *runKey, Value: *value, Stddev: *stddev, N: *n, Build: *build})
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("store: query series: %w", err)
+	}
+	return out, nil
+}
+
+// Suite is a named, editable job spec.
+type Suite struct {
+	Name      string    `json:"name"`
+	Spec      jobs.Spec `json:"spec"`
+	Builtin   bool      `json:"builtin"`
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"updated_at"`
+}
+
+func scanSuite(row pgx.Row) (*Suite, error) {
+	var su Suite
+	var raw []byte
+	if err := row.Scan(&su.Name, &raw, &su.Builtin, &su.CreatedAt, &su.UpdatedAt); err != nil {
+		return nil, notFound(err)
+	}
+	if err := json.Unmarshal(raw, &su.Spec); err != nil {
+		return nil, fmt.Errorf("store: suite %s spec: %w", su.Name, err)
+	}
+	return &su, nil
+}
+
+const suiteCols = `name, spec, builtin, created_at, updated_at`
+
+// GetSuite returns the stored suite, or ErrNotFound.
+func (s *Store) GetSuite(ctx context.Context, name string) (*Suite, error) {
+	return scanSuite(s.pool.QueryRow(ctx, `SELECT `+suiteCols+` FROM suites WHERE name = $1`, name))
+}
+
+// ListSuites returns suites with names after `after`, by name.
+func (s *Store) ListSuites(ctx context.Context, after string, limit int) ([]Suite, error) {
+	rows, err := s.pool.Query(ctx, `SELECT `+suiteCols+` FROM suites WHERE name > $1 ORDER BY name LIMIT $2`, after, max(limit, 1))
+	if err != nil {
+		return nil, fmt.Errorf("store: list suites: %w", err)
+	}
+	defer rows.Close()
+	var out []Suite
+	for rows.Next() {
+		su, err := scanSuite(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, *su)
+	}
+	return out, rows.Err()
+}
+
+// PutSuite creates or replaces the suite named name with a validated spec.
+// It reports whether the suite was created. builtin marks suites shipped
+// with the binary (refreshed at startup).
+func (s *Store) PutSuite(ctx context.Context, name string, spec *jobs.Spec, builtin bool) (*Suite, bool, error) {
+	if err := spec.Validate(); err != nil {
+		return nil, false, err
+	}
+	js, err := spec.MarshalCanonical()
+	if err != nil {
+		return nil, false, err
+	}
+	var created bool
+	row := s.pool.QueryRow(ctx, `INSERT INTO suites (name, spec, builtin) VALUES ($1, $2, $3)
+		ON CONFLICT (name) DO UPDATE SET spec = EXCLUDED.spec, builtin = EXCLUDED.builtin, updated_at = now()
+		RETURNING `+suiteCols+`, (xmax = 0)`, name, js, builtin)
+	var su Suite
+	var raw []byte
+	if err := row.Scan(&su.Name, &raw, &su.Builtin, &su.CreatedAt, &su.UpdatedAt, &created); err != nil {
+		return nil, false, fmt.Errorf("store: put suite: %w", err)
+	}
+	if err := json.Unmarshal(raw, &su.Spec); err != nil {
+		return nil, false, fmt.Errorf("store: suite %s spec: %w", su.Name, err)
+	}
+	return &su, created, nil
+}
+
+// DeleteSuite deletes a suite. Runs keep their job snapshots.
+func (s *Store) DeleteSuite(ctx context.Context, name string) error {
+	tag, err := s.pool.Exec(ctx, `DELETE FROM suites WHERE name = $1`, name)
+	if err != nil {
+		return fmt.Errorf("store: delete suite: %w", err)
+	}
+	if tag.RowsAffected() == 0 {
+		return ErrNotFound
+	}
+	return nil
+}
+
+// ListJobsParams pages through job snapshots, newest first.
+type ListJobsParams struct {
+	Suite  string
+	Before int64
+	Limit  int
+}
+
+// ListJobs lists job snapshots, newest first.
+func (s *Store) ListJobs(ctx context.Context, p *ListJobsParams) ([]Job, error) {
+	rows, err := s.pool.Query(ctx, `SELECT id, name, suite, spec, fingerprint, created_at FROM jobs
+		WHERE ($1 = '' OR suite = $1) AND ($2 = 0 OR id < $2) ORDER BY id DESC LIMIT $3`, p.Suite, p.Before, max(p.Limit, 1))
+	if err != nil {
+		return nil, fmt.Errorf("store: list jobs: %w", err)
+	}
+	defer rows.Close()
+	var out []Job
+	for rows.Next() {
+		var j Job
+		var raw []byte
+		if err := rows.Scan(&j.ID, &j.Name, &j.Suite, &raw, &j.Fingerprint, &j.CreatedAt); err != nil {
+			return nil, fmt.Errorf("store: list jobs: %w", err)
+		}
+		if err := json.Unmarshal(raw, &j.Spec); err != nil {
+			return nil, fmt.Errorf("store: job %d spec: %w", j.ID, err)
+		}
+		out = append(out, j)
+	}
+	return out, rows.Err()
+}
+
+// Result is the statistics of one config of one run.
+type Result struct {
+	RunID         int64           `json:"run_id"`
+	ConfigIndex   int             `json:"config_index"`
+	ConfigKey     string          `json:"config_key"`
+	Suite         string          `json:"suite"`
+	Build         string          `json:"build"`
+	GitSHA        string          `json:"git_sha"`
+	DeviceID      string          `json:"device_id"`
+	DeviceModel   string          `json:"device_model"`
+	OSVersion     string          `json:"os_version"`
+	Emulated      bool            `json:"emulated"`
+	DecodeTPS     Stat            `json:"decode_tps"`
+	PrefillTPS    Stat            `json:"prefill_tps"`
+	TTFTms        Stat            `json:"ttft_ms"`
+	PeakMemory    int64           `json:"peak_memory_bytes"`
+	HitRate       float64         `json:"hit_rate"`
+	Recall        float64         `json:"predictor_recall"`
+	StallFraction float64         `json:"stall_fraction"`
+	BytesPerToken float64         `json:"bytes_per_token"`
+	Repetitions   int             `json:"repetitions"`
+	Warmup        int             `json:"warmup"`
+	Valid         bool            `json:"valid"`
+	InvalidReason string          `json:"invalid_reason,omitempty"`
+	Error         string          `json:"error,omitempty"`
+	Stats         json.RawMessage `json:"stats"`
+	CreatedAt     time.Time       `json:"created_at"`
+}
+
+// Stat is a summary statistic over repetitions.
+type Stat struct {
+	Mean   float64 `json:"mean"`
+	Median float64 `json:"median"`
+	Stddev float64 `json:"stddev"`
+	CV     float64 `json:"cv,omitempty"`
+}
+
+const resultCols = `run_id, config_index, config_key, suite, build, git_sha, device_id, device_model, os_version, emulated,
+	decode_tps_mean, decode_tps_median, decode_tps_stddev, decode_tps_cv, prefill_tps_mean, prefill_tps_median, prefill_tps_stddev,
+	ttft_ms_mean, ttft_ms_median, ttft_ms_stddev, peak_memory_bytes, hit_rate, predictor_recall, stall_fraction, bytes_per_token,
+	repetitions, warmup, valid, invalid_reason, error, stats, created_at`
+
+// ListResultsParams filter ListResults; zero fields do not filter.
+type ListResultsParams struct {
+	RunID       int64
+	Suite       string
+	Build       string
+	ConfigKey   string
+	DeviceModel string
+	// After pages by (run_id, config_index) descending: results of runs
+	// with a smaller id than AfterRun, or the same run and a smaller index.
+	AfterRun    int64
+	AfterConfig int
+	Limit       int
+}
+
+// ListResults lists results, newest run first.
+func (s *Store) ListResults(ctx context.Context, p *ListResultsParams) ([]Result, error) {
+	rows, err := s.pool.Query(ctx, `SELECT `+resultCols+` FROM results
+		WHERE ($1 = 0 OR run_id = $1) AND ($2 = '' OR suite = $2) AND ($3 = '' OR build = $3)
+		  AND ($4 = '' OR config_key = $4) AND ($5 = '' OR device_model = $5)
+		  AND ($6 = 0 OR (run_id, config_index) < ($6, $7))
+		ORDER BY run_id DESC, config_index DESC LIMIT $8`,
+		p.RunID, p.Suite, p.Build, p.ConfigKey, p.DeviceModel, p.AfterRun, p.AfterConfig, max(p.Limit, 1))
+	if err != nil {
+		return nil, fmt.Errorf("store: list results: %w", err)
+	}
+	defer rows.Close()
+	var out []Result
+	for rows.Next() {
+		var r Result
+		var stats []byte
+		if err := rows.Scan(&r.RunID, &r.ConfigIndex, &r.ConfigKey, &r.Suite, &r.Build, &r.GitSHA, &r.DeviceID, &r.DeviceModel,
+			&r.OSVersion, &r.Emulated, &r.DecodeTPS.Mean, &r.DecodeTPS.Median, &r.DecodeTPS.Stddev, &r.DecodeTPS.CV,
+			&r.PrefillTPS.Mean, &r.PrefillTPS.Median, &r.PrefillTPS.Stddev, &r.TTFTms.Mean, &r.TTFTms.Median, &r.TTFTms.Stddev,
+			&r.PeakMemory, &r.HitRate, &r.Recall, &r.StallFraction, &r.BytesPerToken, &r.Repetitions, &r.Warmup,
+			&r.Valid, &r.InvalidReason, &r.Error, &stats, &r.CreatedAt); err != nil {
+			return nil, fmt.Errorf("store: list results: %w", err)
+		}
+		r.Stats = json.RawMessage(stats)
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
+
+// RunsByIDs returns the runs with the given ids (missing ids are skipped),
+// ordered by id.
+func (s *Store) RunsByIDs(ctx context.Context, ids []int64) ([]Run, error) {
+	runs, err := collectRuns(s.pool.Query(ctx, `SELECT `+runCols+` FROM runs r WHERE r.id = ANY($1) ORDER BY r.id`, ids))
+	if err != nil {
+		return nil, fmt.Errorf("store: runs by ids: %w", err)
+	}
+	return runs, nil
 }

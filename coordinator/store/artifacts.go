@@ -122,9 +122,14 @@ func (s *Store) DeleteArtifact(ctx context.Context, sha string) error {
 	return nil
 }
 
-// artifactUnreferenced is the SQL condition (over alias a) that no job
-// spec and no unfinished run references artifact a.
-const artifactUnreferenced = `TRUE`
+// artifactUnreferenced is the SQL condition (over alias a) that nothing
+// still needs artifact a: no suite's model, no schedule's override model and
+// no unfinished run's job snapshot names its sha256. (Finished runs' job
+// snapshots do not keep a model alive.)
+const artifactUnreferenced = `NOT EXISTS (SELECT 1 FROM suites su WHERE su.spec->'model'->>'sha256' = a.sha256)
+	AND NOT EXISTS (SELECT 1 FROM schedules sc WHERE sc.config_override->'model'->>'sha256' = a.sha256)
+	AND NOT EXISTS (SELECT 1 FROM runs r JOIN jobs j ON j.id = r.job_id
+		WHERE r.state IN ('queued', 'assigned', 'running') AND j.spec->'model'->>'sha256' = a.sha256)`
 
 // ArtifactGCCandidates returns unpinned, unreferenced artifacts last
 // uploaded or downloaded before cutoff.

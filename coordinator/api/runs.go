@@ -1,0 +1,423 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/danielgtaylor/huma/v2"
+	"github.com/danielgtaylor/huma/v2/sse"
+
+	"github.com/lesfarm/lesfarm/coordinator/store"
+	"github.com/lesfarm/lesfarm/jobs"
+)
+
+// runHandler serves /v1/runs: trigger, list, get with results, cancel, and
+// progress (a blocking wait or a server-sent event stream).
+type runHandler struct {
+	st        *store.Store
+	canceller Canceller
+	poll      time.Duration
+	log       *slog.Logger
+}
+
+// suiteSpec resolves a suite name to its spec: the stored suite, else a
+// built-in one.
+func suiteSpec(ctx context.Context, st *store.Store, name string) (*jobs.Spec, error) {
+	su, err := st.GetSuite(ctx, name)
+	if err == nil {
+		spec := su.Spec
+		return &spec, nil
+	}
+	if !errors.Is(err, store.ErrNotFound) {
+		return nil, err
+	}
+	if spec, berr := jobs.Builtin(name); berr == nil {
+		return spec, nil
+	}
+	return nil, store.ErrNotFound
+}
+
+// TriggerBody asks for runs of a suite on a build.
+type TriggerBody struct {
+	Suite    string          `json:"suite" minLength:"1" maxLength:"100" example:"les-ladder" doc:"Suite to run (stored or built-in)."`
+	Build    string          `json:"build" minLength:"1" maxLength:"200" example:"ci-4812" doc:"Build id of the runtime under test; series are ordered by it."`
+	GitSHA   string          `json:"git_sha,omitempty" maxLength:"64" pattern:"^[0-9a-f]*$"`
+	Devices  json.RawMessage `json:"devices,omitempty" doc:"Device selector replacing the suite's: {platform, labels, min_ram, device_model, emulated}."`
+	Override json.RawMessage `json:"override,omitempty" doc:"Config override: {modes, budgets, profiles, repetitions, warmup, decode_tokens, prefill_tokens, timeout, priority, model, prompts, devices}."`
+	Fanout   bool            `json:"fanout,omitempty" doc:"One run per matching online device (pinned to it) instead of one run on the first free matching device."`
+}
+
+type triggerInput struct {
+	Wait    bool `query:"wait" doc:"Block until every run finishes (or wait_timeout passes) and return their final state."`
+	Timeout int  `query:"wait_timeout" minimum:"1" maximum:"21600" default:"3600" doc:"Seconds to wait with wait=true."`
+	Body    TriggerBody
+}
+
+// RunSet is a trigger with its runs.
+type RunSet struct {
+	Trigger *store.Trigger `json:"trigger"`
+	Runs    []store.Run    `json:"runs"`
+	// Done is true when every run is in a terminal state.
+	Done bool `json:"done"`
+}
+
+type triggerOutput struct {
+	Status int
+	Body   *RunSet
+}
+
+// RegisterTrigger registers POST /v1/runs.
+func (h *runHandler) RegisterTrigger(api huma.API) {
+	huma.Register(api, write(huma.Operation{
+		OperationID: "trigger-runs", Method: http.MethodPost, Path: "/v1/runs",
+		Summary: "Trigger runs of a suite on a build", Tags: []string{"runs"},
+		Description:   "Creates a trigger and its queued runs (one, or one per matching device with fanout). With wait=true the call blocks until all runs finish; use GET /v1/runs/events?trigger=ID for a progress stream instead.",
+		Errors:        []int{http.StatusNotFound, http.StatusUnprocessableEntity, http.StatusConflict},
+		DefaultStatus: http.StatusCreated,
+	}), func(ctx context.Context, in *triggerInput) (*triggerOutput, error) {
+		sel, err := decodeSelector(in.Body.Devices, "body.devices")
+		if err != nil {
+			return nil, err
+		}
+		ov, err := decodeOverride(in.Body.Override, "body.override")
+		if err != nil {
+			return nil, err
+		}
+		base, err := suiteSpec(ctx, h.st, in.Body.Suite)
+		if errors.Is(err, store.ErrNotFound) {
+			return nil, huma.Error404NotFound("unknown suite", &huma.ErrorDetail{Location: "body.suite", Message: "no stored or built-in suite has this name", Value: in.Body.Suite})
+		}
+		if err != nil {
+			return nil, storeErr(ctx, h.log, "suite", err)
+		}
+		spec, err := base.Apply(ov)
+		if err != nil {
+			return nil, specProblem(err, "body.override", false)
+		}
+		tr, runs, err := h.st.CreateRuns(ctx, &store.CreateRunsParams{
+			Spec: spec, Build: in.Body.Build, GitSHA: in.Body.GitSHA, Selector: sel, Fanout: in.Body.Fanout, Source: "api",
+		})
+		if errors.Is(err, store.ErrNoDevices) {
+			return nil, huma.Error409Conflict("no online, undrained device matches the selector", &huma.ErrorDetail{Location: "body.devices", Message: "no device matches"})
+		}
+		if err != nil {
+			var ve *jobs.ValidationError
+			if errors.As(err, &ve) {
+				return nil, specProblem(err, "body.override", false)
+			}
+			return nil, storeErr(ctx, h.log, "runs", err)
+		}
+		h.log.InfoContext(ctx, "api: runs triggered", "trigger_id", tr.ID, "suite", tr.Suite, "build", tr.Build, "runs", len(runs))
+		set := &RunSet{Trigger: tr, Runs: runs}
+		if in.Wait {
+			wctx, cancel := context.WithTimeout(ctx, time.Duration(in.Timeout)*time.Second)
+			defer cancel()
+			final, err := h.waitDone(wctx, tr.RunIDs, nil)
+			if err != nil && ctx.Err() != nil {
+				return nil, huma.NewError(499, "client went away while waiting")
+			}
+			if final != nil {
+				set.Runs = final
+			}
+		}
+		set.Done = allTerminal(set.Runs)
+		return &triggerOutput{Status: http.StatusCreated, Body: set}, nil
+	})
+}
+
+func allTerminal(runs []store.Run) bool {
+	for _, r := range runs {
+		if !store.TerminalState(r.State) {
+			return false
+		}
+	}
+	return len(runs) > 0
+}
+
+// waitDone polls the runs until all are terminal or ctx ends, calling
+// onChange with each run whose state or progress changed. It returns the
+// last snapshot.
+func (h *runHandler) waitDone(ctx context.Context, ids []int64, onChange func(store.Run) error) ([]store.Run, error) {
+	seen := map[int64]string{}
+	var last []store.Run
+	t := time.NewTicker(h.poll)
+	defer t.Stop()
+	for {
+		runs, err := h.st.RunsByIDs(ctx, ids)
+		if err != nil {
+			return last, err
+		}
+		last = runs
+		for _, r := range runs {
+			key := fmt.Sprintf("%s/%.3f/%s/%d", r.State, r.Progress, r.ProgressMessage, r.Attempts)
+			if seen[r.ID] != key {
+				seen[r.ID] = key
+				if onChange != nil {
+					if err := onChange(r); err != nil {
+						return last, err
+					}
+				}
+			}
+		}
+		if allTerminal(runs) || len(runs) == 0 {
+			return last, nil
+		}
+		select {
+		case <-ctx.Done():
+			return last, ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+type listRunsInput struct {
+	Suite    string   `query:"suite" maxLength:"100"`
+	State    []string `query:"state,explode" enum:"queued,assigned,running,succeeded,failed,cancelled,infra_failed" doc:"Repeat for several states."`
+	Build    string   `query:"build" maxLength:"200"`
+	DeviceID string   `query:"device_id" maxLength:"64"`
+	Trigger  int64    `query:"trigger" minimum:"0"`
+	Cursor   int64    `query:"cursor" minimum:"0" doc:"next_cursor of the previous page (runs are listed newest first)."`
+	Limit    int      `query:"limit" minimum:"1" maximum:"1000" default:"50"`
+}
+
+type listRunsOutput struct {
+	Body struct {
+		Items      []store.Run `json:"items"`
+		NextCursor int64       `json:"next_cursor,omitempty"`
+	}
+}
+
+// RegisterList registers GET /v1/runs.
+func (h *runHandler) RegisterList(api huma.API) {
+	huma.Register(api, huma.Operation{
+		OperationID: "list-runs", Method: http.MethodGet, Path: "/v1/runs",
+		Summary: "List runs, newest first", Tags: []string{"runs"},
+	}, func(ctx context.Context, in *listRunsInput) (*listRunsOutput, error) {
+		items, err := h.st.ListRuns(ctx, &store.ListRunsParams{
+			Suite: in.Suite, States: in.State, Build: in.Build, DeviceID: in.DeviceID, TriggerID: in.Trigger,
+			Before: in.Cursor, Limit: in.Limit + 1,
+		})
+		if err != nil {
+			return nil, storeErr(ctx, h.log, "runs", err)
+		}
+		out := &listRunsOutput{}
+		if len(items) > in.Limit {
+			items = items[:in.Limit]
+			out.Body.NextCursor = items[len(items)-1].ID
+		}
+		out.Body.Items = nonNil(items)
+		return out, nil
+	})
+}
+
+type runIDInput struct {
+	ID int64 `path:"id" minimum:"1"`
+}
+
+// RunDetail is a run with its job and results.
+type RunDetail struct {
+	store.Run
+	Job     *store.Job     `json:"job,omitempty"`
+	Results []store.Result `json:"results"`
+}
+
+type runOutput struct {
+	Body *RunDetail
+}
+
+// RegisterGet registers GET /v1/runs/{id}: the run, its job snapshot and
+// its per-config results.
+func (h *runHandler) RegisterGet(api huma.API) {
+	huma.Register(api, huma.Operation{
+		OperationID: "get-run", Method: http.MethodGet, Path: "/v1/runs/{id}",
+		Summary: "Get a run with its results", Tags: []string{"runs"},
+	}, func(ctx context.Context, in *runIDInput) (*runOutput, error) {
+		r, err := h.st.GetRun(ctx, in.ID)
+		if err != nil {
+			return nil, storeErr(ctx, h.log, "run", err)
+		}
+		d := &RunDetail{Run: *r}
+		if j, err := h.st.GetJob(ctx, r.JobID); err == nil {
+			d.Job = j
+		}
+		res, err := h.st.ListResults(ctx, &store.ListResultsParams{RunID: r.ID, Limit: jobs.MaxConfigs})
+		if err != nil {
+			return nil, storeErr(ctx, h.log, "results", err)
+		}
+		slices.Reverse(res) // config order
+		d.Results = nonNil(res)
+		return &runOutput{Body: d}, nil
+	})
+}
+
+type cancelInput struct {
+	ID   int64 `path:"id" minimum:"1"`
+	Body *struct {
+		Reason string `json:"reason,omitempty" maxLength:"2000"`
+	}
+}
+
+type cancelOutput struct {
+	Body *store.Run
+}
+
+// RegisterCancel registers POST /v1/runs/{id}/cancel. The run is marked
+// cancelled in Postgres first; then its agent is told (if it has one).
+func (h *runHandler) RegisterCancel(api huma.API) {
+	huma.Register(api, write(huma.Operation{
+		OperationID: "cancel-run", Method: http.MethodPost, Path: "/v1/runs/{id}/cancel",
+		Summary: "Cancel a run", Tags: []string{"runs"},
+		Errors: []int{http.StatusNotFound, http.StatusConflict},
+	}), func(ctx context.Context, in *cancelInput) (*cancelOutput, error) {
+		reason := "cancelled through the API"
+		if in.Body != nil && in.Body.Reason != "" {
+			reason = in.Body.Reason
+		}
+		before, err := h.st.CancelRun(ctx, in.ID, reason)
+		if errors.Is(err, store.ErrConflict) {
+			return nil, huma.Error409Conflict("run already finished")
+		}
+		if err != nil {
+			return nil, storeErr(ctx, h.log, "run", err)
+		}
+		if h.canceller != nil && before.Token != 0 {
+			if err := h.canceller.CancelRun(ctx, in.ID); err != nil {
+				// The run is cancelled in the store; the agent will also
+				// learn it from its next heartbeat reply.
+				h.log.WarnContext(ctx, "api: cancel push failed", "run_id", in.ID, "err", err)
+			}
+		}
+		r, err := h.st.GetRun(ctx, in.ID)
+		if err != nil {
+			return nil, storeErr(ctx, h.log, "run", err)
+		}
+		return &cancelOutput{Body: r}, nil
+	})
+}
+
+// RunEvent is one progress event of the stream.
+type RunEvent struct {
+	RunID           int64   `json:"run_id"`
+	State           string  `json:"state"`
+	DeviceID        string  `json:"device_id,omitempty"`
+	Attempts        int     `json:"attempts"`
+	Progress        float64 `json:"progress"`
+	ProgressMessage string  `json:"progress_message,omitempty"`
+	Error           string  `json:"error,omitempty"`
+}
+
+// DoneEvent ends the stream: every run is terminal.
+type DoneEvent struct {
+	Runs      int            `json:"runs"`
+	States    map[string]int `json:"states"`
+	Succeeded bool           `json:"succeeded" doc:"True when every run succeeded."`
+}
+
+type eventsInput struct {
+	Trigger int64   `query:"trigger" minimum:"0" doc:"Follow every run of this trigger."`
+	Run     []int64 `query:"run,explode" maxItems:"1000" doc:"Follow these runs (repeatable)."`
+}
+
+// RegisterEvents registers GET /v1/runs/events: a server-sent event stream
+// with a "run" event whenever a followed run changes state or progress and
+// a final "done" event when all are finished.
+func (h *runHandler) RegisterEvents(api huma.API) {
+	sse.Register(api, huma.Operation{
+		OperationID: "run-events", Method: http.MethodGet, Path: "/v1/runs/events",
+		Summary: "Stream run progress (SSE)", Tags: []string{"runs"},
+		Metadata: map[string]any{"stream": true},
+	}, map[string]any{
+		"run":   RunEvent{},
+		"done":  DoneEvent{},
+		"error": huma.ErrorModel{},
+	}, func(ctx context.Context, in *eventsInput, send sse.Sender) {
+		ids := slices.Clone(in.Run)
+		if in.Trigger != 0 {
+			tr, err := h.st.GetTrigger(ctx, in.Trigger)
+			if err != nil {
+				send(sse.Message{Data: &huma.ErrorModel{Status: http.StatusNotFound, Title: "Not Found", Detail: "trigger not found"}})
+				return
+			}
+			ids = append(ids, tr.RunIDs...)
+		}
+		if len(ids) == 0 {
+			send(sse.Message{Data: &huma.ErrorModel{Status: http.StatusUnprocessableEntity, Title: "Unprocessable Entity", Detail: "give trigger or run"}})
+			return
+		}
+		final, err := h.waitDone(ctx, ids, func(r store.Run) error {
+			return send.Data(RunEvent{RunID: r.ID, State: r.State, DeviceID: r.DeviceID, Attempts: r.Attempts,
+				Progress: r.Progress, ProgressMessage: r.ProgressMessage, Error: r.Error})
+		})
+		if err != nil {
+			if ctx.Err() == nil {
+				h.log.WarnContext(ctx, "api: run events", "err", err)
+			}
+			return
+		}
+		done := DoneEvent{Runs: len(final), States: map[string]int{}, Succeeded: len(final) > 0}
+		for _, r := range final {
+			done.States[r.State]++
+			if r.State != store.RunSucceeded {
+				done.Succeeded = false
+			}
+		}
+		send.Data(done)
+	})
+}
+
+type listResultsInput struct {
+	Run         int64  `query:"run" minimum:"0"`
+	Suite       string `query:"suite" maxLength:"100"`
+	Build       string `query:"build" maxLength:"200"`
+	Config      string `query:"config" maxLength:"500"`
+	DeviceModel string `query:"device_model" maxLength:"200"`
+	Cursor      string `query:"cursor" maxLength:"64" pattern:"^([0-9]+:[0-9]+)?$" doc:"next_cursor of the previous page."`
+	Limit       int    `query:"limit" minimum:"1" maximum:"1000" default:"100"`
+}
+
+type listResultsOutput struct {
+	Body struct {
+		Items      []store.Result `json:"items"`
+		NextCursor string         `json:"next_cursor,omitempty"`
+	}
+}
+
+// resultHandler serves /v1/results: per-config statistics of runs.
+type resultHandler struct {
+	st  *store.Store
+	log *slog.Logger
+}
+
+// RegisterList registers GET /v1/results.
+func (h *resultHandler) RegisterList(api huma.API) {
+	huma.Register(api, huma.Operation{
+		OperationID: "list-results", Method: http.MethodGet, Path: "/v1/results",
+		Summary: "List results (per run and config), newest run first", Tags: []string{"results"},
+	}, func(ctx context.Context, in *listResultsInput) (*listResultsOutput, error) {
+		p := &store.ListResultsParams{RunID: in.Run, Suite: in.Suite, Build: in.Build, ConfigKey: in.Config, DeviceModel: in.DeviceModel, Limit: in.Limit + 1}
+		if in.Cursor != "" {
+			a, b, _ := strings.Cut(in.Cursor, ":")
+			fmt.Sscan(a, &p.AfterRun)
+			fmt.Sscan(b, &p.AfterConfig)
+		}
+		items, err := h.st.ListResults(ctx, p)
+		if err != nil {
+			return nil, storeErr(ctx, h.log, "results", err)
+		}
+		out := &listResultsOutput{}
+		if len(items) > in.Limit {
+			items = items[:in.Limit]
+			last := items[len(items)-1]
+			out.Body.NextCursor = fmt.Sprintf("%d:%d", last.RunID, last.ConfigIndex)
+		}
+		out.Body.Items = nonNil(items)
+		return out, nil
+	})
+}

@@ -1,0 +1,82 @@
+package api
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+
+	"github.com/danielgtaylor/huma/v2"
+
+	"github.com/lesfarm/lesfarm/coordinator/store"
+)
+
+// seriesHandler serves the time series the regression detector keeps
+// (one per suite × config × metric × device model × OS × lineage), for the
+// dashboard's "metric by device model over builds" charts.
+type seriesHandler struct {
+	st  *store.Store
+	log *slog.Logger
+}
+
+type seriesCatalogInput struct {
+	Suite string `query:"suite" maxLength:"100"`
+	Limit int    `query:"limit" minimum:"1" maximum:"5000" default:"1000"`
+}
+
+type seriesCatalogOutput struct {
+	Body struct {
+		Items []store.SeriesKey `json:"items"`
+	}
+}
+
+// RegisterCatalog registers GET /v1/series/catalog: which suites,
+// configs and metrics have series.
+func (h *seriesHandler) RegisterCatalog(api huma.API) {
+	huma.Register(api, huma.Operation{
+		OperationID: "series-catalog", Method: http.MethodGet, Path: "/v1/series/catalog",
+		Summary: "List the available series families", Tags: []string{"results"},
+	}, func(ctx context.Context, in *seriesCatalogInput) (*seriesCatalogOutput, error) {
+		items, err := h.st.SeriesCatalog(ctx, in.Suite, in.Limit)
+		if err != nil {
+			return nil, storeErr(ctx, h.log, "series catalog", err)
+		}
+		out := &seriesCatalogOutput{}
+		out.Body.Items = nonNil(items)
+		return out, nil
+	})
+}
+
+type seriesInput struct {
+	Suite       string `query:"suite" required:"true" minLength:"1" maxLength:"100" example:"les-ladder"`
+	Metric      string `query:"metric" required:"true" minLength:"1" maxLength:"200" example:"decode_tps"`
+	Config      string `query:"config" maxLength:"500" doc:"Config key; empty means every config."`
+	Lineage     string `query:"lineage" maxLength:"200" doc:"Build lineage (e.g. a branch); empty means every lineage."`
+	DeviceModel string `query:"device_model" maxLength:"200"`
+	Last        int    `query:"last" minimum:"1" maximum:"1000" default:"100" doc:"How many most recent points per series."`
+}
+
+type seriesOutput struct {
+	Body struct {
+		Series []store.SeriesWithPoints `json:"series"`
+	}
+}
+
+// RegisterSeries registers GET /v1/series: one metric across device models
+// over builds (points ordered by build sequence).
+func (h *seriesHandler) RegisterSeries(api huma.API) {
+	huma.Register(api, huma.Operation{
+		OperationID: "query-series", Method: http.MethodGet, Path: "/v1/series",
+		Summary: "Query a metric by device model over builds", Tags: []string{"results"},
+		Description: "Returns every matching series (one per device model, OS major, emulation, config and lineage) with its most recent points; each point is one build's mean with its stddev and repetition count.",
+	}, func(ctx context.Context, in *seriesInput) (*seriesOutput, error) {
+		items, err := h.st.QuerySeries(ctx, &store.SeriesQuery{
+			Suite: in.Suite, Metric: in.Metric, Config: in.Config, Lineage: in.Lineage, DeviceModel: in.DeviceModel, Last: in.Last,
+		})
+		if err != nil {
+			return nil, storeErr(ctx, h.log, "series", err)
+		}
+		out := &seriesOutput{}
+		out.Body.Series = nonNil(items)
+		return out, nil
+	})
+}
