@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -51,7 +52,7 @@ func sampleFile(t testing.TB, align int64) ([]byte, []testTensor) {
 		{"u8", uint8(200)}, {"i8", int8(-100)}, {"u16", uint16(60000)}, {"i16", int16(-30000)},
 		{"u32", uint32(4000000000)}, {"i32", int32(-2000000000)}, {"u64", uint64(1 << 63)},
 		{"i64", int64(-1 << 62)}, {"f32", float32(1e-6)}, {"f64", 3.25}, {"b", true},
-		{"int", 7}, {"bigint", 1 << 40},
+		{"int", 7}, {"bigint", bigInt()},
 		{"strs", []string{"a", "", "Ġhello", "<|im_end|>"}},
 		{"i32s", []int32{1, -2, 3}}, {"u32s", []uint32{4, 5}}, {"f32s", []float32{0.5, -1.5}},
 		{"f64s", []float64{2.5}}, {"u8s", []uint8{1, 2, 3}}, {"i64s", []int64{-9}},
@@ -86,6 +87,16 @@ func sampleFile(t testing.TB, align int64) ([]byte, []testTensor) {
 		t.Fatal(err)
 	}
 	return buf.Bytes(), tensors
+}
+
+// bigInt returns an int above MaxInt32 on 64-bit platforms (the Writer
+// stores it as int64) and an int64 elsewhere.
+func bigInt() any {
+	if strconv.IntSize == 64 {
+		x := 1
+		return x << 40
+	}
+	return int64(1 << 40)
 }
 
 func parseBytes(t testing.TB, p []byte) *File {

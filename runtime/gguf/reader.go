@@ -164,13 +164,17 @@ func (b *byteReader) skip(n int64) error {
 	if n > b.remaining() {
 		return errTruncated
 	}
-	if _, err := b.br.Discard(int(n)); err != nil {
-		if errors.Is(err, io.EOF) {
-			return errTruncated
+	for n > 0 {
+		chunk := min(n, 1<<30)
+		if _, err := b.br.Discard(int(chunk)); err != nil {
+			if errors.Is(err, io.EOF) {
+				return errTruncated
+			}
+			return err
 		}
-		return err
+		b.pos += chunk
+		n -= chunk
 	}
-	b.pos += n
 	return nil
 }
 
