@@ -27,23 +27,6 @@ type runHandler struct {
 	log       *slog.Logger
 }
 
-// suiteSpec resolves a suite name to its spec: the stored suite, else a
-// built-in one.
-func suiteSpec(ctx context.Context, st *store.Store, name string) (*jobs.Spec, error) {
-	su, err := st.GetSuite(ctx, name)
-	if err == nil {
-		spec := su.Spec
-		return &spec, nil
-	}
-	if !errors.Is(err, store.ErrNotFound) {
-		return nil, err
-	}
-	if spec, berr := jobs.Builtin(name); berr == nil {
-		return spec, nil
-	}
-	return nil, store.ErrNotFound
-}
-
 // TriggerBody asks for runs of a suite on a build.
 type TriggerBody struct {
 	Suite    string          `json:"suite" minLength:"1" maxLength:"100" example:"les-ladder" doc:"Suite to run (stored or built-in)."`
@@ -90,7 +73,7 @@ func (h *runHandler) RegisterTrigger(api huma.API) {
 		if err != nil {
 			return nil, err
 		}
-		base, err := suiteSpec(ctx, h.st, in.Body.Suite)
+		base, err := h.st.ResolveSuite(ctx, in.Body.Suite)
 		if errors.Is(err, store.ErrNotFound) {
 			return nil, huma.Error404NotFound("unknown suite", &huma.ErrorDetail{Location: "body.suite", Message: "no stored or built-in suite has this name", Value: in.Body.Suite})
 		}

@@ -30,10 +30,12 @@ package nightly
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -41,6 +43,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/lesfarm/lesfarm/coordinator/store"
+	"github.com/lesfarm/lesfarm/jobs"
 )
 
 // Occurrence is one due occurrence of a schedule handed to a Trigger.
@@ -206,4 +209,53 @@ func (s *Scheduler) handle(ctx context.Context, tx pgx.Tx, sc *store.Schedule, n
 	out.Firings = append(out.Firings, store.ScheduleFiring{Occurrence: d.Fire, Outcome: store.FiringFired, RunIDs: ids})
 	out.Fired = d.Fire
 	return out, nil
+}
+
+// StoreTrigger returns the production Trigger: it resolves the schedule's
+// suite (stored, else built-in), applies the schedule's device selector and
+// config override, and creates the runs with store.CreateRunsTx inside the
+// claiming transaction (source "schedule:<id>"). When the schedule has a
+// selector, runs fan out to every matching online device.
+func StoreTrigger(st *store.Store) Trigger {
+	return func(ctx context.Context, tx pgx.Tx, occ *Occurrence) ([]string, error) {
+		sc := occ.Schedule
+		base, err := st.ResolveSuite(ctx, sc.Suite)
+		if errors.Is(err, store.ErrNotFound) {
+			return nil, fmt.Errorf("unknown suite %q", sc.Suite)
+		}
+		if err != nil {
+			return nil, err
+		}
+		var ov *jobs.Override
+		if len(sc.ConfigOverride) > 0 {
+			ov = new(jobs.Override)
+			if err := json.Unmarshal(sc.ConfigOverride, ov); err != nil {
+				return nil, fmt.Errorf("schedule override: %w", err)
+			}
+		}
+		spec, err := base.Apply(ov)
+		if err != nil {
+			return nil, err
+		}
+		p := &store.CreateRunsParams{Spec: spec, Build: occ.Build, GitSHA: sc.GitSHA, Source: fmt.Sprintf("schedule:%d", sc.ID)}
+		if s := strings.TrimSpace(string(sc.DeviceSelector)); s != "" && s != "{}" && s != "null" {
+			var sel jobs.Selector
+			if err := json.Unmarshal(sc.DeviceSelector, &sel); err != nil {
+				return nil, fmt.Errorf("schedule selector: %w", err)
+			}
+			p.Selector, p.Fanout = &sel, true
+		}
+		if sc.Priority != 0 {
+			spec.Priority = sc.Priority
+		}
+		tr, _, err := st.CreateRunsTx(ctx, tx, p)
+		if err != nil {
+			return nil, err
+		}
+		ids := make([]string, len(tr.RunIDs))
+		for i, id := range tr.RunIDs {
+			ids[i] = strconv.FormatInt(id, 10)
+		}
+		return ids, nil
+	}
 }

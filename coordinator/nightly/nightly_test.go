@@ -214,3 +214,56 @@ func TestFailingTriggerRecordsAndAdvances(t *testing.T) {
 		t.Fatalf("schedule not advanced: %v", got.NextFireAt)
 	}
 }
+
+func TestStoreTriggerCreatesRealRunsOnce(t *testing.T) {
+	st := openStore(t)
+	ctx := context.Background()
+	clk := &clock{}
+	start := time.Date(2026, 11, 30, 2, 0, 0, 0, time.UTC)
+	clk.Set(start)
+	sc := createSchedule(t, st, "smoke-every-minute", "* * * * *", start, 600)
+	// A schedule whose selector matches no device: each occurrence fails
+	// (recorded), the schedule still advances.
+	noDev, err := st.CreateSchedule(ctx, &store.Schedule{Name: "nobody", Cron: "* * * * *", Timezone: "UTC", Suite: "smoke",
+		Build: "x", Enabled: true, CatchupSeconds: 600, NextFireAt: start, DeviceSelector: []byte(`{"device_model":"Nokia 3310"}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var scheds []*Scheduler
+	for _, name := range []string{"a", "b"} {
+		s, err := New(Config{Store: st, Trigger: StoreTrigger(st), Name: name, Now: clk.Now, Logger: quiet})
+		if err != nil {
+			t.Fatal(err)
+		}
+		scheds = append(scheds, s)
+	}
+	const steps = 5
+	for range steps {
+		var wg sync.WaitGroup
+		for _, s := range scheds {
+			wg.Go(func() {
+				if _, err := s.Tick(ctx); err != nil {
+					t.Error(err)
+				}
+			})
+		}
+		wg.Wait()
+		clk.Add(time.Minute)
+	}
+	var runs, triggers int
+	st.Pool().QueryRow(ctx, `SELECT count(*) FROM runs`).Scan(&runs)
+	st.Pool().QueryRow(ctx, `SELECT count(*) FROM triggers WHERE source = $1`, fmt.Sprintf("schedule:%d", sc.ID)).Scan(&triggers)
+	if runs != steps || triggers != steps {
+		t.Fatalf("%d runs from %d triggers, want %d of each", runs, triggers, steps)
+	}
+	var builds []string
+	rows, _ := st.Pool().Query(ctx, `SELECT DISTINCT build FROM runs`)
+	builds, _ = pgx.CollectRows(rows, pgx.RowTo[string])
+	if fmt.Sprint(builds) != "[nightly-20261130]" {
+		t.Fatalf("builds %v", builds)
+	}
+	firings, _ := st.ListScheduleFirings(ctx, noDev.ID, 100)
+	if len(firings) != steps || firings[0].Outcome != store.FiringFailed {
+		t.Fatalf("no-device firings: %+v", firings)
+	}
+}

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -319,4 +320,105 @@ func (s *Store) RunsByIDs(ctx context.Context, ids []int64) ([]Run, error) {
 		return nil, fmt.Errorf("store: runs by ids: %w", err)
 	}
 	return runs, nil
+}
+
+// ResolveSuite returns the spec of the suite named name: the stored suite,
+// else the built-in one of that name, else ErrNotFound.
+func (s *Store) ResolveSuite(ctx context.Context, name string) (*jobs.Spec, error) {
+	su, err := s.GetSuite(ctx, name)
+	if err == nil {
+		spec := su.Spec
+		return &spec, nil
+	}
+	if !errors.Is(err, ErrNotFound) {
+		return nil, err
+	}
+	if spec, berr := jobs.Builtin(name); berr == nil {
+		return spec, nil
+	}
+	return nil, ErrNotFound
+}
+
+// CreateRunsTx is CreateRuns inside the caller's transaction: the job
+// snapshot, the trigger and its runs commit or roll back with tx. The
+// nightly scheduler uses it so an occurrence's runs and its firing record
+// are one atomic write.
+func (s *Store) CreateRunsTx(ctx context.Context, tx pgx.Tx, p *CreateRunsParams) (*Trigger, []Run, error) {
+	if p.Spec == nil {
+		return nil, nil, errors.New("store: create runs: spec required")
+	}
+	if err := p.Spec.Validate(); err != nil {
+		return nil, nil, err
+	}
+	js, err := p.Spec.MarshalCanonical()
+	if err != nil {
+		return nil, nil, err
+	}
+	var jobID int64
+	if err := tx.QueryRow(ctx, `
+		WITH ins AS (
+			INSERT INTO jobs (name, suite, spec, fingerprint) VALUES ($1, $2, $3, $4)
+			ON CONFLICT (fingerprint) DO NOTHING RETURNING id)
+		SELECT id FROM ins UNION ALL SELECT id FROM jobs WHERE fingerprint = $4 LIMIT 1`,
+		p.Spec.Name, p.Spec.SuiteName(), js, p.Spec.Fingerprint()).Scan(&jobID); err != nil {
+		return nil, nil, fmt.Errorf("store: put job: %w", err)
+	}
+	sel := p.Spec.Devices
+	if p.Selector != nil {
+		sel = *p.Selector
+	}
+	selJSON, err := json.Marshal(&sel)
+	if err != nil {
+		return nil, nil, err
+	}
+	labels := sel.Labels
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	source := p.Source
+	if source == "" {
+		source = "api"
+	}
+	tr := &Trigger{Suite: p.Spec.SuiteName(), JobID: jobID, Build: p.Build, GitSHA: p.GitSHA, Selector: sel, Fanout: p.Fanout, Source: source}
+	if err := tx.QueryRow(ctx, `INSERT INTO triggers (suite, job_id, build, git_sha, device_selector, fanout, source)
+		VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id, created_at`,
+		tr.Suite, jobID, p.Build, p.GitSHA, selJSON, p.Fanout, source).Scan(&tr.ID, &tr.CreatedAt); err != nil {
+		return nil, nil, fmt.Errorf("store: create trigger: %w", err)
+	}
+	targets := []*string{nil}
+	if p.Fanout {
+		rows, err := tx.Query(ctx, `SELECT id FROM devices d WHERE state = 'online' AND NOT drained AND `+selectorSQL("$1", "$2", "$3", "$4", "$5")+` ORDER BY id`,
+			nullIfEmpty(sel.Platform), nullIfEmpty(sel.DeviceModel), int64(sel.MinRAM), sel.Emulated, labels)
+		if err != nil {
+			return nil, nil, fmt.Errorf("store: fanout: %w", err)
+		}
+		ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			return nil, nil, fmt.Errorf("store: fanout: %w", err)
+		}
+		if len(ids) == 0 {
+			return nil, nil, ErrNoDevices
+		}
+		targets = targets[:0]
+		for i := range ids {
+			targets = append(targets, &ids[i])
+		}
+	}
+	var runs []Run
+	for _, target := range targets {
+		r, err := scanRun(tx.QueryRow(ctx, `INSERT INTO runs AS r (trigger_id, job_id, suite, build, git_sha, device_selector,
+			sel_platform, sel_device_model, sel_min_ram, sel_emulated, sel_labels, target_device_id,
+			priority, max_attempts, retry_on_failure, timeout_ms)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)
+			RETURNING `+runCols,
+			tr.ID, jobID, tr.Suite, p.Build, p.GitSHA, selJSON, nullIfEmpty(sel.Platform), nullIfEmpty(sel.DeviceModel),
+			int64(sel.MinRAM), sel.Emulated, labels, target, p.Spec.Priority, p.Spec.Retry.MaxAttempts,
+			p.Spec.Retry.OnFailure, p.Spec.Timeout.D().Milliseconds()))
+		if err != nil {
+			return nil, nil, fmt.Errorf("store: create run: %w", err)
+		}
+		runs = append(runs, *r)
+		tr.RunIDs = append(tr.RunIDs, r.ID)
+	}
+	return tr, runs, nil
 }
