@@ -296,6 +296,18 @@ func byteToken(text string) (byte, bool) {
 	return byte(v), err == nil
 }
 
+// AppendPiece appends the bytes of token id to dst (nothing for an id
+// outside the vocabulary), for callers that stream generated text.
+func (t *Tokenizer) AppendPiece(dst []byte, id int) []byte {
+	return append(dst, t.Piece(id)...)
+}
+
+// Model returns tokenizer.ggml.model ("gpt2" or "llama").
+func (t *Tokenizer) Model() string { return t.model }
+
+// AddBOS reports whether Encode prepends the BOS token.
+func (t *Tokenizer) AddBOS() bool { return t.addBOS }
+
 // VocabSize returns the number of tokens.
 func (t *Tokenizer) VocabSize() int { return len(t.tokens) }
 

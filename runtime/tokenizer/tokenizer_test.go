@@ -132,6 +132,12 @@ func TestSpecialTokens(t *testing.T) {
 	if got := tok.Piece(220); got != " " {
 		t.Errorf("Piece(220) = %q, want a space", got)
 	}
+	if got := string(tok.AppendPiece(tok.AppendPiece(nil, 4094), 220)); got != "<|im_start|> " {
+		t.Errorf("AppendPiece = %q", got)
+	}
+	if tok.Model() != "gpt2" || tok.AddBOS() {
+		t.Errorf("Model %q AddBOS %v", tok.Model(), tok.AddBOS())
+	}
 	if tok.Piece(-1) != "" || tok.Piece(4096) != "" {
 		t.Error("Piece outside the vocabulary should be empty")
 	}
