@@ -37,7 +37,7 @@ func BenchmarkMatVec(b *testing.B) {
 			x := randVec(r, sh[1], 1)
 			dst := make([]float32, sh[0])
 			for _, set := range sets {
-				if set.name != "generic" && set.ks[typ] == genericKernels[typ] && set.name != "go" {
+				if set.name != "generic" && set.name != "go" && set.ks[typ] == goKernels[typ] {
 					continue // no SIMD kernel for this type
 				}
 				for _, threads := range []int{1, 2} {
@@ -100,10 +100,16 @@ func BenchmarkCopy(b *testing.B) {
 	for i := range src {
 		src[i] = byte(i)
 	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 	b.SetBytes(size)
 	b.ReportAllocs()
+	cpu0 := threadCPU()
 	for b.Loop() {
 		copy(dst, src)
+	}
+	if cpu := (threadCPU() - cpu0).Seconds(); cpu > 0 {
+		b.ReportMetric(float64(size)*float64(b.N)/cpu/1e6, "cpuMB/s")
 	}
 }
 

@@ -1,0 +1,61 @@
+//go:build arm64 && !purego
+
+package tensor
+
+import "encoding/binary"
+
+//go:generate python3 gen_neon.py
+
+// NEON kernels (Go assembly in dot_arm64.s). Phones are arm64, and Go has
+// no vector intrinsics there, so the integer lane sums of the hot K-quant
+// kernels are computed in assembly: SMULL/SMLAL widen int8 products to
+// int16 in exactly the generic mod-8 lane order (lane = element index mod
+// 8; each 8-byte half-register is one group of 8 consecutive elements), then
+// SMLAL by element applies the sub-block scale into int32 lanes. The float
+// combination stays in Go, identical to the generic code, so results are
+// bit-identical (tested under qemu-aarch64).
+
+const simdName = "neon"
+
+// q4kLanes computes the 8 int32 lane sums of one Q4_K super-block:
+// aux[l] = Σ_j sc[j] · Σ_{k ≡ l mod 8} nibble_jk · q8_jk.
+//
+//go:noescape
+func q4kLanes(q *[128]byte, q8 *[256]int8, sc *[8]int16, aux *[8]int32)
+
+var simdExact = map[Type]bool{Q4_K: true}
+
+func simdKernels() map[Type]*kernel {
+	return map[Type]*kernel{
+		Q4_K: {act: actQ8K, q8k: dotQ4KQ8KNEON},
+	}
+}
+
+func dotQ4KQ8KNEON(w []byte, y []blockQ8K) float32 {
+	w = w[:144*len(y)]
+	var sums [8]float32
+	var sumf float32
+	var aux [8]int32
+	var sc16 [8]int16
+	for i := range y {
+		b := (*[144]byte)(w[i*144:])
+		yb := &y[i]
+		sc, mn := kScales((*[12]byte)(b[4:]))
+		var sumi int32
+		for j := 0; j < 8; j++ {
+			sumi += (int32(yb.bsums[2*j]) + int32(yb.bsums[2*j+1])) * mn[j]
+			sc16[j] = int16(sc[j])
+		}
+		q4kLanes((*[128]byte)(b[16:]), &yb.qs, &sc16, &aux)
+		d := f16Table[binary.LittleEndian.Uint16(b[0:])] * yb.d
+		for l := 0; l < 8; l++ {
+			sums[l] += float32(d * float32(aux[l]))
+		}
+		dmin := f16Table[binary.LittleEndian.Uint16(b[2:])] * yb.d
+		sumf -= float32(dmin * float32(sumi))
+	}
+	for l := 0; l < 8; l++ {
+		sumf += sums[l]
+	}
+	return sumf
+}
