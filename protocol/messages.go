@@ -185,9 +185,10 @@ type HeartbeatReply struct {
 // TTL returns TTLMS as a duration.
 func (r *HeartbeatReply) TTL() time.Duration { return time.Duration(r.TTLMS) * time.Millisecond }
 
-// Artifact says where the agent gets the model and how to check it.
+// Artifact says where the agent gets the model and how to check it. URL is
+// empty when the spec names a local path (Spec.Model.Path) on the device.
 type Artifact struct {
-	URL    string `json:"url"`
+	URL    string `json:"url,omitempty"`
 	SHA256 string `json:"sha256"`
 	Size   int64  `json:"size"`
 	Name   string `json:"name,omitempty"`

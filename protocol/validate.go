@@ -284,9 +284,14 @@ func (m *Assignment) Validate() error {
 		}
 	}
 	a := m.Artifact
-	u, err := url.Parse(a.URL)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return fmt.Errorf("artifact.url %q invalid (want http:// or https://)", clip(a.URL))
+	if a.URL == "" && m.Spec.Model.Path == "" {
+		return errors.New("artifact.url required (the spec's model has no local path)")
+	}
+	if a.URL != "" {
+		u, err := url.Parse(a.URL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Errorf("artifact.url %q invalid (want http:// or https://)", clip(a.URL))
+		}
 	}
 	if a.SHA256 != m.Spec.Model.SHA256 || a.Size != int64(m.Spec.Model.Size) {
 		return errors.New("artifact sha256/size differ from the spec's model")

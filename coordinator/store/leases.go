@@ -421,3 +421,11 @@ func (s *Store) TimeoutRuns(ctx context.Context, limit int) ([]TimedOutRun, erro
 	}
 	return out, nil
 }
+
+// HasQueuedRuns reports whether any run is queued (a cheap check before a
+// placement round).
+func (s *Store) HasQueuedRuns(ctx context.Context) (bool, error) {
+	var ok bool
+	err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM runs WHERE state = 'queued')`).Scan(&ok)
+	return ok, err
+}

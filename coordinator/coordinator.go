@@ -1,0 +1,445 @@
+// Package coordinator wires the farm's brain: Postgres (the source of truth,
+// through coordinator/store), NATS (hello, heartbeat, assignment and cancel
+// requests; JetStream streams for telemetry and results), the dispatcher
+// that places queued runs on idle devices with leases and fencing tokens,
+// the liveness timers and sweeps that fail over lost devices, the ingest
+// consumers, and the REST API.
+//
+// Several coordinators may share one database and one NATS cluster: device
+// requests are spread over a queue group, runs are claimed with FOR UPDATE
+// SKIP LOCKED, and every state lives in Postgres.
+//
+// New validates the Config; Start brings the pieces up (embedded NATS and a
+// local Postgres when no URLs are given); Stop shuts down in order and
+// drains in-flight ingest. A Coordinator is started once.
+package coordinator
+
+import (
+	"cmp"
+	"context"
+	"crypto/ed25519"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/lesfarm/lesfarm/coordinator/ingest"
+	"github.com/lesfarm/lesfarm/coordinator/store"
+	"github.com/lesfarm/lesfarm/internal/pglocal"
+	"github.com/lesfarm/lesfarm/jobs"
+	"github.com/lesfarm/lesfarm/migrations"
+	"github.com/lesfarm/lesfarm/protocol"
+)
+
+// QueueGroup is the NATS queue group coordinators share for device
+// requests, so each hello or heartbeat is handled by one coordinator.
+const QueueGroup = "lesfarm-coordinators"
+
+// Config configures a Coordinator. The zero value of each field picks a
+// default; DataDir is required when NATSURL or DatabaseURL is empty.
+type Config struct {
+	// DataDir holds the embedded NATS store (nats/), the local Postgres
+	// cluster (postgres/) and the artifact store (artifacts/).
+	DataDir string
+	// NATSURL points at a NATS server with JetStream; empty starts an
+	// embedded one listening on EmbeddedNATSAddr.
+	NATSURL string
+	// EmbeddedNATSAddr is host:port of the embedded NATS (default
+	// 127.0.0.1:4222; port 0 picks a free one).
+	EmbeddedNATSAddr string
+	// DatabaseURL points at Postgres; empty starts a local cluster from the
+	// machine's PostgreSQL binaries in DataDir/postgres.
+	DatabaseURL string
+	// HTTPAddr is where the REST API listens (empty: no HTTP server; port 0
+	// picks a free one, see HTTPAddr()).
+	HTTPAddr string
+	// HTTPHandler builds the HTTP handler from the running pieces. Nil
+	// means no HTTP server even when HTTPAddr is set. `lesfarm serve` passes
+	// the REST API's constructor.
+	HTTPHandler func(*HTTPDeps) (http.Handler, error)
+	// ArtifactBaseURL is the base URL agents use to download artifacts
+	// (/v1/artifacts/<sha256>); default http://<HTTPAddr>.
+	ArtifactBaseURL string
+	// Name identifies this coordinator in leases and logs (default
+	// hostname:pid).
+	Name string
+	// HeartbeatTTL is the device TTL sent in HelloReply (default 15s).
+	HeartbeatTTL time.Duration
+	// LeaseTTL is how long a lease lasts without renewal (default
+	// HeartbeatTTL).
+	LeaseTTL time.Duration
+	// LostGrace is added to the TTL before a device is declared lost
+	// (default 1s).
+	LostGrace time.Duration
+	// AssignTimeout bounds the wait for an agent's assignment reply
+	// (default 5s).
+	AssignTimeout time.Duration
+	// DispatchInterval is the placement tick (default 500ms); placement
+	// also runs on wake-ups (hello, idle heartbeat, run completion).
+	DispatchInterval time.Duration
+	// DispatchWorkers places on this many devices concurrently (default 4).
+	DispatchWorkers int
+	// SweepInterval is the period of the lease, timeout and lost-device
+	// sweeps (default 1s).
+	SweepInterval time.Duration
+	// Ingest tunes the ingest consumers (JS and Store are filled in).
+	Ingest ingest.Config
+	// Registry receives metrics; nil means a fresh registry.
+	Registry *prometheus.Registry
+	Logger   *slog.Logger
+}
+
+// HTTPDeps are the running pieces an HTTP handler is built from.
+type HTTPDeps struct {
+	Store       *store.Store
+	DataDir     string
+	Coordinator *Coordinator
+	Registry    *prometheus.Registry
+	Logger      *slog.Logger
+	// Ready reports whether the coordinator can serve (database and NATS).
+	Ready func(ctx context.Context) error
+}
+
+// Coordinator is a running coordinator. Its methods are safe for concurrent
+// use.
+type Coordinator struct {
+	cfg Config
+	log *slog.Logger
+
+	ns      *server.Server
+	pg      *pglocal.Server
+	store   *store.Store
+	nc      *nats.Conn
+	js      jetstream.JetStream
+	ingest  *ingest.Ingester
+	subs    []*nats.Subscription
+	httpSrv *http.Server
+	httpLn  net.Listener
+	rejects *protocol.RejectCounter
+
+	signKey ed25519.PrivateKey
+	signPub ed25519.PublicKey
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	sendWG sync.WaitGroup
+	sem    chan struct{}
+	wake   chan struct{}
+
+	timersMu sync.Mutex
+	timers   map[string]*time.Timer
+	stopping bool
+
+	assignLatency latency
+	stopOnce      sync.Once
+	stopErr       error
+}
+
+// New validates cfg, applies defaults and returns a Coordinator ready to
+// Start. cfg must not be reused afterwards.
+func New(cfg Config) (*Coordinator, error) {
+	if (cfg.NATSURL == "" || cfg.DatabaseURL == "") && cfg.DataDir == "" {
+		return nil, errors.New("coordinator config: DataDir is required for embedded NATS or a local Postgres")
+	}
+	if cfg.Name == "" {
+		host, _ := os.Hostname()
+		cfg.Name = fmt.Sprintf("%s:%d", host, os.Getpid())
+	}
+	cfg.EmbeddedNATSAddr = cmp.Or(cfg.EmbeddedNATSAddr, "127.0.0.1:4222")
+	cfg.HeartbeatTTL = cmp.Or(cfg.HeartbeatTTL, 15*time.Second)
+	cfg.LeaseTTL = cmp.Or(cfg.LeaseTTL, cfg.HeartbeatTTL)
+	cfg.LostGrace = cmp.Or(cfg.LostGrace, time.Second)
+	cfg.AssignTimeout = cmp.Or(cfg.AssignTimeout, 5*time.Second)
+	cfg.DispatchInterval = cmp.Or(cfg.DispatchInterval, 500*time.Millisecond)
+	cfg.DispatchWorkers = cmp.Or(cfg.DispatchWorkers, 4)
+	cfg.SweepInterval = cmp.Or(cfg.SweepInterval, time.Second)
+	if cfg.HeartbeatTTL < 300*time.Millisecond || cfg.HeartbeatTTL > time.Hour {
+		return nil, fmt.Errorf("coordinator config: HeartbeatTTL %s out of range [300ms, 1h]", cfg.HeartbeatTTL)
+	}
+	if cfg.DispatchWorkers < 1 {
+		return nil, errors.New("coordinator config: DispatchWorkers must be positive")
+	}
+	if _, _, err := net.SplitHostPort(cfg.EmbeddedNATSAddr); err != nil {
+		return nil, fmt.Errorf("coordinator config: EmbeddedNATSAddr: %w", err)
+	}
+	if cfg.Registry == nil {
+		cfg.Registry = prometheus.NewRegistry()
+	}
+	log := cmp.Or(cfg.Logger, slog.Default())
+	return &Coordinator{cfg: cfg, log: log, rejects: &protocol.RejectCounter{}, timers: map[string]*time.Timer{},
+		wake: make(chan struct{}, 1), sem: make(chan struct{}, 32)}, nil
+}
+
+// Start brings the coordinator up: NATS (embedded or remote), Postgres
+// (local or remote) with migrations applied, built-in suites, the signing
+// key, ingest, device handlers, the dispatcher, sweeps and the HTTP server.
+// On error everything started so far is stopped.
+func (c *Coordinator) Start(ctx context.Context) (err error) {
+	defer func() {
+		if err != nil {
+			_ = c.Stop()
+		}
+	}()
+	c.ctx, c.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	dbURL := c.cfg.DatabaseURL
+	if dbURL == "" {
+		c.log.InfoContext(ctx, "coordinator: starting local postgres", "dir", filepath.Join(c.cfg.DataDir, "postgres"))
+		c.pg, err = pglocal.Start(ctx, pglocal.Config{DataDir: filepath.Join(c.cfg.DataDir, "postgres"), Logger: c.log})
+		if err != nil {
+			return fmt.Errorf("coordinator: local postgres: %w", err)
+		}
+		dbURL = c.pg.URL()
+	}
+	if err := migrations.Up(ctx, dbURL); err != nil {
+		return fmt.Errorf("coordinator: migrate: %w", err)
+	}
+	if c.store, err = store.Open(ctx, dbURL, store.Config{MaxConns: 16}); err != nil {
+		return fmt.Errorf("coordinator: %w", err)
+	}
+	for _, name := range jobs.BuiltinNames() {
+		spec, err := jobs.Builtin(name)
+		if err != nil {
+			return err
+		}
+		if _, _, err := c.store.PutSuite(ctx, name, spec, true); err != nil {
+			return fmt.Errorf("coordinator: built-in suite %s: %w", name, err)
+		}
+	}
+	if c.signKey, err = c.store.SigningKey(ctx); err != nil {
+		return fmt.Errorf("coordinator: %w", err)
+	}
+	c.signPub = c.signKey.Public().(ed25519.PublicKey)
+
+	natsURL := c.cfg.NATSURL
+	if natsURL == "" {
+		if natsURL, err = c.startNATS(); err != nil {
+			return err
+		}
+	}
+	c.nc, err = nats.Connect(natsURL, nats.Name("lesfarm-coordinator "+c.cfg.Name), nats.MaxReconnects(-1),
+		nats.ReconnectWait(500*time.Millisecond), nats.RetryOnFailedConnect(false))
+	if err != nil {
+		return fmt.Errorf("coordinator: connect to NATS at %s: %w", natsURL, err)
+	}
+	if c.js, err = jetstream.New(c.nc); err != nil {
+		return fmt.Errorf("coordinator: jetstream: %w", err)
+	}
+	icfg := c.cfg.Ingest
+	icfg.JS, icfg.Store, icfg.Rejects = c.js, c.store, c.rejects
+	icfg.Logger = cmp.Or(icfg.Logger, c.log)
+	prev := icfg.OnResult
+	icfg.OnResult = func(ctx context.Context, r *store.Run) {
+		c.Wake()
+		if prev != nil {
+			prev(ctx, r)
+		}
+	}
+	if c.ingest, err = ingest.New(icfg); err != nil {
+		return err
+	}
+	if err := c.ingest.Start(c.ctx); err != nil {
+		return err
+	}
+	for _, s := range []struct {
+		subject string
+		handle  func(*nats.Msg)
+	}{{protocol.HelloWildcard, c.handleHello}, {protocol.HeartbeatWildcard, c.handleHeartbeat}} {
+		handle := s.handle
+		sub, err := c.nc.QueueSubscribe(s.subject, QueueGroup, func(m *nats.Msg) {
+			select {
+			case c.sem <- struct{}{}:
+			case <-c.ctx.Done():
+				return
+			}
+			c.wg.Add(1)
+			go func() {
+				defer c.wg.Done()
+				defer func() { <-c.sem }()
+				handle(m)
+			}()
+		})
+		if err != nil {
+			return fmt.Errorf("coordinator: subscribe %s: %w", s.subject, err)
+		}
+		c.subs = append(c.subs, sub)
+	}
+	if err := c.nc.Flush(); err != nil {
+		return fmt.Errorf("coordinator: NATS flush: %w", err)
+	}
+	if err := c.cfg.Registry.Register(&collector{c: c}); err != nil {
+		return fmt.Errorf("coordinator: metrics: %w", err)
+	}
+	if c.cfg.HTTPAddr != "" && c.cfg.HTTPHandler != nil {
+		if err := c.startHTTP(ctx); err != nil {
+			return err
+		}
+	}
+	c.wg.Add(2)
+	go func() { defer c.wg.Done(); c.dispatchLoop(c.ctx) }()
+	go func() { defer c.wg.Done(); c.sweepLoop(c.ctx) }()
+	c.Wake()
+	c.log.InfoContext(ctx, "coordinator: started", "name", c.cfg.Name, "nats_url", natsURL, "http_addr", c.HTTPAddr(),
+		"heartbeat_ttl", c.cfg.HeartbeatTTL, "signing_key", protocol.KeyID(c.signPub))
+	return nil
+}
+
+func (c *Coordinator) startNATS() (string, error) {
+	host, portStr, _ := net.SplitHostPort(c.cfg.EmbeddedNATSAddr)
+	var port int
+	if _, err := fmt.Sscan(portStr, &port); err != nil {
+		return "", fmt.Errorf("coordinator: embedded NATS port %q: %w", portStr, err)
+	}
+	if port == 0 {
+		port = -1
+	}
+	dir := filepath.Join(c.cfg.DataDir, "nats")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", fmt.Errorf("coordinator: %w", err)
+	}
+	ns, err := server.NewServer(&server.Options{Host: host, Port: port, JetStream: true, StoreDir: dir, NoSigs: true, NoLog: true,
+		ServerName: "lesfarm-embedded"})
+	if err != nil {
+		return "", fmt.Errorf("coordinator: embedded NATS: %w", err)
+	}
+	go ns.Start()
+	if !ns.ReadyForConnections(15 * time.Second) {
+		ns.Shutdown()
+		return "", fmt.Errorf("coordinator: embedded NATS on %s not ready (port in use?)", c.cfg.EmbeddedNATSAddr)
+	}
+	c.ns = ns
+	c.log.Info("coordinator: embedded NATS with JetStream", "url", ns.ClientURL(), "store_dir", dir)
+	return ns.ClientURL(), nil
+}
+
+func (c *Coordinator) startHTTP(ctx context.Context) error {
+	ln, err := net.Listen("tcp", c.cfg.HTTPAddr)
+	if err != nil {
+		return fmt.Errorf("coordinator: listen on %s: %w", c.cfg.HTTPAddr, err)
+	}
+	c.httpLn = ln
+	if c.cfg.ArtifactBaseURL == "" {
+		c.cfg.ArtifactBaseURL = "http://" + ln.Addr().String()
+	}
+	h, err := c.cfg.HTTPHandler(&HTTPDeps{Store: c.store, DataDir: c.cfg.DataDir, Coordinator: c, Registry: c.cfg.Registry,
+		Logger: c.log, Ready: c.Ready})
+	if err != nil {
+		ln.Close()
+		return fmt.Errorf("coordinator: http handler: %w", err)
+	}
+	c.httpSrv = &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		if err := c.httpSrv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			c.log.Error("coordinator: http server", "err", err)
+		}
+	}()
+	c.log.InfoContext(ctx, "coordinator: http listening", "addr", ln.Addr().String(), "url", "http://"+ln.Addr().String())
+	return nil
+}
+
+// HTTPAddr returns the address the HTTP server listens on, or "".
+func (c *Coordinator) HTTPAddr() string {
+	if c.httpLn == nil {
+		return ""
+	}
+	return c.httpLn.Addr().String()
+}
+
+// NATSURL returns the client URL of the NATS server in use.
+func (c *Coordinator) NATSURL() string {
+	if c.nc == nil {
+		return ""
+	}
+	return c.nc.ConnectedUrl()
+}
+
+// Store returns the coordinator's store.
+func (c *Coordinator) Store() *store.Store { return c.store }
+
+// SigningKey returns the public key that verifies assignments.
+func (c *Coordinator) SigningKey() ed25519.PublicKey { return c.signPub }
+
+// Rejects returns the counter of rejected protocol messages.
+func (c *Coordinator) Rejects() *protocol.RejectCounter { return c.rejects }
+
+// IngestStats returns the ingest counters.
+func (c *Coordinator) IngestStats() ingest.Stats {
+	if c.ingest == nil {
+		return ingest.Stats{}
+	}
+	return c.ingest.Stats()
+}
+
+// AssignLatencies returns the assignment round trips observed (grant to
+// agent ack), for benchmarks.
+func (c *Coordinator) AssignLatencies() []time.Duration {
+	c.assignLatency.mu.Lock()
+	defer c.assignLatency.mu.Unlock()
+	return append([]time.Duration(nil), c.assignLatency.d...)
+}
+
+// Ready reports whether the database answers and NATS is connected.
+func (c *Coordinator) Ready(ctx context.Context) error {
+	if c.store == nil || c.nc == nil {
+		return errors.New("coordinator: starting")
+	}
+	if !c.nc.IsConnected() {
+		return errors.New("coordinator: NATS disconnected")
+	}
+	return c.store.Ping(ctx)
+}
+
+// Stop shuts down in order: HTTP, device handlers, dispatcher and sweeps,
+// assignments in flight, liveness timers, ingest (its batches in flight
+// commit and ack), the NATS connection, the store, then the embedded NATS
+// and local Postgres it started. It is safe to call more than once.
+func (c *Coordinator) Stop() error {
+	c.stopOnce.Do(func() {
+		var errs []error
+		if c.httpSrv != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			errs = append(errs, c.httpSrv.Shutdown(ctx))
+			cancel()
+		}
+		for _, s := range c.subs {
+			_ = s.Drain()
+		}
+		if c.cancel != nil {
+			c.cancel()
+		}
+		c.wg.Wait()
+		c.sendWG.Wait()
+		c.stopTimers()
+		if c.ingest != nil {
+			errs = append(errs, c.ingest.Stop())
+		}
+		if c.nc != nil {
+			c.nc.Close()
+		}
+		if c.store != nil {
+			c.store.Close()
+		}
+		if c.ns != nil {
+			c.ns.Shutdown()
+			c.ns.WaitForShutdown()
+		}
+		if c.pg != nil {
+			errs = append(errs, c.pg.Stop())
+		}
+		c.stopErr = errors.Join(errs...)
+		c.log.Info("coordinator: stopped", "name", c.cfg.Name)
+	})
+	return c.stopErr
+}

@@ -1,0 +1,381 @@
+package coordinator_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/lesfarm/lesfarm/coordinator"
+	"github.com/lesfarm/lesfarm/coordinator/ingest"
+	"github.com/lesfarm/lesfarm/coordinator/store"
+	"github.com/lesfarm/lesfarm/internal/testenv"
+	"github.com/lesfarm/lesfarm/jobs"
+	"github.com/lesfarm/lesfarm/protocol"
+)
+
+func TestMain(m *testing.M) { os.Exit(testenv.Run(m)) }
+
+func quietLogger() *slog.Logger {
+	if os.Getenv("LESFARM_TEST_LOG") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}
+
+type farm struct {
+	dbURL   string
+	natsURL string
+}
+
+func newFarm(t testing.TB) *farm {
+	t.Helper()
+	return &farm{dbURL: testenv.MigratedPostgresURL(t), natsURL: testenv.NATS(t).ClientURL()}
+}
+
+func (f *farm) coordinator(t testing.TB, name string, mod func(*coordinator.Config)) *coordinator.Coordinator {
+	t.Helper()
+	cfg := coordinator.Config{DatabaseURL: f.dbURL, NATSURL: f.natsURL, Name: name, HeartbeatTTL: time.Second,
+		LostGrace: 200 * time.Millisecond, SweepInterval: 200 * time.Millisecond, DispatchInterval: 200 * time.Millisecond,
+		ArtifactBaseURL: "http://127.0.0.1:1", Logger: quietLogger(), AssignTimeout: 2 * time.Second,
+		Ingest: ingest.Config{AckWait: 2 * time.Second, FetchWait: 20 * time.Millisecond}}
+	if mod != nil {
+		mod(&cfg)
+	}
+	c, err := coordinator.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Stop() })
+	return c
+}
+
+func trigger(t testing.TB, st *store.Store, n int, mod func(*jobs.Spec)) []int64 {
+	t.Helper()
+	spec, err := jobs.Builtin("smoke")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mod != nil {
+		mod(spec)
+	}
+	var ids []int64
+	for range n {
+		_, runs, err := st.CreateRuns(context.Background(), &store.CreateRunsParams{Spec: spec, Build: "b1", GitSHA: "deadbeef"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, runs[0].ID)
+	}
+	return ids
+}
+
+func waitRun(t testing.TB, st *store.Store, id int64, state string, timeout time.Duration) *store.Run {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		r, err := st.GetRun(context.Background(), id)
+		if err == nil && r.State == state {
+			return r
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("run %d: state %v (err %v), want %s", id, r.State, err, state)
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+}
+
+// TestRunEndToEnd: trigger -> assignment (signed, verified) -> telemetry
+// (with duplicates) -> result -> succeeded, every sample exactly once.
+func TestRunEndToEnd(t *testing.T) {
+	f := newFarm(t)
+	c := f.coordinator(t, "c1", nil)
+	d := newDriver(t, f.natsURL, "dev-1")
+	d.hello(map[string]string{"pool": "ci"})
+	ids := trigger(t, c.Store(), 1, nil)
+	a := d.waitAssignment(10 * time.Second)
+	if a.RunID != ids[0] || a.Token == 0 || a.Suite != "smoke" || len(a.Configs) != 2 || a.Artifact.SHA256 != a.Spec.Model.SHA256 ||
+		a.Artifact.URL != "http://127.0.0.1:1/v1/artifacts/"+a.Spec.Model.SHA256 {
+		t.Fatalf("assignment %+v", a)
+	}
+	waitRun(t, c.Store(), a.RunID, store.RunRunning, 5*time.Second)
+	const batches, per = 25, 40
+	d.telemetry(a, batches, per, 3)
+	d.result(a, protocol.OutcomeSucceeded, batches, batches*per)
+	r := waitRun(t, c.Store(), a.RunID, store.RunSucceeded, 10*time.Second)
+	if r.DeviceID != "dev-1" || r.Attempts != 1 {
+		t.Fatalf("run %+v", r)
+	}
+	// Samples published before the result may still be in flight.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		keys, err := c.Store().SampleKeys(context.Background(), a.RunID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(keys) == batches*per {
+			for i, k := range keys {
+				if k != [2]int{i / per, i % per} {
+					t.Fatalf("sample %d key %v", i, k)
+				}
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d samples, want %d", len(keys), batches*per)
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+	res, err := c.Store().ListResults(context.Background(), &store.ListResultsParams{RunID: a.RunID, Limit: 10})
+	if err != nil || len(res) != 2 {
+		t.Fatalf("results %v %+v", err, res)
+	}
+}
+
+// TestLostDeviceRequeuesAndStaleTokenRejected: the device holding a run
+// dies; the run is requeued as an infrastructure failure, completes on
+// another device, and the dead device's late reports are rejected.
+func TestLostDeviceRequeuesAndStaleTokenRejected(t *testing.T) {
+	f := newFarm(t)
+	c := f.coordinator(t, "c1", nil)
+	d1 := newDriver(t, f.natsURL, "dev-1")
+	d1.hello(nil)
+	ids := trigger(t, c.Store(), 1, nil)
+	a1 := d1.waitAssignment(10 * time.Second)
+	d1.telemetry(a1, 3, 10, 0) // partial telemetry of the doomed attempt
+	// A late publisher with the old token, on a connection of its own.
+	late := newDriver(t, f.natsURL, "dev-1-late")
+	d1.die()
+	r := waitRun(t, c.Store(), ids[0], store.RunQueued, 10*time.Second)
+	if r.Error != "device lost" && r.Error != "lease expired" {
+		t.Fatalf("requeued with error %q", r.Error)
+	}
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		dev, _ := c.Store().GetDevice(context.Background(), "dev-1")
+		if dev.State == store.DeviceLost {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("device state %s, want lost", dev.State)
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+	d2 := newDriver(t, f.natsURL, "dev-2")
+	d2.hello(nil)
+	a2 := d2.waitAssignment(10 * time.Second)
+	if a2.RunID != a1.RunID || a2.Token <= a1.Token || a2.Attempt != 2 {
+		t.Fatalf("second assignment %+v (first token %d)", a2, a1.Token)
+	}
+	// dev-1's late reports: telemetry and a result with the stale token.
+	late.id = "dev-1"
+	late.telemetry(a1, 2, 10, 0)
+	late.result(a1, protocol.OutcomeSucceeded, 2, 20)
+	d2.telemetry(a2, 4, 10, 0)
+	d2.result(a2, protocol.OutcomeSucceeded, 4, 40)
+	r = waitRun(t, c.Store(), a2.RunID, store.RunSucceeded, 10*time.Second)
+	if r.DeviceID != "dev-2" || r.Token != a2.Token {
+		t.Fatalf("run %+v", r)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for c.IngestStats().Stale < 3 || mustCount(t, c, a2.RunID) != 40 {
+		if time.Now().After(deadline) {
+			t.Fatalf("stale=%d samples=%d, want >=3 stale and 40 samples", c.IngestStats().Stale, mustCount(t, c, a2.RunID))
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+	res, _ := c.Store().ListResults(context.Background(), &store.ListResultsParams{RunID: a2.RunID, Limit: 10})
+	for _, x := range res {
+		if x.DeviceID != "dev-2" {
+			t.Fatalf("result from %s stored", x.DeviceID)
+		}
+	}
+}
+
+func mustCount(t testing.TB, c *coordinator.Coordinator, run int64) int64 {
+	n, err := c.Store().CountSamples(context.Background(), run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// TestCancelReachesAgent: a cancel is pushed to the agent at once, and a
+// refused assignment goes back to the queue.
+func TestCancelReachesAgent(t *testing.T) {
+	f := newFarm(t)
+	c := f.coordinator(t, "c1", nil)
+	d := newDriver(t, f.natsURL, "dev-1")
+	d.hello(nil)
+	ids := trigger(t, c.Store(), 1, nil)
+	a := d.waitAssignment(10 * time.Second)
+	waitRun(t, c.Store(), a.RunID, store.RunRunning, 5*time.Second)
+	ctx := context.Background()
+	if _, err := c.Store().CancelRun(ctx, ids[0], "no longer needed"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.CancelRun(ctx, ids[0]); err != nil {
+		t.Fatal(err)
+	}
+	cn := d.waitCancel(5 * time.Second)
+	if cn.RunID != a.RunID || cn.Token != a.Token || cn.Reason != "no longer needed" {
+		t.Fatalf("cancel %+v", cn)
+	}
+	// A late result of the cancelled run is rejected.
+	d.result(a, protocol.OutcomeSucceeded, 0, 0)
+	time.Sleep(300 * time.Millisecond)
+	if r, _ := c.Store().GetRun(ctx, a.RunID); r.State != store.RunCancelled {
+		t.Fatalf("state %s", r.State)
+	}
+	// Refusal: the agent refuses (busy); the run is requeued, then accepted.
+	d.mu.Lock()
+	d.refuse = protocol.RefuseBusy
+	d.mu.Unlock()
+	spec := func(s *jobs.Spec) { s.Retry.MaxAttempts = 5 }
+	ids = trigger(t, c.Store(), 1, spec)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		r, _ := c.Store().GetRun(ctx, ids[0])
+		if r.Attempts >= 1 && r.State == store.RunQueued {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("refused run not requeued: %+v", r)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	d.mu.Lock()
+	d.refuse = ""
+	d.mu.Unlock()
+	a = d.waitAssignment(10 * time.Second)
+	if a.RunID != ids[0] {
+		t.Fatalf("got run %d", a.RunID)
+	}
+}
+
+// TestRunTimeoutCancelsAgent: a run past its timeout fails and the agent
+// is told to stop.
+func TestRunTimeoutCancelsAgent(t *testing.T) {
+	f := newFarm(t)
+	c := f.coordinator(t, "c1", nil)
+	d := newDriver(t, f.natsURL, "dev-1")
+	d.hello(nil)
+	ids := trigger(t, c.Store(), 1, func(s *jobs.Spec) { s.Timeout = jobs.Duration(time.Second) })
+	a := d.waitAssignment(10 * time.Second)
+	cn := d.waitCancel(10 * time.Second)
+	if cn.RunID != a.RunID {
+		t.Fatalf("cancel %+v", cn)
+	}
+	r := waitRun(t, c.Store(), ids[0], store.RunFailed, 5*time.Second)
+	if r.Error != "timed out after 1s" {
+		t.Fatalf("error %q", r.Error)
+	}
+}
+
+// TestTwoCoordinatorsNeverDoubleAssign runs two coordinators on one
+// database and NATS with many devices and runs; every run is assigned
+// exactly once and completes.
+func TestTwoCoordinatorsNeverDoubleAssign(t *testing.T) {
+	f := newFarm(t)
+	c1 := f.coordinator(t, "c1", nil)
+	f.coordinator(t, "c2", nil)
+	const devices, runs = 12, 60
+	var mu sync.Mutex
+	seen := map[int64]string{}
+	var wg sync.WaitGroup
+	done := make(chan struct{})
+	for i := range devices {
+		d := newDriver(t, f.natsURL, fmt.Sprintf("dev-%02d", i))
+		d.hello(nil)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case a := <-d.assigned:
+					mu.Lock()
+					if prev, dup := seen[a.RunID]; dup {
+						t.Errorf("run %d assigned to %s and %s", a.RunID, prev, d.id)
+					}
+					seen[a.RunID] = d.id
+					mu.Unlock()
+					d.telemetry(a, 1, 5, 0)
+					d.result(a, protocol.OutcomeSucceeded, 1, 5)
+				case <-done:
+					return
+				}
+			}
+		}()
+	}
+	ids := trigger(t, c1.Store(), runs, nil)
+	for _, id := range ids {
+		waitRun(t, c1.Store(), id, store.RunSucceeded, 30*time.Second)
+	}
+	close(done)
+	wg.Wait()
+	if len(seen) != runs {
+		t.Fatalf("%d runs assigned, want %d", len(seen), runs)
+	}
+	var attempts int
+	if err := c1.Store().Pool().QueryRow(context.Background(), `SELECT sum(attempts) FROM runs`).Scan(&attempts); err != nil || attempts != runs {
+		t.Fatalf("attempts %d (%v), want %d: some run was granted twice", attempts, err, runs)
+	}
+}
+
+// TestIngestCrashRestart stops a coordinator whose ingest fetched telemetry
+// but did not commit it, starts another, and checks the exact count.
+func TestIngestCrashRestart(t *testing.T) {
+	f := newFarm(t)
+	crashed := make(chan struct{})
+	var once sync.Once
+	c1 := f.coordinator(t, "c1", func(cfg *coordinator.Config) {
+		cfg.Ingest.Workers = 1
+		cfg.Ingest.BeforeCommit = func() error {
+			once.Do(func() { close(crashed) })
+			return fmt.Errorf("crash")
+		}
+	})
+	d := newDriver(t, f.natsURL, "dev-1")
+	d.hello(nil)
+	trigger(t, c1.Store(), 1, nil)
+	a := d.waitAssignment(10 * time.Second)
+	const batches, per = 20, 30
+	d.telemetry(a, batches, per, 2)
+	<-crashed
+	_ = c1.Stop()
+	if n := mustCountStore(t, f, a.RunID); n != 0 {
+		t.Fatalf("%d samples committed by a crashed ingest", n)
+	}
+	c2 := f.coordinator(t, "c2", nil)
+	deadline := time.Now().Add(20 * time.Second)
+	for mustCount(t, c2, a.RunID) != batches*per {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d samples after restart, want %d", mustCount(t, c2, a.RunID), batches*per)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	time.Sleep(2500 * time.Millisecond) // past AckWait: nothing is redelivered twice
+	if n := mustCount(t, c2, a.RunID); n != batches*per {
+		t.Fatalf("%d samples, want %d", n, batches*per)
+	}
+}
+
+func mustCountStore(t testing.TB, f *farm, run int64) int64 {
+	t.Helper()
+	st, err := store.Open(context.Background(), f.dbURL, store.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	n, err := st.CountSamples(context.Background(), run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}

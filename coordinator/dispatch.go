@@ -1,0 +1,302 @@
+package coordinator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/lesfarm/lesfarm/coordinator/scheduler"
+	"github.com/lesfarm/lesfarm/coordinator/store"
+	"github.com/lesfarm/lesfarm/jobs"
+	"github.com/lesfarm/lesfarm/protocol"
+)
+
+// Wake asks the dispatcher to run a placement round soon. It never blocks.
+func (c *Coordinator) Wake() {
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+// dispatchLoop runs placement rounds on wake-ups and on every tick.
+func (c *Coordinator) dispatchLoop(ctx context.Context) {
+	t := time.NewTicker(c.cfg.DispatchInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-c.wake:
+		case <-t.C:
+		}
+		if err := c.dispatchRound(ctx); err != nil && ctx.Err() == nil {
+			c.log.ErrorContext(ctx, "coordinator: dispatch round", "err", err)
+		}
+	}
+}
+
+// dispatchRound gives queued runs to idle devices until a pass grants
+// nothing.
+func (c *Coordinator) dispatchRound(ctx context.Context) error {
+	for ctx.Err() == nil {
+		queued, err := c.store.HasQueuedRuns(ctx)
+		if err != nil || !queued {
+			return err
+		}
+		devs, err := c.store.IdleDevices(ctx, 2000)
+		if err != nil || len(devs) == 0 {
+			return err
+		}
+		load, err := c.store.SuiteLoad(ctx)
+		if err != nil {
+			return err
+		}
+		var (
+			mu      sync.Mutex
+			granted int
+			wg      sync.WaitGroup
+			next    = make(chan *store.PlacementDevice)
+		)
+		for range c.cfg.DispatchWorkers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for d := range next {
+					mu.Lock()
+					snapshot := scheduler.Load{}
+					for k, v := range load {
+						snapshot[k] = v
+					}
+					mu.Unlock()
+					g, err := c.place(ctx, d, snapshot)
+					if err != nil {
+						if ctx.Err() == nil {
+							c.log.ErrorContext(ctx, "coordinator: place", "device_id", d.ID, "err", err)
+						}
+						continue
+					}
+					if g == nil {
+						continue
+					}
+					mu.Lock()
+					granted++
+					load[g.Run.Suite]++
+					mu.Unlock()
+					c.sendWG.Add(1)
+					go func() {
+						defer c.sendWG.Done()
+						c.sendAssignment(g)
+					}()
+				}
+			}()
+		}
+		for i := range devs {
+			select {
+			case next <- &devs[i]:
+			case <-ctx.Done():
+			}
+		}
+		close(next)
+		wg.Wait()
+		if granted == 0 {
+			return nil
+		}
+	}
+	return nil
+}
+
+// place tries to claim the best run for one idle device. It returns nil
+// when there is nothing for it.
+func (c *Coordinator) place(ctx context.Context, d *store.PlacementDevice, load scheduler.Load) (*store.Grant, error) {
+	cands, err := c.store.Candidates(ctx, &store.CandidatesParams{Device: d})
+	if err != nil || len(cands) == 0 {
+		return nil, err
+	}
+	sd := &scheduler.Device{ID: d.ID, Platform: d.Platform, DeviceModel: d.DeviceModel, RAMBytes: d.RAMBytes, Emulated: d.Emulated, Labels: d.Labels}
+	sc := make([]scheduler.Candidate, len(cands))
+	for i, cd := range cands {
+		sc[i] = scheduler.Candidate{RunID: cd.RunID, Suite: cd.Suite, Priority: cd.Priority, QueuedAt: cd.QueuedAt, Selector: cd.Selector, TargetDeviceID: cd.TargetDeviceID}
+	}
+	ordered := scheduler.Order(sd, sc, load)
+	if len(ordered) == 0 {
+		return nil, nil
+	}
+	ids := make([]int64, len(ordered))
+	for i, o := range ordered {
+		ids[i] = o.RunID
+	}
+	g, err := c.store.ClaimRun(ctx, &store.ClaimRunParams{DeviceID: d.ID, RunIDs: ids, LeaseTTL: c.cfg.LeaseTTL, Coordinator: c.cfg.Name})
+	if errors.Is(err, store.ErrBusy) || errors.Is(err, store.ErrNothingToClaim) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	c.log.InfoContext(ctx, "coordinator: lease granted", "run_id", g.Run.ID, "device_id", d.ID, "token", g.Token,
+		"suite", g.Run.Suite, "attempt", g.Run.Attempts)
+	return g, nil
+}
+
+// artifactFor says where the agent downloads the model.
+func (c *Coordinator) artifactFor(spec *jobs.Spec) protocol.Artifact {
+	m := spec.Model
+	a := protocol.Artifact{URL: m.URL, SHA256: m.SHA256, Size: int64(m.Size), Name: m.Name}
+	if a.URL == "" && m.Path == "" && c.cfg.ArtifactBaseURL != "" {
+		a.URL = strings.TrimRight(c.cfg.ArtifactBaseURL, "/") + "/v1/artifacts/" + m.SHA256
+	}
+	return a
+}
+
+// sendAssignment pushes a granted lease to the agent and records its answer.
+func (c *Coordinator) sendAssignment(g *store.Grant) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.ctx), c.cfg.AssignTimeout+10*time.Second)
+	defer cancel()
+	log := c.log.With("run_id", g.Run.ID, "device_id", g.Run.DeviceID, "token", g.Token)
+	release := func(reason, outcome string, fail bool) {
+		err := c.store.ReleaseAssignment(ctx, &store.ReleaseParams{RunID: g.Run.ID, Token: g.Token, Reason: reason, Outcome: outcome, Fail: fail})
+		if err != nil && !errors.Is(err, store.ErrStaleToken) {
+			log.ErrorContext(ctx, "coordinator: release assignment", "err", err)
+		}
+		log.WarnContext(ctx, "coordinator: assignment not accepted", "reason", reason, "failed", fail)
+		c.Wake()
+	}
+	spec := g.Job.Spec
+	a := &protocol.Assignment{RunID: g.Run.ID, Token: g.Token, Attempt: g.Run.Attempts, DeviceID: g.Run.DeviceID, JobID: g.Job.ID,
+		Suite: g.Run.Suite, Build: g.Run.Build, GitSHA: g.Run.GitSHA, Spec: spec, Configs: spec.Expand(),
+		Artifact: c.artifactFor(&spec), LeaseExpiresAt: g.LeaseExpiresAt, Deadline: g.Deadline, IssuedAt: time.Now()}
+	data, err := protocol.SignAssignment(a, c.signKey)
+	if err != nil {
+		release("cannot build assignment: "+err.Error(), "invalid", true)
+		return
+	}
+	start := time.Now()
+	msg, err := c.nc.Request(protocol.AssignSubject(g.Run.DeviceID), data, c.cfg.AssignTimeout)
+	if err != nil {
+		release("agent did not acknowledge the assignment: "+err.Error(), "unreachable", false)
+		return
+	}
+	rep, err := protocol.DecodeAssignReply(msg.Data)
+	if err == nil && (rep.RunID != g.Run.ID || rep.Token != g.Token) {
+		err = fmt.Errorf("reply is for run %d token %d", rep.RunID, rep.Token)
+	}
+	if err != nil {
+		c.rejects.Observe(err)
+		release("bad assignment reply: "+err.Error(), "bad_reply", false)
+		return
+	}
+	if !rep.Accepted {
+		fail := rep.Code == protocol.RefuseUnsupported || rep.Code == protocol.RefuseInsufficientRAM || rep.Code == protocol.RefuseMalformed
+		release(fmt.Sprintf("refused by agent (%s): %s", rep.Code, rep.Reason), "refused", fail)
+		return
+	}
+	if err := c.store.AckAssignment(ctx, g.Run.ID, g.Token); err != nil {
+		// Cancelled or failed over while the assignment was in flight; the
+		// agent learns from its next heartbeat reply.
+		log.WarnContext(ctx, "coordinator: ack of a lease no longer current", "err", err)
+		return
+	}
+	c.assignLatency.observe(time.Since(start))
+	log.InfoContext(ctx, "coordinator: assignment accepted", "rtt", time.Since(start).Round(time.Microsecond))
+}
+
+// CancelRun pushes the cancellation of a run (already marked cancelled in
+// the store) to its agent. An unreachable agent learns it from its next
+// heartbeat reply, so CancelRun only logs delivery failures. It implements
+// api.Canceller.
+func (c *Coordinator) CancelRun(ctx context.Context, runID int64) error {
+	r, err := c.store.GetRun(ctx, runID)
+	if err != nil {
+		return err
+	}
+	reason := r.CancelReason
+	if reason == "" {
+		reason = "cancelled"
+	}
+	c.pushCancel(ctx, r.ID, r.Token, r.DeviceID, reason)
+	c.Wake() // the device may be free now
+	return nil
+}
+
+func (c *Coordinator) pushCancel(ctx context.Context, runID, token int64, deviceID, reason string) {
+	if deviceID == "" || token == 0 {
+		return
+	}
+	data, err := protocol.Encode(&protocol.Cancel{RunID: runID, Token: token, Reason: reason})
+	if err != nil {
+		c.log.ErrorContext(ctx, "coordinator: encode cancel", "err", err)
+		return
+	}
+	msg, err := c.nc.RequestWithContext(ctx, protocol.CancelSubject(deviceID), data)
+	if err != nil {
+		c.log.WarnContext(ctx, "coordinator: cancel not delivered, agent learns at next heartbeat", "run_id", runID, "device_id", deviceID, "err", err)
+		return
+	}
+	rep, err := protocol.DecodeCancelReply(msg.Data)
+	if err != nil {
+		c.rejects.Observe(err)
+		return
+	}
+	c.log.InfoContext(ctx, "coordinator: cancel delivered", "run_id", runID, "device_id", deviceID, "known", rep.Known)
+}
+
+// sweepLoop is the safety net: expired leases, run timeouts and devices
+// past their TTL whose timer lived elsewhere.
+func (c *Coordinator) sweepLoop(ctx context.Context) {
+	t := time.NewTicker(c.cfg.SweepInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		c.sweep(ctx)
+	}
+}
+
+func (c *Coordinator) sweep(ctx context.Context) {
+	lost, err := c.store.ExpireLeases(ctx, 500)
+	if err != nil && ctx.Err() == nil {
+		c.log.ErrorContext(ctx, "coordinator: expire leases", "err", err)
+	}
+	c.noteLost(ctx, lost)
+	timedOut, err := c.store.TimeoutRuns(ctx, 500)
+	if err != nil && ctx.Err() == nil {
+		c.log.ErrorContext(ctx, "coordinator: timeout runs", "err", err)
+	}
+	for _, t := range timedOut {
+		c.log.WarnContext(ctx, "coordinator: run timed out", "run_id", t.RunID, "device_id", t.DeviceID, "requeued", t.Requeued)
+		pctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		c.pushCancel(pctx, t.RunID, t.Token, t.DeviceID, "run timed out")
+		cancel()
+	}
+	if len(timedOut) > 0 {
+		c.Wake()
+	}
+	devs, runs, err := c.store.SweepLostDevices(ctx, c.cfg.LostGrace)
+	if err != nil && ctx.Err() == nil {
+		c.log.ErrorContext(ctx, "coordinator: sweep devices", "err", err)
+	}
+	for _, d := range devs {
+		c.log.WarnContext(ctx, "coordinator: device lost (sweep)", "device_id", d)
+	}
+	c.noteLost(ctx, runs)
+}
+
+// latency keeps recent assignment round trips for metrics and benchmarks.
+type latency struct {
+	mu sync.Mutex
+	d  []time.Duration
+}
+
+func (l *latency) observe(d time.Duration) {
+	l.mu.Lock()
+	if len(l.d) < 1<<16 {
+		l.d = append(l.d, d)
+	}
+	l.mu.Unlock()
+}

@@ -1,0 +1,160 @@
+package coordinator
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/lesfarm/lesfarm/coordinator/scheduler"
+	"github.com/lesfarm/lesfarm/coordinator/store"
+	"github.com/lesfarm/lesfarm/protocol"
+)
+
+// liveness handles hello and heartbeat requests and keeps one timer per
+// device (nomad style): a device that misses its TTL is marked lost and its
+// runs are failed over. The timer is the fast path; the sweeper is the
+// safety net for devices whose timer lived in a coordinator that died.
+
+// respond encodes and sends a reply, logging failures.
+func (c *Coordinator) respond(m *nats.Msg, reply protocol.Message) {
+	data, err := protocol.Encode(reply)
+	if err != nil {
+		c.log.Error("coordinator: encode reply", "type", reply.MessageType(), "err", err)
+		return
+	}
+	if err := m.Respond(data); err != nil {
+		c.log.Warn("coordinator: send reply", "type", reply.MessageType(), "err", err)
+	}
+}
+
+func (c *Coordinator) handleHello(m *nats.Msg) {
+	ctx, cancel := context.WithTimeout(c.ctx, 10*time.Second)
+	defer cancel()
+	id, _, err := protocol.ParseDeviceSubject(m.Subject)
+	h, derr := protocol.DecodeHello(m.Data)
+	if derr != nil || err != nil || h.DeviceID != id {
+		c.rejects.Observe(derr)
+		if derr == nil {
+			c.rejects.Add("hello", protocol.RejectInvalid)
+		}
+		c.log.WarnContext(ctx, "coordinator: hello rejected", "subject", m.Subject, "err", errors.Join(derr, err))
+		if id != "" {
+			c.respond(m, &protocol.HelloReply{DeviceID: id, Accepted: false, Reason: "malformed hello", ServerTime: time.Now()})
+		}
+		return
+	}
+	ttl := c.cfg.HeartbeatTTL
+	if _, err := c.store.UpsertDevice(ctx, &store.UpsertDeviceParams{ID: id, Fingerprint: h.Fingerprint, Labels: h.Labels, TTL: ttl, Coordinator: c.cfg.Name}); err != nil {
+		c.log.ErrorContext(ctx, "coordinator: register device", "device_id", id, "err", err)
+		c.respond(m, &protocol.HelloReply{DeviceID: id, Accepted: false, Reason: "coordinator error, retry", ServerTime: time.Now()})
+		return
+	}
+	cancels, lost, err := c.store.ReconcileHello(ctx, id, h.Runs, c.cfg.LeaseTTL)
+	if err != nil {
+		c.log.ErrorContext(ctx, "coordinator: reconcile hello", "device_id", id, "err", err)
+	}
+	for _, l := range lost {
+		c.log.InfoContext(ctx, "coordinator: run failed over, agent restarted", "run_id", l.RunID, "device_id", id, "requeued", l.Requeued)
+	}
+	c.resetTimer(id, ttl)
+	c.log.InfoContext(ctx, "coordinator: device hello", "device_id", id, "platform", h.Fingerprint.Platform,
+		"model", h.Fingerprint.DeviceModel, "emulated", h.Fingerprint.Emulated, "held_runs", len(h.Runs))
+	c.respond(m, &protocol.HelloReply{DeviceID: id, Accepted: true, TTLMS: ttl.Milliseconds(),
+		HeartbeatIntervalMS: scheduler.HeartbeatInterval(ttl).Milliseconds(), SigningKey: c.signPub,
+		Cancel: cancels, ServerTime: time.Now()})
+	c.Wake()
+}
+
+func (c *Coordinator) handleHeartbeat(m *nats.Msg) {
+	ctx, cancel := context.WithTimeout(c.ctx, 10*time.Second)
+	defer cancel()
+	id, _, err := protocol.ParseDeviceSubject(m.Subject)
+	hb, derr := protocol.DecodeHeartbeat(m.Data)
+	if derr != nil || err != nil || hb.DeviceID != id {
+		c.rejects.Observe(derr)
+		if derr == nil {
+			c.rejects.Add("heartbeat", protocol.RejectInvalid)
+		}
+		c.log.WarnContext(ctx, "coordinator: heartbeat rejected", "subject", m.Subject, "err", errors.Join(derr, err))
+		return
+	}
+	ttl := c.cfg.HeartbeatTTL
+	err = c.store.TouchDevice(ctx, id, ttl, c.cfg.Name)
+	if errors.Is(err, store.ErrNotFound) {
+		// Unknown or already declared lost: the agent must say hello again
+		// (which reconciles the runs it still holds).
+		c.respond(m, &protocol.HeartbeatReply{TTLMS: ttl.Milliseconds(), Rehello: true, ServerTime: time.Now()})
+		return
+	}
+	if err != nil {
+		c.log.ErrorContext(ctx, "coordinator: heartbeat", "device_id", id, "err", err)
+		return // no reply: the agent retries
+	}
+	c.resetTimer(id, ttl)
+	renewed, cancels, err := c.store.RenewLeases(ctx, &store.RenewLeasesParams{DeviceID: id, Runs: hb.Runs, TTL: c.cfg.LeaseTTL})
+	if err != nil {
+		c.log.ErrorContext(ctx, "coordinator: renew leases", "device_id", id, "err", err)
+		return
+	}
+	c.respond(m, &protocol.HeartbeatReply{TTLMS: ttl.Milliseconds(), Renewed: renewed, Cancel: cancels, ServerTime: time.Now()})
+	if len(hb.Runs) == 0 {
+		c.Wake() // an idle device: maybe work is waiting
+	}
+}
+
+// resetTimer (re)arms the device's liveness timer.
+func (c *Coordinator) resetTimer(id string, ttl time.Duration) {
+	c.timersMu.Lock()
+	defer c.timersMu.Unlock()
+	if c.stopping {
+		return
+	}
+	if t, ok := c.timers[id]; ok {
+		t.Reset(ttl + c.cfg.LostGrace)
+		return
+	}
+	c.timers[id] = time.AfterFunc(ttl+c.cfg.LostGrace, func() { c.deviceTimeout(id) })
+}
+
+func (c *Coordinator) deviceTimeout(id string) {
+	c.timersMu.Lock()
+	delete(c.timers, id)
+	stopping := c.stopping
+	c.timersMu.Unlock()
+	if stopping {
+		return
+	}
+	ctx, cancel := context.WithTimeout(c.ctx, 10*time.Second)
+	defer cancel()
+	lost, runs, err := c.store.MarkDeviceLost(ctx, id, c.cfg.LostGrace)
+	if err != nil {
+		c.log.ErrorContext(ctx, "coordinator: mark device lost", "device_id", id, "err", err)
+		return
+	}
+	if !lost {
+		return // seen by another coordinator in time
+	}
+	c.log.WarnContext(ctx, "coordinator: device lost", "device_id", id, "runs", len(runs))
+	c.noteLost(ctx, runs)
+}
+
+func (c *Coordinator) noteLost(ctx context.Context, runs []store.LostRun) {
+	for _, r := range runs {
+		c.log.WarnContext(ctx, "coordinator: run failed over", "run_id", r.RunID, "device_id", r.DeviceID, "token", r.Token, "requeued", r.Requeued)
+	}
+	if len(runs) > 0 {
+		c.Wake()
+	}
+}
+
+func (c *Coordinator) stopTimers() {
+	c.timersMu.Lock()
+	defer c.timersMu.Unlock()
+	c.stopping = true
+	for id, t := range c.timers {
+		t.Stop()
+		delete(c.timers, id)
+	}
+}

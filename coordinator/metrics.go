@@ -1,0 +1,65 @@
+package coordinator
+
+import (
+	"context"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/lesfarm/lesfarm/coordinator/ingest"
+	"github.com/lesfarm/lesfarm/protocol"
+)
+
+var (
+	descRuns      = prometheus.NewDesc("lesfarm_runs", "Runs by active state (queue depth and leases).", []string{"state"}, nil)
+	descRejected  = prometheus.NewDesc("lesfarm_protocol_rejected_total", "Protocol messages rejected (dropped), by type and kind.", []string{"type", "kind"}, nil)
+	descSamples   = prometheus.NewDesc("lesfarm_ingest_samples_total", "Telemetry samples committed to Postgres.", nil, nil)
+	descTelMsgs   = prometheus.NewDesc("lesfarm_ingest_telemetry_messages_total", "Telemetry messages committed.", nil, nil)
+	descResults   = prometheus.NewDesc("lesfarm_ingest_results_total", "Results committed.", nil, nil)
+	descStale     = prometheus.NewDesc("lesfarm_ingest_stale_total", "Messages rejected for a stale fencing token.", nil, nil)
+	descIngestErr = prometheus.NewDesc("lesfarm_ingest_errors_total", "Ingest database errors (batches redelivered).", nil, nil)
+	descLag       = prometheus.NewDesc("lesfarm_ingest_lag_messages", "Messages not yet committed (pending plus unacked), by stream.", []string{"stream"}, nil)
+)
+
+// collector exports the coordinator's state at scrape time.
+type collector struct{ c *Coordinator }
+
+func (m *collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descRuns, descRejected, descSamples, descTelMsgs, descResults, descStale, descIngestErr, descLag} {
+		ch <- d
+	}
+}
+
+func (m *collector) Collect(ch chan<- prometheus.Metric) {
+	c := m.c
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	if counts, err := c.store.CountRunsByState(ctx); err == nil {
+		for st, n := range counts {
+			ch <- prometheus.MustNewConstMetric(descRuns, prometheus.GaugeValue, float64(n), st)
+		}
+	}
+	for k, n := range c.rejects.Snapshot() {
+		ch <- prometheus.MustNewConstMetric(descRejected, prometheus.CounterValue, float64(n), k.Type, k.Kind)
+	}
+	st := c.IngestStats()
+	ch <- prometheus.MustNewConstMetric(descSamples, prometheus.CounterValue, float64(st.SamplesInserted))
+	ch <- prometheus.MustNewConstMetric(descTelMsgs, prometheus.CounterValue, float64(st.TelemetryMessages))
+	ch <- prometheus.MustNewConstMetric(descResults, prometheus.CounterValue, float64(st.Results))
+	ch <- prometheus.MustNewConstMetric(descStale, prometheus.CounterValue, float64(st.Stale))
+	ch <- prometheus.MustNewConstMetric(descIngestErr, prometheus.CounterValue, float64(st.Errors))
+	for stream, cons := range map[string]string{protocol.StreamTelemetry: ingest.TelemetryConsumer, protocol.StreamResults: ingest.ResultsConsumer} {
+		if c.js == nil {
+			break
+		}
+		cn, err := c.js.Consumer(ctx, stream, cons)
+		if err != nil {
+			continue
+		}
+		info, err := cn.Info(ctx)
+		if err != nil {
+			continue
+		}
+		ch <- prometheus.MustNewConstMetric(descLag, prometheus.GaugeValue, float64(info.NumPending)+float64(info.NumAckPending), stream)
+	}
+}
