@@ -25,6 +25,7 @@ func newBenchCmd(env *Env) *cobra.Command {
 		format  string
 		copyMB  int
 		quiet   bool
+		lf      *ladderFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "bench --model PATH",
@@ -42,11 +43,22 @@ memory copy ("of copy BW"), the ceiling a bandwidth-bound decode can reach.
 GFLOP/s counts 2 FLOPs per weight of each matrix product plus attention.
 
 --threads takes a comma-separated list (e.g. 1,2) to measure several counts.
-Output: --format md (default, a llama-bench-style table), csv, json or jsonl.`,
+Output: --format md (default, a llama-bench-style table), csv, json or jsonl.` + ladderHelp,
 		Example: `  lesfarm bench --model tiny.gguf
-  lesfarm bench --model /tmp/phone.gguf --threads 1,2 --repetitions 3 --gen-tokens 16 --format json`,
+  lesfarm bench --model /tmp/phone.gguf --threads 1,2 --repetitions 3 --gen-tokens 16 --format json` + ladderExample,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if lf.ladder {
+				ts, err := parseThreads(threads)
+				if err != nil {
+					return err
+				}
+				cfg.Threads = ts
+				if !quiet {
+					cfg.Progress = func(line string) { fmt.Fprintln(env.Stderr, "bench: "+line) }
+				}
+				return runLadder(env, lf, cfg, format)
+			}
 			if !slices.Contains(bench.Formats, format) {
 				return usagef("--format %q is not supported: use %s", format, strings.Join(bench.Formats, ", "))
 			}
@@ -97,6 +109,7 @@ Output: --format md (default, a llama-bench-style table), csv, json or jsonl.`,
 	f.IntVar(&copyMB, "copy-mb", 512, "buffer size of the memory copy benchmark in MiB (0 = skip)")
 	f.StringVar(&format, "format", "md", "output format: md, csv, json or jsonl")
 	f.BoolVar(&quiet, "quiet", false, "no progress lines on stderr")
+	lf = addLadderFlags(f)
 	return cmd
 }
 

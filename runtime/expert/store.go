@@ -499,6 +499,9 @@ func (s *Store) releaseLocked(e *entry) {
 // only while fewer than specMax are in flight.
 func (s *Store) worker() {
 	defer s.wg.Done()
+	if s.throttle != nil {
+		pinWorker() // the thread ends with the goroutine (never unlocked)
+	}
 	for {
 		s.mu.Lock()
 		for !s.closed && len(s.demandQ) == 0 && (len(s.specQ) == 0 || s.specFlight >= s.specMax) {

@@ -34,10 +34,14 @@ func NewThrottle(p *Profile) *Throttle {
 // Wait blocks for as long as the emulated device takes to read n bytes that
 // were issued at start (the real read may already have happened in between).
 // While *speculative is true the read's transfer yields to demanded reads;
-// the store clears it when the read becomes demanded. Wait returns early
-// with ctx's error.
+// the store clears it when the read becomes demanded. Reservations run on
+// the device's virtual timeline (a read's chunks follow each other and the
+// bucket's previous reservation, not the time a sleep happened to end), so
+// late wake-ups of a loaded machine do not lower the emulated bandwidth.
+// Wait returns early with ctx's error.
 func (t *Throttle) Wait(ctx context.Context, start time.Time, n int64, speculative *atomic.Bool) error {
-	if err := sleepUntil(ctx, start.Add(t.latency)); err != nil {
+	ready := start.Add(t.latency) // virtual time the transfer may begin
+	if err := sleepUntil(ctx, ready); err != nil {
 		return err
 	}
 	counted := false
@@ -64,18 +68,18 @@ func (t *Throttle) Wait(ctx context.Context, start time.Time, n int64, speculati
 			// their chunks.
 			wait := t.next
 			t.mu.Unlock()
-			if !wait.After(time.Now()) {
-				wait = time.Now().Add(d)
+			if now := time.Now(); !wait.After(now) {
+				wait = now.Add(d)
 			}
 			if err := sleepUntil(ctx, wait); err != nil {
 				return err
 			}
+			ready = time.Now()
 			continue
 		}
-		now := time.Now()
 		s := t.next
-		if s.Before(now) {
-			s = now
+		if s.Before(ready) {
+			s = ready
 		}
 		t.next = s.Add(d)
 		end := t.next
@@ -83,23 +87,25 @@ func (t *Throttle) Wait(ctx context.Context, start time.Time, n int64, speculati
 		if err := sleepUntil(ctx, end); err != nil {
 			return err
 		}
+		ready = end
 		n -= c
 	}
 	return nil
 }
 
-// sleepUntil sleeps until deadline or until ctx is done.
+// sleepUntil sleeps until deadline or until ctx is done, in slices of at
+// most 10 ms so cancellation is prompt. It uses the precise sleep of the
+// platform (nanosleep on Linux: Go's timers fire up to a millisecond late,
+// which would swamp a 100 µs flash read).
 func sleepUntil(ctx context.Context, deadline time.Time) error {
-	d := time.Until(deadline)
-	if d <= 0 {
-		return ctx.Err()
-	}
-	tm := time.NewTimer(d)
-	defer tm.Stop()
-	select {
-	case <-tm.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		d := time.Until(deadline)
+		if d <= 0 {
+			return nil
+		}
+		preciseSleep(min(d, 10*time.Millisecond))
 	}
 }

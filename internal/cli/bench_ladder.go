@@ -1,0 +1,140 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"slices"
+	"strings"
+
+	"github.com/spf13/pflag"
+
+	"github.com/lesfarm/lesfarm/runtime/bench"
+	"github.com/lesfarm/lesfarm/runtime/expert"
+)
+
+// ladderFlags are the bench flags of the LES ladder (bench --ladder).
+type ladderFlags struct {
+	ladder   bool
+	profile  string
+	storage  string
+	budget   string
+	experts  string
+	policy   string
+	modes    string
+	noOracle bool
+}
+
+const ladderHelp = `
+LES ladder (--ladder): streams experts from the model file through the LES
+expert store instead of holding them in RAM, and measures each mode:
+  on-demand           read each missing expert synchronously, one at a time
+  on-demand-parallel  read a layer's missing experts in parallel, then compute
+  lookahead           + prefetch the experts the next layer's router predicts
+  scheduled           + ready-first compute (resident first, then by arrival)
+plus the oracle (Belady eviction and perfect prefetch over the recorded
+routing), the upper bound. Each mode: --warmup + --repetitions greedy runs of
+--prompt-tokens + --gen-tokens, checked token for token against an
+all-resident run (identical_output). Storage: --profile NAME|FILE emulates a
+device (built-ins: phone-flagship, phone-mid, laptop-nvme), --profile direct
+or --storage direct reads the real disk with O_DIRECT. --expert-budget is
+bytes (512MiB) or a fraction of the expert bytes (0.2 or 20%). --experts PATH
+streams experts from another file, e.g. the output of lesfarm pack.
+JSON: {"model","profile","budget_bytes","rows":[{"mode",
+"decode_tokens_per_second","stddev","speedup_vs_on_demand",
+"speedup_vs_on_demand_parallel","hit_rate","predictor_precision",
+"predictor_recall","stall_fraction","bytes_read_per_token","oracle_fraction",
+"peak_rss_bytes","identical_output"}],"oracle":{"decode_tokens_per_second"}}.`
+
+const ladderExample = `
+  lesfarm bench --model /tmp/phone.gguf --experts /tmp/phone.packed.gguf --ladder \
+    --profile phone-flagship --expert-budget 0.2 --threads 1 --format json
+  lesfarm bench --model /tmp/phone.gguf --ladder --storage direct --expert-budget 600MiB`
+
+func addLadderFlags(f *pflag.FlagSet) *ladderFlags {
+	lf := &ladderFlags{}
+	f.BoolVar(&lf.ladder, "ladder", false, "measure the LES ladder (experts streamed from storage; see above)")
+	f.StringVar(&lf.profile, "profile", "", "ladder storage profile: "+strings.Join(expert.BuiltinProfiles(), ", ")+", a YAML file, or direct")
+	f.StringVar(&lf.storage, "storage", "", "ladder storage: direct = the real disk with O_DIRECT, no emulation")
+	f.StringVar(&lf.budget, "expert-budget", "", "ladder expert budget: bytes (e.g. 512MiB) or a fraction of the expert bytes (0.2, 20%)")
+	f.StringVar(&lf.experts, "experts", "", "ladder: stream experts from this file (e.g. the packed model) instead of --model")
+	f.StringVar(&lf.policy, "cache-policy", "lru", "ladder cache policy: "+strings.Join(expert.PolicyNames(), ", "))
+	f.StringVar(&lf.modes, "modes", "", "ladder modes, comma-separated (default: all four)")
+	f.BoolVar(&lf.noOracle, "no-oracle", false, "ladder: skip the oracle run")
+	return lf
+}
+
+// runLadder validates the ladder flags and runs it.
+func runLadder(env *Env, lf *ladderFlags, cfg bench.Config, format string) error {
+	if cfg.Model == "" {
+		return usagef("--model is required: give the path of a GGUF model file")
+	}
+	if _, err := os.Stat(cfg.Model); errors.Is(err, fs.ErrNotExist) {
+		return usagef("model file %s does not exist: check the --model path", cfg.Model)
+	}
+	if !slices.Contains(bench.Formats, format) {
+		return usagef("--format %q is not supported: use %s", format, strings.Join(bench.Formats, ", "))
+	}
+	lc := bench.LadderConfig{
+		Model: cfg.Model, ExpertsPath: lf.experts, Policy: lf.policy, NoOracle: lf.noOracle,
+		Repetitions: cfg.Repetitions, Warmup: cfg.Warmup, PromptTokens: cfg.PromptTokens, GenTokens: cfg.GenTokens,
+	}
+	if len(cfg.Threads) != 1 {
+		return usagef("--ladder measures one thread count: give --threads N")
+	}
+	lc.Threads = cfg.Threads[0]
+	switch {
+	case lf.storage != "" && lf.storage != "direct":
+		return usagef("--storage %q is not supported: use --storage direct, or --profile NAME|FILE to emulate a device", lf.storage)
+	case lf.storage == "direct" && lf.profile != "" && lf.profile != "direct":
+		return usagef("--storage direct and --profile %s conflict: choose real storage or an emulated device", lf.profile)
+	case lf.storage == "direct" || lf.profile == "direct":
+		lc.Direct = true
+	case lf.profile == "":
+		return usagef("--ladder needs --profile NAME|FILE|direct (built-ins: %s) or --storage direct", strings.Join(expert.BuiltinProfiles(), ", "))
+	default:
+		p, err := expert.LoadProfile(lf.profile)
+		if err != nil {
+			return usagef("%v", err)
+		}
+		lc.Profile = p
+	}
+	if lf.budget == "" {
+		return usagef("--ladder needs --expert-budget: bytes (e.g. 512MiB) or a fraction of the expert bytes (e.g. 0.2)")
+	}
+	b, frac, err := bench.ParseBudget(lf.budget)
+	if err != nil {
+		return usagef("--expert-budget: %v", err)
+	}
+	lc.BudgetBytes, lc.BudgetFraction = b, frac
+	if _, err := expert.NewPolicy(lf.policy); err != nil {
+		return usagef("--cache-policy: %v", err)
+	}
+	if lf.modes != "" {
+		for _, s := range strings.Split(lf.modes, ",") {
+			m, err := expert.ParseMode(strings.TrimSpace(s))
+			if err != nil || m == expert.OracleMode {
+				return usagef("--modes: %q is not a ladder mode (use on-demand, on-demand-parallel, lookahead, scheduled)", s)
+			}
+			lc.Modes = append(lc.Modes, m)
+		}
+	}
+	if lc.PromptTokens < 1 || lc.GenTokens < 2 {
+		return usagef("--ladder needs --prompt-tokens >= 1 and --gen-tokens >= 2")
+	}
+	if cfg.Progress != nil {
+		lc.Progress = cfg.Progress
+	}
+	rep, err := bench.RunLadder(env.Ctx, lc)
+	if err != nil {
+		if errors.Is(err, expert.ErrBudgetTooSmall) {
+			return usagef("--expert-budget: %v", err)
+		}
+		if env.Ctx.Err() != nil {
+			return fmt.Errorf("bench: interrupted")
+		}
+		return err
+	}
+	return rep.Write(env.Stdout, format)
+}

@@ -1,0 +1,134 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/lesfarm/lesfarm/runtime/expert"
+)
+
+func ladderFixture(t *testing.T, rel string) string {
+	t.Helper()
+	_, file, _, _ := runtime.Caller(0)
+	p := filepath.Join(filepath.Dir(file), "..", "..", "..", "shared", "testdata", rel)
+	if _, err := os.Stat(p); err != nil {
+		t.Skipf("SKIPPING: fixture %s is missing (%v); the LES ladder is NOT being tested", p, err)
+	}
+	return p
+}
+
+func TestLadderReport(t *testing.T) {
+	path := ladderFixture(t, "trained/tiny-moe-kjv-f16.gguf")
+	prof, err := expert.LoadProfile("laptop-nvme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := RunLadder(context.Background(), LadderConfig{Model: path, Profile: prof, BudgetFraction: 0.25, Repetitions: 1, Warmup: 1, PromptTokens: 4, GenTokens: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Rows) != 4 || rep.Oracle == nil || rep.Profile != "laptop-nvme" {
+		t.Fatalf("report %+v", rep)
+	}
+	if want := int64(0.25 * float64(rep.ExpertBytes)); rep.BudgetBytes != want {
+		t.Fatalf("budget %d, want %d", rep.BudgetBytes, want)
+	}
+	for i, row := range rep.Rows {
+		if row.Mode != expert.Modes()[i].String() || !row.IdenticalOutput || row.DecodeTokensPerSecond <= 0 {
+			t.Fatalf("row %+v", row)
+		}
+		if row.HitRate < 0 || row.HitRate > 1 || row.StallFraction < 0 || row.StallFraction > 1 || row.BytesReadPerToken <= 0 {
+			t.Fatalf("row %s out of range: %+v", row.Mode, row)
+		}
+		if row.PeakRSSBytes <= 0 && runtime.GOOS == "linux" {
+			t.Fatalf("row %s: no peak RSS", row.Mode)
+		}
+		spec := row.Mode == "lookahead" || row.Mode == "scheduled"
+		if spec != (row.PredictorRecall > 0) {
+			t.Fatalf("row %s: predictor recall %v", row.Mode, row.PredictorRecall)
+		}
+	}
+	if r := rep.Rows[0]; r.SpeedupVsOnDemand != 1 {
+		t.Fatalf("on-demand speedup over itself = %v", r.SpeedupVsOnDemand)
+	}
+	if !rep.Oracle.IdenticalOutput || rep.Oracle.HitRate < rep.Rows[1].HitRate {
+		t.Fatalf("oracle %+v", rep.Oracle)
+	}
+
+	// The JSON shape of issue 4, exactly.
+	var buf bytes.Buffer
+	if err := rep.Write(&buf, "json"); err != nil {
+		t.Fatal(err)
+	}
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(buf.Bytes(), &obj); err != nil {
+		t.Fatal(err)
+	}
+	if got := keys(obj); got != "budget_bytes,model,oracle,profile,rows" {
+		t.Fatalf("top-level keys %s", got)
+	}
+	var rows []map[string]json.RawMessage
+	json.Unmarshal(obj["rows"], &rows)
+	if got := keys(rows[0]); got != "bytes_read_per_token,decode_tokens_per_second,hit_rate,identical_output,mode,oracle_fraction,peak_rss_bytes,predictor_precision,predictor_recall,speedup_vs_on_demand,speedup_vs_on_demand_parallel,stall_fraction,stddev" {
+		t.Fatalf("row keys %s", got)
+	}
+	var oracle map[string]json.RawMessage
+	json.Unmarshal(obj["oracle"], &oracle)
+	if _, ok := oracle["decode_tokens_per_second"]; !ok {
+		t.Fatal("oracle lacks decode_tokens_per_second")
+	}
+	for _, f := range []string{"md", "csv", "jsonl"} {
+		buf.Reset()
+		if err := rep.Write(&buf, f); err != nil {
+			t.Fatal(err)
+		}
+		if n := strings.Count(buf.String(), "\n"); n < 5 {
+			t.Fatalf("%s output has %d lines", f, n)
+		}
+	}
+}
+
+func keys[V any](m map[string]V) string {
+	var ks []string
+	for k := range m {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	return strings.Join(ks, ",")
+}
+
+func TestLadderBadInput(t *testing.T) {
+	moe := ladderFixture(t, "trained/tiny-moe-kjv-f16.gguf")
+	dense := ladderFixture(t, "trained/tiny-draft-kjv-f32.gguf")
+	prof, _ := expert.LoadProfile("phone-mid")
+	ctx := context.Background()
+	if _, err := RunLadder(ctx, LadderConfig{Model: moe, Profile: prof, BudgetBytes: 1000, GenTokens: 4, NoOracle: true}); !errors.Is(err, expert.ErrBudgetTooSmall) {
+		t.Fatalf("budget below one expert: %v", err)
+	}
+	if _, err := RunLadder(ctx, LadderConfig{Model: dense, Profile: prof, BudgetFraction: 0.5}); err == nil || !strings.Contains(err.Error(), "not a Mixture-of-Experts") {
+		t.Fatalf("dense model: %v", err)
+	}
+	if _, err := RunLadder(ctx, LadderConfig{Model: moe, BudgetFraction: 0.5}); err == nil {
+		t.Fatal("no storage accepted")
+	}
+	for _, tc := range []struct {
+		in    string
+		bytes int64
+		frac  float64
+		ok    bool
+	}{{"0.2", 0, 0.2, true}, {"20%", 0, 0.2, true}, {"1", 0, 1, true}, {"512MiB", 512 << 20, 0, true}, {"4096", 4096, 0, true},
+		{"0", 0, 0, false}, {"-1", 0, 0, false}, {"150%", 0, 0, false}, {"lots", 0, 0, false}} {
+		b, f, err := ParseBudget(tc.in)
+		if (err == nil) != tc.ok || b != tc.bytes || f != tc.frac {
+			t.Errorf("ParseBudget(%q) = %v, %v, %v", tc.in, b, f, err)
+		}
+	}
+}
