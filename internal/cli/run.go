@@ -1,0 +1,188 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/lesfarm/lesfarm/coordinator/api/client"
+)
+
+func init() { register("run", newRunCmd) }
+
+func newRunCmd(env *Env) *cobra.Command {
+	var sf serverFlags
+	var suite, devices, build, gitSHA, override string
+	var wait, fanout bool
+	var timeout, alertGrace time.Duration
+	cmd := &cobra.Command{
+		Use:   "run --suite S --devices SELECTOR --build B [--wait]",
+		Short: "Trigger a benchmark run through the REST API (for CI)",
+		Long: `run asks a coordinator to run suite S for build B on the devices matching
+SELECTOR, and prints the trigger and run ids.
+
+SELECTOR is comma-separated key=value pairs: platform, model, min_ram and
+emulated select devices; any other key is a label to match, e.g.
+  --devices 'platform=android,model=Pixel 8,pool=ci'
+Use --devices all (or omit it) to keep the suite's own selector. With
+--fanout, one run goes to every matching online device; otherwise one run
+goes to the first free matching device.
+
+With --wait it streams progress until every run finishes, then waits up to
+--alert-grace for the regression detector, and exits non-zero when a run
+did not succeed or a regression alert was raised for this build:
+  exit 0  all runs succeeded, no regression alert
+  exit 1  a run failed (or was cancelled, or timed out), a regression alert
+          fired, or the coordinator could not be reached
+  exit 2  bad flags`,
+		Example: `  lesfarm run --suite smoke --devices platform=android --build ci-4812 --wait
+  lesfarm run --suite les-ladder --devices 'model=Pixel 8' --fanout --build $(git rev-parse --short HEAD) \
+      --git-sha $(git rev-parse HEAD) --override '{"repetitions": 5}' --wait --server https://farm:8080`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if suite == "" {
+				return usagef("run: --suite is required")
+			}
+			if build == "" {
+				return usagef("run: --build is required")
+			}
+			sel, err := client.ParseSelector(devices)
+			if err != nil {
+				return usagef("run: %v", err)
+			}
+			req := &client.TriggerRequest{Suite: suite, Build: build, GitSHA: gitSHA, Devices: sel, Fanout: fanout}
+			if override != "" {
+				raw := []byte(override)
+				if path, ok := strings.CutPrefix(override, "@"); ok {
+					if raw, err = os.ReadFile(path); err != nil {
+						return usagef("run: --override: %v", err)
+					}
+				}
+				if !json.Valid(raw) {
+					return usagef("run: --override is not valid JSON")
+				}
+				req.Override = raw
+			}
+			c, err := sf.client()
+			if err != nil {
+				return err
+			}
+			ctx := env.Ctx
+			if timeout > 0 {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithTimeout(ctx, timeout)
+				defer cancel()
+			}
+			set, err := c.TriggerRuns(ctx, req)
+			if err != nil {
+				return fmt.Errorf("run: %w", err)
+			}
+			fmt.Fprintf(env.Stdout, "trigger %d: %d run(s) of %s for build %s:", set.Trigger.ID, len(set.Runs), set.Trigger.Suite, set.Trigger.Build)
+			for _, r := range set.Runs {
+				fmt.Fprintf(env.Stdout, " %d", r.ID)
+			}
+			fmt.Fprintln(env.Stdout)
+			if !wait {
+				return nil
+			}
+			done, err := c.FollowTrigger(ctx, set.Trigger.ID, func(ev client.RunEvent) {
+				line := fmt.Sprintf("run %d: %s", ev.RunID, ev.State)
+				if ev.DeviceID != "" {
+					line += " on " + ev.DeviceID
+				}
+				if ev.Progress > 0 && ev.State == "running" {
+					line += fmt.Sprintf(" %3.0f%%", ev.Progress*100)
+				}
+				if ev.ProgressMessage != "" {
+					line += " " + ev.ProgressMessage
+				}
+				if ev.Attempts > 1 {
+					line += fmt.Sprintf(" (attempt %d)", ev.Attempts)
+				}
+				if ev.Error != "" {
+					line += ": " + ev.Error
+				}
+				fmt.Fprintf(env.Stdout, "%s %s\n", time.Now().UTC().Format("15:04:05"), line)
+			})
+			if err != nil {
+				if errors.Is(err, context.DeadlineExceeded) {
+					return fmt.Errorf("run: runs not finished after --timeout %v", timeout)
+				}
+				return fmt.Errorf("run: %w", err)
+			}
+			fmt.Fprintf(env.Stdout, "finished: %s\n", stateSummary(done.States))
+			var problems []string
+			if !done.Succeeded {
+				problems = append(problems, fmt.Sprintf("%d of %d run(s) did not succeed", done.Runs-done.States["succeeded"], done.Runs))
+			}
+			alerts, err := waitAlerts(ctx, c, suite, build, alertGrace)
+			if err != nil {
+				return fmt.Errorf("run: checking regression alerts: %w", err)
+			}
+			for _, a := range alerts {
+				fmt.Fprintf(env.Stdout, "regression alert %d (%s): %s\n", a.ID, a.Scope, a.Summary)
+			}
+			if len(alerts) > 0 {
+				problems = append(problems, fmt.Sprintf("%d regression alert(s) for build %s", len(alerts), build))
+			}
+			if len(problems) > 0 {
+				return errors.New(strings.Join(problems, "; "))
+			}
+			fmt.Fprintln(env.Stdout, "ok: all runs succeeded, no regression alert")
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&suite, "suite", "", "suite to run, e.g. smoke or les-ladder (required)")
+	cmd.Flags().StringVar(&devices, "devices", "", "device selector, e.g. 'platform=android,model=Pixel 8,pool=ci' (default: the suite's)")
+	cmd.Flags().StringVar(&build, "build", "", "build id of the runtime under test (required)")
+	cmd.Flags().StringVar(&gitSHA, "git-sha", "", "git commit of the build")
+	cmd.Flags().StringVar(&override, "override", "", "config override as JSON, or @FILE (e.g. '{\"repetitions\":5,\"modes\":[\"lookahead\"]}')")
+	cmd.Flags().BoolVar(&fanout, "fanout", false, "one run per matching online device")
+	cmd.Flags().BoolVar(&wait, "wait", false, "stream progress and exit non-zero if a run fails or a regression alert fires")
+	cmd.Flags().DurationVar(&timeout, "timeout", 0, "give up after this long (0: no limit)")
+	cmd.Flags().DurationVar(&alertGrace, "alert-grace", 30*time.Second, "with --wait, how long to wait for regression alerts after the runs finish")
+	addServerFlags(cmd, &sf)
+	return cmd
+}
+
+// waitAlerts polls for regression alert groups of the build for up to
+// grace (the detector runs after results land) and returns them.
+func waitAlerts(ctx context.Context, c *client.Client, suite, build string, grace time.Duration) ([]client.AlertGroup, error) {
+	deadline := time.Now().Add(grace)
+	for {
+		groups, err := c.AlertsForBuild(ctx, suite, build)
+		if err != nil {
+			return nil, err
+		}
+		var regs []client.AlertGroup
+		for _, g := range groups {
+			if g.Regression && g.Status != "invalid" {
+				regs = append(regs, g)
+			}
+		}
+		if len(regs) > 0 || !time.Now().Before(deadline) {
+			return regs, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(min(time.Second, time.Until(deadline))):
+		}
+	}
+}
+
+func stateSummary(states map[string]int) string {
+	var parts []string
+	for _, s := range []string{"succeeded", "failed", "infra_failed", "cancelled"} {
+		if n := states[s]; n > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", n, s))
+		}
+	}
+	return strings.Join(parts, ", ")
+}
