@@ -23,12 +23,62 @@ const simdName = "neon"
 //go:noescape
 func q4kLanes(q *[128]byte, q8 *[256]int8, sc *[8]int16, aux *[8]int32)
 
-var simdExact = map[Type]bool{Q4_K: true}
+// q6kLanes computes the 8 int32 lane sums of one Q6_K super-block (b is
+// the whole 210-byte block).
+//
+//go:noescape
+func q6kLanes(b *[210]byte, q8 *[256]int8, aux *[8]int32)
+
+// q8_0Sums sets out[i] to the integer dot product of Q8_0 weight block i
+// (34-byte blocks at w) with activation block y[i], for nb blocks.
+//
+//go:noescape
+func q8_0Sums(w *byte, y *blockQ8_0, nb int, out *int32)
+
+var simdExact = map[Type]bool{Q4_K: true, Q6_K: true, Q8_0: true}
 
 func simdKernels() map[Type]*kernel {
 	return map[Type]*kernel{
 		Q4_K: {act: actQ8K, q8k: dotQ4KQ8KNEON},
+		Q6_K: {act: actQ8K, q8k: dotQ6KQ8KNEON},
+		Q8_0: {act: actQ8_0, q80: dotQ8_0Q8_0NEON},
 	}
+}
+
+func dotQ8_0Q8_0NEON(w []byte, y []blockQ8_0) float32 {
+	w = w[:34*len(y)]
+	var sumi [64]int32
+	var sumf float32
+	for base := 0; base < len(y); base += len(sumi) {
+		nb := min(len(sumi), len(y)-base)
+		q8_0Sums(&w[34*base], &y[base], nb, &sumi[0])
+		for k := 0; k < nb; k++ {
+			ib := base + k
+			dx := f16Table[binary.LittleEndian.Uint16(w[34*ib:])]
+			sumf += float32(float32(sumi[k]) * float32(dx*y[ib].d))
+		}
+	}
+	return sumf
+}
+
+func dotQ6KQ8KNEON(w []byte, y []blockQ8K) float32 {
+	w = w[:210*len(y)]
+	var sums [8]float32
+	var sumf float32
+	var aux [8]int32
+	for i := range y {
+		b := (*[210]byte)(w[i*210:])
+		yb := &y[i]
+		q6kLanes(b, &yb.qs, &aux)
+		d := f16Table[binary.LittleEndian.Uint16(b[208:])] * yb.d
+		for l := 0; l < 8; l++ {
+			sums[l] += float32(d * float32(aux[l]))
+		}
+	}
+	for l := 0; l < 8; l++ {
+		sumf += sums[l]
+	}
+	return sumf
 }
 
 func dotQ4KQ8KNEON(w []byte, y []blockQ8K) float32 {

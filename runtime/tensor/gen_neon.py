@@ -56,4 +56,90 @@ for j in range(4):
             w(smlal_elem(24, 11, 15, 2 * j + 1), f"SMLAL V24.4S, V11.4H, V15.H[{2*j+1}]"),
             w(smlal_elem(25, 11, 15, 2 * j + 1, True), f"SMLAL2 V25.4S, V11.8H, V15.H[{2*j+1}]")]
 out += ["\tVST1 [V24.S4, V25.S4], (R3)", "\tRET", ""]
+
+
+def sxtl(d, n, second=False):  # SSHLL{2} Vd.8H, Vn.8B/16B, #0
+    return (0x4F08A400 if second else 0x0F08A400) | n << 5 | d
+
+
+# func q6kLanes(b *[210]byte, q8 *[256]int8, aux *[8]int32)
+# b is a whole Q6_K block: ql[128] qh[64] scales[16] d.
+out += ["// func q6kLanes(b *[210]byte, q8 *[256]int8, aux *[8]int32)",
+        "TEXT ·q6kLanes(SB), NOSPLIT, $0-24",
+        "\tMOVD b+0(FP), R0", "\tMOVD q8+8(FP), R1", "\tMOVD aux+16(FP), R3",
+        "\tADD $128, R0, R4",  # qh
+        "\tADD $192, R0, R5",  # scales
+        "\tVLD1 (R5), [V13.B16]",
+        w(sxtl(15, 13), "SXTL V15.8H, V13.8B (scales 0-7)"),
+        w(sxtl(14, 13, True), "SXTL2 V14.8H, V13.16B (scales 8-15)"),
+        "\tVMOVI $15, V31.B16",
+        "\tVMOVI $3, V29.B16",
+        "\tVMOVI $32, V30.B16",
+        "\tVEOR V24.B16, V24.B16, V24.B16",
+        "\tVEOR V25.B16, V25.B16, V25.B16"]
+for n in range(2):
+    out += [f"\t// half {n}",
+            "\tVLD1.P 64(R0), [V0.B16, V1.B16, V2.B16, V3.B16]",
+            "\tVLD1.P 32(R4), [V4.B16, V5.B16]"]
+    for k in range(4):
+        out += ["\tVLD1.P 32(R1), [V16.B16, V17.B16]"]
+        for h in range(2):
+            src = (2 if k & 1 else 0) + h
+            if k >= 2:
+                out += [f"\tVUSHR $4, V{src}.B16, V6.B16"]
+            else:
+                out += [f"\tVAND V31.B16, V{src}.B16, V6.B16"]
+            if k == 0:
+                out += [f"\tVAND V29.B16, V{4+h}.B16, V7.B16"]
+            else:
+                out += [f"\tVUSHR ${2*k}, V{4+h}.B16, V7.B16", "\tVAND V29.B16, V7.B16, V7.B16"]
+            out += ["\tVSHL $4, V7.B16, V7.B16",
+                    "\tVORR V7.B16, V6.B16, V6.B16",
+                    "\tVSUB V30.B16, V6.B16, V6.B16",
+                    w(smull(10, 6, 16 + h), f"SMULL V10.8H, V6.8B, V{16+h}.8B"),
+                    w(smlal(10, 6, 16 + h, True), f"SMLAL2 V10.8H, V6.16B, V{16+h}.16B")]
+            j = 8 * n + 2 * k + h
+            reg, idx = (15, j) if j < 8 else (14, j - 8)
+            out += [w(smlal_elem(24, 10, reg, idx), f"SMLAL V24.4S, V10.4H, V{reg}.H[{idx}]"),
+                    w(smlal_elem(25, 10, reg, idx, True), f"SMLAL2 V25.4S, V10.8H, V{reg}.H[{idx}]")]
+out += ["\tVST1 [V24.S4, V25.S4], (R3)", "\tRET", ""]
+
+
+def saddlp(d, n, acc=False):  # SADDLP/SADALP Vd.4S, Vn.8H
+    return (0x4E606800 if acc else 0x4E602800) | n << 5 | d
+
+
+def addv(d, n):  # ADDV Sd, Vn.4S
+    return 0x4EB1B800 | n << 5 | d
+
+
+# func q8_0Sums(w *byte, y *blockQ8_0, nb int, out *int32)
+# out[i] = Σ_k int8(w block i qs[k]) · y[i].qs[k] for nb Q8_0 blocks.
+out += ["// func q8_0Sums(w *byte, y *blockQ8_0, nb int, out *int32)",
+        "TEXT ·q8_0Sums(SB), NOSPLIT, $0-32",
+        "\tMOVD w+0(FP), R0", "\tMOVD y+8(FP), R1", "\tMOVD nb+16(FP), R2", "\tMOVD out+24(FP), R3",
+        "loop8:",
+        "\tCBZ R2, done8",
+        "\tADD $2, R0, R5",
+        "\tVLD1 (R5), [V0.B16, V1.B16]",
+        "\tADD $34, R0, R0",
+        "\tADD $4, R1, R6",
+        "\tVLD1 (R6), [V2.B16, V3.B16]",
+        "\tADD $36, R1, R1",
+        w(smull(4, 0, 2), "SMULL V4.8H, V0.8B, V2.8B"),
+        w(smull(5, 0, 2, True), "SMULL2 V5.8H, V0.16B, V2.16B"),
+        w(smull(6, 1, 3), "SMULL V6.8H, V1.8B, V3.8B"),
+        w(smull(7, 1, 3, True), "SMULL2 V7.8H, V1.16B, V3.16B"),
+        w(saddlp(8, 4), "SADDLP V8.4S, V4.8H"),
+        w(saddlp(8, 5, True), "SADALP V8.4S, V5.8H"),
+        w(saddlp(8, 6, True), "SADALP V8.4S, V6.8H"),
+        w(saddlp(8, 7, True), "SADALP V8.4S, V7.8H"),
+        w(addv(9, 8), "ADDV S9, V8.4S"),
+        "\tVMOV V9.S[0], R7",
+        "\tMOVW R7, (R3)",
+        "\tADD $4, R3, R3",
+        "\tSUB $1, R2, R2",
+        "\tB loop8",
+        "done8:",
+        "\tRET", ""]
 open("dot_arm64.s", "w").write("\n".join(out) + "\n")

@@ -396,7 +396,7 @@ func TestFastMatchesGeneric(t *testing.T) {
 	r := rand.New(rand.NewPCG(7, 8))
 	for _, tc := range matTypes {
 		t.Run(tc.t.String(), func(t *testing.T) {
-			for _, cols := range []int{256, 512, 1280, 264} {
+			for _, cols := range []int{256, 512, 1280, 264, 2560} {
 				if cols%tc.t.BlockSize() != 0 {
 					continue
 				}
