@@ -1,0 +1,76 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"testing"
+
+	"github.com/lesfarm/lesfarm/coordinator/store"
+)
+
+// seedSeries records decode_tps and hit_rate points for two device models
+// over builds 1..n.
+func seedSeries(t *testing.T, st *store.Store, n int) {
+	t.Helper()
+	var ps []store.AddRegressPointParams
+	for _, model := range []string{"Pixel 8", "Galaxy S24"} {
+		for seq := 1; seq <= n; seq++ {
+			for _, metric := range []string{"decode_tps", "hit_rate"} {
+				v := float64(seq)
+				if model == "Galaxy S24" {
+					v += 100
+				}
+				ps = append(ps, store.AddRegressPointParams{
+					Series: store.RegressSeries{Suite: "les-ladder", Config: "lookahead/budget=25%", Metric: metric, DeviceModel: model, OSMajor: "14", Lineage: "main"},
+					Point:  store.RegressPoint{Seq: int64(seq), Value: v, Stddev: 0.5, N: 3, Build: fmt.Sprintf("b%d", seq)},
+				})
+			}
+		}
+	}
+	if _, err := st.AddRegressPoints(context.Background(), ps); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestSeries(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	seedSeries(t, e.st, 12)
+	resp := e.api.Get("/v1/series?suite=les-ladder&metric=decode_tps&last=5")
+	if resp.Code != http.StatusOK {
+		t.Fatalf("series: %d %s", resp.Code, resp.Body)
+	}
+	var out struct {
+		Series []store.SeriesWithPoints `json:"series"`
+	}
+	json.Unmarshal(resp.Body.Bytes(), &out)
+	if len(out.Series) != 2 || out.Series[0].DeviceModel != "Galaxy S24" || out.Series[1].DeviceModel != "Pixel 8" {
+		t.Fatalf("series %+v", out.Series)
+	}
+	var builds []string
+	for _, p := range out.Series[1].Points {
+		builds = append(builds, p.Build)
+	}
+	if fmt.Sprint(builds) != "[b8 b9 b10 b11 b12]" || out.Series[1].Points[4].Value != 12 {
+		t.Fatalf("last 5 points of Pixel 8: %v %+v", builds, out.Series[1].Points)
+	}
+	resp = e.api.Get("/v1/series?suite=les-ladder&metric=decode_tps&device_model=Pixel%208")
+	json.Unmarshal(resp.Body.Bytes(), &out)
+	if len(out.Series) != 1 || len(out.Series[0].Points) != 12 {
+		t.Fatalf("one model: %d series", len(out.Series))
+	}
+	if resp := e.api.Get("/v1/series?suite=les-ladder"); resp.Code != http.StatusUnprocessableEntity ||
+		!decodeProblem(t, resp.Header().Get("Content-Type"), resp.Body.Bytes()).hasLocation("query.metric") {
+		t.Fatalf("missing metric: %d %s", resp.Code, resp.Body)
+	}
+	resp = e.api.Get("/v1/series/catalog")
+	var cat struct {
+		Items []store.SeriesKey `json:"items"`
+	}
+	json.Unmarshal(resp.Body.Bytes(), &cat)
+	if len(cat.Items) != 2 || cat.Items[0].Metric != "decode_tps" || cat.Items[0].Devices != 2 {
+		t.Fatalf("catalog %+v", cat.Items)
+	}
+}
