@@ -70,6 +70,10 @@ type Deps struct {
 	// Mount, when set, is called with the mux so the caller can add routes
 	// (such as the dashboard at "/") before the API is returned.
 	Mount func(mux *http.ServeMux)
+	// RunsCreated, when set, is called after a trigger created runs (the
+	// coordinator wakes its dispatcher so placement does not wait for its
+	// next poll).
+	RunsCreated func()
 	// WaitPoll is how often run waits and progress streams poll the store
 	// (default 500ms).
 	WaitPoll time.Duration
@@ -196,7 +200,7 @@ func (s *Server) registerAll() {
 	jobsH.RegisterGet(s.api)
 	jobsH.RegisterValidate(s.api)
 
-	runs := &runHandler{st: s.deps.Store, canceller: s.deps.Canceller, poll: s.deps.WaitPoll, log: s.log}
+	runs := &runHandler{st: s.deps.Store, canceller: s.deps.Canceller, poll: s.deps.WaitPoll, log: s.log, created: s.deps.RunsCreated}
 	runs.RegisterTrigger(s.api)
 	runs.RegisterList(s.api)
 	runs.RegisterEvents(s.api) // before {id}, so "events" is not taken for an id

@@ -25,6 +25,7 @@ type runHandler struct {
 	canceller Canceller
 	poll      time.Duration
 	log       *slog.Logger
+	created   func()
 }
 
 // TriggerBody asks for runs of a suite on a build.
@@ -96,6 +97,9 @@ func (h *runHandler) RegisterTrigger(api huma.API) {
 				return nil, specProblem(err, "body.override", false)
 			}
 			return nil, storeErr(ctx, h.log, "runs", err)
+		}
+		if h.created != nil {
+			h.created()
 		}
 		h.log.InfoContext(ctx, "api: runs triggered", "trigger_id", tr.ID, "suite", tr.Suite, "build", tr.Build, "runs", len(runs))
 		set := &RunSet{Trigger: tr, Runs: runs}
