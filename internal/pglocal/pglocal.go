@@ -69,6 +69,19 @@ type Server struct {
 	done      chan struct{}
 	waitErr   error
 	logPath   string
+	shared    bool // started by another process; Stop leaves it running
+}
+
+// answers reports whether a server accepts connections on our socket.
+func (s *Server) answers(ctx context.Context) bool {
+	cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(cctx, s.URL())
+	if err != nil {
+		return false
+	}
+	conn.Close(cctx)
+	return true
 }
 
 // FindBinDir returns the directory holding initdb and postgres. It looks at
@@ -175,6 +188,15 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		}
 	}
 
+	// A server another process started on this data dir (e.g. a running
+	// 'lesfarm serve' while 'lesfarm token create' runs) is shared, not
+	// started twice; Stop then leaves it running.
+	if _, err := os.Stat(filepath.Join(dataDir, "postmaster.pid")); err == nil && s.answers(ctx) {
+		s.shared = true
+		close(s.done)
+		cfg.Logger.InfoContext(ctx, "pglocal: using the server already running on this data dir", "data_dir", dataDir)
+		return s, nil
+	}
 	if _, err := os.Stat(filepath.Join(dataDir, "PG_VERSION")); errors.Is(err, os.ErrNotExist) {
 		if err := s.initdb(ctx, cred); err != nil {
 			return nil, err
@@ -305,9 +327,10 @@ func (s *Server) DatabaseURL(name string) string {
 func (s *Server) DataDir() string { return s.cfg.DataDir }
 
 // Stop shuts the server down (fast shutdown: SIGINT), waiting up to 30s
-// before killing it. It is safe to call more than once.
+// before killing it. A server that another process started is left
+// running. It is safe to call more than once.
 func (s *Server) Stop() error {
-	if s.cmd == nil || s.cmd.Process == nil {
+	if s.shared || s.cmd == nil || s.cmd.Process == nil {
 		return nil
 	}
 	select {
