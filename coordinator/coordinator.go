@@ -32,8 +32,12 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/lesfarm/lesfarm/coordinator/api"
+	"github.com/lesfarm/lesfarm/coordinator/artifact"
 	"github.com/lesfarm/lesfarm/coordinator/ingest"
+	"github.com/lesfarm/lesfarm/coordinator/nightly"
 	"github.com/lesfarm/lesfarm/coordinator/store"
 	"github.com/lesfarm/lesfarm/internal/pglocal"
 	"github.com/lesfarm/lesfarm/jobs"
@@ -64,9 +68,23 @@ type Config struct {
 	// picks a free one, see HTTPAddr()).
 	HTTPAddr string
 	// HTTPHandler builds the HTTP handler from the running pieces. Nil
-	// means no HTTP server even when HTTPAddr is set. `lesfarm serve` passes
-	// the REST API's constructor.
+	// means the REST API (coordinator/api) with the artifact store in
+	// ArtifactDir.
 	HTTPHandler func(*HTTPDeps) (http.Handler, error)
+	// ArtifactDir holds the content-addressed artifact store (default
+	// DataDir/artifacts; without either, the artifact endpoints answer 503).
+	ArtifactDir string
+	// Mount adds routes (e.g. the dashboard at "/") to the default API mux.
+	Mount func(*http.ServeMux)
+	// Version is shown in the OpenAPI document and logs.
+	Version string
+	// RequireAuthForReads makes the default API require a token for GET
+	// and HEAD too.
+	RequireAuthForReads bool
+	// NoNightly disables the nightly schedule poller.
+	NoNightly bool
+	// NightlyInterval is the schedule poll interval (default 15s).
+	NightlyInterval time.Duration
 	// ArtifactBaseURL is the base URL agents use to download artifacts
 	// (/v1/artifacts/<sha256>); default http://<HTTPAddr>.
 	ArtifactBaseURL string
@@ -103,6 +121,7 @@ type Config struct {
 type HTTPDeps struct {
 	Store       *store.Store
 	DataDir     string
+	ArtifactDir string
 	Coordinator *Coordinator
 	Registry    *prometheus.Registry
 	Logger      *slog.Logger
@@ -122,6 +141,7 @@ type Coordinator struct {
 	nc      *nats.Conn
 	js      jetstream.JetStream
 	ingest  *ingest.Ingester
+	nightly *nightly.Scheduler
 	subs    []*nats.Subscription
 	httpSrv *http.Server
 	httpLn  net.Listener
@@ -175,6 +195,13 @@ func New(cfg Config) (*Coordinator, error) {
 	}
 	if cfg.Registry == nil {
 		cfg.Registry = prometheus.NewRegistry()
+		cfg.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	}
+	if cfg.ArtifactDir == "" && cfg.DataDir != "" {
+		cfg.ArtifactDir = filepath.Join(cfg.DataDir, "artifacts")
+	}
+	if cfg.HTTPHandler == nil {
+		cfg.HTTPHandler = defaultHandler(cfg.Mount, cfg.Version, cfg.RequireAuthForReads)
 	}
 	log := cmp.Or(cfg.Logger, slog.Default())
 	return &Coordinator{cfg: cfg, log: log, rejects: &protocol.RejectCounter{}, timers: map[string]*time.Timer{},
@@ -194,8 +221,8 @@ func (c *Coordinator) Start(ctx context.Context) (err error) {
 	c.ctx, c.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	dbURL := c.cfg.DatabaseURL
 	if dbURL == "" {
-		c.log.InfoContext(ctx, "coordinator: starting local postgres", "dir", filepath.Join(c.cfg.DataDir, "postgres"))
-		c.pg, err = pglocal.Start(ctx, pglocal.Config{DataDir: filepath.Join(c.cfg.DataDir, "postgres"), Logger: c.log})
+		c.log.InfoContext(ctx, "coordinator: starting local postgres", "dir", filepath.Join(c.cfg.DataDir, "pg"))
+		c.pg, err = pglocal.Start(ctx, pglocal.Config{DataDir: filepath.Join(c.cfg.DataDir, "pg"), Logger: c.log})
 		if err != nil {
 			return fmt.Errorf("coordinator: local postgres: %w", err)
 		}
@@ -280,10 +307,18 @@ func (c *Coordinator) Start(ctx context.Context) (err error) {
 	if err := c.cfg.Registry.Register(&collector{c: c}); err != nil {
 		return fmt.Errorf("coordinator: metrics: %w", err)
 	}
-	if c.cfg.HTTPAddr != "" && c.cfg.HTTPHandler != nil {
+	if c.cfg.HTTPAddr != "" {
 		if err := c.startHTTP(ctx); err != nil {
 			return err
 		}
+	}
+	if !c.cfg.NoNightly {
+		c.nightly, err = nightly.New(nightly.Config{Store: c.store, Trigger: nightly.StoreTrigger(c.store), Name: c.cfg.Name,
+			Interval: c.cfg.NightlyInterval, Logger: c.log})
+		if err != nil {
+			return err
+		}
+		c.nightly.Start(c.ctx)
 	}
 	c.wg.Add(2)
 	go func() { defer c.wg.Done(); c.dispatchLoop(c.ctx) }()
@@ -331,7 +366,7 @@ func (c *Coordinator) startHTTP(ctx context.Context) error {
 	if c.cfg.ArtifactBaseURL == "" {
 		c.cfg.ArtifactBaseURL = "http://" + ln.Addr().String()
 	}
-	h, err := c.cfg.HTTPHandler(&HTTPDeps{Store: c.store, DataDir: c.cfg.DataDir, Coordinator: c, Registry: c.cfg.Registry,
+	h, err := c.cfg.HTTPHandler(&HTTPDeps{Store: c.store, DataDir: c.cfg.DataDir, ArtifactDir: c.cfg.ArtifactDir, Coordinator: c, Registry: c.cfg.Registry,
 		Logger: c.log, Ready: c.Ready})
 	if err != nil {
 		ln.Close()
@@ -416,6 +451,9 @@ func (c *Coordinator) Stop() error {
 		for _, s := range c.subs {
 			_ = s.Drain()
 		}
+		if c.nightly != nil {
+			c.nightly.Stop()
+		}
 		if c.cancel != nil {
 			c.cancel()
 		}
@@ -443,3 +481,22 @@ func (c *Coordinator) Stop() error {
 	})
 	return c.stopErr
 }
+
+// defaultHandler builds the REST API with the artifact store.
+func defaultHandler(mount func(*http.ServeMux), version string, authReads bool) func(*HTTPDeps) (http.Handler, error) {
+	return func(d *HTTPDeps) (http.Handler, error) {
+		var files *artifact.Files
+		if d.ArtifactDir != "" {
+			var err error
+			if files, err = artifact.New(artifact.Config{Dir: d.ArtifactDir}); err != nil {
+				return nil, err
+			}
+		}
+		h, _, err := api.New(api.Deps{Store: d.Store, Files: files, Canceller: d.Coordinator, Ready: d.Ready,
+			Registry: d.Registry, Logger: d.Logger, Version: version, Mount: mount, RequireAuthForReads: authReads})
+		return h, err
+	}
+}
+
+// Name returns the coordinator's name.
+func (c *Coordinator) Name() string { return c.cfg.Name }
