@@ -82,7 +82,7 @@ func TestDetectCrafted(t *testing.T) {
 					if d := cp.Seq - tc.seqs[i]; d < -1 || d > 1 {
 						t.Errorf("%s: cp %d at seq %d, want %d±1", m, i, cp.Seq, tc.seqs[i])
 					}
-					if cp.PValue >= 0.0005 || math.Abs(cp.RelativeChange) < 0.02 {
+					if cp.PValue >= DefaultAlpha || math.Abs(cp.RelativeChange) < 0.02 {
 						t.Errorf("%s: cp %d p=%g rel=%g passed confirmation", m, i, cp.PValue, cp.RelativeChange)
 					}
 				}

@@ -41,16 +41,19 @@ type Setting struct {
 
 // DefaultSettings are the detector settings the harness compares by
 // default: the default configuration, stricter and looser significance,
-// no Mann-Whitney guard, a 3% minimum effect, the confirmation-rerun
-// policy, and E-divisive instead of PELT.
+// no Mann-Whitney guard, a 3% minimum effect, the same level for old
+// change points, no outlier filter, the confirmation-rerun policy, and
+// E-divisive instead of PELT.
 func DefaultSettings() []Setting {
 	return []Setting{
 		{Name: "pelt-default", Config: Config{}},
 		{Name: "pelt-a0.0001", Config: Config{Alpha: 0.0001}},
-		{Name: "pelt-a0.002", Config: Config{Alpha: 0.002}},
+		{Name: "pelt-a0.001", Config: Config{Alpha: 0.001}},
 		{Name: "pelt-a0.01", Config: Config{Alpha: 0.01}},
 		{Name: "pelt-noMW", Config: Config{MWAlpha: -1}},
 		{Name: "pelt-effect3%", Config: Config{MinEffect: 0.03}},
+		{Name: "pelt-fixed-alpha", Config: Config{FixedAlpha: true}},
+		{Name: "pelt-no-outlier-filter", Config: Config{OutlierSigmas: -1}},
 		{Name: "pelt-confirm-rerun", Config: Config{}, ConfirmRerun: true},
 		{Name: "edivisive", Config: Config{Method: MethodEDivisive}},
 	}
@@ -68,7 +71,11 @@ type EvalConfig struct {
 	PreMax    int       // most runs before the step (default 40)
 	After     int       // runs generated after the step (default 8)
 	Tolerance int       // an alert within this many runs of the step is a hit (default 2)
-	Workers   int       // parallel workers (default GOMAXPROCS)
+	// MergeWindow: a change point within this many runs of an alert of
+	// the same direction refines that alert instead of raising a new one
+	// (default 4, as monitor.Config.Tolerance).
+	MergeWindow int
+	Workers     int // parallel workers (default GOMAXPROCS)
 }
 
 func (c EvalConfig) withDefaults() EvalConfig {
@@ -90,6 +97,7 @@ func (c EvalConfig) withDefaults() EvalConfig {
 	c.PreMax = max(cmp.Or(c.PreMax, 40), c.PreMin)
 	c.After = cmp.Or(c.After, 8)
 	c.Tolerance = cmp.Or(c.Tolerance, 2)
+	c.MergeWindow = cmp.Or(c.MergeWindow, 4)
 	c.Workers = cmp.Or(c.Workers, runtime.GOMAXPROCS(0))
 	return c
 }
@@ -230,27 +238,38 @@ func genHistory(seed1, seed2 uint64, noise Noise, step, cv float64, cfg EvalConf
 }
 
 // online replays h night by night: after each new point the detector runs
-// on all points so far, and every change point not within Tolerance runs
-// of an earlier alert of the same direction becomes a new alert. With
-// set.ConfirmRerun, a change point first triggers one rerun at the newest
-// point's level (a fresh sample, not kept in the history) and becomes an
-// alert only if the detector still confirms it with the rerun added. It
-// returns the runs after the step at the first correct alert (-1 if
-// none), and the counts of true and false alerts.
+// on all points so far. A change point within MergeWindow runs of an
+// existing alert of the same direction is that alert (its location is
+// refined to the newest estimate, as the coordinator does); any other is
+// a new alert. With set.ConfirmRerun, a new change point first triggers
+// one rerun at the newest point's level (a fresh sample, not kept in the
+// history) and becomes an alert only if the detector still confirms it
+// with the rerun added.
+//
+// An alert is true if, at any time, it sits within Tolerance runs of the
+// step with the step's direction and it was raised after the step (the
+// first such alert only); its delay is the number of runs after the step
+// when it was raised. Every other alert is false. online returns the
+// delay (-1 if the step was missed) and the counts of true and false
+// alerts.
 func online(h history, set Setting, cfg EvalConfig, rng *rand.Rand) (delay, trueAlerts, falseAlerts int) {
 	type alert struct {
-		idx int
-		dir Direction
+		idx    int
+		dir    Direction
+		raised int // points seen when raised
+		hit    bool
 	}
-	var alerts []alert
-	delay = -1
-	near := func(idx int, dir Direction) bool {
+	var alerts []*alert
+	find := func(idx int, dir Direction) *alert {
 		for _, a := range alerts {
-			if a.dir == dir && abs(a.idx-idx) <= cfg.Tolerance {
-				return true
+			if a.dir == dir && abs(a.idx-idx) <= cfg.MergeWindow {
+				return a
 			}
 		}
-		return false
+		return nil
+	}
+	matches := func(a *alert) bool {
+		return h.stepIdx >= 0 && a.dir == h.stepDir && abs(a.idx-h.stepIdx) <= cfg.Tolerance && a.raised > h.stepIdx
 	}
 	minLen := 2 * max(set.Config.withDefaults().MinSegment, 2)
 	for n := minLen; n <= len(h.points); n++ {
@@ -260,7 +279,9 @@ func online(h history, set Setting, cfg EvalConfig, rng *rand.Rand) (delay, true
 		}
 		var confirmed []ChangePoint
 		for _, cp := range cps {
-			if near(cp.Index, cp.Direction) {
+			if a := find(cp.Index, cp.Direction); a != nil {
+				a.idx = cp.Index
+				a.hit = a.hit || matches(a)
 				continue
 			}
 			if set.ConfirmRerun {
@@ -279,14 +300,18 @@ func online(h history, set Setting, cfg EvalConfig, rng *rand.Rand) (delay, true
 					continue
 				}
 			}
-			alerts = append(alerts, alert{cp.Index, cp.Direction})
-			hit := h.stepIdx >= 0 && delay < 0 && cp.Direction == h.stepDir && abs(cp.Index-h.stepIdx) <= cfg.Tolerance
-			if hit {
-				delay = n - h.stepIdx
-				trueAlerts++
-			} else {
-				falseAlerts++
-			}
+			a := &alert{idx: cp.Index, dir: cp.Direction, raised: n}
+			a.hit = matches(a)
+			alerts = append(alerts, a)
+		}
+	}
+	delay = -1
+	for _, a := range alerts {
+		if a.hit && delay < 0 {
+			delay = a.raised - h.stepIdx
+			trueAlerts++
+		} else {
+			falseAlerts++
 		}
 	}
 	return delay, trueAlerts, falseAlerts
@@ -445,8 +470,8 @@ func hashString(s string) uint64 {
 // mean delay and false alerts.
 func (r *EvalResult) WriteMarkdown(w io.Writer) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "# Regression detector evaluation\n\n%d histories per cell, seed %d, %d–%d runs before the step, %d after; a hit is an alert of the right direction within %d runs of the step. Null cells (no step) count toward false alerts once per step cell.\n\n",
-		r.Histories, r.Seed, r.Config.PreMin, r.Config.PreMax, r.After, r.Config.Tolerance)
+	fmt.Fprintf(&b, "# Regression detector evaluation\n\n%d histories per cell, seed %d, %d–%d runs before the step, %d after; a hit is an alert of the right direction raised after the step and located within %d runs of it (alerts are refined in place when a change point moves by up to %d runs). Null cells (no step) count toward false alerts once per step cell.\n\n",
+		r.Histories, r.Seed, r.Config.PreMin, r.Config.PreMax, r.After, r.Config.Tolerance, r.Config.MergeWindow)
 	b.WriteString("## Summary\n\n| setting | region | recall@2 | recall@4 | recall@" + fmt.Sprint(r.After) + " | mean delay | false alerts / alerts | false alerts per 100 null histories |\n|---|---|---:|---:|---:|---:|---:|---:|\n")
 	for _, s := range r.Summaries {
 		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %.2f | %s (%d/%d) | %.1f |\n", s.Setting, s.Region,

@@ -120,7 +120,7 @@ func Attribute(cp ChangePoint, siblings map[string][]Point) []Attribution {
 		if cp.AfterN > 0 && len(after) > cp.AfterN {
 			after = after[:cp.AfterN]
 		}
-		res, ok, _ := testSplit(before, after, cfg, seriesNoiseVar(append(slices.Clone(before), after...)))
+		res, ok, _ := testSplit(before, after, cfg, noiseVar{floor: seriesNoiseVar(append(slices.Clone(before), after...))})
 		if !ok {
 			continue
 		}

@@ -60,10 +60,15 @@ func pelt(xs []float64, cfg Config) []int {
 }
 
 // eDivisive returns candidate change points by E-divisive means: bisect
-// at the split maximising the energy-distance statistic, keep the split if
-// the confirmation test between its two sides passes, and recurse.
+// at the split maximising the energy-distance statistic and recurse while
+// the split looks real. A bisection sees mixed levels on either side
+// (other changes not found yet), so it only screens with a loose t-test
+// (p < 0.05, no Mann-Whitney); confirm then judges every candidate
+// against its adjacent segments at the configured level, as for PELT.
 func eDivisive(pts []Point, xs []float64, cfg Config) []int {
-	floorVar := seriesNoiseVar(pts)
+	nv := noiseVar{floor: seriesNoiseVar(pts)}
+	screen := cfg
+	screen.Alpha, screen.MWAlpha, screen.FixedAlpha = 0.05, -1, true
 	var out []int
 	var rec func(lo, hi int)
 	rec = func(lo, hi int) {
@@ -72,7 +77,7 @@ func eDivisive(pts []Point, xs []float64, cfg Config) []int {
 			return
 		}
 		at := lo + tau
-		if _, pass, _ := testSplit(pts[lo:at], pts[at:hi], cfg, floorVar); !pass {
+		if _, pass, _ := testSplit(pts[lo:at], pts[at:hi], screen, nv); !pass {
 			return
 		}
 		out = append(out, at)

@@ -33,12 +33,14 @@ docs/regressions.md.`,
 func detectorFlags(cmd *cobra.Command, cfg *regress.Config) {
 	f := cmd.Flags()
 	f.StringVar((*string)(&cfg.Method), "method", "pelt", "change-point search: pelt or edivisive")
-	f.Float64Var(&cfg.Alpha, "alpha", 0.0005, "significance level of the t-test between segments")
+	f.Float64Var(&cfg.Alpha, "alpha", regress.DefaultAlpha, "significance level of the t-test between segments")
 	f.Float64Var(&cfg.MWAlpha, "mw-alpha", 0.05, "significance level of the Mann-Whitney guard (negative disables it)")
 	f.Float64Var(&cfg.MinEffect, "min-effect", 0.02, "minimum relative change to report (0.02 = 2%)")
 	f.IntVar(&cfg.MinSegment, "min-segment", 2, "minimum points on each side of a change")
 	f.Float64Var(&cfg.Penalty, "penalty", 1, "PELT penalty factor (times noise variance times ln n)")
 	f.IntVar(&cfg.Window, "window", 120, "only the most recent N points of each series are analysed")
+	f.Float64Var(&cfg.OutlierSigmas, "outlier-sigmas", 4, "ignore isolated points this many robust sigmas from both neighbours (negative disables)")
+	f.BoolVar(&cfg.FixedAlpha, "fixed-alpha", false, "test old change points at --alpha too (default: stricter as more points follow them)")
 }
 
 func newRegressDetectCmd(env *Env) *cobra.Command {

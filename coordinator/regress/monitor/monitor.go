@@ -55,7 +55,9 @@ type Config struct {
 	Detector regress.Config
 	Logger   *slog.Logger
 	// Tolerance is how many seq units a change point may move between
-	// evaluations and still be the same alert or group (default 2).
+	// evaluations and still be the same alert, and how close changes of
+	// one suite must be to share a group (default 4, the evaluation
+	// harness's merge window).
 	Tolerance int64
 	// RequestRerun schedules a confirmation rerun for suites whose policy
 	// asks for one; nil means reruns cannot be scheduled and such groups
@@ -98,7 +100,7 @@ func New(cfg Config) (*Monitor, error) {
 	if err := cfg.Detector.Validate(); err != nil {
 		return nil, fmt.Errorf("regress monitor: %w", err)
 	}
-	cfg.Tolerance = cmp.Or(cfg.Tolerance, 2)
+	cfg.Tolerance = cmp.Or(cfg.Tolerance, 4)
 	cfg.PollInterval = cmp.Or(cfg.PollInterval, time.Second)
 	cfg.RetryBase = cmp.Or(cfg.RetryBase, 2*time.Second)
 	cfg.RetryMax = cmp.Or(cfg.RetryMax, 10*time.Minute)
