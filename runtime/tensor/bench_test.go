@@ -130,3 +130,29 @@ func BenchmarkQuantizeActivation(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkDispatch measures the fixed cost of a small product (a 16×256
+// Q4_K matrix) and of an expert-sized one: nil pool, 1- and 2-thread pools.
+func BenchmarkDispatch(b *testing.B) {
+	r := rand.New(rand.NewPCG(4, 4))
+	for _, sh := range [][2]int{{16, 256}, {512, 1024}} {
+		m := makeMatrix(b, r, Q4_K, sh[0], sh[1])
+		x := randVec(r, sh[1], 1)
+		dst := make([]float32, sh[0])
+		for _, threads := range []int{0, 1, 2} {
+			b.Run(fmt.Sprintf("%dx%d/pool%d", sh[0], sh[1], threads), func(b *testing.B) {
+				var p *Pool
+				if threads > 0 {
+					p = NewPool(threads)
+					defer p.Close()
+				}
+				b.ReportAllocs()
+				for b.Loop() {
+					if err := MatVec(p, dst, m, x); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+	}
+}

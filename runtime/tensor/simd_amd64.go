@@ -25,6 +25,7 @@ func simdKernels() map[Type]*kernel {
 	return map[Type]*kernel{
 		F32:  {act: actF32, f32: dotF32AVX2},
 		F16:  {act: actF16, f32: dotF16AVX2},
+		BF16: {act: actBF16, f32: dotBF16AVX2},
 		Q8_0: {act: actQ8_0, q80: dotQ8_0Q8_0AVX2},
 		Q4_0: {act: actQ8_0, q80: dotQ4_0Q8_0AVX2},
 		Q4_K: {act: actQ8K, q8k: dotQ4KQ8KMadd},
@@ -35,25 +36,30 @@ func simdKernels() map[Type]*kernel {
 
 // simdExact lists the SIMD kernels that must equal the generic ones bit for
 // bit (the others reorder float sums).
-var simdExact = map[Type]bool{F16: true, Q8_0: true, Q4_0: true, Q4_K: true, Q5_K: true, Q6_K: true}
-
-func f32x8(b []byte) archsimd.Float32x8 {
-	return archsimd.LoadFloat32x8((*[8]float32)(unsafe.Pointer(&b[0])))
-}
+var simdExact = map[Type]bool{F16: true, BF16: true, Q8_0: true, Q4_0: true, Q4_K: true, Q5_K: true, Q6_K: true}
 
 func dotF32AVX2(w []byte, x []float32) float32 {
 	n := len(x)
 	w = w[:4*n]
+	if n < 8 {
+		return dotF32Fast(w, x)
+	}
+	// Bounds are established above; the loop walks raw pointers so the
+	// compiler emits no per-iteration slice checks.
+	pw, px := unsafe.Pointer(&w[0]), unsafe.Pointer(&x[0])
+	ld := func(p unsafe.Pointer, i int) archsimd.Float32x8 {
+		return archsimd.LoadFloat32x8((*[8]float32)(unsafe.Add(p, 4*i)))
+	}
 	var a0, a1, a2, a3 archsimd.Float32x8
 	i := 0
 	for ; i+32 <= n; i += 32 {
-		a0 = a0.Add(f32x8(w[4*i:]).Mul(archsimd.LoadFloat32x8((*[8]float32)(x[i:]))))
-		a1 = a1.Add(f32x8(w[4*i+32:]).Mul(archsimd.LoadFloat32x8((*[8]float32)(x[i+8:]))))
-		a2 = a2.Add(f32x8(w[4*i+64:]).Mul(archsimd.LoadFloat32x8((*[8]float32)(x[i+16:]))))
-		a3 = a3.Add(f32x8(w[4*i+96:]).Mul(archsimd.LoadFloat32x8((*[8]float32)(x[i+24:]))))
+		a0 = a0.Add(ld(pw, i).Mul(ld(px, i)))
+		a1 = a1.Add(ld(pw, i+8).Mul(ld(px, i+8)))
+		a2 = a2.Add(ld(pw, i+16).Mul(ld(px, i+16)))
+		a3 = a3.Add(ld(pw, i+24).Mul(ld(px, i+24)))
 	}
 	for ; i+8 <= n; i += 8 {
-		a0 = a0.Add(f32x8(w[4*i:]).Mul(archsimd.LoadFloat32x8((*[8]float32)(x[i:]))))
+		a0 = a0.Add(ld(pw, i).Mul(ld(px, i)))
 	}
 	var s [8]float32
 	a0.Add(a1).Add(a2.Add(a3)).Store(&s)
@@ -388,7 +394,11 @@ func newF16Consts() f16Consts {
 // FP16 conversion ggml uses without F16C: scale the shifted bits for normal
 // values, a magic-number subtraction for subnormals).
 func (c *f16Consts) f16x8(b []byte) archsimd.Float32x8 {
-	h := archsimd.LoadUint16x8((*[8]uint16)(unsafe.Pointer(&b[0]))).ExtendToUint32()
+	return c.f16x8p(unsafe.Pointer(&b[0]))
+}
+
+func (c *f16Consts) f16x8p(p unsafe.Pointer) archsimd.Float32x8 {
+	h := archsimd.LoadUint16x8((*[8]uint16)(p)).ExtendToUint32()
 	w := h.ShiftAllLeft(16)
 	sign := w.And(c.signMask)
 	twoW := w.Add(w)
@@ -403,17 +413,45 @@ func (c *f16Consts) f16x8(b []byte) archsimd.Float32x8 {
 func dotF16AVX2(w []byte, x []float32) float32 {
 	n := len(x)
 	w = w[:2*n]
+	if n < 8 {
+		return dotF16Fast(w, x)
+	}
 	c := newF16Consts()
+	pw, px := unsafe.Pointer(&w[0]), unsafe.Pointer(&x[0])
 	var acc archsimd.Float32x8
 	i := 0
 	for ; i+8 <= n; i += 8 {
-		acc = acc.Add(c.f16x8(w[2*i:]).Mul(archsimd.LoadFloat32x8((*[8]float32)(x[i:]))))
+		acc = acc.Add(c.f16x8p(unsafe.Add(pw, 2*i)).Mul(archsimd.LoadFloat32x8((*[8]float32)(unsafe.Add(px, 4*i)))))
 	}
 	var s [8]float32
 	acc.Store(&s)
 	r := reduce8(s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7])
 	for ; i < n; i++ {
 		r += float32(f16Table[binary.LittleEndian.Uint16(w[2*i:])] * x[i])
+	}
+	return r
+}
+
+// dotBF16AVX2 is dotBF16Generic 8 values at a time (bfloat16 → float32 is
+// a 16-bit shift); one accumulator keeps the generic order: bit-identical.
+func dotBF16AVX2(w []byte, x []float32) float32 {
+	n := len(x)
+	w = w[:2*n]
+	if n < 8 {
+		return dotBF16Fast(w, x)
+	}
+	pw, px := unsafe.Pointer(&w[0]), unsafe.Pointer(&x[0])
+	var acc archsimd.Float32x8
+	i := 0
+	for ; i+8 <= n; i += 8 {
+		v := archsimd.LoadUint16x8((*[8]uint16)(unsafe.Add(pw, 2*i))).ExtendToUint32().ShiftAllLeft(16).AsFloat32x8()
+		acc = acc.Add(v.Mul(archsimd.LoadFloat32x8((*[8]float32)(unsafe.Add(px, 4*i)))))
+	}
+	var s [8]float32
+	acc.Store(&s)
+	r := reduce8(s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7])
+	for ; i < n; i++ {
+		r += float32(BF16ToF32(binary.LittleEndian.Uint16(w[2*i:])) * x[i])
 	}
 	return r
 }
