@@ -81,6 +81,9 @@ type Config struct {
 	// alerting on each multiplies false alerts while telling users nothing
 	// the attribution does not.
 	LESAlerts bool
+	// Lineage names the runtime build lineage of a run (e.g. its branch);
+	// nil or "" means "main". Runs do not record a lineage yet.
+	Lineage func(run *store.Run) string
 }
 
 // Monitor is the coordinator's regression detector; see the package doc.

@@ -54,6 +54,13 @@ func (h *hook) counts() (requests, ok int) {
 	return len(h.requests), h.ok
 }
 
+func newHookServer(t *testing.T, h *hook) string {
+	t.Helper()
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
 func newMonitor(t *testing.T, st *store.Store, cfg Config) *Monitor {
 	t.Helper()
 	cfg.Store = st
