@@ -137,7 +137,7 @@ func (s *State) ensure(n int) {
 	sc.sin = grow(sc.sin, n*m.RopeDim/2)
 	sc.hnorm = grow(sc.hnorm, H)
 	if m.Experts != nil {
-		E, K := m.Experts0(), m.ExpertsUsed
+		E, K := m.ExpertCount, m.ExpertsUsed
 		sc.router = grow(sc.router, n*E)
 		sc.probs = grow(sc.probs, E)
 		sc.topk = grow(sc.topk, n*K)
@@ -158,9 +158,6 @@ func (s *State) ensure(n int) {
 		sc.ffu = grow(sc.ffu, n*m.FFN)
 	}
 }
-
-// Experts0 returns the number of experts per layer.
-func (m *Model) Experts0() int { return m.Config.Experts }
 
 // matmul computes dst = m·x for n rows of x.
 func (md *Model) matmul(dst []float32, m *tensor.Matrix, x []float32, n int) error {
@@ -406,7 +403,7 @@ func (s *State) dense(li, n int) error {
 // layer li's router into sc.router.
 func (s *State) route(li int, in []float32, n int) error {
 	m := s.m
-	E := m.Experts0()
+	E := m.ExpertCount
 	if err := m.matmul(s.sc.router, m.Layers[li].Router, in, n); err != nil {
 		return fmt.Errorf("model: blk.%d.ffn_gate_inp: %w", li, err)
 	}
@@ -422,7 +419,7 @@ func (s *State) route(li int, in []float32, n int) error {
 func (s *State) predict(target int, x []float32, n, k int) error {
 	m := s.m
 	sc := &s.sc
-	H, E := m.Hidden, m.Experts0()
+	H, E := m.Hidden, m.ExpertCount
 	if k > E {
 		k = E
 	}
@@ -458,7 +455,7 @@ func (s *State) predict(target int, x []float32, n, k int) error {
 func (s *State) moe(ctx context.Context, li, n int) error {
 	m := s.m
 	sc := &s.sc
-	H, E, K := m.Hidden, m.Experts0(), m.ExpertsUsed
+	H, E, K := m.Hidden, m.ExpertCount, m.ExpertsUsed
 	if err := s.route(li, sc.h, n); err != nil {
 		return err
 	}

@@ -38,7 +38,7 @@ type Config struct {
 	Vocab       int
 	Context     int // training context length
 	FFN         int // dense FFN width (0 for MoE-only)
-	Experts     int // experts per layer (0 for dense)
+	ExpertCount int // experts per layer (0 for dense)
 	ExpertsUsed int // top-k
 	ExpertFFN   int // per-expert FFN width
 	RopeBase    float32

@@ -45,16 +45,16 @@ func buildQwen3(f *gguf.File, opts Options, arch string, isMoE bool) (*Model, er
 		l.KNorm = b.vector(p+"attn_k_norm.weight", cfg.HeadDim)
 		l.FFNNorm = b.vector(p+"ffn_norm.weight", cfg.Hidden)
 		if isMoE {
-			r := b.matrix(p+"ffn_gate_inp.weight", cfg.Hidden, cfg.Experts)
+			r := b.matrix(p+"ffn_gate_inp.weight", cfg.Hidden, cfg.ExpertCount)
 			l.Router = &r
 			names := [3]string{p + "ffn_gate_exps.weight", p + "ffn_up_exps.weight", p + "ffn_down_exps.weight"}
 			expertNames[i] = names
-			gt := b.expertType(names[0], cfg.Hidden, cfg.ExpertFFN, cfg.Experts)
-			ut := b.expertType(names[1], cfg.Hidden, cfg.ExpertFFN, cfg.Experts)
-			dt := b.expertType(names[2], cfg.ExpertFFN, cfg.Hidden, cfg.Experts)
-			shapes[i] = moe.LayerShape{Experts: cfg.Experts, Hidden: cfg.Hidden, FFN: cfg.ExpertFFN, GateType: gt, UpType: ut, DownType: dt}
+			gt := b.expertType(names[0], cfg.Hidden, cfg.ExpertFFN, cfg.ExpertCount)
+			ut := b.expertType(names[1], cfg.Hidden, cfg.ExpertFFN, cfg.ExpertCount)
+			dt := b.expertType(names[2], cfg.ExpertFFN, cfg.Hidden, cfg.ExpertCount)
+			shapes[i] = moe.LayerShape{Experts: cfg.ExpertCount, Hidden: cfg.Hidden, FFN: cfg.ExpertFFN, GateType: gt, UpType: ut, DownType: dt}
 			l.Shape = shapes[i]
-			m.ExpertBytes += int64(cfg.Experts) * shapes[i].Bytes()
+			m.ExpertBytes += int64(cfg.ExpertCount) * shapes[i].Bytes()
 		} else {
 			g := b.matrix(p+"ffn_gate.weight", cfg.Hidden, cfg.FFN)
 			u := b.matrix(p+"ffn_up.weight", cfg.Hidden, cfg.FFN)
@@ -78,13 +78,13 @@ func buildQwen3(f *gguf.File, opts Options, arch string, isMoE bool) (*Model, er
 			for i, names := range expertNames {
 				var parts [3][][]byte
 				for j, name := range names {
-					parts[j], err = b.slabs(name, cfg.Experts)
+					parts[j], err = b.slabs(name, cfg.ExpertCount)
 					if err != nil {
 						return nil, err
 					}
 				}
-				res.Data[i] = make([]moe.Weights, cfg.Experts)
-				for e := range cfg.Experts {
+				res.Data[i] = make([]moe.Weights, cfg.ExpertCount)
+				for e := range cfg.ExpertCount {
 					res.Data[i][e] = moe.Weights{Gate: parts[0][e], Up: parts[1][e], Down: parts[2][e]}
 				}
 			}
@@ -111,7 +111,7 @@ func readConfig(f *gguf.File, arch string, isMoE bool) (Config, error) {
 	c.Context = r.int("context_length", 0)
 	c.FFN = r.int("feed_forward_length", -1)
 	if isMoE {
-		c.Experts = r.int("expert_count", 0)
+		c.ExpertCount = r.int("expert_count", 0)
 		c.ExpertsUsed = r.int("expert_used_count", 0)
 		c.ExpertFFN = r.int("expert_feed_forward_length", 0)
 	}
@@ -137,8 +137,8 @@ func readConfig(f *gguf.File, arch string, isMoE bool) (Config, error) {
 		return c, fmt.Errorf("token_embd.weight missing or not 2-D")
 	case !isMoE && c.FFN <= 0:
 		return c, fmt.Errorf("%sfeed_forward_length missing", r.prefix)
-	case isMoE && (c.Experts <= 0 || c.ExpertsUsed <= 0 || c.ExpertsUsed > c.Experts || c.ExpertFFN <= 0):
-		return c, fmt.Errorf("bad expert geometry: expert_count %d, expert_used_count %d, expert_feed_forward_length %d", c.Experts, c.ExpertsUsed, c.ExpertFFN)
+	case isMoE && (c.ExpertCount <= 0 || c.ExpertsUsed <= 0 || c.ExpertsUsed > c.ExpertCount || c.ExpertFFN <= 0):
+		return c, fmt.Errorf("bad expert geometry: expert_count %d, expert_used_count %d, expert_feed_forward_length %d", c.ExpertCount, c.ExpertsUsed, c.ExpertFFN)
 	case c.Context <= 0:
 		c.Context = 4096
 	}
