@@ -73,8 +73,9 @@ type Layer struct {
 	Shape moe.LayerShape // expert shapes (MoE layers)
 }
 
-// Model is a loaded model. It is safe for use by one goroutine at a time
-// per State; the weights are read-only after Load.
+// Model is a loaded model. The weights are read-only after Load, but the
+// model's thread pool is shared by all its States, so a Model and its States
+// must be used by one goroutine at a time.
 type Model struct {
 	Config
 	Embed   tensor.Matrix
