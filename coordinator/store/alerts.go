@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"time"
 
@@ -552,6 +553,34 @@ func (s *Store) GetAlert(ctx context.Context, id int64) (*Alert, error) {
 		}
 	}
 	return nil, ErrNotFound
+}
+
+// AlertSeriesAround returns an alert with up to before points of its
+// series before the change and up to after points from the change on, for
+// showing the change in context.
+func (s *Store) AlertSeriesAround(ctx context.Context, alertID int64, before, after int) (*Alert, []RegressPoint, error) {
+	a, err := s.GetAlert(ctx, alertID)
+	if err != nil {
+		return nil, nil, err
+	}
+	pre, err := s.RegressPoints(ctx, a.Series.ID, math.MinInt64, a.Seq-1, max(before, 0))
+	if err != nil {
+		return nil, nil, err
+	}
+	rows, err := s.pool.Query(ctx, `SELECT series_id, seq, run_key, value, stddev, n, build FROM regress_points
+		WHERE series_id = $1 AND seq >= $2 ORDER BY seq, recorded_at LIMIT $3`, a.Series.ID, a.Seq, max(after, 0))
+	if err != nil {
+		return nil, nil, err
+	}
+	post, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (RegressPoint, error) {
+		var p RegressPoint
+		err := r.Scan(&p.SeriesID, &p.Seq, &p.RunKey, &p.Value, &p.Stddev, &p.N, &p.Build)
+		return p, err
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	return a, append(pre, post...), nil
 }
 
 // PendingConfirmations returns the alerts of series seriesID whose group

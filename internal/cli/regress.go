@@ -21,11 +21,12 @@ func newRegressCmd(env *Env) *cobra.Command {
 on your own CSV data (detect) or on synthetic histories with planted steps
 (eval), which is how the detector's settings were chosen.
 
-The coordinator runs the same detector on every new result; see
-docs/regressions.md.`,
+The coordinator runs the same detector on every new result. 'policy' sets a
+suite's webhook and confirmation rerun; 'alerts' and 'triage' list and
+triage the alert groups in its database. See docs/regressions.md.`,
 		Args: cobra.NoArgs,
 	}
-	cmd.AddCommand(newRegressDetectCmd(env), newRegressEvalCmd(env))
+	cmd.AddCommand(newRegressDetectCmd(env), newRegressEvalCmd(env), newRegressPolicyCmd(env), newRegressAlertsCmd(env), newRegressTriageCmd(env))
 	return cmd
 }
 

@@ -179,6 +179,9 @@ func TestPlantedRegressionOnOneDevice(t *testing.T) {
 			t.Errorf("summaries %q / %q lack %q", decode.Summary, g.Summary, want)
 		}
 	}
+	if a, pts, err := st.AlertSeriesAround(ctx, decode.ID, 5, 3); err != nil || a.ID != decode.ID || len(pts) != 8 || pts[5].Seq != decode.Seq {
+		t.Errorf("AlertSeriesAround: %d points, %v", len(pts), err)
+	}
 	var attrs []regress.Attribution
 	if err := json.Unmarshal(decode.Attribution, &attrs); err != nil || len(attrs) != 2 {
 		t.Errorf("attribution %s: %v; want stall fraction and predictor recall", decode.Attribution, err)

@@ -1,0 +1,83 @@
+package cli_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestRegressDetectCLI(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	var b strings.Builder
+	b.WriteString("series,seq,value,stddev,n\n")
+	for i := 1; i <= 24; i++ {
+		v := 100 + float64(i%3)
+		if i > 20 {
+			v = 90 + float64(i%3)
+		}
+		fmt.Fprintf(&b, "decode,%d,%g,0.5,5\nflat,%d,%g,,\n", i, v, i, 50+float64(i%2))
+	}
+	in := filepath.Join(dir, "in.csv")
+	if err := os.WriteFile(in, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := run(t, "regress", "detect", "--input", in)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var rep struct {
+		ChangePoints []struct {
+			Series, Direction string
+			Seq               int64
+			RelativeChange    float64 `json:"relative_change"`
+		} `json:"change_points"`
+	}
+	if err := json.Unmarshal([]byte(out), &rep); err != nil || len(rep.ChangePoints) != 1 {
+		t.Fatalf("output %s: %v", out, err)
+	}
+	if cp := rep.ChangePoints[0]; cp.Series != "decode" || cp.Seq != 21 || cp.Direction != "regression" || cp.RelativeChange > -0.08 {
+		t.Fatalf("change point %+v", cp)
+	}
+	// Lower-is-better flips the direction; md renders a table.
+	code, out, _ = run(t, "regress", "detect", "--input", in, "--metric", "ttft_ms", "--format", "md")
+	if code != 0 || !strings.Contains(out, "| decode | 21 | improvement |") {
+		t.Fatalf("md (%d):\n%s", code, out)
+	}
+	for _, tc := range []struct {
+		args []string
+		code int
+		msg  string
+	}{
+		{[]string{"regress", "detect"}, 2, "--input"},
+		{[]string{"regress", "detect", "--input", in, "--format", "xml"}, 2, "--format"},
+		{[]string{"regress", "detect", "--input", in, "--metric", "frobs"}, 2, "unknown metric"},
+		{[]string{"regress", "detect", "--input", in, "--alpha", "2"}, 2, "alpha"},
+		{[]string{"regress", "detect", "--input", filepath.Join(dir, "missing.csv")}, 1, "no such file"},
+		{[]string{"regress", "eval", "--setting", "nope"}, 2, "unknown setting"},
+		{[]string{"regress", "triage", "0", "--status", "fixed"}, 2, "positive integer"},
+	} {
+		code, _, errOut := run(t, tc.args...)
+		if code != tc.code || !strings.Contains(errOut, tc.msg) {
+			t.Errorf("%v: exit %d, stderr %q; want %d and %q", tc.args, code, errOut, tc.code, tc.msg)
+		}
+	}
+}
+
+func TestRegressEvalCLI(t *testing.T) {
+	t.Parallel()
+	code, out, errOut := run(t, "regress", "eval", "--histories", "5", "--setting", "pelt-default", "--noise", "gaussian", "--format", "json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var res struct {
+		Cells     []map[string]any `json:"cells"`
+		Summaries []map[string]any `json:"summaries"`
+	}
+	if err := json.Unmarshal([]byte(out), &res); err != nil || len(res.Cells) != 25 || len(res.Summaries) != 3 {
+		t.Fatalf("eval json: %d cells, %d summaries, %v", len(res.Cells), len(res.Summaries), err)
+	}
+}
