@@ -356,3 +356,24 @@ func waitFor(t *testing.T, cond func() bool) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+func TestStoreRerunner(t *testing.T) {
+	t.Parallel()
+	st := openStore(t)
+	ctx := t.Context()
+	req := RerunRequest{GroupID: 42, Key: regress.SeriesKey{Suite: "smoke", DeviceModel: "phone-mid"}, Build: "b9"}
+	if err := StoreRerunner(st)(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	runs, err := st.ListRuns(ctx, &store.ListRunsParams{Suite: "smoke", Build: "b9"})
+	if err != nil || len(runs) != 1 {
+		t.Fatalf("runs %+v, %v: want one rerun", runs, err)
+	}
+	if r := runs[0]; r.Selector.DeviceModel != "phone-mid" || r.Selector.Emulated == nil || *r.Selector.Emulated || r.State != store.RunQueued {
+		t.Fatalf("rerun %+v", r)
+	}
+	req.Key.Suite = "no-such-suite"
+	if err := StoreRerunner(st)(ctx, req); err == nil {
+		t.Fatal("rerun of an unknown suite: want error")
+	}
+}
