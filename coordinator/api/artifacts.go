@@ -217,6 +217,8 @@ func (h *artifactHandler) serveArtifact(ctx context.Context, sha string) (*huma.
 	return &huma.StreamResponse{Body: func(hctx huma.Context) {
 		defer f.Close()
 		r, w := humago.Unwrap(hctx)
+		// Model files take minutes to send: lift any server write timeout.
+		_ = http.NewResponseController(w).SetWriteDeadline(time.Time{})
 		w.Header().Set("Content-Type", "application/octet-stream")
 		w.Header().Set("ETag", `"`+sha+`"`)
 		w.Header().Set("Cache-Control", "public, max-age=31536000, immutable")
@@ -290,7 +292,7 @@ func (h *artifactHandler) RegisterDelete(api huma.API) {
 
 type gcInput struct {
 	Body struct {
-		GraceSeconds int  `json:"grace_seconds" minimum:"0" default:"86400" doc:"Keep artifacts used or uploaded within this many seconds."`
+		GraceSeconds *int `json:"grace_seconds,omitempty" minimum:"0" doc:"Keep artifacts used or uploaded within this many seconds (default 86400; 0 keeps nothing by age)."`
 		DryRun       bool `json:"dry_run,omitempty" doc:"Only report what would be removed."`
 	}
 }
@@ -312,8 +314,12 @@ func (h *artifactHandler) RegisterGC(api huma.API) {
 		if err := h.enabled(); err != nil {
 			return nil, err
 		}
+		grace := 24 * time.Hour
+		if in.Body.GraceSeconds != nil {
+			grace = max(time.Duration(*in.Body.GraceSeconds)*time.Second, time.Nanosecond) // 0 means none, not the default
+		}
 		rep, err := artifact.GC(ctx, h.st, h.files, artifact.GCOptions{
-			Grace:  time.Duration(in.Body.GraceSeconds) * time.Second,
+			Grace:  grace,
 			DryRun: in.Body.DryRun,
 			Logger: h.log,
 		})

@@ -78,6 +78,13 @@ func TestCLIAgainstRealCoordinatorAPI(t *testing.T) {
 	if a, err := st.GetArtifact(ctx, hex.EncodeToString(sum[:])); err != nil || a.Name != "model.gguf" || a.Size != int64(len(data)) {
 		t.Fatalf("stored artifact %+v %v", a, err)
 	}
+	code, out, errOut = lesfarm(t, append([]string{"artifact", "gc", "--dry-run", "--grace", "0s"}, server...)...)
+	if code != 0 || !strings.Contains(out, "would remove "+hex.EncodeToString(sum[:])) {
+		t.Fatalf("artifact gc --dry-run: %d %q %s", code, out, errOut)
+	}
+	if _, err := st.GetArtifact(ctx, hex.EncodeToString(sum[:])); err != nil {
+		t.Fatalf("dry run removed the artifact: %v", err)
+	}
 	if code, _, errOut := lesfarm(t, "artifact", "add", path, "-q", "--server", srv.URL, "--token", "lft_wrong"); code != 1 || !strings.Contains(errOut, "401") {
 		t.Fatalf("artifact add with a bad token: %d %s", code, errOut)
 	}

@@ -132,6 +132,11 @@ func allTerminal(runs []store.Run) bool {
 // onChange with each run whose state or progress changed. It returns the
 // last snapshot.
 func (h *runHandler) waitDone(ctx context.Context, ids []int64, onChange func(store.Run) error) ([]store.Run, error) {
+	return h.waitDoneIdle(ctx, ids, nil, onChange)
+}
+
+// waitDoneIdle is waitDone that also calls onIdle after every poll.
+func (h *runHandler) waitDoneIdle(ctx context.Context, ids []int64, onIdle func() error, onChange func(store.Run) error) ([]store.Run, error) {
 	seen := map[int64]string{}
 	var last []store.Run
 	t := time.NewTicker(h.poll)
@@ -155,6 +160,11 @@ func (h *runHandler) waitDone(ctx context.Context, ids []int64, onChange func(st
 		}
 		if allTerminal(runs) || len(runs) == 0 {
 			return last, nil
+		}
+		if onIdle != nil {
+			if err := onIdle(); err != nil {
+				return last, err
+			}
 		}
 		select {
 		case <-ctx.Done():
@@ -300,6 +310,15 @@ type RunEvent struct {
 	Error           string  `json:"error,omitempty"`
 }
 
+// PingEvent keeps an idle stream alive through proxies (every 15s without
+// another event); clients ignore it.
+type PingEvent struct {
+	Time time.Time `json:"time"`
+}
+
+// pingEvery is how long a progress stream stays silent before a ping.
+const pingEvery = 15 * time.Second
+
 // DoneEvent ends the stream: every run is terminal.
 type DoneEvent struct {
 	Runs      int            `json:"runs"`
@@ -323,6 +342,7 @@ func (h *runHandler) RegisterEvents(api huma.API) {
 	}, map[string]any{
 		"run":   RunEvent{},
 		"done":  DoneEvent{},
+		"ping":  PingEvent{},
 		"error": huma.ErrorModel{},
 	}, func(ctx context.Context, in *eventsInput, send sse.Sender) {
 		ids := slices.Clone(in.Run)
@@ -338,7 +358,15 @@ func (h *runHandler) RegisterEvents(api huma.API) {
 			send(sse.Message{Data: &huma.ErrorModel{Status: http.StatusUnprocessableEntity, Title: "Unprocessable Entity", Detail: "give trigger or run"}})
 			return
 		}
-		final, err := h.waitDone(ctx, ids, func(r store.Run) error {
+		lastSend := time.Now()
+		final, err := h.waitDoneIdle(ctx, ids, func() error {
+			if time.Since(lastSend) < pingEvery {
+				return nil
+			}
+			lastSend = time.Now()
+			return send.Data(PingEvent{Time: lastSend.UTC()})
+		}, func(r store.Run) error {
+			lastSend = time.Now()
 			return send.Data(RunEvent{RunID: r.ID, State: r.State, DeviceID: r.DeviceID, Attempts: r.Attempts,
 				Progress: r.Progress, ProgressMessage: r.ProgressMessage, Error: r.Error})
 		})

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
@@ -41,13 +42,58 @@ func (f *serverFlags) client() (*client.Client, error) {
 
 func newArtifactCmd(env *Env) *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   "artifact add FILE",
+		Use:   "artifact add|gc",
 		Short: "Manage the coordinator's content-addressed artifact store (model files)",
 		Long: `artifact talks to the coordinator's artifact store: files (usually GGUF
 models) kept under their sha256, which job specs reference by digest and
 agents download with resumable HTTP Range requests.`,
 	}
-	cmd.AddCommand(newArtifactAddCmd(env))
+	cmd.AddCommand(newArtifactAddCmd(env), newArtifactGCCmd(env))
+	return cmd
+}
+
+func newArtifactGCCmd(env *Env) *cobra.Command {
+	var sf serverFlags
+	var grace time.Duration
+	var dryRun bool
+	cmd := &cobra.Command{
+		Use:   "gc [--grace 24h] [--dry-run]",
+		Short: "Remove artifacts no suite, schedule or unfinished run references",
+		Long: `gc asks the coordinator to delete artifacts that no suite, schedule
+override or unfinished run references, that are not pinned, and that were
+neither uploaded nor downloaded within --grace. It also removes stray files
+and abandoned partial uploads. --dry-run only lists what would go.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if grace < 0 {
+				return usagef("artifact gc: --grace must not be negative")
+			}
+			c, err := sf.client()
+			if err != nil {
+				return err
+			}
+			rep, err := c.GCArtifacts(env.Ctx, grace, dryRun)
+			if err != nil {
+				return fmt.Errorf("artifact gc: %w", err)
+			}
+			verb := "removed"
+			if rep.DryRun {
+				verb = "would remove"
+			}
+			for _, sha := range rep.Removed {
+				fmt.Fprintf(env.Stdout, "%s %s\n", verb, sha)
+			}
+			for _, sha := range rep.StrayFiles {
+				fmt.Fprintf(env.Stdout, "%s stray file %s\n", verb, sha)
+			}
+			fmt.Fprintf(env.Stderr, "%s %d artifact(s), %d stray file(s), %d partial upload(s); %d bytes\n",
+				verb, len(rep.Removed), len(rep.StrayFiles), rep.PartialFiles, rep.FreedBytes)
+			return nil
+		},
+	}
+	cmd.Flags().DurationVar(&grace, "grace", 24*time.Hour, "keep artifacts uploaded or downloaded within this long")
+	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "only report what would be removed")
+	addServerFlags(cmd, &sf)
 	return cmd
 }
 

@@ -179,3 +179,23 @@ func (c *Client) UploadArtifact(ctx context.Context, r io.Reader, size int64, na
 	}
 	return &a, resp.StatusCode == http.StatusCreated, nil
 }
+
+// GCReport is the answer of POST /v1/artifacts/gc.
+type GCReport struct {
+	Removed      []string `json:"removed"`
+	FreedBytes   int64    `json:"freed_bytes"`
+	StrayFiles   []string `json:"stray_files"`
+	PartialFiles int      `json:"partial_files"`
+	DryRun       bool     `json:"dry_run"`
+}
+
+// GCArtifacts asks the coordinator to remove unreferenced artifacts idle
+// for longer than grace.
+func (c *Client) GCArtifacts(ctx context.Context, grace time.Duration, dryRun bool) (*GCReport, error) {
+	var out GCReport
+	body := map[string]any{"grace_seconds": int64(grace / time.Second), "dry_run": dryRun}
+	if err := c.doJSON(ctx, http.MethodPost, "/v1/artifacts/gc", nil, body, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
