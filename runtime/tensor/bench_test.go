@@ -194,3 +194,23 @@ func BenchmarkMatVecLarge(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkQuantize measures the reference quantizers (synth and quantize
+// write whole models with them); MB/s counts float32 input bytes.
+func BenchmarkQuantize(b *testing.B) {
+	r := rand.New(rand.NewPCG(6, 6))
+	x := randVec(r, 1<<16, 1)
+	for _, typ := range []Type{F16, Q8_0, Q4_0, Q5_0, Q4_K, Q5_K, Q6_K} {
+		rb, _ := typ.RowSize(len(x))
+		dst := make([]byte, rb)
+		b.Run(typ.String(), func(b *testing.B) {
+			b.SetBytes(int64(4 * len(x)))
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := Quantize(typ, x, dst); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

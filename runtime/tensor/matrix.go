@@ -167,6 +167,7 @@ func matMulWith(ks map[Type]*kernel, p *Pool, dst []float32, m Matrix, x []float
 	}
 	quantizeActivations(k.act, sc, x, n, m.Cols)
 	j.m, j.rowBytes, j.k, j.n, j.x, j.sc, j.dst = m, rb, k, n, x, sc, dst
+	j.count = m.Rows
 	if p == nil {
 		var none *Pool
 		none.dispatch(j)

@@ -73,6 +73,8 @@ type job struct {
 	chunk    int
 	nchunks  int64
 	next     atomic.Int64
+	count    int              // items (rows) to split
+	fn       func(lo, hi int) // generic work instead of rows, if set
 }
 
 func (j *job) run() {
@@ -82,8 +84,12 @@ func (j *job) run() {
 			return
 		}
 		lo := int(c) * j.chunk
-		hi := min(lo+j.chunk, j.m.Rows)
-		j.rows(lo, hi)
+		hi := min(lo+j.chunk, j.count)
+		if j.fn != nil {
+			j.fn(lo, hi)
+		} else {
+			j.rows(lo, hi)
+		}
 	}
 }
 
@@ -92,8 +98,8 @@ func (p *Pool) dispatch(j *job) {
 	threads := p.Threads()
 	// ~4 chunks per thread balance load without much counter traffic; never
 	// fewer than 4 rows per chunk.
-	j.chunk = max(4, (j.m.Rows+4*threads-1)/(4*threads))
-	j.nchunks = int64((j.m.Rows + j.chunk - 1) / j.chunk)
+	j.chunk = max(4, (j.count+4*threads-1)/(4*threads))
+	j.nchunks = int64((j.count + j.chunk - 1) / j.chunk)
 	j.next.Store(0)
 	helpers := min(threads-1, int(j.nchunks)-1)
 	if helpers > 0 {
@@ -129,4 +135,22 @@ func grow[T any](s []T, n int) []T {
 		return make([]T, n, n+n/4)
 	}
 	return s[:n]
+}
+
+// parallel runs fn over [0,n) split into chunks on the pool (inline for a
+// nil or closed pool). fn must be safe to run concurrently on disjoint
+// ranges.
+func (p *Pool) parallel(n int, fn func(lo, hi int)) {
+	if n <= 0 {
+		return
+	}
+	var j *job
+	if p == nil || p.closed {
+		j = &job{}
+	} else {
+		j = &p.j
+	}
+	j.count, j.fn = n, fn
+	p.dispatch(j)
+	j.fn = nil
 }

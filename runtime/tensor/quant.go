@@ -46,6 +46,33 @@ func Quantize(t Type, src []float32, dst []byte) error {
 	return nil
 }
 
+// QuantizeParallel is Quantize split across the pool's threads (p may be
+// nil). The K-quant reference quantizers are slow (tens of ns per value,
+// their float sums are inherently sequential), so writers of whole models
+// should use this. The result is identical to Quantize.
+func QuantizeParallel(p *Pool, t Type, src []float32, dst []byte) error {
+	fn, ok := quantizers[t]
+	if !ok {
+		return fmt.Errorf("tensor: quantize: unsupported type %s", t)
+	}
+	n, err := t.RowSize(len(src))
+	if err != nil {
+		return fmt.Errorf("tensor: quantize: %w", err)
+	}
+	if n != len(dst) {
+		return fmt.Errorf("tensor: quantize: %d %s elements need %d bytes, got %d", len(src), t, n, len(dst))
+	}
+	bs, ts := t.BlockSize(), t.TypeSize()
+	// Work in groups of blocks of about 4096 values.
+	per := max(1, 4096/bs)
+	nblocks := len(src) / bs
+	p.parallel((nblocks+per-1)/per, func(lo, hi int) {
+		b0, b1 := lo*per, min(hi*per, nblocks)
+		fn(src[b0*bs:b1*bs], dst[b0*ts:b1*ts])
+	})
+	return nil
+}
+
 func putF16(b []byte, f float32) { binary.LittleEndian.PutUint16(b, F32ToF16(f)) }
 
 func quantF32(src []float32, dst []byte) {
@@ -191,10 +218,12 @@ func quantQ8_0(src []float32, dst []byte) {
 
 const groupMaxEps = 1e-15
 
-// makeQkx2Quants is ggml's make_qkx2_quants: an asymmetric (scale, min)
-// fit of x to levels 0..nmax minimising weighted error over nstep+1 trial
-// scales. It returns the scale and -min.
-func makeQkx2Quants(n, nmax int, x, weights []float32, L, Laux []uint8, rmin, rdelta float32, nstep int, useMad bool) (scale, theMin float32) {
+// makeQkx2Quants is ggml's make_qkx2_quants for 32 values (the only size
+// Q4_K/Q5_K use): an asymmetric (scale, min) fit of x to levels 0..nmax
+// minimising weighted error over nstep+1 trial scales. It returns the scale
+// and -min. Fixed-size arrays keep the hot loops free of bounds checks.
+func makeQkx2Quants(nmax int, x, weights *[32]float32, L, Laux *[32]uint8, rmin, rdelta float32, nstep int, useMad bool) (scale, theMin float32) {
+	const n = 32
 	mn, mx := x[0], x[0]
 	sumW := weights[0]
 	sumX := float32(sumW * x[0])
@@ -209,17 +238,16 @@ func makeQkx2Quants(n, nmax int, x, weights []float32, L, Laux []uint8, rmin, rd
 		mn = 0
 	}
 	if mx == mn {
-		for i := 0; i < n; i++ {
-			L[i] = 0
-		}
+		*L = [32]uint8{}
 		return 0, -mn
 	}
+	nm := int32(nmax)
 	iscale := float32(nmax) / (mx - mn)
 	scale = 1 / iscale
 	var bestError float32
 	for i := 0; i < n; i++ {
 		l := nearestInt(float32(iscale * (x[i] - mn)))
-		L[i] = uint8(max(0, min(int32(nmax), l)))
+		L[i] = uint8(max(0, min(nm, l)))
 		diff := float32(float32(scale*float32(L[i]))+mn) - x[i]
 		if useMad {
 			diff = abs32(diff)
@@ -231,18 +259,25 @@ func makeQkx2Quants(n, nmax int, x, weights []float32, L, Laux []uint8, rmin, rd
 	if nstep < 1 {
 		return scale, -mn
 	}
+	// x - min, hoisted out of the trial loop; recomputed whenever a better
+	// fit moves min (ggml uses the updated min in later trials).
+	var xm [32]float32
+	for i := 0; i < n; i++ {
+		xm[i] = x[i] - mn
+	}
 	for is := 0; is <= nstep; is++ {
 		iscale = float32(float32(rmin+float32(rdelta*float32(is)))+float32(nmax)) / (mx - mn)
 		var sumL, sumL2, sumXL float32
 		for i := 0; i < n; i++ {
-			l := nearestInt(float32(iscale * (x[i] - mn)))
-			l = max(0, min(int32(nmax), l))
+			l := nearestInt(float32(iscale * xm[i]))
+			l = max(0, min(nm, l))
 			Laux[i] = uint8(l)
 			w := weights[i]
 			fl := float32(l)
-			sumL += float32(w * fl)
-			sumL2 += float32(float32(w*fl) * fl)
-			sumXL += float32(float32(w*fl) * x[i])
+			wl := float32(w * fl)
+			sumL += wl
+			sumL2 += float32(wl * fl)
+			sumXL += float32(wl * x[i])
 		}
 		D := float32(sumW*sumL2) - float32(sumL*sumL)
 		if D > 0 {
@@ -263,10 +298,13 @@ func makeQkx2Quants(n, nmax int, x, weights []float32, L, Laux []uint8, rmin, rd
 				curError += float32(weights[i] * diff)
 			}
 			if curError < bestError {
-				copy(L[:n], Laux[:n])
+				*L = *Laux
 				bestError = curError
 				scale = thisScale
 				mn = thisMin
+				for i := 0; i < n; i++ {
+					xm[i] = x[i] - mn
+				}
 			}
 		}
 	}
@@ -381,7 +419,7 @@ func quantKScalesMins(x []float32, b []byte, nmax int, rmin, rdelta float32, nst
 		for l, v := range xs {
 			weights[l] = avX + abs32(v)
 		}
-		scales[j], mins[j] = makeQkx2Quants(32, nmax, xs, weights[:], L[32*j:32*j+32], Laux[:], rmin, rdelta, nstep, false)
+		scales[j], mins[j] = makeQkx2Quants(nmax, (*[32]float32)(xs), &weights, (*[32]uint8)(L[32*j:]), &Laux, rmin, rdelta, nstep, false)
 		maxScale = max(maxScale, scales[j])
 		maxMin = max(maxMin, mins[j])
 	}

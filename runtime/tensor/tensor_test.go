@@ -511,3 +511,29 @@ func TestRowMatchesDequantize(t *testing.T) {
 		}
 	}
 }
+
+func TestQuantizeParallelMatches(t *testing.T) {
+	r := rand.New(rand.NewPCG(15, 16))
+	x := randVec(r, 256*300, 1) // 19 work items of 4096: several chunks
+	p := NewPool(3)
+	defer p.Close()
+	for typ := range quantizers {
+		rb, _ := typ.RowSize(len(x))
+		want, got := make([]byte, rb), make([]byte, rb)
+		if err := Quantize(typ, x, want); err != nil {
+			t.Fatal(err)
+		}
+		for _, pool := range []*Pool{nil, p} {
+			clear(got)
+			if err := QuantizeParallel(pool, typ, x, got); err != nil {
+				t.Fatal(err)
+			}
+			if string(got) != string(want) {
+				t.Fatalf("%s: QuantizeParallel differs from Quantize", typ)
+			}
+		}
+	}
+	if err := QuantizeParallel(p, Q4_K, x[:100], make([]byte, 10)); err == nil {
+		t.Error("bad size: want error")
+	}
+}
