@@ -270,12 +270,15 @@ type RecordAlertsResult struct {
 	Group        *AlertGroup // with Alerts; nil when every alert was a duplicate
 	Created      bool        // the group is new
 	Inserted     int         // alerts inserted
+	Refined      int         // existing alerts updated with newer figures
 	WebhookQueue bool        // a webhook delivery was queued
 }
 
 // RecordAlerts inserts alerts into the matching open group of their suite
-// and lineage (or a new one), skipping alerts already recorded for the
-// same series within Tolerance, reclassifies the group, and, for a new
+// and lineage (or a new one); an alert already recorded for the same
+// series and direction within Tolerance is refined instead (location and
+// figures updated, triage state kept). It reclassifies the group and, for
+// a new
 // group, queues a webhook delivery when the suite's policy has a URL, the
 // group contains a regression (or the policy notifies improvements), and
 // no confirmation rerun is required (otherwise the group starts with
@@ -290,13 +293,29 @@ func (s *Store) RecordAlerts(ctx context.Context, p *RecordAlertsParams) (*Recor
 		}
 		var fresh []NewAlert
 		for _, a := range p.Alerts {
-			var dup bool
-			if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM alerts WHERE series_id = $1 AND seq BETWEEN $2 AND $3 AND direction = $4)`,
-				a.SeriesID, a.Seq-p.Tolerance, a.Seq+p.Tolerance, a.Direction).Scan(&dup); err != nil {
-				return err
-			}
-			if !dup {
+			var dupID int64
+			err := tx.QueryRow(ctx, `SELECT id FROM alerts WHERE series_id = $1 AND seq BETWEEN $2 AND $3 AND direction = $4
+				ORDER BY abs(seq - $5), id LIMIT 1`, a.SeriesID, a.Seq-p.Tolerance, a.Seq+p.Tolerance, a.Direction, a.Seq).Scan(&dupID)
+			switch {
+			case errors.Is(err, pgx.ErrNoRows):
 				fresh = append(fresh, a)
+			case err != nil:
+				return err
+			default:
+				// The same change seen again, with more data: refine the
+				// alert's location and figures (triage state is kept).
+				attr := a.Attribution
+				if len(attr) == 0 {
+					attr = json.RawMessage("[]")
+				}
+				tag, err := tx.Exec(ctx, `UPDATE alerts SET seq = $2, relative_change = $3, p_value = $4, before_mean = $5,
+					after_mean = $6, before_n = $7, after_n = $8, attribution = $9, summary = $10, updated_at = now()
+					WHERE id = $1 AND NOT EXISTS (SELECT 1 FROM alerts o WHERE o.series_id = $11 AND o.seq = $2 AND o.id <> $1)`,
+					dupID, a.Seq, a.RelativeChange, a.PValue, a.BeforeMean, a.AfterMean, a.BeforeN, a.AfterN, []byte(attr), a.Summary, a.SeriesID)
+				if err != nil {
+					return err
+				}
+				res.Refined += int(tag.RowsAffected())
 			}
 		}
 		if len(fresh) == 0 {
