@@ -20,9 +20,9 @@ func newTokenCmd(env *Env) *cobra.Command {
 		Use:   "token create|list|revoke",
 		Short: "Manage the API tokens that authorise REST mutations",
 		Long: `token manages bearer tokens for the coordinator's REST API. Every mutating
-call (trigger a run, upload an artifact, edit a job or schedule) needs
-'Authorization: Bearer <token>'; reads are open unless the coordinator runs
-with --auth-reads.
+call (trigger a run, upload an artifact, edit a suite or schedule) needs
+'Authorization: Bearer <token>'; reads are open unless the coordinator is
+configured to require tokens for them too.
 
 Only a sha256 of each token is stored in PostgreSQL: 'token create' prints
 the token once and it cannot be shown again.
