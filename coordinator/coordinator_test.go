@@ -242,7 +242,10 @@ func TestCancelReachesAgent(t *testing.T) {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		r, _ := c.Store().GetRun(ctx, ids[0])
-		if r.Attempts >= 1 && r.State == store.RunQueued {
+		if r.State == store.RunQueued && r.Error == "refused by agent (busy): test refusal" {
+			if r.Attempts != 0 {
+				t.Fatalf("a busy refusal consumed an attempt: %+v", r)
+			}
 			break
 		}
 		if time.Now().After(deadline) {

@@ -40,7 +40,11 @@ func (c *Coordinator) dispatchLoop(ctx context.Context) {
 }
 
 // dispatchRound gives queued runs to idle devices until a pass grants
-// nothing.
+// nothing. One query reads the head of every suite's queue for all idle
+// devices; workers then take candidates from that shared list (each run is
+// tried by one worker of this coordinator) and claim them in the database,
+// where SKIP LOCKED arbitrates between coordinators. A device that matches
+// nothing in a truncated list asks the database for its own candidates.
 func (c *Coordinator) dispatchRound(ctx context.Context) error {
 	for ctx.Err() == nil {
 		queued, err := c.store.HasQueuedRuns(ctx)
@@ -55,24 +59,19 @@ func (c *Coordinator) dispatchRound(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		var (
-			mu      sync.Mutex
-			granted int
-			wg      sync.WaitGroup
-			next    = make(chan *store.PlacementDevice)
-		)
+		head, truncated, err := c.store.QueuedRuns(ctx, len(devs)+16)
+		if err != nil {
+			return err
+		}
+		r := &round{load: load, taken: map[int64]bool{}, head: toSched(head), truncated: truncated}
+		var wg sync.WaitGroup
+		next := make(chan *store.PlacementDevice)
 		for range c.cfg.DispatchWorkers {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
 				for d := range next {
-					mu.Lock()
-					snapshot := scheduler.Load{}
-					for k, v := range load {
-						snapshot[k] = v
-					}
-					mu.Unlock()
-					g, err := c.place(ctx, d, snapshot)
+					g, err := c.place(ctx, r, d)
 					if err != nil {
 						if ctx.Err() == nil {
 							c.log.ErrorContext(ctx, "coordinator: place", "device_id", d.ID, "err", err)
@@ -82,10 +81,6 @@ func (c *Coordinator) dispatchRound(ctx context.Context) error {
 					if g == nil {
 						continue
 					}
-					mu.Lock()
-					granted++
-					load[g.Run.Suite]++
-					mu.Unlock()
 					c.sendWG.Add(1)
 					go func() {
 						defer c.sendWG.Done()
@@ -102,43 +97,84 @@ func (c *Coordinator) dispatchRound(ctx context.Context) error {
 		}
 		close(next)
 		wg.Wait()
-		if granted == 0 {
+		if r.granted == 0 {
 			return nil
 		}
 	}
 	return nil
 }
 
-// place tries to claim the best run for one idle device. It returns nil
-// when there is nothing for it.
-func (c *Coordinator) place(ctx context.Context, d *store.PlacementDevice, load scheduler.Load) (*store.Grant, error) {
-	cands, err := c.store.Candidates(ctx, &store.CandidatesParams{Device: d})
-	if err != nil || len(cands) == 0 {
-		return nil, err
+// round is the shared state of one placement pass.
+type round struct {
+	mu        sync.Mutex
+	load      scheduler.Load
+	taken     map[int64]bool
+	head      []scheduler.Candidate
+	truncated bool
+	granted   int
+}
+
+func toSched(cs []store.Candidate) []scheduler.Candidate {
+	out := make([]scheduler.Candidate, len(cs))
+	for i, cd := range cs {
+		out[i] = scheduler.Candidate{RunID: cd.RunID, Suite: cd.Suite, Priority: cd.Priority, QueuedAt: cd.QueuedAt, Selector: cd.Selector, TargetDeviceID: cd.TargetDeviceID}
 	}
+	return out
+}
+
+// pick returns the best untaken candidate for d from cands and marks it
+// taken, or false.
+func (r *round) pick(d *scheduler.Device, cands []scheduler.Candidate) (scheduler.Candidate, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, cd := range scheduler.Order(d, cands, r.load) {
+		if !r.taken[cd.RunID] {
+			r.taken[cd.RunID] = true
+			return cd, true
+		}
+	}
+	return scheduler.Candidate{}, false
+}
+
+// place claims the best run for one idle device, or returns nil.
+func (c *Coordinator) place(ctx context.Context, r *round, d *store.PlacementDevice) (*store.Grant, error) {
 	sd := &scheduler.Device{ID: d.ID, Platform: d.Platform, DeviceModel: d.DeviceModel, RAMBytes: d.RAMBytes, Emulated: d.Emulated, Labels: d.Labels}
-	sc := make([]scheduler.Candidate, len(cands))
-	for i, cd := range cands {
-		sc[i] = scheduler.Candidate{RunID: cd.RunID, Suite: cd.Suite, Priority: cd.Priority, QueuedAt: cd.QueuedAt, Selector: cd.Selector, TargetDeviceID: cd.TargetDeviceID}
+	cands := r.head
+	own := false
+	for attempt := 0; attempt < 8; attempt++ {
+		cd, ok := r.pick(sd, cands)
+		if !ok {
+			if own || !r.truncated {
+				return nil, nil
+			}
+			// The shared head had nothing for this device but the queue is
+			// longer: ask for the device's own candidates once.
+			mine, err := c.store.Candidates(ctx, &store.CandidatesParams{Device: d})
+			if err != nil {
+				return nil, err
+			}
+			cands, own = toSched(mine), true
+			continue
+		}
+		g, err := c.store.ClaimRun(ctx, &store.ClaimRunParams{DeviceID: d.ID, RunIDs: []int64{cd.RunID}, LeaseTTL: c.cfg.LeaseTTL, Coordinator: c.cfg.Name})
+		if errors.Is(err, store.ErrBusy) {
+			return nil, nil
+		}
+		if errors.Is(err, store.ErrNothingToClaim) {
+			continue // taken by another coordinator: try the next
+		}
+		if err != nil {
+			return nil, err
+		}
+		r.mu.Lock()
+		r.granted++
+		r.load[g.Run.Suite]++
+		r.mu.Unlock()
+		c.log.DebugContext(ctx, "coordinator: lease granted", "run_id", g.Run.ID, "device_id", d.ID, "token", g.Token,
+			"suite", g.Run.Suite, "attempt", g.Run.Attempts)
+		return g, nil
 	}
-	ordered := scheduler.Order(sd, sc, load)
-	if len(ordered) == 0 {
-		return nil, nil
-	}
-	ids := make([]int64, len(ordered))
-	for i, o := range ordered {
-		ids[i] = o.RunID
-	}
-	g, err := c.store.ClaimRun(ctx, &store.ClaimRunParams{DeviceID: d.ID, RunIDs: ids, LeaseTTL: c.cfg.LeaseTTL, Coordinator: c.cfg.Name})
-	if errors.Is(err, store.ErrBusy) || errors.Is(err, store.ErrNothingToClaim) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	c.log.InfoContext(ctx, "coordinator: lease granted", "run_id", g.Run.ID, "device_id", d.ID, "token", g.Token,
-		"suite", g.Run.Suite, "attempt", g.Run.Attempts)
-	return g, nil
+	return nil, nil
 }
 
 // artifactFor says where the agent downloads the model.
@@ -157,7 +193,10 @@ func (c *Coordinator) sendAssignment(g *store.Grant) {
 	defer cancel()
 	log := c.log.With("run_id", g.Run.ID, "device_id", g.Run.DeviceID, "token", g.Token)
 	release := func(reason, outcome string, fail bool) {
-		err := c.store.ReleaseAssignment(ctx, &store.ReleaseParams{RunID: g.Run.ID, Token: g.Token, Reason: reason, Outcome: outcome, Fail: fail})
+		transient := outcome == "busy"
+		backoff := time.Duration(min(g.Run.Attempts, 6)) * time.Second
+		err := c.store.ReleaseAssignment(ctx, &store.ReleaseParams{RunID: g.Run.ID, Token: g.Token, Reason: reason, Outcome: outcome,
+			Fail: fail, Refund: transient, Backoff: backoff})
 		if err != nil && !errors.Is(err, store.ErrStaleToken) {
 			log.ErrorContext(ctx, "coordinator: release assignment", "err", err)
 		}
@@ -190,7 +229,11 @@ func (c *Coordinator) sendAssignment(g *store.Grant) {
 	}
 	if !rep.Accepted {
 		fail := rep.Code == protocol.RefuseUnsupported || rep.Code == protocol.RefuseInsufficientRAM || rep.Code == protocol.RefuseMalformed
-		release(fmt.Sprintf("refused by agent (%s): %s", rep.Code, rep.Reason), "refused", fail)
+		outcome := "refused"
+		if rep.Code == protocol.RefuseBusy || rep.Code == protocol.RefuseShuttingDown {
+			outcome = "busy"
+		}
+		release(fmt.Sprintf("refused by agent (%s): %s", rep.Code, rep.Reason), outcome, fail)
 		return
 	}
 	if err := c.store.AckAssignment(ctx, g.Run.ID, g.Token); err != nil {

@@ -302,34 +302,62 @@ func (i *Ingester) telemetryBatch(ctx context.Context, msgs []jetstream.Msg) err
 }
 
 func (i *Ingester) resultBatch(ctx context.Context, msgs []jetstream.Msg) error {
-	for _, m := range msgs {
-		res, err := protocol.DecodeResult(m.Data())
-		if err == nil {
-			if id, perr := protocol.ParseRunSubject(m.Subject()); perr != nil || id != res.RunID {
-				err = &protocol.DecodeError{Type: "result", Kind: protocol.RejectInvalid, Err: fmt.Errorf("run_id %d does not match subject %s", res.RunID, m.Subject())}
-			}
-		}
+	// Results of different runs are independent: apply them concurrently
+	// (each is its own transaction and acked after it commits).
+	errs := make([]error, len(msgs))
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 4)
+	for k, m := range msgs {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			errs[k] = i.result(ctx, m)
+		}()
+	}
+	wg.Wait()
+	var failed []error
+	for k, err := range errs {
 		if err != nil {
-			i.reject(ctx, m, err, "malformed result")
-			continue
+			_ = msgs[k].NakWithDelay(100 * time.Millisecond)
+			failed = append(failed, err)
 		}
-		run, err := i.cfg.Store.CompleteRun(ctx, res)
-		switch {
-		case errors.Is(err, store.ErrStaleToken):
-			i.stale.Add(1)
-			i.rejects.Add("result", "stale_token")
-			i.log.WarnContext(ctx, "ingest: stale result rejected", "run_id", res.RunID, "token", res.Token, "device_id", res.DeviceID)
-			_ = m.TermWithReason("stale fencing token")
-			continue
-		case err != nil:
-			return err
+	}
+	if len(failed) > 0 {
+		i.dbErrors.Add(uint64(len(failed)))
+		i.log.ErrorContext(ctx, "ingest: results failed, will be redelivered", "count", len(failed), "err", errors.Join(failed...))
+	}
+	return nil
+}
+
+func (i *Ingester) result(ctx context.Context, m jetstream.Msg) error {
+	res, err := protocol.DecodeResult(m.Data())
+	if err == nil {
+		if id, perr := protocol.ParseRunSubject(m.Subject()); perr != nil || id != res.RunID {
+			err = &protocol.DecodeError{Type: "result", Kind: protocol.RejectInvalid, Err: fmt.Errorf("run_id %d does not match subject %s", res.RunID, m.Subject())}
 		}
-		_ = m.Ack()
-		i.results.Add(1)
-		i.log.InfoContext(ctx, "ingest: run completed", "run_id", run.ID, "state", run.State, "configs", len(res.Configs))
-		if i.cfg.OnResult != nil {
-			i.cfg.OnResult(ctx, run)
-		}
+	}
+	if err != nil {
+		i.reject(ctx, m, err, "malformed result")
+		return nil
+	}
+	run, err := i.cfg.Store.CompleteRun(ctx, res)
+	switch {
+	case errors.Is(err, store.ErrStaleToken):
+		i.stale.Add(1)
+		i.rejects.Add("result", "stale_token")
+		i.log.WarnContext(ctx, "ingest: stale result rejected", "run_id", res.RunID, "token", res.Token, "device_id", res.DeviceID)
+		_ = m.TermWithReason("stale fencing token")
+		return nil
+	case err != nil:
+		return err
+	}
+	_ = m.Ack()
+	i.results.Add(1)
+	i.log.DebugContext(ctx, "ingest: run completed", "run_id", run.ID, "state", run.State, "configs", len(res.Configs))
+	if i.cfg.OnResult != nil {
+		i.cfg.OnResult(ctx, run)
 	}
 	return nil
 }

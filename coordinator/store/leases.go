@@ -81,7 +81,7 @@ func (s *Store) Candidates(ctx context.Context, p *CandidatesParams) ([]Candidat
 	rows, err := s.pool.Query(ctx, `SELECT id, suite, priority, queued_at, device_selector, coalesce(target_device_id, '') FROM (
 		SELECT r.*, row_number() OVER (PARTITION BY r.suite ORDER BY r.priority DESC, r.queued_at, r.id) AS rn
 		FROM runs r
-		WHERE r.state = 'queued'
+		WHERE r.state = 'queued' AND (r.not_before IS NULL OR r.not_before <= now())
 		  AND (r.target_device_id IS NULL OR r.target_device_id = $1)
 		  AND (r.sel_platform IS NULL OR r.sel_platform = $2)
 		  AND (r.sel_device_model IS NULL OR lower(r.sel_device_model) = lower($3))
@@ -231,6 +231,11 @@ type ReleaseParams struct {
 	// Fail ends the run as failed instead of requeueing it (a refusal that
 	// would repeat, such as insufficient RAM).
 	Fail bool
+	// Refund gives the attempt back (the device was busy or shutting down:
+	// not the run's failure).
+	Refund bool
+	// Backoff delays the requeued run's next offer.
+	Backoff time.Duration
 }
 
 // ReleaseAssignment ends a lease the agent refused or never acknowledged:
@@ -251,7 +256,22 @@ func (s *Store) ReleaseAssignment(ctx context.Context, p *ReleaseParams) error {
 		if p.Fail {
 			requeue, final = false, RunFailed
 		}
-		return endLease(ctx, tx, p.RunID, p.Token, requeue, final, p.Reason, p.Outcome)
+		if p.Refund && !p.Fail {
+			requeue = true
+		}
+		if err := endLease(ctx, tx, p.RunID, p.Token, requeue, final, p.Reason, p.Outcome); err != nil {
+			return err
+		}
+		if !requeue {
+			return nil
+		}
+		refund := 0
+		if p.Refund {
+			refund = 1
+		}
+		_, err = tx.Exec(ctx, `UPDATE runs SET not_before = now() + make_interval(secs => $2::float8), attempts = attempts - $3
+			WHERE id = $1 AND state = 'queued'`, p.RunID, p.Backoff.Seconds(), refund)
+		return err
 	})
 	if err != nil && !errors.Is(err, ErrStaleToken) {
 		return fmt.Errorf("store: release assignment: %w", err)
@@ -426,6 +446,38 @@ func (s *Store) TimeoutRuns(ctx context.Context, limit int) ([]TimedOutRun, erro
 // placement round).
 func (s *Store) HasQueuedRuns(ctx context.Context) (bool, error) {
 	var ok bool
-	err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM runs WHERE state = 'queued')`).Scan(&ok)
+	err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM runs WHERE state = 'queued' AND (not_before IS NULL OR not_before <= now()))`).Scan(&ok)
 	return ok, err
+}
+
+// QueuedRuns returns the best perSuite queued runs of every suite (by
+// priority, then age), for placement on many devices at once, and whether
+// some suite had more queued runs than returned.
+func (s *Store) QueuedRuns(ctx context.Context, perSuite int) ([]Candidate, bool, error) {
+	rows, err := s.pool.Query(ctx, `SELECT id, suite, priority, queued_at, device_selector, coalesce(target_device_id, ''), n FROM (
+		SELECT r.id, r.suite, r.priority, r.queued_at, r.device_selector, r.target_device_id,
+			row_number() OVER (PARTITION BY r.suite ORDER BY r.priority DESC, r.queued_at, r.id) AS rn,
+			count(*) OVER (PARTITION BY r.suite) AS n
+		FROM runs r WHERE r.state = 'queued' AND (r.not_before IS NULL OR r.not_before <= now())) q
+		WHERE rn <= $1 ORDER BY priority DESC, queued_at, id`, perSuite)
+	if err != nil {
+		return nil, false, fmt.Errorf("store: queued runs: %w", err)
+	}
+	defer rows.Close()
+	var out []Candidate
+	truncated := false
+	for rows.Next() {
+		var c Candidate
+		var sel []byte
+		var n int
+		if err := rows.Scan(&c.RunID, &c.Suite, &c.Priority, &c.QueuedAt, &sel, &c.TargetDeviceID, &n); err != nil {
+			return nil, false, err
+		}
+		if err := jsonUnmarshal(sel, &c.Selector); err != nil {
+			return nil, false, err
+		}
+		truncated = truncated || n > perSuite
+		out = append(out, c)
+	}
+	return out, truncated, rows.Err()
 }

@@ -87,8 +87,12 @@ func (s *Store) PutJob(ctx context.Context, spec *jobs.Spec) (*Job, error) {
 	return &j, nil
 }
 
-// GetJob returns a job, or ErrNotFound.
+// GetJob returns a job, or ErrNotFound. Jobs are immutable and cached.
 func (s *Store) GetJob(ctx context.Context, id int64) (*Job, error) {
+	if v, ok := s.jobCache.Load(id); ok {
+		j := *v.(*Job)
+		return &j, nil
+	}
 	var j Job
 	var raw []byte
 	err := s.pool.QueryRow(ctx, `SELECT id, name, suite, spec, fingerprint, created_at FROM jobs WHERE id = $1`, id).
@@ -99,6 +103,12 @@ func (s *Store) GetJob(ctx context.Context, id int64) (*Job, error) {
 	if err := json.Unmarshal(raw, &j.Spec); err != nil {
 		return nil, fmt.Errorf("store: job %d spec: %w", j.ID, err)
 	}
+	if s.jobCount.Add(1) > 4096 {
+		s.jobCache.Clear()
+		s.jobCount.Store(0)
+	}
+	cp := j
+	s.jobCache.Store(id, &cp)
 	return &j, nil
 }
 

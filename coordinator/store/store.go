@@ -13,6 +13,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -31,6 +33,10 @@ var ErrStaleToken = errors.New("store: stale fencing token")
 // with Open or New.
 type Store struct {
 	pool *pgxpool.Pool
+	// jobCache holds job snapshots by id; jobs are immutable, so entries
+	// never go stale.
+	jobCache sync.Map
+	jobCount atomic.Int64
 }
 
 // Config tunes Open.
