@@ -154,15 +154,7 @@ func dotQ5_0Q8_0Fast(w []byte, y []blockQ8_0) float32 {
 	var sumf float32
 	for ib := range y {
 		b := (*[22]byte)(w[ib*22:])
-		qh := binary.LittleEndian.Uint32(b[2:])
-		qs := (*[16]byte)(b[6:])
-		q := &y[ib].qs
-		var sumi int32
-		for j := 0; j < 16; j++ {
-			x0 := int32(qs[j]&15|uint8(qh>>j&1)<<4) - 16
-			x1 := int32(qs[j]>>4|uint8(qh>>(j+16)&1)<<4) - 16
-			sumi += x0*int32(q[j]) + x1*int32(q[j+16])
-		}
+		sumi := q5_0Block((*[16]byte)(b[6:]), binary.LittleEndian.Uint32(b[2:]), &y[ib].qs)
 		sumf += float32(float32(f16Table[binary.LittleEndian.Uint16(b[0:])]*y[ib].d) * float32(sumi))
 	}
 	return sumf

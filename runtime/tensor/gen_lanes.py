@@ -35,4 +35,14 @@ parts.append(lanes("lanes6lo", 16, lambda k: f"(int32(ql[{k}]&15|(qh[{k}]>>(hshi
 parts.append(lanes("lanes6hi", 16, lambda k: f"(int32(ql[{k}]>>4|(qh[{k}]>>(hshift&7)&3)<<4) - 32) * int32(q8[{k}])",
    "a *[8]int32, ql, qh *[16]byte, q8 *[16]int8, hshift uint, scale int32",
    "lanes6hi is lanes6lo with the high nibbles of ql."))
+q5 = ["// q5_0Block returns the integer dot product of a Q5_0 block's values",
+      "// (nibble | fifth bit << 4) - 16 with the 32 activations.",
+      "func q5_0Block(qs *[16]byte, qh uint32, q *[32]int8) int32 {",
+      "\tnh := ^qh",
+      "\tvar s0, s1 int32"]
+for j in range(16):
+    q5.append(f"\ts0 += (int32(qs[{j}]&15) - int32(nh>>{j}&1)<<4) * int32(q[{j}])")
+    q5.append(f"\ts1 += (int32(qs[{j}]>>4) - int32(nh>>{j+16}&1)<<4) * int32(q[{j+16}])")
+q5 += ["\treturn s0 + s1", "}"]
+parts.append("\n".join(q5))
 open("lanes_gen.go", "w").write("\n\n".join(parts) + "\n")

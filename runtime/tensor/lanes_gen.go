@@ -239,3 +239,43 @@ func lanes6hi(a *[8]int32, ql, qh *[16]byte, q8 *[16]int8, hshift uint, scale in
 	a[6] += scale * l6
 	a[7] += scale * l7
 }
+
+// q5_0Block returns the integer dot product of a Q5_0 block's values
+// (nibble | fifth bit << 4) - 16 with the 32 activations.
+func q5_0Block(qs *[16]byte, qh uint32, q *[32]int8) int32 {
+	nh := ^qh
+	var s0, s1 int32
+	s0 += (int32(qs[0]&15) - int32(nh>>0&1)<<4) * int32(q[0])
+	s1 += (int32(qs[0]>>4) - int32(nh>>16&1)<<4) * int32(q[16])
+	s0 += (int32(qs[1]&15) - int32(nh>>1&1)<<4) * int32(q[1])
+	s1 += (int32(qs[1]>>4) - int32(nh>>17&1)<<4) * int32(q[17])
+	s0 += (int32(qs[2]&15) - int32(nh>>2&1)<<4) * int32(q[2])
+	s1 += (int32(qs[2]>>4) - int32(nh>>18&1)<<4) * int32(q[18])
+	s0 += (int32(qs[3]&15) - int32(nh>>3&1)<<4) * int32(q[3])
+	s1 += (int32(qs[3]>>4) - int32(nh>>19&1)<<4) * int32(q[19])
+	s0 += (int32(qs[4]&15) - int32(nh>>4&1)<<4) * int32(q[4])
+	s1 += (int32(qs[4]>>4) - int32(nh>>20&1)<<4) * int32(q[20])
+	s0 += (int32(qs[5]&15) - int32(nh>>5&1)<<4) * int32(q[5])
+	s1 += (int32(qs[5]>>4) - int32(nh>>21&1)<<4) * int32(q[21])
+	s0 += (int32(qs[6]&15) - int32(nh>>6&1)<<4) * int32(q[6])
+	s1 += (int32(qs[6]>>4) - int32(nh>>22&1)<<4) * int32(q[22])
+	s0 += (int32(qs[7]&15) - int32(nh>>7&1)<<4) * int32(q[7])
+	s1 += (int32(qs[7]>>4) - int32(nh>>23&1)<<4) * int32(q[23])
+	s0 += (int32(qs[8]&15) - int32(nh>>8&1)<<4) * int32(q[8])
+	s1 += (int32(qs[8]>>4) - int32(nh>>24&1)<<4) * int32(q[24])
+	s0 += (int32(qs[9]&15) - int32(nh>>9&1)<<4) * int32(q[9])
+	s1 += (int32(qs[9]>>4) - int32(nh>>25&1)<<4) * int32(q[25])
+	s0 += (int32(qs[10]&15) - int32(nh>>10&1)<<4) * int32(q[10])
+	s1 += (int32(qs[10]>>4) - int32(nh>>26&1)<<4) * int32(q[26])
+	s0 += (int32(qs[11]&15) - int32(nh>>11&1)<<4) * int32(q[11])
+	s1 += (int32(qs[11]>>4) - int32(nh>>27&1)<<4) * int32(q[27])
+	s0 += (int32(qs[12]&15) - int32(nh>>12&1)<<4) * int32(q[12])
+	s1 += (int32(qs[12]>>4) - int32(nh>>28&1)<<4) * int32(q[28])
+	s0 += (int32(qs[13]&15) - int32(nh>>13&1)<<4) * int32(q[13])
+	s1 += (int32(qs[13]>>4) - int32(nh>>29&1)<<4) * int32(q[29])
+	s0 += (int32(qs[14]&15) - int32(nh>>14&1)<<4) * int32(q[14])
+	s1 += (int32(qs[14]>>4) - int32(nh>>30&1)<<4) * int32(q[30])
+	s0 += (int32(qs[15]&15) - int32(nh>>15&1)<<4) * int32(q[15])
+	s1 += (int32(qs[15]>>4) - int32(nh>>31&1)<<4) * int32(q[31])
+	return s0 + s1
+}

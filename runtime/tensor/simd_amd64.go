@@ -28,6 +28,7 @@ func simdKernels() map[Type]*kernel {
 		BF16: {act: actBF16, f32: dotBF16AVX2},
 		Q8_0: {act: actQ8_0, q80: dotQ8_0Q8_0AVX2},
 		Q4_0: {act: actQ8_0, q80: dotQ4_0Q8_0AVX2},
+		Q5_0: {act: actQ8_0, q80: dotQ5_0Q8_0AVX2},
 		Q4_K: {act: actQ8K, q8k: dotQ4KQ8KMadd},
 		Q5_K: {act: actQ8K, q8k: dotQ5KQ8KAVX2},
 		Q6_K: {act: actQ8K, q8k: dotQ6KQ8KMadd},
@@ -36,7 +37,7 @@ func simdKernels() map[Type]*kernel {
 
 // simdExact lists the SIMD kernels that must equal the generic ones bit for
 // bit (the others reorder float sums).
-var simdExact = map[Type]bool{F16: true, BF16: true, Q8_0: true, Q4_0: true, Q4_K: true, Q5_K: true, Q6_K: true}
+var simdExact = map[Type]bool{F16: true, BF16: true, Q8_0: true, Q5_0: true, Q4_0: true, Q4_K: true, Q5_K: true, Q6_K: true}
 
 func dotF32AVX2(w []byte, x []float32) float32 {
 	n := len(x)
@@ -454,4 +455,42 @@ func dotBF16AVX2(w []byte, x []float32) float32 {
 		r += float32(BF16ToF32(binary.LittleEndian.Uint16(w[2*i:])) * x[i])
 	}
 	return r
+}
+
+// q5Idx and q5Bit are the shuffle and bit-select vectors that expand a Q5_0
+// block's 32 high bits into bytes.
+var q5Idx, q5Bit = func() (lo, bit archsimd.Int8x16) {
+	var ix, bs [16]int8
+	for i := range 16 {
+		ix[i] = int8(i / 8)
+		bs[i] = int8(uint8(1) << (i % 8))
+	}
+	return archsimd.LoadInt8x16(&ix), archsimd.LoadInt8x16(&bs)
+}()
+
+// dotQ5_0Q8_0AVX2 is dotQ5_0Q8_0Generic: the fifth bits are expanded to
+// byte masks (shuffle + compare), and value-16 is formed as
+// nibble | (^bit & 0xF0) (the same int8). Integer block sums are exact and
+// the float step is the generic one.
+func dotQ5_0Q8_0AVX2(w []byte, y []blockQ8_0) float32 {
+	w = w[:22*len(y)]
+	m4 := archsimd.BroadcastUint8x16(0x0f)
+	mf0 := archsimd.BroadcastUint8x16(0xf0)
+	bit := q5Bit.AsUint8x16()
+	idxHi := q5Idx.AsUint8x16().Add(archsimd.BroadcastUint8x16(2)).AsInt8x16()
+	var sumf float32
+	for ib := range y {
+		b := w[ib*22 : ib*22+22]
+		q := y[ib].qs[:]
+		qh := archsimd.BroadcastUint32x4(binary.LittleEndian.Uint32(b[2:])).AsUint8x16()
+		hbLo := qh.PermuteOrZero(q5Idx).And(bit).Equal(bit).ToInt8x16().AsUint8x16()
+		hbHi := qh.PermuteOrZero(idxHi).And(bit).Equal(bit).ToInt8x16().AsUint8x16()
+		v := u8x16(b[6:22])
+		lo := v.And(m4).Or(mf0.AndNot(hbLo)).AsInt8x16().ExtendToInt16()
+		hi := v.AsUint16x8().ShiftAllRight(4).AsUint8x16().And(m4).Or(mf0.AndNot(hbHi)).AsInt8x16().ExtendToInt16()
+		s := lo.DotProductPairs(i8x16(q[0:16])).Add(hi.DotProductPairs(i8x16(q[16:32])))
+		sumi := hsum32(s)
+		sumf += float32(float32(f16Table[binary.LittleEndian.Uint16(b)]*y[ib].d) * float32(sumi))
+	}
+	return sumf
 }
