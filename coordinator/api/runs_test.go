@@ -14,7 +14,7 @@ import (
 	"github.com/lesfarm/lesfarm/protocol"
 )
 
-func addDevice(t *testing.T, st *store.Store, id, platform, model string, labels map[string]string) {
+func addDevice(t testing.TB, st *store.Store, id, platform, model string, labels map[string]string) {
 	t.Helper()
 	ram := int64(8 << 30)
 	if _, err := st.UpsertDevice(context.Background(), &store.UpsertDeviceParams{
