@@ -120,16 +120,17 @@ func BenchmarkQuantizeActivation(b *testing.B) {
 	x := randVec(r, 4096, 1)
 	q8k := make([]blockQ8K, 4096/QK_K)
 	q80 := make([]blockQ8_0, 4096/32)
-	b.Run("Q8_K", func(b *testing.B) {
+	cpuNs := func(b *testing.B, f func()) {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		cpu0 := threadCPU()
 		for b.Loop() {
-			quantizeQ8K(x, q8k)
+			f()
 		}
-	})
-	b.Run("Q8_0", func(b *testing.B) {
-		for b.Loop() {
-			quantizeQ8_0(x, q80)
-		}
-	})
+		b.ReportMetric(float64(threadCPU()-cpu0)/float64(b.N), "cpu-ns/op")
+	}
+	b.Run("Q8_K", func(b *testing.B) { cpuNs(b, func() { quantizeQ8K(x, q8k) }) })
+	b.Run("Q8_0", func(b *testing.B) { cpuNs(b, func() { quantizeQ8_0(x, q80) }) })
 }
 
 // BenchmarkDispatch measures the fixed cost of a small product (a 16×256

@@ -78,7 +78,12 @@ func F32ToBF16(f float32) uint16 {
 func abs32(f float32) float32 { return math.Float32frombits(math.Float32bits(f) &^ (1 << 31)) }
 
 // roundHalfAway is C's roundf: nearest integer, halves away from zero.
-func roundHalfAway(f float32) float32 { return float32(math.Round(float64(f))) }
+// Adding ±0.5 in float64 is exact for every float32 (and a tie that rounds
+// to even for |f| >= 2^52, where f is already an even integer), and
+// math.Trunc is a single instruction where math.Round is not.
+func roundHalfAway(f float32) float32 {
+	return float32(math.Trunc(float64(f) + math.Copysign(0.5, float64(f))))
+}
 
 // nearestInt is ggml's nearest_int: round half to even via the 1.5*2^23
 // magic constant (valid for |f| <= 4194303).

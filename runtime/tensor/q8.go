@@ -38,8 +38,9 @@ var permuteQ8K bool
 
 // quantizeQ8_0 is quantize_row_q8_0_ref: d = amax/127, q = roundf(x/d).
 func quantizeQ8_0(x []float32, y []blockQ8_0) {
+	x = x[:32*len(y)]
 	for i := range y {
-		xb := x[i*32 : i*32+32]
+		xb := (*[32]float32)(x[i*32:])
 		var amax float32
 		for _, v := range xb {
 			amax = max(amax, abs32(v))
@@ -49,9 +50,10 @@ func quantizeQ8_0(x []float32, y []blockQ8_0) {
 		if d != 0 {
 			id = 1 / d
 		}
-		y[i].d = f16Table[F32ToF16(d)]
+		b := &y[i]
+		b.d = f16Table[F32ToF16(d)]
 		for j, v := range xb {
-			y[i].qs[j] = int8(roundHalfAway(v * id))
+			b.qs[j] = int8(roundHalfAway(v * id))
 		}
 	}
 }
@@ -87,8 +89,9 @@ func quantizeQ8_1(x []float32, y []blockQ8_1) {
 // of largest magnitude, with its sign), q = min(127, nearest_int(iscale*x)),
 // d = 1/iscale, plus the sums of each group of 16 quants.
 func quantizeQ8K(x []float32, y []blockQ8K) {
+	x = x[:QK_K*len(y)]
 	for i := range y {
-		xb := x[i*QK_K : i*QK_K+QK_K]
+		xb := (*[QK_K]float32)(x[i*QK_K:])
 		var mx, amax float32
 		for _, v := range xb {
 			if av := abs32(v); av > amax {
@@ -105,9 +108,10 @@ func quantizeQ8K(x []float32, y []blockQ8K) {
 			b.qs[j] = int8(min(127, nearestInt(iscale*v)))
 		}
 		for j := 0; j < QK_K/16; j++ {
+			q := (*[16]int8)(b.qs[16*j:])
 			var sum int32
-			for _, q := range b.qs[j*16 : j*16+16] {
-				sum += int32(q)
+			for _, v := range q {
+				sum += int32(v)
 			}
 			b.bsums[j] = int16(sum)
 		}
@@ -116,9 +120,11 @@ func quantizeQ8K(x []float32, y []blockQ8K) {
 				b.bsum2[j] = b.bsums[2*j] + b.bsums[2*j+1]
 			}
 			for g := 0; g < QK_K; g += 16 {
+				src := (*[16]int8)(b.qs[g:])
+				dst := (*[16]int8)(b.pqs[g:])
 				for k := 0; k < 8; k++ {
-					b.pqs[g+2*k] = b.qs[g+k]
-					b.pqs[g+2*k+1] = b.qs[g+k+8]
+					dst[2*k] = src[k]
+					dst[2*k+1] = src[k+8]
 				}
 			}
 		}

@@ -537,3 +537,17 @@ func TestQuantizeParallelMatches(t *testing.T) {
 		t.Error("bad size: want error")
 	}
 }
+
+func TestRoundHalfAway(t *testing.T) {
+	r := rand.New(rand.NewPCG(17, 18))
+	cases := []float32{0, 0.5, -0.5, 1.5, -1.5, 2.5, 0.49999997, -0.49999997, 126.5, -127.5, 8388607.5, 16777216, 3e38, -3e38}
+	for i := 0; i < 100000; i++ {
+		cases = append(cases, float32(r.NormFloat64()*200), math.Float32frombits(r.Uint32()))
+	}
+	for _, f := range cases {
+		want := float32(math.Round(float64(f)))
+		if got := roundHalfAway(f); math.Float32bits(got) != math.Float32bits(want) && !(f != f && got != got) {
+			t.Fatalf("roundHalfAway(%v) = %v, want %v", f, got, want)
+		}
+	}
+}
