@@ -136,24 +136,50 @@ func MatMul(p *Pool, dst []float32, m Matrix, x []float32, n int) error {
 	return matMulWith(kernels, p, dst, m, x, n)
 }
 
+// MatMulMulti is MatMul for up to 4 matrices that share the input x (an
+// expert's gate and up projections, or attention q/k/v): dsts[i] = ms[i]·x.
+// The input is quantized once per distinct vec_dot_type and all rows run in
+// one parallel pass, saving the repeated activation quantization and
+// dispatch. All ms must have the same Cols.
+func MatMulMulti(p *Pool, dsts [][]float32, ms []Matrix, x []float32, n int) error {
+	return matMulMulti(kernels, p, dsts, ms, x, n)
+}
+
 // matMulWith is MatMul with an explicit kernel set (benchmarks and tests
 // compare the generic, pure-Go fast and SIMD sets through it).
 func matMulWith(ks map[Type]*kernel, p *Pool, dst []float32, m Matrix, x []float32, n int) error {
-	k, ok := ks[m.Type]
-	if !ok {
-		return fmt.Errorf("tensor: no matrix-vector kernel for type %s", m.Type)
+	return matMulMulti(ks, p, [][]float32{dst}, []Matrix{m}, x, n)
+}
+
+func matMulMulti(ks map[Type]*kernel, p *Pool, dsts [][]float32, ms []Matrix, x []float32, n int) error {
+	if len(ms) == 0 || len(ms) > maxParts || len(dsts) != len(ms) {
+		return fmt.Errorf("tensor: matmul of %d matrices into %d outputs (1 to %d)", len(ms), len(dsts), maxParts)
 	}
-	rb, err := m.rowBytes()
-	if err != nil {
-		return err
+	var parts [maxParts]part
+	total := 0
+	cols := ms[0].Cols
+	for i, m := range ms {
+		k, ok := ks[m.Type]
+		if !ok {
+			return fmt.Errorf("tensor: no matrix-vector kernel for type %s", m.Type)
+		}
+		rb, err := m.rowBytes()
+		if err != nil {
+			return err
+		}
+		if m.Cols != cols {
+			return fmt.Errorf("tensor: matmul of matrices with %d and %d columns", cols, m.Cols)
+		}
+		if n < 0 || (m.Cols > 0 && n > math.MaxInt/max(m.Cols, m.Rows)) || len(x) != n*m.Cols {
+			return fmt.Errorf("tensor: matmul input has %d values, want %d vectors × %d", len(x), n, m.Cols)
+		}
+		if len(dsts[i]) != n*m.Rows {
+			return fmt.Errorf("tensor: matmul output has %d values, want %d vectors × %d rows", len(dsts[i]), n, m.Rows)
+		}
+		parts[i] = part{m: m, rb: rb, k: k, dst: dsts[i], start: total}
+		total += m.Rows
 	}
-	if n < 0 || (m.Cols > 0 && n > math.MaxInt/max(m.Cols, m.Rows)) || len(x) != n*m.Cols {
-		return fmt.Errorf("tensor: matmul input has %d values, want %d vectors × %d", len(x), n, m.Cols)
-	}
-	if len(dst) != n*m.Rows {
-		return fmt.Errorf("tensor: matmul output has %d values, want %d vectors × %d rows", len(dst), n, m.Rows)
-	}
-	if n == 0 || m.Rows == 0 {
+	if n == 0 || total == 0 {
 		return nil
 	}
 	var j *job
@@ -165,35 +191,40 @@ func matMulWith(ks map[Type]*kernel, p *Pool, dst []float32, m Matrix, x []float
 	} else {
 		j, sc = &p.j, &p.sc
 	}
-	quantizeActivations(k.act, sc, x, n, m.Cols)
-	j.m, j.rowBytes, j.k, j.n, j.x, j.sc, j.dst = m, rb, k, n, x, sc, dst
-	j.count = m.Rows
+	var done [actQ8K + 1]bool
+	for i := range ms {
+		if act := parts[i].k.act; !done[act] {
+			done[act] = true
+			quantizeActivations(act, sc, x, n, cols)
+		}
+	}
+	j.parts, j.np, j.n, j.x, j.sc, j.count = parts, len(ms), n, x, sc, total
 	if p == nil {
 		var none *Pool
 		none.dispatch(j)
 	} else {
 		p.dispatch(j)
 	}
-	j.m, j.x, j.dst, j.k, j.sc = Matrix{}, nil, nil, nil, nil
+	j.parts, j.x, j.sc = [maxParts]part{}, nil, nil
 	if st != nil {
 		inline.Put(st)
 	}
 	return nil
 }
 
-// quantizeActivations converts the n×cols activations x to the kernel's
-// vec_dot_type into sc.
+// quantizeActivations converts the n×cols activations x to the vec_dot_type
+// act into sc.
 func quantizeActivations(act actKind, sc *scratch, x []float32, n, cols int) {
 	switch act {
 	case actF16:
-		sc.f32 = grow(sc.f32, len(x))
+		sc.f16 = grow(sc.f16, len(x))
 		for i, v := range x {
-			sc.f32[i] = f16Table[F32ToF16(v)]
+			sc.f16[i] = f16Table[F32ToF16(v)]
 		}
 	case actBF16:
-		sc.f32 = grow(sc.f32, len(x))
+		sc.bf16 = grow(sc.bf16, len(x))
 		for i, v := range x {
-			sc.f32[i] = BF16ToF32(F32ToBF16(v))
+			sc.bf16[i] = BF16ToF32(F32ToBF16(v))
 		}
 	case actQ8_0:
 		sc.q80 = grow(sc.q80, len(x)/32)
@@ -207,35 +238,51 @@ func quantizeActivations(act actKind, sc *scratch, x []float32, n, cols int) {
 	}
 }
 
-// rows computes rows [lo,hi) for all vectors.
+// rows computes job rows [lo,hi) (across parts) for all vectors.
 func (j *job) rows(lo, hi int) {
-	m, rb, n, k := j.m, j.rowBytes, j.n, j.k
+	for i := 0; i < j.np; i++ {
+		pt := &j.parts[i]
+		a, b := max(lo, pt.start), min(hi, pt.start+pt.m.Rows)
+		if a < b {
+			j.partRows(pt, a-pt.start, b-pt.start)
+		}
+	}
+}
+
+// partRows computes rows [lo,hi) of one part for all vectors.
+func (j *job) partRows(pt *part, lo, hi int) {
+	m, rb, n, k := pt.m, pt.rb, j.n, pt.k
 	cols := m.Cols
+	dst := pt.dst
 	for r := lo; r < hi; r++ {
 		w := m.Data[r*rb : (r+1)*rb]
 		switch k.act {
 		case actF32:
 			for v := 0; v < n; v++ {
-				j.dst[v*m.Rows+r] = k.f32(w, j.x[v*cols:(v+1)*cols])
+				dst[v*m.Rows+r] = k.f32(w, j.x[v*cols:(v+1)*cols])
 			}
-		case actF16, actBF16:
+		case actF16:
 			for v := 0; v < n; v++ {
-				j.dst[v*m.Rows+r] = k.f32(w, j.sc.f32[v*cols:(v+1)*cols])
+				dst[v*m.Rows+r] = k.f32(w, j.sc.f16[v*cols:(v+1)*cols])
+			}
+		case actBF16:
+			for v := 0; v < n; v++ {
+				dst[v*m.Rows+r] = k.f32(w, j.sc.bf16[v*cols:(v+1)*cols])
 			}
 		case actQ8_0:
 			nb := cols / 32
 			for v := 0; v < n; v++ {
-				j.dst[v*m.Rows+r] = k.q80(w, j.sc.q80[v*nb:(v+1)*nb])
+				dst[v*m.Rows+r] = k.q80(w, j.sc.q80[v*nb:(v+1)*nb])
 			}
 		case actQ8_1:
 			nb := cols / 32
 			for v := 0; v < n; v++ {
-				j.dst[v*m.Rows+r] = k.q81(w, j.sc.q81[v*nb:(v+1)*nb])
+				dst[v*m.Rows+r] = k.q81(w, j.sc.q81[v*nb:(v+1)*nb])
 			}
 		case actQ8K:
 			nb := cols / QK_K
 			for v := 0; v < n; v++ {
-				j.dst[v*m.Rows+r] = k.q8k(w, j.sc.q8k[v*nb:(v+1)*nb])
+				dst[v*m.Rows+r] = k.q8k(w, j.sc.q8k[v*nb:(v+1)*nb])
 			}
 		}
 	}

@@ -60,21 +60,32 @@ func (p *Pool) Close() {
 	p.work = nil
 }
 
-// job is one parallel matrix product: chunks of rows handed out through an
-// atomic counter, so fast threads take more chunks.
+// maxParts is how many matrices one MatMulMulti call may combine.
+const maxParts = 4
+
+// part is one matrix of a job: its rows are job rows [start, start+Rows).
+type part struct {
+	m     Matrix
+	rb    int // row bytes
+	k     *kernel
+	dst   []float32 // n×Rows
+	start int
+}
+
+// job is one parallel product over the concatenated rows of up to maxParts
+// matrices sharing the input: chunks of rows handed out through an atomic
+// counter, so fast threads take more chunks.
 type job struct {
-	m        Matrix
-	rowBytes int
-	k        *kernel
-	n        int       // vectors
-	x        []float32 // F32 activations (n×Cols)
-	sc       *scratch
-	dst      []float32 // n×Rows
-	chunk    int
-	nchunks  int64
-	next     atomic.Int64
-	count    int              // items (rows) to split
-	fn       func(lo, hi int) // generic work instead of rows, if set
+	parts   [maxParts]part
+	np      int
+	n       int       // vectors
+	x       []float32 // F32 activations (n×Cols)
+	sc      *scratch
+	chunk   int
+	nchunks int64
+	next    atomic.Int64
+	count   int              // items (rows) to split
+	fn      func(lo, hi int) // generic work instead of rows, if set
 }
 
 func (j *job) run() {
@@ -116,10 +127,11 @@ func (p *Pool) dispatch(j *job) {
 
 // scratch holds the quantized activations of a product; buffers only grow.
 type scratch struct {
-	f32 []float32
-	q80 []blockQ8_0
-	q81 []blockQ8_1
-	q8k []blockQ8K
+	f16  []float32 // x rounded to F16, as float32
+	bf16 []float32 // x rounded to BF16, as float32
+	q80  []blockQ8_0
+	q81  []blockQ8_1
+	q8k  []blockQ8K
 }
 
 type inlineState struct {

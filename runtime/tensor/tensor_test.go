@@ -449,9 +449,10 @@ func genericMatVec(t testing.TB, m Matrix, x []float32) []float32 {
 	var sc scratch
 	quantizeActivations(k.act, &sc, x, 1, m.Cols)
 	rb, _ := m.rowBytes()
-	j := &job{m: m, rowBytes: rb, k: k, n: 1, x: x, sc: &sc, dst: make([]float32, m.Rows)}
+	j := &job{n: 1, x: x, sc: &sc, np: 1}
+	j.parts[0] = part{m: m, rb: rb, k: k, dst: make([]float32, m.Rows)}
 	j.rows(0, m.Rows)
-	return j.dst
+	return j.parts[0].dst
 }
 
 func TestMatMulPoolsAgree(t *testing.T) {
@@ -549,5 +550,41 @@ func TestRoundHalfAway(t *testing.T) {
 		if got := roundHalfAway(f); math.Float32bits(got) != math.Float32bits(want) && !(f != f && got != got) {
 			t.Fatalf("roundHalfAway(%v) = %v, want %v", f, got, want)
 		}
+	}
+}
+
+func TestMatMulMultiMatchesSingle(t *testing.T) {
+	r := rand.New(rand.NewPCG(19, 20))
+	const cols, n = 512, 3
+	ms := []Matrix{makeMatrix(t, r, Q4_K, 37, cols), makeMatrix(t, r, Q8_0, 5, cols), makeMatrix(t, r, F16, 11, cols), makeMatrix(t, r, BF16, 3, cols)}
+	x := randVec(r, n*cols, 1)
+	p := NewPool(2)
+	defer p.Close()
+	for _, pool := range []*Pool{nil, p} {
+		dsts := make([][]float32, len(ms))
+		for i, m := range ms {
+			dsts[i] = make([]float32, n*m.Rows)
+		}
+		if err := MatMulMulti(pool, dsts, ms, x, n); err != nil {
+			t.Fatal(err)
+		}
+		for i, m := range ms {
+			want := make([]float32, n*m.Rows)
+			if err := MatMul(nil, want, m, x, n); err != nil {
+				t.Fatal(err)
+			}
+			for k := range want {
+				if want[k] != dsts[i][k] {
+					t.Fatalf("matrix %d (%s) value %d: multi %v, single %v", i, m.Type, k, dsts[i][k], want[k])
+				}
+			}
+		}
+	}
+	if err := MatMulMulti(nil, [][]float32{make([]float32, 37)}, []Matrix{ms[0], ms[1]}, x[:cols], 1); err == nil {
+		t.Error("dsts/ms length mismatch: want error")
+	}
+	other := makeMatrix(t, r, Q8_0, 2, 256)
+	if err := MatMulMulti(nil, [][]float32{make([]float32, 37), make([]float32, 2)}, []Matrix{ms[0], other}, x[:cols], 1); err == nil {
+		t.Error("different Cols: want error")
 	}
 }
