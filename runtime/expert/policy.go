@@ -128,106 +128,151 @@ func (p *lru) unlink(n *lruNode) {
 	n.prev, n.next = nil, nil
 }
 
+// freqEnt is a key's history for the frequency-based policies.
+type freqEnt struct {
+	k     Key
+	count float64 // uses (lfu) or decayed score (lrfu)
+	last  float64 // clock of the last use
+	ls    float64 // lrfu: log(count) + lambda × last, updated on use
+	idx   int     // position in resident, or -1
+}
+
+// freqSet keeps every key ever seen and a dense slice of the resident ones,
+// so a victim scan touches only resident entries, without map lookups.
+type freqSet struct {
+	ents     map[Key]*freqEnt
+	resident []*freqEnt
+}
+
+func newFreqSet() freqSet { return freqSet{ents: map[Key]*freqEnt{}} }
+
+func (f *freqSet) get(k Key) *freqEnt {
+	e := f.ents[k]
+	if e == nil {
+		e = &freqEnt{k: k, idx: -1, ls: math.Inf(-1)}
+		f.ents[k] = e
+	}
+	return e
+}
+
+func (f *freqSet) insert(k Key) *freqEnt {
+	e := f.get(k)
+	if e.idx < 0 {
+		e.idx = len(f.resident)
+		f.resident = append(f.resident, e)
+	}
+	return e
+}
+
+func (f *freqSet) remove(k Key) {
+	e := f.ents[k]
+	if e == nil || e.idx < 0 {
+		return
+	}
+	last := f.resident[len(f.resident)-1]
+	f.resident[e.idx] = last
+	last.idx = e.idx
+	f.resident = f.resident[:len(f.resident)-1]
+	e.idx = -1
+}
+
 // lfu counts demand uses of every key ever seen (not only while resident:
 // an expert's popularity outlives its eviction) and evicts the resident key
 // with the smallest count, the least recently used among equals.
 type lfu struct {
-	clock    uint64
-	count    map[Key]uint64
-	last     map[Key]uint64
-	resident map[Key]struct{}
+	clock float64
+	set   freqSet
 }
 
-func newLFU() *lfu {
-	return &lfu{count: map[Key]uint64{}, last: map[Key]uint64{}, resident: map[Key]struct{}{}}
-}
+func newLFU() *lfu { return &lfu{set: newFreqSet()} }
 
 func (p *lfu) Name() string { return "lfu" }
 
 func (p *lfu) Insert(k Key) {
 	p.clock++
-	p.resident[k] = struct{}{}
-	p.last[k] = p.clock
+	p.set.insert(k).last = p.clock
 }
 
 func (p *lfu) Access(k Key) {
 	p.clock++
-	p.count[k]++
-	p.last[k] = p.clock
+	e := p.set.get(k)
+	e.count++
+	e.last = p.clock
 }
 
-func (p *lfu) Remove(k Key) { delete(p.resident, k) }
+func (p *lfu) Remove(k Key) { p.set.remove(k) }
 
 func (p *lfu) Victim(evictable func(Key) bool) (Key, bool) {
-	var best Key
-	found := false
-	var bc, bl uint64
-	for k := range p.resident {
-		if !evictable(k) {
+	var best *freqEnt
+	for _, e := range p.set.resident {
+		if best != nil && (e.count > best.count || (e.count == best.count && (e.last > best.last || (e.last == best.last && !keyLess(e.k, best.k))))) {
 			continue
 		}
-		c, l := p.count[k], p.last[k]
-		if !found || c < bc || (c == bc && (l < bl || (l == bl && keyLess(k, best)))) {
-			best, bc, bl, found = k, c, l, true
+		if evictable(e.k) {
+			best = e
 		}
 	}
-	return best, found
+	if best == nil {
+		return Key{}, false
+	}
+	return best.k, true
 }
 
 // lrfu is the frequency-and-recency hybrid (LRFU, Lee et al. 2001): each use
-// adds 1 to a score that halves every halfLife uses of the whole cache, so a
-// key used often long ago loses to one used a few times recently. The score
-// of every key ever seen is kept across evictions.
+// adds 1 to a score that decays exponentially with the cache's use clock,
+// so a key used often long ago loses to one used a few times recently. The
+// score of every key ever seen is kept across evictions.
 type lrfu struct {
-	clock    float64
-	lambda   float64 // decay per clock tick (ln 2 / half-life)
-	crf      map[Key]float64
-	last     map[Key]float64
-	resident map[Key]struct{}
+	clock  float64
+	lambda float64 // decay per clock tick (ln 2 / half-life)
+	set    freqSet
 }
 
 // newLRFU returns an LRFU policy whose scores halve every halfLifeTokens ×
 // 1000 accesses; 0.5 gives a half-life of 500 expert uses, about two decode
 // steps of a phone-sized model.
 func newLRFU(halfLifeTokens float64) *lrfu {
-	return &lrfu{lambda: math.Ln2 / (halfLifeTokens * 1000), crf: map[Key]float64{}, last: map[Key]float64{}, resident: map[Key]struct{}{}}
+	return &lrfu{lambda: math.Ln2 / (halfLifeTokens * 1000), set: newFreqSet()}
 }
 
 func (p *lrfu) Name() string { return "lrfu" }
 
-func (p *lrfu) score(k Key) float64 {
-	return p.crf[k] * math.Exp(-p.lambda*(p.clock-p.last[k]))
-}
-
 func (p *lrfu) Insert(k Key) {
-	p.resident[k] = struct{}{}
-	if _, ok := p.last[k]; !ok {
-		p.last[k] = p.clock
+	e := p.set.insert(k)
+	if e.count == 0 {
+		e.last = p.clock
 	}
 }
 
 func (p *lrfu) Access(k Key) {
 	p.clock++
-	p.crf[k] = p.score(k) + 1
-	p.last[k] = p.clock
+	e := p.set.get(k)
+	e.count = e.count*math.Exp(-p.lambda*(p.clock-e.last)) + 1
+	e.last = p.clock
+	// log(score now) + lambda × clock is the same for all keys at any
+	// later clock, so comparing it orders keys by their current score
+	// without decaying every entry.
+	e.ls = math.Log(e.count) + p.lambda*e.last
 }
 
-func (p *lrfu) Remove(k Key) { delete(p.resident, k) }
+func (p *lrfu) Remove(k Key) { p.set.remove(k) }
 
 func (p *lrfu) Victim(evictable func(Key) bool) (Key, bool) {
-	var best Key
-	found := false
+	var best *freqEnt
 	var bs float64
-	for k := range p.resident {
-		if !evictable(k) {
+	for _, e := range p.set.resident {
+		s := e.ls
+		if best != nil && (s > bs || (s == bs && !keyLess(e.k, best.k))) {
 			continue
 		}
-		s := p.score(k)
-		if !found || s < bs || (s == bs && keyLess(k, best)) {
-			best, bs, found = k, s, true
+		if evictable(e.k) {
+			best, bs = e, s
 		}
 	}
-	return best, found
+	if best == nil {
+		return Key{}, false
+	}
+	return best.k, true
 }
 
 func keyLess(a, b Key) bool {

@@ -1,0 +1,5 @@
+//go:build !race
+
+package expert_test
+
+const raceEnabled = false
