@@ -2,7 +2,10 @@
 
 package tensor
 
-import "encoding/binary"
+import (
+	"encoding/binary"
+	"math"
+)
 
 //go:generate python3 gen_neon.py
 
@@ -35,14 +38,57 @@ func q6kLanes(b *[210]byte, q8 *[256]int8, aux *[8]int32)
 //go:noescape
 func q8_0Sums(w *byte, y *blockQ8_0, nb int, out *int32)
 
-var simdExact = map[Type]bool{Q4_K: true, Q6_K: true, Q8_0: true}
+// f32Lanes and f16Lanes compute the 8 float32 lane sums of the generic
+// F32/F16 dot over groups×8 values (w holds float32 or half values).
+//
+//go:noescape
+func f32Lanes(w *byte, x *float32, groups int, out *[8]float32)
+
+//go:noescape
+func f16Lanes(w *byte, x *float32, groups int, out *[8]float32)
+
+var simdExact = map[Type]bool{Q4_K: true, Q6_K: true, Q8_0: true, F32: true, F16: true}
 
 func simdKernels() map[Type]*kernel {
 	return map[Type]*kernel{
 		Q4_K: {act: actQ8K, q8k: dotQ4KQ8KNEON},
 		Q6_K: {act: actQ8K, q8k: dotQ6KQ8KNEON},
 		Q8_0: {act: actQ8_0, q80: dotQ8_0Q8_0NEON},
+		F32:  {act: actF32, f32: dotF32NEON},
+		F16:  {act: actF16, f32: dotF16NEON},
 	}
+}
+
+func dotF32NEON(w []byte, x []float32) float32 {
+	n := len(x)
+	w = w[:4*n]
+	g := n / 8
+	if g == 0 {
+		return dotF32Fast(w, x)
+	}
+	var s [8]float32
+	f32Lanes(&w[0], &x[0], g, &s)
+	r := reduce8(s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7])
+	for i := 8 * g; i < n; i++ {
+		r += float32(f32At(w[4*i:]) * x[i])
+	}
+	return r
+}
+
+func dotF16NEON(w []byte, x []float32) float32 {
+	n := len(x)
+	w = w[:2*n]
+	g := n / 8
+	if g == 0 {
+		return dotF16Fast(w, x)
+	}
+	var s [8]float32
+	f16Lanes(&w[0], &x[0], g, &s)
+	r := reduce8(s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7])
+	for i := 8 * g; i < n; i++ {
+		r += float32(f16Table[binary.LittleEndian.Uint16(w[2*i:])] * x[i])
+	}
+	return r
 }
 
 func dotQ8_0Q8_0NEON(w []byte, y []blockQ8_0) float32 {
@@ -109,3 +155,5 @@ func dotQ4KQ8KNEON(w []byte, y []blockQ8K) float32 {
 	}
 	return sumf
 }
+
+func f32At(b []byte) float32 { return math.Float32frombits(binary.LittleEndian.Uint32(b)) }

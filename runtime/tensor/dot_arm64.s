@@ -312,3 +312,49 @@ loop8:
 done8:
 	RET
 
+// func f32Lanes(w *byte, x *float32, groups int, out *[8]float32)
+TEXT ·f32Lanes(SB), NOSPLIT, $0-32
+	MOVD w+0(FP), R0
+	MOVD x+8(FP), R1
+	MOVD groups+16(FP), R2
+	MOVD out+24(FP), R3
+	VEOR V0.B16, V0.B16, V0.B16
+	VEOR V1.B16, V1.B16, V1.B16
+loopf32Lanes:
+	CBZ R2, donef32Lanes
+	VLD1.P 32(R0), [V6.S4, V7.S4]
+	VLD1.P 32(R1), [V4.S4, V5.S4]
+	WORD $0x6e24dcc6 // FMUL V6.4S, V6.4S, V4.4S
+	WORD $0x6e25dce7 // FMUL V7.4S, V7.4S, V5.4S
+	WORD $0x4e26d400 // FADD V0.4S, V0.4S, V6.4S
+	WORD $0x4e27d421 // FADD V1.4S, V1.4S, V7.4S
+	SUB $1, R2, R2
+	B loopf32Lanes
+donef32Lanes:
+	VST1 [V0.S4, V1.S4], (R3)
+	RET
+
+// func f16Lanes(w *byte, x *float32, groups int, out *[8]float32)
+TEXT ·f16Lanes(SB), NOSPLIT, $0-32
+	MOVD w+0(FP), R0
+	MOVD x+8(FP), R1
+	MOVD groups+16(FP), R2
+	MOVD out+24(FP), R3
+	VEOR V0.B16, V0.B16, V0.B16
+	VEOR V1.B16, V1.B16, V1.B16
+loopf16Lanes:
+	CBZ R2, donef16Lanes
+	VLD1.P 16(R0), [V2.B16]
+	WORD $0x0e217846 // FCVTL V6.4S, V2.4H
+	WORD $0x4e217847 // FCVTL2 V7.4S, V2.8H
+	VLD1.P 32(R1), [V4.S4, V5.S4]
+	WORD $0x6e24dcc6 // FMUL V6.4S, V6.4S, V4.4S
+	WORD $0x6e25dce7 // FMUL V7.4S, V7.4S, V5.4S
+	WORD $0x4e26d400 // FADD V0.4S, V0.4S, V6.4S
+	WORD $0x4e27d421 // FADD V1.4S, V1.4S, V7.4S
+	SUB $1, R2, R2
+	B loopf16Lanes
+donef16Lanes:
+	VST1 [V0.S4, V1.S4], (R3)
+	RET
+

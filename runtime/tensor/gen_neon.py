@@ -142,4 +142,46 @@ out += ["// func q8_0Sums(w *byte, y *blockQ8_0, nb int, out *int32)",
         "\tB loop8",
         "done8:",
         "\tRET", ""]
+
+
+def fcvtl(d, n, second=False):  # FCVTL{2} Vd.4S, Vn.4H/8H
+    return (0x4E217800 if second else 0x0E217800) | n << 5 | d
+
+
+def fmul4s(d, n, m):  # FMUL Vd.4S, Vn.4S, Vm.4S
+    return 0x6E20DC00 | m << 16 | n << 5 | d
+
+
+def fadd4s(d, n, m):  # FADD Vd.4S, Vn.4S, Vm.4S
+    return 0x4E20D400 | m << 16 | n << 5 | d
+
+
+# func f32Lanes(w *byte, x *float32, groups int, out *[8]float32)
+# func f16Lanes(w *byte, x *float32, groups int, out *[8]float32)
+# out[l] = Σ_g w[8g+l]·x[8g+l] in float32, products rounded then added in
+# order: exactly the generic 8-lane loop (lanes 0-3 in V0, 4-7 in V1).
+for name, half in (("f32Lanes", False), ("f16Lanes", True)):
+    out += [f"// func {name}(w *byte, x *float32, groups int, out *[8]float32)",
+            f"TEXT ·{name}(SB), NOSPLIT, $0-32",
+            "\tMOVD w+0(FP), R0", "\tMOVD x+8(FP), R1", "\tMOVD groups+16(FP), R2", "\tMOVD out+24(FP), R3",
+            "\tVEOR V0.B16, V0.B16, V0.B16",
+            "\tVEOR V1.B16, V1.B16, V1.B16",
+            f"loop{name}:",
+            f"\tCBZ R2, done{name}"]
+    if half:
+        out += ["\tVLD1.P 16(R0), [V2.B16]",
+                w(fcvtl(6, 2), "FCVTL V6.4S, V2.4H"),
+                w(fcvtl(7, 2, True), "FCVTL2 V7.4S, V2.8H")]
+    else:
+        out += ["\tVLD1.P 32(R0), [V6.S4, V7.S4]"]
+    out += ["\tVLD1.P 32(R1), [V4.S4, V5.S4]",
+            w(fmul4s(6, 6, 4), "FMUL V6.4S, V6.4S, V4.4S"),
+            w(fmul4s(7, 7, 5), "FMUL V7.4S, V7.4S, V5.4S"),
+            w(fadd4s(0, 0, 6), "FADD V0.4S, V0.4S, V6.4S"),
+            w(fadd4s(1, 1, 7), "FADD V1.4S, V1.4S, V7.4S"),
+            "\tSUB $1, R2, R2",
+            f"\tB loop{name}",
+            f"done{name}:",
+            "\tVST1 [V0.S4, V1.S4], (R3)",
+            "\tRET", ""]
 open("dot_arm64.s", "w").write("\n".join(out) + "\n")
