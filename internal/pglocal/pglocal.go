@@ -263,14 +263,24 @@ func (s *Server) start(ctx context.Context, cred *credential) error {
 	cmd.Stdout = logf
 	cmd.Stderr = logf
 	cmd.SysProcAttr = sysProcAttr(cred, true)
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("pglocal: start postgres: %w", err)
-	}
-	s.cmd = cmd
+	// The parent-death signal fires when the creating OS thread exits, not
+	// the process (go.dev/issue/27505), so start and wait on one goroutine
+	// locked to its thread: the thread lives exactly as long as postgres.
+	started := make(chan error, 1)
 	go func() {
+		runtime.LockOSThread()
+		if err := cmd.Start(); err != nil {
+			started <- err
+			return // the locked thread exits with the goroutine; nothing to signal
+		}
+		started <- nil
 		s.waitErr = cmd.Wait()
 		close(s.done)
 	}()
+	if err := <-started; err != nil {
+		return fmt.Errorf("pglocal: start postgres: %w", err)
+	}
+	s.cmd = cmd
 
 	deadline := time.Now().Add(s.cfg.StartTimeout)
 	for {
