@@ -132,3 +132,18 @@ func TestLadderBadInput(t *testing.T) {
 		}
 	}
 }
+
+func FuzzParseBudget(f *testing.F) {
+	for _, s := range []string{"0.2", "20%", "1", "512MiB", "4096", "0", "-1", "150%", "1e309", "NaN", "0x10"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		b, frac, err := ParseBudget(s)
+		if err != nil {
+			return
+		}
+		if (b > 0) == (frac > 0) || b < 0 || frac < 0 || frac > 1 {
+			t.Fatalf("ParseBudget(%q) = %d, %v", s, b, frac)
+		}
+	})
+}

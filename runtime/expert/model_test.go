@@ -225,3 +225,19 @@ func TestTrainedPredictorRecall(t *testing.T) {
 		}
 	}
 }
+
+// TestExpertsFileMismatch: streaming experts from another model's packed
+// file fails at load with a clear error, never a wrong answer.
+func TestExpertsFileMismatch(t *testing.T) {
+	model1 := fixture(t, "golden/tiny-qwen3moe-q4_k_m.gguf")
+	other := fixture(t, "trained/tiny-moe-kjv-f16.gguf")
+	packed := filepath.Join(t.TempDir(), "other.packed.gguf")
+	if err := pack.Pack(context.Background(), other, packed, pack.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := model.Load(model1, model.Options{Experts: storeSource(t, model1, packed, expert.Options{}, 0.5, nil)})
+	if err == nil {
+		t.Fatal("a mismatched experts file was accepted")
+	}
+	t.Log(err)
+}
