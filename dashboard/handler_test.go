@@ -1,0 +1,206 @@
+package dashboard
+
+import (
+	"bytes"
+	"compress/gzip"
+	"encoding/json"
+	"io"
+	"io/fs"
+	"net/http"
+	"net/http/httptest"
+	"path"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+func get(t *testing.T, h http.Handler, method, target string, hdr ...string) *httptest.ResponseRecorder {
+	t.Helper()
+	req := httptest.NewRequest(method, target, nil)
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	return rec
+}
+
+func TestHandlerRoutes(t *testing.T) {
+	t.Parallel()
+	h := Handler()
+	tests := []struct {
+		method, path string
+		status       int
+		ctype        string
+		bodyHas      string
+	}{
+		{"GET", "/", 200, "text/html; charset=utf-8", `<script type="module" src="/ui/app.js">`},
+		{"HEAD", "/", 200, "text/html; charset=utf-8", ""},
+		// Client routes get the page so deep links work.
+		{"GET", "/series", 200, "text/html; charset=utf-8", "<title>lesfarm</title>"},
+		{"GET", "/series?suite=smoke&metric=decode_tps", 200, "text/html; charset=utf-8", "<title>lesfarm</title>"},
+		{"GET", "/runs/42", 200, "text/html; charset=utf-8", "<title>lesfarm</title>"},
+		{"GET", "/alerts/7", 200, "text/html; charset=utf-8", "<title>lesfarm</title>"},
+		{"GET", "/devices/", 200, "text/html; charset=utf-8", "<title>lesfarm</title>"},
+		// Assets with their real content types.
+		{"GET", "/ui/app.js", 200, "text/javascript; charset=utf-8", "import * as regressions"},
+		{"GET", "/ui/format.js", 200, "text/javascript; charset=utf-8", "export function fmtMeanSD"},
+		{"GET", "/ui/style.css", 200, "text/css; charset=utf-8", "svg.chart"},
+		{"GET", "/ui/favicon.svg", 200, "image/svg+xml", "<svg"},
+		// Missing files are 404s, never the page (a module loaded as HTML
+		// fails with a confusing MIME error).
+		{"GET", "/ui/nope.js", 404, "text/plain; charset=utf-8", ""},
+		{"GET", "/ui/", 404, "text/plain; charset=utf-8", ""},
+		{"GET", "/ui/index.html", 404, "text/plain; charset=utf-8", ""},
+		{"GET", "/favicon.ico", 404, "text/plain; charset=utf-8", ""},
+		{"GET", "/robots.txt", 404, "text/plain; charset=utf-8", ""},
+		// API paths are never shadowed: reaching this handler means no API
+		// route matched, so the answer is the API's kind of 404.
+		{"GET", "/v1", 404, "application/problem+json", `"status":404`},
+		{"GET", "/v1/nope", 404, "application/problem+json", "no API route GET /v1/nope"},
+		{"GET", "/v1/alerts/x/y", 404, "application/problem+json", "no API route"},
+		{"POST", "/v1/runs", 404, "application/problem+json", "no API route POST /v1/runs"},
+		{"GET", "/openapi.json", 404, "application/problem+json", "no API route"},
+		{"GET", "/openapi.yaml", 404, "application/problem+json", "no API route"},
+		{"GET", "/docs", 404, "application/problem+json", "no API route"},
+		{"GET", "/schemas/Run.json", 404, "application/problem+json", "no API route"},
+		{"GET", "/healthz", 404, "application/problem+json", "no API route"},
+		{"GET", "/readyz", 404, "application/problem+json", "no API route"},
+		{"GET", "/metrics", 404, "application/problem+json", "no API route"},
+		// The page only answers reads.
+		{"POST", "/", 405, "application/problem+json", "only answers GET and HEAD"},
+		{"DELETE", "/series", 405, "application/problem+json", "only answers GET and HEAD"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.method+" "+tc.path, func(t *testing.T) {
+			rec := get(t, h, tc.method, tc.path)
+			if rec.Code != tc.status {
+				t.Fatalf("status %d, want %d; body %q", rec.Code, tc.status, rec.Body.String())
+			}
+			if ct := rec.Header().Get("Content-Type"); ct != tc.ctype {
+				t.Errorf("Content-Type %q, want %q", ct, tc.ctype)
+			}
+			if !strings.Contains(rec.Body.String(), tc.bodyHas) {
+				t.Errorf("body lacks %q:\n%.300s", tc.bodyHas, rec.Body.String())
+			}
+			if tc.method == "HEAD" && rec.Body.Len() != 0 {
+				t.Errorf("HEAD returned a body of %d bytes", rec.Body.Len())
+			}
+			if tc.status == 405 && rec.Header().Get("Allow") != "GET, HEAD" {
+				t.Errorf("405 without Allow: %q", rec.Header().Get("Allow"))
+			}
+			if tc.status == 200 {
+				if !strings.Contains(rec.Header().Get("Content-Security-Policy"), "default-src 'none'") {
+					t.Errorf("no CSP: %q", rec.Header().Get("Content-Security-Policy"))
+				}
+				if rec.Header().Get("X-Content-Type-Options") != "nosniff" {
+					t.Error("no nosniff")
+				}
+			}
+			if strings.HasPrefix(tc.ctype, "application/problem+json") {
+				var p struct {
+					Status int    `json:"status"`
+					Detail string `json:"detail"`
+				}
+				if err := json.Unmarshal(rec.Body.Bytes(), &p); err != nil || p.Status != tc.status || p.Detail == "" {
+					t.Errorf("not a problem document: %v %q", err, rec.Body.String())
+				}
+			}
+		})
+	}
+}
+
+func TestHandlerCachingAndGzip(t *testing.T) {
+	t.Parallel()
+	h := Handler()
+	rec := get(t, h, "GET", "/ui/app.js")
+	etag := rec.Header().Get("ETag")
+	if etag == "" || rec.Header().Get("Cache-Control") != "no-cache" {
+		t.Fatalf("ETag %q Cache-Control %q", etag, rec.Header().Get("Cache-Control"))
+	}
+	plain := rec.Body.Bytes()
+	if r := get(t, h, "GET", "/ui/app.js", "If-None-Match", etag); r.Code != http.StatusNotModified || r.Body.Len() != 0 {
+		t.Fatalf("revalidation: %d with %d bytes", r.Code, r.Body.Len())
+	}
+	if r := get(t, h, "GET", "/ui/app.js", "If-None-Match", `"other"`); r.Code != http.StatusOK {
+		t.Fatalf("stale ETag: %d", r.Code)
+	}
+	// The page's ETag differs from the script's.
+	if get(t, h, "GET", "/", "If-None-Match", etag).Code != http.StatusOK {
+		t.Fatal("index revalidated with app.js's ETag")
+	}
+	for _, tc := range []struct {
+		accept string
+		gz     bool
+	}{{"gzip, deflate, br", true}, {"br;q=1.0, gzip;q=0.8", true}, {"gzip;q=0", false}, {"identity", false}, {"", false}} {
+		r := get(t, h, "GET", "/ui/style.css", "Accept-Encoding", tc.accept)
+		gotGz := r.Header().Get("Content-Encoding") == "gzip"
+		if gotGz != tc.gz {
+			t.Errorf("Accept-Encoding %q: gzip %v, want %v", tc.accept, gotGz, tc.gz)
+		}
+		if r.Header().Get("Vary") != "Accept-Encoding" {
+			t.Errorf("no Vary header")
+		}
+	}
+	r := get(t, h, "GET", "/ui/app.js", "Accept-Encoding", "gzip")
+	if cl := r.Header().Get("Content-Length"); cl != strconv.Itoa(r.Body.Len()) || r.Body.Len() >= len(plain) {
+		t.Errorf("Content-Length %s for %d gzip bytes (plain %d)", cl, r.Body.Len(), len(plain))
+	}
+	zr, err := gzip.NewReader(r.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	unz, err := io.ReadAll(zr)
+	if err != nil || !bytes.Equal(unz, plain) {
+		t.Fatalf("gzip body does not decompress to the asset: %v", err)
+	}
+}
+
+// TestModulesResolve checks that every relative ES module import names an
+// embedded file, and that the page only reaches the API through api.js
+// (which refuses paths outside /v1).
+func TestModulesResolve(t *testing.T) {
+	t.Parallel()
+	imp := regexp.MustCompile(`(?m)^\s*import\s[^'"]*['"](\./[^'"]+)['"]`)
+	n := 0
+	err := fs.WalkDir(static, "static", func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || path.Ext(p) != ".js" {
+			return err
+		}
+		src, _ := static.ReadFile(p)
+		for _, m := range imp.FindAllStringSubmatch(string(src), -1) {
+			n++
+			target := path.Join(path.Dir(p), m[1])
+			if _, err := fs.Stat(static, target); err != nil {
+				t.Errorf("%s imports %s, which is not embedded", p, m[1])
+			}
+		}
+		if path.Base(p) != "api.js" && regexp.MustCompile(`\bfetch\(|XMLHttpRequest|EventSource\(`).Match(src) {
+			t.Errorf("%s talks to the network itself; only api.js may", p)
+		}
+		if regexp.MustCompile(`https?://(?:[a-z0-9-]+\.)+[a-z]{2,}/`).Match(bytes.ReplaceAll(src, []byte("http://www.w3.org/2000/svg"), nil)) {
+			t.Errorf("%s references an external URL; the dashboard must work offline", p)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n < 10 {
+		t.Fatalf("found only %d imports; the import pattern is broken", n)
+	}
+}
+
+func TestReserved(t *testing.T) {
+	t.Parallel()
+	for p, want := range map[string]bool{
+		"/v1": true, "/v1/": true, "/v1/alerts": true, "/openapi.json": true, "/openapi-3.0.yaml": true, "/docs": true,
+		"/schemas/X.json": true, "/healthz": true, "/readyz": true, "/metrics": true,
+		"/": false, "/v1x": false, "/series": false, "/runs/1": false, "/documents": false, "/metricsx": false,
+	} {
+		if got := reserved(p); got != want {
+			t.Errorf("reserved(%q) = %v, want %v", p, got, want)
+		}
+	}
+}
