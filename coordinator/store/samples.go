@@ -19,20 +19,26 @@ type TelemetryStats struct {
 	// Stale lists the indices (into the argument) of batches rejected
 	// because their token is not the run's current token.
 	Stale []int
+	// Duplicates is true when some sample was already stored and the
+	// deduplicating path was taken.
+	Duplicates bool
 }
 
 // samplesInCols are the columns of the samples_in staging table, in COPY
 // order.
 var samplesInCols = []string{"run_id", "seq", "idx", "config_index", "repetition", "step", "phase", "pos", "tokens",
-	"duration_ns", "stall_ns", "bytes_read", "cache_bytes", "hits", "misses", "prefetch_used", "prefetch_wasted"}
+	"duration_ns", "stall_ns", "bytes_read", "cache_bytes", "hits_total", "misses_total", "prefetch_used_total",
+	"prefetch_wasted_total", "layers"}
 
 var phaseCodes = map[string]int16{protocol.PhasePrefill: 1, protocol.PhaseDecode: 2, protocol.PhaseVerify: 3}
 
 // InsertTelemetry stores telemetry batches in one transaction: it checks
 // each batch's token against its run (locking the runs FOR SHARE, so a
-// concurrent requeue waits and then deletes what was stored), COPYs the
-// accepted samples into a session temp table and moves them into samples
-// with ON CONFLICT DO NOTHING, so redelivered batches are harmless. When it
+// concurrent requeue waits and then deletes what was stored), then COPYs the
+// accepted samples straight into samples. When that hits a unique violation
+// (a redelivered batch) it rolls back to a savepoint, COPYs into a session
+// temp table and moves the rows into samples with ON CONFLICT DO NOTHING, so
+// duplicates are harmless and the common case costs one COPY. When it
 // returns nil the rows are committed.
 func (s *Store) InsertTelemetry(ctx context.Context, batches []*protocol.TelemetryBatch) (*TelemetryStats, error) {
 	st := &TelemetryStats{}
@@ -48,7 +54,7 @@ func (s *Store) InsertTelemetry(ctx context.Context, batches []*protocol.Telemet
 		}
 	}
 	err := s.tx(ctx, func(tx pgx.Tx) error {
-		st.Batches, st.Samples, st.Inserted, st.Stale = 0, 0, 0, nil
+		st.Batches, st.Samples, st.Inserted, st.Stale, st.Duplicates = 0, 0, 0, nil, false
 		rows, err := tx.Query(ctx, `SELECT id, token FROM runs WHERE id = ANY($1) AND token IS NOT NULL
 			ORDER BY id FOR SHARE`, runIDs)
 		if err != nil {
@@ -80,6 +86,30 @@ func (s *Store) InsertTelemetry(ctx context.Context, batches []*protocol.Telemet
 		if st.Samples == 0 {
 			return nil
 		}
+		// Fast path: COPY straight into samples. A redelivered batch makes
+		// it fail with a unique violation; then roll back to the savepoint
+		// and take the staging path, where duplicates are skipped.
+		if !s.noFastCopy.Load() {
+			sp, err := tx.Begin(ctx)
+			if err != nil {
+				return err
+			}
+			n, err := sp.CopyFrom(ctx, pgx.Identifier{"samples"}, samplesInCols, &sampleRows{batches: accepted})
+			if err == nil {
+				if err := sp.Commit(ctx); err != nil {
+					return err
+				}
+				st.Inserted = n
+				return nil
+			}
+			if !isUniqueViolation(err) {
+				return err
+			}
+			if err := sp.Rollback(ctx); err != nil {
+				return err
+			}
+			st.Duplicates = true
+		}
 		if _, err := tx.Exec(ctx, `CREATE TEMP TABLE IF NOT EXISTS samples_in (LIKE samples) ON COMMIT DELETE ROWS`); err != nil {
 			return err
 		}
@@ -104,7 +134,8 @@ func (s *Store) InsertTelemetry(ctx context.Context, batches []*protocol.Telemet
 type sampleRows struct {
 	batches []*protocol.TelemetryBatch
 	b, i    int
-	row     [17]any
+	row     [18]any
+	buf     []byte
 }
 
 func (r *sampleRows) Next() bool {
@@ -127,15 +158,53 @@ func (r *sampleRows) Values() ([]any, error) {
 	row[3], row[4], row[5] = int16(s.ConfigIndex), int16(s.Repetition), int32(s.Step)
 	row[6], row[7], row[8] = phaseCodes[s.Phase], int32(s.Pos), int32(s.Tokens)
 	row[9], row[10], row[11], row[12] = s.DurationNS, s.StallNS, s.BytesRead, s.CacheBytes
+	row[13], row[14], row[15], row[16], row[17] = int32(0), int32(0), int32(0), int32(0), nil
 	if l := s.Layers; l != nil {
-		row[13], row[14], row[15], row[16] = l.Hits, l.Misses, l.PrefetchUsed, l.PrefetchWasted
-	} else {
-		row[13], row[14], row[15], row[16] = nil, nil, nil, nil
+		var packed []byte
+		packed, r.buf = PackLayers(r.buf[:0], l)
+		row[13], row[14], row[15], row[16] = sum32(l.Hits), sum32(l.Misses), sum32(l.PrefetchUsed), sum32(l.PrefetchWasted)
+		row[17] = packed
 	}
 	return row[:], nil
 }
 
 func (r *sampleRows) Err() error { return nil }
+
+func sum32(v []int32) int32 {
+	var n int32
+	for _, x := range v {
+		n += x
+	}
+	return n
+}
+
+// PackLayers appends the samples.layers encoding of l to buf (4 x L
+// little-endian uint16: hits, misses, prefetch used, prefetch wasted;
+// counts above 65535 saturate) and returns the packed bytes (a subslice)
+// and the grown buffer. The bytes stay valid until buf is reused.
+func PackLayers(buf []byte, l *protocol.LayerCounts) ([]byte, []byte) {
+	start := len(buf)
+	for _, arr := range [][]int32{l.Hits, l.Misses, l.PrefetchUsed, l.PrefetchWasted} {
+		for _, v := range arr {
+			u := uint16(min(max(v, 0), 65535))
+			buf = append(buf, byte(u), byte(u>>8))
+		}
+	}
+	return buf[start:len(buf):len(buf)], buf
+}
+
+// UnpackLayers decodes a samples.layers value.
+func UnpackLayers(b []byte) *protocol.LayerCounts {
+	if len(b) == 0 || len(b)%8 != 0 {
+		return nil
+	}
+	n := len(b) / 8
+	arr := make([]int32, 4*n)
+	for i := range arr {
+		arr[i] = int32(b[2*i]) | int32(b[2*i+1])<<8
+	}
+	return &protocol.LayerCounts{Hits: arr[:n:n], Misses: arr[n : 2*n : 2*n], PrefetchUsed: arr[2*n : 3*n : 3*n], PrefetchWasted: arr[3*n:]}
+}
 
 // CountSamples returns the number of stored samples of a run.
 func (s *Store) CountSamples(ctx context.Context, runID int64) (int64, error) {

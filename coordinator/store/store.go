@@ -37,7 +37,13 @@ type Store struct {
 	// never go stale.
 	jobCache sync.Map
 	jobCount atomic.Int64
+	// noFastCopy forces InsertTelemetry's deduplicating path (tests).
+	noFastCopy atomic.Bool
 }
+
+// SetDedupOnly makes InsertTelemetry always take the staging-table path
+// (for tests and benchmarks that compare the two paths).
+func (s *Store) SetDedupOnly(v bool) { s.noFastCopy.Store(v) }
 
 // Config tunes Open.
 type Config struct {
