@@ -103,3 +103,48 @@ func (r *GCReport) String() string {
 	return fmt.Sprintf("removed %d artifacts and %d stray files, %d partial uploads, freed %d bytes",
 		len(r.Removed), len(r.StrayFiles), r.PartialFiles, r.FreedBytes)
 }
+
+// Collector runs GC periodically. Start it once; Stop waits for it. The
+// zero Interval means every 6 hours; the zero Grace means one day.
+type Collector struct {
+	Store    *store.Store
+	Files    *Files
+	Interval time.Duration
+	Grace    time.Duration
+	Logger   *slog.Logger
+
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// Start runs a GC pass every Interval (the first one after one Interval)
+// until ctx ends or Stop is called.
+func (c *Collector) Start(ctx context.Context) {
+	interval := cmp.Or(c.Interval, 6*time.Hour)
+	log := cmp.Or(c.Logger, slog.Default())
+	ctx, c.cancel = context.WithCancel(ctx)
+	c.done = make(chan struct{})
+	go func() {
+		defer close(c.done)
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			if _, err := GC(ctx, c.Store, c.Files, GCOptions{Grace: c.Grace, Logger: log}); err != nil && ctx.Err() == nil {
+				log.ErrorContext(ctx, "artifact: gc failed", "err", err)
+			}
+		}
+	}()
+}
+
+// Stop ends the loop and waits for a running pass to finish.
+func (c *Collector) Stop() {
+	if c.cancel != nil {
+		c.cancel()
+		<-c.done
+	}
+}
