@@ -71,7 +71,7 @@ REST mutations need a token: lesfarm token create --name NAME.`,
 			c, err := coordinator.New(coordinator.Config{
 				DataDir: db.DataDir, DatabaseURL: db.DatabaseURL, NATSURL: natsURL, EmbeddedNATSAddr: natsListen,
 				HTTPAddr: httpAddr, ArtifactBaseURL: artifactURL, Name: name, HeartbeatTTL: ttl,
-				RequireAuthForReads: authReads, Version: BuildVersion(), Logger: log,
+				RequireAuthForReads: authReads, Version: BuildVersion(), Logger: log, Mount: mountDashboard,
 			})
 			if err != nil {
 				return usagef("%v", err)
