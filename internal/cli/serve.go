@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/lesfarm/lesfarm/coordinator"
+	"github.com/lesfarm/lesfarm/dashboard"
 )
 
 func init() { register("serve", newServeCmd) }
@@ -71,7 +72,7 @@ REST mutations need a token: lesfarm token create --name NAME.`,
 			c, err := coordinator.New(coordinator.Config{
 				DataDir: db.DataDir, DatabaseURL: db.DatabaseURL, NATSURL: natsURL, EmbeddedNATSAddr: natsListen,
 				HTTPAddr: httpAddr, ArtifactBaseURL: artifactURL, Name: name, HeartbeatTTL: ttl,
-				RequireAuthForReads: authReads, Version: BuildVersion(), Logger: log, Mount: mountDashboard,
+				RequireAuthForReads: authReads, Version: BuildVersion(), Logger: log, Mount: dashboard.Mount,
 			})
 			if err != nil {
 				return usagef("%v", err)
