@@ -234,6 +234,7 @@ func (s *Server) registerAll() {
 	art.RegisterDownload(s.api)
 	art.RegisterHead(s.api)
 	art.RegisterDelete(s.api)
+	art.RegisterPin(s.api)
 	art.RegisterGC(s.api)
 }
 

@@ -400,8 +400,8 @@ func TestArtifactGC(t *testing.T) {
 		t.Fatalf("run: %d %s", resp.Code, resp.Body)
 	}
 	e.st.Pool().Exec(ctx, `UPDATE artifacts SET last_accessed_at = now() - interval '2 days' WHERE sha256 = ANY($1)`, []string{old, pinned, bySuite, byRun})
-	if _, err := e.st.SetArtifactPinned(ctx, pinned, true); err != nil {
-		t.Fatal(err)
+	if resp := e.api.Put("/v1/artifacts/"+pinned+"/pin", e.auth(), map[string]any{"pinned": true}); resp.Code != http.StatusOK || !strings.Contains(resp.Body.String(), `"pinned":true`) {
+		t.Fatalf("pin: %d %s", resp.Code, resp.Body)
 	}
 	resp := e.api.Post("/v1/artifacts/gc", e.auth(), map[string]any{"grace_seconds": 86400, "dry_run": true})
 	if resp.Code != http.StatusOK || !strings.Contains(resp.Body.String(), old) {

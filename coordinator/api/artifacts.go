@@ -290,6 +290,27 @@ func (h *artifactHandler) RegisterDelete(api huma.API) {
 	})
 }
 
+type pinInput struct {
+	SHA256 string `path:"sha256" pattern:"^[0-9a-f]{64}$"`
+	Body   struct {
+		Pinned bool `json:"pinned" doc:"Pinned artifacts are never garbage-collected."`
+	}
+}
+
+// RegisterPin registers PUT /v1/artifacts/{sha256}/pin.
+func (h *artifactHandler) RegisterPin(api huma.API) {
+	huma.Register(api, write(huma.Operation{
+		OperationID: "pin-artifact", Method: http.MethodPut, Path: "/v1/artifacts/{sha256}/pin",
+		Summary: "Pin or unpin an artifact", Tags: []string{"artifacts"},
+	}), func(ctx context.Context, in *pinInput) (*artifactOutput, error) {
+		a, err := h.st.SetArtifactPinned(ctx, in.SHA256, in.Body.Pinned)
+		if err != nil {
+			return nil, storeErr(ctx, h.log, "artifact", err)
+		}
+		return &artifactOutput{Body: a}, nil
+	})
+}
+
 type gcInput struct {
 	Body struct {
 		GraceSeconds *int `json:"grace_seconds,omitempty" minimum:"0" doc:"Keep artifacts used or uploaded within this many seconds (default 86400; 0 keeps nothing by age)."`
