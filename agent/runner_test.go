@@ -33,6 +33,10 @@ func smokeSpec(t testing.TB) *jobs.Spec {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if raceEnabled {
+		s.Prompts = jobs.Prompts{Inline: []string{"In the beginning God created"}}
+		s.PrefillTokens, s.DecodeTokens = 2, 2
+	}
 	return s
 }
 
@@ -60,7 +64,7 @@ func TestRunnerSmokeSuite(t *testing.T) {
 		t.Logf("%s: decode %.1f tok/s, prefill %.1f tok/s, hit rate %.2f, bytes/token %.0f", c.ConfigKey, c.DecodeTPS.Mean, c.PrefillTPS.Mean, c.HitRate, c.BytesPerToken)
 	}
 	od := res[1]
-	if !strings.HasPrefix(od.ConfigKey, "on-demand") || od.HitRate >= 1 || od.BytesPerToken <= 0 {
+	if !strings.HasPrefix(od.ConfigKey, "on-demand") || (!raceEnabled && (od.HitRate >= 1 || od.BytesPerToken <= 0)) {
 		t.Errorf("on-demand config did not stream experts: %+v", od)
 	}
 	// Telemetry: warm-up and measured samples with layer detail, for both configs.
