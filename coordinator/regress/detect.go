@@ -246,9 +246,7 @@ func confirm(pts []Point, cands []int, higherIsBetter bool, cfg Config) []Change
 			return nil
 		}
 		nv := noiseVar{floor: floor}
-		if globalNoise {
-			nv.global, nv.df = segmentedVar(pts, b)
-		}
+		nv.global, nv.df = segmentedVar(pts, b)
 		res := make([]ChangePoint, len(b))
 		worst, worstScore := -1, math.Inf(-1)
 		for i, at := range b {
@@ -413,8 +411,6 @@ func testSplit(before, after []Point, cfg Config, nv noiseVar) (ChangePoint, boo
 	}
 	return cp, ok, score
 }
-
-var globalNoise = true
 
 // noiseVar carries whole-series noise estimates into testSplit.
 type noiseVar struct {

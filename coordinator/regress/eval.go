@@ -347,6 +347,7 @@ func Evaluate(ctx context.Context, cfg EvalConfig) (*EvalResult, error) {
 	type job struct {
 		cell int
 		h    int
+		c    Cell // the cell's parameters, copied so workers never read cells
 	}
 	var cells []Cell
 	for _, set := range cfg.Settings {
@@ -358,6 +359,7 @@ func Evaluate(ctx context.Context, cfg EvalConfig) (*EvalResult, error) {
 			}
 		}
 	}
+	params := slices.Clone(cells) // read-only copy for the feeder and workers
 	settingOf := map[string]Setting{}
 	for _, s := range cfg.Settings {
 		settingOf[s.Name] = s
@@ -368,7 +370,7 @@ func Evaluate(ctx context.Context, cfg EvalConfig) (*EvalResult, error) {
 	for range cfg.Workers {
 		wg.Go(func() {
 			for j := range jobs {
-				c := cells[j.cell]
+				c := j.c
 				// Histories depend on (noise, step, cv, h), not on the
 				// setting, so every setting sees the same data.
 				s1 := cfg.Seed ^ hashString(fmt.Sprintf("%s/%g/%g", c.Noise, c.Step, c.CV))
@@ -399,7 +401,7 @@ feed:
 	for i := range cells {
 		for h := range cfg.Histories {
 			select {
-			case jobs <- job{i, h}:
+			case jobs <- job{i, h, params[i]}:
 			case <-ctx.Done():
 				err = ctx.Err()
 				break feed

@@ -49,7 +49,9 @@ type RerunRequest struct {
 	Build   string
 }
 
-// Config configures a Monitor. Store is required.
+// Config configures a Monitor. Store is required; its pool needs at least
+// two connections (group classification reads while the alert
+// transaction holds one).
 type Config struct {
 	Store    *store.Store
 	Detector regress.Config
