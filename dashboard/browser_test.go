@@ -427,6 +427,7 @@ func TestDashboardInBrowser(t *testing.T) {
 		if n := b.count(t, ".chart-card svg.chart g.change-regression"); n != 1 {
 			t.Errorf("detail chart has %d change markers", n)
 		}
+		b.screenshot(t, "alert")
 	})
 
 	t.Run("runs", func(t *testing.T) {
@@ -449,6 +450,7 @@ func TestDashboardInBrowser(t *testing.T) {
 		if got := b.text(t, "table.results-table td.decode"); got != runDecode {
 			t.Errorf("run decode %q, want %q", got, runDecode)
 		}
+		b.screenshot(t, "run")
 		res := b.text(t, "table.results-table tbody tr")
 		for _, want := range []string{"lookahead/budget=25%", "valid", "2.9%", "180.2 ± 3.1 tok/s", "1.520 ± 0.040 s", "3.00 GiB", "0.710", "0.820", "0.120", "12.0 MiB/tok", "5 (+1)"} {
 			if !strings.Contains(res, want) {

@@ -49,7 +49,7 @@ function alertsTable(g) {
   if (!alerts.length) return h('p', { class: 'muted' }, 'This group has no alerts.');
   return h('table', { class: 'data alerts' },
     h('thead', {}, h('tr', {}, h('th', {}, 'Metric'), h('th', {}, 'Series'), h('th', {}, 'Config'), h('th', { class: 'r' }, 'Before → after (mean)'),
-      h('th', { class: 'r' }, 'Change'), h('th', { class: 'r' }, 'Confidence'), h('th', { class: 'r' }, 'Results'), h('th', {}, ''))),
+      h('th', { class: 'r' }, 'Change'), h('th', { class: 'r' }, 'Confidence'), h('th', { class: 'r', title: 'results before / after the change' }, 'n before / after'), h('th', {}, ''))),
     h('tbody', {}, alerts.map((a) => {
       const attr = attributionList(a);
       return [
