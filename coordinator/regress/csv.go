@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Series is a named list of points, as read from a CSV file.
@@ -22,7 +23,8 @@ type Series struct {
 const MaxCSVRows = 5_000_000
 
 // ParseCSV reads series from CSV with the columns series,seq,value and
-// optionally stddev,n. A header row naming the columns (any order, extra
+// optionally stddev,n. seq is an integer (build number, unix time) or a
+// time (RFC 3339 or YYYY-MM-DD, read as unix seconds). A header row naming the columns (any order, extra
 // columns ignored) is optional; without one the columns are taken in that
 // order. Blank lines and lines starting with '#' are skipped. Empty
 // stddev or n cells mean unknown. Series are returned in order of first
@@ -95,9 +97,9 @@ func ParseCSV(r io.Reader) ([]Series, error) {
 		if !ok {
 			return nil, fmt.Errorf("csv line %d: missing seq", line)
 		}
-		seq, err := strconv.ParseInt(s, 10, 64)
+		seq, err := parseSeq(s)
 		if err != nil {
-			return nil, fmt.Errorf("csv line %d: seq %q is not an integer", line, s)
+			return nil, fmt.Errorf("csv line %d: seq %q: want an integer, an RFC 3339 time or a YYYY-MM-DD date", line, s)
 		}
 		v, ok := get("value")
 		if !ok {
@@ -142,6 +144,20 @@ func isHeader(rec []string) bool {
 	}
 	_, err := strconv.ParseInt(strings.TrimSpace(rec[1]), 10, 64)
 	return err != nil
+}
+
+// parseSeq reads a seq: an integer (build number, unix time), or a time
+// (RFC 3339, or a date), which becomes unix seconds.
+func parseSeq(s string) (int64, error) {
+	if n, err := strconv.ParseInt(s, 10, 64); err == nil {
+		return n, nil
+	}
+	for _, layout := range []string{time.RFC3339Nano, "2006-01-02T15:04:05", "2006-01-02 15:04:05", "2006-01-02"} {
+		if t, err := time.Parse(layout, s); err == nil {
+			return t.Unix(), nil
+		}
+	}
+	return 0, errors.New("not a seq")
 }
 
 func parseFinite(s string) (float64, error) {

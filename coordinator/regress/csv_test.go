@@ -25,6 +25,7 @@ func TestParseCSV(t *testing.T) {
 		{"header only", "series,seq,value\n", 0, 0, "no data rows"},
 		{"missing column", "series,value\na,1\n", 0, 0, `lacks column "seq"`},
 		{"bad seq", "series,seq,value\na,x1,10\n", 0, 0, "line 2: seq"},
+		{"time seqs", "series,seq,value\na,2026-11-01,10\na,2026-11-02T03:04:05Z,11\n", 1, 2, ""},
 		{"bad value", "series,seq,value\na,1,ten\n", 0, 0, "line 2: value"},
 		{"nan value", "series,seq,value\na,1,NaN\n", 0, 0, "not finite"},
 		{"negative stddev", "series,seq,value,stddev\na,1,1,-2\n", 0, 0, "stddev"},

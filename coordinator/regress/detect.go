@@ -239,6 +239,14 @@ func isolatedOutliers(pts []Point, k float64) []bool {
 func confirm(pts []Point, cands []int, higherIsBetter bool, cfg Config) []ChangePoint {
 	floor := seriesNoiseVar(pts)
 	b := slices.Clone(cands)
+	// Reruns share a seq: a change starts at the first point of its seq.
+	for i, at := range b {
+		for at > 0 && pts[at-1].Seq == pts[at].Seq {
+			at--
+		}
+		b[i] = at
+	}
+	b = slices.DeleteFunc(b, func(at int) bool { return at <= 0 || at >= len(pts) })
 	slices.Sort(b)
 	b = slices.Compact(b)
 	for {

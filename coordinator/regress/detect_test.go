@@ -128,6 +128,25 @@ func TestDetectUsesRepetitions(t *testing.T) {
 	}
 }
 
+// TestDetectRerunsShareSeq: reruns of a build (same seq) stay on one side
+// of a change.
+func TestDetectRerunsShareSeq(t *testing.T) {
+	t.Parallel()
+	var pts []Point
+	for i, p := range series(60, 0.005, steps(100, 20, 90, 6)...) {
+		pts = append(pts, Point{Seq: int64(i / 2), Value: p.Value}) // two results per seq
+	}
+	cps, err := Detect(pts, true, Config{})
+	if err != nil || len(cps) != 1 || cps[0].Seq != 10 {
+		t.Fatalf("Detect = %+v, %v; want one change at seq 10", cps, err)
+	}
+	for _, p := range pts[:cps[0].Index] {
+		if p.Seq >= cps[0].Seq {
+			t.Fatalf("point at seq %d before a change at seq %d", p.Seq, cps[0].Seq)
+		}
+	}
+}
+
 func TestDetectDeterministicAndOrderFree(t *testing.T) {
 	t.Parallel()
 	pts := series(40, 0.02, steps(100, 30, 93, 6)...)
