@@ -1,0 +1,166 @@
+package cli
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/lesfarm/lesfarm/agent"
+	"github.com/lesfarm/lesfarm/jobs"
+	"github.com/lesfarm/lesfarm/protocol"
+)
+
+func init() { register("agent", newAgentCmd) }
+
+func newAgentCmd(env *Env) *cobra.Command {
+	var (
+		cfg       agent.Config
+		labels    string
+		cacheMax  string
+		bufMax    string
+		batchMS   int
+		gateTemp  float64
+		gateWait  time.Duration
+		noGate    bool
+		logLevel  string
+		printInfo bool
+	)
+	cmd := &cobra.Command{
+		Use:   "agent --nats-url URL --name NAME [--profile phone-flagship] [--labels k=v,...] [--cache-dir DIR]",
+		Short: "Run a host agent: register a device, take benchmark runs, stream telemetry",
+		Long: `agent runs one farm agent on this machine. It connects to NATS, registers
+the device with its fingerprint (platform, OS, CPU, RAM, storage, thermal and
+battery state where readable), heartbeats at the TTL the coordinator chooses,
+and runs the benchmark assignments it is given with the embedded LES runtime.
+Telemetry streams to JetStream and is buffered on disk while NATS is down.
+
+With --profile the agent emulates a phone's flash (a built-in storage profile:
+phone-flagship, phone-mid, laptop-nvme, or a YAML file): experts are read at
+the profile's speed, RAM is capped at the profile's budget, and the
+fingerprint marks the device as emulated ("emulated:<profile>") so its
+results never mix with real devices' series.
+
+Stop it with Ctrl-C (SIGINT/SIGTERM): it aborts the current run, reports it,
+flushes telemetry and exits.
+
+Examples:
+  lesfarm agent --nats-url nats://127.0.0.1:4222 --name laptop-1
+  lesfarm agent --nats-url nats://farm:4222 --name emu-flagship-1 --profile phone-flagship --labels pool=ci,lab=desk
+  lesfarm agent --name x --print-fingerprint`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			lv := new(slog.LevelVar)
+			if err := lv.UnmarshalText([]byte(logLevel)); err != nil {
+				return usagef("--log-level %q invalid: use debug, info, warn or error", logLevel)
+			}
+			cfg.Logger = slog.New(slog.NewTextHandler(env.Stderr, &slog.HandlerOptions{Level: lv}))
+			var err error
+			if cfg.Labels, err = parseLabels(labels); err != nil {
+				return usagef("--labels: %v", err)
+			}
+			if cacheMax != "" {
+				n, err := jobs.ParseByteSize(cacheMax)
+				if err != nil {
+					return usagef("--cache-max %q: %v", cacheMax, err)
+				}
+				cfg.CacheMaxBytes = int64(n)
+			}
+			if bufMax != "" {
+				n, err := jobs.ParseByteSize(bufMax)
+				if err != nil {
+					return usagef("--buffer-max %q: %v", bufMax, err)
+				}
+				cfg.BufferMaxBytes = int64(n)
+			}
+			if batchMS < 1 {
+				return usagef("--batch-ms %d must be at least 1", batchMS)
+			}
+			if cfg.BatchEvents < 1 || cfg.BatchEvents > protocol.MaxSamplesPerBatch {
+				return usagef("--batch-events %d must be in [1, %d]", cfg.BatchEvents, protocol.MaxSamplesPerBatch)
+			}
+			cfg.BatchInterval = time.Duration(batchMS) * time.Millisecond
+			cfg.Gate = agent.ThermalGate{MaxTempC: gateTemp, Timeout: gateWait, Disabled: noGate}
+			if cfg.CacheDir == "" {
+				base, err := os.UserCacheDir()
+				if err != nil {
+					base = os.TempDir()
+				}
+				cfg.CacheDir = filepath.Join(base, "lesfarm", "agent-"+cfg.Name)
+			}
+			if printInfo {
+				if cfg.NATSURL == "" {
+					cfg.NATSURL = "nats://unused"
+				}
+				if cfg.Name == "" {
+					cfg.Name = "fingerprint"
+				}
+			}
+			if cfg.NATSURL == "" {
+				return usagef("--nats-url is required: the NATS server of the farm, e.g. nats://127.0.0.1:4222")
+			}
+			if !protocol.ValidDeviceID(cfg.Name) {
+				return usagef("--name %q invalid: give a device id of 1-64 letters, digits, '_' or '-'", cfg.Name)
+			}
+			a, err := agent.New(cfg)
+			if err != nil {
+				return usagef("%v", err)
+			}
+			if printInfo {
+				fmt.Fprintf(env.Stdout, "%s\n", a.Fingerprint().JSON())
+				return nil
+			}
+			return a.Run(env.Ctx)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&cfg.NATSURL, "nats-url", "", "NATS server URL of the farm (required), e.g. nats://127.0.0.1:4222")
+	f.StringVar(&cfg.Name, "name", "", "device id, unique in the farm (required): letters, digits, '_' or '-'")
+	f.StringVar(&cfg.Profile, "profile", "", "emulate a device: storage profile name (phone-flagship, phone-mid, laptop-nvme) or YAML file")
+	f.StringVar(&labels, "labels", "", "device labels as k=v,k=v (used by job device selectors)")
+	f.StringVar(&cfg.CacheDir, "cache-dir", "", "directory for the model cache, packed models and the telemetry buffer (default: user cache dir/lesfarm/agent-NAME)")
+	f.StringVar(&cacheMax, "cache-max", "20GiB", "size cap of the model cache (LRU eviction)")
+	f.StringVar(&bufMax, "buffer-max", "64MiB", "size cap of the on-disk telemetry buffer used while NATS is unreachable")
+	f.StringVar(&cfg.CredsFile, "creds", "", "NATS credentials file (.creds: JWT and nkey)")
+	f.StringVar(&cfg.NKeySeedFile, "nkey", "", "file holding an nkey seed to authenticate with")
+	f.StringVar(&cfg.User, "user", "", "NATS user name")
+	f.StringVar(&cfg.Password, "password", "", "NATS password (prefer --creds)")
+	f.StringVar(&cfg.Token, "token", "", "NATS auth token")
+	f.StringVar(&cfg.TLSCAFile, "tls-ca", "", "CA certificate (PEM) to verify the NATS server; enables TLS")
+	f.StringVar(&cfg.TLSCertFile, "tls-cert", "", "client certificate (PEM) for NATS mutual TLS")
+	f.StringVar(&cfg.TLSKeyFile, "tls-key", "", "client key (PEM) for NATS mutual TLS")
+	f.StringVar(&cfg.ArtifactToken, "artifact-token", "", "bearer token sent with model downloads from the coordinator")
+	f.IntVar(&cfg.Threads, "threads", 0, "threads for the runtime's matrix products (0 = all CPUs)")
+	f.BoolVar(&cfg.Direct, "direct", false, "read experts with O_DIRECT (bypass the page cache) where supported")
+	f.IntVar(&batchMS, "batch-ms", 500, "send a telemetry batch at least every N milliseconds")
+	f.IntVar(&cfg.BatchEvents, "batch-events", 256, "send a telemetry batch when it holds M samples")
+	f.Float64Var(&gateTemp, "thermal-max", 45, "thermal gate: wait before each repetition until every readable zone is at or below this °C")
+	f.DurationVar(&gateWait, "thermal-timeout", 2*time.Minute, "thermal gate: give up waiting after this long (the result notes it)")
+	f.BoolVar(&noGate, "no-thermal-gate", false, "do not wait for the device to cool down between repetitions")
+	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	f.BoolVar(&printInfo, "print-fingerprint", false, "print this device's fingerprint as JSON and exit")
+	return cmd
+}
+
+// parseLabels parses "k=v,k=v".
+func parseLabels(s string) (map[string]string, error) {
+	out := map[string]string{}
+	if strings.TrimSpace(s) == "" {
+		return out, nil
+	}
+	for _, kv := range strings.Split(s, ",") {
+		k, v, ok := strings.Cut(strings.TrimSpace(kv), "=")
+		if !ok || k == "" {
+			return nil, fmt.Errorf("%q is not key=value", kv)
+		}
+		if _, dup := out[k]; dup {
+			return nil, fmt.Errorf("label %q given twice", k)
+		}
+		out[k] = v
+	}
+	return out, nil
+}
