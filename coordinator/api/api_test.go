@@ -424,6 +424,16 @@ func TestArtifactGC(t *testing.T) {
 			t.Fatalf("kept artifact %s lost: %v", s, err)
 		}
 	}
+	// Explicit delete.
+	if resp := e.api.Delete("/v1/artifacts/"+fresh, e.auth()); resp.Code != http.StatusNoContent {
+		t.Fatalf("delete: %d %s", resp.Code, resp.Body)
+	}
+	if _, err := e.files.Stat(fresh); err == nil {
+		t.Fatal("deleted artifact's file still present")
+	}
+	if resp := e.api.Delete("/v1/artifacts/"+fresh, e.auth()); resp.Code != http.StatusNotFound {
+		t.Fatalf("second delete: %d", resp.Code)
+	}
 }
 
 func TestOpenAPIServedAndValid(t *testing.T) {
@@ -447,15 +457,32 @@ func TestOpenAPIServedAndValid(t *testing.T) {
 			t.Errorf("path %s missing from the document", p)
 		}
 	}
-	// Every operation has a unique id, and every $ref resolves.
+	// Every operation has a unique id, responses, and a parameter for each
+	// path template variable; every $ref resolves.
 	ids := map[string]bool{}
 	for p, item := range paths {
 		for method, op := range item.(map[string]any) {
-			id, _ := op.(map[string]any)["operationId"].(string)
+			o := op.(map[string]any)
+			id, _ := o["operationId"].(string)
 			if id == "" || ids[id] {
 				t.Errorf("%s %s: missing or duplicate operationId %q", method, p, id)
 			}
 			ids[id] = true
+			if r, _ := o["responses"].(map[string]any); len(r) == 0 {
+				t.Errorf("%s %s: no responses", method, p)
+			}
+			declared := map[string]bool{}
+			params, _ := o["parameters"].([]any)
+			for _, prm := range params {
+				if m := prm.(map[string]any); m["in"] == "path" {
+					declared[m["name"].(string)] = true
+				}
+			}
+			for _, seg := range strings.Split(p, "/") {
+				if name, ok := strings.CutPrefix(seg, "{"); ok && !declared[strings.TrimSuffix(name, "}")] {
+					t.Errorf("%s %s: path parameter %s not declared", method, p, seg)
+				}
+			}
 		}
 	}
 	var walk func(v any)

@@ -262,10 +262,6 @@ func (h *artifactHandler) RegisterHead(api huma.API) {
 	})
 }
 
-type deleteArtifactInput struct {
-	artifactPathInput
-}
-
 // RegisterDelete registers DELETE /v1/artifacts/{sha256}.
 func (h *artifactHandler) RegisterDelete(api huma.API) {
 	huma.Register(api, write(huma.Operation{
@@ -276,7 +272,7 @@ func (h *artifactHandler) RegisterDelete(api huma.API) {
 		Description:   "Removes the artifact even if jobs still reference it; prefer the garbage collector.",
 		Tags:          []string{"artifacts"},
 		DefaultStatus: http.StatusNoContent,
-	}), func(ctx context.Context, in *deleteArtifactInput) (*struct{}, error) {
+	}), func(ctx context.Context, in *artifactPathInput) (*struct{}, error) {
 		if err := h.enabled(); err != nil {
 			return nil, err
 		}
