@@ -36,7 +36,7 @@ type farm struct {
 	token string
 }
 
-func newFarm(t *testing.T) *farm {
+func newFarm(t *testing.T, opts ...func(*api.Deps)) *farm {
 	t.Helper()
 	ctx := context.Background()
 	st, err := store.Open(ctx, testenv.MigratedPostgresURL(t), store.Config{})
@@ -44,7 +44,11 @@ func newFarm(t *testing.T) *farm {
 		t.Fatal(err)
 	}
 	t.Cleanup(st.Close)
-	h, _, err := api.New(api.Deps{Store: st, Logger: slog.New(slog.DiscardHandler), Mount: dashboard.Mount})
+	d := api.Deps{Store: st, Logger: slog.New(slog.DiscardHandler), Mount: dashboard.Mount}
+	for _, o := range opts {
+		o(&d)
+	}
+	h, _, err := api.New(d)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -493,6 +497,31 @@ func TestDashboardInBrowser(t *testing.T) {
 			t.Errorf("formatting:\n got %q\nwant %q", got, want)
 		}
 	})
+
+	t.Run("chart edge cases", func(t *testing.T) {
+		// No points, one point, a flat series without stddev, a gap, a
+		// change outside the shown builds: the chart draws without throwing.
+		ctx, cancel := context.WithTimeout(b.ctx, 10*time.Second)
+		defer cancel()
+		got, err := chromedp.Run(ctx, chromedp.Evaluate[[]int](`import('/ui/chart.js').then(c => {
+			const pt = (seq, value, stddev) => ({ seq, value, stddev, n: 3, build: 'b' + seq });
+			const cases = [
+				{ series: [], metric: 'decode_tps' },
+				{ series: [{ id: 1, label: 'a', color: '#000', points: [] }], metric: 'decode_tps' },
+				{ series: [{ id: 1, label: 'a', color: '#000', points: [pt(5, 10, 0.5)] }], metric: 'ttft_ms' },
+				{ series: [{ id: 1, label: 'a', color: '#000', points: [pt(1, 7, 0), pt(2, 7, 0), pt(9, 7, 0)] },
+				           { id: 2, label: 'b', color: '#111', points: [pt(3, 0.5, 0.1)] }], metric: 'hit_rate', zero: true,
+				  changes: [{ seq: 99, direction: 'regression', rel: -0.1, text: 'x', seriesIds: new Set([1]) }] },
+			];
+			return cases.map(o => { const el = c.renderChart(o); document.body.append(el); const n = el.querySelectorAll('circle.pt').length; el.remove(); return n; });
+		})`, chromedp.EvalAwaitPromise))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fmt.Sprint(got) != "[0 0 1 4]" {
+			t.Errorf("points drawn per case %v, want [0 0 1 4]", got)
+		}
+	})
 }
 
 // TestDashboardEmptyFarm loads every view against an empty database: each
@@ -536,5 +565,22 @@ func TestDashboardEmptyFarm(t *testing.T) {
 	req, _ := http.NewRequest(http.MethodPatch, f.url+"/", nil)
 	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusMethodNotAllowed {
 		t.Errorf("PATCH /: %v %v", err, resp)
+	}
+}
+
+// TestDashboardAuthReads: on a coordinator that requires tokens for reads,
+// the page says how to get one, and works once it is pasted.
+func TestDashboardAuthReads(t *testing.T) {
+	b := newBrowser(t, "401 (Unauthorized)")
+	f := newFarm(t, func(d *api.Deps) { d.RequireAuthForReads = true })
+	b.open(t, f.url, "/runs")
+	if e := b.text(t, ".error"); !strings.Contains(e, "Could not load runs") || !strings.Contains(e, "lesfarm token create") {
+		t.Errorf("401 without a token: %q", e)
+	}
+	b.do(t, "paste token", chromedp.Click(chromedp.CSS("#token-button")), chromedp.WaitVisible(chromedp.CSS("#token-dialog[open]")),
+		chromedp.SendKeys(chromedp.CSS("#token-dialog input"), f.token), chromedp.Click(chromedp.CSS(`#token-dialog button[value="save"]`)))
+	b.open(t, f.url, "/runs")
+	if got := b.text(t, ".empty h3"); got != "No runs yet." {
+		t.Errorf("with a token: %q", got)
 	}
 }

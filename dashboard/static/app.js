@@ -59,14 +59,15 @@ async function route() {
       history.replaceState(null, '', location.pathname + (p.toString() ? '?' + p : ''));
     },
     onLeave: (f) => { if (gen === generation) leaveHooks.push(f); else f(); },
-    // every runs f periodically while this view is shown and the tab visible.
+    // every runs f periodically while this view is shown and the tab
+    // visible, until f returns true.
     every: (ms, f) => {
       if (gen !== generation) return;
       let busy = false;
       const id = setInterval(async () => {
         if (busy || document.hidden || gen !== generation) return;
         busy = true;
-        try { await f(); } catch (e) { console.warn('dashboard: refresh', e); } finally { busy = false; }
+        try { if ((await f()) === true) clearInterval(id); } catch (e) { console.warn('dashboard: refresh', e); } finally { busy = false; }
       }, ms);
       leaveHooks.push(() => clearInterval(id));
     },

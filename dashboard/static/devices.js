@@ -78,5 +78,5 @@ export async function render(root, q, ctx) {
         h('td', { title: fmtTime(d.last_seen_at), class: d.state === 'lost' ? 'bad' : '' }, fmtAgo(d.last_seen_at)))))));
   };
   await load();
-  ctx.every(10000, load);
+  ctx.every(10000, async () => { await load(); });
 }

@@ -107,7 +107,7 @@ export async function renderList(root, q, ctx) {
   };
   more.onclick = () => load(false);
   await load(true);
-  ctx.every(10000, () => (pages <= 1 ? load(true) : null));
+  ctx.every(10000, async () => { if (pages <= 1) await load(true); });
 }
 
 function resultsTable(results) {
