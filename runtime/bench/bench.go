@@ -64,7 +64,7 @@ type Row struct {
 	Type       string    `json:"type"`        // dominant expert/matrix type
 	SizeBytes  int64     `json:"size_bytes"`  // model file size
 	Params     int64     `json:"params"`      // parameter count
-	Backend    string    `json:"backend"`     // "go"
+	Backend    string    `json:"backend"`     // "go", "go+simd" (GOEXPERIMENT=simd) or "go+neon"
 	Threads    int       `json:"threads"`     // threads for matrix products
 	Test       string    `json:"test"`        // "pp64", "tg32"
 	Tokens     int       `json:"n_tokens"`    // tokens per run
@@ -76,6 +76,10 @@ type Row struct {
 	GBps       float64   `json:"gb_per_second"`                // effective weight bandwidth
 	GFLOPs     float64   `json:"gflop_per_second"`             // matrix-product arithmetic rate
 	BWFraction float64   `json:"bandwidth_fraction,omitempty"` // GBps / memory copy read bandwidth
+	// CPUTPS is tokens per CPU-second of the whole process (all threads).
+	// On a shared, oversubscribed machine wall-clock t/s understates what
+	// the code does; with 1 thread this is the uncontended estimate.
+	CPUTPS float64 `json:"tokens_per_cpu_second,omitempty"`
 }
 
 // Report is the result of Run.
@@ -112,7 +116,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 		base := Row{
 			Model: modelName(m, cfg.Model), Arch: m.Arch, Type: modelType(m), SizeBytes: fi.Size(),
-			Params: paramCount(m), Backend: "go", Threads: th, Reps: cfg.Repetitions,
+			Params: paramCount(m), Backend: backend, Threads: th, Reps: cfg.Repetitions,
 		}
 		rows, err := measure(ctx, m, cfg, base)
 		m.Close()
@@ -125,7 +129,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			}
 			if cfg.Progress != nil {
 				r := rows[i]
-				cfg.Progress(fmt.Sprintf("%s threads=%d: %.2f ± %.2f tok/s, %.2f GB/s, %.2f GFLOP/s", r.Test, r.Threads, r.TPS, r.TPSStddev, r.GBps, r.GFLOPs))
+				cfg.Progress(fmt.Sprintf("%s threads=%d: %.2f ± %.2f tok/s (%.2f tok per CPU-s), %.2f GB/s, %.2f GFLOP/s", r.Test, r.Threads, r.TPS, r.TPSStddev, r.CPUTPS, r.GBps, r.GFLOPs))
 			}
 		}
 		rep.Rows = append(rep.Rows, rows...)
@@ -190,9 +194,11 @@ func measure(ctx context.Context, m *model.Model, cfg Config, base Row) ([]Row, 
 		r.Test, r.Tokens = fmt.Sprintf("pp%d", n), n
 		var secs []float64
 		var bytes int64
+		var cpu time.Duration
 		for i := range cfg.Warmup + cfg.Repetitions {
 			st.Reset()
 			sink.experts = 0
+			c0 := processCPU()
 			t0 := time.Now()
 			for pos := 0; pos < n; pos += 512 {
 				if _, err := st.Forward(ctx, toks[pos:min(pos+512, n)], false); err != nil {
@@ -202,10 +208,14 @@ func measure(ctx context.Context, m *model.Model, cfg Config, base Row) ([]Row, 
 			d := time.Since(t0).Seconds()
 			if i >= cfg.Warmup {
 				secs = append(secs, d)
+				cpu += processCPU() - c0
 				bytes = sink.experts + residentMatrixBytes(m, n)*int64((n+511)/512)
 			}
 		}
 		fill(&r, secs, float64(bytes)/float64(n), flopsPrefill(m, n))
+		if cpu > 0 {
+			r.CPUTPS = float64(n*cfg.Repetitions) / cpu.Seconds()
+		}
 		rows = append(rows, r)
 	}
 	if n := cfg.GenTokens; n > 0 {
@@ -214,9 +224,11 @@ func measure(ctx context.Context, m *model.Model, cfg Config, base Row) ([]Row, 
 		var secs []float64
 		var bytes int64
 		one := make([]int, 1)
+		var cpu time.Duration
 		for i := range cfg.Warmup + cfg.Repetitions {
 			st.Reset()
 			sink.experts = 0
+			c0 := processCPU()
 			t0 := time.Now()
 			for j := range n {
 				one[0] = toks[j]
@@ -227,8 +239,12 @@ func measure(ctx context.Context, m *model.Model, cfg Config, base Row) ([]Row, 
 			d := time.Since(t0).Seconds()
 			if i >= cfg.Warmup {
 				secs = append(secs, d)
+				cpu += processCPU() - c0
 				bytes = sink.experts + residentMatrixBytes(m, 1)*int64(n)
 			}
+		}
+		if cpu > 0 {
+			r.CPUTPS = float64(n*cfg.Repetitions) / cpu.Seconds()
 		}
 		var fl float64
 		for j := range n {

@@ -58,8 +58,8 @@ func humanCount(n int64) string {
 }
 
 func (r *Report) writeMarkdown(w io.Writer) error {
-	head := []string{"model", "size", "params", "backend", "threads", "test", "t/s", "GB/s", "GFLOP/s"}
-	align := []string{"---", "---:", "---:", "---", "---:", "---:", "---:", "---:", "---:"}
+	head := []string{"model", "size", "params", "backend", "threads", "test", "t/s", "t/CPU-s", "GB/s", "GFLOP/s"}
+	align := []string{"---", "---:", "---:", "---", "---:", "---:", "---:", "---:", "---:", "---:"}
 	if r.CopyGBps > 0 {
 		head = append(head, "of copy BW")
 		align = append(align, "---:")
@@ -70,7 +70,7 @@ func (r *Report) writeMarkdown(w io.Writer) error {
 	for _, row := range r.Rows {
 		cells := []string{
 			fmt.Sprintf("%s %s", row.Arch, row.Type), humanBytes(row.SizeBytes), humanCount(row.Params), row.Backend,
-			strconv.Itoa(row.Threads), row.Test, fmt.Sprintf("%.2f ± %.2f", row.TPS, row.TPSStddev),
+			strconv.Itoa(row.Threads), row.Test, fmt.Sprintf("%.2f ± %.2f", row.TPS, row.TPSStddev), fmt.Sprintf("%.2f", row.CPUTPS),
 			fmt.Sprintf("%.2f", row.GBps), fmt.Sprintf("%.2f", row.GFLOPs),
 		}
 		if r.CopyGBps > 0 {
@@ -81,6 +81,9 @@ func (r *Report) writeMarkdown(w io.Writer) error {
 	if r.CopyGBps > 0 {
 		fmt.Fprintf(&b, "\nmemory copy: %.2f GB/s read (large buffer copy, best of 5); GB/s = weight bytes read per token × t/s\n", r.CopyGBps)
 	}
+	if len(r.Rows) > 0 {
+		b.WriteString("t/CPU-s = tokens per CPU-second of the process (all threads): unaffected by other load on a shared machine\n")
+	}
 	_, err := io.WriteString(w, b.String())
 	return err
 }
@@ -88,12 +91,12 @@ func (r *Report) writeMarkdown(w io.Writer) error {
 func (r *Report) writeCSV(w io.Writer) error {
 	cw := csv.NewWriter(w)
 	cw.Write([]string{"model", "arch", "type", "size_bytes", "params", "backend", "threads", "test", "n_tokens", "repetitions",
-		"tokens_per_second", "stddev", "weight_gb_per_token", "gb_per_second", "gflop_per_second", "bandwidth_fraction"})
+		"tokens_per_second", "stddev", "tokens_per_cpu_second", "weight_gb_per_token", "gb_per_second", "gflop_per_second", "bandwidth_fraction"})
 	f := func(x float64) string { return strconv.FormatFloat(x, 'g', 6, 64) }
 	for _, row := range r.Rows {
 		cw.Write([]string{row.Model, row.Arch, row.Type, strconv.FormatInt(row.SizeBytes, 10), strconv.FormatInt(row.Params, 10),
 			row.Backend, strconv.Itoa(row.Threads), row.Test, strconv.Itoa(row.Tokens), strconv.Itoa(row.Reps),
-			f(row.TPS), f(row.TPSStddev), f(row.WeightGB), f(row.GBps), f(row.GFLOPs), f(row.BWFraction)})
+			f(row.TPS), f(row.TPSStddev), f(row.CPUTPS), f(row.WeightGB), f(row.GBps), f(row.GFLOPs), f(row.BWFraction)})
 	}
 	cw.Flush()
 	return cw.Error()
