@@ -170,20 +170,24 @@ func (s *Store) ClaimRun(ctx context.Context, p *ClaimRunParams) (*Grant, error)
 			return err
 		}
 		for _, id := range p.RunIDs {
-			r, err := scanRun(tx.QueryRow(ctx, `UPDATE runs r SET state = 'assigned', device_id = $2, token = nextval('fencing_tokens'),
-				attempts = attempts + 1, assigned_at = now(), started_at = NULL, finished_at = NULL, updated_at = now(),
-				lease_expires_at = now() + make_interval(secs => $3::float8),
-				deadline_at = now() + make_interval(secs => timeout_ms::float8 / 1000)
+			// Claim and record the lease in one statement.
+			r, err := scanRun(tx.QueryRow(ctx, `WITH r AS (
+				UPDATE runs r SET state = 'assigned', device_id = $2, token = nextval('fencing_tokens'),
+					attempts = attempts + 1, assigned_at = now(), started_at = NULL, finished_at = NULL, updated_at = now(),
+					lease_expires_at = now() + make_interval(secs => $3::float8),
+					deadline_at = now() + make_interval(secs => timeout_ms::float8 / 1000), not_before = NULL
 				WHERE r.id = (SELECT id FROM runs WHERE id = $1 AND state = 'queued' FOR UPDATE SKIP LOCKED)
-				RETURNING `+runCols, id, p.DeviceID, p.LeaseTTL.Seconds()))
+				RETURNING r.*),
+			l AS (INSERT INTO leases (token, run_id, device_id, coordinator, expires_at)
+				SELECT token, id, device_id, $4, lease_expires_at FROM r)
+			SELECT `+runCols+` FROM r`, id, p.DeviceID, p.LeaseTTL.Seconds(), p.Coordinator))
 			if errors.Is(err, ErrNotFound) {
 				continue
 			}
-			if err != nil {
-				return err
+			if isUniqueViolation(err) {
+				return ErrBusy // another claim gave the device a run first
 			}
-			if _, err := tx.Exec(ctx, `INSERT INTO leases (token, run_id, device_id, coordinator, expires_at) VALUES ($1, $2, $3, $4, $5)`,
-				r.Token, r.ID, p.DeviceID, p.Coordinator, *r.LeaseExpiresAt); err != nil {
+			if err != nil {
 				return err
 			}
 			g = &Grant{Run: *r, Token: r.Token, LeaseExpiresAt: *r.LeaseExpiresAt, Deadline: *r.DeadlineAt}

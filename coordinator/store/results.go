@@ -20,23 +20,34 @@ import (
 func (s *Store) CompleteRun(ctx context.Context, res *protocol.Result) (*Run, error) {
 	var out *Run
 	err := s.tx(ctx, func(tx pgx.Tx) error {
-		var r *Run
-		r, err := scanRun(tx.QueryRow(ctx, `SELECT `+runCols+` FROM runs r WHERE r.id = $1 FOR UPDATE`, res.RunID))
-		if err != nil {
-			if errors.Is(err, ErrNotFound) {
-				return ErrStaleToken
-			}
-			return err
-		}
-		if r.Token != res.Token || (r.State != RunAssigned && r.State != RunRunning) || r.DeviceID != res.DeviceID {
-			return ErrStaleToken
-		}
 		var model, osv string
 		var emulated bool
-		if err := tx.QueryRow(ctx, `SELECT device_model, os_version, emulated FROM devices WHERE id = $1`, r.DeviceID).
-			Scan(&model, &osv, &emulated); err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		var state, deviceID, suite, build, gitSHA string
+		var token int64
+		var attempts, maxAttempts int
+		var retryOnFailure bool
+		err := tx.QueryRow(ctx, `SELECT r.state, coalesce(r.token, 0), coalesce(r.device_id, ''), r.suite, r.build, r.git_sha,
+				r.attempts, r.max_attempts, r.retry_on_failure,
+				coalesce(d.device_model, ''), coalesce(d.os_version, ''), coalesce(d.emulated, false)
+			FROM runs r LEFT JOIN devices d ON d.id = r.device_id WHERE r.id = $1 FOR UPDATE OF r`, res.RunID).
+			Scan(&state, &token, &deviceID, &suite, &build, &gitSHA, &attempts, &maxAttempts, &retryOnFailure, &model, &osv, &emulated)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return ErrStaleToken
+		}
+		if err != nil {
 			return err
 		}
+		if token != res.Token || (state != RunAssigned && state != RunRunning) || deviceID != res.DeviceID {
+			return ErrStaleToken
+		}
+		final, outcome := RunSucceeded, "succeeded"
+		switch res.Outcome {
+		case protocol.OutcomeFailed:
+			final, outcome = RunFailed, "failed"
+		case protocol.OutcomeCancelled:
+			final, outcome = RunCancelled, "cancelled"
+		}
+		requeue := final == RunFailed && retryOnFailure && attempts < maxAttempts
 		batch := &pgx.Batch{}
 		for i := range res.Configs {
 			c := &res.Configs[i]
@@ -50,32 +61,40 @@ func (s *Store) CompleteRun(ctx context.Context, res *protocol.Result) (*Run, er
 				repetitions, warmup, valid, invalid_reason, error, stats)
 				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27, $28, $29, $30, $31)
 				ON CONFLICT (run_id, config_index) DO NOTHING`,
-				r.ID, c.ConfigIndex, c.ConfigKey, r.Suite, r.Build, r.GitSHA, r.DeviceID, model, osv, emulated,
+				res.RunID, c.ConfigIndex, c.ConfigKey, suite, build, gitSHA, deviceID, model, osv, emulated,
 				c.DecodeTPS.Mean, c.DecodeTPS.Median, c.DecodeTPS.Stddev, c.DecodeTPS.CV, c.PrefillTPS.Mean, c.PrefillTPS.Median, c.PrefillTPS.Stddev,
 				c.TTFTMS.Mean, c.TTFTMS.Median, c.TTFTMS.Stddev, c.PeakMemoryBytes, c.HitRate, c.PredictorRecall, c.StallFraction, c.BytesPerToken,
 				c.Repetitions, c.Warmup, c.Valid, clipText(c.InvalidReason), clipText(c.Error), stats)
 		}
-		if err := tx.SendBatch(ctx, batch).Close(); err != nil {
+		if requeue {
+			if err := tx.SendBatch(ctx, batch).Close(); err != nil {
+				return err
+			}
+			if err := endLease(ctx, tx, res.RunID, token, true, final, res.Error, outcome); err != nil {
+				return err
+			}
+			out, err = scanRun(tx.QueryRow(ctx, `SELECT `+runCols+` FROM runs r WHERE r.id = $1`, res.RunID))
 			return err
 		}
-		final, outcome := RunSucceeded, "succeeded"
-		switch res.Outcome {
-		case protocol.OutcomeFailed:
-			final, outcome = RunFailed, "failed"
-		case protocol.OutcomeCancelled:
-			final, outcome = RunCancelled, "cancelled"
-		}
-		requeue := final == RunFailed && r.RetryOnFailure && r.Attempts < r.MaxAttempts
-		if err := endLease(ctx, tx, r.ID, r.Token, requeue, final, res.Error, outcome); err != nil {
-			return err
-		}
-		if !requeue {
-			if _, err := tx.Exec(ctx, `UPDATE runs SET progress = CASE WHEN $2 = 'succeeded' THEN 1 ELSE progress END WHERE id = $1`, r.ID, final); err != nil {
+		// Common case: results, lease release and the final state in one
+		// round trip.
+		batch.Queue(`UPDATE leases SET released_at = now(), outcome = $2 WHERE token = $1 AND released_at IS NULL`, token, outcome)
+		batch.Queue(`UPDATE runs r SET state = $2, finished_at = now(), updated_at = now(), lease_expires_at = NULL, error = $3,
+			progress = CASE WHEN $2 = 'succeeded' THEN 1 ELSE progress END
+			WHERE r.id = $1 RETURNING `+runCols, res.RunID, final, clipText(res.Error))
+		br := tx.SendBatch(ctx, batch)
+		for range len(res.Configs) + 1 {
+			if _, err := br.Exec(); err != nil {
+				br.Close()
 				return err
 			}
 		}
-		out, err = scanRun(tx.QueryRow(ctx, `SELECT `+runCols+` FROM runs r WHERE r.id = $1`, r.ID))
-		return err
+		out, err = scanRun(br.QueryRow())
+		if err != nil {
+			br.Close()
+			return err
+		}
+		return br.Close()
 	})
 	if err != nil {
 		if errors.Is(err, ErrStaleToken) {
