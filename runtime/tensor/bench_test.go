@@ -23,13 +23,7 @@ func BenchmarkMatVec(b *testing.B) {
 	sets := []struct {
 		name string
 		ks   map[Type]*kernel
-	}{{"generic", genericKernels}, {"go", goKernels}}
-	if simdName != "" {
-		sets = append(sets, struct {
-			name string
-			ks   map[Type]*kernel
-		}{simdName, kernels})
-	}
+	}{{"generic", genericKernels}, {"go", goKernels}, {"best", kernels}}
 	r := rand.New(rand.NewPCG(1, 1))
 	for _, typ := range types {
 		for _, sh := range shapes {
@@ -37,11 +31,15 @@ func BenchmarkMatVec(b *testing.B) {
 			x := randVec(r, sh[1], 1)
 			dst := make([]float32, sh[0])
 			for _, set := range sets {
-				if set.name != "generic" && set.name != "go" && set.ks[typ] == goKernels[typ] {
-					continue // no SIMD kernel for this type
+				impl := set.name
+				if set.name == "best" {
+					if set.ks[typ] == goKernels[typ] {
+						continue // no SIMD/assembly kernel for this type
+					}
+					impl = set.ks[typ].impl
 				}
 				for _, threads := range []int{1, 2} {
-					name := fmt.Sprintf("%s/%dx%d/%s/t%d", typ, sh[0], sh[1], set.name, threads)
+					name := fmt.Sprintf("%s/%dx%d/%s/t%d", typ, sh[0], sh[1], impl, threads)
 					b.Run(name, func(b *testing.B) {
 						p := NewPool(threads)
 						defer p.Close()

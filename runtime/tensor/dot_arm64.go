@@ -18,8 +18,6 @@ import (
 // combination stays in Go, identical to the generic code, so results are
 // bit-identical (tested under qemu-aarch64).
 
-const simdName = "neon"
-
 // q4kLanes computes the 8 int32 lane sums of one Q4_K super-block:
 // aux[l] = Σ_j sc[j] · Σ_{k ≡ l mod 8} nibble_jk · q8_jk.
 //
@@ -47,15 +45,13 @@ func f32Lanes(w *byte, x *float32, groups int, out *[8]float32)
 //go:noescape
 func f16Lanes(w *byte, x *float32, groups int, out *[8]float32)
 
-var simdExact = map[Type]bool{Q4_K: true, Q6_K: true, Q8_0: true, F32: true, F16: true}
-
 func simdKernels() map[Type]*kernel {
 	return map[Type]*kernel{
-		Q4_K: {act: actQ8K, q8k: dotQ4KQ8KNEON},
-		Q6_K: {act: actQ8K, q8k: dotQ6KQ8KNEON},
-		Q8_0: {act: actQ8_0, q80: dotQ8_0Q8_0NEON},
-		F32:  {act: actF32, f32: dotF32NEON},
-		F16:  {act: actF16, f32: dotF16NEON},
+		Q4_K: {act: actQ8K, impl: "neon", exact: true, q8k: dotQ4KQ8KNEON},
+		Q6_K: {act: actQ8K, impl: "neon", exact: true, q8k: dotQ6KQ8KNEON},
+		Q8_0: {act: actQ8_0, impl: "neon", exact: true, q80: dotQ8_0Q8_0NEON},
+		F32:  {act: actF32, impl: "neon", exact: true, f32: dotF32NEON},
+		F16:  {act: actF16, impl: "neon", exact: true, f32: dotF16NEON},
 	}
 }
 

@@ -22,11 +22,13 @@ const (
 // F16/BF16 the activation holds the float32 values of x rounded to that
 // type, as ggml converts x to its vec_dot_type first).
 type kernel struct {
-	act actKind
-	f32 func(w []byte, x []float32) float32
-	q80 func(w []byte, y []blockQ8_0) float32
-	q81 func(w []byte, y []blockQ8_1) float32
-	q8k func(w []byte, y []blockQ8K) float32
+	act   actKind
+	impl  string // "generic", "go", "avx2", "avx2-asm", "neon"
+	exact bool   // bit-identical to the generic kernel (tested)
+	f32   func(w []byte, x []float32) float32
+	q80   func(w []byte, y []blockQ8_0) float32
+	q81   func(w []byte, y []blockQ8_1) float32
+	q8k   func(w []byte, y []blockQ8K) float32
 }
 
 // genericKernels are the reference (ggml generic C) kernels.
@@ -51,22 +53,30 @@ var genericKernels = map[Type]*kernel{
 var kernels = func() map[Type]*kernel {
 	m := make(map[Type]*kernel, len(genericKernels))
 	for t, k := range genericKernels {
+		k.impl, k.exact = "generic", true
 		m[t] = k
 	}
 	for t, k := range fastKernels() {
+		k.impl, k.exact = "go", true
 		m[t] = k
 	}
 	goKernels = make(map[Type]*kernel, len(m))
 	for t, k := range m {
 		goKernels[t] = k
 	}
+	// SIMD (archsimd or NEON) first, then assembly, which wins where both
+	// exist because it is exact and available without GOEXPERIMENT.
 	for t, k := range simdKernels() {
+		m[t] = k
+	}
+	for t, k := range asmKernels() {
 		m[t] = k
 	}
 	return m
 }()
 
-// goKernels is the best pure-Go kernel set (no SIMD), kept for comparison.
+// goKernels is the best pure-Go kernel set (no SIMD), kept for comparison
+// and as the reference the faster kernels are tested against.
 var goKernels map[Type]*kernel
 
 // VecDotType returns the type ggml quantizes the activation to before a dot

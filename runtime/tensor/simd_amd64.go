@@ -15,29 +15,23 @@ import (
 // they are bit-identical to dot_generic.go. F32 reorders its float sum
 // (4 vector accumulators) and is tested within a tolerance.
 
-const simdName = "avx2"
-
 func simdKernels() map[Type]*kernel {
 	if !archsimd.X86.AVX2() {
 		return nil
 	}
 	permuteQ8K = true
 	return map[Type]*kernel{
-		F32:  {act: actF32, f32: dotF32AVX2},
-		F16:  {act: actF16, f32: dotF16AVX2},
-		BF16: {act: actBF16, f32: dotBF16AVX2},
-		Q8_0: {act: actQ8_0, q80: dotQ8_0Q8_0AVX2},
-		Q4_0: {act: actQ8_0, q80: dotQ4_0Q8_0AVX2},
-		Q5_0: {act: actQ8_0, q80: dotQ5_0Q8_0AVX2},
-		Q4_K: {act: actQ8K, q8k: dotQ4KQ8KMadd},
-		Q5_K: {act: actQ8K, q8k: dotQ5KQ8KAVX2},
-		Q6_K: {act: actQ8K, q8k: dotQ6KQ8KMadd},
+		F32:  {act: actF32, impl: "avx2", exact: false, f32: dotF32AVX2},
+		F16:  {act: actF16, impl: "avx2", exact: true, f32: dotF16AVX2},
+		BF16: {act: actBF16, impl: "avx2", exact: true, f32: dotBF16AVX2},
+		Q8_0: {act: actQ8_0, impl: "avx2", exact: true, q80: dotQ8_0Q8_0AVX2},
+		Q4_0: {act: actQ8_0, impl: "avx2", exact: true, q80: dotQ4_0Q8_0AVX2},
+		Q5_0: {act: actQ8_0, impl: "avx2", exact: true, q80: dotQ5_0Q8_0AVX2},
+		Q4_K: {act: actQ8K, impl: "avx2", exact: true, q8k: dotQ4KQ8KMadd},
+		Q5_K: {act: actQ8K, impl: "avx2", exact: true, q8k: dotQ5KQ8KAVX2},
+		Q6_K: {act: actQ8K, impl: "avx2", exact: true, q8k: dotQ6KQ8KMadd},
 	}
 }
-
-// simdExact lists the SIMD kernels that must equal the generic ones bit for
-// bit (the others reorder float sums).
-var simdExact = map[Type]bool{F16: true, BF16: true, Q8_0: true, Q5_0: true, Q4_0: true, Q4_K: true, Q5_K: true, Q6_K: true}
 
 func dotF32AVX2(w []byte, x []float32) float32 {
 	n := len(x)

@@ -3,12 +3,5 @@
 package tensor
 
 // simdKernels returns no SIMD kernels in builds without GOEXPERIMENT=simd
-// on amd64.
+// on amd64 (arm64 has its NEON kernels in dot_arm64.go).
 func simdKernels() map[Type]*kernel { return nil }
-
-// simdName names the SIMD implementation in benchmarks ("" = none).
-const simdName = ""
-
-// simdExact lists the SIMD kernels that must equal the generic ones bit for
-// bit.
-var simdExact = map[Type]bool{}
