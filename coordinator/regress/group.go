@@ -104,23 +104,12 @@ func Attribute(cp ChangePoint, siblings map[string][]Point) []Attribution {
 		dir   Direction
 	}
 	byBase := map[string][]moved{}
-	cfg := Config{Alpha: AttributionAlpha}.withDefaults()
 	for metric, pts := range siblings {
 		if !IsLESMetric(metric) {
 			continue
 		}
 		base, layer := SplitMetric(metric)
-		ps := slices.Clone(pts)
-		slices.SortStableFunc(ps, func(a, b Point) int { return int(sign64(a.Seq - b.Seq)) })
-		cut, _ := slices.BinarySearchFunc(ps, cp.Seq, func(p Point, s int64) int { return int(sign64(p.Seq - s)) })
-		before, after := ps[:cut], ps[cut:]
-		if cp.BeforeN > 0 && len(before) > cp.BeforeN {
-			before = before[len(before)-cp.BeforeN:]
-		}
-		if cp.AfterN > 0 && len(after) > cp.AfterN {
-			after = after[:cp.AfterN]
-		}
-		res, ok, _ := testSplit(before, after, cfg, noiseVar{floor: seriesNoiseVar(append(slices.Clone(before), after...))})
+		res, ok := TestAt(pts, cp.Seq, cp.BeforeN, cp.AfterN, true, AttributionAlpha)
 		if !ok {
 			continue
 		}
@@ -176,6 +165,34 @@ func Attribute(cp ChangePoint, siblings map[string][]Point) []Attribution {
 		return out[i].Metric < out[j].Metric
 	})
 	return out
+}
+
+// TestAt tests whether a series changed at seq, given that a change at
+// seq is already established elsewhere (another metric of the same runs,
+// or another device): the points are split at seq, keeping at most
+// beforeN points before and afterN from seq on (0: all), and the split is
+// confirmed like a detected change point (t-test and Mann-Whitney at
+// alpha, 2% minimum effect, two points a side, consistent new segment).
+// The returned change point's Direction follows higherIsBetter.
+func TestAt(pts []Point, seq int64, beforeN, afterN int, higherIsBetter bool, alpha float64) (ChangePoint, bool) {
+	cfg := Config{Alpha: alpha, FixedAlpha: true}.withDefaults()
+	ps := slices.Clone(pts)
+	slices.SortStableFunc(ps, func(a, b Point) int { return int(sign64(a.Seq - b.Seq)) })
+	cut, _ := slices.BinarySearchFunc(ps, seq, func(p Point, s int64) int { return int(sign64(p.Seq - s)) })
+	before, after := ps[:cut], ps[cut:]
+	if beforeN > 0 && len(before) > beforeN {
+		before = before[len(before)-beforeN:]
+	}
+	if afterN > 0 && len(after) > afterN {
+		after = after[:afterN]
+	}
+	res, ok, _ := testSplit(before, after, cfg, noiseVar{floor: seriesNoiseVar(append(slices.Clone(before), after...))})
+	if len(after) > 0 {
+		res.Seq = after[0].Seq
+	}
+	res.Index = cut
+	res.Direction = direction(res.RelativeChange, higherIsBetter)
+	return res, ok
 }
 
 func sign64(x int64) int64 {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"time"
 
@@ -292,10 +293,11 @@ func (s *Store) RecordAlerts(ctx context.Context, p *RecordAlertsParams) (*Recor
 			return err
 		}
 		var fresh []NewAlert
+		var refinedGroups []int64
 		for _, a := range p.Alerts {
-			var dupID int64
-			err := tx.QueryRow(ctx, `SELECT id FROM alerts WHERE series_id = $1 AND seq BETWEEN $2 AND $3 AND direction = $4
-				ORDER BY abs(seq - $5), id LIMIT 1`, a.SeriesID, a.Seq-p.Tolerance, a.Seq+p.Tolerance, a.Direction, a.Seq).Scan(&dupID)
+			var dupID, dupGroup int64
+			err := tx.QueryRow(ctx, `SELECT id, group_id FROM alerts WHERE series_id = $1 AND seq BETWEEN $2 AND $3 AND direction = $4
+				ORDER BY abs(seq - $5), id LIMIT 1`, a.SeriesID, a.Seq-p.Tolerance, a.Seq+p.Tolerance, a.Direction, a.Seq).Scan(&dupID, &dupGroup)
 			switch {
 			case errors.Is(err, pgx.ErrNoRows):
 				fresh = append(fresh, a)
@@ -316,9 +318,20 @@ func (s *Store) RecordAlerts(ctx context.Context, p *RecordAlertsParams) (*Recor
 					return err
 				}
 				res.Refined += int(tag.RowsAffected())
+				if a.AfterN <= reclassifyAfterN {
+					refinedGroups = append(refinedGroups, dupGroup)
+				}
 			}
 		}
 		if len(fresh) == 0 {
+			// More data may change the group's scope (another device now
+			// shows the change too): reclassify.
+			slices.Sort(refinedGroups)
+			for _, gid := range slices.Compact(refinedGroups) {
+				if err := classify(ctx, tx, gid, p.Classify, false); err != nil {
+					return err
+				}
+			}
 			return nil
 		}
 		regression := false
@@ -366,16 +379,8 @@ func (s *Store) RecordAlerts(ctx context.Context, p *RecordAlertsParams) (*Recor
 			}
 			res.Inserted += int(tag.RowsAffected())
 		}
-		g, err := alertGroup(ctx, tx, gid)
-		if err != nil {
+		if err := classify(ctx, tx, gid, p.Classify, regression); err != nil {
 			return err
-		}
-		if p.Classify != nil {
-			c := p.Classify(g)
-			if _, err := tx.Exec(ctx, `UPDATE alert_groups SET scope = $2, scope_detail = $3, summary = $4,
-				regression = regression OR $5, updated_at = now() WHERE id = $1`, gid, c.Scope, c.ScopeDetail, c.Summary, regression); err != nil {
-				return err
-			}
 		}
 		if res.Created && !policy.ConfirmRerun && policy.WebhookURL != "" && (regression || policy.NotifyImprovements) {
 			if err := enqueueWebhook(ctx, tx, gid, policy); err != nil {
@@ -390,6 +395,26 @@ func (s *Store) RecordAlerts(ctx context.Context, p *RecordAlertsParams) (*Recor
 		return nil, fmt.Errorf("store: record alerts: %w", err)
 	}
 	return res, nil
+}
+
+// reclassifyAfterN bounds reclassification on refinement to recent
+// changes: a few results after a change, other devices' results are still
+// arriving; later the scope is settled and re-reading it is wasted work.
+const reclassifyAfterN = 8
+
+// classify recomputes a group's scope and summary with fn (nil: keep).
+func classify(ctx context.Context, tx pgx.Tx, gid int64, fn func(*AlertGroup) GroupClassification, regression bool) error {
+	if fn == nil {
+		return nil
+	}
+	g, err := alertGroup(ctx, tx, gid)
+	if err != nil {
+		return err
+	}
+	c := fn(g)
+	_, err = tx.Exec(ctx, `UPDATE alert_groups SET scope = $2, scope_detail = $3, summary = $4,
+		regression = regression OR $5, updated_at = now() WHERE id = $1`, gid, c.Scope, c.ScopeDetail, c.Summary, regression)
+	return err
 }
 
 func enqueueWebhook(ctx context.Context, tx pgx.Tx, groupID int64, policy RegressPolicy) error {

@@ -321,12 +321,27 @@ func (m *Monitor) classify(ctx context.Context, g *store.AlertGroup, siblings []
 		m.log.ErrorContext(ctx, "regress: list series for classification", "err", err)
 		all = siblings
 	}
+	affectedIDs := map[int64]bool{}
+	for _, a := range g.Alerts {
+		affectedIDs[a.Series.ID] = true
+	}
 	for _, s := range all {
 		if !metricsAffected[[2]string{s.Config, s.Metric}] {
 			continue
 		}
-		if ps, err := m.cfg.Store.RegressPoints(ctx, s.ID, g.Seq, math.MaxInt64, 1); err == nil && len(ps) > 0 {
-			observed = append(observed, keyOf(s))
+		ps, err := m.cfg.Store.RegressPoints(ctx, s.ID, g.Seq, math.MaxInt64, 1)
+		if err != nil || len(ps) == 0 {
+			continue
+		}
+		observed = append(observed, keyOf(s))
+		if affectedIDs[s.ID] {
+			continue
+		}
+		// Not alerted on its own: does the same change show on this
+		// series when tested at the group's seq? A change the detector
+		// found on one device is weaker evidence to ask for on another.
+		if m.corroborates(ctx, s, g) {
+			affected = append(affected, keyOf(s))
 		}
 	}
 	scope, detail := regress.Classify(affected, observed)
@@ -347,6 +362,33 @@ func (m *Monitor) classify(ctx context.Context, g *store.AlertGroup, siblings []
 		}
 	}
 	return store.GroupClassification{Scope: string(scope), ScopeDetail: detail, Summary: summary}
+}
+
+// corroborates reports whether series s also changed at the group's seq,
+// in the direction of the group's alerts on the same metric, by
+// regress.TestAt at regress.AttributionAlpha over the last 30 points
+// before the change.
+func (m *Monitor) corroborates(ctx context.Context, s store.RegressSeries, g *store.AlertGroup) bool {
+	want := ""
+	for _, a := range g.Alerts {
+		if a.Series.Config == s.Config && a.Series.Metric == s.Metric {
+			want = a.Direction
+			break
+		}
+	}
+	if want == "" {
+		return false
+	}
+	pts, err := m.points(ctx, s.ID)
+	if err != nil {
+		return false
+	}
+	higher, known := regress.HigherIsBetter(s.Metric)
+	if !known {
+		higher = true
+	}
+	cp, ok := regress.TestAt(pts, g.Seq, 30, 0, higher, regress.AttributionAlpha)
+	return ok && string(cp.Direction) == want
 }
 
 // resolveConfirmations settles pending confirmations of this series: a
