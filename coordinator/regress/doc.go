@@ -1,0 +1,31 @@
+// Package regress detects performance regressions in benchmark series.
+// It is pure (no I/O): coordinator/regress/monitor connects it to the
+// store, ingest and webhooks.
+//
+// A series is keyed by SeriesKey (suite, config, metric, device model, OS
+// major, runtime build lineage, emulated or real); its points are run
+// results ordered by seq, each the mean of a run's repetitions with their
+// stddev and count when known.
+//
+// Detect finds confirmed change points:
+//
+//	points ─► set aside isolated bad runs (isolatedOutliers)
+//	       ─► candidates: PELT (default) or E-divisive means
+//	       ─► confirm each boundary against its adjacent segments:
+//	            t-test on repetition-weighted means with the window's
+//	            residual variance, stricter for old change points;
+//	            Mann-Whitney; minimum effect; minimum segment length;
+//	            consistent short new segment; no transient blips
+//	       ─► direction from the metric (HigherIsBetter)
+//
+// It is deterministic (no permutations, no randomness) and safe for
+// concurrent use. Classify scopes a change across devices (device,
+// platform, global); Attribute and TestAt tell which LES metrics moved
+// with a throughput change; Summarize writes the one-line summary.
+//
+// Evaluate is the evaluation harness: synthetic histories with planted
+// steps at several noise levels and kinds, replayed result by result as
+// the coordinator does, scored for recall at 2, 4 and 8 results after the
+// step, detection delay and false alerts. The default settings were chosen
+// with it; docs/regressions.md has the measured grid.
+package regress
