@@ -213,6 +213,7 @@ func (s *Server) registerAll() {
 	series := &seriesHandler{st: s.deps.Store, log: s.log}
 	series.RegisterCatalog(s.api)
 	series.RegisterSeries(s.api)
+	series.RegisterResultSeries(s.api)
 
 	alerts := &alertHandler{st: s.deps.Store, log: s.log}
 	alerts.RegisterList(s.api)

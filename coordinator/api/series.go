@@ -80,3 +80,32 @@ func (h *seriesHandler) RegisterSeries(api huma.API) {
 		return out, nil
 	})
 }
+
+type resultSeriesInput struct {
+	Suite       string `query:"suite" required:"true" minLength:"1" maxLength:"100" example:"les-ladder"`
+	Metric      string `query:"metric" required:"true" enum:"decode_tps,decode_tps_median,prefill_tps,ttft_ms,peak_memory_bytes,hit_rate,predictor_recall,stall_fraction,bytes_per_token"`
+	Config      string `query:"config" maxLength:"500" doc:"Config key; empty means every config."`
+	DeviceModel string `query:"device_model" maxLength:"200"`
+	Last        int    `query:"last" minimum:"1" maximum:"1000" default:"100" doc:"How many most recent builds per series."`
+}
+
+// RegisterResultSeries registers GET /v1/results/series: the same chart
+// data computed straight from the results table, available as soon as runs
+// report (it does not need the regression detector's series).
+func (h *seriesHandler) RegisterResultSeries(api huma.API) {
+	huma.Register(api, huma.Operation{
+		OperationID: "query-result-series", Method: http.MethodGet, Path: "/v1/results/series",
+		Summary: "Query a metric by device model over builds, from raw results", Tags: []string{"results"},
+		Description: "One series per device model, emulation and config; one point per build: the mean over that build's valid results on that model (n = number of runs). Builds are ordered by their first result and seq is that rank.",
+	}, func(ctx context.Context, in *resultSeriesInput) (*seriesOutput, error) {
+		items, err := h.st.ResultSeries(ctx, &store.SeriesQuery{
+			Suite: in.Suite, Metric: in.Metric, Config: in.Config, DeviceModel: in.DeviceModel, Last: in.Last,
+		})
+		if err != nil {
+			return nil, storeErr(ctx, h.log, "result series", err)
+		}
+		out := &seriesOutput{}
+		out.Body.Series = nonNil(items)
+		return out, nil
+	})
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/lesfarm/lesfarm/coordinator/store"
@@ -72,5 +73,57 @@ func TestSeries(t *testing.T) {
 	json.Unmarshal(resp.Body.Bytes(), &cat)
 	if len(cat.Items) != 2 || cat.Items[0].Metric != "decode_tps" || cat.Items[0].Devices != 2 {
 		t.Fatalf("catalog %+v", cat.Items)
+	}
+}
+
+func TestResultSeries(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	add := func(build, model string, tps float64, valid bool) {
+		t.Helper()
+		resp := e.api.Post("/v1/runs", e.auth(), map[string]any{"suite": "smoke", "build": build})
+		var set RunSet
+		json.Unmarshal(resp.Body.Bytes(), &set)
+		if len(set.Runs) != 1 {
+			t.Fatalf("trigger: %d %s", resp.Code, resp.Body)
+		}
+		if _, err := e.st.Pool().Exec(ctx, `INSERT INTO results (run_id, config_index, config_key, suite, build, device_id, device_model,
+			decode_tps_mean, decode_tps_stddev, valid) VALUES ($1, 0, 'resident', 'smoke', $2, 'd', $3, $4, 0.5, $5)`,
+			set.Runs[0].ID, build, model, tps, valid); err != nil {
+			t.Fatal(err)
+		}
+	}
+	add("b1", "Pixel 8", 10, true)
+	add("b1", "Pixel 8", 12, true) // two runs of one build average
+	add("b1", "Galaxy S24", 20, true)
+	add("b2", "Pixel 8", 14, true)
+	add("b2", "Galaxy S24", 99, false) // invalid: excluded
+	add("b3", "Galaxy S24", 18, true)
+	resp := e.api.Get("/v1/results/series?suite=smoke&metric=decode_tps")
+	if resp.Code != http.StatusOK {
+		t.Fatalf("%d %s", resp.Code, resp.Body)
+	}
+	var out struct {
+		Series []store.SeriesWithPoints `json:"series"`
+	}
+	json.Unmarshal(resp.Body.Bytes(), &out)
+	got := ""
+	for _, s := range out.Series {
+		got += s.DeviceModel + ":"
+		for _, p := range s.Points {
+			got += fmt.Sprintf(" %d/%s=%g(n%d)", p.Seq, p.Build, p.Value, p.N)
+		}
+		got += ";"
+	}
+	if want := "Galaxy S24: 1/b1=20(n1) 3/b3=18(n1);Pixel 8: 1/b1=11(n2) 2/b2=14(n1);"; got != want {
+		t.Fatalf("series %s\nwant   %s", got, want)
+	}
+	if resp := e.api.Get("/v1/results/series?suite=smoke&metric=decode_tps&last=1&device_model=Pixel%208"); !strings.Contains(resp.Body.String(), `"build":"b2"`) || strings.Contains(resp.Body.String(), `"build":"b1"`) {
+		t.Fatalf("last=1: %s", resp.Body)
+	}
+	if resp := e.api.Get("/v1/results/series?suite=smoke&metric=bogus"); resp.Code != http.StatusUnprocessableEntity ||
+		!decodeProblem(t, resp.Header().Get("Content-Type"), resp.Body.Bytes()).hasLocation("query.metric") {
+		t.Fatalf("bad metric: %d %s", resp.Code, resp.Body)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -421,4 +422,83 @@ func (s *Store) CreateRunsTx(ctx context.Context, tx pgx.Tx, p *CreateRunsParams
 		tr.RunIDs = append(tr.RunIDs, r.ID)
 	}
 	return tr, runs, nil
+}
+
+// resultMetrics maps metric names to the results columns holding their
+// per-run mean and standard deviation ("" when the table has none).
+var resultMetrics = map[string][2]string{
+	"decode_tps":        {"decode_tps_mean", "decode_tps_stddev"},
+	"decode_tps_median": {"decode_tps_median", ""},
+	"prefill_tps":       {"prefill_tps_mean", "prefill_tps_stddev"},
+	"ttft_ms":           {"ttft_ms_mean", "ttft_ms_stddev"},
+	"peak_memory_bytes": {"peak_memory_bytes", ""},
+	"hit_rate":          {"hit_rate", ""},
+	"predictor_recall":  {"predictor_recall", ""},
+	"stall_fraction":    {"stall_fraction", ""},
+	"bytes_per_token":   {"bytes_per_token", ""},
+}
+
+// ResultMetrics lists the metric names ResultSeries accepts, sorted.
+func ResultMetrics() []string {
+	out := make([]string, 0, len(resultMetrics))
+	for k := range resultMetrics {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// ErrUnknownMetric is returned by ResultSeries for a metric it cannot query.
+var ErrUnknownMetric = errors.New("store: unknown result metric")
+
+// ResultSeries builds "metric by device model over builds" straight from
+// the results table (valid results only), without the regression
+// detector's series: one series per (device model, emulated, config), one
+// point per build with the mean over that build's runs on that model. Builds
+// are ordered by their first result in the suite, and Seq is that rank, so
+// points of different models line up. Only the last q.Last builds of each
+// series are returned. Lineage and OSMajor are left empty.
+func (s *Store) ResultSeries(ctx context.Context, q *SeriesQuery) ([]SeriesWithPoints, error) {
+	cols, ok := resultMetrics[q.Metric]
+	if !ok {
+		return nil, ErrUnknownMetric
+	}
+	sd := "0::double precision"
+	if cols[1] != "" {
+		sd = cols[1]
+	}
+	rows, err := s.pool.Query(ctx, `
+		WITH r AS (
+			SELECT device_model, emulated, config_key, build, min(created_at) AS first_at,
+			       avg(`+cols[0]+`)::double precision AS value, avg(`+sd+`)::double precision AS sd, count(*) AS n
+			FROM results
+			WHERE suite = $1 AND valid AND error = '' AND ($2 = '' OR config_key = $2) AND ($3 = '' OR device_model = $3)
+			GROUP BY device_model, emulated, config_key, build),
+		b AS (SELECT build, dense_rank() OVER (ORDER BY min(first_at), build) AS seq FROM r GROUP BY build),
+		ranked AS (
+			SELECT r.*, b.seq, row_number() OVER (PARTITION BY device_model, emulated, config_key ORDER BY b.seq DESC) AS rn
+			FROM r JOIN b USING (build))
+		SELECT device_model, emulated, config_key, seq, build, value, sd, n FROM ranked WHERE rn <= $4
+		ORDER BY device_model, emulated, config_key, seq
+		LIMIT 100000`, q.Suite, q.Config, q.DeviceModel, max(q.Last, 1))
+	if err != nil {
+		return nil, fmt.Errorf("store: result series: %w", err)
+	}
+	defer rows.Close()
+	var out []SeriesWithPoints
+	for rows.Next() {
+		var sr RegressSeries
+		var p RegressPoint
+		if err := rows.Scan(&sr.DeviceModel, &sr.Emulated, &sr.Config, &p.Seq, &p.Build, &p.Value, &p.Stddev, &p.N); err != nil {
+			return nil, fmt.Errorf("store: result series: %w", err)
+		}
+		n := len(out)
+		if n == 0 || out[n-1].DeviceModel != sr.DeviceModel || out[n-1].Emulated != sr.Emulated || out[n-1].Config != sr.Config {
+			sr.Suite, sr.Metric = q.Suite, q.Metric
+			out = append(out, SeriesWithPoints{RegressSeries: sr, Points: []RegressPoint{}})
+			n++
+		}
+		out[n-1].Points = append(out[n-1].Points, p)
+	}
+	return out, rows.Err()
 }
