@@ -25,6 +25,7 @@ import (
 	"github.com/lesfarm/lesfarm/coordinator"
 	"github.com/lesfarm/lesfarm/coordinator/api"
 	"github.com/lesfarm/lesfarm/coordinator/api/client"
+	"github.com/lesfarm/lesfarm/dashboard"
 	"github.com/lesfarm/lesfarm/jobs"
 	"github.com/lesfarm/lesfarm/runtime/model"
 	"github.com/lesfarm/lesfarm/runtime/tensor"
@@ -86,7 +87,7 @@ to the same series.`,
 			}
 			c, err := coordinator.New(coordinator.Config{
 				DataDir: dataDir, HTTPAddr: httpAddr, EmbeddedNATSAddr: "127.0.0.1:0",
-				Version: BuildVersion(), Logger: log, Mount: mountDashboard,
+				Version: BuildVersion(), Logger: log, Mount: dashboard.Mount,
 			})
 			if err != nil {
 				return err
