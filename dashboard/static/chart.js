@@ -73,19 +73,32 @@ export function renderChart(opts) {
   svg.append(s('text', { x: L, y: 14, class: 'axis-title' }, metricLabel(metric, false) + (sc.unit ? ' (' + sc.unit + ')' : '')));
   svg.append(s('line', { class: 'axis', x1: L, x2: W - R, y1: T + PH, y2: T + PH }));
 
-  // x ticks: build names, thinned to fit.
+  // x ticks: build names, thinned to fit without overlapping; the newest
+  // build is always labelled.
   const labelOf = (q) => builds.get(q) || '#' + q;
-  const maxChars = Math.min(14, Math.max(...seqs.map((q) => labelOf(q).length)));
-  const every = Math.max(1, Math.ceil((seqs.length * (maxChars * 6.5 + 12)) / PW));
-  seqs.forEach((q, i) => {
-    if (i % every !== 0 && i !== seqs.length - 1) return;
-    if (i === seqs.length - 1 && i % every !== 0 && (i % every) < every / 2) return;
-    let lab = labelOf(q);
-    if (lab.length > 14) lab = lab.slice(0, 13) + '…';
+  const short = (q) => { const l = labelOf(q); return l.length > 14 ? l.slice(0, 13) + '…' : l; };
+  const widthOf = (q) => short(q).length * 6.4 + 10;
+  const span = (q) => {
+    const w = widthOf(q), cx = x(q);
+    if (cx + w / 2 > W - 2) return [W - 2 - w, W - 2, 'end', W - 2];
+    if (cx - w / 2 < 2) return [2, 2 + w, 'start', 2];
+    return [cx - w / 2, cx + w / 2, 'middle', cx];
+  };
+  const maxW = Math.max(...seqs.map(widthOf));
+  const every = Math.max(1, Math.ceil(maxW / (seqs.length > 1 ? PW / (seqs.length - 1) : PW)));
+  const shown = [];
+  const lastIdx = seqs.length - 1;
+  for (let i = 0; i <= lastIdx; i += every) shown.push(i);
+  if (shown[shown.length - 1] !== lastIdx) {
+    while (shown.length && span(seqs[shown[shown.length - 1]])[1] > span(seqs[lastIdx])[0]) shown.pop();
+    shown.push(lastIdx);
+  }
+  for (const i of shown) {
+    const q = seqs[i];
+    const [, , anchor, tx] = span(q);
     svg.append(s('line', { class: 'xtick', x1: f1(x(q)), x2: f1(x(q)), y1: T + PH, y2: T + PH + 4 }));
-    const anchor = x(q) > W - R - 40 ? 'end' : x(q) < L + 40 ? 'start' : 'middle';
-    svg.append(s('text', { x: f1(anchor === 'end' ? Math.min(x(q) + 6, W - 2) : anchor === 'start' ? x(q) - 6 : x(q)), y: T + PH + 18, 'text-anchor': anchor, class: 'tick' }, lab));
-  });
+    svg.append(s('text', { x: f1(tx), y: T + PH + 18, 'text-anchor': anchor, class: 'tick' }, short(q)));
+  }
   svg.append(s('text', { x: L + PW / 2, y: H - 6, 'text-anchor': 'middle', class: 'axis-note' }, 'build, oldest → newest'));
 
   // Change points, under the data.
@@ -132,7 +145,7 @@ export function renderChart(opts) {
     }
     for (const p of pts) {
       const ring = ringed.has(sr.id + '@' + p.seq);
-      g.append(s('circle', { class: ring ? 'pt pt-change' : 'pt', cx: f1(x(p.seq)), cy: f1(y(p.value)), r: ring ? 4.5 : 2.6, fill: sr.color }));
+      g.append(s('circle', { class: ring ? 'pt pt-change' : 'pt', cx: f1(x(p.seq)), cy: f1(y(p.value)), r: ring ? 4.5 : pts.length > 40 ? 1.6 : 2.6, fill: sr.color }));
     }
     data.append(g);
   }
