@@ -97,7 +97,7 @@ did not succeed or a regression alert was raised for this build:
 					line += " on " + ev.DeviceID
 				}
 				if ev.Progress > 0 && ev.State == "running" {
-					line += fmt.Sprintf(" %3.0f%%", ev.Progress*100)
+					line += fmt.Sprintf(" %.0f%%", ev.Progress*100)
 				}
 				if ev.ProgressMessage != "" {
 					line += " " + ev.ProgressMessage
@@ -117,6 +117,20 @@ did not succeed or a regression alert was raised for this build:
 				return fmt.Errorf("run: %w", err)
 			}
 			fmt.Fprintf(env.Stdout, "finished: %s\n", stateSummary(done.States))
+			for _, id := range set.Trigger.RunIDs {
+				d, err := c.GetRun(ctx, id)
+				if err != nil {
+					return fmt.Errorf("run: %w", err)
+				}
+				for _, r := range d.Results {
+					line := fmt.Sprintf("  run %d %s %s: %.2f ± %.2f decode tok/s, TTFT %.1f ms, hit rate %.3f, stall %.3f",
+						id, d.DeviceID, r.ConfigKey, r.DecodeTPS.Mean, r.DecodeTPS.Stddev, r.TTFTms.Mean, r.HitRate, r.StallFraction)
+					if !r.Valid {
+						line += " (invalid: " + r.InvalidReason + r.Error + ")"
+					}
+					fmt.Fprintln(env.Stdout, line)
+				}
+			}
 			var problems []string
 			if !done.Succeeded {
 				problems = append(problems, fmt.Sprintf("%d of %d run(s) did not succeed", done.Runs-done.States["succeeded"], done.Runs))

@@ -233,3 +233,35 @@ func ParseSelector(s string) (*jobs.Selector, error) {
 	}
 	return sel, nil
 }
+
+// Result is the part of a per-config result the client shows.
+type Result struct {
+	ConfigKey string `json:"config_key"`
+	DecodeTPS struct {
+		Mean   float64 `json:"mean"`
+		Stddev float64 `json:"stddev"`
+	} `json:"decode_tps"`
+	TTFTms struct {
+		Mean float64 `json:"mean"`
+	} `json:"ttft_ms"`
+	HitRate       float64 `json:"hit_rate"`
+	StallFraction float64 `json:"stall_fraction"`
+	Valid         bool    `json:"valid"`
+	InvalidReason string  `json:"invalid_reason"`
+	Error         string  `json:"error"`
+}
+
+// RunDetail is a run with its results (GET /v1/runs/{id}).
+type RunDetail struct {
+	Run
+	Results []Result `json:"results"`
+}
+
+// GetRun calls GET /v1/runs/{id}.
+func (c *Client) GetRun(ctx context.Context, id int64) (*RunDetail, error) {
+	var out RunDetail
+	if err := c.doJSON(ctx, http.MethodGet, "/v1/runs/"+strconv.FormatInt(id, 10), nil, nil, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
