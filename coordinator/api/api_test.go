@@ -190,6 +190,8 @@ func TestScheduleValidationLocations(t *testing.T) {
 		{"bad name", map[string]any{"name": "a b", "cron": "0 2 * * *", "suite": "smoke"}, "body.name"},
 		{"unknown selector field", map[string]any{"name": "a", "cron": "0 2 * * *", "suite": "smoke", "devices": map[string]any{"platfrom": "android"}}, "body.devices.platfrom"},
 		{"bad selector value", map[string]any{"name": "a", "cron": "0 2 * * *", "suite": "smoke", "devices": map[string]any{"platform": "windows"}}, "body.devices.platform"},
+		{"unknown suite", map[string]any{"name": "a", "cron": "0 2 * * *", "suite": "nope"}, "body.suite"},
+		{"override not applicable", map[string]any{"name": "a", "cron": "0 2 * * *", "suite": "smoke", "override": map[string]any{"repetitions": -3}}, "body.override.repetitions"},
 		{"negative catchup", map[string]any{"name": "a", "cron": "0 2 * * *", "suite": "smoke", "catchup_seconds": -1}, "body.catchup_seconds"},
 	}
 	for _, tc := range tests {

@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"net/http"
 	"time"
@@ -38,7 +39,7 @@ type ScheduleBody struct {
 
 // toStore validates b and converts it, computing the next occurrence after
 // now. Errors carry body locations.
-func (b *ScheduleBody) toStore(now time.Time) (*store.Schedule, error) {
+func (b *ScheduleBody) toStore(ctx context.Context, st *store.Store, now time.Time) (*store.Schedule, error) {
 	expr, err := nightly.Parse(b.Cron, b.Timezone)
 	if err != nil {
 		loc := "body.cron"
@@ -67,10 +68,24 @@ func (b *ScheduleBody) toStore(now time.Time) (*store.Schedule, error) {
 	} else if sel != nil {
 		sc.DeviceSelector, _ = json.Marshal(sel)
 	}
-	if ov, err := decodeOverride(b.Override, "body.override"); err != nil {
+	ov, err := decodeOverride(b.Override, "body.override")
+	if err != nil {
 		return nil, err
-	} else if ov != nil {
+	}
+	if ov != nil {
 		sc.ConfigOverride, _ = json.Marshal(ov)
+	}
+	// The suite must exist and the override must apply to it, so a
+	// schedule never fails at 2 a.m. for a reason known now.
+	base, err := st.ResolveSuite(ctx, b.Suite)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, huma.Error422UnprocessableEntity("validation failed", &huma.ErrorDetail{Location: "body.suite", Message: "no stored or built-in suite has this name", Value: b.Suite})
+	}
+	if err != nil {
+		return nil, err
+	}
+	if _, err := base.Apply(ov); err != nil {
+		return nil, specProblem(err, "body.override", false)
 	}
 	return sc, nil
 }
@@ -140,9 +155,13 @@ func (h *scheduleHandler) RegisterCreate(api huma.API) {
 		Summary: "Create a schedule", Tags: []string{"schedules"}, DefaultStatus: http.StatusCreated,
 		Errors: []int{http.StatusConflict, http.StatusUnprocessableEntity},
 	}), func(ctx context.Context, in *createScheduleInput) (*scheduleOutput, error) {
-		sc, err := in.Body.toStore(time.Now())
+		sc, err := in.Body.toStore(ctx, h.st, time.Now())
 		if err != nil {
-			return nil, err
+			var se huma.StatusError
+			if errors.As(err, &se) {
+				return nil, err
+			}
+			return nil, storeErr(ctx, h.log, "schedule", err)
 		}
 		out, err := h.st.CreateSchedule(ctx, sc)
 		if err != nil {
@@ -165,9 +184,13 @@ func (h *scheduleHandler) RegisterUpdate(api huma.API) {
 		Summary: "Replace a schedule", Tags: []string{"schedules"},
 		Errors: []int{http.StatusConflict, http.StatusUnprocessableEntity},
 	}), func(ctx context.Context, in *updateScheduleInput) (*scheduleOutput, error) {
-		sc, err := in.Body.toStore(time.Now())
+		sc, err := in.Body.toStore(ctx, h.st, time.Now())
 		if err != nil {
-			return nil, err
+			var se huma.StatusError
+			if errors.As(err, &se) {
+				return nil, err
+			}
+			return nil, storeErr(ctx, h.log, "schedule", err)
 		}
 		sc.ID = in.ID
 		out, err := h.st.UpdateSchedule(ctx, sc)
