@@ -165,3 +165,112 @@ TEXT ·q4kBlockAVX2(SB), NOSPLIT, $0-40
 	VMOVUPS Y2, (DX)
 	VZEROUPPER
 	RET
+
+// func q8_0SumsAVX2(w *byte, y *blockQ8_0, nb int, out *int32)
+// out[i] = Σ int8(w block i)·y[i].qs for nb Q8_0 blocks (34-byte weight
+// blocks, 36-byte activation blocks with qs at offset 4).
+TEXT ·q8_0SumsAVX2(SB), NOSPLIT, $0-32
+	MOVQ w+0(FP), SI
+	MOVQ y+8(FP), DI
+	MOVQ nb+16(FP), CX
+	MOVQ out+24(FP), DX
+	TESTQ CX, CX
+	JEQ q8done
+q8loop:
+	VPMOVSXBW 2(SI), Y1
+	VPMOVSXBW 18(SI), Y2
+	VPMOVSXBW 4(DI), Y3
+	VPMOVSXBW 20(DI), Y4
+	VPMADDWD Y3, Y1, Y1
+	VPMADDWD Y4, Y2, Y2
+	VPADDD Y2, Y1, Y1
+	VEXTRACTI128 $1, Y1, X2
+	VPADDD X2, X1, X1
+	VPSHUFD $0x4e, X1, X2
+	VPADDD X2, X1, X1
+	VPSHUFD $0xb1, X1, X2
+	VPADDD X2, X1, X1
+	VMOVD X1, AX
+	MOVL AX, (DX)
+	ADDQ $34, SI
+	ADDQ $36, DI
+	ADDQ $4, DX
+	DECQ CX
+	JNZ q8loop
+q8done:
+	VZEROUPPER
+	RET
+
+DATA q6kTwo<>+0(SB)/8, $0x2020202020202020
+DATA q6kTwo<>+8(SB)/8, $0x2020202020202020
+DATA q6kTwo<>+16(SB)/8, $0x2020202020202020
+DATA q6kTwo<>+24(SB)/8, $0x2020202020202020
+GLOBL q6kTwo<>(SB), RODATA|NOPTR, $32
+
+DATA q6kThree<>+0(SB)/8, $0x0303030303030303
+DATA q6kThree<>+8(SB)/8, $0x0303030303030303
+DATA q6kThree<>+16(SB)/8, $0x0303030303030303
+DATA q6kThree<>+24(SB)/8, $0x0303030303030303
+GLOBL q6kThree<>(SB), RODATA|NOPTR, $32
+
+// Q6K_QUARTER(SRC, SHIFTLO, HSHIFT, PQOFF, SCOFF): 32 values of one quarter:
+// low (SHIFTLO=0) or high nibbles of SRC, two bits of the qh register Y9
+// shifted by HSHIFT, interleaved, multiplied with the activation at PQOFF
+// (minus 32·pair sums), and scaled by sc[SCOFF/4] / sc[SCOFF/4+1] into Y0.
+#define Q6K_QUARTER(SRC, SHIFTLO, HSHIFT, PQOFF, SCOFF) \
+	VPSRLW $SHIFTLO, SRC, Y1 \
+	VPAND Y15, Y1, Y1 \
+	VPSRLW $HSHIFT, Y9, Y2 \
+	VPAND Y13, Y2, Y2 \
+	VPSLLW $4, Y2, Y2 \
+	VPOR Y2, Y1, Y1 \
+	VPSHUFB Y14, Y1, Y1 \
+	VMOVDQU (PQOFF)(DI), Y3 \
+	VPMADDUBSW Y3, Y1, Y1 \
+	VPMADDUBSW Y3, Y12, Y4 \
+	VPSUBW Y4, Y1, Y1 \
+	VPMOVSXWD X1, Y5 \
+	VPBROADCASTD (SCOFF)(BX), Y6 \
+	VPMULLD Y6, Y5, Y5 \
+	VPADDD Y5, Y0, Y0 \
+	VEXTRACTI128 $1, Y1, X1 \
+	VPMOVSXWD X1, Y5 \
+	VPBROADCASTD (SCOFF+4)(BX), Y6 \
+	VPMULLD Y6, Y5, Y5 \
+	VPADDD Y5, Y0, Y0
+
+// func q6kBlockAVX2(b *[210]byte, pq *[256]int8, sc *[16]int32, d float32, sums *[8]float32)
+TEXT ·q6kBlockAVX2(SB), NOSPLIT, $0-40
+	MOVQ b+0(FP), SI
+	MOVQ pq+8(FP), DI
+	MOVQ sc+16(FP), BX
+	MOVQ sums+32(FP), DX
+	VMOVDQU q4kNib<>(SB), Y15
+	VMOVDQU q4kIlv<>(SB), Y14
+	VMOVDQU q6kThree<>(SB), Y13
+	VMOVDQU q6kTwo<>(SB), Y12
+	VPXOR Y0, Y0, Y0
+	// half 0: ql[0:64] in Y7,Y8; qh[0:32] in Y9
+	VMOVDQU 0(SI), Y7
+	VMOVDQU 32(SI), Y8
+	VMOVDQU 128(SI), Y9
+	Q6K_QUARTER(Y7, 0, 0, 0, 0)
+	Q6K_QUARTER(Y8, 0, 2, 32, 8)
+	Q6K_QUARTER(Y7, 4, 4, 64, 16)
+	Q6K_QUARTER(Y8, 4, 6, 96, 24)
+	// half 1: ql[64:128], qh[32:64]
+	VMOVDQU 64(SI), Y7
+	VMOVDQU 96(SI), Y8
+	VMOVDQU 160(SI), Y9
+	Q6K_QUARTER(Y7, 0, 0, 128, 32)
+	Q6K_QUARTER(Y8, 0, 2, 160, 40)
+	Q6K_QUARTER(Y7, 4, 4, 192, 48)
+	Q6K_QUARTER(Y8, 4, 6, 224, 56)
+	VCVTDQ2PS Y0, Y0
+	VBROADCASTSS d+24(FP), Y1
+	VMULPS Y1, Y0, Y0
+	VMOVUPS (DX), Y2
+	VADDPS Y0, Y2, Y2
+	VMOVUPS Y2, (DX)
+	VZEROUPPER
+	RET
