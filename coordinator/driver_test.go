@@ -97,7 +97,9 @@ func (d *driver) hello(labels map[string]string) *protocol.HelloReply {
 	if err != nil || !rep.Accepted {
 		d.t.Fatalf("hello: %v %+v", err, rep)
 	}
+	d.mu.Lock()
 	d.key, d.ttl = rep.SigningKey, rep.TTL()
+	d.mu.Unlock()
 	go d.heartbeats(rep.HeartbeatInterval())
 	return rep
 }
@@ -155,7 +157,10 @@ func (d *driver) die() {
 }
 
 func (d *driver) onAssign(m *nats.Msg) {
-	a, err := protocol.OpenAssignment(m.Data, d.key)
+	d.mu.Lock()
+	key := d.key
+	d.mu.Unlock()
+	a, err := protocol.OpenAssignment(m.Data, key)
 	reply := &protocol.AssignReply{}
 	switch {
 	case err != nil:
