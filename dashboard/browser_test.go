@@ -138,7 +138,7 @@ func (f *farm) seed(t *testing.T) (runID int64, groupID int64) {
 		}
 		ps = append(ps,
 			store.AddRegressPointParams{Series: key("Pixel 8", "decode_tps"), Point: store.RegressPoint{Seq: seq, Value: 20 + float64(seq)/10, Stddev: 0.3, N: 5, Build: build}},
-			store.AddRegressPointParams{Series: key("Galaxy S24", "decode_tps"), Point: store.RegressPoint{Seq: seq, Value: s24, Stddev: 0.3, N: 5, Build: build}},
+			store.AddRegressPointParams{Series: key("Galaxy S24", "decode_tps"), Point: store.RegressPoint{Seq: seq, RunKey: fmt.Sprint(g.Run.ID), Value: s24, Stddev: 0.3, N: 5, Build: build}},
 			store.AddRegressPointParams{Series: key("Galaxy S24", "predictor_recall"), Point: store.RegressPoint{Seq: seq, Value: recall, Stddev: 0.01, N: 5, Build: build}},
 		)
 	}
@@ -309,6 +309,9 @@ func TestDashboardInBrowser(t *testing.T) {
 		if n := b.count(t, ".alert-card"); n != 1 {
 			t.Fatalf("%d alert cards, want 1", n)
 		}
+		if p := b.text(t, ".pending-line"); p != "1 regression awaits triage · show only those" {
+			t.Errorf("pending line %q", p)
+		}
 		head := b.text(t, card+" .card-head")
 		for _, want := range []string{"regression", "new", "device-specific · Galaxy S24"} {
 			if !strings.Contains(head, want) {
@@ -357,6 +360,9 @@ func TestDashboardInBrowser(t *testing.T) {
 		if n := b.count(t, card+`[data-status="acknowledged"]`); n != 1 {
 			t.Fatalf("acknowledged filter shows %d cards", n)
 		}
+		if n := b.count(t, ".pending-line strong"); n != 0 {
+			t.Errorf("pending line still shown after triage")
+		}
 		b.open(t, f.url, "/?status=fixed")
 		if e := b.text(t, ".empty h3"); e != "No alert groups match these filters." {
 			t.Errorf("empty filter text %q", e)
@@ -373,6 +379,9 @@ func TestDashboardInBrowser(t *testing.T) {
 		}
 		if n := b.count(t, `svg.chart g.change-regression[data-seq="8"]`); n != 1 {
 			t.Errorf("%d change markers at seq 8, want 1", n)
+		}
+		if href := b.count(t, fmt.Sprintf(`table.series-table tr[data-device="Galaxy S24"] a[href="/runs/%d"]`, runID)); href != 1 {
+			t.Errorf("latest build does not link to its run")
 		}
 		if got := b.text(t, `table.series-table tr[data-device="Galaxy S24"] td.latest`); got != s24Latest {
 			t.Errorf("Galaxy S24 latest %q, want %q", got, s24Latest)
@@ -476,6 +485,11 @@ func TestDashboardInBrowser(t *testing.T) {
 		}
 		if real := b.text(t, `tr[data-device-id="s24-a"] td:nth-child(3)`); real != "real" {
 			t.Errorf("real device kind %q", real)
+		}
+		b.do(t, "device history", chromedp.Click(chromedp.CSS(`tr[data-device-id="pixel8-a"] a[href^="/runs?device_id="]`)),
+			chromedp.WaitVisible(chromedp.CSS(`body[data-ready="/runs"]`)))
+		if n := b.count(t, "table.runs-table tbody tr"); n != 1 || b.count(t, fmt.Sprintf(`tr[data-run-id="%d"]`, runID)) != 1 {
+			t.Errorf("pixel8-a history shows %d runs, want its one run", n)
 		}
 		b.screenshot(t, "devices")
 	})

@@ -171,7 +171,7 @@ export function renderChart(opts) {
       const p = index[k].get(q);
       if (!p) return;
       rows.push(h('div', { class: 'tip-row' }, h('span', { class: 'swatch', 'data-color': sr.color }), h('span', { class: 'tip-label' }, sr.label),
-        h('span', { class: 'tip-val' }, fmtMeanSD(metric, p.value, p.stddev) + (p.n ? '  n=' + p.n : ''))));
+        h('span', { class: 'tip-val' }, fmtMeanSD(metric, p.value, p.stddev) + (p.n ? '  n=' + p.n : '') + (/^\d+$/.test(p.run || '') ? '  run #' + p.run : ''))));
     });
     const cs = bySeq.get(q) || [];
     tip.replaceChildren(h('div', { class: 'tip-head' }, 'build ' + labelOf(q), h('span', { class: 'muted' }, '  seq ' + q)), ...rows,

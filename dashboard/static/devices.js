@@ -65,7 +65,7 @@ export async function render(root, q, ctx) {
       `${items.filter((d) => d.emulated).length} emulated, ${items.filter((d) => d.drained).length} drained.`),
     h('table', { class: 'data devices-table' },
       h('thead', {}, h('tr', {}, h('th', {}, 'Device'), h('th', {}, 'Platform / OS'), h('th', {}, 'Kind'), h('th', {}, 'State'),
-        h('th', {}, 'Hardware'), h('th', {}, 'Labels'), h('th', {}, 'Active run'), h('th', {}, 'Last seen'))),
+        h('th', {}, 'Hardware'), h('th', {}, 'Labels'), h('th', {}, 'Runs'), h('th', {}, 'Last seen'))),
       h('tbody', {}, items.map((d) => h('tr', { 'data-device-id': d.id, 'data-state': d.state },
         h('td', {}, h('strong', {}, d.device_model || '(unknown model)'), h('div', { class: 'muted small mono' }, d.id)),
         h('td', {}, (d.platform || '—') + (d.os_version ? ' ' + d.os_version : '')),
@@ -74,7 +74,8 @@ export async function render(root, q, ctx) {
         h('td', {}, badge(d.state, 'dev-' + d.state), d.drained ? [' ', badge('drained', 'warn', 'takes no new runs')] : null),
         h('td', { class: 'small' }, hardware(d)),
         h('td', { class: 'labels' }, labels(d)),
-        h('td', {}, d.active_run_id ? h('a', { href: '/runs/' + d.active_run_id }, '#' + d.active_run_id) : h('span', { class: 'muted' }, 'idle')),
+        h('td', {}, d.active_run_id ? h('a', { href: '/runs/' + d.active_run_id }, '#' + d.active_run_id) : h('span', { class: 'muted' }, 'idle'),
+          ' · ', h('a', { href: '/runs?device_id=' + encodeURIComponent(d.id), class: 'small' }, 'history')),
         h('td', { title: fmtTime(d.last_seen_at), class: d.state === 'lost' ? 'bad' : '' }, fmtAgo(d.last_seen_at)))))));
   };
   await load();

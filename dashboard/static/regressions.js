@@ -129,7 +129,9 @@ function groupCard(g, { full = false } = {}) {
     const meta = h('dl', { class: 'meta' },
       h('dt', {}, 'suite'), h('dd', {}, grp.suite),
       h('dt', {}, 'lineage'), h('dd', {}, grp.lineage || '—'),
-      h('dt', {}, 'build at change'), h('dd', { class: 'mono' }, (grp.build || 'unknown') + ' ', h('span', { class: 'muted' }, '(seq ' + grp.seq + ')')),
+      h('dt', {}, 'build at change'), h('dd', { class: 'mono' },
+        grp.build ? h('a', { href: '/runs?' + new URLSearchParams({ build: grp.build, suite: grp.suite }), title: 'runs of this build' }, grp.build) : 'unknown',
+        ' ', h('span', { class: 'muted' }, '(seq ' + grp.seq + ')')),
       grp.reassigned_to ? [h('dt', {}, 'reassigned to'), h('dd', { class: 'mono' }, grp.reassigned_to)] : null);
     const body = h('div', { class: 'card-body' });
     if (grp.alerts) body.append(alertsTable(grp));
@@ -183,10 +185,18 @@ export async function renderList(root, q, ctx) {
   };
   for (const el of form.querySelectorAll('select')) el.addEventListener('change', apply);
   const list = h('div', { class: 'cards', id: 'alert-list' });
+  const pending = h('p', { class: 'pending-line', role: 'status' });
   const more = h('button', { class: 'btn more', type: 'button', hidden: true }, 'Load older alerts');
   root.replaceChildren(h('div', { class: 'view-head' }, h('h2', {}, 'Regressions'),
     h('p', { class: 'lede' }, 'Alert groups, newest first: confirmed change points of one suite and build lineage at about one build, across devices and metrics.')),
-  form, list, more);
+  pending, form, list, more);
+  // How many regressions still wait for triage, whatever the filters.
+  api.listAlerts({ status: 'new', regression: 'true', limit: 500 }).then((p) => {
+    const n = (p.items || []).length;
+    if (!n) return;
+    pending.replaceChildren(h('strong', {}, (n >= 500 ? '500+' : n) + (n === 1 ? ' regression awaits' : ' regressions await') + ' triage'),
+      ...(f.status === 'new' ? [] : [' · ', h('a', { href: '/?status=new' }, 'show only those')]));
+  }).catch(() => {});
 
   let cursor = 0;
   const params = { status: f.status, regression: f.regression, scope: f.scope, suite: f.suite, build: f.build, limit: PAGE };

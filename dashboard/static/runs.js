@@ -58,12 +58,14 @@ function runRow(r, devices) {
 // renderList is the Runs view.
 export async function renderList(root, q, ctx) {
   ctx.title('Runs');
-  const state = q.get('state') || '', suite = q.get('suite') || '', build = q.get('build') || '';
+  const state = q.get('state') || '', suite = q.get('suite') || '', build = q.get('build') || '', deviceID = q.get('device_id') || '';
   const form = h('form', { class: 'filters', onsubmit: (ev) => { ev.preventDefault(); apply(); } },
     h('label', {}, 'state', h('select', { name: 'state' }, h('option', { value: '' }, 'any'), h('option', { value: 'active', selected: state === 'active' }, 'active (queued, assigned, running)'),
       STATES.map((x) => h('option', { value: x, selected: x === state }, humanize(x))))),
     h('label', {}, 'suite', h('input', { name: 'suite', value: suite, size: 12, placeholder: 'all' })),
     h('label', {}, 'build', h('input', { name: 'build', value: build, size: 14, placeholder: 'any' })),
+    deviceID ? h('label', {}, 'device', h('span', { class: 'chip device-filter' }, deviceID, ' ', h('a', { href: '/runs', title: 'all devices', 'aria-label': 'clear the device filter' }, '✕'))) : null,
+    deviceID ? h('input', { type: 'hidden', name: 'device_id', value: deviceID }) : null,
     h('button', { class: 'btn', type: 'submit' }, 'Apply'));
   const apply = () => {
     const p = new URLSearchParams();
@@ -78,7 +80,7 @@ export async function renderList(root, q, ctx) {
   const more = h('button', { class: 'btn more', type: 'button', hidden: true }, 'Load older runs');
   root.replaceChildren(h('div', { class: 'view-head' }, h('h2', {}, 'Runs'), h('p', { class: 'lede' }, 'Recent runs, newest first. Refreshes every 10 s.')), form, out, more);
 
-  const params = { suite, build, state: state === 'active' ? ACTIVE : state ? [state] : undefined, limit: PAGE };
+  const params = { suite, build, device_id: deviceID, state: state === 'active' ? ACTIVE : state ? [state] : undefined, limit: PAGE };
   let cursor = 0, pages = 0;
   const devices = await deviceMap();
   const load = async (reset) => {
@@ -93,7 +95,7 @@ export async function renderList(root, q, ctx) {
     if (reset) { tbody.replaceChildren(); pages = 0; }
     pages++;
     if (!items.length && pages === 1) {
-      out.replaceChildren(state || suite || build
+      out.replaceChildren(state || suite || build || deviceID
         ? empty('No runs match these filters.', h('p', {}, h('a', { href: '/runs' }, 'Show all runs')))
         : empty('No runs yet.', h('p', {}, 'Trigger one with ', code('lesfarm run --suite smoke --build $BUILD --wait'),
           ' (or POST /v1/runs). It is queued until a matching device is online; see ', h('a', { href: '/devices' }, 'Devices'), '.')));

@@ -98,7 +98,8 @@ export async function seriesChart(p, ctx, { zero = false } = {}) {
       return h('tr', { 'data-series-id': x.id, 'data-device': x.device_model },
         h('td', {}, h('span', { class: 'swatch', 'data-color': x.color }), x.label),
         h('td', { class: 'r num' }, pts.length),
-        h('td', { class: 'mono' }, last ? last.build || '#' + last.seq : '—'),
+        h('td', { class: 'mono' }, !last ? '—' : /^\d+$/.test(last.run || '')
+          ? h('a', { href: '/runs/' + last.run, title: 'the run behind this point' }, last.build || '#' + last.seq) : last.build || '#' + last.seq),
         h('td', { class: 'r num latest' }, last ? fmtMeanSD(p.metric, last.value, last.stddev) : '—'),
         h('td', { class: 'r num', title: 'repetitions behind the latest point' }, last && last.n ? 'n=' + last.n : '—'),
         h('td', { class: 'r num' }, prev ? fmtMeanSD(p.metric, prev.value, prev.stddev) : '—'),
