@@ -41,6 +41,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/lesfarm/lesfarm/coordinator/store"
 	"github.com/lesfarm/lesfarm/jobs"
@@ -73,6 +74,9 @@ type Config struct {
 	// Now is the clock (default time.Now); tests inject one.
 	Now    func() time.Time
 	Logger *slog.Logger
+	// Registerer, when set, receives lesfarm_schedule_occurrences_total
+	// {outcome="fired|skipped|failed"}.
+	Registerer prometheus.Registerer
 }
 
 // Scheduler polls Postgres and fires due schedules. Start it once; Stop
@@ -80,6 +84,7 @@ type Config struct {
 type Scheduler struct {
 	cfg    Config
 	log    *slog.Logger
+	occ    *prometheus.CounterVec
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 }
@@ -101,7 +106,17 @@ func New(cfg Config) (*Scheduler, error) {
 		cfg.Now = time.Now
 	}
 	log := cmp.Or(cfg.Logger, slog.Default())
-	return &Scheduler{cfg: cfg, log: log}, nil
+	s := &Scheduler{cfg: cfg, log: log}
+	if cfg.Registerer != nil {
+		s.occ = prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "lesfarm_schedule_occurrences_total",
+			Help: "Schedule occurrences handled by this coordinator, by outcome (fired, skipped by the missed-occurrence policy, failed).",
+		}, []string{"outcome"})
+		if err := cfg.Registerer.Register(s.occ); err != nil {
+			return nil, fmt.Errorf("nightly config: %w", err)
+		}
+	}
+	return s, nil
 }
 
 // Start runs the poll loop until ctx is cancelled or Stop is called.
@@ -142,11 +157,19 @@ func (s *Scheduler) Tick(ctx context.Context) (int, error) {
 	n := 0
 	for n < maxPerTick {
 		now := s.cfg.Now()
+		var out *store.ScheduleOutcome
 		ok, err := s.cfg.Store.HandleDueSchedule(ctx, now, s.cfg.Name, func(ctx context.Context, tx pgx.Tx, sc *store.Schedule) (*store.ScheduleOutcome, error) {
-			return s.handle(ctx, tx, sc, now)
+			var err error
+			out, err = s.handle(ctx, tx, sc, now)
+			return out, err
 		})
 		if err != nil {
 			return n, err
+		}
+		if ok && s.occ != nil {
+			for _, f := range out.Firings {
+				s.occ.WithLabelValues(f.Outcome).Inc()
+			}
 		}
 		if !ok {
 			return n, nil

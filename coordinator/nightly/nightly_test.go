@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/lesfarm/lesfarm/coordinator/store"
 	"github.com/lesfarm/lesfarm/internal/testenv"
@@ -128,10 +130,19 @@ func TestMissedOccurrencePolicy(t *testing.T) {
 	inWindow := createSchedule(t, st, "in-window", "0 2 * * *", day(27, 2, 0), 3600)
 	// Same outage, but back at 05:00: even the latest is too old.
 	pastWindow := createSchedule(t, st, "past-window", "0 2 * * *", day(27, 2, 0), 3600)
-	s, err := New(Config{Store: st, Trigger: recordTrigger("c"), Name: "c", Now: clk.Now, Logger: quiet})
+	reg := prometheus.NewRegistry()
+	s, err := New(Config{Store: st, Trigger: recordTrigger("c"), Name: "c", Now: clk.Now, Logger: quiet, Registerer: reg})
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer func() {
+		if got := counter(s.occ.WithLabelValues("skipped")); got != 7 {
+			t.Errorf("skipped counter = %v, want 7", got)
+		}
+		if got := counter(s.occ.WithLabelValues("fired")); got != 1 {
+			t.Errorf("fired counter = %v, want 1", got)
+		}
+	}()
 	clk.Set(day(30, 2, 30))
 	// Only in-window is handled at 02:30 (pastWindow is handled too; its
 	// latest occurrence is 30 minutes old, so disable it first).
@@ -266,4 +277,12 @@ func TestStoreTriggerCreatesRealRunsOnce(t *testing.T) {
 	if len(firings) != steps || firings[0].Outcome != store.FiringFailed {
 		t.Fatalf("no-device firings: %+v", firings)
 	}
+}
+
+func counter(c prometheus.Counter) float64 {
+	var m dto.Metric
+	if err := c.Write(&m); err != nil {
+		return -1
+	}
+	return m.GetCounter().GetValue()
 }
