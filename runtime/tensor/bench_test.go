@@ -23,7 +23,7 @@ func BenchmarkMatVec(b *testing.B) {
 	sets := []struct {
 		name string
 		ks   map[Type]*kernel
-	}{{"generic", genericKernels}, {"go", goKernels}, {"best", kernels}}
+	}{{"generic", genericKernels}, {"go", goKernels}, {"simd", simdOnly()}, {"best", kernels}}
 	r := rand.New(rand.NewPCG(1, 1))
 	for _, typ := range types {
 		for _, sh := range shapes {
@@ -32,9 +32,9 @@ func BenchmarkMatVec(b *testing.B) {
 			dst := make([]float32, sh[0])
 			for _, set := range sets {
 				impl := set.name
-				if set.name == "best" {
-					if set.ks[typ] == goKernels[typ] {
-						continue // no SIMD/assembly kernel for this type
+				if set.name == "best" || set.name == "simd" {
+					if set.ks[typ] == goKernels[typ] || (set.name == "best" && set.ks[typ] == simdOnly()[typ]) {
+						continue // no such kernel for this type, or already measured
 					}
 					impl = set.ks[typ].impl
 				}
@@ -212,4 +212,17 @@ func BenchmarkQuantize(b *testing.B) {
 			}
 		})
 	}
+}
+
+// simdOnly is the pure-Go set overlaid with the SIMD kernels alone
+// (archsimd or NEON, without the amd64 assembly), for side-by-side numbers.
+func simdOnly() map[Type]*kernel {
+	m := make(map[Type]*kernel, len(goKernels))
+	for t, k := range goKernels {
+		m[t] = k
+	}
+	for t, k := range simdKernels() {
+		m[t] = k
+	}
+	return m
 }

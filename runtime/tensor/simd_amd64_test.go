@@ -5,6 +5,7 @@ package tensor
 import (
 	"encoding/binary"
 	"math"
+	"math/rand/v2"
 	"testing"
 )
 
@@ -25,5 +26,40 @@ func TestF16x8AllValues(t *testing.T) {
 				t.Fatalf("half %#04x: simd %v (%#08x), table %v", h+k, out[k], math.Float32bits(out[k]), want)
 			}
 		}
+	}
+}
+
+// TestArchsimdKernels checks every archsimd kernel against the generic one
+// (the assembly kernels replace most of them in MatVec, so they are tested
+// here directly): exact, or within 1e-6·Σ|w·x| for reordered float sums.
+func TestArchsimdKernels(t *testing.T) {
+	r := rand.New(rand.NewPCG(23, 24))
+	simd := simdKernels()
+	for typ, k := range simd {
+		ks := map[Type]*kernel{typ: k}
+		for _, cols := range []int{256, 1280} {
+			if cols%typ.BlockSize() != 0 {
+				continue
+			}
+			m := makeMatrix(t, r, typ, 8, cols)
+			x := randVec(r, cols, 2)
+			want := genericMatVec(t, m, x)
+			got := make([]float32, 8)
+			if err := matMulWith(ks, nil, got, m, x, 1); err != nil {
+				t.Fatal(err)
+			}
+			for i := range got {
+				if k.exact {
+					if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+						t.Fatalf("%s archsimd cols %d row %d: %v != generic %v", typ, cols, i, got[i], want[i])
+					}
+				} else if d := math.Abs(float64(got[i] - want[i])); d > 1e-5*math.Abs(float64(want[i]))+1e-5 {
+					t.Fatalf("%s archsimd cols %d row %d: %v vs generic %v", typ, cols, i, got[i], want[i])
+				}
+			}
+		}
+	}
+	if len(simd) == 0 {
+		t.Skip("no AVX2 on this CPU")
 	}
 }
