@@ -3,7 +3,8 @@
 // requests; JetStream streams for telemetry and results), the dispatcher
 // that places queued runs on idle devices with leases and fencing tokens,
 // the liveness timers and sweeps that fail over lost devices, the ingest
-// consumers, and the REST API.
+// consumers, regression detection on finished runs (coordinator/regress),
+// the nightly schedule poller (coordinator/nightly) and the REST API.
 //
 // Several coordinators may share one database and one NATS cluster: device
 // requests are spread over a queue group, runs are claimed with FOR UPDATE
@@ -38,6 +39,7 @@ import (
 	"github.com/lesfarm/lesfarm/coordinator/artifact"
 	"github.com/lesfarm/lesfarm/coordinator/ingest"
 	"github.com/lesfarm/lesfarm/coordinator/nightly"
+	"github.com/lesfarm/lesfarm/coordinator/regress/monitor"
 	"github.com/lesfarm/lesfarm/coordinator/store"
 	"github.com/lesfarm/lesfarm/internal/pglocal"
 	"github.com/lesfarm/lesfarm/jobs"
@@ -83,6 +85,9 @@ type Config struct {
 	RequireAuthForReads bool
 	// NoNightly disables the nightly schedule poller.
 	NoNightly bool
+	// NoRegress disables regression detection on finished runs (and its
+	// webhook delivery loop).
+	NoRegress bool
 	// NightlyInterval is the schedule poll interval (default 15s).
 	NightlyInterval time.Duration
 	// ArtifactBaseURL is the base URL agents use to download artifacts
@@ -142,6 +147,7 @@ type Coordinator struct {
 	js      jetstream.JetStream
 	ingest  *ingest.Ingester
 	nightly *nightly.Scheduler
+	monitor *monitor.Monitor
 	subs    []*nats.Subscription
 	httpSrv *http.Server
 	httpLn  net.Listener
@@ -265,9 +271,21 @@ func (c *Coordinator) Start(ctx context.Context) (err error) {
 	icfg := c.cfg.Ingest
 	icfg.JS, icfg.Store, icfg.Rejects = c.js, c.store, c.rejects
 	icfg.Logger = cmp.Or(icfg.Logger, c.log)
+	if !c.cfg.NoRegress {
+		c.monitor, err = monitor.New(monitor.Config{Store: c.store, Logger: c.log, RequestRerun: monitor.StoreRerunner(c.store)})
+		if err != nil {
+			return err
+		}
+		c.monitor.Start(c.ctx)
+	}
 	prev := icfg.OnResult
 	icfg.OnResult = func(ctx context.Context, r *store.Run) {
 		c.Wake()
+		if c.monitor != nil {
+			// Errors are logged by the monitor; a failed detection does
+			// not undo the committed result.
+			_, _ = c.monitor.ObserveRun(ctx, r)
+		}
 		if prev != nil {
 			prev(ctx, r)
 		}
@@ -462,6 +480,9 @@ func (c *Coordinator) Stop() error {
 		c.stopTimers()
 		if c.ingest != nil {
 			errs = append(errs, c.ingest.Stop())
+		}
+		if c.monitor != nil {
+			c.monitor.Stop()
 		}
 		if c.nc != nil {
 			c.nc.Close()

@@ -137,6 +137,13 @@ func TestRunEndToEnd(t *testing.T) {
 	if err != nil || len(res) != 2 {
 		t.Fatalf("results %v %+v", err, res)
 	}
+	// The finished run reached regression detection: its results are points
+	// of their series.
+	var points int
+	if err := c.Store().Pool().QueryRow(context.Background(), `SELECT count(*) FROM regress_points WHERE run_key = $1`,
+		fmt.Sprint(a.RunID)).Scan(&points); err != nil || points == 0 {
+		t.Fatalf("regress points of run %d: %d (%v)", a.RunID, points, err)
+	}
 }
 
 // TestLostDeviceRequeuesAndStaleTokenRejected: the device holding a run
