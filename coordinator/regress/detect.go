@@ -78,6 +78,13 @@ type Config struct {
 	// result, so old positions accumulate chances of a false alert, while
 	// real changes with many points after them are significant anyway.
 	FixedAlpha bool `json:"fixed_alpha"`
+
+	x experiment // development switches, zero in every shipped setting
+}
+
+// experiment holds switches under evaluation (set only by harness code).
+type experiment struct {
+	noShrink bool // use each point's own within-run variance unshrunk
 }
 
 func (c Config) withDefaults() Config {
@@ -358,6 +365,23 @@ func testSplit(before, after []Point, cfg Config, nv noiseVar) (ChangePoint, boo
 	if eN > 0 {
 		eMean = eSum / float64(eN)
 	}
+	// A standard deviation from a few repetitions is itself noisy (from
+	// 5 repetitions it is off by a factor of 2 one time in ten); weighting
+	// points by it unshrunk overweights points whose repetitions happened
+	// to agree, and the test's variance ignores that. Shrink each point's
+	// within-run variance toward the series' average, with the average
+	// worth shrinkDF degrees of freedom.
+	within := func(p Point) float64 {
+		e, ok := withinVar(p)
+		if !ok {
+			return eMean
+		}
+		if cfg.x.noShrink {
+			return e
+		}
+		df := float64(p.N - 1)
+		return (shrinkDF*eMean + df*e) / (shrinkDF + df)
+	}
 	tau2 := s2 - eMean
 	// Keep at least a quarter of the observed variance as between-run
 	// variance: repetitions within one run understate run-to-run noise.
@@ -367,10 +391,7 @@ func testSplit(before, after []Point, cfg Config, nv noiseVar) (ChangePoint, boo
 	wmean := func(seg []Point) (m, v float64) {
 		var sw, swx float64
 		for _, p := range seg {
-			e, ok := withinVar(p)
-			if !ok {
-				e = eMean
-			}
+			e := within(p)
 			w := 1 / max(tau2+e, floor, math.SmallestNonzeroFloat64)
 			sw += w
 			swx += w * p.Value
@@ -419,6 +440,10 @@ func testSplit(before, after []Point, cfg Config, nv noiseVar) (ChangePoint, boo
 	}
 	return cp, ok, score
 }
+
+// shrinkDF is the weight, in degrees of freedom, of the series' average
+// within-run variance when shrinking a point's own (see testSplit).
+const shrinkDF = 8
 
 // noiseVar carries whole-series noise estimates into testSplit.
 type noiseVar struct {

@@ -66,6 +66,10 @@ type EvalConfig struct {
 	Steps     []float64 // planted relative steps (default 2,3,5,10%)
 	CVs       []float64 // noise CVs (default 1–5%)
 	Noises    []Noise   // default AllNoises
+	// Designs: how results and their repetitions are drawn (default
+	// DesignN1 and DesignN5PerRep: no repetitions, and 5 repetitions with
+	// the CV of a single repetition).
+	Designs   []Design
 	Settings  []Setting // default DefaultSettings
 	PreMin    int       // fewest runs before the step (default 20)
 	PreMax    int       // most runs before the step (default 40)
@@ -93,6 +97,9 @@ func (c EvalConfig) withDefaults() EvalConfig {
 	if len(c.Settings) == 0 {
 		c.Settings = DefaultSettings()
 	}
+	if len(c.Designs) == 0 {
+		c.Designs = []Design{DesignN1, DesignN5PerRep}
+	}
 	c.PreMin = cmp.Or(c.PreMin, 20)
 	c.PreMax = max(cmp.Or(c.PreMax, 40), c.PreMin)
 	c.After = cmp.Or(c.After, 8)
@@ -106,6 +113,7 @@ func (c EvalConfig) withDefaults() EvalConfig {
 // the null cell: histories without any change, where every alert is false.
 type Cell struct {
 	Setting     string  `json:"setting"`
+	Design      string  `json:"design"`
 	Noise       Noise   `json:"noise"`
 	Step        float64 `json:"step"`
 	CV          float64 `json:"cv"`
@@ -131,6 +139,7 @@ func (c Cell) MeanDelay() float64 { return ratio(c.DelaySum, c.Hits) }
 // (PreMax+PreMin)/2+After runs of a series.
 type Summary struct {
 	Setting         string  `json:"setting"`
+	Design          string  `json:"design"`
 	Region          string  `json:"region"`
 	Histories       int     `json:"histories"`
 	RecallAt2       float64 `json:"recall_at_2"`
@@ -150,6 +159,7 @@ type EvalResult struct {
 	Seed      uint64     `json:"seed"`
 	After     int        `json:"runs_after_step"`
 	Settings  []Setting  `json:"settings"`
+	Designs   []Design   `json:"designs"`
 	Cells     []Cell     `json:"cells"`
 	Summaries []Summary  `json:"summaries"`
 }
@@ -159,43 +169,103 @@ type history struct {
 	points   []Point
 	levels   []float64 // true level of each point
 	noise    Noise
+	design   Design
 	cv       float64
 	stepIdx  int // index in points of the first point after the step; -1 if none
 	stepDir  Direction
 	stepSeen int // points present after the step
 }
 
-const evalReps = 5
+// Design says how the harness draws a result's repetitions and what the
+// grid's "CV" means. A run measures Reps repetitions; each repetition is
+// level·(1 + b + w), with b the run-to-run (between-run) noise shared by
+// the run's repetitions and w the within-run noise of each repetition.
+// BetweenShare of a single repetition's variance is run-to-run noise (a
+// device's thermal state, background load, clocks), the rest within-run.
+// The detector gets the repetitions' mean, standard deviation and count
+// (with Reps 1: the value only, no standard deviation).
+type Design struct {
+	Name string `json:"name"`
+	Reps int    `json:"reps"`
+	// CVPerRep: the grid's CV is the spread of a single repetition, so a
+	// result (the mean of Reps repetitions) has the smaller CV
+	// CV·√(BetweenShare + (1−BetweenShare)/Reps). Otherwise the CV is
+	// that of a result (the mean), whatever Reps is: the harder reading.
+	CVPerRep     bool    `json:"cv_per_repetition"`
+	BetweenShare float64 `json:"between_share"`
+}
 
-// sample draws one result at level with the history's noise: its mean of
-// evalReps repetitions and their standard deviation (30% of a point's
-// variance is within-run noise, the rest is run-to-run noise).
-func sample(rng *rand.Rand, noise Noise, level, cv float64) Point {
-	var x float64
+// resultCV returns the CV of a result (the mean of the repetitions) and
+// the between-run and within-run standard deviations of one repetition,
+// all relative to the level.
+func (d Design) resultCV(cv float64) (result, between, within float64) {
+	reps := float64(max(d.Reps, 1))
+	k := d.BetweenShare + (1-d.BetweenShare)/reps
+	c := cv // per-repetition CV
+	if !d.CVPerRep {
+		c = cv / math.Sqrt(k)
+	}
+	return c * math.Sqrt(k), c * math.Sqrt(d.BetweenShare), c * math.Sqrt(1-d.BetweenShare)
+}
+
+// Designs of the harness. With one repetition both readings of the CV
+// agree. DesignN5PerResult is the model of the first version of the
+// harness (CV of the mean of 5 repetitions, about 70% of it run-to-run).
+var (
+	DesignN1          = Design{Name: "n1", Reps: 1, BetweenShare: 0.3}
+	DesignN5PerRep    = Design{Name: "n5-cv-per-rep", Reps: 5, CVPerRep: true, BetweenShare: 0.3}
+	DesignN5PerResult = Design{Name: "n5-cv-per-result", Reps: 5, BetweenShare: 0.3}
+)
+
+// AllDesigns lists the designs the harness knows, in report order.
+var AllDesigns = []Design{DesignN1, DesignN5PerRep, DesignN5PerResult}
+
+// sample draws one result at level with the history's noise and design:
+// the mean of the design's repetitions and, with two or more, their
+// standard deviation and count. Outliers (a throttled or disturbed run)
+// scale the whole run; the bimodal noise is run-to-run (two device
+// states: modes ±0.9 of the between-run deviation apart, plus 0.45 of it
+// as normal noise).
+func sample(rng *rand.Rand, d Design, noise Noise, level, cv float64) Point {
+	_, sb, sw := d.resultCV(cv)
+	var b float64
 	switch noise {
 	case NoiseBimodal:
-		mode := 0.9 * cv
+		mode := 0.9 * sb
 		if rng.IntN(2) == 0 {
 			mode = -mode
 		}
-		x = level * (1 + mode + 0.45*cv*rng.NormFloat64())
+		b = mode + 0.45*sb*rng.NormFloat64()
 	default:
-		x = level * (1 + cv*rng.NormFloat64())
+		b = sb * rng.NormFloat64()
 	}
+	scale := 1.0
 	if noise == NoiseOutliers && rng.Float64() < 0.05 {
 		o := 0.15 + 0.25*rng.Float64()
 		if rng.Float64() < 0.25 {
-			x *= 1 + o
+			scale = 1 + o
 		} else {
-			x *= 1 - o
+			scale = 1 - o
 		}
 	}
-	sw := math.Sqrt(0.3*evalReps) * cv * level * (0.7 + 0.6*rng.Float64())
-	return Point{Value: x, Stddev: sw, N: evalReps}
+	reps := max(d.Reps, 1)
+	var s1, s2 float64
+	for range reps {
+		x := level * scale * (1 + b + sw*rng.NormFloat64())
+		s1 += x
+		s2 += x * x
+	}
+	mean := s1 / float64(reps)
+	p := Point{Value: mean}
+	if reps >= 2 {
+		v := (s2 - s1*mean) / float64(reps-1)
+		p.Stddev, p.N = math.Sqrt(max(v, 0)), reps
+	}
+	return p
 }
 
 // genHistory generates one history deterministically from its seeds.
-func genHistory(seed1, seed2 uint64, noise Noise, step, cv float64, cfg EvalConfig) history {
+func genHistory(seed1, seed2 uint64, d Design, noise Noise, step, cv float64, cfg EvalConfig) history {
 	rng := rand.New(rand.NewPCG(seed1, seed2))
 	pre := cfg.PreMin + rng.IntN(cfg.PreMax-cfg.PreMin+1)
 	total := pre + cfg.After
@@ -211,7 +281,7 @@ func genHistory(seed1, seed2 uint64, noise Noise, step, cv float64, cfg EvalConf
 		}
 	}
 	const base = 100.0
-	h := history{stepIdx: -1, noise: noise, cv: cv}
+	h := history{stepIdx: -1, noise: noise, cv: cv, design: d}
 	if step > 0 {
 		h.stepDir = direction(sign, true)
 	}
@@ -220,7 +290,7 @@ func genHistory(seed1, seed2 uint64, noise Noise, step, cv float64, cfg EvalConf
 		if step > 0 && i >= pre {
 			level *= 1 + sign*step
 		}
-		p := sample(rng, noise, level, cv)
+		p := sample(rng, d, noise, level, cv)
 		if noise == NoiseGaps && rng.Float64() < 0.25 {
 			continue
 		}
@@ -286,7 +356,7 @@ func online(h history, set Setting, cfg EvalConfig, rng *rand.Rand) (delay, true
 			}
 			if set.ConfirmRerun {
 				if confirmed == nil {
-					rerun := sample(rng, h.noise, h.levels[n-1], h.cv)
+					rerun := sample(rng, h.design, h.noise, h.levels[n-1], h.cv)
 					rerun.Seq = h.points[n-1].Seq
 					withRerun := append(slices.Clone(h.points[:n]), rerun)
 					confirmed, _ = Detect(withRerun, true, set.Config)
@@ -350,11 +420,15 @@ func Evaluate(ctx context.Context, cfg EvalConfig) (*EvalResult, error) {
 		c    Cell // the cell's parameters, copied so workers never read cells
 	}
 	var cells []Cell
+	designOf := map[string]Design{}
 	for _, set := range cfg.Settings {
-		for _, nz := range cfg.Noises {
-			for _, step := range steps {
-				for _, cv := range cfg.CVs {
-					cells = append(cells, Cell{Setting: set.Name, Noise: nz, Step: step, CV: cv})
+		for _, d := range cfg.Designs {
+			designOf[d.Name] = d
+			for _, nz := range cfg.Noises {
+				for _, step := range steps {
+					for _, cv := range cfg.CVs {
+						cells = append(cells, Cell{Setting: set.Name, Design: d.Name, Noise: nz, Step: step, CV: cv})
+					}
 				}
 			}
 		}
@@ -374,7 +448,7 @@ func Evaluate(ctx context.Context, cfg EvalConfig) (*EvalResult, error) {
 				// Histories depend on (noise, step, cv, h), not on the
 				// setting, so every setting sees the same data.
 				s1 := cfg.Seed ^ hashString(fmt.Sprintf("%s/%g/%g", c.Noise, c.Step, c.CV))
-				h := genHistory(s1, uint64(j.h), c.Noise, c.Step, c.CV, cfg)
+				h := genHistory(s1, uint64(j.h), designOf[c.Design], c.Noise, c.Step, c.CV, cfg)
 				rr := rand.New(rand.NewPCG(s1^0x9e3779b97f4a7c15, uint64(j.h)))
 				d, ta, fa := online(h, settingOf[c.Setting], cfg, rr)
 				mu.Lock()
@@ -413,30 +487,32 @@ feed:
 	if err != nil {
 		return nil, err
 	}
-	res := &EvalResult{Config: cfg, Histories: cfg.Histories, Seed: cfg.Seed, After: cfg.After, Settings: cfg.Settings, Cells: cells}
+	res := &EvalResult{Config: cfg, Histories: cfg.Histories, Seed: cfg.Seed, After: cfg.After, Settings: cfg.Settings, Designs: cfg.Designs, Cells: cells}
 	for _, set := range cfg.Settings {
-		res.Summaries = append(res.Summaries,
-			res.summarize(set.Name, "goal: step>=5% cv<=3% gaussian", func(c Cell) bool { return c.Noise == NoiseGaussian && c.Step >= 0.05 && c.CV <= 0.03+1e-9 }),
-			res.summarize(set.Name, "goal: step>=5% cv<=3% all noise", func(c Cell) bool { return c.Step >= 0.05 && c.CV <= 0.03+1e-9 }),
-			res.summarize(set.Name, "whole grid", func(Cell) bool { return true }),
-		)
+		for _, d := range cfg.Designs {
+			res.Summaries = append(res.Summaries,
+				res.summarize(set.Name, d.Name, "goal: step>=5% cv<=3% gaussian", func(c Cell) bool { return c.Noise == NoiseGaussian && c.Step >= 0.05 && c.CV <= 0.03+1e-9 }),
+				res.summarize(set.Name, d.Name, "goal: step>=5% cv<=3% all noise", func(c Cell) bool { return c.Step >= 0.05 && c.CV <= 0.03+1e-9 }),
+				res.summarize(set.Name, d.Name, "whole grid", func(Cell) bool { return true }),
+			)
+		}
 	}
 	return res, nil
 }
 
 // summarize aggregates the step cells selected by in, with the null
 // cells of the same noise and CV counted once per step cell.
-func (r *EvalResult) summarize(setting, region string, in func(Cell) bool) Summary {
-	s := Summary{Setting: setting, Region: region}
+func (r *EvalResult) summarize(setting, design, region string, in func(Cell) bool) Summary {
+	s := Summary{Setting: setting, Design: design, Region: region}
 	null := map[[2]string]Cell{}
 	for _, c := range r.Cells {
-		if c.Setting == setting && c.Step == 0 {
+		if c.Setting == setting && c.Design == design && c.Step == 0 {
 			null[[2]string{string(c.Noise), fmt.Sprint(c.CV)}] = c
 		}
 	}
 	var at2, at4, hits, delay, nullHist, nullFalse int
 	for _, c := range r.Cells {
-		if c.Setting != setting || c.Step == 0 || !in(c) {
+		if c.Setting != setting || c.Design != design || c.Step == 0 || !in(c) {
 			continue
 		}
 		s.Histories += c.Histories
@@ -474,34 +550,49 @@ func (r *EvalResult) WriteMarkdown(w io.Writer) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# Regression detector evaluation\n\n%d histories per cell, seed %d, %d–%d runs before the step, %d after; a hit is an alert of the right direction raised after the step and located within %d runs of it (alerts are refined in place when a change point moves by up to %d runs). Null cells (no step) count toward false alerts once per step cell.\n\n",
 		r.Histories, r.Seed, r.Config.PreMin, r.Config.PreMax, r.After, r.Config.Tolerance, r.Config.MergeWindow)
-	b.WriteString("## Summary\n\n| setting | region | recall@2 | recall@4 | recall@" + fmt.Sprint(r.After) + " | mean delay | false alerts / alerts | false alerts per 100 null histories |\n|---|---|---:|---:|---:|---:|---:|---:|\n")
+	b.WriteString("Designs (what \"CV\" means):\n\n")
+	for _, d := range r.Designs {
+		if d.Reps <= 1 {
+			fmt.Fprintf(&b, "- `%s`: one repetition per result; CV is the CV of a result.\n", d.Name)
+			continue
+		}
+		basis := "of a result (the mean of the repetitions)"
+		if d.CVPerRep {
+			rc, _, _ := d.resultCV(1)
+			basis = fmt.Sprintf("of a single repetition; a result's CV is %.2f·CV", rc)
+		}
+		fmt.Fprintf(&b, "- `%s`: %d repetitions per result, %.0f%% of a repetition's variance run-to-run; CV is the CV %s.\n", d.Name, d.Reps, 100*d.BetweenShare, basis)
+	}
+	b.WriteString("\n## Summary\n\n| setting | design | region | recall@2 | recall@4 | recall@" + fmt.Sprint(r.After) + " | mean delay | false alerts / alerts | false alerts per 100 null histories |\n|---|---|---|---:|---:|---:|---:|---:|---:|\n")
 	for _, s := range r.Summaries {
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %.2f | %s (%d/%d) | %.1f |\n", s.Setting, s.Region,
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %.2f | %s (%d/%d) | %.1f |\n", s.Setting, s.Design, s.Region,
 			pct(s.RecallAt2), pct(s.RecallAt4), pct(s.Recall), s.MeanDelay, pct(s.FalseAlertShare), s.FalseAlerts, s.TrueAlerts+s.FalseAlerts, s.NullFalsePer100)
 	}
 	idx := map[string]Cell{}
 	for _, c := range r.Cells {
-		idx[fmt.Sprintf("%s/%s/%g/%g", c.Setting, c.Noise, c.Step, c.CV)] = c
+		idx[fmt.Sprintf("%s/%s/%s/%g/%g", c.Setting, c.Design, c.Noise, c.Step, c.CV)] = c
 	}
 	for _, set := range r.Settings {
-		fmt.Fprintf(&b, "\n## Grid: %s\n\nEach cell: recall@2 / recall@4 / recall@%d, mean delay in runs; the step-0 row gives false alerts per 100 null histories.\n", set.Name, r.After)
-		for _, nz := range r.Config.Noises {
-			fmt.Fprintf(&b, "\n**%s**\n\n| step |", nz)
-			for _, cv := range r.Config.CVs {
-				fmt.Fprintf(&b, " CV %g%% |", 100*cv)
-			}
-			b.WriteString("\n|---|" + strings.Repeat("---|", len(r.Config.CVs)) + "\n")
-			for _, step := range append([]float64{0}, r.Config.Steps...) {
-				fmt.Fprintf(&b, "| %g%% |", 100*step)
+		for _, d := range r.Designs {
+			fmt.Fprintf(&b, "\n## Grid: %s, design %s\n\nEach cell: recall@2 / recall@4 / recall@%d, mean delay in runs; the step-0 row gives false alerts per 100 null histories.\n", set.Name, d.Name, r.After)
+			for _, nz := range r.Config.Noises {
+				fmt.Fprintf(&b, "\n**%s**\n\n| step |", nz)
 				for _, cv := range r.Config.CVs {
-					c := idx[fmt.Sprintf("%s/%s/%g/%g", set.Name, nz, step, cv)]
-					if step == 0 {
-						fmt.Fprintf(&b, " %.1f false |", 100*ratio(c.FalseAlerts, c.Histories))
-						continue
-					}
-					fmt.Fprintf(&b, " %s/%s/%s, %.1f |", pct0(c.Recall(c.HitsAt2)), pct0(c.Recall(c.HitsAt4)), pct0(c.Recall(c.Hits)), c.MeanDelay())
+					fmt.Fprintf(&b, " CV %g%% |", 100*cv)
 				}
-				b.WriteString("\n")
+				b.WriteString("\n|---|" + strings.Repeat("---|", len(r.Config.CVs)) + "\n")
+				for _, step := range append([]float64{0}, r.Config.Steps...) {
+					fmt.Fprintf(&b, "| %g%% |", 100*step)
+					for _, cv := range r.Config.CVs {
+						c := idx[fmt.Sprintf("%s/%s/%s/%g/%g", set.Name, d.Name, nz, step, cv)]
+						if step == 0 {
+							fmt.Fprintf(&b, " %.1f false |", 100*ratio(c.FalseAlerts, c.Histories))
+							continue
+						}
+						fmt.Fprintf(&b, " %s/%s/%s, %.1f |", pct0(c.Recall(c.HitsAt2)), pct0(c.Recall(c.HitsAt4)), pct0(c.Recall(c.Hits)), c.MeanDelay())
+					}
+					b.WriteString("\n")
+				}
 			}
 		}
 	}
@@ -530,7 +621,7 @@ func (r *EvalResult) SortCells() {
 		order[s.Name] = i
 	}
 	slices.SortStableFunc(r.Cells, func(a, b Cell) int {
-		return cmp.Or(cmp.Compare(order[a.Setting], order[b.Setting]), strings.Compare(string(a.Noise), string(b.Noise)),
+		return cmp.Or(cmp.Compare(order[a.Setting], order[b.Setting]), strings.Compare(a.Design, b.Design), strings.Compare(string(a.Noise), string(b.Noise)),
 			cmp.Compare(a.Step, b.Step), cmp.Compare(a.CV, b.CV))
 	})
 }

@@ -43,7 +43,7 @@ func TestEvaluateSmallGrid(t *testing.T) {
 		}
 	}
 	var md bytes.Buffer
-	if err := res.WriteMarkdown(&md); err != nil || !strings.Contains(md.String(), "## Grid: confirm") {
+	if err := res.WriteMarkdown(&md); err != nil || !strings.Contains(md.String(), "## Grid: confirm, design n1") {
 		t.Fatalf("markdown:\n%s", md.String())
 	}
 }
@@ -69,7 +69,7 @@ func TestEvaluateRejectsBadSetting(t *testing.T) {
 // weeks of nightlies) and 120 (the default window).
 func BenchmarkDetect(b *testing.B) {
 	for _, n := range []int{48, 120} {
-		h := genHistory(1, 2, NoiseGaussian, 0.05, 0.03, EvalConfig{PreMin: n - 8, PreMax: n - 8}.withDefaults())
+		h := genHistory(1, 2, DesignN5PerRep, NoiseGaussian, 0.05, 0.03, EvalConfig{PreMin: n - 8, PreMax: n - 8}.withDefaults())
 		for _, m := range []Method{MethodPELT, MethodEDivisive} {
 			b.Run(fmt.Sprintf("%s/n=%d", m, n), func(b *testing.B) {
 				b.ReportAllocs()
