@@ -20,7 +20,6 @@ import (
 // block_q5_K { half d; half dmin; uint8 scales[12]; uint8 qh[32]; uint8 qs[128] } 176 / 256
 // block_q6_K { uint8 ql[128]; uint8 qh[64]; int8 scales[16]; half d }       210 / 256
 
-func le16(b []byte) uint16 { return binary.LittleEndian.Uint16(b) }
 func f16At(b []byte) float32 {
 	return f16Table[binary.LittleEndian.Uint16(b)]
 }

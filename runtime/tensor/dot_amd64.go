@@ -116,34 +116,56 @@ func dotQ4KQ8KAsm(w []byte, y []blockQ8K) float32 {
 	return sumf
 }
 
-// asmDot runs a lanes kernel over the whole groups of 8 and finishes like
-// the generic code: reduce8, then the remainder in order.
-func asmDot(lanes func(*byte, *float32, int, *[8]float32), w []byte, x []float32, size int, elem func([]byte) float32) float32 {
+// The float kernels call the assembly directly (not through a func value,
+// which would make the lane array escape to the heap) for the whole groups
+// of 8, then finish like the generic code: reduce8, then the rest in order.
+
+func dotF32Asm(w []byte, x []float32) float32 {
 	n := len(x)
-	w = w[:size*n]
+	w = w[:4*n]
 	g := n / 8
 	var r float32
 	if g > 0 {
 		var s [8]float32
-		lanes(&w[0], &x[0], g, &s)
+		f32Lanes8(&w[0], &x[0], g, &s)
 		r = reduce8(s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7])
 	}
 	for i := 8 * g; i < n; i++ {
-		r += float32(elem(w[size*i:]) * x[i])
+		r += float32(math.Float32frombits(binary.LittleEndian.Uint32(w[4*i:])) * x[i])
 	}
 	return r
 }
 
-func dotF32Asm(w []byte, x []float32) float32 {
-	return asmDot(f32Lanes8, w, x, 4, func(b []byte) float32 { return math.Float32frombits(binary.LittleEndian.Uint32(b)) })
-}
-
 func dotF16Asm(w []byte, x []float32) float32 {
-	return asmDot(f16Lanes8, w, x, 2, func(b []byte) float32 { return f16Table[binary.LittleEndian.Uint16(b)] })
+	n := len(x)
+	w = w[:2*n]
+	g := n / 8
+	var r float32
+	if g > 0 {
+		var s [8]float32
+		f16Lanes8(&w[0], &x[0], g, &s)
+		r = reduce8(s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7])
+	}
+	for i := 8 * g; i < n; i++ {
+		r += float32(f16Table[binary.LittleEndian.Uint16(w[2*i:])] * x[i])
+	}
+	return r
 }
 
 func dotBF16Asm(w []byte, x []float32) float32 {
-	return asmDot(bf16Lanes8, w, x, 2, func(b []byte) float32 { return BF16ToF32(binary.LittleEndian.Uint16(b)) })
+	n := len(x)
+	w = w[:2*n]
+	g := n / 8
+	var r float32
+	if g > 0 {
+		var s [8]float32
+		bf16Lanes8(&w[0], &x[0], g, &s)
+		r = reduce8(s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7])
+	}
+	for i := 8 * g; i < n; i++ {
+		r += float32(BF16ToF32(binary.LittleEndian.Uint16(w[2*i:])) * x[i])
+	}
+	return r
 }
 
 func dotQ6KQ8KAsm(w []byte, y []blockQ8K) float32 {

@@ -117,46 +117,6 @@ func lane8(v archsimd.Int16x16) archsimd.Int32x8 {
 	return v.GetLo().Add(v.GetHi()).ExtendToInt32()
 }
 
-func dotQ4KQ8KAVX2(w []byte, y []blockQ8K) float32 {
-	w = w[:144*len(y)]
-	m4 := archsimd.BroadcastUint8x16(0x0f)
-	var sums [8]float32
-	var sumf float32
-	var aux [8]int32
-	for i := range y {
-		b := (*[144]byte)(w[i*144:])
-		yb := &y[i]
-		sc, mn := kScales((*[12]byte)(b[4:]))
-		var sumi int32
-		for j := 0; j < 8; j++ {
-			sumi += (int32(yb.bsums[2*j]) + int32(yb.bsums[2*j+1])) * mn[j]
-		}
-		var acc archsimd.Int32x8
-		for j := 0; j < 4; j++ {
-			q0 := u8x16(b[16+32*j : 32+32*j])
-			q1 := u8x16(b[32+32*j : 48+32*j])
-			q8 := yb.qs[64*j : 64*j+64]
-			lo := q0.And(m4).ExtendToUint16().AsInt16x16().Mul(i8x16(q8[0:16])).
-				Add(q1.And(m4).ExtendToUint16().AsInt16x16().Mul(i8x16(q8[16:32])))
-			hi := q0.AsUint16x8().ShiftAllRight(4).AsUint8x16().And(m4).ExtendToUint16().AsInt16x16().Mul(i8x16(q8[32:48])).
-				Add(q1.AsUint16x8().ShiftAllRight(4).AsUint8x16().And(m4).ExtendToUint16().AsInt16x16().Mul(i8x16(q8[48:64])))
-			acc = acc.Add(lane8(lo).Mul(archsimd.BroadcastInt32x8(sc[2*j])))
-			acc = acc.Add(lane8(hi).Mul(archsimd.BroadcastInt32x8(sc[2*j+1])))
-		}
-		acc.Store(&aux)
-		d := f16Table[binary.LittleEndian.Uint16(b[0:])] * yb.d
-		for l := 0; l < 8; l++ {
-			sums[l] += float32(d * float32(aux[l]))
-		}
-		dmin := f16Table[binary.LittleEndian.Uint16(b[2:])] * yb.d
-		sumf -= float32(dmin * float32(sumi))
-	}
-	for l := 0; l < 8; l++ {
-		sumf += sums[l]
-	}
-	return sumf
-}
-
 func dotQ5KQ8KAVX2(w []byte, y []blockQ8K) float32 {
 	w = w[:176*len(y)]
 	m4 := archsimd.BroadcastUint8x16(0x0f)
@@ -207,54 +167,6 @@ func dotQ5KQ8KAVX2(w []byte, y []blockQ8K) float32 {
 	return sumf
 }
 
-func dotQ6KQ8KAVX2(w []byte, y []blockQ8K) float32 {
-	w = w[:210*len(y)]
-	m4 := archsimd.BroadcastUint8x16(0x0f)
-	m3 := archsimd.BroadcastUint8x16(3)
-	off := archsimd.BroadcastInt16x16(32)
-	var sums [8]float32
-	var sumf float32
-	var aux [8]int32
-	for i := range y {
-		b := (*[210]byte)(w[i*210:])
-		yb := &y[i]
-		var acc archsimd.Int32x8
-		for n := 0; n < 2; n++ {
-			ql := b[64*n : 64*n+64]
-			qh := b[128+32*n : 128+32*n+32]
-			sc := b[192+8*n : 192+8*n+8]
-			q8 := yb.qs[128*n : 128*n+128]
-			for h := 0; h < 2; h++ {
-				l0 := u8x16(ql[16*h : 16*h+16])
-				l1 := u8x16(ql[32+16*h : 48+16*h])
-				hh := u8x16(qh[16*h : 16*h+16]).AsUint16x8()
-				for k := 0; k < 4; k++ {
-					src := l0
-					if k&1 != 0 {
-						src = l1
-					}
-					if k >= 2 {
-						src = src.AsUint16x8().ShiftAllRight(4).AsUint8x16()
-					}
-					hb := hh.ShiftAllRight(uint64(2 * k)).AsUint8x16().And(m3).AsUint16x8().ShiftAllLeft(4).AsUint8x16()
-					v := src.And(m4).Or(hb).ExtendToUint16().AsInt16x16().Sub(off)
-					p := v.Mul(i8x16(q8[32*k+16*h : 32*k+16*h+16]))
-					acc = acc.Add(lane8(p).Mul(archsimd.BroadcastInt32x8(int32(int8(sc[2*k+h])))))
-				}
-			}
-		}
-		acc.Store(&aux)
-		d := f16Table[binary.LittleEndian.Uint16(b[208:])] * yb.d
-		for l := 0; l < 8; l++ {
-			sums[l] += float32(d * float32(aux[l]))
-		}
-	}
-	for l := 0; l < 8; l++ {
-		sumf += sums[l]
-	}
-	return sumf
-}
-
 // interleave is the VPSHUFB index vector that reorders each 16-byte group
 // as 0,8,1,9,...,7,15 (matching blockQ8K.pqs).
 var interleave = func() archsimd.Int8x32 {
@@ -276,8 +188,8 @@ func madd8(w archsimd.Uint8x32, pq *[32]int8) archsimd.Int16x16 {
 	return w.PermuteOrZeroGrouped(interleave).DotProductPairsSaturated(archsimd.LoadInt8x32(pq))
 }
 
-// dotQ4KQ8KMadd is dotQ4KQ8KAVX2 with VPMADDUBSW on interleaved values
-// (identical integer lane sums in half the instructions), the mins term as
+// dotQ4KQ8KMadd is dotQ4KQ8KGeneric with VPMADDUBSW on interleaved values
+// (identical integer lane sums), the mins term as
 // one VPMADDWD, and the per-lane float update vectorised (same mul-then-add
 // per lane as the scalar code, so still bit-identical).
 func dotQ4KQ8KMadd(w []byte, y []blockQ8K) float32 {
@@ -322,7 +234,7 @@ func dotQ4KQ8KMadd(w []byte, y []blockQ8K) float32 {
 	return sumf
 }
 
-// dotQ6KQ8KMadd is dotQ6KQ8KAVX2 with VPMADDUBSW: the 6-bit values are
+// dotQ6KQ8KMadd is dotQ6KQ8KGeneric with VPMADDUBSW: the 6-bit values are
 // multiplied unsigned (0..63) and 32·(pair sum of activations) is subtracted
 // per int16 lane, giving the same lane sums as (value-32)·q8.
 func dotQ6KQ8KMadd(w []byte, y []blockQ8K) float32 {

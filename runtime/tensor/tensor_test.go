@@ -486,14 +486,19 @@ func TestMatMulPoolsAgree(t *testing.T) {
 
 func TestMatVecNoAllocs(t *testing.T) {
 	r := rand.New(rand.NewPCG(11, 12))
-	m := makeMatrix(t, r, Q4_K, 64, 1024)
-	x := randVec(r, 1024, 1)
-	dst := make([]float32, 64)
 	p := NewPool(2)
 	defer p.Close()
-	_ = MatVec(p, dst, m, x)
-	if a := testing.AllocsPerRun(20, func() { _ = MatVec(p, dst, m, x) }); a != 0 {
-		t.Errorf("MatVec on a pool allocates %v times per call", a)
+	for _, tc := range matTypes {
+		m := makeMatrix(t, r, tc.t, 64, 1024)
+		x := randVec(r, 3*1024, 1)
+		dst := make([]float32, 3*64)
+		_ = MatMul(p, dst, m, x, 3)
+		if a := testing.AllocsPerRun(10, func() { _ = MatVec(p, dst[:64], m, x[:1024]) }); a != 0 {
+			t.Errorf("%s: MatVec on a pool allocates %v times per call", tc.t, a)
+		}
+		if a := testing.AllocsPerRun(10, func() { _ = MatMul(nil, dst, m, x, 3) }); a != 0 {
+			t.Errorf("%s: MatMul without a pool allocates %v times per call", tc.t, a)
+		}
 	}
 }
 
