@@ -79,12 +79,12 @@ type Config struct {
 	// real changes with many points after them are significant anyway.
 	FixedAlpha bool `json:"fixed_alpha"`
 
-	x experiment // development switches, zero in every shipped setting
-}
-
-// experiment holds switches under evaluation (set only by harness code).
-type experiment struct {
-	noShrink bool // use each point's own within-run variance unshrunk
+	// DriftAlpha is the level of the drift check: a change is kept only if
+	// a step is still significant at this level on top of a linear trend
+	// fitted across both segments (default 0.01; negative disables). It
+	// is loose because the change already passed the step test; a slow
+	// drift explained by the trend then no longer reads as a step.
+	DriftAlpha float64 `json:"drift_alpha"`
 }
 
 func (c Config) withDefaults() Config {
@@ -96,6 +96,7 @@ func (c Config) withDefaults() Config {
 	c.Penalty = cmp.Or(c.Penalty, 1)
 	c.Window = cmp.Or(c.Window, 120)
 	c.OutlierSigmas = cmp.Or(c.OutlierSigmas, 4)
+	c.DriftAlpha = cmp.Or(c.DriftAlpha, 0.01)
 	return c
 }
 
@@ -115,6 +116,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("detector min_segment %d: want >= 1", c.MinSegment)
 	case c.Penalty <= 0:
 		return fmt.Errorf("detector penalty %v: want > 0", c.Penalty)
+	case c.DriftAlpha >= 1 || math.IsNaN(c.DriftAlpha):
+		return fmt.Errorf("detector drift_alpha %v: want < 1 (negative disables)", c.DriftAlpha)
 	case c.Window < 4:
 		return fmt.Errorf("detector window %d: want >= 4", c.Window)
 	}
@@ -376,9 +379,6 @@ func testSplit(before, after []Point, cfg Config, nv noiseVar) (ChangePoint, boo
 		if !ok {
 			return eMean
 		}
-		if cfg.x.noShrink {
-			return e
-		}
 		df := float64(p.N - 1)
 		return (shrinkDF*eMean + df*e) / (shrinkDF + df)
 	}
@@ -438,7 +438,77 @@ func testSplit(before, after []Point, cfg Config, nv noiseVar) (ChangePoint, boo
 	if cfg.MinEffect > 0 {
 		score = max(score, cfg.MinEffect/max(math.Abs(cp.RelativeChange), 1e-12))
 	}
+	// Drift: a slow trend across both segments also makes their means
+	// differ. Keep the change only if a step is still significant on top
+	// of a linear trend fitted to both segments together.
+	if ok && cfg.DriftAlpha > 0 {
+		if pd := stepBeyondTrend(before, after, s2, df); pd >= cfg.DriftAlpha {
+			ok, score = false, max(score, pd/cfg.DriftAlpha)
+		}
+	}
 	return cp, ok, score
+}
+
+// stepBeyondTrend fits y = a + b·seq + c·[after] to both segments by least
+// squares and returns the two-sided p-value of c (the step once a linear
+// trend is allowed for), with noise variance s2 on df degrees of freedom.
+// Seq is the time axis, so missing runs keep their place. It returns 0
+// (no evidence of drift) when the fit is degenerate.
+func stepBeyondTrend(before, after []Point, s2, df float64) float64 {
+	n := len(before) + len(after)
+	if n < 4 || s2 <= 0 {
+		return 0
+	}
+	var tm float64
+	for _, seg := range [][]Point{before, after} {
+		for _, p := range seg {
+			tm += float64(p.Seq)
+		}
+	}
+	tm /= float64(n)
+	// Normal equations for columns (1, t, d).
+	var m [3][3]float64
+	var v [3]float64
+	for k, seg := range [][]Point{before, after} {
+		for _, p := range seg {
+			x := [3]float64{1, float64(p.Seq) - tm, float64(k)}
+			for i := range 3 {
+				v[i] += x[i] * p.Value
+				for j := range 3 {
+					m[i][j] += x[i] * x[j]
+				}
+			}
+		}
+	}
+	inv, ok := invert3(m)
+	if !ok {
+		return 0
+	}
+	c := inv[2][0]*v[0] + inv[2][1]*v[1] + inv[2][2]*v[2]
+	se := math.Sqrt(s2 * inv[2][2])
+	if !(se > 0) {
+		return 0
+	}
+	return studentTwoSided(c/se, df)
+}
+
+// invert3 inverts a 3×3 matrix; ok is false when it is singular.
+func invert3(m [3][3]float64) (inv [3][3]float64, ok bool) {
+	c := func(i, j int) float64 {
+		a, b := (i+1)%3, (i+2)%3
+		d, e := (j+1)%3, (j+2)%3
+		return m[a][d]*m[b][e] - m[a][e]*m[b][d]
+	}
+	det := m[0][0]*c(0, 0) + m[0][1]*c(0, 1) + m[0][2]*c(0, 2)
+	if math.Abs(det) < 1e-300 || math.IsNaN(det) {
+		return inv, false
+	}
+	for i := range 3 {
+		for j := range 3 {
+			inv[j][i] = c(i, j) / det
+		}
+	}
+	return inv, true
 }
 
 // shrinkDF is the weight, in degrees of freedom, of the series' average

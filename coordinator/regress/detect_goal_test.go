@@ -1,0 +1,222 @@
+package regress
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+// drawn returns a history drawn with the harness's model: levels[i] with
+// design d at the given CV, Seq from 100.
+func drawn(seed uint64, d Design, cv float64, levels ...float64) []Point {
+	rng := rand.New(rand.NewPCG(seed, 11))
+	pts := make([]Point, len(levels))
+	for i, l := range levels {
+		pts[i] = sample(rng, d, NoiseGaussian, l, cv)
+		pts[i].Seq = int64(100 + i)
+	}
+	return pts
+}
+
+// caughtAt reports whether Detect on pts finds exactly one change point
+// of direction want within one run of seq.
+func caughtAt(t *testing.T, pts []Point, seq int64, want Direction) bool {
+	t.Helper()
+	cps, err := Detect(pts, true, Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(cps) == 1 && cps[0].Direction == want && cps[0].Seq >= seq-1 && cps[0].Seq <= seq+1
+}
+
+// TestDetectFivePercentStepWithFourAfter: a clean 5% drop at CV 2% after
+// 30 stable runs is caught once 4 results exist after it. One series is
+// checked exactly; over 100 series the catch rate is checked against the
+// power the harness measures (a 5% step at CV 2% is 2.5σ, so results
+// without repetitions are caught about 2 times in 3 with 4 results, and
+// 5 repetitions per result with CV 2% per repetition almost always).
+func TestDetectFivePercentStepWithFourAfter(t *testing.T) {
+	t.Parallel()
+	lv := steps(100, 30, 95, 4)
+	if !caughtAt(t, drawn(1, DesignN5PerRep, 0.02, lv...), 130, Regression) {
+		t.Fatal("5% drop at CV 2% (5 repetitions) with 4 results after: not caught")
+	}
+	for _, tc := range []struct {
+		d       Design
+		minRate int // of 100
+	}{
+		{DesignN1, 55},
+		{DesignN5PerResult, 55},
+		{DesignN5PerRep, 95},
+	} {
+		caught := 0
+		for seed := range uint64(100) {
+			if caughtAt(t, drawn(seed+1000, tc.d, 0.02, lv...), 130, Regression) {
+				caught++
+			}
+		}
+		if caught < tc.minRate {
+			t.Errorf("design %s: 5%% drop at CV 2%% caught in %d/100 series with 4 results after, want >= %d", tc.d.Name, caught, tc.minRate)
+		}
+		t.Logf("design %s: caught %d/100", tc.d.Name, caught)
+	}
+}
+
+// TestDetectSingleOutlierNeverAlerts replays a stable series night by
+// night, as the coordinator does, with one bad run (30% off either way)
+// at every position: no night may report a change.
+func TestDetectSingleOutlierNeverAlerts(t *testing.T) {
+	t.Parallel()
+	for _, cv := range []float64{0.01, 0.02, 0.03} {
+		for seed := range uint64(6) {
+			for at := range 30 {
+				for _, off := range []float64{0.7, 1.3} {
+					pts := series(seed+50, cv, steps(100, 30)...)
+					pts[at].Value *= off
+					for n := 4; n <= len(pts); n++ {
+						cps, err := Detect(pts[:n], true, Config{})
+						if err != nil || len(cps) > 0 {
+							t.Fatalf("cv %g seed %d: outlier ×%g at %d, night %d: %+v, %v", cv, seed, off, at, n, cps, err)
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestDetectIgnoresLinearDrift: a steady drift of 0.3% per run over 30
+// runs (9% in all) is not a step: without the drift check PELT cuts it
+// into a step in nearly every series.
+func TestDetectIgnoresLinearDrift(t *testing.T) {
+	t.Parallel()
+	lv := make([]float64, 30)
+	for i := range lv {
+		lv[i] = 100 * (1 - 0.003*float64(i))
+	}
+	for _, cv := range []float64{0.005, 0.01} {
+		alerts, without := 0, 0
+		for seed := range uint64(100) {
+			pts := series(seed+300, cv, lv...)
+			cps, err := Detect(pts, true, Config{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(cps) > 0 {
+				alerts++
+				t.Logf("cv %g seed %d: %+v", cv, seed, cps)
+			}
+			cps, _ = Detect(pts, true, Config{DriftAlpha: -1})
+			without += min(len(cps), 1)
+		}
+		if alerts > 1 {
+			t.Errorf("cv %g: linear drift of 0.3%%/run alerts in %d/100 series of 30 runs", cv, alerts)
+		}
+		if without < 90 {
+			t.Errorf("cv %g: without the drift check only %d/100 series alert; the test no longer exercises it", cv, without)
+		}
+	}
+}
+
+// TestDetectStepOnTopOfDrift: the drift check does not hide a real step
+// on a drifting series.
+func TestDetectStepOnTopOfDrift(t *testing.T) {
+	t.Parallel()
+	caught := 0
+	for seed := range uint64(50) {
+		lv := make([]float64, 34)
+		for i := range lv {
+			lv[i] = 100 * (1 - 0.003*float64(i))
+			if i >= 30 {
+				lv[i] *= 0.92
+			}
+		}
+		if caughtAt(t, series(seed+700, 0.01, lv...), 130, Regression) {
+			caught++
+		}
+	}
+	if caught < 48 {
+		t.Errorf("8%% drop at CV 1%% on a 0.3%%/run drift caught in %d/50 series with 4 results after", caught)
+	}
+}
+
+func TestStepBeyondTrend(t *testing.T) {
+	t.Parallel()
+	mk := func(f func(i int) float64, n, split int) ([]Point, []Point) {
+		var pts []Point
+		for i := range n {
+			pts = append(pts, Point{Seq: int64(i), Value: f(i) + 0.1*math.Sin(float64(i)*1.7)})
+		}
+		return pts[:split], pts[split:]
+	}
+	tests := []struct {
+		name    string
+		f       func(int) float64
+		wantLow bool // a step beyond the trend: small p
+	}{
+		{"pure trend", func(i int) float64 { return 100 - 0.5*float64(i) }, false},
+		{"step on flat", func(i int) float64 { return map[bool]float64{true: 95, false: 100}[i >= 20] }, true},
+		{"step on trend", func(i int) float64 { return 100 - 0.5*float64(i) - map[bool]float64{true: 5, false: 0}[i >= 20] }, true},
+	}
+	for _, tc := range tests {
+		b, a := mk(tc.f, 24, 20)
+		p := stepBeyondTrend(b, a, 0.01, 20)
+		if (p < 1e-3) != tc.wantLow {
+			t.Errorf("%s: p = %g", tc.name, p)
+		}
+	}
+	if _, ok := invert3([3][3]float64{{1, 2, 3}, {2, 4, 6}, {0, 0, 1}}); ok {
+		t.Error("invert3 inverted a singular matrix")
+	}
+	m := [3][3]float64{{4, 1, 0}, {1, 3, 1}, {0, 1, 2}}
+	inv, ok := invert3(m)
+	if !ok {
+		t.Fatal("invert3 failed")
+	}
+	for i := range 3 {
+		for j := range 3 {
+			s := 0.0
+			for k := range 3 {
+				s += m[i][k] * inv[k][j]
+			}
+			if want := map[bool]float64{true: 1}[i == j]; math.Abs(s-want) > 1e-12 {
+				t.Fatalf("m·inv[%d][%d] = %g", i, j, s)
+			}
+		}
+	}
+}
+
+// TestDesignCV: the harness's designs give results the CV they claim.
+func TestDesignCV(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		d    Design
+		want float64 // result CV at CV 3%
+	}{
+		{DesignN1, 0.03},
+		{DesignN5PerResult, 0.03},
+		{DesignN5PerRep, 0.03 * math.Sqrt(0.3+0.7/5)},
+	} {
+		t.Run(tc.d.Name, func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(1, 2))
+			var s1, s2 float64
+			const n = 20000
+			for range n {
+				p := sample(rng, tc.d, NoiseGaussian, 100, 0.03)
+				if (tc.d.Reps > 1) != (p.N == tc.d.Reps && p.Stddev > 0) {
+					t.Fatalf("point %+v: want n=%d with a stddev only with repetitions", p, tc.d.Reps)
+				}
+				s1 += p.Value
+				s2 += p.Value * p.Value
+			}
+			m := s1 / n
+			cv := math.Sqrt(s2/n-m*m) / m
+			if math.Abs(cv-tc.want) > 0.03*tc.want {
+				t.Fatalf("result CV %.4f, want %.4f", cv, tc.want)
+			}
+			if got, _, _ := tc.d.resultCV(0.03); math.Abs(got-tc.want) > 1e-12 {
+				t.Fatalf("resultCV = %g, want %g", got, tc.want)
+			}
+		})
+	}
+}
