@@ -7,6 +7,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/spf13/pflag"
 
@@ -24,6 +25,7 @@ type ladderFlags struct {
 	policy   string
 	modes    string
 	noOracle bool
+	replay   time.Duration
 }
 
 const ladderHelp = `
@@ -41,6 +43,11 @@ device (built-ins: phone-flagship, phone-mid, laptop-nvme), --profile direct
 or --storage direct reads the real disk with O_DIRECT. --expert-budget is
 bytes (512MiB) or a fraction of the expert bytes (0.2 or 20%). --experts PATH
 streams experts from another file, e.g. the output of lesfarm pack.
+--replay-compute D records the real routing and lookahead predictions once and
+replays them through each mode with compute emulated as D per token (20% in
+attention, the rest spread over the experts), so the ladder shows what the
+scheduling achieves on a device of that compute speed, whatever this
+machine's CPU load (there are no output tokens in a replay).
 JSON: {"model","profile","budget_bytes","rows":[{"mode",
 "decode_tokens_per_second","stddev","speedup_vs_on_demand",
 "speedup_vs_on_demand_parallel","hit_rate","predictor_precision",
@@ -62,6 +69,7 @@ func addLadderFlags(f *pflag.FlagSet) *ladderFlags {
 	f.StringVar(&lf.policy, "cache-policy", "lru", "ladder cache policy: "+strings.Join(expert.PolicyNames(), ", "))
 	f.StringVar(&lf.modes, "modes", "", "ladder modes, comma-separated (default: all four)")
 	f.BoolVar(&lf.noOracle, "no-oracle", false, "ladder: skip the oracle run")
+	f.DurationVar(&lf.replay, "replay-compute", 0, "ladder: record the model's routing once, then replay it through each mode with this emulated compute time per token (e.g. 50ms) instead of running the model")
 	return lf
 }
 
@@ -103,9 +111,9 @@ func runLadder(env *Env, lf *ladderFlags, cfg bench.Config, format string) error
 	if lf.budget == "" {
 		return usagef("--ladder needs --expert-budget: bytes (e.g. 512MiB) or a fraction of the expert bytes (e.g. 0.2)")
 	}
-	b, frac, err := bench.ParseBudget(lf.budget)
-	if err != nil {
-		return usagef("--expert-budget: %v", err)
+	b, frac, perr := bench.ParseBudget(lf.budget)
+	if perr != nil {
+		return usagef("--expert-budget: %v", perr)
 	}
 	lc.BudgetBytes, lc.BudgetFraction = b, frac
 	if _, err := expert.NewPolicy(lf.policy); err != nil {
@@ -126,7 +134,16 @@ func runLadder(env *Env, lf *ladderFlags, cfg bench.Config, format string) error
 	if cfg.Progress != nil {
 		lc.Progress = cfg.Progress
 	}
-	rep, err := bench.RunLadder(env.Ctx, lc)
+	var rep *bench.LadderReport
+	var err error
+	if lf.replay != 0 {
+		if lf.replay < 0 {
+			return usagef("--replay-compute %v must be positive", lf.replay)
+		}
+		rep, err = bench.RunReplay(env.Ctx, bench.ReplayConfig{LadderConfig: lc, Compute: lf.replay})
+	} else {
+		rep, err = bench.RunLadder(env.Ctx, lc)
+	}
 	if err != nil {
 		if errors.Is(err, expert.ErrBudgetTooSmall) {
 			return usagef("--expert-budget: %v", err)

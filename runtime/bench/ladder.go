@@ -286,6 +286,17 @@ func RunLadder(ctx context.Context, cfg LadderConfig) (*LadderReport, error) {
 		mean, sd := meanStd(o.samples)
 		rep.Oracle = &LadderOracle{DecodeTokensPerSecond: mean, Stddev: sd, HitRate: o.stats.HitRate(), BytesReadPerToken: o.bytesPerToken(), PeakRSSBytes: o.peakRSS, IdenticalOutput: o.identical}
 	}
+	fillRows(rep, cfg.Modes, runs)
+	return rep, nil
+}
+
+// fillRows turns the runs of modes (and of the oracle, if measured) into
+// the report's rows and oracle bound.
+func fillRows(rep *LadderReport, modes []expert.Mode, runs map[expert.Mode]*ladderRun) {
+	if o := runs[expert.OracleMode]; o != nil && rep.Oracle == nil {
+		mean, sd := meanStd(o.samples)
+		rep.Oracle = &LadderOracle{DecodeTokensPerSecond: mean, Stddev: sd, HitRate: o.stats.HitRate(), BytesReadPerToken: o.bytesPerToken(), PeakRSSBytes: o.peakRSS, IdenticalOutput: o.identical}
+	}
 	tps := func(m expert.Mode) float64 {
 		if r := runs[m]; r != nil {
 			mean, _ := meanStd(r.samples)
@@ -293,7 +304,7 @@ func RunLadder(ctx context.Context, cfg LadderConfig) (*LadderReport, error) {
 		}
 		return 0
 	}
-	for _, mode := range cfg.Modes {
+	for _, mode := range modes {
 		r := runs[mode]
 		mean, sd := meanStd(r.samples)
 		pred := r.stats.Prediction()
@@ -314,7 +325,6 @@ func RunLadder(ctx context.Context, cfg LadderConfig) (*LadderReport, error) {
 		}
 		rep.Rows = append(rep.Rows, row)
 	}
-	return rep, nil
 }
 
 func (r *ladderRun) stallFraction() float64 {

@@ -59,10 +59,10 @@ func (r *LadderReport) Write(w io.Writer, format string) error {
 		for _, row := range r.Rows {
 			fmt.Fprintf(w, "| %s | %.2f ± %.2f | %.2f | %.2f | %.3f | %s | %s | %.2f | %.1f | %s | %s | %v |\n",
 				row.Mode, row.DecodeTokensPerSecond, row.Stddev, row.SpeedupVsOnDemand, row.SpeedupVsOnDemandParallel, row.HitRate,
-				dash(row.PredictorPrecision), dash(row.PredictorRecall), row.StallFraction, row.BytesReadPerToken/1e6, pct(row.OracleFraction), humanBytes(row.PeakRSSBytes), row.IdenticalOutput)
+				dash(row.PredictorPrecision), dash(row.PredictorRecall), row.StallFraction, row.BytesReadPerToken/1e6, pct(row.OracleFraction), rss(row.PeakRSSBytes), row.IdenticalOutput)
 		}
 		if o := r.Oracle; o != nil {
-			fmt.Fprintf(w, "| oracle (Belady + perfect prefetch) | %.2f ± %.2f | | | %.3f | | | | %.1f | 100%% | %s | %v |\n", o.DecodeTokensPerSecond, o.Stddev, o.HitRate, o.BytesReadPerToken/1e6, humanBytes(o.PeakRSSBytes), o.IdenticalOutput)
+			fmt.Fprintf(w, "| oracle (Belady + perfect prefetch) | %.2f ± %.2f | | | %.3f | | | | %.1f | 100%% | %s | %v |\n", o.DecodeTokensPerSecond, o.Stddev, o.HitRate, o.BytesReadPerToken/1e6, rss(o.PeakRSSBytes), o.IdenticalOutput)
 		}
 		if r.ResidentRSS > 0 {
 			fmt.Fprintf(w, "\nAll-resident reference: peak RSS %s (resident weights %s + experts %s).\n", humanBytes(r.ResidentRSS), humanBytes(r.ResidentBytes), humanBytes(r.ExpertBytes))
@@ -70,6 +70,13 @@ func (r *LadderReport) Write(w io.Writer, format string) error {
 		return nil
 	}
 	return fmt.Errorf("bench: unknown format %q", format)
+}
+
+func rss(n int64) string {
+	if n == 0 {
+		return "–"
+	}
+	return humanBytes(n)
 }
 
 func dash(x float64) string {

@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/lesfarm/lesfarm/runtime/expert"
 )
@@ -146,4 +147,35 @@ func FuzzParseBudget(f *testing.F) {
 			t.Fatalf("ParseBudget(%q) = %d, %v", s, b, frac)
 		}
 	})
+}
+
+func TestReplay(t *testing.T) {
+	path := ladderFixture(t, "trained/tiny-moe-kjv-f16.gguf")
+	prof, _ := expert.LoadProfile("phone-mid")
+	rep, err := RunReplay(context.Background(), ReplayConfig{
+		LadderConfig: LadderConfig{Model: path, Profile: prof, BudgetFraction: 0.25, Repetitions: 1, Warmup: 1, PromptTokens: 4, GenTokens: 8},
+		Compute:      2 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Rows) != 4 || rep.Oracle == nil || !strings.Contains(rep.Profile, "replay") {
+		t.Fatalf("report %+v", rep)
+	}
+	for _, r := range rep.Rows {
+		if !r.IdenticalOutput || r.DecodeTokensPerSecond <= 0 || r.BytesReadPerToken <= 0 {
+			t.Fatalf("row %+v", r)
+		}
+	}
+	// Perfect prefetch after the warm-up round: (nearly) every demand hits.
+	if rep.Oracle.HitRate < 0.9 {
+		t.Fatalf("oracle hit rate %.3f", rep.Oracle.HitRate)
+	}
+	// 7 decode steps at 2 ms of compute each cannot beat 500 tok/s.
+	if rep.Oracle.DecodeTokensPerSecond > 500 {
+		t.Fatalf("oracle %.1f tok/s is faster than the emulated compute allows", rep.Oracle.DecodeTokensPerSecond)
+	}
+	if _, err := RunReplay(context.Background(), ReplayConfig{LadderConfig: LadderConfig{Model: path, Profile: prof, BudgetFraction: 0.25}}); err == nil {
+		t.Fatal("replay without compute time accepted")
+	}
 }

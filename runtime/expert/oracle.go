@@ -13,18 +13,22 @@ type RoutingTrace struct {
 	Calls []TraceCall
 }
 
-// TraceCall is one Use call: a layer and the experts demanded, in the order
-// the model passed them.
+// TraceCall is one Use call (a layer and the experts demanded, in the order
+// the model passed them) or, with Prefetch set, one Prefetch call (the
+// experts predicted for the layer).
 type TraceCall struct {
-	Layer   int
-	Experts []int
+	Layer    int
+	Experts  []int
+	Prefetch bool
 }
 
 // Len returns the number of expert demands in the trace.
 func (t *RoutingTrace) Len() int {
 	n := 0
 	for _, c := range t.Calls {
-		n += len(c.Experts)
+		if !c.Prefetch {
+			n += len(c.Experts)
+		}
 	}
 	return n
 }
@@ -46,6 +50,9 @@ type Oracle struct {
 func NewOracle(t *RoutingTrace) *Oracle {
 	o := &Oracle{posOf: map[Key][]int32{}, resident: map[Key]struct{}{}}
 	for _, c := range t.Calls {
+		if c.Prefetch {
+			continue
+		}
 		for _, e := range c.Experts {
 			k := Key{int32(c.Layer), int32(e)}
 			o.posOf[k] = append(o.posOf[k], int32(len(o.seq)))
@@ -113,12 +120,12 @@ func (o *Oracle) Victim(evictable func(Key) bool) (Key, bool) {
 	return best, found
 }
 
-// Upcoming calls fn with the upcoming demands in order, starting at the
-// current position and covering at most window demands, until fn returns
-// false.
-func (o *Oracle) Upcoming(window int, fn func(pos int, k Key) bool) {
+// UpcomingFrom calls fn with the upcoming demands in order from position
+// from (at least the current position) up to window demands past the
+// current position, until fn returns false.
+func (o *Oracle) UpcomingFrom(from, window int, fn func(pos int, k Key) bool) {
 	end := min(len(o.seq), o.pos+window)
-	for p := o.pos; p < end; p++ {
+	for p := max(from, o.pos); p < end; p++ {
 		if !fn(p, o.seq[p]) {
 			return
 		}
@@ -131,6 +138,9 @@ func (o *Oracle) Upcoming(window int, fn func(pos int, k Key) bool) {
 func Simulate(t *RoutingTrace, p Policy, capacity int) (misses, total int) {
 	res := map[Key]struct{}{}
 	for _, c := range t.Calls {
+		if c.Prefetch {
+			continue
+		}
 		cur := map[Key]struct{}{}
 		for _, e := range c.Experts {
 			cur[Key{int32(c.Layer), int32(e)}] = struct{}{}

@@ -97,6 +97,9 @@ type Store struct {
 	step       stepAcc
 	rec        *RoutingTrace
 	readErr    error
+	evictions  uint64 // entries evicted so far
+	oracleScan int    // trace position up to which upcoming demands are known resident or queued
+	oracleEvs  uint64 // evictions when oracleScan was set
 }
 
 // entry states.
@@ -306,6 +309,15 @@ func New(path string, layout Layout, shapes []moe.LayerShape, opts Options) (*St
 	return s, nil
 }
 
+// Clone opens another store over the same file, layout and shapes with
+// different options (e.g. another mode), so a recorded run can be replayed.
+func (s *Store) Clone(opts Options) (*Store, error) {
+	if opts.PredictK == 0 {
+		opts.PredictK = s.opts.PredictK
+	}
+	return New(s.path, s.layout, s.shapes, opts)
+}
+
 // Close stops the workers and closes the file. Reads in flight finish
 // first. Close is idempotent.
 func (s *Store) Close() error {
@@ -347,6 +359,14 @@ func (s *Store) Stats() Stats {
 	st.PredLayers = append([]PredStats(nil), s.stats.PredLayers...)
 	st.CacheBytes = s.cacheBytesLocked()
 	return st
+}
+
+// StallTotal returns the cumulative time Use waited on reads (cheaper than
+// Stats).
+func (s *Store) StallTotal() time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.stats.Stall
 }
 
 // ResetStats zeroes the cumulative counters (e.g. after warm-up or
@@ -391,6 +411,9 @@ func (s *Store) Prefetch(layer int, experts []int) {
 	defer s.mu.Unlock()
 	s.predicted[layer] = append(s.predicted[layer][:0], experts...)
 	s.hasPred[layer] = true
+	if s.rec != nil {
+		s.rec.Calls = append(s.rec.Calls, TraceCall{Layer: layer, Experts: append([]int(nil), experts...), Prefetch: true})
+	}
 	s.layerStats[layer].Predicted = append(s.layerStats[layer].Predicted[:0], experts...)
 	if !s.opts.Mode.speculative() || s.closed {
 		return
@@ -478,6 +501,7 @@ func (s *Store) allocLocked(size int64, ok func(*entry) bool) ([]byte, bool) {
 
 // evictLocked removes a resident, unpinned entry and recycles its buffer.
 func (s *Store) evictLocked(e *entry) {
+	s.evictions++
 	delete(s.entries, e.key)
 	s.policy.Remove(e.key)
 	s.releaseLocked(e)
@@ -942,8 +966,16 @@ const oracleWindow = 4096
 // evict an expert whose next use comes after the prefetched one's.
 func (s *Store) oraclePrefetchLocked() {
 	queued := false
-	s.oracle.Upcoming(oracleWindow, func(pos int, k Key) bool {
+	// Resume where the last scan stopped unless something was evicted
+	// since (an upcoming expert may be gone again).
+	from := s.oracle.pos
+	if s.evictions == s.oracleEvs && s.oracleScan > from {
+		from = s.oracleScan
+	}
+	s.oracle.UpcomingFrom(from, oracleWindow, func(pos int, k Key) bool {
 		if _, ok := s.entries[k]; ok {
+			s.oracleScan = pos + 1
+			s.oracleEvs = s.evictions
 			return true
 		}
 		size := s.bufSize[k.Layer]
@@ -957,6 +989,8 @@ func (s *Store) oraclePrefetchLocked() {
 		s.entries[k] = e
 		s.specQ = append(s.specQ, e)
 		queued = true
+		s.oracleScan = pos + 1
+		s.oracleEvs = s.evictions
 		return true
 	})
 	if queued {

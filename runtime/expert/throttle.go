@@ -109,3 +109,13 @@ func sleepUntil(ctx context.Context, deadline time.Time) error {
 		preciseSleep(min(d, 10*time.Millisecond))
 	}
 }
+
+// Sleep blocks the calling goroutine's thread for d with the platform's
+// precise sleep (Go's timers fire up to a millisecond late on Linux). For
+// emulating short device-side delays.
+func Sleep(d time.Duration) { preciseSleep(d) }
+
+// PinThread locks the calling goroutine to its OS thread and, where the
+// platform allows, lowers the thread's timer slack so Sleep is accurate to
+// a few microseconds. Call runtime.UnlockOSThread when done.
+func PinThread() { pinWorker() }

@@ -1,0 +1,215 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"time"
+
+	"github.com/lesfarm/lesfarm/runtime/expert"
+	"github.com/lesfarm/lesfarm/runtime/gguf"
+	"github.com/lesfarm/lesfarm/runtime/model"
+	"github.com/lesfarm/lesfarm/runtime/moe"
+)
+
+// ReplayConfig configures RunReplay: the ladder's storage, budget and modes,
+// with the model's compute replaced by a fixed emulated cost.
+type ReplayConfig struct {
+	LadderConfig
+	// Compute is the emulated compute time of one decoded token (required):
+	// AttentionShare of it is spread over the layers' attention, the rest
+	// over the experts each layer uses.
+	Compute        time.Duration
+	AttentionShare float64 // default 0.2
+}
+
+// RunReplay records the real model's routing and lookahead predictions in
+// one greedy run, then replays the decode steps through a store in each
+// mode, with compute emulated by precise sleeps: attention of layer l, the
+// prefetch for layer l+1, then Use of layer l with each expert costing its
+// share. It measures what the scheduling achieves on a device whose compute
+// takes cfg.Compute per token, independent of this machine's CPU speed and
+// load. There are no output tokens: IdenticalOutput reports that every
+// replayed demand was served with an expert of the right size.
+func RunReplay(ctx context.Context, cfg ReplayConfig) (*LadderReport, error) {
+	if err := cfg.defaults(); err != nil {
+		return nil, err
+	}
+	if cfg.Compute <= 0 {
+		return nil, errors.New("bench: replay needs a positive compute time per token")
+	}
+	if cfg.AttentionShare == 0 {
+		cfg.AttentionShare = 0.2
+	}
+	if cfg.AttentionShare < 0 || cfg.AttentionShare >= 1 {
+		return nil, errors.New("bench: attention share must be in [0, 1)")
+	}
+	progress := func(format string, args ...any) {
+		if cfg.Progress != nil {
+			cfg.Progress(fmt.Sprintf(format, args...))
+		}
+	}
+	rep := &LadderReport{Model: cfg.Model, Threads: cfg.Threads}
+	storage := "direct"
+	if !cfg.Direct {
+		storage = cfg.Profile.Name
+	}
+	rep.Profile = fmt.Sprintf("%s (replay, emulated compute %v/token)", storage, cfg.Compute)
+
+	// Record one greedy run with every expert resident in the store.
+	var base *expert.Store
+	var layers int
+	m, err := model.Load(cfg.Model, model.Options{Threads: cfg.Threads, Experts: func(f *gguf.File, shapes []moe.LayerShape) (moe.Source, error) {
+		var total int64
+		for _, s := range shapes {
+			total += int64(s.Experts) * s.Bytes()
+			if s.Experts > 0 {
+				layers++
+			}
+		}
+		rep.ExpertBytes = total
+		s, err := expert.Open(cfg.Model, f, shapes, cfg.ExpertsPath, expert.Options{Mode: expert.Lookahead, Budget: total + total/8 + 1<<20, Record: true})
+		base = s
+		return s, err
+	}})
+	if err != nil {
+		return nil, err
+	}
+	rep.ResidentBytes = m.ResidentBytes
+	if !m.IsMoE() {
+		m.Close()
+		return nil, fmt.Errorf("bench: %s is not a Mixture-of-Experts model", cfg.Model)
+	}
+	prompt := ladderPrompt(cfg.PromptTokens, m.Vocab)
+	var first int
+	if _, _, err := greedyRun(ctx, m, prompt, cfg.GenTokens, func() { first = len(base.RecordedTrace().Calls) }); err != nil {
+		m.Close()
+		return nil, err
+	}
+	calls := base.RecordedTrace().Calls[first:]
+	m.Close()
+	budget := cfg.BudgetBytes
+	if budget <= 0 {
+		budget = int64(cfg.BudgetFraction * float64(rep.ExpertBytes))
+	}
+	rep.BudgetBytes = budget
+	tokens := cfg.GenTokens - 1
+	attn := time.Duration(float64(cfg.Compute) * cfg.AttentionShare / float64(layers))
+	progress("recorded %d decode steps (%d calls); emulated compute %v/token, attention %v/layer", tokens, len(calls), cfg.Compute, attn)
+
+	uses := &expert.RoutingTrace{}
+	for range cfg.Warmup + cfg.Repetitions {
+		for _, c := range calls {
+			if !c.Prefetch {
+				uses.Calls = append(uses.Calls, c)
+			}
+		}
+	}
+	type loaded struct {
+		mode  expert.Mode
+		store *expert.Store
+		r     *ladderRun
+	}
+	var all []*loaded
+	defer func() {
+		for _, l := range all {
+			l.store.Close()
+		}
+	}()
+	modes := cfg.Modes
+	if !cfg.NoOracle {
+		modes = append(modes[:len(modes):len(modes)], expert.OracleMode)
+	}
+	for _, mode := range modes {
+		s, err := base.Clone(expert.Options{Mode: mode, Budget: budget, Policy: cfg.Policy, Profile: cfg.Profile, Direct: cfg.Direct, Trace: uses})
+		if err != nil {
+			return nil, fmt.Errorf("bench: %s: %w", mode, err)
+		}
+		all = append(all, &loaded{mode: mode, store: s, r: &ladderRun{identical: true}})
+	}
+	for i := range cfg.Warmup + cfg.Repetitions {
+		for _, l := range all {
+			before := l.store.Stats()
+			t0 := time.Now()
+			ok, err := replay(ctx, l.store, calls, attn, cfg.Compute-time.Duration(layers)*attn, layers)
+			if err != nil {
+				return nil, fmt.Errorf("bench: replay %s: %w", l.mode, err)
+			}
+			d := time.Since(t0)
+			l.r.identical = l.r.identical && ok
+			if i < cfg.Warmup {
+				continue
+			}
+			addDelta(&l.r.stats, before, l.store.Stats())
+			l.r.decode += d
+			l.r.tokens += tokens
+			l.r.samples = append(l.r.samples, float64(tokens)/d.Seconds())
+		}
+		progress("replay round %d/%d done", i+1, cfg.Warmup+cfg.Repetitions)
+	}
+	runs := map[expert.Mode]*ladderRun{}
+	for _, l := range all {
+		runs[l.mode] = l.r
+		mean, sd := meanStd(l.r.samples)
+		progress("%-18s %7.2f ± %.2f tok/s, hit %.3f, stall %.2f, %.1f MB read/token", l.mode, mean, sd, l.r.stats.HitRate(), l.r.stallFraction(), l.r.bytesPerToken()/1e6)
+	}
+	fillRows(rep, cfg.Modes, runs)
+	return rep, nil
+}
+
+// replay drives s through the recorded calls: for each layer, the emulated
+// attention, the recorded prefetch for the next layer (in lookahead modes),
+// then Use with each expert's emulated compute.
+func replay(ctx context.Context, s *expert.Store, calls []expert.TraceCall, attn, expertsPerToken time.Duration, layers int) (bool, error) {
+	expert.PinThread()
+	defer runtime.UnlockOSThread()
+	ok := true
+	attnDone := false
+	// Emulated compute runs on a virtual timeline: consecutive compute
+	// chunks follow each other's deadlines, so a sleep that ends late on a
+	// loaded machine does not add up; the timeline restarts from now only
+	// after the store made compute wait for a read.
+	var deadline time.Time
+	stall := s.StallTotal()
+	compute := func(d time.Duration) {
+		now := time.Now()
+		if st := s.StallTotal(); st != stall || deadline.IsZero() {
+			stall, deadline = st, now
+		}
+		deadline = deadline.Add(d)
+		if w := time.Until(deadline); w > 0 {
+			expert.Sleep(w)
+		}
+	}
+	for i, c := range calls {
+		if c.Prefetch {
+			// The model predicts layer l+1 after layer l's attention.
+			if i+1 < len(calls) && !calls[i+1].Prefetch && !attnDone {
+				compute(attn)
+				attnDone = true
+			}
+			if s.PredictK() > 0 {
+				s.Prefetch(c.Layer, c.Experts)
+			}
+			continue
+		}
+		if !attnDone {
+			compute(attn)
+		}
+		attnDone = false
+		per := expertsPerToken / time.Duration(layers*len(c.Experts))
+		want := s.ExpertBytes(c.Layer)
+		err := s.Use(ctx, c.Layer, c.Experts, func(_ int, w moe.Weights) error {
+			if n := int64(len(w.Gate) + len(w.Up) + len(w.Down)); n == 0 || n > want {
+				ok = false
+			}
+			compute(per)
+			return nil
+		})
+		if err != nil {
+			return false, err
+		}
+	}
+	return ok, nil
+}
