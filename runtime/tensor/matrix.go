@@ -146,8 +146,9 @@ func MatMul(p *Pool, dst []float32, m Matrix, x []float32, n int) error {
 	return matMulWith(kernels, p, dst, m, x, n)
 }
 
-// MatMulMulti is MatMul for up to 4 matrices that share the input x (an
-// expert's gate and up projections, or attention q/k/v): dsts[i] = ms[i]·x.
+// MatMulMulti is MatMul for up to 16 matrices that share the input x (the
+// gate and up projections of all selected experts of a decoded token, or
+// attention q/k/v): dsts[i] = ms[i]·x.
 // The input is quantized once per distinct vec_dot_type and all rows run in
 // one parallel pass, saving the repeated activation quantization and
 // dispatch. All ms must have the same Cols.
@@ -165,7 +166,7 @@ func matMulMulti(ks map[Type]*kernel, p *Pool, dsts [][]float32, ms []Matrix, x 
 	if len(ms) == 0 || len(ms) > maxParts || len(dsts) != len(ms) {
 		return fmt.Errorf("tensor: matmul of %d matrices into %d outputs (1 to %d)", len(ms), len(dsts), maxParts)
 	}
-	var parts [maxParts]part
+	var parts [maxParts]part // validated first, copied into the job below
 	total := 0
 	cols := ms[0].Cols
 	for i, m := range ms {
@@ -208,14 +209,18 @@ func matMulMulti(ks map[Type]*kernel, p *Pool, dsts [][]float32, ms []Matrix, x 
 			quantizeActivations(act, sc, x, n, cols)
 		}
 	}
-	j.parts, j.np, j.n, j.x, j.sc, j.count = parts, len(ms), n, x, sc, total
+	copy(j.parts[:len(ms)], parts[:len(ms)])
+	j.np, j.n, j.x, j.sc, j.count = len(ms), n, x, sc, total
 	if p == nil {
 		var none *Pool
 		none.dispatch(j)
 	} else {
 		p.dispatch(j)
 	}
-	j.parts, j.x, j.sc = [maxParts]part{}, nil, nil
+	for i := range j.np {
+		j.parts[i] = part{}
+	}
+	j.x, j.sc = nil, nil
 	if st != nil {
 		inline.Put(st)
 	}

@@ -61,7 +61,7 @@ func (p *Pool) Close() {
 }
 
 // maxParts is how many matrices one MatMulMulti call may combine.
-const maxParts = 4
+const maxParts = 16
 
 // part is one matrix of a job: its rows are job rows [start, start+Rows).
 type part struct {

@@ -585,6 +585,24 @@ func TestMatMulMultiMatchesSingle(t *testing.T) {
 			}
 		}
 	}
+	many := make([]Matrix, 17)
+	manyDst := make([][]float32, 17)
+	for i := range many {
+		many[i], manyDst[i] = ms[1], make([]float32, ms[1].Rows)
+	}
+	if err := MatMulMulti(nil, manyDst[:16], many[:16], x[:cols], 1); err != nil {
+		t.Errorf("16 matrices: %v", err)
+	}
+	for i := 1; i < 16; i++ {
+		for k := range manyDst[i] {
+			if manyDst[i][k] != manyDst[0][k] {
+				t.Fatalf("matrix %d of 16 differs", i)
+			}
+		}
+	}
+	if err := MatMulMulti(nil, manyDst, many, x[:cols], 1); err == nil {
+		t.Error("17 matrices: want error")
+	}
 	if err := MatMulMulti(nil, [][]float32{make([]float32, 37)}, []Matrix{ms[0], ms[1]}, x[:cols], 1); err == nil {
 		t.Error("dsts/ms length mismatch: want error")
 	}
