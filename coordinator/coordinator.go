@@ -60,6 +60,9 @@ type Config struct {
 	// NATSURL points at a NATS server with JetStream; empty starts an
 	// embedded one listening on EmbeddedNATSAddr.
 	NATSURL string
+	// NATSOptions are extra client options for NATSURL (credentials, TLS),
+	// e.g. nats.UserCredentials(file) or nats.RootCAs(file).
+	NATSOptions []nats.Option
 	// EmbeddedNATSAddr is host:port of the embedded NATS (default
 	// 127.0.0.1:4222; port 0 picks a free one).
 	EmbeddedNATSAddr string
@@ -260,8 +263,9 @@ func (c *Coordinator) Start(ctx context.Context) (err error) {
 			return err
 		}
 	}
-	c.nc, err = nats.Connect(natsURL, nats.Name("lesfarm-coordinator "+c.cfg.Name), nats.MaxReconnects(-1),
-		nats.ReconnectWait(500*time.Millisecond), nats.RetryOnFailedConnect(false))
+	opts := append([]nats.Option{nats.Name("lesfarm-coordinator " + c.cfg.Name), nats.MaxReconnects(-1),
+		nats.ReconnectWait(500 * time.Millisecond), nats.RetryOnFailedConnect(false)}, c.cfg.NATSOptions...)
+	c.nc, err = nats.Connect(natsURL, opts...)
 	if err != nil {
 		return fmt.Errorf("coordinator: connect to NATS at %s: %w", natsURL, err)
 	}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/spf13/cobra"
 
 	"github.com/lesfarm/lesfarm/coordinator"
@@ -26,6 +27,8 @@ func newServeCmd(env *Env) *cobra.Command {
 		ttl         time.Duration
 		authReads   bool
 		logLevel    string
+		natsCreds   string
+		natsCA      string
 	)
 	cmd := &cobra.Command{
 		Use:   "serve [--http-addr 127.0.0.1:8080] [--data-dir DIR] [--nats-url URL] [--database-url URL]",
@@ -63,6 +66,18 @@ REST mutations need a token: lesfarm token create --name NAME.`,
 			if httpAddr != "" && !strings.Contains(httpAddr, ":") {
 				return usagef("--http-addr %q: want host:port", httpAddr)
 			}
+			var natsOpts []nats.Option
+			if natsCreds != "" || natsCA != "" {
+				if natsURL == "" {
+					return usagef("--nats-creds and --nats-ca need --nats-url (the embedded server has no authentication)")
+				}
+				if natsCreds != "" {
+					natsOpts = append(natsOpts, nats.UserCredentials(natsCreds))
+				}
+				if natsCA != "" {
+					natsOpts = append(natsOpts, nats.RootCAs(natsCA))
+				}
+			}
 			log := slog.New(slog.NewTextHandler(env.Stderr, &slog.HandlerOptions{Level: level}))
 			if db.DatabaseURL == "" || natsURL == "" {
 				if err := os.MkdirAll(db.DataDir, 0o755); err != nil {
@@ -71,7 +86,7 @@ REST mutations need a token: lesfarm token create --name NAME.`,
 			}
 			c, err := coordinator.New(coordinator.Config{
 				DataDir: db.DataDir, DatabaseURL: db.DatabaseURL, NATSURL: natsURL, EmbeddedNATSAddr: natsListen,
-				HTTPAddr: httpAddr, ArtifactBaseURL: artifactURL, Name: name, HeartbeatTTL: ttl,
+				NATSOptions: natsOpts, HTTPAddr: httpAddr, ArtifactBaseURL: artifactURL, Name: name, HeartbeatTTL: ttl,
 				RequireAuthForReads: authReads, Version: BuildVersion(), Logger: log, Mount: dashboard.Mount,
 			})
 			if err != nil {
@@ -90,6 +105,8 @@ REST mutations need a token: lesfarm token create --name NAME.`,
 	f := cmd.Flags()
 	f.StringVar(&httpAddr, "http-addr", "127.0.0.1:8080", "address of the REST API and dashboard (port 0 picks a free port; empty disables HTTP)")
 	f.StringVar(&natsURL, "nats-url", os.Getenv("NATS_URL"), "NATS server with JetStream (env NATS_URL); empty runs an embedded one")
+	f.StringVar(&natsCreds, "nats-creds", "", "NATS credentials file (JWT + nkey seed) for --nats-url")
+	f.StringVar(&natsCA, "nats-ca", "", "PEM file of the CA that signed the NATS server's TLS certificate")
 	f.StringVar(&natsListen, "nats-listen", "127.0.0.1:4222", "host:port of the embedded NATS server (port 0 picks a free port)")
 	f.StringVar(&artifactURL, "artifact-url", "", "base URL agents download artifacts from (default http://HTTP-ADDR)")
 	f.StringVar(&name, "name", "", "name of this coordinator in leases and logs (default hostname:pid)")
