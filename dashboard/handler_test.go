@@ -204,3 +204,37 @@ func TestReserved(t *testing.T) {
 		}
 	}
 }
+
+// FuzzServe: for any path, method and caching headers the handler answers
+// without panicking, never serves the page on an API path, and answers
+// only with the statuses it documents.
+func FuzzServe(f *testing.F) {
+	for _, seed := range []struct{ method, path, inm, ae string }{
+		{"GET", "/", "", "gzip"}, {"GET", "/ui/app.js", `W/"x", *`, "gzip;q=0"}, {"HEAD", "/v1/x", "", ""},
+		{"POST", "/series", "", ""}, {"GET", "/ui/../index.html", "", "br, gzip;q=0.5"}, {"GET", "/openapi.json", "", ""},
+		{"GET", "/a/b.c/d", "\"\"", ",,;"}, {"GET", "/%2e%2e/ui", "", ""},
+	} {
+		f.Add(seed.method, seed.path, seed.inm, seed.ae)
+	}
+	h := Handler()
+	f.Fuzz(func(t *testing.T, method, p, inm, ae string) {
+		req, err := http.NewRequest("GET", "http://x/", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Method = method
+		req.URL.Path = "/" + strings.TrimPrefix(p, "/")
+		req.Header.Set("If-None-Match", inm)
+		req.Header.Set("Accept-Encoding", ae)
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		switch rec.Code {
+		case 200, 304, 404, 405:
+		default:
+			t.Fatalf("%s %q: status %d", method, req.URL.Path, rec.Code)
+		}
+		if reserved(req.URL.Path) && (rec.Code != 404 || strings.HasPrefix(rec.Header().Get("Content-Type"), "text/html")) {
+			t.Fatalf("API path %q answered %d %s", req.URL.Path, rec.Code, rec.Header().Get("Content-Type"))
+		}
+	})
+}
