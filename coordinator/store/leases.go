@@ -163,7 +163,7 @@ func (s *Store) ClaimRun(ctx context.Context, p *ClaimRunParams) (*Grant, error)
 		err := tx.QueryRow(ctx, `SELECT d.state = 'online' AND NOT d.drained
 			AND NOT EXISTS (SELECT 1 FROM runs r WHERE r.device_id = d.id AND r.state IN ('assigned', 'running'))
 			FROM devices d WHERE d.id = $1 FOR UPDATE SKIP LOCKED`, p.DeviceID).Scan(&ok)
-		if errors.Is(err, pgx.ErrNoRows) || (err == nil && !ok) {
+		if errors.Is(notFound(err), ErrNotFound) || (err == nil && !ok) {
 			return ErrBusy
 		}
 		if err != nil {
@@ -250,7 +250,7 @@ func (s *Store) ReleaseAssignment(ctx context.Context, p *ReleaseParams) error {
 		var requeue bool
 		err := tx.QueryRow(ctx, `SELECT attempts < max_attempts FROM runs WHERE id = $1 AND token = $2 AND state IN ('assigned', 'running') FOR UPDATE`,
 			p.RunID, p.Token).Scan(&requeue)
-		if errors.Is(err, pgx.ErrNoRows) {
+		if errors.Is(notFound(err), ErrNotFound) {
 			return ErrStaleToken
 		}
 		if err != nil {

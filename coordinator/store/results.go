@@ -31,7 +31,7 @@ func (s *Store) CompleteRun(ctx context.Context, res *protocol.Result) (*Run, er
 				coalesce(d.device_model, ''), coalesce(d.os_version, ''), coalesce(d.emulated, false)
 			FROM runs r LEFT JOIN devices d ON d.id = r.device_id WHERE r.id = $1 FOR UPDATE OF r`, res.RunID).
 			Scan(&state, &token, &deviceID, &suite, &build, &gitSHA, &attempts, &maxAttempts, &retryOnFailure, &model, &osv, &emulated)
-		if errors.Is(err, pgx.ErrNoRows) {
+		if errors.Is(notFound(err), ErrNotFound) {
 			return ErrStaleToken
 		}
 		if err != nil {
