@@ -392,7 +392,7 @@ func TestDashboardInBrowser(t *testing.T) {
 		if got := b.text(t, `table.series-table tr[data-device="Pixel 8"] td.delta`); got != "+0.5%" {
 			t.Errorf("Pixel 8 change %q, want +0.5%%", got)
 		}
-		if got := b.text(t, `table.series-table tr[data-device="Galaxy S24"] td:last-child`); got != "▼ −13.5% at #8" {
+		if got := b.text(t, `table.series-table tr[data-device="Galaxy S24"] td:last-child`); got != "▼ −13.5% at ci-4808" {
 			t.Errorf("Galaxy S24 change point cell %q", got)
 		}
 		// The URL records the effective selection, so it can be shared.

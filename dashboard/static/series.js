@@ -89,7 +89,7 @@ export async function seriesChart(p, ctx, { zero = false } = {}) {
   const changeOf = (x) => changes.filter((c) => c.seriesIds.has(x.id)).sort((a, b) => b.seq - a.seq)[0];
   const table = h('table', { class: 'data series-table' },
     h('thead', {}, h('tr', {}, h('th', {}, 'Series'), h('th', { class: 'r' }, 'Points'), h('th', {}, 'Latest build'),
-      h('th', { class: 'r' }, 'Latest (mean ± stddev)'), h('th', { class: 'r' }, 'Runs'), h('th', { class: 'r' }, 'Previous'),
+      h('th', { class: 'r' }, 'Latest (mean ± stddev)'), h('th', { class: 'r', title: 'repetitions behind the latest point' }, 'Reps'), h('th', { class: 'r' }, 'Previous'),
       h('th', { class: 'r' }, 'Δ vs previous'), h('th', {}, 'Change point'))),
     h('tbody', {}, series.map((x) => {
       const pts = x.points, last = pts[pts.length - 1], prev = pts[pts.length - 2];
@@ -105,7 +105,8 @@ export async function seriesChart(p, ctx, { zero = false } = {}) {
         h('td', { class: 'r num' }, prev ? fmtMeanSD(p.metric, prev.value, prev.stddev) : '—'),
         h('td', { class: 'r num delta' }, fmtPct(rel)),
         h('td', {}, c ? h('a', { href: '/alerts/' + c.groupId, class: c.direction === 'regression' ? 'bad' : 'good' },
-          (c.direction === 'regression' ? '▼ ' : '▲ ') + fmtPct(c.rel) + ' at #' + c.seq) : h('span', { class: 'muted' }, 'none')));
+          (c.direction === 'regression' ? '▼ ' : '▲ ') + fmtPct(c.rel) + ' at ' + ((pts.find((pt) => pt.seq === c.seq) || {}).build || 'seq ' + c.seq))
+          : h('span', { class: 'muted' }, 'none')));
     })));
   for (const sw of table.querySelectorAll('.swatch')) sw.style.background = sw.dataset.color;
   box.append(holder, legend, h('p', { class: 'chart-note muted' },
