@@ -80,15 +80,20 @@ type Row struct {
 	// On a shared, oversubscribed machine wall-clock t/s understates what
 	// the code does; with 1 thread this is the uncontended estimate.
 	CPUTPS float64 `json:"tokens_per_cpu_second,omitempty"`
+	// GBpsCPU is the weight bandwidth per CPU-second (CPUTPS × bytes per
+	// token); BWFractionCPU divides it by the copy's bytes per CPU-second.
+	GBpsCPU       float64 `json:"gb_per_cpu_second,omitempty"`
+	BWFractionCPU float64 `json:"bandwidth_fraction_cpu,omitempty"`
 }
 
 // Report is the result of Run.
 type Report struct {
-	Model     string  `json:"model"`
-	CopyGBps  float64 `json:"memory_copy_gb_per_second,omitempty"` // bytes read per second by a large copy
-	GoVersion string  `json:"go_version"`
-	CPUs      int     `json:"cpus"`
-	Rows      []Row   `json:"rows"`
+	Model       string  `json:"model"`
+	CopyGBps    float64 `json:"memory_copy_gb_per_second,omitempty"`     // bytes read per second by a large copy
+	CopyGBpsCPU float64 `json:"memory_copy_gb_per_cpu_second,omitempty"` // the same per CPU-second
+	GoVersion   string  `json:"go_version"`
+	CPUs        int     `json:"cpus"`
+	Rows        []Row   `json:"rows"`
 }
 
 // Run loads the model once per thread count and measures prefill (one
@@ -100,9 +105,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	rep := &Report{Model: cfg.Model, GoVersion: runtime.Version(), CPUs: runtime.NumCPU()}
 	if cfg.CopyBytes > 0 {
-		rep.CopyGBps = CopyBandwidth(cfg.CopyBytes, 5)
+		rep.CopyGBps, rep.CopyGBpsCPU = copyBandwidth(cfg.CopyBytes, 5)
 		if cfg.Progress != nil {
-			cfg.Progress(fmt.Sprintf("memory copy: %.2f GB/s read", rep.CopyGBps))
+			cfg.Progress(fmt.Sprintf("memory copy: %.2f GB/s read (%.2f GB per CPU-s)", rep.CopyGBps, rep.CopyGBpsCPU))
 		}
 	}
 	fi, err := os.Stat(cfg.Model)
@@ -126,6 +131,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		for i := range rows {
 			if rep.CopyGBps > 0 {
 				rows[i].BWFraction = rows[i].GBps / rep.CopyGBps
+			}
+			if rep.CopyGBpsCPU > 0 {
+				rows[i].BWFractionCPU = rows[i].GBpsCPU / rep.CopyGBpsCPU
 			}
 			if cfg.Progress != nil {
 				r := rows[i]
@@ -215,6 +223,7 @@ func measure(ctx context.Context, m *model.Model, cfg Config, base Row) ([]Row, 
 		fill(&r, secs, float64(bytes)/float64(n), flopsPrefill(m, n))
 		if cpu > 0 {
 			r.CPUTPS = float64(n*cfg.Repetitions) / cpu.Seconds()
+			r.GBpsCPU = r.WeightGB * r.CPUTPS
 		}
 		rows = append(rows, r)
 	}
@@ -245,12 +254,14 @@ func measure(ctx context.Context, m *model.Model, cfg Config, base Row) ([]Row, 
 		}
 		if cpu > 0 {
 			r.CPUTPS = float64(n*cfg.Repetitions) / cpu.Seconds()
+			r.GBpsCPU = r.WeightGB * r.CPUTPS
 		}
 		var fl float64
 		for j := range n {
 			fl += m.FLOPsPerToken(j + 1)
 		}
 		fill(&r, secs, float64(bytes)/float64(n), fl/float64(n))
+		r.GBpsCPU = r.WeightGB * r.CPUTPS
 		rows = append(rows, r)
 	}
 	return rows, nil
@@ -323,19 +334,27 @@ func paramCount(m *model.Model) int64 {
 // many). Decode reads weights once per token, so this is the ceiling the
 // effective weight bandwidth is compared with.
 func CopyBandwidth(size int64, reps int) float64 {
+	g, _ := copyBandwidth(size, reps)
+	return g
+}
+
+// copyBandwidth is CopyBandwidth that also returns the best bytes per
+// CPU-second of the process (the uncontended estimate on a shared machine).
+func copyBandwidth(size int64, reps int) (wall, cpu float64) {
 	src := make([]byte, size)
 	dst := make([]byte, size)
 	for i := range src {
 		src[i] = byte(i)
 	}
 	copy(dst, src) // fault in
-	best := 0.0
 	for range reps {
+		c0 := processCPU()
 		t0 := time.Now()
 		copy(dst, src)
-		if g := float64(size) / time.Since(t0).Seconds() / 1e9; g > best {
-			best = g
+		wall = max(wall, float64(size)/time.Since(t0).Seconds()/1e9)
+		if c := (processCPU() - c0).Seconds(); c > 0 {
+			cpu = max(cpu, float64(size)/c/1e9)
 		}
 	}
-	return best
+	return wall, cpu
 }

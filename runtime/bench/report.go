@@ -64,6 +64,10 @@ func (r *Report) writeMarkdown(w io.Writer) error {
 		head = append(head, "of copy BW")
 		align = append(align, "---:")
 	}
+	if r.CopyGBpsCPU > 0 {
+		head = append(head, "GB/CPU-s", "of copy (CPU)")
+		align = append(align, "---:", "---:")
+	}
 	var b strings.Builder
 	b.WriteString("| " + strings.Join(head, " | ") + " |\n")
 	b.WriteString("| " + strings.Join(align, " | ") + " |\n")
@@ -76,10 +80,13 @@ func (r *Report) writeMarkdown(w io.Writer) error {
 		if r.CopyGBps > 0 {
 			cells = append(cells, fmt.Sprintf("%.0f%%", 100*row.BWFraction))
 		}
+		if r.CopyGBpsCPU > 0 {
+			cells = append(cells, fmt.Sprintf("%.2f", row.GBpsCPU), fmt.Sprintf("%.0f%%", 100*row.BWFractionCPU))
+		}
 		b.WriteString("| " + strings.Join(cells, " | ") + " |\n")
 	}
 	if r.CopyGBps > 0 {
-		fmt.Fprintf(&b, "\nmemory copy: %.2f GB/s read (large buffer copy, best of 5); GB/s = weight bytes read per token × t/s\n", r.CopyGBps)
+		fmt.Fprintf(&b, "\nmemory copy: %.2f GB/s read, %.2f GB per CPU-second (large buffer copy, best of 5); GB/s = weight bytes read per token × t/s\n", r.CopyGBps, r.CopyGBpsCPU)
 	}
 	if len(r.Rows) > 0 {
 		b.WriteString("t/CPU-s = tokens per CPU-second of the process (all threads): unaffected by other load on a shared machine\n")
@@ -91,12 +98,14 @@ func (r *Report) writeMarkdown(w io.Writer) error {
 func (r *Report) writeCSV(w io.Writer) error {
 	cw := csv.NewWriter(w)
 	cw.Write([]string{"model", "arch", "type", "size_bytes", "params", "backend", "threads", "test", "n_tokens", "repetitions",
-		"tokens_per_second", "stddev", "tokens_per_cpu_second", "weight_gb_per_token", "gb_per_second", "gflop_per_second", "bandwidth_fraction"})
+		"tokens_per_second", "stddev", "tokens_per_cpu_second", "weight_gb_per_token", "gb_per_second", "gflop_per_second", "bandwidth_fraction",
+		"gb_per_cpu_second", "bandwidth_fraction_cpu"})
 	f := func(x float64) string { return strconv.FormatFloat(x, 'g', 6, 64) }
 	for _, row := range r.Rows {
 		cw.Write([]string{row.Model, row.Arch, row.Type, strconv.FormatInt(row.SizeBytes, 10), strconv.FormatInt(row.Params, 10),
 			row.Backend, strconv.Itoa(row.Threads), row.Test, strconv.Itoa(row.Tokens), strconv.Itoa(row.Reps),
-			f(row.TPS), f(row.TPSStddev), f(row.CPUTPS), f(row.WeightGB), f(row.GBps), f(row.GFLOPs), f(row.BWFraction)})
+			f(row.TPS), f(row.TPSStddev), f(row.CPUTPS), f(row.WeightGB), f(row.GBps), f(row.GFLOPs), f(row.BWFraction),
+			f(row.GBpsCPU), f(row.BWFractionCPU)})
 	}
 	cw.Flush()
 	return cw.Error()

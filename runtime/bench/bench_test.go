@@ -1,0 +1,70 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"math"
+	"strings"
+	"testing"
+)
+
+func TestMeanStd(t *testing.T) {
+	tests := []struct {
+		xs        []float64
+		mean, std float64
+	}{
+		{[]float64{2, 4, 4, 4, 5, 5, 7, 9}, 5, 2.138089935},
+		{[]float64{3}, 3, 0},
+	}
+	for _, tt := range tests {
+		m, s := meanStd(tt.xs)
+		if math.Abs(m-tt.mean) > 1e-9 || math.Abs(s-tt.std) > 1e-6 {
+			t.Errorf("meanStd(%v) = %v, %v; want %v, %v", tt.xs, m, s, tt.mean, tt.std)
+		}
+	}
+}
+
+// TestRunResident benchmarks the owned golden Q4_K_M fixture briefly and
+// checks the derived figures are consistent with each other.
+func TestRunResident(t *testing.T) {
+	rep, err := Run(context.Background(), Config{
+		Model: "../model/testdata/tiny-qwen3moe-q4_k_m.gguf", Threads: []int{1},
+		Repetitions: 2, PromptTokens: 8, GenTokens: 4, CopyBytes: 4 << 20,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Rows) != 2 || rep.Rows[0].Test != "pp8" || rep.Rows[1].Test != "tg4" {
+		t.Fatalf("rows %+v", rep.Rows)
+	}
+	tg := rep.Rows[1]
+	// Decode reads every non-expert matrix plus top-4 experts in 4 layers
+	// per token: about 1.1 MB for this model (token_embd row excluded).
+	if tg.WeightGB < 0.5e-3 || tg.WeightGB > 3e-3 {
+		t.Errorf("decode weight bytes per token %.4g GB, want about 1e-3", tg.WeightGB)
+	}
+	if math.Abs(tg.GBps-tg.WeightGB*tg.TPS) > 1e-9 || tg.CPUTPS <= 0 || len(tg.Samples) != 2 || rep.CopyGBps <= 0 {
+		t.Errorf("inconsistent row %+v", tg)
+	}
+	for _, f := range Formats {
+		var b bytes.Buffer
+		if err := rep.Write(&b, f); err != nil {
+			t.Fatal(err)
+		}
+		if f == "json" && !json.Valid(b.Bytes()) || f == "md" && !strings.Contains(b.String(), "| tg4 |") {
+			t.Errorf("%s output:\n%s", f, b.String())
+		}
+	}
+	if err := rep.Write(&bytes.Buffer{}, "xml"); err == nil {
+		t.Error("unknown format accepted")
+	}
+}
+
+func TestConfigErrors(t *testing.T) {
+	for _, c := range []Config{{}, {Model: "x", Threads: []int{0}}, {Model: "x", PromptTokens: -1}} {
+		if _, err := Run(context.Background(), c); err == nil {
+			t.Errorf("Run(%+v) accepted a bad config", c)
+		}
+	}
+}
