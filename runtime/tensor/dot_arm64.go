@@ -18,17 +18,17 @@ import (
 // combination stays in Go, identical to the generic code, so results are
 // bit-identical (tested under qemu-aarch64).
 
-// q4kLanes computes the 8 int32 lane sums of one Q4_K super-block:
-// aux[l] = Σ_j sc[j] · Σ_{k ≡ l mod 8} nibble_jk · q8_jk.
+// q4kBlock computes the 8 int32 lane sums of one Q4_K super-block,
+// lane l = Σ_j sc[j] · Σ_{k ≡ l mod 8} nibble_jk · q8_jk, and adds d·lane
+// to sums (the generic per-block float update: a multiply, then an add).
 //
 //go:noescape
-func q4kLanes(q *[128]byte, q8 *[256]int8, sc *[8]int16, aux *[8]int32)
+func q4kBlock(q *[128]byte, q8 *[256]int8, sc *[8]int16, d float32, sums *[8]float32)
 
-// q6kLanes computes the 8 int32 lane sums of one Q6_K super-block (b is
-// the whole 210-byte block).
+// q6kBlock is q4kBlock for a whole 210-byte Q6_K block.
 //
 //go:noescape
-func q6kLanes(b *[210]byte, q8 *[256]int8, aux *[8]int32)
+func q6kBlock(b *[210]byte, q8 *[256]int8, d float32, sums *[8]float32)
 
 // q8_0Sums sets out[i] to the integer dot product of Q8_0 weight block i
 // (34-byte blocks at w) with activation block y[i], for nb blocks.
@@ -106,17 +106,12 @@ func dotQ8_0Q8_0NEON(w []byte, y []blockQ8_0) float32 {
 func dotQ6KQ8KNEON(w []byte, y []blockQ8K) float32 {
 	w = w[:210*len(y)]
 	var sums [8]float32
-	var sumf float32
-	var aux [8]int32
 	for i := range y {
 		b := (*[210]byte)(w[i*210:])
-		yb := &y[i]
-		q6kLanes(b, &yb.qs, &aux)
-		d := f16Table[binary.LittleEndian.Uint16(b[208:])] * yb.d
-		for l := 0; l < 8; l++ {
-			sums[l] += float32(d * float32(aux[l]))
-		}
+		d := f16Table[binary.LittleEndian.Uint16(b[208:])] * y[i].d
+		q6kBlock(b, &y[i].qs, d, &sums)
 	}
+	var sumf float32
 	for l := 0; l < 8; l++ {
 		sumf += sums[l]
 	}
@@ -127,22 +122,28 @@ func dotQ4KQ8KNEON(w []byte, y []blockQ8K) float32 {
 	w = w[:144*len(y)]
 	var sums [8]float32
 	var sumf float32
-	var aux [8]int32
-	var sc16 [8]int16
+	var sc [8]int16
 	for i := range y {
 		b := (*[144]byte)(w[i*144:])
 		yb := &y[i]
-		sc, mn := kScales((*[12]byte)(b[4:]))
-		var sumi int32
-		for j := 0; j < 8; j++ {
-			sumi += (int32(yb.bsums[2*j]) + int32(yb.bsums[2*j+1])) * mn[j]
-			sc16[j] = int16(sc[j])
-		}
-		q4kLanes((*[128]byte)(b[16:]), &yb.qs, &sc16, &aux)
+		// ggml's kmask unpacking of the 6-bit scales and mins.
+		s := (*[12]byte)(b[4:])
+		u0 := binary.LittleEndian.Uint32(s[0:])
+		u1 := binary.LittleEndian.Uint32(s[4:])
+		u2 := binary.LittleEndian.Uint32(s[8:])
+		s0 := u0 & 0x3f3f3f3f
+		s1 := (u2 & 0x0f0f0f0f) | ((u0>>6)&0x03030303)<<4
+		m0 := u1 & 0x3f3f3f3f
+		m1 := ((u2 >> 4) & 0x0f0f0f0f) | ((u1>>6)&0x03030303)<<4
+		sc[0], sc[1], sc[2], sc[3] = int16(s0&0xff), int16(s0>>8&0xff), int16(s0>>16&0xff), int16(s0>>24)
+		sc[4], sc[5], sc[6], sc[7] = int16(s1&0xff), int16(s1>>8&0xff), int16(s1>>16&0xff), int16(s1>>24)
+		bs := &yb.bsums
+		sumi := (int32(bs[0])+int32(bs[1]))*int32(m0&0xff) + (int32(bs[2])+int32(bs[3]))*int32(m0>>8&0xff) +
+			(int32(bs[4])+int32(bs[5]))*int32(m0>>16&0xff) + (int32(bs[6])+int32(bs[7]))*int32(m0>>24) +
+			(int32(bs[8])+int32(bs[9]))*int32(m1&0xff) + (int32(bs[10])+int32(bs[11]))*int32(m1>>8&0xff) +
+			(int32(bs[12])+int32(bs[13]))*int32(m1>>16&0xff) + (int32(bs[14])+int32(bs[15]))*int32(m1>>24)
 		d := f16Table[binary.LittleEndian.Uint16(b[0:])] * yb.d
-		for l := 0; l < 8; l++ {
-			sums[l] += float32(d * float32(aux[l]))
-		}
+		q4kBlock((*[128]byte)(b[16:]), &yb.qs, &sc, d, &sums)
 		dmin := f16Table[binary.LittleEndian.Uint16(b[2:])] * yb.d
 		sumf -= float32(dmin * float32(sumi))
 	}

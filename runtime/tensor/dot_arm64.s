@@ -4,12 +4,12 @@
 
 #include "textflag.h"
 
-// func q4kLanes(q *[128]byte, q8 *[256]int8, sc *[8]int16, aux *[8]int32)
-TEXT ·q4kLanes(SB), NOSPLIT, $0-32
+// func q4kBlock(q *[128]byte, q8 *[256]int8, sc *[8]int16, d float32, sums *[8]float32)
+TEXT ·q4kBlock(SB), NOSPLIT, $0-40
 	MOVD q+0(FP), R0
 	MOVD q8+8(FP), R1
 	MOVD sc+16(FP), R2
-	MOVD aux+24(FP), R3
+	MOVD sums+32(FP), R3
 	VMOVI $15, V31.B16
 	VLD1 (R2), [V15.H8]
 	VEOR V24.B16, V24.B16, V24.B16
@@ -90,14 +90,22 @@ TEXT ·q4kLanes(SB), NOSPLIT, $0-32
 	WORD $0x4f6f2959 // SMLAL2 V25.4S, V10.8H, V15.H[6]
 	WORD $0x0f7f2978 // SMLAL V24.4S, V11.4H, V15.H[7]
 	WORD $0x4f7f2979 // SMLAL2 V25.4S, V11.8H, V15.H[7]
-	VST1 [V24.S4, V25.S4], (R3)
+	FMOVS d+24(FP), F14
+	WORD $0x4e21db18 // SCVTF V24.4S, V24.4S
+	WORD $0x4e21db39 // SCVTF V25.4S, V25.4S
+	WORD $0x4f8e9318 // FMUL V24.4S, V24.4S, V14.S[0]
+	WORD $0x4f8e9339 // FMUL V25.4S, V25.4S, V14.S[0]
+	VLD1 (R3), [V26.S4, V27.S4]
+	WORD $0x4e38d75a // FADD V26.4S, V26.4S, V24.4S
+	WORD $0x4e39d77b // FADD V27.4S, V27.4S, V25.4S
+	VST1 [V26.S4, V27.S4], (R3)
 	RET
 
-// func q6kLanes(b *[210]byte, q8 *[256]int8, aux *[8]int32)
-TEXT ·q6kLanes(SB), NOSPLIT, $0-24
+// func q6kBlock(b *[210]byte, q8 *[256]int8, d float32, sums *[8]float32)
+TEXT ·q6kBlock(SB), NOSPLIT, $0-32
 	MOVD b+0(FP), R0
 	MOVD q8+8(FP), R1
-	MOVD aux+16(FP), R3
+	MOVD sums+24(FP), R3
 	ADD $128, R0, R4
 	ADD $192, R0, R5
 	VLD1 (R5), [V13.B16]
@@ -278,7 +286,15 @@ TEXT ·q6kLanes(SB), NOSPLIT, $0-24
 	WORD $0x4e3180ca // SMLAL2 V10.8H, V6.16B, V17.16B
 	WORD $0x0f7e2958 // SMLAL V24.4S, V10.4H, V14.H[7]
 	WORD $0x4f7e2959 // SMLAL2 V25.4S, V10.8H, V14.H[7]
-	VST1 [V24.S4, V25.S4], (R3)
+	FMOVS d+16(FP), F14
+	WORD $0x4e21db18 // SCVTF V24.4S, V24.4S
+	WORD $0x4e21db39 // SCVTF V25.4S, V25.4S
+	WORD $0x4f8e9318 // FMUL V24.4S, V24.4S, V14.S[0]
+	WORD $0x4f8e9339 // FMUL V25.4S, V25.4S, V14.S[0]
+	VLD1 (R3), [V26.S4, V27.S4]
+	WORD $0x4e38d75a // FADD V26.4S, V26.4S, V24.4S
+	WORD $0x4e39d77b // FADD V27.4S, V27.4S, V25.4S
+	VST1 [V26.S4, V27.S4], (R3)
 	RET
 
 // func q8_0Sums(w *byte, y *blockQ8_0, nb int, out *int32)
