@@ -154,7 +154,7 @@ func (f *Files) Put(r io.Reader, opt PutOptions) (Info, error) {
 	}
 	// Read one byte past the cap so an oversized body is detected without
 	// trusting any declared length.
-	n, err := io.Copy(w, io.LimitReader(r, f.maxSize+1))
+	n, err := io.CopyBuffer(w, io.LimitReader(r, f.maxSize+1), make([]byte, 1<<20))
 	if err != nil {
 		return Info{}, fmt.Errorf("artifact: reading upload: %w", err)
 	}
