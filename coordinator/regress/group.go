@@ -175,7 +175,10 @@ func Attribute(cp ChangePoint, siblings map[string][]Point) []Attribution {
 // alpha, 2% minimum effect, two points a side, consistent new segment).
 // The returned change point's Direction follows higherIsBetter.
 func TestAt(pts []Point, seq int64, beforeN, afterN int, higherIsBetter bool, alpha float64) (ChangePoint, bool) {
-	cfg := Config{Alpha: alpha, FixedAlpha: true}.withDefaults()
+	// The change is established elsewhere; the question is only whether
+	// this series moved at seq, so no drift check (it needs more points
+	// than a corroborating device may have).
+	cfg := Config{Alpha: alpha, FixedAlpha: true, DriftAlpha: -1}.withDefaults()
 	ps := slices.Clone(pts)
 	slices.SortStableFunc(ps, func(a, b Point) int { return int(sign64(a.Seq - b.Seq)) })
 	cut, _ := slices.BinarySearchFunc(ps, seq, func(p Point, s int64) int { return int(sign64(p.Seq - s)) })
