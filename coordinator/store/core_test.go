@@ -107,11 +107,14 @@ func TestRunLifecycle(t *testing.T) {
 	stale := *b
 	stale.Token = g.Token - 1
 	stale.Seq = 1
-	ts, err := st.InsertTelemetry(ctx, []*protocol.TelemetryBatch{b, b, &stale})
+	wrongDev := *b
+	wrongDev.DeviceID = "dev-x"
+	wrongDev.Seq = 2
+	ts, err := st.InsertTelemetry(ctx, []*protocol.TelemetryBatch{b, b, &stale, &wrongDev})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ts.Inserted != 2 || len(ts.Stale) != 1 || ts.Stale[0] != 2 {
+	if ts.Inserted != 2 || len(ts.Stale) != 2 || ts.Stale[0] != 2 || ts.Stale[1] != 3 {
 		t.Fatalf("telemetry stats %+v", ts)
 	}
 	if n, _ := st.CountSamples(ctx, g.Run.ID); n != 2 {

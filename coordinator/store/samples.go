@@ -17,7 +17,8 @@ type TelemetryStats struct {
 	Samples  int
 	Inserted int64
 	// Stale lists the indices (into the argument) of batches rejected
-	// because their token is not the run's current token.
+	// because their token is not the run's current token (or their device
+	// is not the run's device).
 	Stale []int
 	// Duplicates is true when some sample was already stored and the
 	// deduplicating path was taken.
@@ -55,19 +56,24 @@ func (s *Store) InsertTelemetry(ctx context.Context, batches []*protocol.Telemet
 	}
 	err := s.tx(ctx, func(tx pgx.Tx) error {
 		st.Batches, st.Samples, st.Inserted, st.Stale, st.Duplicates = 0, 0, 0, nil, false
-		rows, err := tx.Query(ctx, `SELECT id, token FROM runs WHERE id = ANY($1) AND token IS NOT NULL
+		rows, err := tx.Query(ctx, `SELECT id, token, coalesce(device_id, '') FROM runs WHERE id = ANY($1) AND token IS NOT NULL
 			ORDER BY id FOR SHARE`, runIDs)
 		if err != nil {
 			return err
 		}
-		current := map[int64]int64{}
+		type lease struct {
+			token  int64
+			device string
+		}
+		current := map[int64]lease{}
 		for rows.Next() {
-			var id, tok int64
-			if err := rows.Scan(&id, &tok); err != nil {
+			var id int64
+			var l lease
+			if err := rows.Scan(&id, &l.token, &l.device); err != nil {
 				rows.Close()
 				return err
 			}
-			current[id] = tok
+			current[id] = l
 		}
 		rows.Close()
 		if err := rows.Err(); err != nil {
@@ -75,7 +81,7 @@ func (s *Store) InsertTelemetry(ctx context.Context, batches []*protocol.Telemet
 		}
 		var accepted []*protocol.TelemetryBatch
 		for i, b := range batches {
-			if tok, ok := current[b.RunID]; !ok || tok != b.Token {
+			if l, ok := current[b.RunID]; !ok || l.token != b.Token || l.device != b.DeviceID {
 				st.Stale = append(st.Stale, i)
 				continue
 			}
