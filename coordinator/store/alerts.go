@@ -186,6 +186,20 @@ func ValidAlertStatus(status string) bool {
 	return false
 }
 
+// Ratio is a relative change. It is infinite when the value before the
+// change was 0 (e.g. stall fraction 0 → 0.1); JSON cannot carry that, so it
+// is encoded as null there.
+type Ratio float64
+
+// MarshalJSON encodes r, with null for a non-finite value.
+func (r Ratio) MarshalJSON() ([]byte, error) {
+	f := float64(r)
+	if math.IsInf(f, 0) || math.IsNaN(f) {
+		return []byte("null"), nil
+	}
+	return json.Marshal(f)
+}
+
 // Alert is a confirmed change point of one series.
 type Alert struct {
 	ID             int64           `json:"id"`
@@ -193,7 +207,7 @@ type Alert struct {
 	Series         RegressSeries   `json:"series"`
 	Seq            int64           `json:"seq"`
 	Direction      string          `json:"direction"`
-	RelativeChange float64         `json:"relative_change"`
+	RelativeChange Ratio           `json:"relative_change"`
 	PValue         float64         `json:"p_value"`
 	BeforeMean     float64         `json:"before_mean"`
 	AfterMean      float64         `json:"after_mean"`

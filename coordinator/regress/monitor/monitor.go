@@ -352,7 +352,7 @@ func (m *Monitor) classify(ctx context.Context, g *store.AlertGroup, siblings []
 		if li != lj {
 			return !li
 		}
-		return math.Abs(alerts[i].RelativeChange) > math.Abs(alerts[j].RelativeChange)
+		return math.Abs(float64(alerts[i].RelativeChange)) > math.Abs(float64(alerts[j].RelativeChange))
 	})
 	summary := fmt.Sprintf("%s change at %s seq %d: ", scope, g.Suite, g.Seq)
 	if len(alerts) > 0 {
