@@ -68,8 +68,8 @@ type EvalConfig struct {
 	CVs       []float64 // noise CVs (default 1–5%)
 	Noises    []Noise   // default AllNoises
 	// Designs: how results and their repetitions are drawn (default
-	// DesignN1 and DesignN5PerRep: no repetitions, and 5 repetitions with
-	// the CV of a single repetition).
+	// AllDesigns: no repetitions; 5 repetitions with the CV of a single
+	// repetition; 5 repetitions with the CV of their mean).
 	Designs   []Design
 	Settings  []Setting // default DefaultSettings
 	PreMin    int       // fewest runs before the step (default 20)
@@ -99,7 +99,7 @@ func (c EvalConfig) withDefaults() EvalConfig {
 		c.Settings = DefaultSettings()
 	}
 	if len(c.Designs) == 0 {
-		c.Designs = []Design{DesignN1, DesignN5PerRep}
+		c.Designs = AllDesigns
 	}
 	c.PreMin = cmp.Or(c.PreMin, 20)
 	c.PreMax = max(cmp.Or(c.PreMax, 40), c.PreMin)
