@@ -25,12 +25,20 @@ func BenchmarkMatVec(b *testing.B) {
 		ks   map[Type]*kernel
 	}{{"generic", genericKernels}, {"go", goKernels}, {"simd", simdOnly()}, {"best", kernels}}
 	simd := simdOnly()
-	r := rand.New(rand.NewPCG(1, 1))
 	for _, typ := range types {
 		for _, sh := range shapes {
-			m := makeMatrix(b, r, typ, sh[0], sh[1])
-			x := randVec(r, sh[1], 1)
-			dst := make([]float32, sh[0])
+			// Built on first use, so a -bench filter skips the (slow)
+			// quantization of matrices it does not run.
+			var m Matrix
+			var x, dst []float32
+			setup := func(b *testing.B) {
+				if m.Data == nil {
+					r := rand.New(rand.NewPCG(1, uint64(typ)))
+					m = makeMatrix(b, r, typ, sh[0], sh[1])
+					x = randVec(r, sh[1], 1)
+					dst = make([]float32, sh[0])
+				}
+			}
 			for _, set := range sets {
 				impl := set.name
 				if set.name == "best" || set.name == "simd" {
@@ -42,6 +50,7 @@ func BenchmarkMatVec(b *testing.B) {
 				for _, threads := range []int{1, 2} {
 					name := fmt.Sprintf("%s/%dx%d/%s/t%d", typ, sh[0], sh[1], impl, threads)
 					b.Run(name, func(b *testing.B) {
+						setup(b)
 						p := NewPool(threads)
 						defer p.Close()
 						runtime.LockOSThread()
