@@ -5,8 +5,9 @@ import "math"
 // Float32 helpers the model computes with. Where ggml accumulates in double
 // (ggml_float) these do too, so results track the reference engine.
 
-// Dot returns the float32 dot product of a and b (len(a) must equal len(b)),
-// summed in 8 lanes as a 256-bit SIMD loop would.
+// Dot returns the float32 dot product of a and b, summed in 8 lanes as a
+// 256-bit SIMD loop would. It panics if the lengths differ (a programming
+// error, like an out-of-range index).
 func Dot(a, b []float32) float32 {
 	if len(a) != len(b) {
 		panic("tensor: Dot of vectors of different lengths")
