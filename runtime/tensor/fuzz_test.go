@@ -1,6 +1,10 @@
 package tensor
 
-import "testing"
+import (
+	"encoding/binary"
+	"math"
+	"testing"
+)
 
 // FuzzDequantize feeds arbitrary bytes, types and lengths: the result must
 // be an error or success, never a panic.
@@ -44,5 +48,32 @@ func FuzzMatVec(f *testing.F) {
 		}
 		_ = MatVec(nil, make([]float32, dlen), m, x)
 		_ = m.Row(0, make([]float32, max(cols, 0)))
+	})
+}
+
+// FuzzQuantize quantizes arbitrary float bit patterns (NaN, Inf, subnormal,
+// huge) with every quantizer: no panics, and the output always dequantizes.
+func FuzzQuantize(f *testing.F) {
+	f.Add([]byte{0, 0, 0xc0, 0x7f, 0, 0, 0x80, 0x7f, 1, 0, 0, 0, 0xff, 0xff, 0x7f, 0x7f})
+	f.Add(make([]byte, 64))
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		x := make([]float32, 512)
+		for i := range x {
+			if len(raw) >= 4 {
+				k := (4 * i) % (len(raw) - 3)
+				x[i] = math.Float32frombits(binary.LittleEndian.Uint32(raw[k:]))
+			}
+		}
+		y := make([]float32, len(x))
+		for typ := range quantizers {
+			rb, _ := typ.RowSize(len(x))
+			b := make([]byte, rb)
+			if err := Quantize(typ, x, b); err != nil {
+				t.Fatal(err)
+			}
+			if err := Dequantize(typ, b, y); err != nil {
+				t.Fatal(err)
+			}
+		}
 	})
 }
