@@ -12,10 +12,13 @@
 //	points ─► set aside isolated bad runs (isolatedOutliers)
 //	       ─► candidates: PELT (default) or E-divisive means
 //	       ─► confirm each boundary against its adjacent segments:
-//	            t-test on repetition-weighted means with the window's
-//	            residual variance, stricter for old change points;
-//	            Mann-Whitney; minimum effect; minimum segment length;
-//	            consistent short new segment; no transient blips
+//	            t-test on repetition-weighted means (within-run
+//	            variances shrunk toward the window's) with the window's
+//	            residual variance, at a level that depends on the
+//	            points after the boundary (alphaWeight); a step beyond
+//	            a linear trend (drift check); Mann-Whitney; minimum
+//	            effect; minimum segment length; consistent short new
+//	            segment; no transient blips
 //	       ─► direction from the metric (HigherIsBetter)
 //
 // It is deterministic (no permutations, no randomness) and safe for
@@ -26,6 +29,7 @@
 // Evaluate is the evaluation harness: synthetic histories with planted
 // steps at several noise levels and kinds, replayed result by result as
 // the coordinator does, scored for recall at 2, 4 and 8 results after the
-// step, detection delay and false alerts. The default settings were chosen
+// step, detection delay and false alerts, for results with and without
+// repetitions (Design). The default settings were chosen
 // with it; docs/regressions.md has the measured grid.
 package regress
