@@ -57,6 +57,12 @@ func q5kBlockAVX2(b *[176]byte, pq *[256]int8, sc *[8]int32, d float32, sums *[8
 //go:noescape
 func q4_0SumsAVX2(w *byte, y *blockQ8_0, nb int, out *int32)
 
+// q4kRowAVX2 is the whole Q4_K × Q8_K row dot product (nb blocks) in
+// assembly, identical to dotQ4KQ8KGeneric.
+//
+//go:noescape
+func q4kRowAVX2(w *byte, y *blockQ8K, nb int) float32
+
 func asmKernels() map[Type]*kernel {
 	if !cpu.X86.HasAVX2 || !cpu.X86.HasF16C {
 		return nil
@@ -69,7 +75,7 @@ func asmKernels() map[Type]*kernel {
 	// These replace the archsimd ones in GOEXPERIMENT=simd builds too: they
 	// are as fast (Q4_K) or faster (Q6_K 2.2×, Q8_0) and work in every build.
 	permuteQ8K = true
-	m[Q4_K] = &kernel{act: actQ8K, impl: "avx2-asm", exact: true, q8k: dotQ4KQ8KAsm}
+	m[Q4_K] = &kernel{act: actQ8K, impl: "avx2-asm", exact: true, q8k: dotQ4KQ8KRowAsm}
 	m[Q6_K] = &kernel{act: actQ8K, impl: "avx2-asm", exact: true, q8k: dotQ6KQ8KAsm}
 	m[Q8_0] = &kernel{act: actQ8_0, impl: "avx2-asm", exact: true, q80: dotQ8_0Q8_0Asm}
 	m[Q5_0] = &kernel{act: actQ8_0, impl: "avx2-asm", exact: true, q80: dotQ5_0Q8_0Asm}
@@ -253,4 +259,12 @@ func dotQ4_0Q8_0Asm(w []byte, y []blockQ8_0) float32 {
 		}
 	}
 	return sumf
+}
+
+func dotQ4KQ8KRowAsm(w []byte, y []blockQ8K) float32 {
+	if len(y) == 0 {
+		return 0
+	}
+	w = w[:144*len(y)]
+	return q4kRowAVX2(&w[0], &y[0], len(y))
 }

@@ -453,3 +453,106 @@ q4loop:
 q4done:
 	VZEROUPPER
 	RET
+
+// func q4kRowAVX2(w *byte, y *blockQ8K, nb int) float32
+// The whole dotQ4KQ8KGeneric for one row of nb Q4_K blocks: kmask scale and
+// min unpacking, the mins term (VPMADDWD with bsum2), the interleaved
+// VPMADDUBSW lanes, and the float combination in the generic order —
+// sums[l] += d·lane (vector, per lane), sumf -= dmin·sumi (scalar), then
+// sumf += sums[0..7] in order. blockQ8K offsets: d 0, pqs 292, bsum2 548,
+// size 580 (checked by TestBlockQ8KLayout).
+TEXT ·q4kRowAVX2(SB), NOSPLIT, $32-28
+	MOVQ w+0(FP), SI
+	MOVQ y+8(FP), DI
+	MOVQ nb+16(FP), R8
+	VMOVDQU q4kNib<>(SB), Y15
+	VMOVDQU q4kIlv<>(SB), Y14
+	VXORPS Y12, Y12, Y12 // sums
+	VXORPS X13, X13, X13 // sumf
+	TESTQ R8, R8
+	JEQ q4rowdone
+q4rowloop:
+	// scales s0,s1 and mins m0,m1 (ggml kmask shuffle)
+	MOVL 4(SI), AX
+	MOVL 8(SI), BX
+	MOVL 12(SI), CX
+	MOVL AX, DX
+	ANDL $0x3f3f3f3f, DX // s0
+	MOVL AX, R9
+	SHRL $6, R9
+	ANDL $0x03030303, R9
+	SHLL $4, R9
+	MOVL CX, R10
+	ANDL $0x0f0f0f0f, R10
+	ORL R10, R9 // s1
+	SHLQ $32, R9
+	ORQ R9, DX // s0 | s1<<32
+	VMOVQ DX, X8
+	VPMOVZXBD X8, Y8
+	VMOVDQU Y8, 0(SP) // sc[0..7] as int32
+	MOVL BX, DX
+	ANDL $0x3f3f3f3f, DX // m0
+	MOVL BX, R9
+	SHRL $6, R9
+	ANDL $0x03030303, R9
+	SHLL $4, R9
+	MOVL CX, R10
+	SHRL $4, R10
+	ANDL $0x0f0f0f0f, R10
+	ORL R10, R9 // m1
+	SHLQ $32, R9
+	ORQ R9, DX
+	VMOVQ DX, X9
+	VPMOVZXBW X9, X9
+	VPMADDWD 548(DI), X9, X9
+	VPSHUFD $0x4e, X9, X10
+	VPADDD X10, X9, X9
+	VPSHUFD $0xb1, X9, X10
+	VPADDD X10, X9, X9
+	VMOVD X9, AX // sumi
+	// lanes
+	ADDQ $16, SI
+	ADDQ $292, DI
+	VPXOR Y0, Y0, Y0
+	MOVQ SP, BX
+	Q4K_SUB(0)
+	Q4K_SUB(1)
+	Q4K_SUB(2)
+	Q4K_SUB(3)
+	SUBQ $16, SI
+	SUBQ $292, DI
+	// d = f16(x.d)·y.d ; sums += d·lanes
+	MOVWLZX 0(SI), CX
+	VMOVD CX, X10
+	VCVTPH2PS X10, X10
+	VMULSS 0(DI), X10, X10
+	VCVTDQ2PS Y0, Y0
+	VBROADCASTSS X10, Y10
+	VMULPS Y10, Y0, Y0
+	VADDPS Y0, Y12, Y12
+	// dmin = f16(x.dmin)·y.d ; sumf -= dmin·float32(sumi)
+	MOVWLZX 2(SI), CX
+	VMOVD CX, X11
+	VCVTPH2PS X11, X11
+	VMULSS 0(DI), X11, X11
+	VCVTSI2SSL AX, X10, X10
+	VMULSS X10, X11, X11
+	VSUBSS X11, X13, X13
+	ADDQ $144, SI
+	ADDQ $580, DI
+	DECQ R8
+	JNZ q4rowloop
+q4rowdone:
+	// sumf += sums[l], l = 0..7 in order
+	VMOVUPS Y12, 0(SP)
+	VADDSS 0(SP), X13, X13
+	VADDSS 4(SP), X13, X13
+	VADDSS 8(SP), X13, X13
+	VADDSS 12(SP), X13, X13
+	VADDSS 16(SP), X13, X13
+	VADDSS 20(SP), X13, X13
+	VADDSS 24(SP), X13, X13
+	VADDSS 28(SP), X13, X13
+	VZEROUPPER
+	MOVSS X13, ret+24(FP)
+	RET

@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
+	"unsafe"
 )
 
 func randVec(r *rand.Rand, n int, scale float32) []float32 {
@@ -609,5 +610,16 @@ func TestMatMulMultiMatchesSingle(t *testing.T) {
 	other := makeMatrix(t, r, Q8_0, 2, 256)
 	if err := MatMulMulti(nil, [][]float32{make([]float32, 37), make([]float32, 2)}, []Matrix{ms[0], other}, x[:cols], 1); err == nil {
 		t.Error("different Cols: want error")
+	}
+}
+
+// TestBlockQ8KLayout pins the blockQ8K field offsets the assembly uses.
+func TestBlockQ8KLayout(t *testing.T) {
+	var b blockQ8K
+	var c blockQ8_0
+	got := [...]uintptr{unsafe.Offsetof(b.d), unsafe.Offsetof(b.qs), unsafe.Offsetof(b.bsums), unsafe.Offsetof(b.pqs), unsafe.Offsetof(b.bsum2), unsafe.Sizeof(b), unsafe.Offsetof(c.qs), unsafe.Sizeof(c)}
+	want := [...]uintptr{0, 4, 260, 292, 548, 580, 4, 36}
+	if got != want {
+		t.Fatalf("blockQ8K/blockQ8_0 layout %v, assembly expects %v", got, want)
 	}
 }
