@@ -9,10 +9,14 @@ import (
 	"golang.org/x/sys/cpu"
 )
 
-// Go assembly (dot_amd64.s) for the float weight types, so that default
-// builds (no GOEXPERIMENT) also get vector F32/F16/BF16 products: AVX2 +
-// F16C (VCVTPH2PS). They keep the generic 8-lane order with separate
-// multiply and add, so they are exact.
+// AVX2 (+F16C) Go assembly kernels (dot_amd64.s), used by every amd64
+// build that is not purego, with or without GOEXPERIMENT=simd:
+//   - F32/F16/BF16: the generic 8-lane float order, separate multiply and
+//     add;
+//   - Q8_0/Q4_0/Q5_0: exact integer block sums, float combination in Go;
+//   - Q4_K/Q5_K/Q6_K: whole rows, interleaved VPMADDUBSW lanes and the
+//     generic float combination in registers.
+// All are bit-identical to the generic kernels (TestFastMatchesGeneric).
 
 //go:noescape
 func f32Lanes8(w *byte, x *float32, groups int, out *[8]float32)
@@ -23,34 +27,16 @@ func f16Lanes8(w *byte, x *float32, groups int, out *[8]float32)
 //go:noescape
 func bf16Lanes8(w *byte, x *float32, groups int, out *[8]float32)
 
-// q4kBlockAVX2 computes the 8 int32 lane sums of one Q4_K super-block from
-// its 128 nibble bytes, the interleaved activation (blockQ8K.pqs) and the 8
-// unpacked sub-block scales, and adds d·lane to sums (the generic update).
-//
-//go:noescape
-func q4kBlockAVX2(q *[128]byte, pq *[256]int8, sc *[8]int32, d float32, sums *[8]float32)
-
 // q8_0SumsAVX2 sets out[i] to the integer dot product of Q8_0 weight block
 // i (34-byte blocks at w) with activation block y[i], for nb blocks.
 //
 //go:noescape
 func q8_0SumsAVX2(w *byte, y *blockQ8_0, nb int, out *int32)
 
-// q6kBlockAVX2 is q4kBlockAVX2 for a whole 210-byte Q6_K block with its 16
-// scales unpacked to int32.
-//
-//go:noescape
-func q6kBlockAVX2(b *[210]byte, pq *[256]int8, sc *[16]int32, d float32, sums *[8]float32)
-
 // q5_0SumsAVX2 is q8_0SumsAVX2 for Q5_0 weight blocks (22 bytes).
 //
 //go:noescape
 func q5_0SumsAVX2(w *byte, y *blockQ8_0, nb int, out *int32)
-
-// q5kBlockAVX2 is q4kBlockAVX2 for a whole 176-byte Q5_K block.
-//
-//go:noescape
-func q5kBlockAVX2(b *[176]byte, pq *[256]int8, sc *[8]int32, d float32, sums *[8]float32)
 
 // q4_0SumsAVX2 is q8_0SumsAVX2 for Q4_0 weight blocks (18 bytes).
 //
@@ -62,6 +48,14 @@ func q4_0SumsAVX2(w *byte, y *blockQ8_0, nb int, out *int32)
 //
 //go:noescape
 func q4kRowAVX2(w *byte, y *blockQ8K, nb int) float32
+
+// q5kRowAVX2 and q6kRowAVX2 are q4kRowAVX2 for Q5_K and Q6_K rows.
+//
+//go:noescape
+func q5kRowAVX2(w *byte, y *blockQ8K, nb int) float32
+
+//go:noescape
+func q6kRowAVX2(w *byte, y *blockQ8K, nb int) float32
 
 func asmKernels() map[Type]*kernel {
 	if !cpu.X86.HasAVX2 || !cpu.X86.HasF16C {
@@ -76,50 +70,12 @@ func asmKernels() map[Type]*kernel {
 	// are as fast (Q4_K) or faster (Q6_K 2.2×, Q8_0) and work in every build.
 	permuteQ8K = true
 	m[Q4_K] = &kernel{act: actQ8K, impl: "avx2-asm", exact: true, q8k: dotQ4KQ8KRowAsm}
-	m[Q6_K] = &kernel{act: actQ8K, impl: "avx2-asm", exact: true, q8k: dotQ6KQ8KAsm}
+	m[Q6_K] = &kernel{act: actQ8K, impl: "avx2-asm", exact: true, q8k: dotQ6KQ8KRowAsm}
 	m[Q8_0] = &kernel{act: actQ8_0, impl: "avx2-asm", exact: true, q80: dotQ8_0Q8_0Asm}
 	m[Q5_0] = &kernel{act: actQ8_0, impl: "avx2-asm", exact: true, q80: dotQ5_0Q8_0Asm}
 	m[Q4_0] = &kernel{act: actQ8_0, impl: "avx2-asm", exact: true, q80: dotQ4_0Q8_0Asm}
-	m[Q5_K] = &kernel{act: actQ8K, impl: "avx2-asm", exact: true, q8k: dotQ5KQ8KAsm}
+	m[Q5_K] = &kernel{act: actQ8K, impl: "avx2-asm", exact: true, q8k: dotQ5KQ8KRowAsm}
 	return m
-}
-
-// kScalesMins unpacks a Q4_K/Q5_K block's scales into sc (ggml's kmask
-// shuffle) and returns Σ mins·(sums of 32 activations) for the block.
-func kScalesMins(s *[12]byte, bs *[16]int16, sc *[8]int32) int32 {
-	u0 := binary.LittleEndian.Uint32(s[0:])
-	u1 := binary.LittleEndian.Uint32(s[4:])
-	u2 := binary.LittleEndian.Uint32(s[8:])
-	s0 := u0 & 0x3f3f3f3f
-	s1 := (u2 & 0x0f0f0f0f) | ((u0>>6)&0x03030303)<<4
-	m0 := u1 & 0x3f3f3f3f
-	m1 := ((u2 >> 4) & 0x0f0f0f0f) | ((u1>>6)&0x03030303)<<4
-	sc[0], sc[1], sc[2], sc[3] = int32(s0&0xff), int32(s0>>8&0xff), int32(s0>>16&0xff), int32(s0>>24)
-	sc[4], sc[5], sc[6], sc[7] = int32(s1&0xff), int32(s1>>8&0xff), int32(s1>>16&0xff), int32(s1>>24)
-	return int32(bs[0])*int32(m0&0xff) + int32(bs[1])*int32(m0>>8&0xff) +
-		int32(bs[2])*int32(m0>>16&0xff) + int32(bs[3])*int32(m0>>24) +
-		int32(bs[4])*int32(m1&0xff) + int32(bs[5])*int32(m1>>8&0xff) +
-		int32(bs[6])*int32(m1>>16&0xff) + int32(bs[7])*int32(m1>>24)
-}
-
-func dotQ4KQ8KAsm(w []byte, y []blockQ8K) float32 {
-	w = w[:144*len(y)]
-	var sums [8]float32
-	var sumf float32
-	var sc [8]int32
-	for i := range y {
-		b := (*[144]byte)(w[i*144:])
-		yb := &y[i]
-		sumi := kScalesMins((*[12]byte)(b[4:]), &yb.bsum2, &sc)
-		d := f16Table[binary.LittleEndian.Uint16(b[0:])] * yb.d
-		q4kBlockAVX2((*[128]byte)(b[16:]), &yb.pqs, &sc, d, &sums)
-		dmin := f16Table[binary.LittleEndian.Uint16(b[2:])] * yb.d
-		sumf -= float32(dmin * float32(sumi))
-	}
-	for l := 0; l < 8; l++ {
-		sumf += sums[l]
-	}
-	return sumf
 }
 
 // The float kernels call the assembly directly (not through a func value,
@@ -174,25 +130,6 @@ func dotBF16Asm(w []byte, x []float32) float32 {
 	return r
 }
 
-func dotQ6KQ8KAsm(w []byte, y []blockQ8K) float32 {
-	w = w[:210*len(y)]
-	var sums [8]float32
-	var sc [16]int32
-	for i := range y {
-		b := (*[210]byte)(w[i*210:])
-		for j := range sc {
-			sc[j] = int32(int8(b[192+j]))
-		}
-		d := f16Table[binary.LittleEndian.Uint16(b[208:])] * y[i].d
-		q6kBlockAVX2(b, &y[i].pqs, &sc, d, &sums)
-	}
-	var sumf float32
-	for l := 0; l < 8; l++ {
-		sumf += sums[l]
-	}
-	return sumf
-}
-
 func dotQ8_0Q8_0Asm(w []byte, y []blockQ8_0) float32 {
 	w = w[:34*len(y)]
 	var sumi [64]int32
@@ -205,26 +142,6 @@ func dotQ8_0Q8_0Asm(w []byte, y []blockQ8_0) float32 {
 			dx := f16Table[binary.LittleEndian.Uint16(w[34*ib:])]
 			sumf += float32(float32(sumi[k]) * float32(dx*y[ib].d))
 		}
-	}
-	return sumf
-}
-
-func dotQ5KQ8KAsm(w []byte, y []blockQ8K) float32 {
-	w = w[:176*len(y)]
-	var sums [8]float32
-	var sumf float32
-	var sc [8]int32
-	for i := range y {
-		b := (*[176]byte)(w[i*176:])
-		yb := &y[i]
-		sumi := kScalesMins((*[12]byte)(b[4:]), &yb.bsum2, &sc)
-		d := f16Table[binary.LittleEndian.Uint16(b[0:])] * yb.d
-		q5kBlockAVX2(b, &yb.pqs, &sc, d, &sums)
-		dmin := f16Table[binary.LittleEndian.Uint16(b[2:])] * yb.d
-		sumf -= float32(dmin * float32(sumi))
-	}
-	for l := 0; l < 8; l++ {
-		sumf += sums[l]
 	}
 	return sumf
 }
@@ -267,4 +184,20 @@ func dotQ4KQ8KRowAsm(w []byte, y []blockQ8K) float32 {
 	}
 	w = w[:144*len(y)]
 	return q4kRowAVX2(&w[0], &y[0], len(y))
+}
+
+func dotQ5KQ8KRowAsm(w []byte, y []blockQ8K) float32 {
+	if len(y) == 0 {
+		return 0
+	}
+	w = w[:176*len(y)]
+	return q5kRowAVX2(&w[0], &y[0], len(y))
+}
+
+func dotQ6KQ8KRowAsm(w []byte, y []blockQ8K) float32 {
+	if len(y) == 0 {
+		return 0
+	}
+	w = w[:210*len(y)]
+	return q6kRowAVX2(&w[0], &y[0], len(y))
 }

@@ -142,30 +142,6 @@ GLOBL q4kNib<>(SB), RODATA|NOPTR, $32
 	VPMULLD Y7, Y3, Y3 \
 	VPADDD Y3, Y0, Y0
 
-// func q4kBlockAVX2(q *[128]byte, pq *[256]int8, sc *[8]int32, d float32, sums *[8]float32)
-// sums[l] += d·float32(lane l), the generic per-block float update (a
-// multiply, then an add, per lane).
-TEXT ·q4kBlockAVX2(SB), NOSPLIT, $0-40
-	MOVQ q+0(FP), SI
-	MOVQ pq+8(FP), DI
-	MOVQ sc+16(FP), BX
-	MOVQ sums+32(FP), DX
-	VMOVDQU q4kNib<>(SB), Y15
-	VMOVDQU q4kIlv<>(SB), Y14
-	VPXOR Y0, Y0, Y0
-	Q4K_SUB(0)
-	Q4K_SUB(1)
-	Q4K_SUB(2)
-	Q4K_SUB(3)
-	VCVTDQ2PS Y0, Y0
-	VBROADCASTSS d+24(FP), Y1
-	VMULPS Y1, Y0, Y0
-	VMOVUPS (DX), Y2
-	VADDPS Y0, Y2, Y2
-	VMOVUPS Y2, (DX)
-	VZEROUPPER
-	RET
-
 // func q8_0SumsAVX2(w *byte, y *blockQ8_0, nb int, out *int32)
 // out[i] = Σ int8(w block i)·y[i].qs for nb Q8_0 blocks (34-byte weight
 // blocks, 36-byte activation blocks with qs at offset 4).
@@ -238,42 +214,6 @@ GLOBL q6kThree<>(SB), RODATA|NOPTR, $32
 	VPBROADCASTD (SCOFF+4)(BX), Y6 \
 	VPMULLD Y6, Y5, Y5 \
 	VPADDD Y5, Y0, Y0
-
-// func q6kBlockAVX2(b *[210]byte, pq *[256]int8, sc *[16]int32, d float32, sums *[8]float32)
-TEXT ·q6kBlockAVX2(SB), NOSPLIT, $0-40
-	MOVQ b+0(FP), SI
-	MOVQ pq+8(FP), DI
-	MOVQ sc+16(FP), BX
-	MOVQ sums+32(FP), DX
-	VMOVDQU q4kNib<>(SB), Y15
-	VMOVDQU q4kIlv<>(SB), Y14
-	VMOVDQU q6kThree<>(SB), Y13
-	VMOVDQU q6kTwo<>(SB), Y12
-	VPXOR Y0, Y0, Y0
-	// half 0: ql[0:64] in Y7,Y8; qh[0:32] in Y9
-	VMOVDQU 0(SI), Y7
-	VMOVDQU 32(SI), Y8
-	VMOVDQU 128(SI), Y9
-	Q6K_QUARTER(Y7, 0, 0, 0, 0)
-	Q6K_QUARTER(Y8, 0, 2, 32, 8)
-	Q6K_QUARTER(Y7, 4, 4, 64, 16)
-	Q6K_QUARTER(Y8, 4, 6, 96, 24)
-	// half 1: ql[64:128], qh[32:64]
-	VMOVDQU 64(SI), Y7
-	VMOVDQU 96(SI), Y8
-	VMOVDQU 160(SI), Y9
-	Q6K_QUARTER(Y7, 0, 0, 128, 32)
-	Q6K_QUARTER(Y8, 0, 2, 160, 40)
-	Q6K_QUARTER(Y7, 4, 4, 192, 48)
-	Q6K_QUARTER(Y8, 4, 6, 224, 56)
-	VCVTDQ2PS Y0, Y0
-	VBROADCASTSS d+24(FP), Y1
-	VMULPS Y1, Y0, Y0
-	VMOVUPS (DX), Y2
-	VADDPS Y0, Y2, Y2
-	VMOVUPS Y2, (DX)
-	VZEROUPPER
-	RET
 
 DATA q5Idx<>+0(SB)/8, $0x0000000000000000
 DATA q5Idx<>+8(SB)/8, $0x0101010101010101
@@ -382,31 +322,6 @@ GLOBL q5kOne<>(SB), RODATA|NOPTR, $32
 	VPBROADCASTD (8*J+4)(BX), Y7 \
 	VPMULLD Y7, Y3, Y3 \
 	VPADDD Y3, Y0, Y0
-
-// func q5kBlockAVX2(b *[176]byte, pq *[256]int8, sc *[8]int32, d float32, sums *[8]float32)
-TEXT ·q5kBlockAVX2(SB), NOSPLIT, $0-40
-	MOVQ b+0(FP), SI
-	MOVQ pq+8(FP), DI
-	MOVQ sc+16(FP), BX
-	MOVQ sums+32(FP), DX
-	VMOVDQU 16(SI), Y9
-	ADDQ $48, SI
-	VMOVDQU q4kNib<>(SB), Y15
-	VMOVDQU q4kIlv<>(SB), Y14
-	VMOVDQU q5kOne<>(SB), Y13
-	VPXOR Y0, Y0, Y0
-	Q5K_SUB(0)
-	Q5K_SUB(1)
-	Q5K_SUB(2)
-	Q5K_SUB(3)
-	VCVTDQ2PS Y0, Y0
-	VBROADCASTSS d+24(FP), Y1
-	VMULPS Y1, Y0, Y0
-	VMOVUPS (DX), Y2
-	VADDPS Y0, Y2, Y2
-	VMOVUPS Y2, (DX)
-	VZEROUPPER
-	RET
 
 DATA q4Eight<>+0(SB)/8, $0x0808080808080808
 DATA q4Eight<>+8(SB)/8, $0x0808080808080808
@@ -555,4 +470,164 @@ q4rowdone:
 	VADDSS 28(SP), X13, X13
 	VZEROUPPER
 	MOVSS X13, ret+24(FP)
+	RET
+
+// func q5kRowAVX2(w *byte, y *blockQ8K, nb int) float32
+// q4kRowAVX2 for Q5_K (176-byte blocks: d, dmin, scales[12], qh[32],
+// qs[128]). Registers: Y9 qh and Y13 ones are used by Q5K_SUB; sums in Y12,
+// sumf in X11.
+TEXT ·q5kRowAVX2(SB), NOSPLIT, $32-28
+	MOVQ w+0(FP), SI
+	MOVQ y+8(FP), DI
+	MOVQ nb+16(FP), R8
+	VMOVDQU q4kNib<>(SB), Y15
+	VMOVDQU q4kIlv<>(SB), Y14
+	VMOVDQU q5kOne<>(SB), Y13
+	VXORPS Y12, Y12, Y12 // sums
+	VXORPS X11, X11, X11 // sumf
+	TESTQ R8, R8
+	JEQ q5rowdone
+q5rowloop:
+	MOVL 4(SI), AX
+	MOVL 8(SI), BX
+	MOVL 12(SI), CX
+	MOVL AX, DX
+	ANDL $0x3f3f3f3f, DX
+	MOVL AX, R9
+	SHRL $6, R9
+	ANDL $0x03030303, R9
+	SHLL $4, R9
+	MOVL CX, R10
+	ANDL $0x0f0f0f0f, R10
+	ORL R10, R9
+	SHLQ $32, R9
+	ORQ R9, DX
+	VMOVQ DX, X8
+	VPMOVZXBD X8, Y8
+	VMOVDQU Y8, 0(SP)
+	MOVL BX, DX
+	ANDL $0x3f3f3f3f, DX
+	MOVL BX, R9
+	SHRL $6, R9
+	ANDL $0x03030303, R9
+	SHLL $4, R9
+	MOVL CX, R10
+	SHRL $4, R10
+	ANDL $0x0f0f0f0f, R10
+	ORL R10, R9
+	SHLQ $32, R9
+	ORQ R9, DX
+	VMOVQ DX, X10
+	VPMOVZXBW X10, X10
+	VPMADDWD 548(DI), X10, X10
+	VPSHUFD $0x4e, X10, X8
+	VPADDD X8, X10, X10
+	VPSHUFD $0xb1, X10, X8
+	VPADDD X8, X10, X10
+	VMOVD X10, AX // sumi
+	VMOVDQU 16(SI), Y9 // qh
+	ADDQ $48, SI
+	ADDQ $292, DI
+	VPXOR Y0, Y0, Y0
+	MOVQ SP, BX
+	Q5K_SUB(0)
+	Q5K_SUB(1)
+	Q5K_SUB(2)
+	Q5K_SUB(3)
+	SUBQ $48, SI
+	SUBQ $292, DI
+	MOVWLZX 0(SI), CX
+	VMOVD CX, X10
+	VCVTPH2PS X10, X10
+	VMULSS 0(DI), X10, X10
+	VCVTDQ2PS Y0, Y0
+	VBROADCASTSS X10, Y10
+	VMULPS Y10, Y0, Y0
+	VADDPS Y0, Y12, Y12
+	MOVWLZX 2(SI), CX
+	VMOVD CX, X8
+	VCVTPH2PS X8, X8
+	VMULSS 0(DI), X8, X8
+	VCVTSI2SSL AX, X10, X10
+	VMULSS X10, X8, X8
+	VSUBSS X8, X11, X11
+	ADDQ $176, SI
+	ADDQ $580, DI
+	DECQ R8
+	JNZ q5rowloop
+q5rowdone:
+	VMOVUPS Y12, 0(SP)
+	VADDSS 0(SP), X11, X11
+	VADDSS 4(SP), X11, X11
+	VADDSS 8(SP), X11, X11
+	VADDSS 12(SP), X11, X11
+	VADDSS 16(SP), X11, X11
+	VADDSS 20(SP), X11, X11
+	VADDSS 24(SP), X11, X11
+	VADDSS 28(SP), X11, X11
+	VZEROUPPER
+	MOVSS X11, ret+24(FP)
+	RET
+
+// func q6kRowAVX2(w *byte, y *blockQ8K, nb int) float32
+// The whole dotQ6KQ8KGeneric for one row of nb Q6_K blocks (210 bytes: ql,
+// qh, int8 scales[16], d). Sums in Y10; scales sign-extended to the frame.
+TEXT ·q6kRowAVX2(SB), NOSPLIT, $64-28
+	MOVQ w+0(FP), SI
+	MOVQ y+8(FP), R11
+	MOVQ nb+16(FP), R8
+	VMOVDQU q4kNib<>(SB), Y15
+	VMOVDQU q4kIlv<>(SB), Y14
+	VMOVDQU q6kThree<>(SB), Y13
+	VMOVDQU q6kTwo<>(SB), Y12
+	VXORPS Y10, Y10, Y10 // sums
+	TESTQ R8, R8
+	JEQ q6rowdone
+q6rowloop:
+	VPMOVSXBD 192(SI), Y1
+	VPMOVSXBD 200(SI), Y2
+	VMOVDQU Y1, 0(SP)
+	VMOVDQU Y2, 32(SP)
+	MOVQ SP, BX
+	LEAQ 292(R11), DI
+	VPXOR Y0, Y0, Y0
+	VMOVDQU 0(SI), Y7
+	VMOVDQU 32(SI), Y8
+	VMOVDQU 128(SI), Y9
+	Q6K_QUARTER(Y7, 0, 0, 0, 0)
+	Q6K_QUARTER(Y8, 0, 2, 32, 8)
+	Q6K_QUARTER(Y7, 4, 4, 64, 16)
+	Q6K_QUARTER(Y8, 4, 6, 96, 24)
+	VMOVDQU 64(SI), Y7
+	VMOVDQU 96(SI), Y8
+	VMOVDQU 160(SI), Y9
+	Q6K_QUARTER(Y7, 0, 0, 128, 32)
+	Q6K_QUARTER(Y8, 0, 2, 160, 40)
+	Q6K_QUARTER(Y7, 4, 4, 192, 48)
+	Q6K_QUARTER(Y8, 4, 6, 224, 56)
+	MOVWLZX 208(SI), CX
+	VMOVD CX, X11
+	VCVTPH2PS X11, X11
+	VMULSS 0(R11), X11, X11
+	VCVTDQ2PS Y0, Y0
+	VBROADCASTSS X11, Y11
+	VMULPS Y11, Y0, Y0
+	VADDPS Y0, Y10, Y10
+	ADDQ $210, SI
+	ADDQ $580, R11
+	DECQ R8
+	JNZ q6rowloop
+q6rowdone:
+	VMOVUPS Y10, 0(SP)
+	VXORPS X11, X11, X11
+	VADDSS 0(SP), X11, X11
+	VADDSS 4(SP), X11, X11
+	VADDSS 8(SP), X11, X11
+	VADDSS 12(SP), X11, X11
+	VADDSS 16(SP), X11, X11
+	VADDSS 20(SP), X11, X11
+	VADDSS 24(SP), X11, X11
+	VADDSS 28(SP), X11, X11
+	VZEROUPPER
+	MOVSS X11, ret+24(FP)
 	RET
