@@ -27,21 +27,21 @@ func f16Lanes8(w *byte, x *float32, groups int, out *[8]float32)
 //go:noescape
 func bf16Lanes8(w *byte, x *float32, groups int, out *[8]float32)
 
-// q8_0SumsAVX2 sets out[i] to the integer dot product of Q8_0 weight block
-// i (34-byte blocks at w) with activation block y[i], for nb blocks.
-//
-//go:noescape
-func q8_0SumsAVX2(w *byte, y *blockQ8_0, nb int, out *int32)
-
-// q5_0SumsAVX2 is q8_0SumsAVX2 for Q5_0 weight blocks (22 bytes).
+// q5_0SumsAVX2 sets out[i] to the integer dot product of Q5_0 weight block
+// i (22-byte blocks at w) with activation block y[i], for nb blocks.
 //
 //go:noescape
 func q5_0SumsAVX2(w *byte, y *blockQ8_0, nb int, out *int32)
 
-// q4_0SumsAVX2 is q8_0SumsAVX2 for Q4_0 weight blocks (18 bytes).
+// q4_0SumsAVX2 is q5_0SumsAVX2 for Q4_0 weight blocks (18 bytes).
 //
 //go:noescape
 func q4_0SumsAVX2(w *byte, y *blockQ8_0, nb int, out *int32)
+
+// q8_0RowAVX2 is the whole Q8_0 × Q8_0 row dot product (nb blocks).
+//
+//go:noescape
+func q8_0RowAVX2(w *byte, y *blockQ8_0, nb int) float32
 
 // q4kRowAVX2 is the whole Q4_K × Q8_K row dot product (nb blocks) in
 // assembly, identical to dotQ4KQ8KGeneric.
@@ -71,7 +71,7 @@ func asmKernels() map[Type]*kernel {
 	permuteQ8K = true
 	m[Q4_K] = &kernel{act: actQ8K, impl: "avx2-asm", exact: true, q8k: dotQ4KQ8KRowAsm}
 	m[Q6_K] = &kernel{act: actQ8K, impl: "avx2-asm", exact: true, q8k: dotQ6KQ8KRowAsm}
-	m[Q8_0] = &kernel{act: actQ8_0, impl: "avx2-asm", exact: true, q80: dotQ8_0Q8_0Asm}
+	m[Q8_0] = &kernel{act: actQ8_0, impl: "avx2-asm", exact: true, q80: dotQ8_0Q8_0RowAsm}
 	m[Q5_0] = &kernel{act: actQ8_0, impl: "avx2-asm", exact: true, q80: dotQ5_0Q8_0Asm}
 	m[Q4_0] = &kernel{act: actQ8_0, impl: "avx2-asm", exact: true, q80: dotQ4_0Q8_0Asm}
 	m[Q5_K] = &kernel{act: actQ8K, impl: "avx2-asm", exact: true, q8k: dotQ5KQ8KRowAsm}
@@ -130,22 +130,6 @@ func dotBF16Asm(w []byte, x []float32) float32 {
 	return r
 }
 
-func dotQ8_0Q8_0Asm(w []byte, y []blockQ8_0) float32 {
-	w = w[:34*len(y)]
-	var sumi [64]int32
-	var sumf float32
-	for base := 0; base < len(y); base += len(sumi) {
-		nb := min(len(sumi), len(y)-base)
-		q8_0SumsAVX2(&w[34*base], &y[base], nb, &sumi[0])
-		for k := 0; k < nb; k++ {
-			ib := base + k
-			dx := f16Table[binary.LittleEndian.Uint16(w[34*ib:])]
-			sumf += float32(float32(sumi[k]) * float32(dx*y[ib].d))
-		}
-	}
-	return sumf
-}
-
 func dotQ5_0Q8_0Asm(w []byte, y []blockQ8_0) float32 {
 	w = w[:22*len(y)]
 	var sumi [64]int32
@@ -200,4 +184,12 @@ func dotQ6KQ8KRowAsm(w []byte, y []blockQ8K) float32 {
 	}
 	w = w[:210*len(y)]
 	return q6kRowAVX2(&w[0], &y[0], len(y))
+}
+
+func dotQ8_0Q8_0RowAsm(w []byte, y []blockQ8_0) float32 {
+	if len(y) == 0 {
+		return 0
+	}
+	w = w[:34*len(y)]
+	return q8_0RowAVX2(&w[0], &y[0], len(y))
 }

@@ -142,41 +142,6 @@ GLOBL q4kNib<>(SB), RODATA|NOPTR, $32
 	VPMULLD Y7, Y3, Y3 \
 	VPADDD Y3, Y0, Y0
 
-// func q8_0SumsAVX2(w *byte, y *blockQ8_0, nb int, out *int32)
-// out[i] = Σ int8(w block i)·y[i].qs for nb Q8_0 blocks (34-byte weight
-// blocks, 36-byte activation blocks with qs at offset 4).
-TEXT ·q8_0SumsAVX2(SB), NOSPLIT, $0-32
-	MOVQ w+0(FP), SI
-	MOVQ y+8(FP), DI
-	MOVQ nb+16(FP), CX
-	MOVQ out+24(FP), DX
-	TESTQ CX, CX
-	JEQ q8done
-q8loop:
-	VPMOVSXBW 2(SI), Y1
-	VPMOVSXBW 18(SI), Y2
-	VPMOVSXBW 4(DI), Y3
-	VPMOVSXBW 20(DI), Y4
-	VPMADDWD Y3, Y1, Y1
-	VPMADDWD Y4, Y2, Y2
-	VPADDD Y2, Y1, Y1
-	VEXTRACTI128 $1, Y1, X2
-	VPADDD X2, X1, X1
-	VPSHUFD $0x4e, X1, X2
-	VPADDD X2, X1, X1
-	VPSHUFD $0xb1, X1, X2
-	VPADDD X2, X1, X1
-	VMOVD X1, AX
-	MOVL AX, (DX)
-	ADDQ $34, SI
-	ADDQ $36, DI
-	ADDQ $4, DX
-	DECQ CX
-	JNZ q8loop
-q8done:
-	VZEROUPPER
-	RET
-
 DATA q6kTwo<>+0(SB)/8, $0x2020202020202020
 DATA q6kTwo<>+8(SB)/8, $0x2020202020202020
 DATA q6kTwo<>+16(SB)/8, $0x2020202020202020
@@ -630,4 +595,45 @@ q6rowdone:
 	VADDSS 28(SP), X11, X11
 	VZEROUPPER
 	MOVSS X11, ret+24(FP)
+	RET
+
+// func q8_0RowAVX2(w *byte, y *blockQ8_0, nb int) float32
+// The whole dotQ8_0Q8_0Generic for one row: per block the exact integer
+// sum, then sumf += float32(sumi)·(dx·dy) in the generic order.
+TEXT ·q8_0RowAVX2(SB), NOSPLIT, $0-28
+	MOVQ w+0(FP), SI
+	MOVQ y+8(FP), DI
+	MOVQ nb+16(FP), CX
+	VXORPS X13, X13, X13
+	TESTQ CX, CX
+	JEQ q8rowdone
+q8rowloop:
+	VPMOVSXBW 2(SI), Y1
+	VPMOVSXBW 18(SI), Y2
+	VPMOVSXBW 4(DI), Y3
+	VPMOVSXBW 20(DI), Y4
+	VPMADDWD Y3, Y1, Y1
+	VPMADDWD Y4, Y2, Y2
+	VPADDD Y2, Y1, Y1
+	VEXTRACTI128 $1, Y1, X2
+	VPADDD X2, X1, X1
+	VPSHUFD $0x4e, X1, X2
+	VPADDD X2, X1, X1
+	VPSHUFD $0xb1, X1, X2
+	VPADDD X2, X1, X1
+	VMOVD X1, AX
+	MOVWLZX 0(SI), DX
+	VMOVD DX, X5
+	VCVTPH2PS X5, X5
+	VMULSS 0(DI), X5, X5 // dx·dy
+	VCVTSI2SSL AX, X6, X6
+	VMULSS X5, X6, X6 // float32(sumi)·(dx·dy)
+	VADDSS X6, X13, X13
+	ADDQ $34, SI
+	ADDQ $36, DI
+	DECQ CX
+	JNZ q8rowloop
+q8rowdone:
+	VZEROUPPER
+	MOVSS X13, ret+24(FP)
 	RET
