@@ -18,14 +18,15 @@ import (
 // combination stays in Go, identical to the generic code, so results are
 // bit-identical (tested under qemu-aarch64).
 
-// q4kBlock computes the 8 int32 lane sums of one Q4_K super-block,
-// lane l = Σ_j sc[j] · Σ_{k ≡ l mod 8} nibble_jk · q8_jk, and adds d·lane
-// to sums (the generic per-block float update: a multiply, then an add).
+// q4kRowNEON is the whole Q4_K × Q8_K row dot product (nb blocks) in
+// assembly, identical to dotQ4KQ8KGeneric.
 //
 //go:noescape
-func q4kBlock(q *[128]byte, q8 *[256]int8, sc *[8]int16, d float32, sums *[8]float32)
+func q4kRowNEON(w *byte, y *blockQ8K, nb int) float32
 
-// q6kBlock is q4kBlock for a whole 210-byte Q6_K block.
+// q6kBlock computes the 8 int32 lane sums of one whole 210-byte Q6_K
+// block, lane l = Σ_j sc[j] · Σ_{k ≡ l mod 8} (q6_jk - 32) · q8_jk, and adds
+// d·lane to sums (the generic per-block update: a multiply, then an add).
 //
 //go:noescape
 func q6kBlock(b *[210]byte, q8 *[256]int8, d float32, sums *[8]float32)
@@ -47,7 +48,7 @@ func f16Lanes(w *byte, x *float32, groups int, out *[8]float32)
 
 func simdKernels() map[Type]*kernel {
 	return map[Type]*kernel{
-		Q4_K: {act: actQ8K, impl: "neon", exact: true, q8k: dotQ4KQ8KNEON},
+		Q4_K: {act: actQ8K, impl: "neon", exact: true, q8k: dotQ4KQ8KRowNEON},
 		Q6_K: {act: actQ8K, impl: "neon", exact: true, q8k: dotQ6KQ8KNEON},
 		Q8_0: {act: actQ8_0, impl: "neon", exact: true, q80: dotQ8_0Q8_0NEON},
 		F32:  {act: actF32, impl: "neon", exact: true, f32: dotF32NEON},
@@ -118,39 +119,12 @@ func dotQ6KQ8KNEON(w []byte, y []blockQ8K) float32 {
 	return sumf
 }
 
-func dotQ4KQ8KNEON(w []byte, y []blockQ8K) float32 {
-	w = w[:144*len(y)]
-	var sums [8]float32
-	var sumf float32
-	var sc [8]int16
-	for i := range y {
-		b := (*[144]byte)(w[i*144:])
-		yb := &y[i]
-		// ggml's kmask unpacking of the 6-bit scales and mins.
-		s := (*[12]byte)(b[4:])
-		u0 := binary.LittleEndian.Uint32(s[0:])
-		u1 := binary.LittleEndian.Uint32(s[4:])
-		u2 := binary.LittleEndian.Uint32(s[8:])
-		s0 := u0 & 0x3f3f3f3f
-		s1 := (u2 & 0x0f0f0f0f) | ((u0>>6)&0x03030303)<<4
-		m0 := u1 & 0x3f3f3f3f
-		m1 := ((u2 >> 4) & 0x0f0f0f0f) | ((u1>>6)&0x03030303)<<4
-		sc[0], sc[1], sc[2], sc[3] = int16(s0&0xff), int16(s0>>8&0xff), int16(s0>>16&0xff), int16(s0>>24)
-		sc[4], sc[5], sc[6], sc[7] = int16(s1&0xff), int16(s1>>8&0xff), int16(s1>>16&0xff), int16(s1>>24)
-		bs := &yb.bsums
-		sumi := (int32(bs[0])+int32(bs[1]))*int32(m0&0xff) + (int32(bs[2])+int32(bs[3]))*int32(m0>>8&0xff) +
-			(int32(bs[4])+int32(bs[5]))*int32(m0>>16&0xff) + (int32(bs[6])+int32(bs[7]))*int32(m0>>24) +
-			(int32(bs[8])+int32(bs[9]))*int32(m1&0xff) + (int32(bs[10])+int32(bs[11]))*int32(m1>>8&0xff) +
-			(int32(bs[12])+int32(bs[13]))*int32(m1>>16&0xff) + (int32(bs[14])+int32(bs[15]))*int32(m1>>24)
-		d := f16Table[binary.LittleEndian.Uint16(b[0:])] * yb.d
-		q4kBlock((*[128]byte)(b[16:]), &yb.qs, &sc, d, &sums)
-		dmin := f16Table[binary.LittleEndian.Uint16(b[2:])] * yb.d
-		sumf -= float32(dmin * float32(sumi))
-	}
-	for l := 0; l < 8; l++ {
-		sumf += sums[l]
-	}
-	return sumf
-}
-
 func f32At(b []byte) float32 { return math.Float32frombits(binary.LittleEndian.Uint32(b)) }
+
+func dotQ4KQ8KRowNEON(w []byte, y []blockQ8K) float32 {
+	if len(y) == 0 {
+		return 0
+	}
+	w = w[:144*len(y)]
+	return q4kRowNEON(&w[0], &y[0], len(y))
+}
