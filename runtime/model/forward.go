@@ -54,6 +54,8 @@ type scratch struct {
 	cos, sin         []float32 // n × RopeDim/2
 	scores           []float32 // max positions
 	scoresPar        [][]float32
+	mmDst            [3][]float32 // MatMulMulti arguments, reused
+	mmM              [3]tensor.Matrix
 	logitsIn, logits []float32
 	router           []float32 // n × Experts
 	probs            []float32 // Experts
@@ -261,14 +263,11 @@ func (s *State) layer(ctx context.Context, li int, n int) error {
 		rmsNorm(h[i*H:(i+1)*H], x[i*H:(i+1)*H], L.AttnNorm, m.Eps)
 	}
 	qDim, kvDim, vDim := m.Heads*m.HeadDim, m.KVHeads*m.HeadDim, m.KVHeads*m.ValueDim
-	if err := m.matmul(sc.q, &L.Q, h, n); err != nil {
-		return fmt.Errorf("model: blk.%d.attn_q: %w", li, err)
-	}
-	if err := m.matmul(sc.k, &L.K, h, n); err != nil {
-		return fmt.Errorf("model: blk.%d.attn_k: %w", li, err)
-	}
-	if err := m.matmul(sc.v, &L.V, h, n); err != nil {
-		return fmt.Errorf("model: blk.%d.attn_v: %w", li, err)
+	// q, k and v share their input: one pass quantizes it once.
+	sc.mmDst[0], sc.mmDst[1], sc.mmDst[2] = sc.q[:n*qDim], sc.k[:n*kvDim], sc.v[:n*vDim]
+	sc.mmM[0], sc.mmM[1], sc.mmM[2] = L.Q, L.K, L.V
+	if err := tensor.MatMulMulti(m.pool, sc.mmDst[:3], sc.mmM[:3], h, n); err != nil {
+		return fmt.Errorf("model: blk.%d.attn_q/k/v: %w", li, err)
 	}
 	D, half := m.HeadDim, m.RopeDim/2
 	kc, vc := s.k[li], s.v[li]
@@ -362,7 +361,7 @@ func (s *State) attendRange(li, lo, hi int, scoresBuf []float32) {
 		kvh := hd / group
 		q := sc.q[i*qDim+hd*D : i*qDim+(hd+1)*D]
 		for j := 0; j <= p; j++ {
-			scores[j] = dot(q, kc[j*kvDim+kvh*D:j*kvDim+(kvh+1)*D]) * scale
+			scores[j] = tensor.Dot(q, kc[j*kvDim+kvh*D:j*kvDim+(kvh+1)*D]) * scale
 		}
 		softmax(scores)
 		out := sc.att[i*m.Heads*Dv+hd*Dv : i*m.Heads*Dv+(hd+1)*Dv]
@@ -379,13 +378,12 @@ func (s *State) dense(li, n int) error {
 	L := &m.Layers[li]
 	sc := &s.sc
 	F := m.FFN
-	if err := m.matmul(sc.ffg, L.Gate, sc.h, n); err != nil {
-		return fmt.Errorf("model: blk.%d.ffn_gate: %w", li, err)
-	}
-	if err := m.matmul(sc.ffu, L.Up, sc.h, n); err != nil {
-		return fmt.Errorf("model: blk.%d.ffn_up: %w", li, err)
-	}
 	g, u := sc.ffg[:n*F], sc.ffu[:n*F]
+	sc.mmDst[0], sc.mmDst[1] = g, u
+	sc.mmM[0], sc.mmM[1] = *L.Gate, *L.Up
+	if err := tensor.MatMulMulti(m.pool, sc.mmDst[:2], sc.mmM[:2], sc.h[:n*m.Hidden], n); err != nil {
+		return fmt.Errorf("model: blk.%d.ffn_gate/up: %w", li, err)
+	}
 	for i := range g {
 		g[i] = silu(g[i]) * u[i]
 	}
@@ -539,11 +537,10 @@ func (s *State) runExpert(i int, w moe.Weights) error {
 			copy(in[j*H:(j+1)*H], sc.h[t*H:(t+1)*H])
 		}
 	}
-	if err := m.matmul(sc.eg, &gate, in, cnt); err != nil {
-		return fmt.Errorf("expert %d gate: %w", e, err)
-	}
-	if err := m.matmul(sc.eu, &up, in, cnt); err != nil {
-		return fmt.Errorf("expert %d up: %w", e, err)
+	sc.mmDst[0], sc.mmDst[1] = sc.eg[:cnt*F], sc.eu[:cnt*F]
+	sc.mmM[0], sc.mmM[1] = gate, up
+	if err := tensor.MatMulMulti(m.pool, sc.mmDst[:2], sc.mmM[:2], in[:cnt*H], cnt); err != nil {
+		return fmt.Errorf("expert %d gate/up: %w", e, err)
 	}
 	g, u := sc.eg[:cnt*F], sc.eu[:cnt*F]
 	for j := range g {
