@@ -101,3 +101,15 @@ func TestZeroAgentIsSafe(t *testing.T) {
 		t.Fatal("package functions")
 	}
 }
+
+func FuzzParseConfig(f *testing.F) {
+	f.Add(`{"nats_url":"nats://x","name":"a","cache_dir":"/tmp/x","labels":{"a":"b"},"batch_ms":5}`)
+	f.Add(`{"log_level":"debug","thermal_timeout_s":-1}`)
+	f.Add(`[]`)
+	f.Fuzz(func(t *testing.T, s string) {
+		cfg, _, err := parseConfig(s)
+		if err == nil && cfg.CacheDir == "" {
+			t.Fatal("accepted a config without cache_dir")
+		}
+	})
+}
