@@ -24,12 +24,11 @@ import (
 //go:noescape
 func q4kRowNEON(w *byte, y *blockQ8K, nb int) float32
 
-// q6kBlock computes the 8 int32 lane sums of one whole 210-byte Q6_K
-// block, lane l = Σ_j sc[j] · Σ_{k ≡ l mod 8} (q6_jk - 32) · q8_jk, and adds
-// d·lane to sums (the generic per-block update: a multiply, then an add).
+// q6kRowNEON is the whole Q6_K × Q8_K row dot product (nb blocks) in
+// assembly, identical to dotQ6KQ8KGeneric.
 //
 //go:noescape
-func q6kBlock(b *[210]byte, q8 *[256]int8, d float32, sums *[8]float32)
+func q6kRowNEON(w *byte, y *blockQ8K, nb int) float32
 
 // q8_0Sums sets out[i] to the integer dot product of Q8_0 weight block i
 // (34-byte blocks at w) with activation block y[i], for nb blocks.
@@ -105,18 +104,11 @@ func dotQ8_0Q8_0NEON(w []byte, y []blockQ8_0) float32 {
 }
 
 func dotQ6KQ8KNEON(w []byte, y []blockQ8K) float32 {
+	if len(y) == 0 {
+		return 0
+	}
 	w = w[:210*len(y)]
-	var sums [8]float32
-	for i := range y {
-		b := (*[210]byte)(w[i*210:])
-		d := f16Table[binary.LittleEndian.Uint16(b[208:])] * y[i].d
-		q6kBlock(b, &y[i].qs, d, &sums)
-	}
-	var sumf float32
-	for l := 0; l < 8; l++ {
-		sumf += sums[l]
-	}
-	return sumf
+	return q6kRowNEON(&w[0], &y[0], len(y))
 }
 
 func f32At(b []byte) float32 { return math.Float32frombits(binary.LittleEndian.Uint32(b)) }

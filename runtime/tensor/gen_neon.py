@@ -33,20 +33,6 @@ def fadd4s_(d, n, m):  # FADD Vd.4S, Vn.4S, Vm.4S
     return 0x4E20D400 | m << 16 | n << 5 | d
 
 
-def float_tail(dreg_arg, sums_reg):
-    """sums[l] += d·float32(lane l) for lanes in V24 (0-3) and V25 (4-7):
-    the generic per-block float update, a multiply then an add."""
-    return [f"\tFMOVS {dreg_arg}, F14",
-            w(scvtf4s(24, 24), "SCVTF V24.4S, V24.4S"),
-            w(scvtf4s(25, 25), "SCVTF V25.4S, V25.4S"),
-            w(fmul4s_elem0(24, 24, 14), "FMUL V24.4S, V24.4S, V14.S[0]"),
-            w(fmul4s_elem0(25, 25, 14), "FMUL V25.4S, V25.4S, V14.S[0]"),
-            f"\tVLD1 ({sums_reg}), [V26.S4, V27.S4]",
-            w(fadd4s_(26, 26, 24), "FADD V26.4S, V26.4S, V24.4S"),
-            w(fadd4s_(27, 27, 25), "FADD V27.4S, V27.4S, V25.4S"),
-            f"\tVST1 [V26.S4, V27.S4], ({sums_reg})"]
-
-
 def w(enc, comment):
     return f"\tWORD $0x{enc:08x} // {comment}"
 
@@ -58,47 +44,49 @@ def sxtl(d, n, second=False):  # SSHLL{2} Vd.8H, Vn.8B/16B, #0
     return (0x4F08A400 if second else 0x0F08A400) | n << 5 | d
 
 
-# func q6kBlock(b *[210]byte, q8 *[256]int8, d float32, sums *[8]float32)
-# b is a whole Q6_K block: ql[128] qh[64] scales[16] d.
-out += ["// func q6kBlock(b *[210]byte, q8 *[256]int8, d float32, sums *[8]float32)",
-        "TEXT ·q6kBlock(SB), NOSPLIT, $0-32",
-        "\tMOVD b+0(FP), R0", "\tMOVD q8+8(FP), R1", "\tMOVD sums+24(FP), R3",
-        "\tADD $128, R0, R4",  # qh
-        "\tADD $192, R0, R5",  # scales
-        "\tVLD1 (R5), [V13.B16]",
-        w(sxtl(15, 13), "SXTL V15.8H, V13.8B (scales 0-7)"),
-        w(sxtl(14, 13, True), "SXTL2 V14.8H, V13.16B (scales 8-15)"),
-        "\tVMOVI $15, V31.B16",
-        "\tVMOVI $3, V29.B16",
-        "\tVMOVI $32, V30.B16",
-        "\tVEOR V24.B16, V24.B16, V24.B16",
-        "\tVEOR V25.B16, V25.B16, V25.B16"]
-for n in range(2):
-    out += [f"\t// half {n}",
-            "\tVLD1.P 64(R0), [V0.B16, V1.B16, V2.B16, V3.B16]",
-            "\tVLD1.P 32(R4), [V4.B16, V5.B16]"]
-    for k in range(4):
-        out += ["\tVLD1.P 32(R1), [V16.B16, V17.B16]"]
-        for h in range(2):
-            src = (2 if k & 1 else 0) + h
-            if k >= 2:
-                out += [f"\tVUSHR $4, V{src}.B16, V6.B16"]
-            else:
-                out += [f"\tVAND V31.B16, V{src}.B16, V6.B16"]
-            if k == 0:
-                out += [f"\tVAND V29.B16, V{4+h}.B16, V7.B16"]
-            else:
-                out += [f"\tVUSHR ${2*k}, V{4+h}.B16, V7.B16", "\tVAND V29.B16, V7.B16, V7.B16"]
-            out += ["\tVSHL $4, V7.B16, V7.B16",
-                    "\tVORR V7.B16, V6.B16, V6.B16",
-                    "\tVSUB V30.B16, V6.B16, V6.B16",
-                    w(smull(10, 6, 16 + h), f"SMULL V10.8H, V6.8B, V{16+h}.8B"),
-                    w(smlal(10, 6, 16 + h, True), f"SMLAL2 V10.8H, V6.16B, V{16+h}.16B")]
-            j = 8 * n + 2 * k + h
-            reg, idx = (15, j) if j < 8 else (14, j - 8)
-            out += [w(smlal_elem(24, 10, reg, idx), f"SMLAL V24.4S, V10.4H, V{reg}.H[{idx}]"),
-                    w(smlal_elem(25, 10, reg, idx, True), f"SMLAL2 V25.4S, V10.8H, V{reg}.H[{idx}]")]
-out += float_tail("d+16(FP)", "R3") + ["\tRET", ""]
+def q6k_lanes():
+    """Lane sums of one Q6_K block into V24 (lanes 0-3) / V25 (4-7).
+    Expects R0 = block, R1 = activation qs; advances R0 by 128, R1 by 256."""
+    o = ["\tADD $128, R0, R4",  # qh
+         "\tADD $192, R0, R5",  # scales
+         "\tVLD1 (R5), [V13.B16]",
+         w(sxtl(15, 13), "SXTL V15.8H, V13.8B (scales 0-7)"),
+         w(sxtl(14, 13, True), "SXTL2 V14.8H, V13.16B (scales 8-15)"),
+         "\tVEOR V24.B16, V24.B16, V24.B16",
+         "\tVEOR V25.B16, V25.B16, V25.B16"]
+    for n in range(2):
+        o += [f"\t// half {n}",
+              "\tVLD1.P 64(R0), [V0.B16, V1.B16, V2.B16, V3.B16]",
+              "\tVLD1.P 32(R4), [V4.B16, V5.B16]"]
+        for k in range(4):
+            o += ["\tVLD1.P 32(R1), [V16.B16, V17.B16]"]
+            for h in range(2):
+                src = (2 if k & 1 else 0) + h
+                if k >= 2:
+                    o += [f"\tVUSHR $4, V{src}.B16, V6.B16"]
+                else:
+                    o += [f"\tVAND V31.B16, V{src}.B16, V6.B16"]
+                if k == 0:
+                    o += [f"\tVAND V29.B16, V{4+h}.B16, V7.B16"]
+                else:
+                    o += [f"\tVUSHR ${2*k}, V{4+h}.B16, V7.B16", "\tVAND V29.B16, V7.B16, V7.B16"]
+                o += ["\tVSHL $4, V7.B16, V7.B16",
+                      "\tVORR V7.B16, V6.B16, V6.B16",
+                      "\tVSUB V30.B16, V6.B16, V6.B16",
+                      w(smull(10, 6, 16 + h), f"SMULL V10.8H, V6.8B, V{16+h}.8B"),
+                      w(smlal(10, 6, 16 + h, True), f"SMLAL2 V10.8H, V6.16B, V{16+h}.16B")]
+                j = 8 * n + 2 * k + h
+                reg, idx = (15, j) if j < 8 else (14, j - 8)
+                o += [w(smlal_elem(24, 10, reg, idx), f"SMLAL V24.4S, V10.4H, V{reg}.H[{idx}]"),
+                      w(smlal_elem(25, 10, reg, idx, True), f"SMLAL2 V25.4S, V10.8H, V{reg}.H[{idx}]")]
+    return o
+
+
+# func q6kRowNEON(w *byte, y *blockQ8K, nb int) float32
+# The whole dotQ6KQ8KGeneric for one row of nb Q6_K blocks (ql[128] qh[64]
+# scales[16] d): lanes per block, sums[l] += d·lane, then sumf = Σ sums[l]
+# in order.
+
 
 
 def saddlp(d, n, acc=False):  # SADDLP/SADALP Vd.4S, Vn.8H
@@ -282,6 +270,41 @@ out += [  # R0 is now the next block; R1 = activation + 260
         "q4rowdone:",
         "\tMOVD $tmp-32(SP), R10",
         "\tVST1 [V26.S4, V27.S4], (R10)"]
+for l in range(8):
+    out += [f"\tFMOVS {4*l}(R10), F5", "\tFADDS F5, F20, F20"]
+out += ["\tFMOVS F20, ret+24(FP)", "\tRET", ""]
+
+out += ["// func q6kRowNEON(w *byte, y *blockQ8K, nb int) float32",
+        "TEXT ·q6kRowNEON(SB), NOSPLIT, $32-28",
+        "\tMOVD w+0(FP), R0", "\tMOVD y+8(FP), R1", "\tMOVD nb+16(FP), R2",
+        "\tVMOVI $15, V31.B16",
+        "\tVMOVI $3, V29.B16",
+        "\tVMOVI $32, V30.B16",
+        "\tVEOR V26.B16, V26.B16, V26.B16",
+        "\tVEOR V27.B16, V27.B16, V27.B16",
+        "q6rowloop:",
+        "\tCBZ R2, q6rowdone",
+        "\tMOVD R0, R12",
+        "\tMOVD R1, R13",
+        "\tADD $4, R1, R1"] + q6k_lanes() + [
+        w(ldr_h(1, 12, 208), "LDR H1, [R12, #208]"),
+        w(fcvt_s_h(1, 1), "FCVT S1, H1"),
+        "\tFMOVS (R13), F2",
+        "\tFMULS F2, F1, F1",
+        w(scvtf4s(24, 24), "SCVTF V24.4S, V24.4S"),
+        w(scvtf4s(25, 25), "SCVTF V25.4S, V25.4S"),
+        w(fmul4s_elem0(24, 24, 1), "FMUL V24.4S, V24.4S, V1.S[0]"),
+        w(fmul4s_elem0(25, 25, 1), "FMUL V25.4S, V25.4S, V1.S[0]"),
+        w(fadd4s_(26, 26, 24), "FADD V26.4S, V26.4S, V24.4S"),
+        w(fadd4s_(27, 27, 25), "FADD V27.4S, V27.4S, V25.4S"),
+        "\tADD $210, R12, R0",
+        "\tADD $580, R13, R1",
+        "\tSUB $1, R2, R2",
+        "\tB q6rowloop",
+        "q6rowdone:",
+        "\tMOVD $tmp-32(SP), R10",
+        "\tVST1 [V26.S4, V27.S4], (R10)",
+        "\tFMOVS $0.0, F20"]
 for l in range(8):
     out += [f"\tFMOVS {4*l}(R10), F5", "\tFADDS F5, F20, F20"]
 out += ["\tFMOVS F20, ret+24(FP)", "\tRET", ""]
