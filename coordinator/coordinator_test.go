@@ -139,10 +139,17 @@ func TestRunEndToEnd(t *testing.T) {
 	}
 	// The finished run reached regression detection: its results are points
 	// of their series.
-	var points int
-	if err := c.Store().Pool().QueryRow(context.Background(), `SELECT count(*) FROM regress_points WHERE run_key = $1`,
-		fmt.Sprint(a.RunID)).Scan(&points); err != nil || points == 0 {
-		t.Fatalf("regress points of run %d: %d (%v)", a.RunID, points, err)
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		var points int
+		err := c.Store().Pool().QueryRow(context.Background(), `SELECT count(*) FROM regress_points WHERE run_key = $1`,
+			fmt.Sprint(a.RunID)).Scan(&points)
+		if err == nil && points > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("regress points of run %d: %d (%v)", a.RunID, points, err)
+		}
+		time.Sleep(25 * time.Millisecond)
 	}
 }
 

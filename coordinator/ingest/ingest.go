@@ -56,8 +56,10 @@ type Config struct {
 	// MaxAckPending bounds unacknowledged telemetry messages in flight
 	// (default 4 × Workers × FetchMessages): the backpressure.
 	MaxAckPending int
-	// OnResult is called after a result is committed (e.g. to wake the
-	// scheduler); run is the updated run.
+	// OnResult is called after a result is committed and before its
+	// message is acknowledged (e.g. to wake the scheduler, run regression
+	// detection); run is the updated run. It may be called again for the
+	// same run after a redelivery, so it must be idempotent.
 	OnResult func(ctx context.Context, run *store.Run)
 	// BeforeCommit, when set, is called before each telemetry transaction;
 	// an error abandons the batch without commit or ack and stops that
@@ -344,6 +346,15 @@ func (i *Ingester) result(ctx context.Context, m jetstream.Msg) error {
 	}
 	run, err := i.cfg.Store.CompleteRun(ctx, res)
 	switch {
+	case errors.Is(err, store.ErrAlreadyCompleted):
+		// Committed before, but the ack was lost (crash or timeout): run
+		// the hook again (it must be idempotent) and acknowledge.
+		i.log.DebugContext(ctx, "ingest: result redelivered after commit", "run_id", res.RunID)
+		if i.cfg.OnResult != nil {
+			i.cfg.OnResult(ctx, run)
+		}
+		_ = m.Ack()
+		return nil
 	case errors.Is(err, store.ErrStaleToken):
 		i.stale.Add(1)
 		i.rejects.Add("result", "stale_token")
@@ -353,11 +364,13 @@ func (i *Ingester) result(ctx context.Context, m jetstream.Msg) error {
 	case err != nil:
 		return err
 	}
-	_ = m.Ack()
-	i.results.Add(1)
-	i.log.DebugContext(ctx, "ingest: run completed", "run_id", run.ID, "state", run.State, "configs", len(res.Configs))
+	// The hook runs before the ack: a crash in between redelivers the
+	// result, which then takes the ErrAlreadyCompleted path above.
 	if i.cfg.OnResult != nil {
 		i.cfg.OnResult(ctx, run)
 	}
+	_ = m.Ack()
+	i.results.Add(1)
+	i.log.DebugContext(ctx, "ingest: run completed", "run_id", run.ID, "state", run.State, "configs", len(res.Configs))
 	return nil
 }

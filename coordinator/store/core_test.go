@@ -131,8 +131,13 @@ func TestRunLifecycle(t *testing.T) {
 	if err != nil || r.State != store.RunSucceeded || r.FinishedAt == nil {
 		t.Fatalf("complete: %v %+v", err, r)
 	}
-	if _, err := st.CompleteRun(ctx, res); !errors.Is(err, store.ErrStaleToken) {
-		t.Fatalf("second result: %v", err)
+	if again, err := st.CompleteRun(ctx, res); !errors.Is(err, store.ErrAlreadyCompleted) || again == nil || again.ID != r.ID {
+		t.Fatalf("redelivered result: %v", err)
+	}
+	other := *res
+	other.Outcome, other.Error = protocol.OutcomeFailed, "x"
+	if _, err := st.CompleteRun(ctx, &other); !errors.Is(err, store.ErrStaleToken) {
+		t.Fatalf("a different result for a finished run: %v", err)
 	}
 	results, err := st.ListResults(ctx, &store.ListResultsParams{RunID: g.Run.ID, Limit: 10})
 	if err != nil || len(results) != 1 || results[0].DecodeTPS.Mean != 42 || results[0].DeviceModel != "Pixel 8" {

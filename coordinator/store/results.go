@@ -14,7 +14,8 @@ import (
 // CompleteRun records a run's Result. The result's token must be the run's
 // current token and the run active; otherwise (a late report from a lost or
 // superseded agent, or a cancelled run) it returns ErrStaleToken and writes
-// nothing. The run becomes succeeded, failed or cancelled as the result says;
+// nothing. A result that was already recorded gives ErrAlreadyCompleted
+// with the run. The run becomes succeeded, failed or cancelled as the result says;
 // a failed run whose spec retries failures is requeued while attempts
 // remain. It returns the updated run.
 func (s *Store) CompleteRun(ctx context.Context, res *protocol.Result) (*Run, error) {
@@ -36,6 +37,15 @@ func (s *Store) CompleteRun(ctx context.Context, res *protocol.Result) (*Run, er
 		}
 		if err != nil {
 			return err
+		}
+		if token == res.Token && deviceID == res.DeviceID && TerminalState(state) && state == outcomeState(res.Outcome) {
+			// This very result was committed before (a redelivery after a
+			// crash between commit and ack).
+			out, err = scanRun(tx.QueryRow(ctx, `SELECT `+runCols+` FROM runs r WHERE r.id = $1`, res.RunID))
+			if err != nil {
+				return err
+			}
+			return ErrAlreadyCompleted
 		}
 		if token != res.Token || (state != RunAssigned && state != RunRunning) || deviceID != res.DeviceID {
 			return ErrStaleToken
@@ -97,10 +107,29 @@ func (s *Store) CompleteRun(ctx context.Context, res *protocol.Result) (*Run, er
 		return br.Close()
 	})
 	if err != nil {
+		if errors.Is(err, ErrAlreadyCompleted) {
+			return out, err
+		}
 		if errors.Is(err, ErrStaleToken) {
 			return nil, err
 		}
 		return nil, fmt.Errorf("store: complete run: %w", err)
 	}
 	return out, nil
+}
+
+// ErrAlreadyCompleted is returned by CompleteRun, with the run, when the
+// same result (same token, device and outcome) was already recorded: a
+// harmless redelivery.
+var ErrAlreadyCompleted = errors.New("store: result already recorded")
+
+// outcomeState maps a result outcome to the run state it leads to.
+func outcomeState(outcome string) string {
+	switch outcome {
+	case protocol.OutcomeFailed:
+		return RunFailed
+	case protocol.OutcomeCancelled:
+		return RunCancelled
+	}
+	return RunSucceeded
 }
