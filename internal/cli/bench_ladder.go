@@ -66,7 +66,7 @@ func addLadderFlags(f *pflag.FlagSet) *ladderFlags {
 	f.StringVar(&lf.storage, "storage", "", "ladder storage: direct = the real disk with O_DIRECT, no emulation")
 	f.StringVar(&lf.budget, "expert-budget", "", "ladder expert budget: bytes (e.g. 512MiB) or a fraction of the expert bytes (0.2, 20%)")
 	f.StringVar(&lf.experts, "experts", "", "ladder: stream experts from this file (e.g. the packed model) instead of --model")
-	f.StringVar(&lf.policy, "cache-policy", "lru", "ladder cache policy: "+strings.Join(expert.PolicyNames(), ", "))
+	f.StringVar(&lf.policy, "cache-policy", "lfu", "ladder cache policy: "+strings.Join(expert.PolicyNames(), ", "))
 	f.StringVar(&lf.modes, "modes", "", "ladder modes, comma-separated (default: all four)")
 	f.BoolVar(&lf.noOracle, "no-oracle", false, "ladder: skip the oracle run")
 	f.DurationVar(&lf.replay, "replay-compute", 0, "ladder: record the model's routing once, then replay it through each mode with this emulated compute time per token (e.g. 50ms) instead of running the model")

@@ -33,17 +33,20 @@ type Policy interface {
 }
 
 // PolicyNames lists the cache policies NewPolicy accepts.
-func PolicyNames() []string { return []string{"lru", "lfu", "lrfu"} }
+func PolicyNames() []string { return []string{"lfu", "lru", "lrfu"} }
 
-// NewPolicy returns a fresh policy by name: "lru" (least recently used),
-// "lfu" (least frequently used, counting every demand ever made, ties broken
-// by recency) or "lrfu" (the frequency-and-recency hybrid: an exponentially
-// decayed use count). The oracle policy is built by NewOracle instead.
+// NewPolicy returns a fresh policy by name: "lfu" (the default: least
+// frequently used, counting every demand ever made, ties broken by
+// recency), "lru" (least recently used) or "lrfu" (the
+// frequency-and-recency hybrid: an exponentially decayed use count). The
+// oracle policy is built by NewOracle instead. LFU is the default because it
+// measured best: on the phone-shaped model at a 20% budget it hit 60% of
+// demands against 37% for LRU and 41% for LRFU (docs/les.md).
 func NewPolicy(name string) (Policy, error) {
 	switch strings.ToLower(name) {
-	case "lru", "":
+	case "lru":
 		return newLRU(), nil
-	case "lfu":
+	case "lfu", "":
 		return newLFU(), nil
 	case "lrfu", "hybrid":
 		return newLRFU(0.5), nil

@@ -24,7 +24,7 @@ type Options struct {
 	// reads in flight and reusable buffers. It must hold at least one
 	// expert.
 	Budget int64
-	// Policy names the cache policy (NewPolicy); default "lru". The oracle
+	// Policy names the cache policy (NewPolicy); default "lfu". The oracle
 	// mode always uses Belady's policy.
 	Policy string
 	// Profile emulates a device's storage (bandwidth, latency, reads in
