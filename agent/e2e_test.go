@@ -136,7 +136,10 @@ func TestE2ETwoAgentsRunSmoke(t *testing.T) {
 func TestE2EAgentKilledMidRun(t *testing.T) {
 	f := newE2EFarm(t)
 	spec := f.spec.Clone()
-	spec.Repetitions = 4
+	spec.Repetitions = 30 // long enough to be killed mid-run
+	if raceEnabled {
+		spec.Repetitions = 4
+	}
 	spec.Retry.MaxAttempts = 3
 	cache := t.TempDir()
 	a1 := startAgent(t, Config{NATSURL: f.url, Name: "e2e-k", CacheDir: cache, ShutdownTimeout: time.Second})
