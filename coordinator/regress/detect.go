@@ -46,6 +46,15 @@ const (
 // all alerts, against 30–50 per 100 histories at 0.01.
 const DefaultAlpha = 0.0003
 
+// DefaultOutlierSigmas is the default Config.OutlierSigmas. Setting aside
+// points beyond 4 robust σ also trims the tails of plain gaussian noise
+// (a point 2.8σ out is often 4σ from both neighbours), which lowers the
+// noise estimate and so raises false alerts: measured by the harness
+// (goal region, 300 histories, one repetition per result), 5 instead of
+// 4 gives 4.6% instead of 5.5% false alerts with gaussian noise and 7.6%
+// instead of 8.0% over all noise kinds, recall@4 within 0.3 points.
+const DefaultOutlierSigmas = 5
+
 // Config tunes the detector. The zero value is the default configuration;
 // fields left zero take the documented defaults in Detect.
 type Config struct {
@@ -72,7 +81,8 @@ type Config struct {
 	Window int `json:"window"`
 	// OutlierSigmas: interior points farther than this many robust
 	// standard deviations from both neighbours (which agree) are ignored
-	// as isolated outliers (default 4; negative disables).
+	// as isolated outliers (default DefaultOutlierSigmas; negative
+	// disables).
 	OutlierSigmas float64 `json:"outlier_sigmas"`
 	// FixedAlpha tests every boundary at Alpha. By default the level
 	// depends on the number na of points after the boundary: Alpha/2 at
@@ -96,7 +106,7 @@ func (c Config) withDefaults() Config {
 	c.MinSegment = cmp.Or(c.MinSegment, 2)
 	c.Penalty = cmp.Or(c.Penalty, 1)
 	c.Window = cmp.Or(c.Window, 120)
-	c.OutlierSigmas = cmp.Or(c.OutlierSigmas, 4)
+	c.OutlierSigmas = cmp.Or(c.OutlierSigmas, DefaultOutlierSigmas)
 	c.DriftAlpha = cmp.Or(c.DriftAlpha, 0.01)
 	return c
 }
