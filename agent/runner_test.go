@@ -139,3 +139,29 @@ func TestSummarize(t *testing.T) {
 		t.Fatal("empty summary not zero")
 	}
 }
+
+func TestRunnerPacksWhenAsked(t *testing.T) {
+	path := trainedModel(t)
+	spec := smokeSpec(t)
+	spec.Model.Layout = jobs.LayoutPacked
+	spec.Matrix = jobs.Matrix{Modes: []jobs.Mode{jobs.ModeOnDemand}, Budgets: spec.Matrix.Budgets}
+	spec.DecodeTokens = 4
+	work := t.TempDir()
+	r := &Runner{Threads: 1, Gate: ThermalGate{Disabled: true}, WorkDir: work}
+	res, err := r.Run(context.Background(), &Job{Spec: spec, Configs: spec.Expand(), ModelPath: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res) != 1 || res[0].Error != "" || !res[0].Valid {
+		t.Fatalf("packed run: %+v", res)
+	}
+	packed := filepath.Join(work, "packed", spec.Model.SHA256+".gguf")
+	if _, err := os.Stat(packed); err != nil {
+		t.Fatalf("no packed model: %v", err)
+	}
+	// Without a work dir a packed layout cannot be honoured: the config fails clearly.
+	res, _ = (&Runner{Threads: 1, Gate: ThermalGate{Disabled: true}}).Run(context.Background(), &Job{Spec: spec, Configs: spec.Expand(), ModelPath: path})
+	if !strings.Contains(res[0].Error, "work dir") {
+		t.Fatalf("error %q", res[0].Error)
+	}
+}
