@@ -27,6 +27,11 @@ test: ## Run the test suite (needs PostgreSQL binaries; see `make setup`)
 test/race: ## Run the tests with the race detector
 	$(GO) test -count=1 -race -timeout 30m $(PKGS)
 
+test/kernels: ## Test the tensor kernels in every build: default (assembly), pure Go (-tags purego) and GOEXPERIMENT=simd
+	$(GO) test -count=1 ./runtime/tensor
+	$(GO) test -count=1 -tags purego ./runtime/tensor ./runtime/model
+	GOEXPERIMENT=simd $(GO) test -count=1 ./runtime/tensor
+
 test/arm64: ## Cross-build for phones and run the runtime tests for arm64 under qemu (see .ci/mobile.sh)
 	bash .ci/mobile.sh
 
@@ -45,4 +50,4 @@ lint: ## gofmt, go vet, and golangci-lint when installed
 	$(GO) vet $(PKGS)
 	@if command -v golangci-lint >/dev/null; then golangci-lint run; else echo "golangci-lint not installed; skipped"; fi
 
-.PHONY: help setup build demo test test/race test/arm64 bench fuzz lint
+.PHONY: help setup build demo test test/race test/kernels test/arm64 bench fuzz lint
