@@ -182,6 +182,14 @@ func TestLostDeviceRequeues(t *testing.T) {
 	if n, _ := st.CountSamples(ctx, r.ID); n != 0 {
 		t.Fatalf("partial samples of the lost attempt kept: %d", n)
 	}
+	// While the run waits in the queue, the lost attempt's late telemetry
+	// must not slip in under its old token.
+	if ts, err := st.InsertTelemetry(ctx, []*protocol.TelemetryBatch{b}); err != nil || len(ts.Stale) != 1 {
+		t.Fatalf("late telemetry of the lost attempt accepted while queued: %+v %v", ts, err)
+	}
+	if n, _ := st.CountSamples(ctx, r.ID); n != 0 {
+		t.Fatalf("samples of the lost attempt stored after the requeue: %d", n)
+	}
 	if err := st.TouchDevice(ctx, "dev-a", time.Second, "t"); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("touch of lost device: %v", err)
 	}

@@ -486,8 +486,11 @@ func failLeases(ctx context.Context, tx pgx.Tx, where string, args []any, reason
 // or moves it to the final state.
 func endLease(ctx context.Context, tx pgx.Tx, id, token int64, requeue bool, final, reason, outcome string) error {
 	if requeue {
+		// Clearing the token fences the lost attempt off at once: its late
+		// telemetry and result no longer match while the run waits in the
+		// queue (the samples deleted below would otherwise come back).
 		if _, err := tx.Exec(ctx, `UPDATE runs SET state = 'queued', queued_at = now(), updated_at = now(), lease_expires_at = NULL,
-			deadline_at = NULL, progress = 0, progress_message = '', error = $2 WHERE id = $1`, id, clipText(reason)); err != nil {
+			deadline_at = NULL, token = NULL, progress = 0, progress_message = '', error = $2 WHERE id = $1`, id, clipText(reason)); err != nil {
 			return err
 		}
 		if _, err := tx.Exec(ctx, `DELETE FROM samples WHERE run_id = $1`, id); err != nil {
