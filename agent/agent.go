@@ -895,6 +895,10 @@ func (a *Agent) execute(ctx context.Context, r *activeRun) {
 	case errors.Is(runErr, errCancelled):
 		res.Outcome = protocol.OutcomeCancelled
 		res.Error = clipText(runErr.Error())
+	case errors.Is(runErr, errShutdown):
+		// Not the run's fault: the coordinator requeues it elsewhere.
+		res.Outcome = protocol.OutcomeAborted
+		res.Error = clipText(runErr.Error())
 	default:
 		res.Outcome = protocol.OutcomeFailed
 		res.Error = clipText(runErr.Error())

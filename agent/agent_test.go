@@ -499,7 +499,8 @@ func TestAgentStopsWhenCutOff(t *testing.T) {
 }
 
 // TestAgentGracefulShutdownReportsRun: stopping the agent mid-run aborts the
-// run and reports it as failed, then Run returns.
+// run and reports it as aborted (the coordinator requeues it), then Run
+// returns.
 func TestAgentGracefulShutdownReportsRun(t *testing.T) {
 	model := trainedModel(t)
 	ns := testenv.NATS(t)
@@ -522,7 +523,7 @@ func TestAgentGracefulShutdownReportsRun(t *testing.T) {
 		t.Fatal("agent did not shut down")
 	}
 	res := c.waitResult(t, 50, 5*time.Second)
-	if res.Outcome != protocol.OutcomeFailed || !strings.Contains(res.Error, "shutting down") {
+	if res.Outcome != protocol.OutcomeAborted || !strings.Contains(res.Error, "shutting down") {
 		t.Fatalf("result %+v", res)
 	}
 	if st := ra.a.Status(); st.State != StateStopped {

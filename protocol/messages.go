@@ -374,6 +374,10 @@ const (
 	OutcomeSucceeded = "succeeded" // every config ran (some may be invalid)
 	OutcomeFailed    = "failed"    // the run failed (Error says why)
 	OutcomeCancelled = "cancelled" // the agent stopped on a cancel
+	// OutcomeAborted: the agent stopped the run for its own reasons (it is
+	// shutting down); the run is not at fault, so the coordinator requeues
+	// it as an infrastructure failure while attempts remain.
+	OutcomeAborted = "aborted"
 )
 
 // Result is the final report of a run attempt, sent once to RESULTS.

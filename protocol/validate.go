@@ -422,12 +422,12 @@ func (m *Result) Validate() error {
 		return err
 	}
 	switch m.Outcome {
-	case OutcomeSucceeded, OutcomeFailed, OutcomeCancelled:
+	case OutcomeSucceeded, OutcomeFailed, OutcomeCancelled, OutcomeAborted:
 	default:
-		return fmt.Errorf("outcome %q unknown (want succeeded, failed or cancelled)", clip(m.Outcome))
+		return fmt.Errorf("outcome %q unknown (want succeeded, failed, cancelled or aborted)", clip(m.Outcome))
 	}
-	if m.Outcome == OutcomeFailed && m.Error == "" {
-		return errors.New("a failed result needs an error")
+	if (m.Outcome == OutcomeFailed || m.Outcome == OutcomeAborted) && m.Error == "" {
+		return fmt.Errorf("a result with outcome %s needs an error", m.Outcome)
 	}
 	if err := checkText("error", m.Error); err != nil {
 		return err

@@ -345,3 +345,33 @@ func TestConcurrentClaimsNeverDoubleAssign(t *testing.T) {
 		t.Errorf("%d runs assigned, want %d (one per device)", len(got), devices)
 	}
 }
+
+// TestAbortedResultRequeues: an agent that shuts down mid-run reports the
+// attempt as aborted; that is an infrastructure failure, so the run goes
+// back to the queue while attempts remain and ends infra_failed after.
+func TestAbortedResultRequeues(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := open(t)
+	addDevice(t, st, "dev-a", nil)
+	spec := smoke(t)
+	spec.Retry.MaxAttempts = 2
+	_, runs, err := st.CreateRuns(ctx, &store.CreateRunsParams{Spec: spec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for attempt, want := range []string{store.RunQueued, store.RunInfraFailed} {
+		g := claim(t, st, "dev-a")
+		if g.Run.ID != runs[0].ID {
+			t.Fatalf("attempt %d: granted run %d", attempt+1, g.Run.ID)
+		}
+		r, err := st.CompleteRun(ctx, &protocol.Result{RunID: g.Run.ID, Token: g.Token, DeviceID: "dev-a",
+			Outcome: protocol.OutcomeAborted, Error: "agent shutting down"})
+		if err != nil {
+			t.Fatalf("attempt %d: %v", attempt+1, err)
+		}
+		if r.State != want {
+			t.Fatalf("attempt %d: state %s, want %s", attempt+1, r.State, want)
+		}
+	}
+}

@@ -56,8 +56,10 @@ func (s *Store) CompleteRun(ctx context.Context, res *protocol.Result) (*Run, er
 			final, outcome = RunFailed, "failed"
 		case protocol.OutcomeCancelled:
 			final, outcome = RunCancelled, "cancelled"
+		case protocol.OutcomeAborted:
+			final, outcome = RunInfraFailed, "aborted"
 		}
-		requeue := final == RunFailed && retryOnFailure && attempts < maxAttempts
+		requeue := (final == RunFailed && retryOnFailure || final == RunInfraFailed) && attempts < maxAttempts
 		batch := &pgx.Batch{}
 		for i := range res.Configs {
 			c := &res.Configs[i]
@@ -130,6 +132,8 @@ func outcomeState(outcome string) string {
 		return RunFailed
 	case protocol.OutcomeCancelled:
 		return RunCancelled
+	case protocol.OutcomeAborted:
+		return RunInfraFailed
 	}
 	return RunSucceeded
 }
