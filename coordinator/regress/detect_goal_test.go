@@ -220,3 +220,35 @@ func TestDesignCV(t *testing.T) {
 		})
 	}
 }
+
+// TestRecentShiftNeedsEvidenceBeyondMinEffect: with RecentShiftAlpha a
+// recent drop just above the minimum effect is not enough, however
+// precise; a drop well beyond it is caught.
+func TestRecentShiftNeedsEvidenceBeyondMinEffect(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		drop    float64
+		plain   bool // caught by the default test
+		shifted bool // caught with RecentShiftAlpha
+	}{
+		{0.021, true, false},
+		{0.03, true, true},
+	} {
+		pts := series(77, 0.002, steps(100, 30, 100*(1-tc.drop), 4)...)
+		for _, c := range []struct {
+			cfg  Config
+			want bool
+		}{{Config{}, tc.plain}, {Config{RecentShiftAlpha: 0.015}, tc.shifted}} {
+			cps, err := Detect(pts, true, c.cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := len(cps) == 1 && cps[0].Seq == 130; got != c.want {
+				t.Errorf("drop %g, config %+v: caught %v (%+v), want %v", tc.drop, c.cfg, got, cps, c.want)
+			}
+		}
+	}
+	if err := (Config{RecentShiftAlpha: -0.1}).Validate(); err == nil {
+		t.Error("RecentShiftAlpha -0.1: want a validation error")
+	}
+}

@@ -42,8 +42,9 @@ type Setting struct {
 // DefaultSettings are the detector settings the harness compares by
 // default: the default configuration, stricter and looser significance,
 // no Mann-Whitney guard, a 3% minimum effect, the same level for old
-// change points, no outlier filter, no drift check, the confirmation-rerun policy, and
-// E-divisive instead of PELT.
+// change points, no outlier filter, no drift check, the minimum effect
+// as the null hypothesis for recent changes, the confirmation-rerun
+// policy, and E-divisive instead of PELT.
 func DefaultSettings() []Setting {
 	return []Setting{
 		{Name: "pelt-default", Config: Config{}},
@@ -55,6 +56,7 @@ func DefaultSettings() []Setting {
 		{Name: "pelt-fixed-alpha", Config: Config{FixedAlpha: true}},
 		{Name: "pelt-no-outlier-filter", Config: Config{OutlierSigmas: -1}},
 		{Name: "pelt-no-drift-check", Config: Config{DriftAlpha: -1}},
+		{Name: "pelt-recent-shift", Config: Config{RecentShiftAlpha: 0.015}},
 		{Name: "pelt-confirm-rerun", Config: Config{}, ConfirmRerun: true},
 		{Name: "edivisive", Config: Config{Method: MethodEDivisive}},
 	}
