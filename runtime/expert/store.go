@@ -97,9 +97,7 @@ type Store struct {
 	step       stepAcc
 	rec        *RoutingTrace
 	readErr    error
-	evictions  uint64 // entries evicted so far
-	oracleScan int    // trace position up to which upcoming demands are known resident or queued
-	oracleEvs  uint64 // evictions when oracleScan was set
+	oracleScan int // trace position up to which upcoming demands are known resident or queued
 }
 
 // entry states.
@@ -418,7 +416,7 @@ func (s *Store) Prefetch(layer int, experts []int) {
 	if !s.opts.Mode.speculative() || s.closed {
 		return
 	}
-	queued := false
+	queued := 0
 	for _, x := range experts {
 		if x < 0 || x >= s.shapes[layer].Experts {
 			continue
@@ -438,11 +436,9 @@ func (s *Store) Prefetch(layer int, experts []int) {
 		e.inSpecQ = true
 		s.specFor[layer] = append(s.specFor[layer], e)
 		s.stats.PrefetchIssued++
-		queued = true
+		queued++
 	}
-	if queued {
-		s.work.Broadcast()
-	}
+	s.wakeWorkersLocked(queued)
 }
 
 // specEvictable says whether a speculative read for layer may evict e: only
@@ -501,7 +497,9 @@ func (s *Store) allocLocked(size int64, ok func(*entry) bool) ([]byte, bool) {
 
 // evictLocked removes a resident, unpinned entry and recycles its buffer.
 func (s *Store) evictLocked(e *entry) {
-	s.evictions++
+	if s.oracle != nil {
+		s.oracleScan = min(s.oracleScan, s.oracle.NextUse(e.key))
+	}
 	delete(s.entries, e.key)
 	s.policy.Remove(e.key)
 	s.releaseLocked(e)
@@ -577,6 +575,7 @@ func (s *Store) worker() {
 			if s.entries[e.key] == e {
 				delete(s.entries, e.key)
 			}
+			s.oracleScan = 0
 			if e.pins == 0 {
 				s.releaseLocked(e)
 			}
@@ -585,7 +584,11 @@ func (s *Store) worker() {
 			e.w = w
 			s.policy.Insert(e.key)
 		}
-		s.work.Broadcast()
+		// This worker takes the next job itself; wake one more only if a
+		// freed speculative slot leaves work for it.
+		if specSlot && len(s.specQ) > 1 {
+			s.work.Signal()
+		}
 		s.mu.Unlock()
 		select {
 		case s.wake <- struct{}{}:
@@ -701,7 +704,7 @@ func (s *Store) beginUseLocked(layer int, experts []int, items []*entry) error {
 	}
 	s.stats.Uses++
 	s.stats.Demanded += int64(len(experts))
-	promoted := false
+	promoted := 0
 	for i, k := range s.curDemand {
 		s.policy.Access(k)
 		e := s.entries[k]
@@ -728,12 +731,10 @@ func (s *Store) beginUseLocked(layer int, experts []int, items []*entry) error {
 			s.removeFromQueue(&s.specQ, e)
 			e.inSpecQ = false
 			s.demandQ = append(s.demandQ, e)
-			promoted = true
+			promoted++
 		}
 	}
-	if promoted {
-		s.work.Broadcast()
-	}
+	s.wakeWorkersLocked(promoted)
 	// Speculative reads for this layer that were not demanded: cancel the
 	// ones not started, count the rest as wasted.
 	for _, e := range s.specFor[layer] {
@@ -804,7 +805,7 @@ func (s *Store) run(ctx context.Context, layer int, experts []int, items []*entr
 				inFlight++
 			}
 		}
-		issued := false
+		issued := 0
 		for i, e := range items {
 			if e != nil || done[i] {
 				continue
@@ -833,11 +834,9 @@ func (s *Store) run(ctx context.Context, layer int, experts []int, items []*entr
 			s.demandQ = append(s.demandQ, ne)
 			items[i] = ne
 			inFlight++
-			issued = true
+			issued++
 		}
-		if issued {
-			s.work.Broadcast()
-		}
+		s.wakeWorkersLocked(issued)
 		if mode == OracleMode {
 			s.oraclePrefetchLocked()
 		}
@@ -916,6 +915,14 @@ func (s *Store) run(ctx context.Context, layer int, experts []int, items []*entr
 	return nil
 }
 
+// wakeWorkersLocked wakes up to n idle workers for n new jobs (not all of
+// them: with 32 workers a broadcast per read costs more CPU than the reads).
+func (s *Store) wakeWorkersLocked(n int) {
+	for range n {
+		s.work.Signal()
+	}
+}
+
 func allDone(d []bool) bool {
 	for _, x := range d {
 		if !x {
@@ -931,6 +938,7 @@ func (s *Store) cancelQueuedSpecLocked() bool {
 	if len(s.specQ) == 0 {
 		return false
 	}
+	s.oracleScan = 0 // cancelled oracle prefetches must be found again
 	for _, e := range s.specQ {
 		e.inSpecQ = false
 		if e.spec.Swap(false) {
@@ -959,23 +967,19 @@ func (s *Store) anyReadingLocked() bool {
 }
 
 // oracleWindow bounds how far ahead the oracle prefetches, in demands.
-const oracleWindow = 4096
+const oracleWindow = 1024
 
 // oraclePrefetchLocked issues reads for upcoming demands of the recorded
 // trace, in order, as long as Belady's rule allows: a prefetch may only
 // evict an expert whose next use comes after the prefetched one's.
 func (s *Store) oraclePrefetchLocked() {
-	queued := false
-	// Resume where the last scan stopped unless something was evicted
-	// since (an upcoming expert may be gone again).
-	from := s.oracle.pos
-	if s.evictions == s.oracleEvs && s.oracleScan > from {
-		from = s.oracleScan
-	}
+	queued := 0
+	// Resume where the last scan stopped: evictLocked moves the mark back
+	// when it evicts an expert demanded before it.
+	from := max(s.oracle.pos, s.oracleScan)
 	s.oracle.UpcomingFrom(from, oracleWindow, func(pos int, k Key) bool {
 		if _, ok := s.entries[k]; ok {
 			s.oracleScan = pos + 1
-			s.oracleEvs = s.evictions
 			return true
 		}
 		size := s.bufSize[k.Layer]
@@ -988,14 +992,11 @@ func (s *Store) oraclePrefetchLocked() {
 		e := &entry{key: k, buf: buf, state: stQueued, target: int(k.Layer), inSpecQ: true}
 		s.entries[k] = e
 		s.specQ = append(s.specQ, e)
-		queued = true
+		queued++
 		s.oracleScan = pos + 1
-		s.oracleEvs = s.evictions
 		return true
 	})
-	if queued {
-		s.work.Broadcast()
-	}
+	s.wakeWorkersLocked(queued)
 }
 
 // LayerStats returns what the latest Use of layer measured.
