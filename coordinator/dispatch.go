@@ -193,7 +193,10 @@ func (c *Coordinator) sendAssignment(g *store.Grant) {
 	defer cancel()
 	log := c.log.With("run_id", g.Run.ID, "device_id", g.Run.DeviceID, "token", g.Token)
 	release := func(reason, outcome string, fail bool) {
-		transient := outcome == "busy"
+		// A busy agent, or one that never answered (its subscription is gone:
+		// it died before the coordinator noticed), did not start the run, so
+		// the attempt is given back; liveness marks a dead device lost.
+		transient := outcome == "busy" || outcome == "unreachable"
 		backoff := time.Duration(min(g.Run.Attempts, 6)) * time.Second
 		err := c.store.ReleaseAssignment(ctx, &store.ReleaseParams{RunID: g.Run.ID, Token: g.Token, Reason: reason, Outcome: outcome,
 			Fail: fail, Refund: transient, Backoff: backoff})
