@@ -26,10 +26,11 @@ const (
 	// mean-change cost and a BIC-like penalty scaled by a robust noise
 	// estimate. It is the default: in the evaluation harness it has 1–2
 	// points more recall than E-divisive for about 1 point more false
-	// alerts (goal region), and it scales
-	// better with the window (BenchmarkDetect, best of 5 on a loaded
-	// 2-core machine: 62 µs against 107 µs at 120 points, the default
-	// window; at 48 points E-divisive is faster, 17 µs against 28 µs).
+	// alerts (goal region). It is not the faster one: BenchmarkDetect (a
+	// 5% step at CV 3%, 5 repetitions; best of 2 on a loaded 2-core
+	// machine) gives 26 µs against 22 µs at 48 points and 112 µs against
+	// 67 µs at 120 points, the default window. Either is small next to
+	// the database round trips.
 	MethodPELT Method = "pelt"
 	// MethodEDivisive is E-divisive means (Matteson and James) with α = 1,
 	// bisecting recursively; each split is kept only if the confirmation
