@@ -40,7 +40,9 @@ func detectorFlags(cmd *cobra.Command, cfg *regress.Config) {
 	f.IntVar(&cfg.MinSegment, "min-segment", 2, "minimum points on each side of a change")
 	f.Float64Var(&cfg.Penalty, "penalty", 1, "PELT penalty factor (times noise variance times ln n)")
 	f.IntVar(&cfg.Window, "window", 120, "only the most recent N points of each series are analysed")
-	f.Float64Var(&cfg.OutlierSigmas, "outlier-sigmas", 4, "ignore isolated points this many robust sigmas from both neighbours (negative disables)")
+	f.Float64Var(&cfg.OutlierSigmas, "outlier-sigmas", regress.DefaultOutlierSigmas, "ignore isolated points this many robust sigmas from both neighbours (negative disables)")
+	f.Float64Var(&cfg.DriftAlpha, "drift-alpha", 0.01, "keep a change only if it is significant at this level as a step on top of a linear trend (negative disables the drift check)")
+	f.Float64Var(&cfg.RecentShiftAlpha, "recent-shift-alpha", 0, "when positive, judge changes with at most 4 results after them by a one-sided test against the minimum effect at this level")
 	f.BoolVar(&cfg.FixedAlpha, "fixed-alpha", false, "test old change points at --alpha too (default: stricter as more points follow them)")
 }
 
@@ -144,6 +146,7 @@ func newRegressEvalCmd(env *Env) *cobra.Command {
 		seed      uint64
 		settings  []string
 		noises    []string
+		designs   []string
 		custom    regress.Config
 		confirm   bool
 	)
@@ -161,6 +164,11 @@ It reports, per detector setting: recall once 2, 4 and 8 results exist after
 the step, mean detection delay (in runs), and false alerts (alerts at the
 wrong place, direction, or duplicates, and every alert on a null history)
 as a share of all alerts. The goal region is steps >= 5% at CV <= 3%.
+
+Designs say how each result is drawn: n1 (one repetition, no stddev),
+n5-cv-per-rep (5 repetitions, the grid's CV is one repetition's) and
+n5-cv-per-result (5 repetitions, the CV is that of their mean: the harder
+reading). Every design is evaluated unless --design picks some.
 
 Settings: the built-in ones (` + settingNames() + `)
 and "custom", built from the detector flags.`,
@@ -186,6 +194,17 @@ and "custom", built from the detector flags.`,
 					return usagef("regress eval: unknown setting %q (want %s or custom)", name, settingNames())
 				}
 				ec.Settings = append(ec.Settings, s)
+			}
+			for _, d := range designs {
+				ok := false
+				for _, k := range regress.AllDesigns {
+					if k.Name == d {
+						ec.Designs, ok = append(ec.Designs, k), true
+					}
+				}
+				if !ok {
+					return usagef("regress eval: unknown design %q (want %s)", d, designNames())
+				}
 			}
 			for _, n := range noises {
 				ok := false
@@ -216,9 +235,18 @@ and "custom", built from the detector flags.`,
 	f.Uint64Var(&seed, "seed", 1, "generator seed (same seed, same histories)")
 	f.StringArrayVar(&settings, "setting", nil, "detector setting to evaluate (repeatable; default: all built-in)")
 	f.StringArrayVar(&noises, "noise", nil, "noise kind to include (repeatable; default: all)")
+	f.StringArrayVar(&designs, "design", nil, "how results and repetitions are drawn, repeatable ("+designNames()+"; default: all)")
 	f.BoolVar(&confirm, "confirm-rerun", false, "custom setting: require a confirmation rerun before alerting")
 	detectorFlags(cmd, &custom)
 	return cmd
+}
+
+func designNames() string {
+	var names []string
+	for _, d := range regress.AllDesigns {
+		names = append(names, d.Name)
+	}
+	return strings.Join(names, ", ")
 }
 
 func settingNames() string {

@@ -58,6 +58,7 @@ func TestRegressDetectCLI(t *testing.T) {
 		{[]string{"regress", "detect", "--input", in, "--alpha", "2"}, 2, "alpha"},
 		{[]string{"regress", "detect", "--input", filepath.Join(dir, "missing.csv")}, 1, "no such file"},
 		{[]string{"regress", "eval", "--setting", "nope"}, 2, "unknown setting"},
+		{[]string{"regress", "eval", "--design", "n7"}, 2, "unknown design"},
 		{[]string{"regress", "triage", "0", "--status", "fixed"}, 2, "positive integer"},
 	} {
 		code, _, errOut := run(t, tc.args...)
@@ -69,7 +70,8 @@ func TestRegressDetectCLI(t *testing.T) {
 
 func TestRegressEvalCLI(t *testing.T) {
 	t.Parallel()
-	code, out, errOut := run(t, "regress", "eval", "--histories", "5", "--setting", "pelt-default", "--noise", "gaussian", "--format", "json")
+	code, out, errOut := run(t, "regress", "eval", "--histories", "5", "--setting", "pelt-default", "--noise", "gaussian",
+		"--design", "n1", "--format", "json")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
