@@ -42,13 +42,13 @@ type Oracle struct {
 	callEnd  []int           // callEnd[c] = index after the last access of call c
 	posOf    map[Key][]int32 // ascending positions of each key in seq
 	pos      int             // index of the next access
-	resident map[Key]struct{}
+	resident map[Key]int     // resident keys and their next use
 	diverged error
 }
 
 // NewOracle returns a Belady oracle for the trace.
 func NewOracle(t *RoutingTrace) *Oracle {
-	o := &Oracle{posOf: map[Key][]int32{}, resident: map[Key]struct{}{}}
+	o := &Oracle{posOf: map[Key][]int32{}, resident: map[Key]int{}}
 	for _, c := range t.Calls {
 		if c.Prefetch {
 			continue
@@ -67,7 +67,7 @@ func NewOracle(t *RoutingTrace) *Oracle {
 func (o *Oracle) Name() string { return "belady" }
 
 // Insert implements Policy.
-func (o *Oracle) Insert(k Key) { o.resident[k] = struct{}{} }
+func (o *Oracle) Insert(k Key) { o.resident[k] = o.NextUse(k) }
 
 // Remove implements Policy.
 func (o *Oracle) Remove(k Key) { delete(o.resident, k) }
@@ -87,6 +87,9 @@ func (o *Oracle) Access(k Key) {
 		return
 	}
 	o.pos++
+	if _, ok := o.resident[k]; ok {
+		o.resident[k] = o.NextUse(k)
+	}
 }
 
 // Err returns why the run stopped matching the trace, or nil.
@@ -108,11 +111,13 @@ func (o *Oracle) NextUse(k Key) int {
 func (o *Oracle) Victim(evictable func(Key) bool) (Key, bool) {
 	var best Key
 	bn, found := -1, false
-	for k := range o.resident {
+	for k, n := range o.resident {
+		if found && (n < bn || (n == bn && !keyLess(k, best))) {
+			continue
+		}
 		if !evictable(k) {
 			continue
 		}
-		n := o.NextUse(k)
 		if !found || n > bn || (n == bn && keyLess(k, best)) {
 			best, bn, found = k, n, true
 		}
