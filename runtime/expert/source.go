@@ -62,7 +62,9 @@ func LayoutFromGGUF(f *gguf.File, shapes []moe.LayerShape) (Layout, error) {
 }
 
 // Open builds a Store for a model being loaded: f is the model's GGUF file
-// at path, shapes its expert shapes. When expertsPath is set, experts are
+// at path, shapes its expert shapes. f may be packed (lesfarm pack; the
+// model loader binds packed files directly), and then each expert is one
+// read of its blob. When expertsPath is set, experts are
 // read from that file instead (e.g. the packed form of the model, whose
 // non-expert weights the model loads from path); its expert shapes must
 // match. When opts.PredictK is 0 it defaults to the model's experts per
@@ -99,12 +101,19 @@ func Open(path string, f *gguf.File, shapes []moe.LayerShape, expertsPath string
 // checkSameExperts verifies that the experts file holds experts of the
 // model's types and sizes, so a mismatched companion fails loudly.
 func checkSameExperts(model, exp *gguf.File, shapes []moe.LayerShape, packed bool) error {
+	modelPacked := pack.IsPacked(model)
 	for l, sh := range shapes {
 		if sh.Experts == 0 {
 			continue
 		}
 		for i := range 3 {
-			mt, ok := model.Tensor(pack.StackedName(l, i))
+			var mt *gguf.TensorInfo
+			var ok bool
+			if modelPacked { // a packed model file: compare with its expert 0
+				mt, ok = model.Tensor(pack.ExpertName(l, 0, i))
+			} else {
+				mt, ok = model.Tensor(pack.StackedName(l, i))
+			}
 			if !ok {
 				continue
 			}
@@ -121,3 +130,7 @@ func checkSameExperts(model, exp *gguf.File, shapes []moe.LayerShape, packed boo
 	}
 	return nil
 }
+
+// Packed reports whether the store reads each expert as one blob of a
+// packed file (lesfarm pack) rather than three slices of stacked tensors.
+func (s *Store) Packed() bool { return s.layout.Packed }

@@ -54,7 +54,10 @@ type Options struct {
 	// Experts, when non-nil, supplies the expert weights instead of reading
 	// them into RAM. The loader then never reads expert tensors; it calls
 	// Experts with the open file and one shape per layer (zero shapes for
-	// layers without experts).
+	// layers without experts). The file may be packed (lesfarm pack,
+	// les.pack.version set): its experts are then the per-expert tensors
+	// blk.L.ffn_{gate,up,down}.E.weight, one blob per expert, which
+	// expert.Open reads with one read each.
 	Experts func(f *gguf.File, shapes []moe.LayerShape) (moe.Source, error)
 }
 

@@ -5,6 +5,7 @@ import (
 
 	"github.com/lesfarm/lesfarm/runtime/gguf"
 	"github.com/lesfarm/lesfarm/runtime/moe"
+	"github.com/lesfarm/lesfarm/runtime/pack"
 	"github.com/lesfarm/lesfarm/runtime/tensor"
 )
 
@@ -14,7 +15,8 @@ func init() {
 }
 
 // buildQwen3 binds a Qwen3 (dense) or Qwen3-MoE model. All GGUF tensor
-// names of the family appear here and nowhere else.
+// names of the family appear here and nowhere else, except the per-expert
+// names of a packed file (runtime/pack), bound by load_packed.go.
 func buildQwen3(f *gguf.File, opts Options, arch string, isMoE bool) (*Model, error) {
 	cfg, err := readConfig(f, arch, isMoE)
 	if err != nil {
@@ -32,6 +34,10 @@ func buildQwen3(f *gguf.File, opts Options, arch string, isMoE bool) (*Model, er
 	qDim, kvDim, vDim := cfg.Heads*cfg.HeadDim, cfg.KVHeads*cfg.HeadDim, cfg.KVHeads*cfg.ValueDim
 	shapes := make([]moe.LayerShape, cfg.Layers)
 	expertNames := make([][3]string, cfg.Layers)
+	var blobs []*pack.Blob // per layer, for a packed file (lesfarm pack)
+	if isMoE {
+		blobs = b.packedBlobs(cfg)
+	}
 	m.Layers = make([]Layer, cfg.Layers)
 	for i := range m.Layers {
 		l := &m.Layers[i]
@@ -47,11 +53,17 @@ func buildQwen3(f *gguf.File, opts Options, arch string, isMoE bool) (*Model, er
 		if isMoE {
 			r := b.matrix(p+"ffn_gate_inp.weight", cfg.Hidden, cfg.ExpertCount)
 			l.Router = &r
-			names := [3]string{p + "ffn_gate_exps.weight", p + "ffn_up_exps.weight", p + "ffn_down_exps.weight"}
-			expertNames[i] = names
-			gt := b.expertType(names[0], cfg.Hidden, cfg.ExpertFFN, cfg.ExpertCount)
-			ut := b.expertType(names[1], cfg.Hidden, cfg.ExpertFFN, cfg.ExpertCount)
-			dt := b.expertType(names[2], cfg.ExpertFFN, cfg.Hidden, cfg.ExpertCount)
+			var gt, ut, dt tensor.Type
+			if blobs != nil {
+				types := b.packedExpertTypes(blobs, i, cfg)
+				gt, ut, dt = types[0], types[1], types[2]
+			} else {
+				names := [3]string{p + "ffn_gate_exps.weight", p + "ffn_up_exps.weight", p + "ffn_down_exps.weight"}
+				expertNames[i] = names
+				gt = b.expertType(names[0], cfg.Hidden, cfg.ExpertFFN, cfg.ExpertCount)
+				ut = b.expertType(names[1], cfg.Hidden, cfg.ExpertFFN, cfg.ExpertCount)
+				dt = b.expertType(names[2], cfg.ExpertFFN, cfg.Hidden, cfg.ExpertCount)
+			}
 			shapes[i] = moe.LayerShape{Experts: cfg.ExpertCount, Hidden: cfg.Hidden, FFN: cfg.ExpertFFN, GateType: gt, UpType: ut, DownType: dt}
 			l.Shape = shapes[i]
 			m.ExpertBytes += int64(cfg.ExpertCount) * shapes[i].Bytes()
@@ -76,6 +88,12 @@ func buildQwen3(f *gguf.File, opts Options, arch string, isMoE bool) (*Model, er
 		} else {
 			res := &moe.Resident{Data: make([][]moe.Weights, cfg.Layers)}
 			for i, names := range expertNames {
+				if blobs != nil {
+					if res.Data[i], err = b.packedResident(i, shapes[i]); err != nil {
+						return nil, err
+					}
+					continue
+				}
 				var parts [3][][]byte
 				for j, name := range names {
 					parts[j], err = b.slabs(name, cfg.ExpertCount)
