@@ -7,12 +7,18 @@ import (
 	"io/fs"
 	"os"
 	"runtime"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
+	"github.com/lesfarm/lesfarm/runtime/bench"
+	"github.com/lesfarm/lesfarm/runtime/expert"
 	"github.com/lesfarm/lesfarm/runtime/generate"
+	"github.com/lesfarm/lesfarm/runtime/gguf"
 	"github.com/lesfarm/lesfarm/runtime/model"
+	"github.com/lesfarm/lesfarm/runtime/moe"
 	"github.com/lesfarm/lesfarm/runtime/sample"
 	"github.com/lesfarm/lesfarm/runtime/tokenizer"
 )
@@ -28,6 +34,21 @@ type generateJSON struct {
 	PrefillTPS     float64 `json:"prefill_tokens_per_second"`
 	DecodeTPS      float64 `json:"decode_tokens_per_second"`
 	TTFTms         float64 `json:"ttft_ms"`
+	// LES fields, present only when experts stream through the store.
+	*generateLESJSON
+}
+
+// generateLESJSON are the extra --format json keys of a streaming --mode
+// (decode phase only, like the bench ladder's rows).
+type generateLESJSON struct {
+	Mode               string  `json:"mode"`
+	Profile            string  `json:"profile"`
+	BudgetBytes        int64   `json:"budget_bytes"`
+	HitRate            float64 `json:"hit_rate"`
+	PredictorPrecision float64 `json:"predictor_precision"`
+	PredictorRecall    float64 `json:"predictor_recall"`
+	StallFraction      float64 `json:"stall_fraction"`
+	BytesReadPerToken  float64 `json:"bytes_read_per_token"`
 }
 
 func newGenerateCmd(env *Env) *cobra.Command {
@@ -36,10 +57,11 @@ func newGenerateCmd(env *Env) *cobra.Command {
 		maxTokens, threads, topK  int
 		temperature, topP         float64
 		seed                      uint64
+		les                       lesGenFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "generate --model PATH --prompt TEXT [--max-tokens N]",
-		Short: "Generate text with the LES runtime from a GGUF model (all weights in RAM)",
+		Short: "Generate text with the LES runtime from a GGUF model (experts in RAM or streamed by the LES store)",
 		Long: `Generate runs a GGUF model (qwen3moe or qwen3) on a prompt: batched prefill,
 then token-by-token decoding until an end-of-generation token or --max-tokens.
 
@@ -50,9 +72,26 @@ optionally restricted by --top-k and --top-p; --seed makes sampling repeatable.
 With --format text the generated text streams to stdout and the timings go to
 stderr. With --format json one object is printed:
   {"prompt_token_ids":[...],"token_ids":[...],"text":"...",
-   "prefill_tokens_per_second":x,"decode_tokens_per_second":y,"ttft_ms":z}`,
+   "prefill_tokens_per_second":x,"decode_tokens_per_second":y,"ttft_ms":z}
+
+Experts: --mode resident (the default) holds every expert in RAM. The other
+modes stream experts from the model file through the LES expert store, with
+at most --expert-budget bytes of experts resident; the output is identical:
+  on-demand           read each missing expert synchronously, one at a time
+  on-demand-parallel  read a layer's missing experts in parallel, then compute
+  lookahead           + prefetch the experts the next layer's router predicts
+  scheduled           + ready-first compute (resident first, then by arrival)
+--expert-budget is bytes (512MiB) or a fraction of the expert bytes (0.2 or
+20%). Storage: by default the file is read at its real speed through the page
+cache; --profile NAME|FILE emulates a device (built-ins: ` + strings.Join(expert.BuiltinProfiles(), ", ") + `),
+--profile direct or --storage direct reads the real disk with O_DIRECT. A
+packed model (lesfarm pack) is read with one read per expert. In a streaming
+mode the JSON object also has "mode", "profile", "budget_bytes", "hit_rate",
+"predictor_precision", "predictor_recall", "stall_fraction" and
+"bytes_read_per_token" (decode phase).`,
 		Example: `  lesfarm generate --model tiny.gguf --prompt "In the beginning" --max-tokens 32
-  lesfarm generate --model tiny.gguf --prompt "Once upon a time" --temperature 0.8 --seed 7 --format json`,
+  lesfarm generate --model tiny.gguf --prompt "Once upon a time" --temperature 0.8 --seed 7 --format json
+  lesfarm generate --model phone.packed.gguf --prompt "Hello" --mode scheduled --expert-budget 20% --profile phone-flagship`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if format != "text" && format != "json" {
@@ -68,11 +107,18 @@ stderr. With --format json one object is printed:
 			if err := sp.Validate(); err != nil {
 				return usagef("%v: fix --temperature, --top-k or --top-p", err)
 			}
-			m, tok, err := openModel(modelPath, threads)
+			ls, err := les.resolve(cmd.Flags())
 			if err != nil {
 				return err
 			}
+			m, tok, err := openModelWith(modelPath, threads, ls.factory(modelPath))
+			if err != nil {
+				return ls.loadError(err)
+			}
 			defer m.Close()
+			if ls != nil && !m.IsMoE() {
+				return usagef("--mode %s streams experts, but %s is a dense model: use --mode resident", ls.opts.Mode, modelPath)
+			}
 			ids := tok.Tokenize(prompt, true, false)
 			if len(ids) == 0 {
 				return usagef("--prompt tokenizes to no tokens: give a non-empty prompt")
@@ -102,6 +148,21 @@ stderr. With --format json one object is printed:
 					return nil
 				}
 			}
+			var prefillStats expert.Stats // store counters when decoding starts
+			if ls != nil {
+				next := p.OnToken
+				first := true
+				p.OnToken = func(id int) error {
+					if first {
+						first = false
+						prefillStats = ls.store.Stats()
+					}
+					if next != nil {
+						return next(id)
+					}
+					return nil
+				}
+			}
 			res, err := generate.Run(env.Ctx, m, p)
 			if err != nil {
 				if env.Ctx.Err() != nil {
@@ -116,6 +177,9 @@ stderr. With --format json one object is printed:
 					PrefillTPS: res.PrefillTokensPerSecond(), DecodeTPS: res.DecodeTokensPerSecond(),
 					TTFTms: float64(res.TTFT.Microseconds()) / 1000,
 				}
+				if ls != nil {
+					out.generateLESJSON = ls.report(prefillStats, res)
+				}
 				enc := json.NewEncoder(env.Stdout)
 				enc.SetEscapeHTML(false)
 				return enc.Encode(out)
@@ -127,6 +191,11 @@ stderr. With --format json one object is printed:
 			fmt.Fprintf(env.Stderr, "prompt %d tokens, prefill %.1f tok/s; generated %d tokens (%s), decode %.1f tok/s; ttft %.1f ms; %d threads\n",
 				len(res.PromptIDs), res.PrefillTokensPerSecond(), len(res.TokenIDs), res.StopReason, res.DecodeTokensPerSecond(),
 				float64(res.TTFT.Microseconds())/1000, m.Threads())
+			if ls != nil {
+				r := ls.report(prefillStats, res)
+				fmt.Fprintf(env.Stderr, "experts: mode %s, storage %s, budget %d bytes; decode hit rate %.3f, predictor precision %.3f recall %.3f, stall fraction %.3f, %.0f bytes read per token\n",
+					r.Mode, r.Profile, r.BudgetBytes, r.HitRate, r.PredictorPrecision, r.PredictorRecall, r.StallFraction, r.BytesReadPerToken)
+			}
 			return nil
 		},
 	}
@@ -140,6 +209,7 @@ stderr. With --format json one object is printed:
 	f.Uint64Var(&seed, "seed", 0, "seed of the sampler (same seed, same output)")
 	f.IntVar(&threads, "threads", runtime.NumCPU(), "threads for matrix products")
 	f.StringVar(&format, "format", "text", "output format: text or json")
+	les.addFlags(f)
 	return cmd
 }
 
@@ -155,6 +225,12 @@ func trimEOG(ids []int, tok *tokenizer.Tokenizer) []int {
 // openModel loads a model and its tokenizer for the runtime commands,
 // turning bad input into one-line usage errors that name the fix.
 func openModel(path string, threads int) (*model.Model, *tokenizer.Tokenizer, error) {
+	return openModelWith(path, threads, nil)
+}
+
+// openModelWith is openModel with an expert source factory (nil: all
+// experts resident).
+func openModelWith(path string, threads int, experts func(*gguf.File, []moe.LayerShape) (moe.Source, error)) (*model.Model, *tokenizer.Tokenizer, error) {
 	if path == "" {
 		return nil, nil, usagef("--model is required: give the path of a GGUF model file")
 	}
@@ -171,7 +247,7 @@ func openModel(path string, threads int) (*model.Model, *tokenizer.Tokenizer, er
 	if st.IsDir() {
 		return nil, nil, usagef("model path %s is a directory: give the .gguf file", path)
 	}
-	m, err := model.Load(path, model.Options{Threads: threads})
+	m, err := model.Load(path, model.Options{Threads: threads, Experts: experts})
 	if err != nil {
 		if errors.Is(err, model.ErrUnsupported) {
 			return nil, nil, &UsageError{Err: err}
@@ -184,4 +260,140 @@ func openModel(path string, threads int) (*model.Model, *tokenizer.Tokenizer, er
 		return nil, nil, usagef("model %s has no usable tokenizer (%v): use a GGUF with tokenizer.ggml.* metadata", path, err)
 	}
 	return m, tok, nil
+}
+
+// lesGenFlags are generate's expert streaming flags. Values are parsed
+// with the same helpers as bench --ladder (bench.ParseBudget,
+// expert.ParseMode, expert.LoadProfile, expert.NewPolicy).
+type lesGenFlags struct {
+	mode, budget, profile, storage, policy string
+}
+
+// lesModeNames lists the values --mode accepts.
+const lesModeNames = "resident, on-demand, on-demand-parallel, lookahead or scheduled"
+
+func (lf *lesGenFlags) addFlags(f *pflag.FlagSet) {
+	f.StringVar(&lf.mode, "mode", "resident", "experts: resident (all in RAM), on-demand, on-demand-parallel, lookahead or scheduled (streamed by the LES store)")
+	f.StringVar(&lf.budget, "expert-budget", "", "streaming modes: most expert bytes resident, as bytes (512MiB) or a fraction of the expert bytes (0.2, 20%)")
+	f.StringVar(&lf.profile, "profile", "", "streaming modes: emulated storage "+strings.Join(expert.BuiltinProfiles(), ", ")+", a YAML profile file, or direct (default: the file at its real speed)")
+	f.StringVar(&lf.storage, "storage", "", "streaming modes: direct = the real disk with O_DIRECT, no emulation")
+	f.StringVar(&lf.policy, "cache-policy", "lfu", "streaming modes: expert cache policy: "+strings.Join(expert.PolicyNames(), ", "))
+}
+
+// lesGen is a resolved streaming configuration and, once the model is
+// loaded, its store.
+type lesGen struct {
+	opts        expert.Options
+	storage     string // profile name, "direct" or "file"
+	budgetBytes int64
+	budgetFrac  float64
+	store       *expert.Store
+}
+
+// resolve checks the flags and returns nil for --mode resident.
+func (lf *lesGenFlags) resolve(fs *pflag.FlagSet) (*lesGen, error) {
+	if strings.EqualFold(strings.TrimSpace(lf.mode), "resident") {
+		for _, name := range []string{"expert-budget", "profile", "storage", "cache-policy"} {
+			if fs.Changed(name) {
+				return nil, usagef("--%s applies to a streaming --mode (on-demand, on-demand-parallel, lookahead, scheduled): add e.g. --mode scheduled, or drop it", name)
+			}
+		}
+		return nil, nil
+	}
+	mode, err := expert.ParseMode(strings.TrimSpace(lf.mode))
+	if err != nil {
+		return nil, usagef("--mode %q is not supported: use %s", lf.mode, lesModeNames)
+	}
+	if mode == expert.OracleMode {
+		return nil, usagef("--mode oracle replays a recorded routing and is only a bench bound: use lesfarm bench --ladder, or --mode %s", lesModeNames)
+	}
+	g := &lesGen{opts: expert.Options{Mode: mode, Policy: lf.policy}, storage: "file"}
+	switch {
+	case lf.storage != "" && lf.storage != "direct":
+		return nil, usagef("--storage %q is not supported: use --storage direct, or --profile NAME|FILE to emulate a device", lf.storage)
+	case lf.storage == "direct" && lf.profile != "" && lf.profile != "direct":
+		return nil, usagef("--storage direct and --profile %s conflict: choose real storage or an emulated device", lf.profile)
+	case lf.storage == "direct" || lf.profile == "direct":
+		g.opts.Direct, g.storage = true, "direct"
+	case lf.profile != "":
+		p, err := expert.LoadProfile(lf.profile)
+		if err != nil {
+			return nil, usagef("--profile: %v", err)
+		}
+		g.opts.Profile, g.storage = p, p.Name
+	}
+	if lf.budget == "" {
+		return nil, usagef("--mode %s needs --expert-budget: bytes (e.g. 512MiB) or a fraction of the expert bytes (e.g. 0.2 or 20%%)", mode)
+	}
+	if g.budgetBytes, g.budgetFrac, err = bench.ParseBudget(lf.budget); err != nil {
+		return nil, usagef("--expert-budget: %v", err)
+	}
+	if _, err := expert.NewPolicy(lf.policy); err != nil {
+		return nil, usagef("--cache-policy: %v", err)
+	}
+	return g, nil
+}
+
+// factory returns the model's expert source factory: nil (all resident)
+// for a nil g, else one that opens the LES store on path.
+func (g *lesGen) factory(path string) func(*gguf.File, []moe.LayerShape) (moe.Source, error) {
+	if g == nil {
+		return nil
+	}
+	return func(f *gguf.File, shapes []moe.LayerShape) (moe.Source, error) {
+		opts := g.opts
+		opts.Budget = g.budgetBytes
+		if opts.Budget <= 0 {
+			var total int64
+			for _, s := range shapes {
+				total += int64(s.Experts) * s.Bytes()
+			}
+			opts.Budget = int64(g.budgetFrac * float64(total))
+		}
+		s, err := expert.Open(path, f, shapes, "", opts)
+		if err != nil {
+			return nil, err
+		}
+		g.store, g.opts.Budget = s, opts.Budget
+		return s, nil
+	}
+}
+
+// loadError turns a budget too small for one expert into a usage error.
+func (g *lesGen) loadError(err error) error {
+	if g != nil && errors.Is(err, expert.ErrBudgetTooSmall) {
+		return usagef("--expert-budget: %v", err)
+	}
+	return err
+}
+
+// report summarises the store's decode-phase counters (the counters now
+// minus those at the first generated token).
+func (g *lesGen) report(atDecode expert.Stats, res *generate.Result) *generateLESJSON {
+	now := g.store.Stats()
+	d := expert.Stats{
+		Demanded: now.Demanded - atDecode.Demanded, Hits: now.Hits - atDecode.Hits,
+		BytesRead: now.BytesRead - atDecode.BytesRead, Stall: now.Stall - atDecode.Stall,
+	}
+	var pred expert.PredStats
+	for i, p := range now.PredLayers {
+		if i < len(atDecode.PredLayers) {
+			q := atDecode.PredLayers[i]
+			p.Correct, p.Predicted, p.Demanded = p.Correct-q.Correct, p.Predicted-q.Predicted, p.Demanded-q.Demanded
+		}
+		pred.Correct += p.Correct
+		pred.Predicted += p.Predicted
+		pred.Demanded += p.Demanded
+	}
+	out := &generateLESJSON{
+		Mode: g.opts.Mode.String(), Profile: g.storage, BudgetBytes: g.opts.Budget,
+		HitRate: d.HitRate(), PredictorPrecision: pred.Precision(), PredictorRecall: pred.Recall(),
+	}
+	if res.Decode > 0 {
+		out.StallFraction = d.Stall.Seconds() / res.Decode.Seconds()
+	}
+	if res.DecodeSteps > 0 {
+		out.BytesReadPerToken = float64(d.BytesRead) / float64(res.DecodeSteps)
+	}
+	return out
 }
