@@ -67,6 +67,7 @@ type Store struct {
 	shapes   []moe.LayerShape
 	bufSize  []int64 // per layer: buffer bytes per expert
 	throttle *Throttle
+	procs    func() // gives back the Ps lent to throttled workers
 	specMax  int
 	log      *slog.Logger
 
@@ -300,6 +301,9 @@ func New(path string, layout Layout, shapes []moe.LayerShape, opts Options) (*St
 	}
 	s.work = sync.NewCond(&s.mu)
 	s.ctx, s.cancel = context.WithCancel(context.Background())
+	if s.throttle != nil {
+		s.procs = reserveSleepProcs(opts.Workers)
+	}
 	for range opts.Workers {
 		s.wg.Add(1)
 		go s.worker()
@@ -329,6 +333,9 @@ func (s *Store) Close() error {
 	s.mu.Unlock()
 	s.cancel()
 	s.wg.Wait()
+	if s.procs != nil {
+		s.procs()
+	}
 	return s.f.Close()
 }
 

@@ -2,6 +2,7 @@ package expert
 
 import (
 	"context"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -119,3 +120,68 @@ func Sleep(d time.Duration) { preciseSleep(d) }
 // platform allows, lowers the thread's timer slack so Sleep is accurate to
 // a few microseconds. Call runtime.UnlockOSThread when done.
 func PinThread() { pinWorker() }
+
+// maxExtraProcs caps how far throttled stores raise GOMAXPROCS.
+const maxExtraProcs = 64
+
+// procLender lends Ps to emulated-device sleepers (see reserveSleepProcs).
+type procLender struct {
+	mu     sync.Mutex
+	extra  int // sum of workers of open throttled stores
+	base   int // GOMAXPROCS before the first reservation
+	raised int // GOMAXPROCS we set, 0 when not raised
+}
+
+var sleepProcs procLender
+
+// reserveSleepProcs raises GOMAXPROCS by n (at most maxExtraProcs over the
+// value it had) while a throttled store is open, and returns the function
+// that gives them back. Throttled workers sleep in nanosleep, a system call
+// during which their thread keeps its P until sysmon retakes it (20 µs to
+// 10 ms later). With GOMAXPROCS = CPUs (2 on the dev VM) and reads in
+// flight, every P can be held by a sleeping worker, so the model goroutine,
+// woken by a completed read, waits for sysmon before it can compute: the
+// emulated device's time turned into host scheduling delay, counted as
+// stall (measured on the 2-vCPU VM: scheduled 19 → 25 tok/s, stall 0.48 →
+// 0.13 with spare Ps). Idle Ps cost nothing, and sleepers use no CPU, so
+// the CPUs are not oversubscribed.
+func reserveSleepProcs(n int) (release func()) {
+	l := &sleepProcs
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.extra == 0 {
+		l.base = runtime.GOMAXPROCS(0)
+	}
+	l.extra += n
+	l.setLocked()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			l.mu.Lock()
+			defer l.mu.Unlock()
+			l.extra -= n
+			l.setLocked()
+		})
+	}
+}
+
+// setLocked sets GOMAXPROCS to base + extra (capped), or back to base when
+// no store holds a reservation. It leaves GOMAXPROCS alone if someone else
+// changed it meanwhile.
+func (l *procLender) setLocked() {
+	cur := runtime.GOMAXPROCS(0)
+	if l.extra == 0 {
+		if l.raised != 0 && cur == l.raised {
+			runtime.GOMAXPROCS(l.base)
+		}
+		l.raised = 0
+		return
+	}
+	if l.raised != 0 && cur != l.raised {
+		return // changed by someone else meanwhile: theirs to manage
+	}
+	if want := l.base + min(l.extra, maxExtraProcs); want != cur {
+		runtime.GOMAXPROCS(want)
+	}
+	l.raised = runtime.GOMAXPROCS(0)
+}
