@@ -218,80 +218,20 @@ type Trigger struct {
 }
 
 // CreateRuns stores the job snapshot, a trigger and its queued runs in one
-// transaction. With Fanout and no matching device it returns ErrNoDevices.
+// transaction (see CreateRunsTx). With Fanout and no matching device it
+// returns ErrNoDevices.
 func (s *Store) CreateRuns(ctx context.Context, p *CreateRunsParams) (*Trigger, []Run, error) {
-	if p.Spec == nil {
-		return nil, nil, errors.New("store: create runs: spec required")
-	}
-	job, err := s.PutJob(ctx, p.Spec)
-	if err != nil {
-		return nil, nil, err
-	}
-	sel := p.Spec.Devices
-	if p.Selector != nil {
-		sel = *p.Selector
-	}
-	selJSON, err := json.Marshal(&sel)
-	if err != nil {
-		return nil, nil, err
-	}
-	labels := sel.Labels
-	if labels == nil {
-		labels = map[string]string{}
-	}
-	source := p.Source
-	if source == "" {
-		source = "api"
-	}
-	tr := &Trigger{Suite: p.Spec.SuiteName(), JobID: job.ID, Build: p.Build, GitSHA: p.GitSHA, Selector: sel, Fanout: p.Fanout, Source: source}
-	var runs []Run
-	err = s.tx(ctx, func(tx pgx.Tx) error {
-		if err := tx.QueryRow(ctx, `INSERT INTO triggers (suite, job_id, build, git_sha, device_selector, fanout, source)
-			VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id, created_at`,
-			tr.Suite, job.ID, p.Build, p.GitSHA, selJSON, p.Fanout, source).Scan(&tr.ID, &tr.CreatedAt); err != nil {
-			return err
-		}
-		targets := []*string{nil}
-		if p.Fanout {
-			rows, err := tx.Query(ctx, `SELECT id FROM devices d WHERE state = 'online' AND NOT drained AND `+selectorSQL("$1", "$2", "$3", "$4", "$5")+` ORDER BY id`,
-				nullIfEmpty(sel.Platform), nullIfEmpty(sel.DeviceModel), int64(sel.MinRAM), sel.Emulated, labels)
-			if err != nil {
-				return err
-			}
-			ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
-			if err != nil {
-				return err
-			}
-			if len(ids) == 0 {
-				return ErrNoDevices
-			}
-			targets = targets[:0]
-			for i := range ids {
-				targets = append(targets, &ids[i])
-			}
-		}
-		for _, target := range targets {
-			r, err := scanRun(tx.QueryRow(ctx, `INSERT INTO runs AS r (trigger_id, job_id, suite, build, git_sha, device_selector,
-				sel_platform, sel_device_model, sel_min_ram, sel_emulated, sel_labels, target_device_id,
-				priority, max_attempts, retry_on_failure, timeout_ms)
-				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)
-				RETURNING `+runCols,
-				tr.ID, job.ID, tr.Suite, p.Build, p.GitSHA, selJSON, nullIfEmpty(sel.Platform), nullIfEmpty(sel.DeviceModel),
-				int64(sel.MinRAM), sel.Emulated, labels, target, p.Spec.Priority, p.Spec.Retry.MaxAttempts,
-				p.Spec.Retry.OnFailure, p.Spec.Timeout.D().Milliseconds()))
-			if err != nil {
-				return err
-			}
-			runs = append(runs, *r)
-			tr.RunIDs = append(tr.RunIDs, r.ID)
-		}
-		return nil
+	var (
+		tr   *Trigger
+		runs []Run
+	)
+	err := s.tx(ctx, func(tx pgx.Tx) error {
+		var err error
+		tr, runs, err = s.CreateRunsTx(ctx, tx, p)
+		return err
 	})
 	if err != nil {
-		if errors.Is(err, ErrNoDevices) {
-			return nil, nil, err
-		}
-		return nil, nil, fmt.Errorf("store: create runs: %w", err)
+		return nil, nil, err
 	}
 	return tr, runs, nil
 }
