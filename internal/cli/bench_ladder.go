@@ -92,22 +92,14 @@ func runLadder(env *Env, lf *ladderFlags, cfg bench.Config, format string) error
 		return usagef("--ladder measures one thread count: give --threads N")
 	}
 	lc.Threads = cfg.Threads[0]
-	switch {
-	case lf.storage != "" && lf.storage != "direct":
-		return usagef("--storage %q is not supported: use --storage direct, or --profile NAME|FILE to emulate a device", lf.storage)
-	case lf.storage == "direct" && lf.profile != "" && lf.profile != "direct":
-		return usagef("--storage direct and --profile %s conflict: choose real storage or an emulated device", lf.profile)
-	case lf.storage == "direct" || lf.profile == "direct":
-		lc.Direct = true
-	case lf.profile == "":
-		return usagef("--ladder needs --profile NAME|FILE|direct (built-ins: %s) or --storage direct", strings.Join(expert.BuiltinProfiles(), ", "))
-	default:
-		p, err := expert.LoadProfile(lf.profile)
-		if err != nil {
-			return usagef("%v", err)
-		}
-		lc.Profile = p
+	direct, prof, err := resolveStorage(lf.profile, lf.storage)
+	if err != nil {
+		return err
 	}
+	if !direct && prof == nil {
+		return usagef("--ladder needs --profile NAME|FILE|direct (built-ins: %s) or --storage direct", strings.Join(expert.BuiltinProfiles(), ", "))
+	}
+	lc.Direct, lc.Profile = direct, prof
 	if lf.budget == "" {
 		return usagef("--ladder needs --expert-budget: bytes (e.g. 512MiB) or a fraction of the expert bytes (e.g. 0.2)")
 	}
@@ -135,7 +127,6 @@ func runLadder(env *Env, lf *ladderFlags, cfg bench.Config, format string) error
 		lc.Progress = cfg.Progress
 	}
 	var rep *bench.LadderReport
-	var err error
 	if lf.replay != 0 {
 		if lf.replay < 0 {
 			return usagef("--replay-compute %v must be positive", lf.replay)

@@ -308,19 +308,15 @@ func (lf *lesGenFlags) resolve(fs *pflag.FlagSet) (*lesGen, error) {
 		return nil, usagef("--mode oracle replays a recorded routing and is only a bench bound: use lesfarm bench --ladder, or --mode %s", lesModeNames)
 	}
 	g := &lesGen{opts: expert.Options{Mode: mode, Policy: lf.policy}, storage: "file"}
+	direct, prof, err := resolveStorage(lf.profile, lf.storage)
+	if err != nil {
+		return nil, err
+	}
 	switch {
-	case lf.storage != "" && lf.storage != "direct":
-		return nil, usagef("--storage %q is not supported: use --storage direct, or --profile NAME|FILE to emulate a device", lf.storage)
-	case lf.storage == "direct" && lf.profile != "" && lf.profile != "direct":
-		return nil, usagef("--storage direct and --profile %s conflict: choose real storage or an emulated device", lf.profile)
-	case lf.storage == "direct" || lf.profile == "direct":
+	case direct:
 		g.opts.Direct, g.storage = true, "direct"
-	case lf.profile != "":
-		p, err := expert.LoadProfile(lf.profile)
-		if err != nil {
-			return nil, usagef("--profile: %v", err)
-		}
-		g.opts.Profile, g.storage = p, p.Name
+	case prof != nil:
+		g.opts.Profile, g.storage = prof, prof.Name
 	}
 	if lf.budget == "" {
 		return nil, usagef("--mode %s needs --expert-budget: bytes (e.g. 512MiB) or a fraction of the expert bytes (e.g. 0.2 or 20%%)", mode)
