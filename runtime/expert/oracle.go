@@ -125,18 +125,6 @@ func (o *Oracle) Victim(evictable func(Key) bool) (Key, bool) {
 	return best, found
 }
 
-// UpcomingFrom calls fn with the upcoming demands in order from position
-// from (at least the current position) up to window demands past the
-// current position, until fn returns false.
-func (o *Oracle) UpcomingFrom(from, window int, fn func(pos int, k Key) bool) {
-	end := min(len(o.seq), o.pos+window)
-	for p := max(from, o.pos); p < end; p++ {
-		if !fn(p, o.seq[p]) {
-			return
-		}
-	}
-}
-
 // Simulate replays trace through policy with room for capacity experts and
 // no prefetching, and returns the number of demands that missed. It is the
 // cache-only model of a run, used to compare policies with the oracle.

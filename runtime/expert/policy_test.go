@@ -174,3 +174,80 @@ func BenchmarkPolicyVictim(b *testing.B) {
 		})
 	}
 }
+
+func TestOraclePlanReadsWhatMINMisses(t *testing.T) {
+	t.Parallel()
+	one := func(Key) int64 { return 1 }
+	for seed := range uint64(5) {
+		tr := randomTrace(seed, 60, 4, 32, 4)
+		for _, capacity := range []int{4, 16, 40, 100} {
+			o := NewOracle(tr)
+			plan, err := o.Plan(one, int64(capacity))
+			if err != nil {
+				t.Fatal(err)
+			}
+			min, _ := Simulate(tr, NewOracle(tr), capacity)
+			if plan.Reads() != min || plan.Bytes() != int64(min) {
+				t.Fatalf("seed %d capacity %d: plan reads %d (%d bytes), Belady misses %d", seed, capacity, plan.Reads(), plan.Bytes(), min)
+			}
+			for _, name := range PolicyNames() {
+				p, _ := NewPolicy(name)
+				if m, _ := Simulate(tr, p, capacity); plan.Reads() > m {
+					t.Fatalf("seed %d capacity %d: plan reads %d > %s misses %d", seed, capacity, plan.Reads(), name, m)
+				}
+			}
+			// Replaying the plan never exceeds the capacity, serves every
+			// demand from a read made before it, and never evicts an
+			// expert before its last use preceding the read.
+			res := map[Key]bool{}
+			for i, f := range plan.fetches {
+				for _, v := range f.victims {
+					if !res[v] {
+						t.Fatalf("fetch %d evicts %v, which is not resident", i, v)
+					}
+					delete(res, v)
+				}
+				if res[f.key] {
+					t.Fatalf("fetch %d reads resident %v", i, f.key)
+				}
+				res[f.key] = true
+				if len(res) > capacity {
+					t.Fatalf("fetch %d: %d resident > capacity %d", i, len(res), capacity)
+				}
+				if f.after >= f.pos {
+					t.Fatalf("fetch %d may start only after its own demand (%d >= %d)", i, f.after, f.pos)
+				}
+				for p := f.after + 1; p < f.pos; p++ {
+					for _, v := range f.victims {
+						if o.seq[p] == v {
+							t.Fatalf("fetch %d evicts %v, demanded at %d before the fetched demand %d", i, v, p, f.pos)
+						}
+					}
+				}
+			}
+		}
+	}
+	// Variable sizes: the budget in bytes holds.
+	tr := randomTrace(3, 40, 4, 16, 4)
+	size := func(k Key) int64 { return int64(k.Layer + 1) }
+	plan, err := NewOracle(tr).Plan(size, 30)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var used int64
+	res := map[Key]bool{}
+	for _, f := range plan.fetches {
+		for _, v := range f.victims {
+			delete(res, v)
+			used -= size(v)
+		}
+		res[f.key] = true
+		used += size(f.key)
+		if used > 30 {
+			t.Fatalf("plan holds %d bytes > budget 30", used)
+		}
+	}
+	if _, err := NewOracle(tr).Plan(size, 3); err == nil {
+		t.Fatal("a budget below one call's experts was accepted")
+	}
+}

@@ -98,7 +98,8 @@ type Store struct {
 	step       stepAcc
 	rec        *RoutingTrace
 	readErr    error
-	oracleScan int // trace position up to which upcoming demands are known resident or queued
+	plan       *OraclePlan // the oracle's reads; nil once it no longer applies
+	planNext   int         // index of the next read of plan to issue
 }
 
 // entry states.
@@ -298,6 +299,14 @@ func New(path string, layout Layout, shapes []moe.LayerShape, opts Options) (*St
 	if opts.Budget < maxSize {
 		f.Close()
 		return nil, fmt.Errorf("%w: budget %d bytes, one expert needs %d bytes", ErrBudgetTooSmall, opts.Budget, maxSize)
+	}
+	if oracle != nil {
+		plan, err := oracle.Plan(func(k Key) int64 { return s.bufSize[k.Layer] }, opts.Budget)
+		if err != nil {
+			f.Close()
+			return nil, err
+		}
+		s.plan = plan
 	}
 	s.work = sync.NewCond(&s.mu)
 	s.ctx, s.cancel = context.WithCancel(context.Background())
@@ -504,9 +513,6 @@ func (s *Store) allocLocked(size int64, ok func(*entry) bool) ([]byte, bool) {
 
 // evictLocked removes a resident, unpinned entry and recycles its buffer.
 func (s *Store) evictLocked(e *entry) {
-	if s.oracle != nil {
-		s.oracleScan = min(s.oracleScan, s.oracle.NextUse(e.key))
-	}
 	delete(s.entries, e.key)
 	s.policy.Remove(e.key)
 	s.releaseLocked(e)
@@ -582,7 +588,7 @@ func (s *Store) worker() {
 			if s.entries[e.key] == e {
 				delete(s.entries, e.key)
 			}
-			s.oracleScan = 0
+			s.plan = nil // the schedule no longer matches the store
 			if e.pins == 0 {
 				s.releaseLocked(e)
 			}
@@ -805,6 +811,9 @@ func (s *Store) run(ctx context.Context, layer int, experts []int, items []*entr
 			return err
 		}
 		s.mu.Lock()
+		if mode == OracleMode {
+			s.oraclePrefetchLocked()
+		}
 		// Issue reads for experts that have no entry.
 		inFlight, pending := 0, 0
 		for i, e := range items {
@@ -826,6 +835,13 @@ func (s *Store) run(ctx context.Context, layer int, experts []int, items []*entr
 				x.pins++
 				x.demandSeq = s.useSeq
 				items[i] = x
+				if x.state != stReady {
+					inFlight++
+				}
+				continue
+			}
+			if s.plan != nil {
+				pending++ // the oracle's plan reads it
 				continue
 			}
 			buf, ok := s.allocLocked(s.bufSize[layer], s.evictable)
@@ -844,9 +860,6 @@ func (s *Store) run(ctx context.Context, layer int, experts []int, items []*entr
 			issued++
 		}
 		s.wakeWorkersLocked(issued)
-		if mode == OracleMode {
-			s.oraclePrefetchLocked()
-		}
 		// Pick what may be computed now.
 		firstReady, inOrder := -1, -1
 		allReady := pending == 0
@@ -887,6 +900,14 @@ func (s *Store) run(ctx context.Context, layer int, experts []int, items []*entr
 		}
 		canCompute := ready >= 0
 		if !canCompute && blocked && s.specFlight == 0 && len(s.specQ) == 0 && !s.anyReadingLocked() {
+			if s.plan != nil {
+				// The plan cannot go on (it diverged from the store):
+				// serve demand with Belady eviction from here on.
+				s.plan = nil
+				s.log.Warn("expert: oracle: the plan stalled; continuing with Belady eviction on demand", "layer", layer)
+				s.mu.Unlock()
+				continue
+			}
 			s.mu.Unlock()
 			return fmt.Errorf("expert: layer %d: budget %d bytes cannot hold the experts this step needs", layer, s.opts.Budget)
 		}
@@ -945,7 +966,10 @@ func (s *Store) cancelQueuedSpecLocked() bool {
 	if len(s.specQ) == 0 {
 		return false
 	}
-	s.oracleScan = 0 // cancelled oracle prefetches must be found again
+	if s.plan != nil {
+		s.plan = nil // cancelled oracle reads: the schedule no longer matches
+		s.log.Warn("expert: oracle: demand cancelled scheduled reads; continuing with Belady eviction on demand")
+	}
 	for _, e := range s.specQ {
 		e.inSpecQ = false
 		if e.spec.Swap(false) {
@@ -973,37 +997,47 @@ func (s *Store) anyReadingLocked() bool {
 	return false
 }
 
-// oracleWindow bounds how far ahead the oracle prefetches, in demands.
-const oracleWindow = 1024
-
-// oraclePrefetchLocked issues reads for upcoming demands of the recorded
-// trace, in order, as long as Belady's rule allows: a prefetch may only
-// evict an expert whose next use comes after the prefetched one's.
+// oraclePrefetchLocked issues the oracle plan's reads in order, each as
+// soon as its victims have had their last use before it and are evictable.
 func (s *Store) oraclePrefetchLocked() {
+	if s.plan == nil {
+		return
+	}
 	queued := 0
-	// Resume where the last scan stopped: evictLocked moves the mark back
-	// when it evicts an expert demanded before it.
-	from := max(s.oracle.pos, s.oracleScan)
-	s.oracle.UpcomingFrom(from, oracleWindow, func(pos int, k Key) bool {
-		if _, ok := s.entries[k]; ok {
-			s.oracleScan = pos + 1
-			return true
+	defer func() { s.wakeWorkersLocked(queued) }()
+	for s.planNext < len(s.plan.fetches) {
+		f := &s.plan.fetches[s.planNext]
+		if f.after >= s.oracle.pos {
+			return // a victim is still to be demanded
 		}
-		size := s.bufSize[k.Layer]
-		buf, ok := s.allocLocked(size, func(e *entry) bool {
-			return s.evictable(e) && s.oracle.NextUse(e.key) > pos
-		})
+		for _, v := range f.victims {
+			if e := s.entries[v]; e != nil && !s.evictable(e) {
+				return // still being computed
+			}
+		}
+		for _, v := range f.victims {
+			if e := s.entries[v]; e != nil {
+				s.evictLocked(e)
+			}
+		}
+		if _, ok := s.entries[f.key]; ok {
+			s.planNext++
+			continue
+		}
+		buf, ok := s.allocLocked(s.bufSize[f.key.Layer], func(*entry) bool { return false })
 		if !ok {
-			return false
+			// The store holds more than the plan says (it diverged):
+			// serve demand with Belady eviction from here on.
+			s.plan = nil
+			s.log.Warn("expert: oracle: budget does not match the plan; continuing with Belady eviction on demand")
+			return
 		}
-		e := &entry{key: k, buf: buf, state: stQueued, target: int(k.Layer), inSpecQ: true}
-		s.entries[k] = e
+		e := &entry{key: f.key, buf: buf, state: stQueued, target: int(f.key.Layer), inSpecQ: true}
+		s.entries[f.key] = e
 		s.specQ = append(s.specQ, e)
 		queued++
-		s.oracleScan = pos + 1
-		return true
-	})
-	s.wakeWorkersLocked(queued)
+		s.planNext++
+	}
 }
 
 // LayerStats returns what the latest Use of layer measured.

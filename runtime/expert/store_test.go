@@ -177,23 +177,41 @@ func TestStoreModesServeCorrectBytesWithinBudget(t *testing.T) {
 	}
 }
 
-func TestOracleBeatsPoliciesOnHits(t *testing.T) {
+func TestOracleBeatsPoliciesOnHitsAndBytes(t *testing.T) {
 	t.Parallel()
 	m := newTestModel(t, 4, 16, 16, 16, true)
 	tr := randomTrace(7, 40, 4, 16, 4)
 	budget := 12 * m.expertBytes()
-	hits := map[string]int64{}
-	for _, mode := range []Mode{OnDemandParallel, OracleMode} {
-		s, err := New(m.path, m.layout, m.shapes, Options{Mode: mode, Budget: budget, Trace: tr, Workers: 4})
-		if err != nil {
-			t.Fatal(err)
+	stats := map[string]Stats{}
+	for _, policy := range PolicyNames() {
+		for _, mode := range []Mode{OnDemandParallel, Scheduled} {
+			s, err := New(m.path, m.layout, m.shapes, Options{Mode: mode, Budget: budget, Policy: policy, Workers: 4})
+			if err != nil {
+				t.Fatal(err)
+			}
+			drive(t, s, m, tr, 1)
+			stats[mode.String()+"/"+policy] = s.Stats()
+			s.Close()
 		}
-		drive(t, s, m, tr, 1)
-		hits[mode.String()] = s.Stats().Hits
-		s.Close()
 	}
-	if hits["oracle"] <= hits["on-demand-parallel"] {
-		t.Fatalf("oracle hits %d <= lru hits %d", hits["oracle"], hits["on-demand-parallel"])
+	s, err := New(m.path, m.layout, m.shapes, Options{Mode: OracleMode, Budget: budget, Trace: tr, Workers: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	drive(t, s, m, tr, 1)
+	o := s.Stats()
+	plan := s.plan
+	s.Close()
+	if plan == nil {
+		t.Fatal("the oracle left its plan")
+	}
+	if o.Reads != int64(plan.Reads()) || o.BytesRead != plan.Bytes() {
+		t.Fatalf("oracle read %d experts (%d bytes), its plan %d (%d bytes)", o.Reads, o.BytesRead, plan.Reads(), plan.Bytes())
+	}
+	for name, st := range stats {
+		if o.BytesRead > st.BytesRead || o.Hits < st.Hits {
+			t.Fatalf("oracle read %d bytes with %d hits; %s read %d bytes with %d hits", o.BytesRead, o.Hits, name, st.BytesRead, st.Hits)
+		}
 	}
 }
 
