@@ -25,6 +25,7 @@ type ladderFlags struct {
 	policy   string
 	modes    string
 	noOracle bool
+	predictK int
 	replay   time.Duration
 }
 
@@ -68,6 +69,7 @@ func addLadderFlags(f *pflag.FlagSet) *ladderFlags {
 	f.StringVar(&lf.experts, "experts", "", "ladder: stream experts from this file (e.g. the packed model) instead of --model")
 	f.StringVar(&lf.policy, "cache-policy", "lfu", "ladder cache policy: "+strings.Join(expert.PolicyNames(), ", "))
 	f.StringVar(&lf.modes, "modes", "", "ladder modes, comma-separated (default: all four)")
+	f.IntVar(&lf.predictK, "predict-k", 0, "ladder: experts the lookahead modes prefetch per token (0 = three quarters of the model's experts per token, rounded up)")
 	f.BoolVar(&lf.noOracle, "no-oracle", false, "ladder: skip the oracle run")
 	f.DurationVar(&lf.replay, "replay-compute", 0, "ladder: record the model's routing once, then replay it through each mode with this emulated compute time per token (e.g. 50ms) instead of running the model")
 	return lf
@@ -85,7 +87,7 @@ func runLadder(env *Env, lf *ladderFlags, cfg bench.Config, format string) error
 		return usagef("--format %q is not supported: use %s", format, strings.Join(bench.Formats, ", "))
 	}
 	lc := bench.LadderConfig{
-		Model: cfg.Model, ExpertsPath: lf.experts, Policy: lf.policy, NoOracle: lf.noOracle,
+		Model: cfg.Model, ExpertsPath: lf.experts, Policy: lf.policy, NoOracle: lf.noOracle, PredictK: lf.predictK,
 		Repetitions: cfg.Repetitions, Warmup: cfg.Warmup, PromptTokens: cfg.PromptTokens, GenTokens: cfg.GenTokens,
 	}
 	if len(cfg.Threads) != 1 {
@@ -119,6 +121,9 @@ func runLadder(env *Env, lf *ladderFlags, cfg bench.Config, format string) error
 			}
 			lc.Modes = append(lc.Modes, m)
 		}
+	}
+	if lf.predictK < 0 {
+		return usagef("--predict-k must be >= 0 (0 = the default)")
 	}
 	if lc.PromptTokens < 1 || lc.GenTokens < 2 {
 		return usagef("--ladder needs --prompt-tokens >= 1 and --gen-tokens >= 2")

@@ -33,7 +33,8 @@ type LadderConfig struct {
 	// of all expert bytes (in (0, 1]) is used.
 	BudgetBytes    int64
 	BudgetFraction float64
-	Policy         string        // cache policy (default lru)
+	Policy         string        // cache policy (default lfu)
+	PredictK       int           // experts predicted per token (default expert.DefaultPredictK of the model's)
 	Modes          []expert.Mode // default expert.Modes()
 	Threads        int           // default 1
 	Repetitions    int           // measured runs per mode (default 3)
@@ -424,7 +425,7 @@ func argmax(x []float32) int {
 // store records its routing; the oracle mode replays tr (one run's routing,
 // repeated for every run the ladder makes).
 func loadMode(cfg LadderConfig, mode expert.Mode, budget int64, record bool, tr *expert.RoutingTrace) (*model.Model, *expert.Store, error) {
-	opts := expert.Options{Mode: mode, Budget: budget, Policy: cfg.Policy, Profile: cfg.Profile, Direct: cfg.Direct, Record: record}
+	opts := expert.Options{Mode: mode, Budget: budget, Policy: cfg.Policy, Profile: cfg.Profile, Direct: cfg.Direct, Record: record, PredictK: cfg.PredictK}
 	if mode == expert.OracleMode {
 		if tr == nil {
 			return nil, nil, errors.New("no recorded routing to replay")

@@ -67,13 +67,13 @@ func LayoutFromGGUF(f *gguf.File, shapes []moe.LayerShape) (Layout, error) {
 // read of its blob. When expertsPath is set, experts are
 // read from that file instead (e.g. the packed form of the model, whose
 // non-expert weights the model loads from path); its expert shapes must
-// match. When opts.PredictK is 0 it defaults to the model's experts per
-// token.
+// match. When opts.PredictK is 0 it defaults to DefaultPredictK of the
+// model's experts per token.
 func Open(path string, f *gguf.File, shapes []moe.LayerShape, expertsPath string, opts Options) (*Store, error) {
 	if opts.PredictK == 0 {
 		if arch, err := f.String("general.architecture"); err == nil {
 			if k, err := f.Uint(arch + ".expert_used_count"); err == nil && k > 0 && k <= 1024 {
-				opts.PredictK = int(k)
+				opts.PredictK = DefaultPredictK(int(k))
 			}
 		}
 	}

@@ -539,3 +539,12 @@ func BenchmarkUseResident(b *testing.B) {
 		s.Use(context.Background(), 0, ex, ok)
 	}
 }
+
+func TestDefaultPredictK(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ used, want int }{{0, 0}, {1, 1}, {2, 2}, {4, 3}, {6, 5}, {8, 6}, {10, 8}} {
+		if got := DefaultPredictK(tc.used); got != tc.want {
+			t.Errorf("DefaultPredictK(%d) = %d, want %d", tc.used, got, tc.want)
+		}
+	}
+}
