@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -546,5 +547,45 @@ func TestDefaultPredictK(t *testing.T) {
 		if got := DefaultPredictK(tc.used); got != tc.want {
 			t.Errorf("DefaultPredictK(%d) = %d, want %d", tc.used, got, tc.want)
 		}
+	}
+}
+
+// TestThrottleDemandOvertakesSpeculation: a demanded transfer does not
+// queue behind speculative chunks already reserved, and it pushes the
+// speculative ones back, so the device's bandwidth is kept.
+func TestThrottleDemandOvertakesSpeculation(t *testing.T) {
+	th := NewThrottle(&Profile{Bandwidth: 10 << 20, MaxInFlight: 8}) // a 256 KiB chunk takes 25 ms
+	ctx := context.Background()
+	start := time.Now()
+	var wg sync.WaitGroup
+	var specEnd atomic.Int64
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var spec atomic.Bool
+			spec.Store(true)
+			if err := th.Wait(ctx, start, 1<<20, &spec); err != nil {
+				t.Error(err)
+			}
+			specEnd.Store(max(specEnd.Load(), int64(time.Since(start))))
+		}()
+	}
+	time.Sleep(10 * time.Millisecond)
+	d0 := time.Now()
+	if err := th.Wait(ctx, d0, 256<<10, nil); err != nil {
+		t.Fatal(err)
+	}
+	demand := time.Since(d0)
+	wg.Wait()
+	// Alone, the demanded chunk takes 25 ms; behind the four reserved
+	// speculative chunks it would take 100-125 ms.
+	if demand < 25*time.Millisecond || demand > 90*time.Millisecond {
+		t.Errorf("demanded 256 KiB took %v, want 25 ms (not queued behind speculation)", demand)
+	}
+	// 4 MiB + 256 KiB at 10 MiB/s: the last speculative chunk ends no
+	// earlier than 425 ms.
+	if end := time.Duration(specEnd.Load()); end < 425*time.Millisecond {
+		t.Errorf("speculative reads ended at %v: the demand took bandwidth the device does not have", end)
 	}
 }

@@ -16,15 +16,21 @@ const throttleChunk = 256 << 10
 // Throttle emulates a device's storage for reads made through the store:
 // every read costs the profile's fixed latency (reads in flight overlap
 // their latencies, as a device's command queue does), then transfers its
-// bytes through a token bucket shared by all reads in flight. Speculative
-// transfers yield to demanded ones. A Throttle is safe for concurrent use.
+// bytes through a token bucket shared by all reads in flight. Demanded
+// transfers go first: they queue only behind other demanded transfers,
+// and each of their chunks pushes the speculative timeline back by its
+// duration, so the device's total bandwidth is kept while speculative
+// chunks already on the wire (at most one per speculative read in flight)
+// finish as reserved. Speculative transfers wait while any demanded one
+// transfers. A Throttle is safe for concurrent use.
 type Throttle struct {
 	bw      float64 // bytes per second
 	latency time.Duration
 
-	mu     sync.Mutex
-	next   time.Time // when the bucket is free again
-	demand int       // demanded reads in their transfer phase
+	mu         sync.Mutex
+	next       time.Time // when the bucket is free for speculative transfers
+	nextDemand time.Time // when it is free for demanded ones
+	demand     int       // demanded reads in their transfer phase
 }
 
 // NewThrottle returns a throttle for p.
@@ -67,7 +73,7 @@ func (t *Throttle) Wait(ctx context.Context, start time.Time, n int64, speculati
 		if spec && t.demand > 0 {
 			// Yield the bucket to demanded reads: retry after one of
 			// their chunks.
-			wait := t.next
+			wait := t.nextDemand
 			t.mu.Unlock()
 			if now := time.Now(); !wait.After(now) {
 				wait = now.Add(d)
@@ -78,12 +84,17 @@ func (t *Throttle) Wait(ctx context.Context, start time.Time, n int64, speculati
 			ready = time.Now()
 			continue
 		}
-		s := t.next
-		if s.Before(ready) {
-			s = ready
+		var end time.Time
+		if spec {
+			s := latest(ready, t.next, t.nextDemand)
+			end = s.Add(d)
+			t.next = end
+		} else {
+			s := latest(ready, t.nextDemand)
+			end = s.Add(d)
+			t.nextDemand = end
+			t.next = latest(t.next, s).Add(d)
 		}
-		t.next = s.Add(d)
-		end := t.next
 		t.mu.Unlock()
 		if err := sleepUntil(ctx, end); err != nil {
 			return err
@@ -92,6 +103,15 @@ func (t *Throttle) Wait(ctx context.Context, start time.Time, n int64, speculati
 		n -= c
 	}
 	return nil
+}
+
+func latest(a time.Time, b ...time.Time) time.Time {
+	for _, x := range b {
+		if x.After(a) {
+			a = x
+		}
+	}
+	return a
 }
 
 // sleepUntil sleeps until deadline or until ctx is done, in slices of at
