@@ -105,6 +105,7 @@ type Store struct {
 	demandQ    []*entry
 	specQ      []*entry
 	specFlight int
+	demFlight  int // demanded reads in flight
 	closed     bool
 	useSeq     uint64
 	curDemand  []Key
@@ -560,7 +561,7 @@ func (s *Store) worker() {
 	}
 	for {
 		s.mu.Lock()
-		for !s.closed && len(s.demandQ) == 0 && (len(s.specQ) == 0 || s.specFlight >= s.specMax) {
+		for !s.closed && len(s.demandQ) == 0 && !s.specMayStartLocked() {
 			s.work.Wait()
 		}
 		if s.closed {
@@ -573,6 +574,7 @@ func (s *Store) worker() {
 			e = s.demandQ[0]
 			s.demandQ[0] = nil
 			s.demandQ = s.demandQ[1:]
+			s.demFlight++
 		} else {
 			e = s.specQ[0]
 			s.specQ[0] = nil
@@ -596,6 +598,8 @@ func (s *Store) worker() {
 		s.mu.Lock()
 		if specSlot {
 			s.specFlight--
+		} else {
+			s.demFlight--
 		}
 		s.stats.Reads++
 		s.stats.BytesRead += n
@@ -623,6 +627,10 @@ func (s *Store) worker() {
 		if specSlot && len(s.specQ) > 1 {
 			s.work.Signal()
 		}
+		if !specSlot && s.demFlight == 0 && s.throttle == nil {
+			// Speculative reads held back by demand may start now.
+			s.wakeWorkersLocked(min(len(s.specQ), s.specMax-s.specFlight))
+		}
 		s.mu.Unlock()
 		select {
 		case s.wake <- struct{}{}:
@@ -632,6 +640,21 @@ func (s *Store) worker() {
 			s.opts.Sink.Read(&trace.ReadEvent{Layer: layer, Expert: int(e.key.Expert), Bytes: n, Latency: lat, Speculative: e.wasSpec, Err: err})
 		}
 	}
+}
+
+// specMayStartLocked says whether a worker may start a speculative read:
+// one is queued, fewer than specMax are in flight, and, on real storage,
+// no demanded read is in flight. A real device cannot tell demanded reads
+// from speculative ones, so a speculative read started beside a demanded
+// one delays it; speculation then only uses the time the device would
+// otherwise be idle (compute). Under a storage profile the emulated device
+// serves demanded transfers first itself, and the oracle's reads are all
+// needed.
+func (s *Store) specMayStartLocked() bool {
+	if len(s.specQ) == 0 || s.specFlight >= s.specMax {
+		return false
+	}
+	return s.throttle != nil || s.oracle != nil || s.demFlight == 0
 }
 
 // read preads expert e into buf and returns its weights and the bytes read.
