@@ -589,3 +589,46 @@ func TestThrottleDemandOvertakesSpeculation(t *testing.T) {
 		t.Errorf("speculative reads ended at %v: the demand took bandwidth the device does not have", end)
 	}
 }
+
+// TestSpeculationWaitsForDemandOnRealStorage: on real storage a queued
+// speculative read does not start beside a demanded one; under a profile
+// (which serves demand first itself) and for the oracle (whose reads are
+// all needed) it does.
+func TestSpeculationWaitsForDemandOnRealStorage(t *testing.T) {
+	t.Parallel()
+	m := newTestModel(t, 2, 8, 16, 16, true)
+	prof := &Profile{Name: "p", Bandwidth: 1 << 30, MaxInFlight: 4}
+	tr := randomTrace(1, 4, 2, 8, 2)
+	for _, tc := range []struct {
+		name string
+		opts Options
+		want bool
+	}{
+		{"real storage", Options{Mode: Scheduled}, false},
+		{"profile", Options{Mode: Scheduled, Profile: prof}, true},
+		{"oracle", Options{Mode: OracleMode, Trace: tr}, true},
+	} {
+		tc.opts.Budget = 1 << 20
+		s, err := New(m.path, m.layout, m.shapes, tc.opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.mu.Lock()
+		s.specQ = append(s.specQ, &entry{})
+		if !s.specMayStartLocked() {
+			t.Errorf("%s: a queued speculative read may not start on an idle device", tc.name)
+		}
+		s.demFlight = 1
+		if got := s.specMayStartLocked(); got != tc.want {
+			t.Errorf("%s: speculative read may start beside a demanded one = %v, want %v", tc.name, got, tc.want)
+		}
+		s.demFlight = 0
+		s.specFlight = s.specMax
+		if s.specMayStartLocked() {
+			t.Errorf("%s: more than %d speculative reads in flight", tc.name, s.specMax)
+		}
+		s.specQ, s.specFlight = nil, 0
+		s.mu.Unlock()
+		s.Close()
+	}
+}
