@@ -46,6 +46,23 @@ func TestThrottledStoreLendsPs(t *testing.T) {
 	if got := runtime.GOMAXPROCS(0); got != 2 {
 		t.Fatalf("GOMAXPROCS after closing every store = %d, want 2", got)
 	}
+	// Workers blocked in O_DIRECT preads hold their Ps too.
+	direct, err := New(m.path, m.layout, m.shapes, Options{Mode: Scheduled, Budget: 8 * m.expertBytes(), Direct: true, Workers: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := 2 + 4
+	if !direct.Direct() {
+		t.Logf("O_DIRECT unsupported here: the buffered fallback lends no Ps")
+		want = 2
+	}
+	if got := runtime.GOMAXPROCS(0); got != want {
+		t.Fatalf("GOMAXPROCS with a direct store of 4 workers = %d, want %d", got, want)
+	}
+	direct.Close()
+	if got := runtime.GOMAXPROCS(0); got != 2 {
+		t.Fatalf("GOMAXPROCS after closing the direct store = %d, want 2", got)
+	}
 	// A value set by someone else meanwhile is left alone.
 	c, err := New(m.path, m.layout, m.shapes, Options{Mode: Scheduled, Budget: 8 * m.expertBytes(), Profile: p})
 	if err != nil {

@@ -332,7 +332,11 @@ func New(path string, layout Layout, shapes []moe.LayerShape, opts Options) (*St
 	}
 	s.work = sync.NewCond(&s.mu)
 	s.ctx, s.cancel = context.WithCancel(context.Background())
-	if s.throttle != nil {
+	if s.throttle != nil || direct {
+		// Workers block in nanosleep (emulated device) or in O_DIRECT
+		// preads (real device); either way a blocked worker keeps its P
+		// until sysmon takes it back, and the model goroutine it woke
+		// waits for a P (reserveSleepProcs).
 		s.procs = reserveSleepProcs(opts.Workers)
 	}
 	for range opts.Workers {

@@ -163,8 +163,11 @@ var sleepProcs procLender
 // woken by a completed read, waits for sysmon before it can compute: the
 // emulated device's time turned into host scheduling delay, counted as
 // stall (measured on the 2-vCPU VM: scheduled 19 → 25 tok/s, stall 0.48 →
-// 0.13 with spare Ps). Idle Ps cost nothing, and sleepers use no CPU, so
-// the CPUs are not oversubscribed.
+// 0.13 with spare Ps). The same holds for workers blocked in O_DIRECT
+// preads on a real disk (direct storage, paired runs: scheduled 18.6–18.9 →
+// 22.6–22.8 tok/s, on-demand-parallel 13.9–14.9 → 17.0–17.6). Idle Ps cost
+// nothing, and blocked workers use no CPU, so the CPUs are not
+// oversubscribed.
 func reserveSleepProcs(n int) (release func()) {
 	l := &sleepProcs
 	l.mu.Lock()
