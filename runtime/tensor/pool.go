@@ -4,6 +4,7 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // Pool runs row-parallel kernels on a fixed set of worker goroutines. The
@@ -12,32 +13,101 @@ import (
 // workers; a closed Pool still works, single-threaded. A Pool is safe for use
 // by one caller at a time (it owns the scratch buffers of the quantized
 // activations). A nil *Pool means single-threaded.
+//
+// Decoding one token dispatches hundreds of small products a few
+// microseconds apart. Handing each to a parked goroutine costs a futex
+// wake-up (tens of microseconds on a VM), as much as the product itself,
+// so workers spin for spinFor after a job before they park, as ggml's
+// thread pool does, and the caller spins while they finish.
 type Pool struct {
 	threads int
-	work    []chan *job
-	wg      sync.WaitGroup
+	workers []*poolWorker
+	cur     *job         // the job being dispatched (set before the slots)
+	running atomic.Int32 // workers still in the current job
+	gen     uint64       // last dispatched generation
+	done    chan struct{}
 	closed  bool
 	j       job
 	sc      scratch
 }
+
+// poolWorker is one worker's mailbox: slot holds the generation of the job
+// it should join; sleeping says it is parked on wake.
+type poolWorker struct {
+	slot     atomic.Uint64
+	sleeping atomic.Bool
+	wake     chan struct{}
+}
+
+// spinFor is how long an idle worker polls for the next job before it
+// parks (the gap between the products of one token is far shorter; between
+// tokens the workers park).
+const spinFor = 100 * time.Microsecond
 
 // NewPool starts a pool of threads workers (the caller counts as one).
 func NewPool(threads int) *Pool {
 	if threads <= 0 {
 		threads = runtime.NumCPU()
 	}
-	p := &Pool{threads: threads}
+	p := &Pool{threads: threads, done: make(chan struct{})}
 	for i := 1; i < threads; i++ {
-		ch := make(chan *job)
-		p.work = append(p.work, ch)
-		go func() {
-			for j := range ch {
-				j.run()
-				p.wg.Done()
-			}
-		}()
+		w := &poolWorker{wake: make(chan struct{}, 1)}
+		p.workers = append(p.workers, w)
+		go p.work(w)
 	}
 	return p
+}
+
+// work is a worker's loop: wait for its slot to change, run the job.
+func (p *Pool) work(w *poolWorker) {
+	var seen uint64
+	for {
+		g, ok := p.await(w, seen)
+		if !ok {
+			return
+		}
+		seen = g
+		p.cur.run()
+		p.running.Add(-1)
+	}
+}
+
+// await returns the next generation w is asked to join, spinning for
+// spinFor and then parking; false once the pool is closed.
+func (p *Pool) await(w *poolWorker, seen uint64) (uint64, bool) {
+	start := time.Now()
+	for i := 0; ; i++ {
+		if g := w.slot.Load(); g != seen {
+			return g, true
+		}
+		if i&255 != 255 {
+			continue
+		}
+		select {
+		case <-p.done:
+			return 0, false
+		default:
+		}
+		if time.Since(start) < spinFor {
+			runtime.Gosched()
+			continue
+		}
+		// Park. The dispatcher stores the slot, then reads sleeping; we
+		// store sleeping, then read the slot: one of us sees the other.
+		w.sleeping.Store(true)
+		if g := w.slot.Load(); g != seen {
+			w.sleeping.Store(false)
+			return g, true
+		}
+		select {
+		case <-w.wake:
+		case <-p.done:
+			w.sleeping.Store(false)
+			return 0, false
+		}
+		w.sleeping.Store(false)
+		start = time.Now()
+	}
 }
 
 // Threads returns the number of threads the pool computes with (1 for nil).
@@ -54,10 +124,8 @@ func (p *Pool) Close() {
 		return
 	}
 	p.closed = true
-	for _, ch := range p.work {
-		close(ch)
-	}
-	p.work = nil
+	close(p.done)
+	p.workers = nil
 }
 
 // maxParts is how many matrices one MatMulMulti call may combine.
@@ -114,14 +182,27 @@ func (p *Pool) dispatch(j *job) {
 	j.next.Store(0)
 	helpers := min(threads-1, int(j.nchunks)-1)
 	if helpers > 0 {
-		p.wg.Add(helpers)
-		for i := 0; i < helpers; i++ {
-			p.work[i] <- j
+		p.cur = j
+		p.gen++
+		p.running.Store(int32(helpers))
+		for _, w := range p.workers[:helpers] {
+			w.slot.Store(p.gen)
+			if w.sleeping.Load() {
+				select {
+				case w.wake <- struct{}{}:
+				default:
+				}
+			}
 		}
 	}
 	j.run()
 	if helpers > 0 {
-		p.wg.Wait()
+		// The helpers are finishing their last chunks.
+		for i := 0; p.running.Load() != 0; i++ {
+			if i&63 == 63 {
+				runtime.Gosched()
+			}
+		}
 	}
 }
 
