@@ -57,3 +57,22 @@ func FuzzCancel(f *testing.F)           { fuzzType(f, &Cancel{}) }
 func FuzzCancelReply(f *testing.F)      { fuzzType(f, &CancelReply{}) }
 func FuzzTelemetry(f *testing.F)        { fuzzType(f, &TelemetryBatch{}) }
 func FuzzResult(f *testing.F)           { fuzzType(f, &Result{}) }
+
+// FuzzParseDataSubject checks that a telemetry/result subject either parses
+// into a valid device id (or none) and a positive run id that format back to
+// the same subject, or is rejected.
+func FuzzParseDataSubject(f *testing.F) {
+	for _, s := range []string{TelemetrySubject(1), ResultSubject(42), DeviceTelemetrySubject("dev-1", 3), DeviceResultSubject("x", 9),
+		"lesfarm.v1.telemetry.a.b.3", "lesfarm.v1.result..1", "lesfarm.v1.telemetry.", "lesfarm.v1.telemetry.dev.+5"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		dev, run, err := ParseDataSubject(s)
+		if err != nil {
+			return
+		}
+		if run <= 0 || (dev != "" && !ValidDeviceID(dev)) {
+			t.Fatalf("ParseDataSubject(%q) = %q, %d", s, dev, run)
+		}
+	})
+}

@@ -271,9 +271,24 @@ func TestSubjects(t *testing.T) {
 	if id, err := ParseRunSubject(ResultSubject(99)); err != nil || id != 99 {
 		t.Fatal(id, err)
 	}
-	for _, bad := range []string{"lesfarm.v1.telemetry.x", "lesfarm.v1.telemetry.-1", "lesfarm.v1.result.0", "foo"} {
+	for _, bad := range []string{"lesfarm.v1.telemetry.x", "lesfarm.v1.telemetry.-1", "lesfarm.v1.result.0", "foo",
+		"lesfarm.v1.telemetry.dev.x", "lesfarm.v1.telemetry.a*.5", "lesfarm.v1.result.a.b.5", "lesfarm.v1.result..5", "lesfarm.v1.telemetry.dev.0"} {
 		if _, err := ParseRunSubject(bad); err == nil {
 			t.Errorf("ParseRunSubject(%q) accepted", bad)
+		}
+	}
+	for _, tc := range []struct {
+		subject, dev string
+		run          int64
+	}{
+		{TelemetrySubject(12), "", 12},
+		{ResultSubject(99), "", 99},
+		{DeviceTelemetrySubject("dev_2", 12), "dev_2", 12},
+		{DeviceResultSubject("123", 7), "123", 7},
+	} {
+		dev, run, err := ParseDataSubject(tc.subject)
+		if err != nil || dev != tc.dev || run != tc.run {
+			t.Errorf("ParseDataSubject(%q) = %q, %d, %v; want %q, %d", tc.subject, dev, run, err, tc.dev, tc.run)
 		}
 	}
 	for _, id := range []string{"", "a.b", "a*", "a>", strings.Repeat("x", 65), "a b"} {

@@ -84,21 +84,50 @@ func ParseDeviceSubject(subject string) (id, kind string, err error) {
 	return "", "", fmt.Errorf("protocol: unknown device subject kind %q", clip(kind))
 }
 
-// ParseRunSubject returns the run id of lesfarm.v1.telemetry.<run> or
-// lesfarm.v1.result.<run>.
+// DeviceTelemetrySubject returns lesfarm.v1.telemetry.<device>.<run>, the
+// telemetry subject that names its publisher: a coordinator enforcing device
+// permissions lets a device publish only under its own id, and ingest
+// rejects a batch whose device_id is not the subject's.
+func DeviceTelemetrySubject(deviceID string, runID int64) string {
+	return Prefix + ".telemetry." + deviceID + "." + strconv.FormatInt(runID, 10)
+}
+
+// DeviceResultSubject returns lesfarm.v1.result.<device>.<run> (see
+// DeviceTelemetrySubject).
+func DeviceResultSubject(deviceID string, runID int64) string {
+	return Prefix + ".result." + deviceID + "." + strconv.FormatInt(runID, 10)
+}
+
+// ParseRunSubject returns the run id of lesfarm.v1.telemetry.<run>,
+// lesfarm.v1.result.<run> or their device-scoped forms
+// lesfarm.v1.telemetry.<device>.<run> and lesfarm.v1.result.<device>.<run>.
 func ParseRunSubject(subject string) (int64, error) {
+	_, id, err := ParseDataSubject(subject)
+	return id, err
+}
+
+// ParseDataSubject splits a telemetry or result subject into the device id
+// it names ("" for the run-only form lesfarm.v1.telemetry.<run>) and the
+// run id.
+func ParseDataSubject(subject string) (deviceID string, runID int64, err error) {
 	rest, ok := strings.CutPrefix(subject, Prefix+".telemetry.")
 	if !ok {
 		rest, ok = strings.CutPrefix(subject, Prefix+".result.")
 	}
 	if !ok {
-		return 0, fmt.Errorf("protocol: %q is not a run subject", clip(subject))
+		return "", 0, fmt.Errorf("protocol: %q is not a run subject", clip(subject))
+	}
+	if dev, run, scoped := strings.Cut(rest, "."); scoped {
+		if !ValidDeviceID(dev) {
+			return "", 0, fmt.Errorf("protocol: bad device id in subject %q", clip(subject))
+		}
+		deviceID, rest = dev, run
 	}
 	id, err := strconv.ParseInt(rest, 10, 64)
 	if err != nil || id <= 0 {
-		return 0, fmt.Errorf("protocol: bad run id in subject %q", clip(subject))
+		return "", 0, fmt.Errorf("protocol: bad run id in subject %q", clip(subject))
 	}
-	return id, nil
+	return deviceID, id, nil
 }
 
 func clip(s string) string {

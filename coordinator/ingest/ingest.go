@@ -246,6 +246,23 @@ func sleep(ctx context.Context, d time.Duration) {
 	}
 }
 
+// checkSubject returns an invalid-message error when a message's run id is
+// not its subject's, or when the subject names a device
+// (lesfarm.v1.telemetry.<device>.<run>) other than the body's device_id. The
+// subject is what NATS permissions bind to a device's credential, so this
+// check stops a device from writing under another device's name even if
+// the permissions were too wide.
+func checkSubject(typ, subject string, runID int64, deviceID string) error {
+	dev, id, err := protocol.ParseDataSubject(subject)
+	switch {
+	case err != nil || id != runID:
+		return &protocol.DecodeError{Type: typ, Kind: protocol.RejectInvalid, Err: fmt.Errorf("run_id %d does not match subject %s", runID, subject)}
+	case dev != "" && dev != deviceID:
+		return &protocol.DecodeError{Type: typ, Kind: protocol.RejectInvalid, Err: fmt.Errorf("device_id %q does not match subject %s", deviceID, subject)}
+	}
+	return nil
+}
+
 // reject counts and terminates a message that can never be processed.
 func (i *Ingester) reject(ctx context.Context, m jetstream.Msg, err error, what string) {
 	i.rejected.Add(1)
@@ -260,9 +277,7 @@ func (i *Ingester) telemetryBatch(ctx context.Context, msgs []jetstream.Msg) err
 	for _, m := range msgs {
 		b, err := protocol.DecodeTelemetry(m.Data())
 		if err == nil {
-			if id, perr := protocol.ParseRunSubject(m.Subject()); perr != nil || id != b.RunID {
-				err = &protocol.DecodeError{Type: "telemetry", Kind: protocol.RejectInvalid, Err: fmt.Errorf("run_id %d does not match subject %s", b.RunID, m.Subject())}
-			}
+			err = checkSubject("telemetry", m.Subject(), b.RunID, b.DeviceID)
 		}
 		if err != nil {
 			i.reject(ctx, m, err, "malformed telemetry")
@@ -336,9 +351,7 @@ func (i *Ingester) resultBatch(ctx context.Context, msgs []jetstream.Msg) error 
 func (i *Ingester) result(ctx context.Context, m jetstream.Msg) error {
 	res, err := protocol.DecodeResult(m.Data())
 	if err == nil {
-		if id, perr := protocol.ParseRunSubject(m.Subject()); perr != nil || id != res.RunID {
-			err = &protocol.DecodeError{Type: "result", Kind: protocol.RejectInvalid, Err: fmt.Errorf("run_id %d does not match subject %s", res.RunID, m.Subject())}
-		}
+		err = checkSubject("result", m.Subject(), res.RunID, res.DeviceID)
 	}
 	if err != nil {
 		i.reject(ctx, m, err, "malformed result")

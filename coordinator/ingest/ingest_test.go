@@ -209,3 +209,42 @@ func TestIngestCrashBetweenConsumeAndCommit(t *testing.T) {
 		t.Fatalf("%d samples, want %d", n, batches*per)
 	}
 }
+
+// TestIngestDeviceScopedSubjects checks the device-id defense: telemetry and
+// results on a subject naming a device (lesfarm.v1.telemetry.<device>.<run>)
+// are stored only when the body's device_id is that device; a mismatch is
+// rejected and counted even though token and run are right.
+func TestIngestDeviceScopedSubjects(t *testing.T) {
+	ctx := context.Background()
+	e := setup(t)
+	run := e.run.Run.ID
+	publish(t, e, protocol.DeviceTelemetrySubject("dev-1", run), batch(e.run, 0, 5))
+	publish(t, e, protocol.DeviceTelemetrySubject("dev-2", run), batch(e.run, 1, 7)) // body says dev-1
+	publish(t, e, protocol.DeviceResultSubject("dev-2", run), &protocol.Result{RunID: run, Token: e.run.Token, DeviceID: "dev-1", Outcome: "succeeded"})
+
+	ing, err := ingest.New(ingest.Config{JS: e.js, Store: e.st, FetchMessages: 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ing.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = ing.Stop() }()
+	waitFor(t, "one batch stored, two rejected", 10*time.Second, func() bool {
+		n, _ := e.st.CountSamples(ctx, run)
+		return n == 5 && ing.Rejects().Total() == 2
+	})
+	if r, _ := e.st.GetRun(ctx, run); r.State == store.RunSucceeded {
+		t.Fatal("a result on another device's subject completed the run")
+	}
+	publish(t, e, protocol.DeviceResultSubject("dev-1", run), &protocol.Result{RunID: run, Token: e.run.Token, DeviceID: "dev-1", Outcome: "succeeded",
+		TelemetryBatches: 1, TelemetrySamples: 5,
+		Configs: []protocol.ConfigResult{{ConfigIndex: 0, ConfigKey: "resident", Valid: true, DecodeTPS: protocol.Stat{N: 1, Mean: 10}}}})
+	waitFor(t, "run completion on the device's own subject", 10*time.Second, func() bool {
+		r, _ := e.st.GetRun(ctx, run)
+		return r.State == store.RunSucceeded
+	})
+	if n, _ := e.st.CountSamples(ctx, run); n != 5 || ing.Rejects().Total() != 2 {
+		t.Fatalf("%d samples, rejects %s; want 5 samples and 2 rejects", n, ing.Rejects())
+	}
+}
