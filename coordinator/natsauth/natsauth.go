@@ -50,9 +50,15 @@ type Verifier interface {
 // defaults.
 type Config struct {
 	// Verifier checks device secrets. It may be nil at New and set later
-	// with SetVerifier (the store opens after the server starts); until
-	// then every device is refused and only the coordinator connects.
+	// with SetVerifier (the store opens after the server starts). Until
+	// then a device's connection waits up to ReadyWait, so that it times
+	// out and retries rather than being refused (nats.go stops
+	// reconnecting after two authorization errors in a row), and only the
+	// coordinator connects at once.
 	Verifier Verifier
+	// ReadyWait bounds how long a device connection waits for the
+	// verifier (default 10s); after it the device is refused.
+	ReadyWait time.Duration
 	// RunOnlySubjects also lets devices publish on the run-only subjects
 	// lesfarm.v1.telemetry.<run> and lesfarm.v1.result.<run>, which do not
 	// name the device. Agents publish there until they switch to the
@@ -72,6 +78,8 @@ type Authenticator struct {
 	log      *slog.Logger
 	secret   string
 	verifier atomic.Pointer[Verifier]
+	ready    chan struct{} // closed by the first SetVerifier
+	once     sync.Once
 
 	mu      sync.Mutex
 	devices map[uint64]deviceConn // client id -> device connection
@@ -88,7 +96,8 @@ var _ server.Authentication = (*Authenticator)(nil)
 // New returns an Authenticator with a fresh random coordinator secret.
 func New(cfg Config) (*Authenticator, error) {
 	cfg.VerifyTimeout = cmp.Or(cfg.VerifyTimeout, 5*time.Second)
-	a := &Authenticator{cfg: cfg, log: cmp.Or(cfg.Logger, slog.Default()), devices: map[uint64]deviceConn{}}
+	cfg.ReadyWait = cmp.Or(cfg.ReadyWait, 10*time.Second)
+	a := &Authenticator{cfg: cfg, log: cmp.Or(cfg.Logger, slog.Default()), devices: map[uint64]deviceConn{}, ready: make(chan struct{})}
 	var b [32]byte
 	if _, err := rand.Read(b[:]); err != nil {
 		return nil, fmt.Errorf("natsauth: coordinator secret: %w", err)
@@ -101,7 +110,10 @@ func New(cfg Config) (*Authenticator, error) {
 }
 
 // SetVerifier sets (or replaces) the device secret verifier.
-func (a *Authenticator) SetVerifier(v Verifier) { a.verifier.Store(&v) }
+func (a *Authenticator) SetVerifier(v Verifier) {
+	a.verifier.Store(&v)
+	a.once.Do(func() { close(a.ready) })
+}
 
 // CoordinatorOptions returns the nats.go options that authenticate as the
 // coordinator: full permissions. They must stay in this process.
@@ -134,7 +146,14 @@ func (a *Authenticator) Check(c server.ClientAuthentication) bool {
 	}
 	vp := a.verifier.Load()
 	if vp == nil {
-		return a.refuse(c, o.Username, "coordinator not ready")
+		t := time.NewTimer(a.cfg.ReadyWait)
+		select {
+		case <-a.ready:
+			t.Stop()
+			vp = a.verifier.Load()
+		case <-t.C:
+			return a.refuse(c, o.Username, "coordinator not ready")
+		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), a.cfg.VerifyTimeout)
 	defer cancel()

@@ -329,7 +329,7 @@ func TestRefusedCredentials(t *testing.T) {
 // TestNotReadyRefusesDevicesButNotCoordinator: before the store is set,
 // devices are refused and the coordinator connects.
 func TestNotReadyRefusesDevicesButNotCoordinator(t *testing.T) {
-	auth, err := natsauth.New(natsauth.Config{})
+	auth, err := natsauth.New(natsauth.Config{ReadyWait: 200 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}

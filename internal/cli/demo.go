@@ -52,9 +52,11 @@ func newDemoCmd(env *Env) *cobra.Command {
 with nothing to configure:
 
   1. a coordinator with an embedded NATS (JetStream) server and a local
-     PostgreSQL started from the machine's binaries in --data-dir;
+     PostgreSQL started from the machine's binaries in --data-dir; NATS
+     authenticates devices as 'lesfarm serve' does by default;
   2. one host agent per --profiles entry, each emulating a phone's flash
-     (bandwidth, latency, queue depth) with the LES expert store;
+     (bandwidth, latency, queue depth) with the LES expert store, and each
+     connecting with its own device credential (revoked when the demo ends);
   3. the model artifact uploaded through the REST API: the trained MoE
      fixture when ../shared/testdata is present (the built-in 'smoke'
      suite names it), otherwise a synthetic MoE written by 'synth' with the
@@ -85,8 +87,15 @@ to the same series.`,
 			if err := os.MkdirAll(dataDir, 0o755); err != nil {
 				return fmt.Errorf("demo: data dir: %w", err)
 			}
+			// The embedded NATS authenticates devices as 'lesfarm serve'
+			// does by default: each emulated agent gets its own credential.
+			ns, auth, err := startEmbeddedNATS("127.0.0.1:0", dataDir, "devices", log)
+			if err != nil {
+				return err
+			}
+			defer func() { ns.Shutdown(); ns.WaitForShutdown() }()
 			c, err := coordinator.New(coordinator.Config{
-				DataDir: dataDir, HTTPAddr: httpAddr, EmbeddedNATSAddr: "127.0.0.1:0",
+				DataDir: dataDir, HTTPAddr: httpAddr, NATSURL: ns.ClientURL(), NATSOptions: auth.CoordinatorOptions(),
 				Version: BuildVersion(), Logger: log, Mount: dashboard.Mount,
 			})
 			if err != nil {
@@ -96,6 +105,7 @@ to the same series.`,
 				return err
 			}
 			defer c.Stop()
+			auth.SetVerifier(c.Store())
 			base := "http://" + c.HTTPAddr()
 			say("coordinator up: API %s/v1, OpenAPI %s/openapi.json", base, base)
 
@@ -133,8 +143,14 @@ to the same series.`,
 			var wg sync.WaitGroup
 			defer func() { stopAgents(); wg.Wait() }()
 			for i, p := range profs {
+				name := fmt.Sprintf("emu-%s-%d", p, i+1)
+				devSecret, cred, err := c.Store().CreateDeviceCredential(ctx, name)
+				if err != nil {
+					return fmt.Errorf("demo: device credential for %s: %w", name, err)
+				}
+				defer func() { _, _ = c.Store().RevokeDeviceCredential(context.WithoutCancel(ctx), cred.ID) }()
 				a, err := agent.New(agent.Config{
-					NATSURL: c.NATSURL(), Name: fmt.Sprintf("emu-%s-%d", p, i+1), Profile: p,
+					NATSURL: c.NATSURL(), Name: name, User: name, Password: devSecret, Profile: p,
 					CacheDir: filepath.Join(dataDir, "agents", fmt.Sprintf("%s-%d", p, i+1)),
 					Labels:   map[string]string{"pool": "demo"}, Logger: log,
 				})

@@ -1,16 +1,22 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/spf13/cobra"
 
 	"github.com/lesfarm/lesfarm/coordinator"
+	"github.com/lesfarm/lesfarm/coordinator/natsauth"
 	"github.com/lesfarm/lesfarm/dashboard"
 )
 
@@ -29,6 +35,7 @@ func newServeCmd(env *Env) *cobra.Command {
 		logLevel    string
 		natsCreds   string
 		natsCA      string
+		natsAuth    string
 	)
 	cmd := &cobra.Command{
 		Use:   "serve [--http-addr 127.0.0.1:8080] [--data-dir DIR] [--nats-url URL] [--database-url URL]",
@@ -39,8 +46,11 @@ func newServeCmd(env *Env) *cobra.Command {
 results, which are written to Postgres and acknowledged only after commit.
 
 With no flags everything is embedded, kept in --data-dir:
-  - a NATS server with JetStream listening on --nats-listen (agents connect
-    there: lesfarm agent --nats-url nats://127.0.0.1:4222);
+  - a NATS server with JetStream listening on --nats-listen, where each
+    device authenticates with its own credential and may speak only for
+    itself (see --nats-auth):
+      lesfarm token create --device pixel-8-a     (prints SECRET once)
+      lesfarm agent --nats-url nats://127.0.0.1:4222 --name pixel-8-a --token SECRET
   - a PostgreSQL started from the machine's binaries in DATA_DIR/pg
     (install with 'apt-get install -y postgresql' or point --database-url
     at a server);
@@ -52,6 +62,23 @@ Migrations are applied at startup. --http-addr 127.0.0.1:0 picks a free
 port and logs the address. SIGINT or SIGTERM shuts down gracefully: HTTP
 stops, in-flight telemetry is committed and acknowledged, and the embedded
 NATS and PostgreSQL are stopped.
+
+--nats-auth sets what the embedded NATS server asks of its clients:
+  devices  (default) a device connects only with a credential from
+           'lesfarm token create --device ID' (as --token, or --password with
+           --user ID) and may publish only its own hello, heartbeat,
+           telemetry and results and receive only its own assignments and
+           cancels. Telemetry and results on the run-only subjects
+           (lesfarm.v1.telemetry.<run>), which do not name the device, are
+           still accepted for agents that publish there.
+  strict   as devices, but telemetry and results only on the device-scoped
+           subjects (lesfarm.v1.telemetry.<device>.<run>): a device cannot
+           publish data for a run of another device at all.
+  none     no authentication: any client may speak for any device. Only for
+           a trusted lab network.
+Revoking a credential ('lesfarm token revoke --device CREDENTIAL_ID') refuses new
+connections at once and disconnects open ones within 10 seconds. With
+--nats-url, authentication is the external NATS server's (--nats-creds).
 
 REST mutations need a token: lesfarm token create --name NAME.`,
 		Args: cobra.NoArgs,
@@ -66,10 +93,16 @@ REST mutations need a token: lesfarm token create --name NAME.`,
 			if httpAddr != "" && !strings.Contains(httpAddr, ":") {
 				return usagef("--http-addr %q: want host:port", httpAddr)
 			}
+			var auth *natsauth.Authenticator
+			switch natsAuth {
+			case "devices", "strict", "none":
+			default:
+				return usagef("--nats-auth %q: want devices, strict or none", natsAuth)
+			}
 			var natsOpts []nats.Option
 			if natsCreds != "" || natsCA != "" {
 				if natsURL == "" {
-					return usagef("--nats-creds and --nats-ca need --nats-url (the embedded server has no authentication)")
+					return usagef("--nats-creds and --nats-ca need --nats-url (the embedded server authenticates with --nats-auth)")
 				}
 				if natsCreds != "" {
 					natsOpts = append(natsOpts, nats.UserCredentials(natsCreds))
@@ -84,6 +117,20 @@ REST mutations need a token: lesfarm token create --name NAME.`,
 					return fmt.Errorf("data dir: %w", err)
 				}
 			}
+			if natsURL == "" {
+				ns, a, err := startEmbeddedNATS(natsListen, db.DataDir, natsAuth, log)
+				if err != nil {
+					return err
+				}
+				defer func() { ns.Shutdown(); ns.WaitForShutdown() }()
+				natsURL, auth = ns.ClientURL(), a
+				if auth != nil {
+					natsOpts = append(natsOpts, auth.CoordinatorOptions()...)
+					wctx, stopWatch := context.WithCancel(env.Ctx)
+					defer stopWatch()
+					go auth.Watch(wctx, ns, 10*time.Second)
+				}
+			}
 			c, err := coordinator.New(coordinator.Config{
 				DataDir: db.DataDir, DatabaseURL: db.DatabaseURL, NATSURL: natsURL, EmbeddedNATSAddr: natsListen,
 				NATSOptions: natsOpts, HTTPAddr: httpAddr, ArtifactBaseURL: artifactURL, Name: name, HeartbeatTTL: ttl,
@@ -94,6 +141,9 @@ REST mutations need a token: lesfarm token create --name NAME.`,
 			}
 			if err := c.Start(env.Ctx); err != nil {
 				return err
+			}
+			if auth != nil {
+				auth.SetVerifier(c.Store())
 			}
 			fmt.Fprintf(env.Stdout, "lesfarm coordinator %s\n  http: http://%s\n  nats: %s\n", c.Name(), c.HTTPAddr(), c.NATSURL())
 			<-env.Ctx.Done()
@@ -108,10 +158,53 @@ REST mutations need a token: lesfarm token create --name NAME.`,
 	f.StringVar(&natsCreds, "nats-creds", "", "NATS credentials file (JWT + nkey seed) for --nats-url")
 	f.StringVar(&natsCA, "nats-ca", "", "PEM file of the CA that signed the NATS server's TLS certificate")
 	f.StringVar(&natsListen, "nats-listen", "127.0.0.1:4222", "host:port of the embedded NATS server (port 0 picks a free port)")
+	f.StringVar(&natsAuth, "nats-auth", "devices", "authentication of the embedded NATS server: devices (per-device credentials), strict (and device-scoped data subjects only) or none (trusted lab)")
 	f.StringVar(&artifactURL, "artifact-url", "", "base URL agents download artifacts from (default http://HTTP-ADDR)")
 	f.StringVar(&name, "name", "", "name of this coordinator in leases and logs (default hostname:pid)")
 	f.DurationVar(&ttl, "heartbeat-ttl", 15*time.Second, "device TTL: a device silent this long is lost and its run requeued")
 	f.BoolVar(&authReads, "auth-reads", false, "require an API token for reads (GET) too")
 	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	return cmd
+}
+
+// startEmbeddedNATS starts the coordinator's embedded NATS server with
+// JetStream in DATA_DIR/nats, listening on addr (port 0 picks a free one).
+// mode "devices" or "strict" installs a device authenticator (returned; the
+// coordinator connects with its CoordinatorOptions and sets its verifier
+// once the store is open), "none" leaves the server open.
+func startEmbeddedNATS(addr, dataDir, mode string, log *slog.Logger) (*server.Server, *natsauth.Authenticator, error) {
+	host, portStr, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, nil, usagef("--nats-listen %q: %v", addr, err)
+	}
+	port, err := strconv.Atoi(portStr)
+	if err != nil || port < 0 || port > 65535 {
+		return nil, nil, usagef("--nats-listen %q: bad port", addr)
+	}
+	if port == 0 {
+		port = -1
+	}
+	dir := filepath.Join(dataDir, "nats")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, nil, fmt.Errorf("embedded NATS: %w", err)
+	}
+	opts := &server.Options{Host: host, Port: port, JetStream: true, StoreDir: dir, NoSigs: true, NoLog: true, ServerName: "lesfarm-embedded"}
+	var auth *natsauth.Authenticator
+	if mode != "none" {
+		if auth, err = natsauth.New(natsauth.Config{RunOnlySubjects: mode != "strict", Logger: log}); err != nil {
+			return nil, nil, err
+		}
+		opts.CustomClientAuthentication = auth
+	}
+	ns, err := server.NewServer(opts)
+	if err != nil {
+		return nil, nil, fmt.Errorf("embedded NATS: %w", err)
+	}
+	go ns.Start()
+	if !ns.ReadyForConnections(15 * time.Second) {
+		ns.Shutdown()
+		return nil, nil, fmt.Errorf("embedded NATS on %s not ready (port in use?)", addr)
+	}
+	log.Info("serve: embedded NATS with JetStream", "url", ns.ClientURL(), "store_dir", dir, "auth", mode)
+	return ns, auth, nil
 }

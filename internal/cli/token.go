@@ -11,6 +11,7 @@ import (
 
 	"github.com/lesfarm/lesfarm/coordinator/store"
 	"github.com/lesfarm/lesfarm/migrations"
+	"github.com/lesfarm/lesfarm/protocol"
 )
 
 func init() { register("token", newTokenCmd) }
@@ -18,14 +19,25 @@ func init() { register("token", newTokenCmd) }
 func newTokenCmd(env *Env) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "token create|list|revoke",
-		Short: "Manage the API tokens that authorise REST mutations",
-		Long: `token manages bearer tokens for the coordinator's REST API. Every mutating
-call (trigger a run, upload an artifact, edit a suite or schedule) needs
-'Authorization: Bearer <token>'; reads are open unless the coordinator is
-configured to require tokens for them too.
+		Short: "Manage API tokens (REST mutations) and device credentials (NATS)",
+		Long: `token manages two kinds of secrets.
 
-Only a sha256 of each token is stored in PostgreSQL: 'token create' prints
-the token once and it cannot be shown again.
+API tokens (--name) are bearer tokens for the coordinator's REST API. Every
+mutating call (trigger a run, upload an artifact, edit a suite or schedule)
+needs 'Authorization: Bearer <token>'; reads are open unless the coordinator
+is configured to require tokens for them too.
+
+Device credentials (--device ID) let one device's agent connect to the
+embedded NATS server of 'lesfarm serve' (--nats-auth devices, the default).
+A credential is bound to its device id: with it an agent may publish only
+that device's hello, heartbeat, telemetry and results and receive only its
+assignments and cancels. The agent passes it as its NATS token:
+  lesfarm agent --nats-url nats://coordinator:4222 --name ID --token SECRET
+(or --user ID --password SECRET).
+
+Only a sha256 of each secret is stored in PostgreSQL: 'token create' prints
+it once and it cannot be shown again. To rotate a device credential, create
+a new one, restart the agent with it, then revoke the old one.
 
 Without --database-url, a local PostgreSQL is started in DATA_DIR/pg (stop
 'lesfarm serve' first, or point --database-url at its database).`,
@@ -55,16 +67,43 @@ func openTokenStore(env *Env, db *dbFlags) (*store.Store, func(), error) {
 
 func newTokenCreateCmd(env *Env) *cobra.Command {
 	var db dbFlags
-	var name string
+	var name, device string
 	cmd := &cobra.Command{
-		Use:     "create --name NAME",
-		Short:   "Create an API token and print it once",
-		Long:    "create makes a new API token named NAME (e.g. the CI system that will use it)\nand prints it on stdout. Store it now: it is not kept and cannot be shown again.",
-		Example: "  lesfarm token create --name ci\n  TOKEN=$(lesfarm token create --name nightly --database-url postgres://farm@db/lesfarm)",
-		Args:    cobra.NoArgs,
+		Use:   "create --name NAME | --device DEVICE_ID",
+		Short: "Create an API token or a device credential and print it once",
+		Long: `create makes a new API token named NAME (e.g. the CI system that will use
+it), or with --device a NATS credential bound to device DEVICE_ID, and prints
+the secret on stdout. Store it now: it is not kept and cannot be shown again.
+
+The device's agent then connects with it:
+  lesfarm agent --nats-url nats://coordinator:4222 --name DEVICE_ID --token SECRET`,
+		Example: "  lesfarm token create --name ci\n  TOKEN=$(lesfarm token create --name nightly --database-url postgres://farm@db/lesfarm)\n" +
+			"  SECRET=$(lesfarm token create --device pixel-8-a)\n  lesfarm agent --nats-url nats://farm:4222 --name pixel-8-a --token \"$SECRET\"",
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if device != "" {
+				if name != "" {
+					return usagef("token create: give --name (API token) or --device (device credential), not both")
+				}
+				if !protocol.ValidDeviceID(device) {
+					return usagef("token create: --device %q: want a device id of 1-64 letters, digits, '_' or '-'", device)
+				}
+				st, closeFn, err := openTokenStore(env, &db)
+				if err != nil {
+					return err
+				}
+				defer closeFn()
+				secret, cred, err := st.CreateDeviceCredential(env.Ctx, device)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintln(env.Stdout, secret)
+				fmt.Fprintf(env.Stderr, "created credential %d for device %q (%s…); it is shown only this once\n"+
+					"use it with: lesfarm agent --name %s --token SECRET\n", cred.ID, cred.DeviceID, cred.Prefix, cred.DeviceID)
+				return nil
+			}
 			if name == "" {
-				return usagef("token create: --name is required")
+				return usagef("token create: --name (API token) or --device (device credential) is required")
 			}
 			if len(name) > 200 {
 				return usagef("token create: --name longer than 200 characters")
@@ -83,16 +122,18 @@ func newTokenCreateCmd(env *Env) *cobra.Command {
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&name, "name", "", "name of the token, e.g. the CI system using it (required)")
+	cmd.Flags().StringVar(&name, "name", "", "name of the API token, e.g. the CI system using it")
+	cmd.Flags().StringVar(&device, "device", "", "create a NATS credential for this device id instead of an API token")
 	addDBFlags(cmd, &db)
 	return cmd
 }
 
 func newTokenListCmd(env *Env) *cobra.Command {
 	var db dbFlags
+	var devices bool
 	cmd := &cobra.Command{
-		Use:   "list",
-		Short: "List API tokens (ids, names, prefixes, last use; never the secrets)",
+		Use:   "list [--devices]",
+		Short: "List API tokens, or with --devices device credentials (ids, prefixes, last use; never the secrets)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			st, closeFn, err := openTokenStore(env, &db)
@@ -100,34 +141,52 @@ func newTokenListCmd(env *Env) *cobra.Command {
 				return err
 			}
 			defer closeFn()
-			toks, err := st.ListAPITokens(env.Ctx)
-			if err != nil {
-				return err
-			}
-			tw := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "ID\tNAME\tPREFIX\tCREATED\tLAST USED\tREVOKED")
 			ts := func(t *time.Time) string {
 				if t == nil {
 					return "-"
 				}
 				return t.UTC().Format(time.RFC3339)
 			}
+			if devices {
+				creds, err := st.ListDeviceCredentials(env.Ctx, "")
+				if err != nil {
+					return err
+				}
+				tw := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
+				fmt.Fprintln(tw, "ID\tDEVICE\tPREFIX\tCREATED\tLAST USED\tREVOKED")
+				for _, c := range creds {
+					fmt.Fprintf(tw, "%d\t%s\t%s…\t%s\t%s\t%s\n", c.ID, c.DeviceID, c.Prefix, c.CreatedAt.UTC().Format(time.RFC3339), ts(c.LastUsedAt), ts(c.RevokedAt))
+				}
+				return tw.Flush()
+			}
+			toks, err := st.ListAPITokens(env.Ctx)
+			if err != nil {
+				return err
+			}
+			tw := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "ID\tNAME\tPREFIX\tCREATED\tLAST USED\tREVOKED")
 			for _, t := range toks {
 				fmt.Fprintf(tw, "%d\t%s\t%s…\t%s\t%s\t%s\n", t.ID, t.Name, t.Prefix, t.CreatedAt.UTC().Format(time.RFC3339), ts(t.LastUsedAt), ts(t.RevokedAt))
 			}
 			return tw.Flush()
 		},
 	}
+	cmd.Flags().BoolVar(&devices, "devices", false, "list device credentials (NATS) instead of API tokens")
 	addDBFlags(cmd, &db)
 	return cmd
 }
 
 func newTokenRevokeCmd(env *Env) *cobra.Command {
 	var db dbFlags
+	var device bool
 	cmd := &cobra.Command{
-		Use:   "revoke ID",
-		Short: "Revoke an API token by id (see 'token list'); it stops working at once",
-		Args:  cobra.ExactArgs(1),
+		Use:   "revoke [--device] ID",
+		Short: "Revoke an API token, or with --device a device credential, by id (see 'token list'); it stops working at once",
+		Long: `revoke revokes the API token with id ID, or with --device the device
+credential with id ID (see 'token list --devices'). New requests and
+connections presenting it are refused at once; 'lesfarm serve' disconnects
+a device already connected with it within 10 seconds.`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			id, err := strconv.ParseInt(args[0], 10, 64)
 			if err != nil || id <= 0 {
@@ -138,6 +197,17 @@ func newTokenRevokeCmd(env *Env) *cobra.Command {
 				return err
 			}
 			defer closeFn()
+			if device {
+				cred, err := st.RevokeDeviceCredential(env.Ctx, id)
+				if err != nil {
+					if err == store.ErrNotFound {
+						return fmt.Errorf("token revoke: no live device credential with id %d", id)
+					}
+					return err
+				}
+				fmt.Fprintf(env.Stdout, "revoked device credential %d of device %s\n", id, cred.DeviceID)
+				return nil
+			}
 			if err := st.RevokeAPIToken(env.Ctx, id); err != nil {
 				if err == store.ErrNotFound {
 					return fmt.Errorf("token revoke: no live token with id %d", id)
@@ -148,6 +218,7 @@ func newTokenRevokeCmd(env *Env) *cobra.Command {
 			return nil
 		},
 	}
+	cmd.Flags().BoolVar(&device, "device", false, "ID is a device credential (see 'token list --devices'), not an API token")
 	addDBFlags(cmd, &db)
 	return cmd
 }
