@@ -33,6 +33,7 @@ type TriggerBody struct {
 	Suite    string          `json:"suite" minLength:"1" maxLength:"100" example:"les-ladder" doc:"Suite to run (stored or built-in)."`
 	Build    string          `json:"build" minLength:"1" maxLength:"200" example:"ci-4812" doc:"Build id of the runtime under test; series are ordered by it."`
 	GitSHA   string          `json:"git_sha,omitempty" maxLength:"64" pattern:"^[0-9a-f]*$"`
+	Lineage  string          `json:"lineage,omitempty" minLength:"1" maxLength:"200" pattern:"^[A-Za-z0-9][A-Za-z0-9._-]*$" default:"main" example:"release-3" doc:"Build lineage: the branch the build belongs to (default main). Regression series and alert groups are kept per lineage, so a release branch's builds are compared with each other, not with main's. Letters, digits, '.', '_' and '-'; no '/' (write release/3 as release-3)."`
 	Devices  json.RawMessage `json:"devices,omitempty" doc:"Device selector replacing the suite's: {platform, labels, min_ram, device_model, emulated}."`
 	Override json.RawMessage `json:"override,omitempty" doc:"Config override: {modes, budgets, profiles, repetitions, warmup, decode_tokens, prefill_tokens, timeout, priority, model, prompts, devices}."`
 	Fanout   bool            `json:"fanout,omitempty" doc:"One run per matching online device (pinned to it) instead of one run on the first free matching device."`
@@ -86,10 +87,13 @@ func (h *runHandler) RegisterTrigger(api huma.API) {
 			return nil, specProblem(err, "body.override", false)
 		}
 		tr, runs, err := h.st.CreateRuns(ctx, &store.CreateRunsParams{
-			Spec: spec, Build: in.Body.Build, GitSHA: in.Body.GitSHA, Selector: sel, Fanout: in.Body.Fanout, Source: "api",
+			Spec: spec, Build: in.Body.Build, GitSHA: in.Body.GitSHA, Lineage: in.Body.Lineage, Selector: sel, Fanout: in.Body.Fanout, Source: "api",
 		})
 		if errors.Is(err, store.ErrNoDevices) {
 			return nil, huma.Error409Conflict("no online, undrained device matches the selector", &huma.ErrorDetail{Location: "body.devices", Message: "no device matches"})
+		}
+		if errors.Is(err, store.ErrBadLineage) {
+			return nil, lineageProblem(err, in.Body.Lineage)
 		}
 		if err != nil {
 			var ve *jobs.ValidationError
@@ -101,7 +105,7 @@ func (h *runHandler) RegisterTrigger(api huma.API) {
 		if h.created != nil {
 			h.created()
 		}
-		h.log.InfoContext(ctx, "api: runs triggered", "trigger_id", tr.ID, "suite", tr.Suite, "build", tr.Build, "runs", len(runs))
+		h.log.InfoContext(ctx, "api: runs triggered", "trigger_id", tr.ID, "suite", tr.Suite, "build", tr.Build, "lineage", tr.Lineage, "runs", len(runs))
 		set := &RunSet{Trigger: tr, Runs: runs}
 		if in.Wait {
 			wctx, cancel := context.WithTimeout(ctx, time.Duration(in.Timeout)*time.Second)
@@ -117,6 +121,12 @@ func (h *runHandler) RegisterTrigger(api huma.API) {
 		set.Done = allTerminal(set.Runs)
 		return &triggerOutput{Status: http.StatusCreated, Body: set}, nil
 	})
+}
+
+// lineageProblem is the 422 for a lineage the store refused (the schema's
+// pattern normally catches it first).
+func lineageProblem(err error, value string) error {
+	return huma.Error422UnprocessableEntity("validation failed", &huma.ErrorDetail{Location: "body.lineage", Message: err.Error(), Value: value})
 }
 
 func allTerminal(runs []store.Run) bool {
@@ -178,6 +188,7 @@ type listRunsInput struct {
 	Suite    string   `query:"suite" maxLength:"100"`
 	State    []string `query:"state,explode" enum:"queued,assigned,running,succeeded,failed,cancelled,infra_failed" doc:"Repeat for several states."`
 	Build    string   `query:"build" maxLength:"200"`
+	Lineage  string   `query:"lineage" maxLength:"200" doc:"Only runs of this build lineage (e.g. main, release-3)."`
 	DeviceID string   `query:"device_id" maxLength:"64"`
 	Trigger  int64    `query:"trigger" minimum:"0"`
 	Cursor   int64    `query:"cursor" minimum:"0" doc:"next_cursor of the previous page (runs are listed newest first)."`
@@ -198,7 +209,7 @@ func (h *runHandler) RegisterList(api huma.API) {
 		Summary: "List runs, newest first", Tags: []string{"runs"},
 	}, func(ctx context.Context, in *listRunsInput) (*listRunsOutput, error) {
 		items, err := h.st.ListRuns(ctx, &store.ListRunsParams{
-			Suite: in.Suite, States: in.State, Build: in.Build, DeviceID: in.DeviceID, TriggerID: in.Trigger,
+			Suite: in.Suite, States: in.State, Build: in.Build, Lineage: in.Lineage, DeviceID: in.DeviceID, TriggerID: in.Trigger,
 			Before: in.Cursor, Limit: in.Limit + 1,
 		})
 		if err != nil {

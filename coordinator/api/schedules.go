@@ -28,6 +28,7 @@ type ScheduleBody struct {
 	Suite    string `json:"suite" minLength:"1" maxLength:"100" example:"les-ladder" doc:"Suite whose jobs each occurrence triggers."`
 	Build    string `json:"build,omitempty" maxLength:"200" example:"nightly-{date}" doc:"Build id of the triggered runs; {date} becomes the occurrence's UTC date (YYYYMMDD)."`
 	GitSHA   string `json:"git_sha,omitempty" maxLength:"64"`
+	Lineage  string `json:"lineage,omitempty" minLength:"1" maxLength:"200" pattern:"^[A-Za-z0-9][A-Za-z0-9._-]*$" default:"main" example:"release-3" doc:"Build lineage of the triggered runs (default main): a release branch's nightly gets its own regression series and alert groups. Letters, digits, '.', '_' and '-'; no '/'."`
 	// Devices narrows the jobs' device selectors (a jobs.Selector).
 	Devices json.RawMessage `json:"devices,omitempty" doc:"Device selector applied to every triggered job: {platform, labels, min_ram, device_model, emulated}."`
 	// Override changes the jobs' specs for these runs (a jobs.Override).
@@ -51,11 +52,17 @@ func (b *ScheduleBody) toStore(ctx context.Context, st *store.Store, now time.Ti
 		return nil, huma.Error422UnprocessableEntity("invalid schedule", &huma.ErrorDetail{Location: loc, Message: err.Error(), Value: b.Cron})
 	}
 	sc := &store.Schedule{
-		Name: b.Name, Cron: b.Cron, Timezone: b.Timezone, Suite: b.Suite, Build: b.Build, GitSHA: b.GitSHA,
+		Name: b.Name, Cron: b.Cron, Timezone: b.Timezone, Suite: b.Suite, Build: b.Build, GitSHA: b.GitSHA, Lineage: b.Lineage,
 		Priority: b.Priority, Enabled: true, CatchupSeconds: 3600, NextFireAt: expr.Next(now),
 	}
 	if sc.Timezone == "" {
 		sc.Timezone = "UTC"
+	}
+	if err := store.ValidateLineage(sc.Lineage); err != nil {
+		return nil, lineageProblem(err, sc.Lineage)
+	}
+	if sc.Lineage == "" {
+		sc.Lineage = store.DefaultLineage
 	}
 	if b.Enabled != nil {
 		sc.Enabled = *b.Enabled

@@ -237,7 +237,9 @@ func (s *Scheduler) handle(ctx context.Context, tx pgx.Tx, sc *store.Schedule, n
 // StoreTrigger returns the production Trigger: it resolves the schedule's
 // suite (stored, else built-in), applies the schedule's device selector and
 // config override, and creates the runs with store.CreateRunsTx inside the
-// claiming transaction (source "schedule:<id>"). When the schedule has a
+// claiming transaction (source "schedule:<id>", the schedule's build
+// lineage, so a release branch's nightly feeds its own regression series).
+// When the schedule has a
 // selector, runs fan out to every matching online device.
 func StoreTrigger(st *store.Store) Trigger {
 	return func(ctx context.Context, tx pgx.Tx, occ *Occurrence) ([]string, error) {
@@ -260,7 +262,7 @@ func StoreTrigger(st *store.Store) Trigger {
 		if err != nil {
 			return nil, err
 		}
-		p := &store.CreateRunsParams{Spec: spec, Build: occ.Build, GitSHA: sc.GitSHA, Source: fmt.Sprintf("schedule:%d", sc.ID)}
+		p := &store.CreateRunsParams{Spec: spec, Build: occ.Build, GitSHA: sc.GitSHA, Lineage: sc.Lineage, Source: fmt.Sprintf("schedule:%d", sc.ID)}
 		if s := strings.TrimSpace(string(sc.DeviceSelector)); s != "" && s != "{}" && s != "null" {
 			var sel jobs.Selector
 			if err := json.Unmarshal(sc.DeviceSelector, &sel); err != nil {

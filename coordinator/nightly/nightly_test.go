@@ -240,6 +240,13 @@ func TestStoreTriggerCreatesRealRunsOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A release branch's nightly: its runs carry its lineage, so they form
+	// their own regression series.
+	rel, err := st.CreateSchedule(ctx, &store.Schedule{Name: "release-nightly", Cron: "* * * * *", Timezone: "UTC", Suite: "smoke",
+		Build: "rc-{date}", Lineage: "release-1", Enabled: true, CatchupSeconds: 600, NextFireAt: start})
+	if err != nil {
+		t.Fatal(err)
+	}
 	var scheds []*Scheduler
 	for _, name := range []string{"a", "b"} {
 		s, err := New(Config{Store: st, Trigger: StoreTrigger(st), Name: name, Now: clk.Now, Logger: quiet})
@@ -261,17 +268,28 @@ func TestStoreTriggerCreatesRealRunsOnce(t *testing.T) {
 		wg.Wait()
 		clk.Add(time.Minute)
 	}
-	var runs, triggers int
-	st.Pool().QueryRow(ctx, `SELECT count(*) FROM runs`).Scan(&runs)
-	st.Pool().QueryRow(ctx, `SELECT count(*) FROM triggers WHERE source = $1`, fmt.Sprintf("schedule:%d", sc.ID)).Scan(&triggers)
-	if runs != steps || triggers != steps {
-		t.Fatalf("%d runs from %d triggers, want %d of each", runs, triggers, steps)
+	for _, s := range []struct {
+		sc             *store.Schedule
+		lineage, build string
+	}{{sc, "main", "nightly-20261130"}, {rel, "release-1", "rc-20261130"}} {
+		var runs, triggers int
+		var desc string
+		st.Pool().QueryRow(ctx, `SELECT count(*), string_agg(DISTINCT r.lineage || ' ' || r.build, ',') FROM runs r
+			JOIN triggers t ON t.id = r.trigger_id WHERE t.source = $1`, fmt.Sprintf("schedule:%d", s.sc.ID)).Scan(&runs, &desc)
+		st.Pool().QueryRow(ctx, `SELECT count(*) FROM triggers WHERE source = $1 AND lineage = $2`, fmt.Sprintf("schedule:%d", s.sc.ID), s.lineage).Scan(&triggers)
+		if runs != steps || triggers != steps {
+			fs, _ := st.ListScheduleFirings(ctx, s.sc.ID, 100)
+			t.Logf("firings %+v", fs)
+			t.Fatalf("%s: %d runs from %d triggers of lineage %s, want %d of each", s.sc.Name, runs, triggers, s.lineage, steps)
+		}
+		if desc != s.lineage+" "+s.build {
+			t.Fatalf("%s: runs have lineage and build %q, want %q", s.sc.Name, desc, s.lineage+" "+s.build)
+		}
 	}
-	var builds []string
-	rows, _ := st.Pool().Query(ctx, `SELECT DISTINCT build FROM runs`)
-	builds, _ = pgx.CollectRows(rows, pgx.RowTo[string])
-	if fmt.Sprint(builds) != "[nightly-20261130]" {
-		t.Fatalf("builds %v", builds)
+	var total int
+	st.Pool().QueryRow(ctx, `SELECT count(*) FROM runs`).Scan(&total)
+	if total != 2*steps {
+		t.Fatalf("%d runs in all, want %d", total, 2*steps)
 	}
 	firings, _ := st.ListScheduleFirings(ctx, noDev.ID, 100)
 	if len(firings) != steps || firings[0].Outcome != store.FiringFailed {

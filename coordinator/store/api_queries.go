@@ -351,18 +351,17 @@ func (s *Store) CreateRunsTx(ctx context.Context, tx pgx.Tx, p *CreateRunsParams
 	if err := p.Spec.Validate(); err != nil {
 		return nil, nil, err
 	}
+	lineage, err := lineageOr(p.Lineage)
+	if err != nil {
+		return nil, nil, err
+	}
 	js, err := p.Spec.MarshalCanonical()
 	if err != nil {
 		return nil, nil, err
 	}
-	var jobID int64
-	if err := tx.QueryRow(ctx, `
-		WITH ins AS (
-			INSERT INTO jobs (name, suite, spec, fingerprint) VALUES ($1, $2, $3, $4)
-			ON CONFLICT (fingerprint) DO NOTHING RETURNING id)
-		SELECT id FROM ins UNION ALL SELECT id FROM jobs WHERE fingerprint = $4 LIMIT 1`,
-		p.Spec.Name, p.Spec.SuiteName(), js, p.Spec.Fingerprint()).Scan(&jobID); err != nil {
-		return nil, nil, fmt.Errorf("store: put job: %w", err)
+	jobID, err := putJobID(ctx, tx, p.Spec, js, p.Spec.Fingerprint())
+	if err != nil {
+		return nil, nil, err
 	}
 	sel := p.Spec.Devices
 	if p.Selector != nil {
@@ -380,10 +379,10 @@ func (s *Store) CreateRunsTx(ctx context.Context, tx pgx.Tx, p *CreateRunsParams
 	if source == "" {
 		source = "api"
 	}
-	tr := &Trigger{Suite: p.Spec.SuiteName(), JobID: jobID, Build: p.Build, GitSHA: p.GitSHA, Selector: sel, Fanout: p.Fanout, Source: source}
-	if err := tx.QueryRow(ctx, `INSERT INTO triggers (suite, job_id, build, git_sha, device_selector, fanout, source)
-		VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id, created_at`,
-		tr.Suite, jobID, p.Build, p.GitSHA, selJSON, p.Fanout, source).Scan(&tr.ID, &tr.CreatedAt); err != nil {
+	tr := &Trigger{Suite: p.Spec.SuiteName(), JobID: jobID, Build: p.Build, GitSHA: p.GitSHA, Lineage: lineage, Selector: sel, Fanout: p.Fanout, Source: source}
+	if err := tx.QueryRow(ctx, `INSERT INTO triggers (suite, job_id, build, git_sha, device_selector, fanout, source, lineage)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING id, created_at`,
+		tr.Suite, jobID, p.Build, p.GitSHA, selJSON, p.Fanout, source, lineage).Scan(&tr.ID, &tr.CreatedAt); err != nil {
 		return nil, nil, fmt.Errorf("store: create trigger: %w", err)
 	}
 	targets := []*string{nil}
@@ -409,12 +408,12 @@ func (s *Store) CreateRunsTx(ctx context.Context, tx pgx.Tx, p *CreateRunsParams
 	for _, target := range targets {
 		r, err := scanRun(tx.QueryRow(ctx, `INSERT INTO runs AS r (trigger_id, job_id, suite, build, git_sha, device_selector,
 			sel_platform, sel_device_model, sel_min_ram, sel_emulated, sel_labels, target_device_id,
-			priority, max_attempts, retry_on_failure, timeout_ms)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)
+			priority, max_attempts, retry_on_failure, timeout_ms, lineage)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)
 			RETURNING `+runCols,
 			tr.ID, jobID, tr.Suite, p.Build, p.GitSHA, selJSON, nullIfEmpty(sel.Platform), nullIfEmpty(sel.DeviceModel),
 			int64(sel.MinRAM), sel.Emulated, labels, target, p.Spec.Priority, p.Spec.Retry.MaxAttempts,
-			p.Spec.Retry.OnFailure, p.Spec.Timeout.D().Milliseconds()))
+			p.Spec.Retry.OnFailure, p.Spec.Timeout.D().Milliseconds(), lineage))
 		if err != nil {
 			return nil, nil, fmt.Errorf("store: create run: %w", err)
 		}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"regexp"
 	"strings"
 	"time"
 
@@ -46,6 +47,52 @@ var ErrBusy = errors.New("store: device busy or unavailable")
 // ErrNothingToClaim is returned by ClaimRun when every candidate was taken.
 var ErrNothingToClaim = errors.New("store: no candidate run could be claimed")
 
+// DefaultLineage is the build lineage of triggers, runs and schedules that
+// do not name one, and of every row stored before lineages existed.
+const DefaultLineage = "main"
+
+// MaxLineageLen is the longest lineage accepted, in bytes (the API's bound
+// for build ids).
+const MaxLineageLen = 200
+
+// LineagePattern is the charset of a lineage: letters, digits, '.', '_'
+// and '-', starting with a letter or digit. '/' is excluded because it
+// separates the fields of a series key's text form, so "release/3" is
+// written "release-3". The migration checks the same rule.
+const LineagePattern = `^[A-Za-z0-9][A-Za-z0-9._-]*$`
+
+var lineageRE = regexp.MustCompile(LineagePattern)
+
+// ErrBadLineage is returned (wrapped, naming the value) for a lineage that
+// breaks LineagePattern or MaxLineageLen.
+var ErrBadLineage = errors.New("store: invalid lineage")
+
+// ValidateLineage checks a non-empty lineage against LineagePattern and
+// MaxLineageLen; "" is valid and means DefaultLineage. The error wraps
+// ErrBadLineage and says what is wrong in one line.
+func ValidateLineage(l string) error {
+	switch {
+	case l == "":
+		return nil
+	case len(l) > MaxLineageLen:
+		return fmt.Errorf("%w: %d bytes, at most %d allowed", ErrBadLineage, len(l), MaxLineageLen)
+	case !lineageRE.MatchString(l):
+		return fmt.Errorf("%w %q: use letters, digits, '.', '_' and '-', starting with a letter or digit (e.g. release-3)", ErrBadLineage, l)
+	}
+	return nil
+}
+
+// lineageOr validates l and returns it, or DefaultLineage when it is empty.
+func lineageOr(l string) (string, error) {
+	if err := ValidateLineage(l); err != nil {
+		return "", err
+	}
+	if l == "" {
+		return DefaultLineage, nil
+	}
+	return l, nil
+}
+
 // Job is an immutable spec snapshot.
 type Job struct {
 	ID          int64     `json:"id"`
@@ -78,6 +125,12 @@ func (s *Store) PutJob(ctx context.Context, spec *jobs.Spec) (*Job, error) {
 		UNION ALL
 		SELECT id, name, suite, spec, fingerprint, created_at FROM jobs WHERE fingerprint = $4
 		LIMIT 1`, spec.Name, spec.SuiteName(), js, fp).Scan(&j.ID, &j.Name, &j.Suite, &raw, &j.Fingerprint, &j.CreatedAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		// See putJobID: a concurrent insert committed after this statement's
+		// snapshot; a new statement sees it.
+		err = s.pool.QueryRow(ctx, `SELECT id, name, suite, spec, fingerprint, created_at FROM jobs WHERE fingerprint = $1`, fp).
+			Scan(&j.ID, &j.Name, &j.Suite, &raw, &j.Fingerprint, &j.CreatedAt)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("store: put job: %w", err)
 	}
@@ -85,6 +138,30 @@ func (s *Store) PutJob(ctx context.Context, spec *jobs.Spec) (*Job, error) {
 		return nil, fmt.Errorf("store: job %d spec: %w", j.ID, err)
 	}
 	return &j, nil
+}
+
+// putJobID stores the job snapshot (spec js with fingerprint fp) inside tx, or
+// finds the stored one, and returns its id. When another transaction
+// inserts the same snapshot concurrently, the INSERT waits for it and does
+// nothing, and the SELECT of the same statement cannot see the row its
+// snapshot predates, so the statement returns no row; a second statement
+// (read committed: a new snapshot) finds it. Without that retry, two
+// schedules of one suite firing together failed one of their occurrences.
+func putJobID(ctx context.Context, tx pgx.Tx, spec *jobs.Spec, js []byte, fp string) (int64, error) {
+	var id int64
+	err := tx.QueryRow(ctx, `
+		WITH ins AS (
+			INSERT INTO jobs (name, suite, spec, fingerprint) VALUES ($1, $2, $3, $4)
+			ON CONFLICT (fingerprint) DO NOTHING RETURNING id)
+		SELECT id FROM ins UNION ALL SELECT id FROM jobs WHERE fingerprint = $4 LIMIT 1`,
+		spec.Name, spec.SuiteName(), js, fp).Scan(&id)
+	if errors.Is(err, pgx.ErrNoRows) {
+		err = tx.QueryRow(ctx, `SELECT id FROM jobs WHERE fingerprint = $1`, fp).Scan(&id)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("store: put job: %w", err)
+	}
+	return id, nil
 }
 
 // GetJob returns a job, or ErrNotFound. Jobs are immutable and cached.
@@ -120,6 +197,10 @@ type Run struct {
 	Suite     string `json:"suite"`
 	Build     string `json:"build"`
 	GitSHA    string `json:"git_sha"`
+	// Lineage is the build lineage (the branch the build belongs to, e.g.
+	// "main" or "release-3"); the regression monitor keeps one series per
+	// lineage. Runs created before lineages existed are "main".
+	Lineage string `json:"lineage"`
 	// Selector is the device selector the run was placed with.
 	Selector jobs.Selector `json:"device_selector"`
 	// TargetDeviceID pins the run to one device (fanout triggers).
@@ -151,7 +232,7 @@ const runCols = `r.id, coalesce(r.trigger_id, 0), r.job_id, r.suite, r.build, r.
 	coalesce(r.target_device_id, ''), coalesce(r.device_id, ''), r.state, r.priority, r.attempts, r.max_attempts,
 	r.retry_on_failure, r.timeout_ms, coalesce(r.token, 0), r.lease_expires_at, r.deadline_at, r.progress,
 	r.progress_message, r.error, r.cancel_reason, r.created_at, r.queued_at, r.assigned_at, r.started_at,
-	r.finished_at, r.updated_at`
+	r.finished_at, r.updated_at, r.lineage`
 
 func scanRun(row pgx.Row) (*Run, error) {
 	var r Run
@@ -161,7 +242,7 @@ func scanRun(row pgx.Row) (*Run, error) {
 	err := row.Scan(&r.ID, &r.TriggerID, &r.JobID, &r.Suite, &r.Build, &r.GitSHA, &sel, &r.TargetDeviceID, &r.DeviceID,
 		&r.State, &r.Priority, &r.Attempts, &r.MaxAttempts, &r.RetryOnFailure, &timeoutMS, &r.Token, &r.LeaseExpiresAt,
 		&r.DeadlineAt, &progress, &r.ProgressMessage, &r.Error, &r.CancelReason, &r.CreatedAt, &r.QueuedAt,
-		&r.AssignedAt, &r.StartedAt, &r.FinishedAt, &r.UpdatedAt)
+		&r.AssignedAt, &r.StartedAt, &r.FinishedAt, &r.UpdatedAt, &r.Lineage)
 	if err != nil {
 		return nil, notFound(err)
 	}
@@ -194,6 +275,9 @@ type CreateRunsParams struct {
 	Spec   *jobs.Spec
 	Build  string
 	GitSHA string
+	// Lineage is the build lineage given to the trigger and its runs
+	// (default DefaultLineage); see ValidateLineage.
+	Lineage string
 	// Selector replaces Spec.Devices when set.
 	Selector *jobs.Selector
 	// Fanout creates one run per matching online, undrained device, pinned
@@ -210,6 +294,7 @@ type Trigger struct {
 	JobID     int64         `json:"job_id"`
 	Build     string        `json:"build"`
 	GitSHA    string        `json:"git_sha"`
+	Lineage   string        `json:"lineage"`
 	Selector  jobs.Selector `json:"device_selector"`
 	Fanout    bool          `json:"fanout"`
 	Source    string        `json:"source"`
@@ -219,7 +304,8 @@ type Trigger struct {
 
 // CreateRuns stores the job snapshot, a trigger and its queued runs in one
 // transaction (see CreateRunsTx). With Fanout and no matching device it
-// returns ErrNoDevices.
+// returns ErrNoDevices; an invalid Lineage gives an error wrapping
+// ErrBadLineage.
 func (s *Store) CreateRuns(ctx context.Context, p *CreateRunsParams) (*Trigger, []Run, error) {
 	var (
 		tr   *Trigger
@@ -258,9 +344,9 @@ func nullIfEmpty(s string) *string {
 func (s *Store) GetTrigger(ctx context.Context, id int64) (*Trigger, error) {
 	var t Trigger
 	var sel []byte
-	err := s.pool.QueryRow(ctx, `SELECT t.id, t.suite, t.job_id, t.build, t.git_sha, t.device_selector, t.fanout, t.source, t.created_at,
+	err := s.pool.QueryRow(ctx, `SELECT t.id, t.suite, t.job_id, t.build, t.git_sha, t.lineage, t.device_selector, t.fanout, t.source, t.created_at,
 		coalesce((SELECT array_agg(id ORDER BY id) FROM runs WHERE trigger_id = t.id), '{}')
-		FROM triggers t WHERE t.id = $1`, id).Scan(&t.ID, &t.Suite, &t.JobID, &t.Build, &t.GitSHA, &sel, &t.Fanout, &t.Source, &t.CreatedAt, &t.RunIDs)
+		FROM triggers t WHERE t.id = $1`, id).Scan(&t.ID, &t.Suite, &t.JobID, &t.Build, &t.GitSHA, &t.Lineage, &sel, &t.Fanout, &t.Source, &t.CreatedAt, &t.RunIDs)
 	if err != nil {
 		return nil, notFound(err)
 	}
@@ -278,6 +364,7 @@ type ListRunsParams struct {
 	Suite     string
 	States    []string
 	Build     string
+	Lineage   string
 	DeviceID  string
 	TriggerID int64
 	// Before is the id of the last run of the previous page: runs are listed
@@ -303,6 +390,9 @@ func (s *Store) ListRuns(ctx context.Context, p *ListRunsParams) ([]Run, error) 
 	}
 	if p.Build != "" {
 		add("r.build = $%d", p.Build)
+	}
+	if p.Lineage != "" {
+		add("r.lineage = $%d", p.Lineage)
 	}
 	if p.DeviceID != "" {
 		add("r.device_id = $%d", p.DeviceID)

@@ -24,8 +24,11 @@ type Schedule struct {
 	Suite    string `json:"suite"`
 	// Build is the build id given to the runs; "{date}" in it is replaced
 	// by the occurrence's UTC date (YYYYMMDD).
-	Build          string          `json:"build"`
-	GitSHA         string          `json:"git_sha"`
+	Build  string `json:"build"`
+	GitSHA string `json:"git_sha"`
+	// Lineage is the build lineage of the triggered runs ("" is stored as
+	// DefaultLineage), so a release branch's nightly forms its own series.
+	Lineage        string          `json:"lineage"`
 	DeviceSelector json.RawMessage `json:"device_selector"`
 	ConfigOverride json.RawMessage `json:"config_override,omitempty"`
 	Priority       int             `json:"priority"`
@@ -56,13 +59,13 @@ const (
 )
 
 const scheduleCols = `id, name, cron, timezone, suite, build, git_sha, device_selector, config_override,
-	priority, enabled, catchup_seconds, next_fire_at, last_fired_at, created_at, updated_at`
+	priority, enabled, catchup_seconds, next_fire_at, last_fired_at, created_at, updated_at, lineage`
 
 func scanSchedule(row pgx.Row) (*Schedule, error) {
 	var s Schedule
 	var sel, over []byte
 	err := row.Scan(&s.ID, &s.Name, &s.Cron, &s.Timezone, &s.Suite, &s.Build, &s.GitSHA, &sel, &over,
-		&s.Priority, &s.Enabled, &s.CatchupSeconds, &s.NextFireAt, &s.LastFiredAt, &s.CreatedAt, &s.UpdatedAt)
+		&s.Priority, &s.Enabled, &s.CatchupSeconds, &s.NextFireAt, &s.LastFiredAt, &s.CreatedAt, &s.UpdatedAt, &s.Lineage)
 	if err != nil {
 		return nil, err
 	}
@@ -94,15 +97,20 @@ func isUniqueViolation(err error) bool {
 
 // CreateSchedule inserts sc (its ID and timestamps are ignored) and returns
 // the stored row. The caller validates the cron expression and computes
-// NextFireAt. It returns ErrConflict when the name is taken.
+// NextFireAt. It returns ErrConflict when the name is taken and an error
+// wrapping ErrBadLineage for an invalid lineage.
 func (s *Store) CreateSchedule(ctx context.Context, sc *Schedule) (*Schedule, error) {
+	lineage, err := lineageOr(sc.Lineage)
+	if err != nil {
+		return nil, err
+	}
 	out, err := scanSchedule(s.pool.QueryRow(ctx, `
 		INSERT INTO schedules (name, cron, timezone, suite, build, git_sha, device_selector, config_override,
-			priority, enabled, catchup_seconds, next_fire_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
+			priority, enabled, catchup_seconds, next_fire_at, lineage)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
 		RETURNING `+scheduleCols,
 		sc.Name, sc.Cron, sc.Timezone, sc.Suite, sc.Build, sc.GitSHA, selectorJSON(sc.DeviceSelector), nullJSON(sc.ConfigOverride),
-		sc.Priority, sc.Enabled, sc.CatchupSeconds, sc.NextFireAt))
+		sc.Priority, sc.Enabled, sc.CatchupSeconds, sc.NextFireAt, lineage))
 	if isUniqueViolation(err) {
 		return nil, ErrConflict
 	}
@@ -112,17 +120,23 @@ func (s *Store) CreateSchedule(ctx context.Context, sc *Schedule) (*Schedule, er
 	return out, nil
 }
 
-// UpdateSchedule replaces the definition of schedule sc.ID. It returns
-// ErrNotFound for an unknown id and ErrConflict when the name is taken.
+// UpdateSchedule replaces the definition of schedule sc.ID (an empty
+// Lineage becomes DefaultLineage). It returns ErrNotFound for an unknown
+// id, ErrConflict when the name is taken and an error wrapping
+// ErrBadLineage for an invalid lineage.
 func (s *Store) UpdateSchedule(ctx context.Context, sc *Schedule) (*Schedule, error) {
+	lineage, err := lineageOr(sc.Lineage)
+	if err != nil {
+		return nil, err
+	}
 	out, err := scanSchedule(s.pool.QueryRow(ctx, `
 		UPDATE schedules SET name = $2, cron = $3, timezone = $4, suite = $5, build = $6, git_sha = $7,
 			device_selector = $8, config_override = $9, priority = $10, enabled = $11, catchup_seconds = $12,
-			next_fire_at = $13, updated_at = now()
+			next_fire_at = $13, lineage = $14, updated_at = now()
 		WHERE id = $1
 		RETURNING `+scheduleCols,
 		sc.ID, sc.Name, sc.Cron, sc.Timezone, sc.Suite, sc.Build, sc.GitSHA, selectorJSON(sc.DeviceSelector), nullJSON(sc.ConfigOverride),
-		sc.Priority, sc.Enabled, sc.CatchupSeconds, sc.NextFireAt))
+		sc.Priority, sc.Enabled, sc.CatchupSeconds, sc.NextFireAt, lineage))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, ErrNotFound
 	}

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -12,17 +13,18 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/lesfarm/lesfarm/coordinator/api/client"
+	"github.com/lesfarm/lesfarm/coordinator/store"
 )
 
 func init() { register("run", newRunCmd) }
 
 func newRunCmd(env *Env) *cobra.Command {
 	var sf serverFlags
-	var suite, devices, build, gitSHA, override string
+	var suite, devices, build, gitSHA, lineage, override string
 	var wait, fanout bool
 	var timeout, alertGrace time.Duration
 	cmd := &cobra.Command{
-		Use:   "run --suite S --devices SELECTOR --build B [--wait]",
+		Use:   "run --suite S --devices SELECTOR --build B [--lineage L] [--wait]",
 		Short: "Trigger a benchmark run through the REST API (for CI)",
 		Long: `run asks a coordinator to run suite S for build B on the devices matching
 SELECTOR, and prints the trigger and run ids.
@@ -34,6 +36,13 @@ Use --devices all (or omit it) to keep the suite's own selector. With
 --fanout, one run goes to every matching online device; otherwise one run
 goes to the first free matching device.
 
+--lineage names the branch the build belongs to (default main). The
+regression detector keeps one series per lineage, so builds of a release
+branch are compared with that branch's earlier builds, never with main's:
+  --lineage release-3
+A lineage is letters, digits, '.', '_' and '-' (write release/3 as
+release-3). With --wait, only regression alerts of this lineage count.
+
 With --wait it streams progress until every run finishes, then waits up to
 --alert-grace for the regression detector, and exits non-zero when a run
 did not succeed or a regression alert was raised for this build:
@@ -43,7 +52,8 @@ did not succeed or a regression alert was raised for this build:
   exit 2  bad flags`,
 		Example: `  lesfarm run --suite smoke --devices platform=android --build ci-4812 --wait
   lesfarm run --suite les-ladder --devices 'model=Pixel 8' --fanout --build $(git rev-parse --short HEAD) \
-      --git-sha $(git rev-parse HEAD) --override '{"repetitions": 5}' --wait --server https://farm:8080`,
+      --git-sha $(git rev-parse HEAD) --override '{"repetitions": 5}' --wait --server https://farm:8080
+  lesfarm run --suite smoke --fanout --build rc-17 --lineage release-3 --wait`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if suite == "" {
@@ -52,11 +62,17 @@ did not succeed or a regression alert was raised for this build:
 			if build == "" {
 				return usagef("run: --build is required")
 			}
+			if lineage == "" {
+				lineage = store.DefaultLineage
+			}
+			if err := store.ValidateLineage(lineage); err != nil {
+				return usagef("run: --lineage: %s", strings.TrimPrefix(err.Error(), "store: "))
+			}
 			sel, err := client.ParseSelector(devices)
 			if err != nil {
 				return usagef("run: %v", err)
 			}
-			req := &client.TriggerRequest{Suite: suite, Build: build, GitSHA: gitSHA, Devices: sel, Fanout: fanout}
+			req := &client.TriggerRequest{Suite: suite, Build: build, GitSHA: gitSHA, Lineage: lineage, Devices: sel, Fanout: fanout}
 			if override != "" {
 				raw := []byte(override)
 				if path, ok := strings.CutPrefix(override, "@"); ok {
@@ -83,7 +99,7 @@ did not succeed or a regression alert was raised for this build:
 			if err != nil {
 				return fmt.Errorf("run: %w", err)
 			}
-			fmt.Fprintf(env.Stdout, "trigger %d: %d run(s) of %s for build %s:", set.Trigger.ID, len(set.Runs), set.Trigger.Suite, set.Trigger.Build)
+			fmt.Fprintf(env.Stdout, "trigger %d: %d run(s) of %s for build %s (lineage %s):", set.Trigger.ID, len(set.Runs), set.Trigger.Suite, set.Trigger.Build, cmp.Or(set.Trigger.Lineage, lineage))
 			for _, r := range set.Runs {
 				fmt.Fprintf(env.Stdout, " %d", r.ID)
 			}
@@ -135,7 +151,7 @@ did not succeed or a regression alert was raised for this build:
 			if !done.Succeeded {
 				problems = append(problems, fmt.Sprintf("%d of %d run(s) did not succeed", done.Runs-done.States["succeeded"], done.Runs))
 			}
-			alerts, err := waitAlerts(ctx, c, suite, build, alertGrace)
+			alerts, err := waitAlerts(ctx, c, suite, build, lineage, alertGrace)
 			if err != nil {
 				return fmt.Errorf("run: checking regression alerts: %w", err)
 			}
@@ -156,6 +172,7 @@ did not succeed or a regression alert was raised for this build:
 	cmd.Flags().StringVar(&devices, "devices", "", "device selector, e.g. 'platform=android,model=Pixel 8,pool=ci' (default: the suite's)")
 	cmd.Flags().StringVar(&build, "build", "", "build id of the runtime under test (required)")
 	cmd.Flags().StringVar(&gitSHA, "git-sha", "", "git commit of the build")
+	cmd.Flags().StringVar(&lineage, "lineage", store.DefaultLineage, "build lineage: the branch the build belongs to, e.g. release-3; regressions are tracked per lineage")
 	cmd.Flags().StringVar(&override, "override", "", "config override as JSON, or @FILE (e.g. '{\"repetitions\":5,\"modes\":[\"lookahead\"]}')")
 	cmd.Flags().BoolVar(&fanout, "fanout", false, "one run per matching online device")
 	cmd.Flags().BoolVar(&wait, "wait", false, "stream progress and exit non-zero if a run fails or a regression alert fires")
@@ -165,9 +182,10 @@ did not succeed or a regression alert was raised for this build:
 	return cmd
 }
 
-// waitAlerts polls for regression alert groups of the build for up to
-// grace (the detector runs after results land) and returns them.
-func waitAlerts(ctx context.Context, c *client.Client, suite, build string, grace time.Duration) ([]client.AlertGroup, error) {
+// waitAlerts polls for regression alert groups of the build on lineage for
+// up to grace (the detector runs after results land) and returns them.
+// Groups of other lineages are ignored even when their build id matches.
+func waitAlerts(ctx context.Context, c *client.Client, suite, build, lineage string, grace time.Duration) ([]client.AlertGroup, error) {
 	deadline := time.Now().Add(grace)
 	for {
 		groups, err := c.AlertsForBuild(ctx, suite, build)
@@ -176,7 +194,7 @@ func waitAlerts(ctx context.Context, c *client.Client, suite, build string, grac
 		}
 		var regs []client.AlertGroup
 		for _, g := range groups {
-			if g.Regression && g.Status != "invalid" {
+			if g.Regression && g.Status != "invalid" && (g.Lineage == "" || g.Lineage == lineage) {
 				regs = append(regs, g)
 			}
 		}

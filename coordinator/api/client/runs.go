@@ -16,9 +16,12 @@ import (
 
 // TriggerRequest asks for runs of a suite on a build (POST /v1/runs).
 type TriggerRequest struct {
-	Suite    string          `json:"suite"`
-	Build    string          `json:"build"`
-	GitSHA   string          `json:"git_sha,omitempty"`
+	Suite  string `json:"suite"`
+	Build  string `json:"build"`
+	GitSHA string `json:"git_sha,omitempty"`
+	// Lineage is the build lineage (branch) of the runs; "" lets the
+	// server use its default, "main".
+	Lineage  string          `json:"lineage,omitempty"`
 	Devices  *jobs.Selector  `json:"devices,omitempty"`
 	Override json.RawMessage `json:"override,omitempty"`
 	Fanout   bool            `json:"fanout,omitempty"`
@@ -29,6 +32,7 @@ type Run struct {
 	ID              int64   `json:"id"`
 	Suite           string  `json:"suite"`
 	Build           string  `json:"build"`
+	Lineage         string  `json:"lineage"`
 	DeviceID        string  `json:"device_id"`
 	TargetDeviceID  string  `json:"target_device_id"`
 	State           string  `json:"state"`
@@ -41,10 +45,11 @@ type Run struct {
 // RunSet is a trigger and its runs.
 type RunSet struct {
 	Trigger struct {
-		ID     int64   `json:"id"`
-		Suite  string  `json:"suite"`
-		Build  string  `json:"build"`
-		RunIDs []int64 `json:"run_ids"`
+		ID      int64   `json:"id"`
+		Suite   string  `json:"suite"`
+		Build   string  `json:"build"`
+		Lineage string  `json:"lineage"`
+		RunIDs  []int64 `json:"run_ids"`
 	} `json:"trigger"`
 	Runs []Run `json:"runs"`
 	Done bool  `json:"done"`
@@ -157,6 +162,7 @@ func (c *Client) followOnce(ctx context.Context, triggerID int64, onRun func(Run
 type AlertGroup struct {
 	ID         int64     `json:"id"`
 	Suite      string    `json:"suite"`
+	Lineage    string    `json:"lineage"`
 	Build      string    `json:"build"`
 	Scope      string    `json:"scope"`
 	Summary    string    `json:"summary"`

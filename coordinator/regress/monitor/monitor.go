@@ -83,8 +83,10 @@ type Config struct {
 	// alerting on each multiplies false alerts while telling users nothing
 	// the attribution does not.
 	LESAlerts bool
-	// Lineage names the runtime build lineage of a run (e.g. its branch);
-	// nil or "" means "main". Runs do not record a lineage yet.
+	// Lineage, when set, overrides the build lineage a finished run's
+	// observations are filed under; nil or "" uses the lineage the run
+	// records (store.Run.Lineage, set by its trigger), and "main" for a run
+	// without one.
 	Lineage func(run *store.Run) string
 }
 

@@ -9,8 +9,8 @@ import (
 )
 
 // StoreRerunner returns a Config.RequestRerun that queues the confirmation
-// rerun as an ordinary run: the suite's current spec, at the build of the
-// newest result, on one device of the same model and kind (emulated or
+// rerun as an ordinary run: the suite's current spec, at the build and
+// lineage of the newest result, on one device of the same model and kind (emulated or
 // real), with source "regress:confirm:<group>". The scheduler places it
 // like any other run; its result reaches the monitor through ingest and
 // settles the group's confirmation.
@@ -22,7 +22,7 @@ func StoreRerunner(st *store.Store) func(ctx context.Context, r RerunRequest) er
 		}
 		emulated := r.Key.Emulated
 		_, runs, err := st.CreateRuns(ctx, &store.CreateRunsParams{
-			Spec: spec, Build: r.Build,
+			Spec: spec, Build: r.Build, Lineage: r.Key.Lineage,
 			Selector: &jobs.Selector{DeviceModel: r.Key.DeviceModel, Emulated: &emulated},
 			Source:   fmt.Sprintf("regress:confirm:%d", r.GroupID),
 		})

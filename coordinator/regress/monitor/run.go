@@ -20,7 +20,9 @@ import (
 // memory and the LES metrics (hit rate, predictor recall, stall fraction,
 // bytes per token, and per-layer metrics in the result's extras named like
 // "predictor_recall.l12"). Zero values mean "not measured" and are skipped.
-// Runs that did not succeed are ignored.
+// Runs that did not succeed are ignored. The observations' series are keyed
+// by the run's build lineage (see Config.Lineage), so a release branch's
+// builds are compared with each other, never with main's.
 func (m *Monitor) ObserveRun(ctx context.Context, run *store.Run) ([]*store.AlertGroup, error) {
 	if run == nil || run.State != store.RunSucceeded {
 		return nil, nil
@@ -41,13 +43,18 @@ func (m *Monitor) ObserveRun(ctx context.Context, run *store.Run) ([]*store.Aler
 	return groups, err
 }
 
+// lineage is the build lineage of run's series: Config.Lineage's answer,
+// else the run's own, else store.DefaultLineage.
 func (m *Monitor) lineage(run *store.Run) string {
 	if m.cfg.Lineage != nil {
 		if l := m.cfg.Lineage(run); l != "" {
 			return l
 		}
 	}
-	return "main"
+	if run.Lineage != "" {
+		return run.Lineage
+	}
+	return store.DefaultLineage
 }
 
 // RunSeq is the series position of a run: its trigger id, so the runs one
