@@ -27,14 +27,10 @@ func TestServeAuthenticatesDevices(t *testing.T) {
 		t.Skip("serve end-to-end skipped in -short mode")
 	}
 	dbURL := testenv.MigratedPostgresURL(t)
-	st, err := store.Open(context.Background(), dbURL, store.Config{MaxConns: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	secret, _, err := st.CreateDeviceCredential(context.Background(), "dev-a")
-	if err != nil {
-		t.Fatal(err)
+	code, stdout, stderr := run(t, "token", "create", "--device", "dev-a", "--database-url", dbURL)
+	secret := strings.TrimSpace(stdout)
+	if code != 0 || !strings.HasPrefix(secret, store.DeviceSecretPrefix) || !strings.Contains(stderr, "--token SECRET") {
+		t.Fatalf("token create --device: %d %q %q", code, stdout, stderr)
 	}
 
 	ctx, cancel := context.WithCancel(context.Background())
@@ -117,5 +113,44 @@ func TestServeAuthenticatesDevices(t *testing.T) {
 		}
 	case <-time.After(60 * time.Second):
 		t.Fatal("serve did not shut down within 60s")
+	}
+}
+
+// TestTokenDeviceCommands covers token create/list/revoke --device and
+// their usage errors against a real database.
+func TestTokenDeviceCommands(t *testing.T) {
+	dbURL := testenv.MigratedPostgresURL(t)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"create", "--device", "bad.id"}, "want a device id"},
+		{[]string{"create", "--device", "dev-a", "--name", "ci"}, "not both"},
+		{[]string{"create"}, "--name is required"},
+		{[]string{"revoke", "--device", "x"}, "positive integer"},
+	} {
+		if code, _, errOut := run(t, append(append([]string{"token"}, tc.args...), "--database-url", dbURL)...); code != 2 || !strings.Contains(errOut, tc.want) {
+			t.Errorf("token %v: %d %q; want exit 2 and %q", tc.args, code, errOut, tc.want)
+		}
+	}
+	code, out, errOut := run(t, "token", "create", "--device", "pixel-8-a", "--database-url", dbURL)
+	if code != 0 || !strings.HasPrefix(out, store.DeviceSecretPrefix) {
+		t.Fatalf("create: %d %q %q", code, out, errOut)
+	}
+	code, out, _ = run(t, "token", "list", "--devices", "--database-url", dbURL)
+	if code != 0 || !regexp.MustCompile(`(?m)^1\s+pixel-8-a\s+lfd_`).MatchString(out) {
+		t.Fatalf("list --devices: %d %q", code, out)
+	}
+	if code, out, _ := run(t, "token", "list", "--database-url", dbURL); code != 0 || strings.Contains(out, "pixel-8-a") {
+		t.Fatalf("API token list shows device credentials: %d %q", code, out)
+	}
+	if code, out, errOut := run(t, "token", "revoke", "--device", "1", "--database-url", dbURL); code != 0 || !strings.Contains(out, "pixel-8-a") {
+		t.Fatalf("revoke --device: %d %q %q", code, out, errOut)
+	}
+	if code, _, errOut := run(t, "token", "revoke", "--device", "1", "--database-url", dbURL); code != 1 || !strings.Contains(errOut, "no live device credential") {
+		t.Fatalf("second revoke: %d %q", code, errOut)
+	}
+	if code, out, _ := run(t, "token", "list", "--devices", "--database-url", dbURL); code != 0 || !regexp.MustCompile(`pixel-8-a.*\d{4}-\d\d-\d\dT\S+Z\s*$`).MatchString(strings.TrimSpace(out)) {
+		t.Fatalf("revoked credential not shown as revoked: %q", out)
 	}
 }

@@ -103,7 +103,7 @@ The device's agent then connects with it:
 				return nil
 			}
 			if name == "" {
-				return usagef("token create: --name (API token) or --device (device credential) is required")
+				return usagef("token create: --name is required (or --device DEVICE_ID for a device credential)")
 			}
 			if len(name) > 200 {
 				return usagef("token create: --name longer than 200 characters")
