@@ -361,7 +361,7 @@ func TestStoreRerunner(t *testing.T) {
 	t.Parallel()
 	st := openStore(t)
 	ctx := t.Context()
-	req := RerunRequest{GroupID: 42, Key: regress.SeriesKey{Suite: "smoke", DeviceModel: "phone-mid"}, Build: "b9"}
+	req := RerunRequest{GroupID: 42, Key: regress.SeriesKey{Suite: "smoke", DeviceModel: "phone-mid", Lineage: "release-1"}, Build: "b9"}
 	if err := StoreRerunner(st)(ctx, req); err != nil {
 		t.Fatal(err)
 	}
@@ -369,7 +369,8 @@ func TestStoreRerunner(t *testing.T) {
 	if err != nil || len(runs) != 1 {
 		t.Fatalf("runs %+v, %v: want one rerun", runs, err)
 	}
-	if r := runs[0]; r.Selector.DeviceModel != "phone-mid" || r.Selector.Emulated == nil || *r.Selector.Emulated || r.State != store.RunQueued {
+	// The rerun confirms a release-1 series, so it runs on release-1.
+	if r := runs[0]; r.Selector.DeviceModel != "phone-mid" || r.Selector.Emulated == nil || *r.Selector.Emulated || r.State != store.RunQueued || r.Lineage != "release-1" {
 		t.Fatalf("rerun %+v", r)
 	}
 	req.Key.Suite = "no-such-suite"
