@@ -486,6 +486,7 @@ func (s *Store) GetAlertGroup(ctx context.Context, id int64) (*AlertGroup, error
 // ListAlertGroupsParams filters ListAlertGroups; zero fields do not filter.
 type ListAlertGroupsParams struct {
 	Suite        string
+	Lineage      string // "" = every lineage
 	Status       string
 	Scope        string
 	DeviceModel  string // groups with an alert on this device model
@@ -514,8 +515,9 @@ func (s *Store) ListAlertGroups(ctx context.Context, p *ListAlertGroupsParams) (
 		  AND ($5 = '' OR EXISTS (SELECT 1 FROM alerts a JOIN regress_series s ON s.id = a.series_id WHERE a.group_id = g.id AND s.metric = $5))
 		  AND ($6::boolean IS NULL OR g.regression = $6) AND ($7 = '' OR g.confirmation = $7)
 		  AND ($8::timestamptz IS NULL OR g.created_at >= $8) AND ($9 = 0 OR g.id < $9)
+		  AND ($11 = '' OR g.lineage = $11)
 		ORDER BY g.id DESC LIMIT $10`,
-		p.Suite, p.Status, p.Scope, p.DeviceModel, p.Metric, p.Regression, p.Confirmation, since, p.BeforeID, limit)
+		p.Suite, p.Status, p.Scope, p.DeviceModel, p.Metric, p.Regression, p.Confirmation, since, p.BeforeID, limit, p.Lineage)
 	if err != nil {
 		return nil, err
 	}
