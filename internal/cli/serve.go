@@ -99,6 +99,9 @@ REST mutations need a token: lesfarm token create --name NAME.`,
 			default:
 				return usagef("--nats-auth %q: want devices, strict or none", natsAuth)
 			}
+			if natsURL != "" && cmd.Flags().Changed("nats-auth") {
+				return usagef("--nats-auth applies to the embedded NATS server; with --nats-url the server's own authorization applies (see --nats-creds)")
+			}
 			var natsOpts []nats.Option
 			if natsCreds != "" || natsCA != "" {
 				if natsURL == "" {

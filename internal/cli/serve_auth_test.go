@@ -154,3 +154,20 @@ func TestTokenDeviceCommands(t *testing.T) {
 		t.Fatalf("revoked credential not shown as revoked: %q", out)
 	}
 }
+
+func TestServeNATSAuthUsage(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"serve", "--nats-auth", "bogus"}, "want devices, strict or none"},
+		{[]string{"serve", "--nats-url", "nats://127.0.0.1:1", "--nats-auth", "none"}, "applies to the embedded NATS server"},
+	} {
+		if code, _, errOut := run(t, tc.args...); code != 2 || !strings.Contains(errOut, tc.want) {
+			t.Errorf("%v: %d %q; want exit 2 and %q", tc.args, code, errOut, tc.want)
+		}
+	}
+	if code, out, _ := run(t, "serve", "--help"); code != 0 || !strings.Contains(out, "--nats-auth") || !strings.Contains(out, "token create --device") {
+		t.Errorf("serve --help does not explain device authentication:\n%s", out)
+	}
+}
