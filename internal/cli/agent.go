@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -8,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/spf13/cobra"
 
 	"github.com/lesfarm/lesfarm/agent"
@@ -48,8 +50,13 @@ results never mix with real devices' series.
 Stop it with Ctrl-C (SIGINT/SIGTERM): it aborts the current run, reports it,
 flushes telemetry and exits.
 
+lesfarm serve's embedded NATS authenticates devices: give the agent its
+device's credential ('lesfarm token create --device NAME' prints it once)
+with --token (or --user NAME --password SECRET). Before starting, the agent
+connects once to check it and exits with a hint when NATS refuses it.
+
 Examples:
-  lesfarm agent --nats-url nats://127.0.0.1:4222 --name laptop-1
+  lesfarm agent --nats-url nats://127.0.0.1:4222 --name laptop-1 --token lfd_...
   lesfarm agent --nats-url nats://farm:4222 --name emu-flagship-1 --profile phone-flagship --labels pool=ci,lab=desk
   lesfarm agent --name x --print-fingerprint`,
 		Args: cobra.NoArgs,
@@ -114,6 +121,9 @@ Examples:
 				fmt.Fprintf(env.Stdout, "%s\n", a.Fingerprint().JSON())
 				return nil
 			}
+			if err := checkNATSCredentials(&cfg); err != nil {
+				return err
+			}
 			return a.Run(env.Ctx)
 		},
 	}
@@ -129,7 +139,7 @@ Examples:
 	f.StringVar(&cfg.NKeySeedFile, "nkey", "", "file holding an nkey seed to authenticate with")
 	f.StringVar(&cfg.User, "user", "", "NATS user name")
 	f.StringVar(&cfg.Password, "password", "", "NATS password (prefer --creds)")
-	f.StringVar(&cfg.Token, "token", "", "NATS auth token")
+	f.StringVar(&cfg.Token, "token", "", "NATS auth token; for lesfarm serve's embedded NATS, the device credential from 'lesfarm token create --device NAME'")
 	f.StringVar(&cfg.TLSCAFile, "tls-ca", "", "CA certificate (PEM) to verify the NATS server; enables TLS")
 	f.StringVar(&cfg.TLSCertFile, "tls-cert", "", "client certificate (PEM) for NATS mutual TLS")
 	f.StringVar(&cfg.TLSKeyFile, "tls-key", "", "client key (PEM) for NATS mutual TLS")
@@ -163,4 +173,66 @@ func parseLabels(s string) (map[string]string, error) {
 		out[k] = v
 	}
 	return out, nil
+}
+
+// checkNATSCredentials connects once with the agent's credentials and
+// returns a clear error when NATS refuses them, or when they do not let the
+// agent receive its own device's assignments (a device credential of
+// another device). The agent itself retries forever and would otherwise
+// wait in silence. An unreachable server is not an error here: the agent
+// retries until it comes up.
+func checkNATSCredentials(cfg *agent.Config) error {
+	opts := []nats.Option{nats.Name("lesfarm-agent " + cfg.Name + " (credential check)"), nats.Timeout(5 * time.Second), nats.MaxReconnects(0), nats.NoReconnect()}
+	if cfg.CredsFile != "" {
+		opts = append(opts, nats.UserCredentials(cfg.CredsFile))
+	}
+	if cfg.NKeySeedFile != "" {
+		o, err := nats.NkeyOptionFromSeed(cfg.NKeySeedFile)
+		if err != nil {
+			return usagef("--nkey: %v", err)
+		}
+		opts = append(opts, o)
+	}
+	if cfg.User != "" {
+		opts = append(opts, nats.UserInfo(cfg.User, cfg.Password))
+	}
+	if cfg.Token != "" {
+		opts = append(opts, nats.Token(cfg.Token))
+	}
+	if cfg.TLSCAFile != "" {
+		opts = append(opts, nats.RootCAs(cfg.TLSCAFile))
+	}
+	if cfg.TLSCertFile != "" {
+		opts = append(opts, nats.ClientCert(cfg.TLSCertFile, cfg.TLSKeyFile))
+	}
+	denied := make(chan error, 1)
+	opts = append(opts, nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+		if errors.Is(err, nats.ErrPermissionViolation) {
+			select {
+			case denied <- err:
+			default:
+			}
+		}
+	}))
+	hint := fmt.Sprintf("create a device credential with 'lesfarm token create --device %s' and pass it with --token", cfg.Name)
+	nc, err := nats.Connect(cfg.NATSURL, opts...)
+	if err != nil {
+		if errors.Is(err, nats.ErrAuthorization) || strings.Contains(strings.ToLower(err.Error()), "authorization violation") {
+			return fmt.Errorf("agent: NATS at %s refused the credentials: %v; %s", cfg.NATSURL, err, hint)
+		}
+		return nil
+	}
+	defer nc.Close()
+	sub, err := nc.SubscribeSync(protocol.CancelSubject(cfg.Name))
+	if err != nil {
+		return nil
+	}
+	_ = nc.Flush()
+	_ = sub.Unsubscribe()
+	select {
+	case err := <-denied:
+		return fmt.Errorf("agent: NATS does not let these credentials act as device %q (%v); the credential belongs to another device: %s", cfg.Name, err, hint)
+	case <-time.After(200 * time.Millisecond):
+	}
+	return nil
 }

@@ -65,14 +65,27 @@ func TestServeAuthenticatesDevices(t *testing.T) {
 		"impersonate": {"--name", "dev-c", "--token", secret},
 	}
 	actx, stopAgents := context.WithCancel(context.Background())
-	var agentDone []chan error
-	for _, args := range agents {
+	agentDone := map[string]chan error{}
+	for name, args := range agents {
 		var aout, aerr syncBuffer
 		root := cli.NewRoot(&cli.Env{Ctx: actx, Stdin: strings.NewReader(""), Stdout: &aout, Stderr: &aerr})
 		root.SetArgs(append([]string{"agent", "--nats-url", natsURL, "--cache-dir", t.TempDir(), "--log-level", "warn"}, args...))
 		ch := make(chan error, 1)
-		agentDone = append(agentDone, ch)
+		agentDone[name] = ch
 		go func() { ch <- root.ExecuteContext(actx) }()
+	}
+	// The agent checks its credentials before it starts and says why it
+	// cannot run, instead of retrying in silence.
+	for name, want := range map[string]string{"wrong": "refused the credentials", "impersonate": `does not let these credentials act as device "dev-c"`} {
+		select {
+		case err := <-agentDone[name]:
+			if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "lesfarm token create --device") {
+				t.Errorf("agent %s: %v; want an error with %q and a hint", name, err, want)
+			}
+			delete(agentDone, name)
+		case <-time.After(20 * time.Second):
+			t.Fatalf("agent %s did not fail", name)
+		}
 	}
 	devices := func() string {
 		resp, err := http.Get(base + "/v1/devices")
