@@ -351,3 +351,44 @@ func TestNotReadyRefusesDevicesButNotCoordinator(t *testing.T) {
 	}
 	nc.Close()
 }
+
+// TestDeviceWaitsForVerifier: a device connecting while the coordinator is
+// still opening its store waits and is accepted once the verifier is set,
+// rather than refused (nats.go gives up after two refusals).
+func TestDeviceWaitsForVerifier(t *testing.T) {
+	st, err := store.Open(context.Background(), testenv.MigratedPostgresURL(t), store.Config{MaxConns: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	secret, _, err := st.CreateDeviceCredential(context.Background(), "dev-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	auth, err := natsauth.New(natsauth.Config{ReadyWait: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, NoSigs: true, NoLog: true, CustomClientAuthentication: auth})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go ns.Start()
+	if !ns.ReadyForConnections(10 * time.Second) {
+		t.Fatal("nats not ready")
+	}
+	defer ns.Shutdown()
+	time.AfterFunc(300*time.Millisecond, func() { auth.SetVerifier(st) })
+	start := time.Now()
+	nc, err := nats.Connect(ns.ClientURL(), nats.Token(secret), nats.Timeout(4*time.Second), nats.MaxReconnects(0))
+	if err != nil {
+		t.Fatalf("device connecting before the verifier was set: %v", err)
+	}
+	nc.Close()
+	if waited := time.Since(start); waited < 250*time.Millisecond {
+		t.Fatalf("connected after %s, before the verifier was set", waited)
+	}
+	if auth.Refused() != 0 {
+		t.Fatalf("%d refusals", auth.Refused())
+	}
+}
