@@ -463,11 +463,17 @@ func (a *Agent) loop(ctx context.Context) {
 	watch := time.NewTicker(250 * time.Millisecond)
 	defer watch.Stop()
 	needHello := true
+	// helloConn is the connection (its reconnect count) the last accepted
+	// hello went out on; helloOK says there was one.
+	var helloConn uint64
+	helloOK := false
 	for {
 		if needHello && !time.Now().Before(nextHello) {
+			conn := a.nc.Stats().Reconnects
 			ok, refused := a.hello(ctx)
 			if ok {
 				needHello = false
+				helloOK, helloConn = true, conn
 				helloAttempt = 0
 				if hbTimer == nil {
 					hbTimer = time.NewTimer(a.heartbeatInterval())
@@ -491,8 +497,18 @@ func (a *Agent) loop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-a.rehelo:
-			needHello = true
-			nextHello = time.Time{}
+			// A kick is redundant when a hello was accepted on the current
+			// connection and the registration still holds (typically the
+			// initial-connect kick arriving after the first hello). A
+			// second hello would report no run while an assignment may be
+			// in flight, and the coordinator would fail that run over.
+			a.mu.Lock()
+			registered := a.registered
+			a.mu.Unlock()
+			if needHello || !helloOK || !registered || a.nc.Stats().Reconnects != helloConn {
+				needHello = true
+				nextHello = time.Time{}
+			}
 		case <-hbC:
 			if !a.heartbeat(ctx) {
 				a.mu.Lock()
