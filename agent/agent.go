@@ -298,6 +298,9 @@ func (a *Agent) natsOptions() ([]nats.Option, error) {
 	c := a.cfg
 	opts := []nats.Option{
 		nats.Name("lesfarm-agent " + c.Name),
+		// Replies under the device's own inbox prefix: a coordinator that
+		// authenticates devices lets each read only its own replies.
+		nats.CustomInboxPrefix(protocol.DeviceInboxPrefix(c.Name)),
 		nats.MaxReconnects(-1),
 		nats.RetryOnFailedConnect(true),
 		nats.CustomReconnectDelay(func(attempts int) time.Duration { return backoff(attempts, c.ReconnectMin, c.ReconnectMax) }),
@@ -845,7 +848,7 @@ func (a *Agent) execute(ctx context.Context, r *activeRun) {
 	log := a.log.With("run_id", asg.RunID, "token", asg.Token)
 	a.setState(StateRunning)
 	started := time.Now().UTC()
-	subject := protocol.TelemetrySubject(asg.RunID)
+	subject := protocol.DeviceTelemetrySubject(a.cfg.Name, asg.RunID)
 	_, dropped0 := a.buf.Dropped()
 	lastDropped := dropped0[subject]
 	var dropMu sync.Mutex
@@ -934,7 +937,7 @@ func (a *Agent) execute(ctx context.Context, r *activeRun) {
 			return
 		}
 	}
-	a.outbox.Send(telemetry.Record{Subject: protocol.ResultSubject(asg.RunID), MsgID: "r/" + strconv.FormatInt(asg.RunID, 10) + "/" + strconv.FormatInt(asg.Token, 10), Data: data, Summary: true})
+	a.outbox.Send(telemetry.Record{Subject: protocol.DeviceResultSubject(a.cfg.Name, asg.RunID), MsgID: "r/" + strconv.FormatInt(asg.RunID, 10) + "/" + strconv.FormatInt(asg.Token, 10), Data: data, Summary: true})
 	log.Info("agent: run reported", "outcome", res.Outcome, "configs", len(res.Configs), "telemetry_batches", res.TelemetryBatches, "telemetry_samples", res.TelemetrySamples, "err", res.Error)
 	a.finish(r, runErr)
 }

@@ -92,6 +92,13 @@ func DeviceTelemetrySubject(deviceID string, runID int64) string {
 	return Prefix + ".telemetry." + deviceID + "." + strconv.FormatInt(runID, 10)
 }
 
+// DeviceInboxPrefix returns _INBOX.<device>, the inbox prefix an agent
+// connects with (nats.CustomInboxPrefix), so the replies it waits for
+// (request replies, JetStream publish acks) arrive under its own id and a
+// coordinator enforcing device permissions can let it subscribe to its own
+// inboxes only.
+func DeviceInboxPrefix(deviceID string) string { return "_INBOX." + deviceID }
+
 // DeviceResultSubject returns lesfarm.v1.result.<device>.<run> (see
 // DeviceTelemetrySubject).
 func DeviceResultSubject(deviceID string, runID int64) string {

@@ -105,7 +105,7 @@ func testForeignData(t *testing.T, runOnly bool) {
 		t.Fatal(err)
 	}
 	f := &farm{ns: ns}
-	a, err := connectDevice(t, f, nats.UserInfo("dev-a", secretA))
+	a, err := connectDevice(t, f, nats.UserInfo("dev-a", secretA), inbox("dev-a"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,7 +151,7 @@ func testForeignData(t *testing.T, runOnly bool) {
 	}
 
 	// B itself is stored.
-	b, err := connectDevice(t, f, nats.Token(secretB))
+	b, err := connectDevice(t, f, nats.Token(secretB), inbox("dev-b"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,8 +7,9 @@
 // A device may publish only its own hello and heartbeat requests, its own
 // device-scoped telemetry and results (lesfarm.v1.telemetry.<id>.<run>,
 // lesfarm.v1.result.<id>.<run>) and replies to the requests it receives; it
-// may subscribe only to its own assign and cancel subjects and to _INBOX.>
-// (the replies to its requests and JetStream publish acknowledgements).
+// may subscribe only to its own assign and cancel subjects and to its own
+// inboxes _INBOX.<id>.> (the replies to its requests and JetStream publish
+// acknowledgements; agents connect with protocol.DeviceInboxPrefix).
 // Anything else is a permissions violation: the server drops the message and
 // tells the client.
 //
@@ -191,7 +192,8 @@ func addr(c server.ClientAuthentication) string {
 // DevicePermissions returns what device id may do: publish its hello and
 // heartbeat requests and its device-scoped telemetry and results (plus the
 // run-only data subjects when runOnly is set), reply to requests it
-// receives, and subscribe to its assign and cancel subjects and to _INBOX.>.
+// receives, and subscribe to its assign and cancel subjects and to its own
+// inboxes (plus the shared _INBOX.> when runOnly is set, for older agents).
 func DevicePermissions(id string, runOnly bool) *server.Permissions {
 	pub := []string{
 		protocol.HelloSubject(id),
@@ -199,14 +201,18 @@ func DevicePermissions(id string, runOnly bool) *server.Permissions {
 		protocol.Prefix + ".telemetry." + id + ".*",
 		protocol.Prefix + ".result." + id + ".*",
 	}
+	sub := []string{protocol.AssignSubject(id), protocol.CancelSubject(id), protocol.DeviceInboxPrefix(id) + ".>"}
 	if runOnly {
-		// One token: matches lesfarm.v1.telemetry.<run> but never
-		// another device's lesfarm.v1.telemetry.<device>.<run>.
+		// Agents from before device-scoped subjects. One token: matches
+		// lesfarm.v1.telemetry.<run> but never another device's
+		// lesfarm.v1.telemetry.<device>.<run>. They also used the shared
+		// inbox prefix.
 		pub = append(pub, protocol.Prefix+".telemetry.*", protocol.Prefix+".result.*")
+		sub = append(sub, "_INBOX.>")
 	}
 	return &server.Permissions{
 		Publish:   &server.SubjectPermission{Allow: pub},
-		Subscribe: &server.SubjectPermission{Allow: []string{protocol.AssignSubject(id), protocol.CancelSubject(id), "_INBOX.>"}},
+		Subscribe: &server.SubjectPermission{Allow: sub},
 		// Replies to assign and cancel requests: one per request, within
 		// a minute.
 		Response: &server.ResponsePermission{MaxMsgs: 1, Expires: time.Minute},

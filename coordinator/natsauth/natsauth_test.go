@@ -98,6 +98,9 @@ func (d *device) waitViolation(t *testing.T, subject string) {
 	t.Fatalf("no permissions violation reported for %s; got %q", subject, d.violations())
 }
 
+// inbox gives a device connection its own inbox prefix, as agents use.
+func inbox(id string) nats.Option { return nats.CustomInboxPrefix(protocol.DeviceInboxPrefix(id)) }
+
 func connectDevice(t *testing.T, f *farm, opts ...nats.Option) (*device, error) {
 	t.Helper()
 	d := &device{}
@@ -153,7 +156,7 @@ func TestDeviceSpeaksOnlyForItself(t *testing.T) {
 	if err := f.coord.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	a, err := connectDevice(t, f, nats.UserInfo("dev-a", secretA))
+	a, err := connectDevice(t, f, nats.UserInfo("dev-a", secretA), inbox("dev-a"))
 	if err != nil {
 		t.Fatalf("device A with its credential: %v", err)
 	}
@@ -212,7 +215,8 @@ func TestDeviceSpeaksOnlyForItself(t *testing.T) {
 		}
 		a.waitViolation(t, subj)
 	}
-	for _, subj := range []string{protocol.AssignSubject("dev-b"), protocol.CancelSubject("dev-b"), protocol.HelloWildcard, "lesfarm.>", ">"} {
+	for _, subj := range []string{protocol.AssignSubject("dev-b"), protocol.CancelSubject("dev-b"), protocol.HelloWildcard, "lesfarm.>", ">",
+		"_INBOX.>", protocol.DeviceInboxPrefix("dev-b") + ".>"} { // other devices' replies
 		if _, err := a.nc.SubscribeSync(subj); err != nil {
 			t.Fatal(err)
 		}
@@ -301,7 +305,7 @@ func TestRefusedCredentials(t *testing.T) {
 		}
 	}
 
-	a, err := connectDevice(t, f, nats.UserInfo("dev-a", secretA))
+	a, err := connectDevice(t, f, nats.UserInfo("dev-a", secretA), inbox("dev-a"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -64,16 +64,17 @@ stops, in-flight telemetry is committed and acknowledged, and the embedded
 NATS and PostgreSQL are stopped.
 
 --nats-auth sets what the embedded NATS server asks of its clients:
-  devices  (default) a device connects only with a credential from
+  strict   (default) a device connects only with a credential from
            'lesfarm token create --device ID' (as --token, or --password with
-           --user ID) and may publish only its own hello, heartbeat,
-           telemetry and results and receive only its own assignments and
-           cancels. Telemetry and results on the run-only subjects
-           (lesfarm.v1.telemetry.<run>), which do not name the device, are
-           still accepted for agents that publish there.
-  strict   as devices, but telemetry and results only on the device-scoped
-           subjects (lesfarm.v1.telemetry.<device>.<run>): a device cannot
-           publish data for a run of another device at all.
+           --user ID); it may publish only its own hello, heartbeat,
+           telemetry and results (lesfarm.v1.telemetry.<device>.<run>),
+           receive only its own assignments and cancels, and read only its
+           own inboxes (_INBOX.<device>.>). It cannot speak for another
+           device.
+  devices  as strict, but also accepts telemetry and results on the run-only
+           subjects (lesfarm.v1.telemetry.<run>, which do not name the
+           device) and the shared _INBOX.> of agents from before
+           device-scoped subjects.
   none     no authentication: any client may speak for any device. Only for
            a trusted lab network.
 Revoking a credential ('lesfarm token revoke --device CREDENTIAL_ID') refuses new
@@ -161,7 +162,7 @@ REST mutations need a token: lesfarm token create --name NAME.`,
 	f.StringVar(&natsCreds, "nats-creds", "", "NATS credentials file (JWT + nkey seed) for --nats-url")
 	f.StringVar(&natsCA, "nats-ca", "", "PEM file of the CA that signed the NATS server's TLS certificate")
 	f.StringVar(&natsListen, "nats-listen", "127.0.0.1:4222", "host:port of the embedded NATS server (port 0 picks a free port)")
-	f.StringVar(&natsAuth, "nats-auth", "devices", "authentication of the embedded NATS server: devices (per-device credentials), strict (and device-scoped data subjects only) or none (trusted lab)")
+	f.StringVar(&natsAuth, "nats-auth", "strict", "authentication of the embedded NATS server: strict (per-device credentials; each device publishes and reads only under its own id), devices (also accepts the run-only data subjects and shared inbox of older agents) or none (trusted lab)")
 	f.StringVar(&artifactURL, "artifact-url", "", "base URL agents download artifacts from (default http://HTTP-ADDR)")
 	f.StringVar(&name, "name", "", "name of this coordinator in leases and logs (default hostname:pid)")
 	f.DurationVar(&ttl, "heartbeat-ttl", 15*time.Second, "device TTL: a device silent this long is lost and its run requeued")
