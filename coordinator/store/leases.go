@@ -373,7 +373,11 @@ func (s *Store) ReconcileHello(ctx context.Context, deviceID string, held []prot
 	var lost []LostRun
 	err = s.tx(ctx, func(tx pgx.Tx) error {
 		var err error
-		lost, err = failLeases(ctx, tx, `device_id = $1 AND state IN ('assigned', 'running') AND NOT (id = ANY($2::bigint[]))`,
+		// Only running runs: an assigned one has its assignment request
+		// in flight, which this hello may have crossed; if the agent
+		// really lost it, the dispatcher's unanswered request gives the
+		// run back without using up an attempt.
+		lost, err = failLeases(ctx, tx, `device_id = $1 AND state = 'running' AND NOT (id = ANY($2::bigint[]))`,
 			[]any{deviceID, heldIDs}, "agent restarted and no longer holds the run", "agent_restarted")
 		return err
 	})
