@@ -441,7 +441,7 @@ func TestAgentSurvivesNATSRestartMidRun(t *testing.T) {
 	url, spec := modelServer(t, model)
 	spec.Repetitions = 40 // long enough to span the restart
 	if raceEnabled {
-		spec.Repetitions = 6
+		spec.Repetitions = 16 // the race detector slows the model ~10x; still spans the restart
 	}
 	ra := startAgent(t, Config{NATSURL: ns.ClientURL(), Name: "host-4", BatchInterval: 50 * time.Millisecond})
 
@@ -450,7 +450,7 @@ func TestAgentSurvivesNATSRestartMidRun(t *testing.T) {
 	}
 	waitFor(t, 30*time.Second, "telemetry flowing", func() bool {
 		st := ra.a.Status()
-		return st.RunState == protocol.RunStateRunning && st.Published > 3
+		return st.RunState == protocol.RunStateRunning && st.Published > 1
 	})
 	ns.Shutdown()
 	ns.WaitForShutdown()
