@@ -46,6 +46,11 @@ func TestHandlerRoutes(t *testing.T) {
 		// Assets with their real content types.
 		{"GET", "/ui/app.js", 200, "text/javascript; charset=utf-8", "import * as regressions"},
 		{"GET", "/ui/format.js", 200, "text/javascript; charset=utf-8", "export function fmtMeanSD"},
+		{"GET", "/ui/lineage.js", 200, "text/javascript; charset=utf-8", "export function resolve"},
+		// A shared link to one lineage's regressions, runs or series.
+		{"GET", "/?lineage=release-3", 200, "text/html; charset=utf-8", `<select id="lineage-select">`},
+		{"GET", "/runs?lineage=*&state=queued", 200, "text/html; charset=utf-8", "<title>lesfarm</title>"},
+		{"GET", "/series?suite=les-ladder&lineage=release-3", 200, "text/html; charset=utf-8", "<title>lesfarm</title>"},
 		{"GET", "/ui/style.css", 200, "text/css; charset=utf-8", "svg.chart"},
 		{"GET", "/ui/favicon.svg", 200, "image/svg+xml", "<svg"},
 		// Missing files are 404s, never the page (a module loaded as HTML
@@ -213,6 +218,7 @@ func FuzzServe(f *testing.F) {
 		{"GET", "/", "", "gzip"}, {"GET", "/ui/app.js", `W/"x", *`, "gzip;q=0"}, {"HEAD", "/v1/x", "", ""},
 		{"POST", "/series", "", ""}, {"GET", "/ui/../index.html", "", "br, gzip;q=0.5"}, {"GET", "/openapi.json", "", ""},
 		{"GET", "/a/b.c/d", "\"\"", ",,;"}, {"GET", "/%2e%2e/ui", "", ""},
+		{"GET", "/release-3", "", "gzip"}, {"GET", "/runs/release-3/x.js", "", ""}, {"GET", "/ui/lineage.js", "", "gzip"},
 	} {
 		f.Add(seed.method, seed.path, seed.inm, seed.ae)
 	}
@@ -237,4 +243,66 @@ func FuzzServe(f *testing.F) {
 			t.Fatalf("API path %q answered %d %s", req.URL.Path, rec.Code, rec.Header().Get("Content-Type"))
 		}
 	})
+}
+
+// bundleBudget is what the page may cost a browser on first load: the sum
+// of every asset as served with gzip. The page is read on slow VPNs and
+// air-gapped networks; raise it only with a reason in the commit.
+const bundleBudget = 34 << 10
+
+func TestBundleBudget(t *testing.T) {
+	t.Parallel()
+	Handler()
+	total, plain := 0, 0
+	for name, a := range assets {
+		n := len(a.body)
+		if a.gz != nil {
+			n = len(a.gz)
+		}
+		total += n
+		plain += len(a.body)
+		t.Logf("%-16s %6d bytes, %6d served", name, len(a.body), n)
+	}
+	t.Logf("total %d bytes, %d served gzipped (budget %d)", plain, total, bundleBudget)
+	if total > bundleBudget {
+		t.Errorf("the dashboard costs %d gzipped bytes, over its budget of %d", total, bundleBudget)
+	}
+}
+
+// TestStrictCSPCompatible: the page works under its CSP (script-src and
+// style-src 'self' without 'unsafe-inline'), so no asset may rely on
+// inline script or style, and API data never becomes HTML.
+func TestStrictCSPCompatible(t *testing.T) {
+	t.Parallel()
+	for _, d := range []string{"'unsafe-inline'", "'unsafe-eval'", "http:", "https:", "*"} {
+		if strings.Contains(csp, d) {
+			t.Errorf("CSP allows %s: %s", d, csp)
+		}
+	}
+	bad := map[string]*regexp.Regexp{
+		".html": regexp.MustCompile(`(?i)<style\b|\sstyle\s*=|\son[a-z]+\s*=|javascript:|<script\b[^>]*>[^<]`),
+		".js":   regexp.MustCompile(`innerHTML|outerHTML|insertAdjacentHTML|document\.write|\beval\(|new Function|setAttribute\(\s*['"](?:style|on)|\bstyle:|['"]style['"]\s*:|javascript:`),
+	}
+	err := fs.WalkDir(static, "static", func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		re := bad[path.Ext(p)]
+		if re == nil {
+			return nil
+		}
+		src, _ := static.ReadFile(p)
+		for _, tag := range regexp.MustCompile(`(?i)<script\b[^>]*>`).FindAll(src, -1) {
+			if !regexp.MustCompile(`\ssrc="/ui/[a-z]+\.js"`).Match(tag) {
+				t.Errorf("%s: %s is an inline script", p, tag)
+			}
+		}
+		for _, m := range re.FindAll(src, -1) {
+			t.Errorf("%s: %q breaks the strict CSP or inserts HTML", p, m)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 }

@@ -6,6 +6,7 @@
 
 import { h } from './dom.js';
 import { getToken, setToken } from './api.js';
+import * as lineage from './lineage.js';
 import * as regressions from './regressions.js';
 import * as series from './series.js';
 import * as runs from './runs.js';
@@ -25,11 +26,12 @@ function navigate(url, { replace = false } = {}) {
   route();
 }
 
+// Routes: [path, nav tab, render, filtered by the lineage selector].
 const routes = [
-  [/^\/(?:regressions\/?)?$/, 'regressions', (root, q, ctx) => regressions.renderList(root, q, ctx)],
+  [/^\/(?:regressions\/?)?$/, 'regressions', (root, q, ctx) => regressions.renderList(root, q, ctx), true],
   [/^\/alerts\/(\d+)\/?$/, 'regressions', (root, q, ctx, m) => regressions.renderDetail(root, m[1], ctx)],
-  [/^\/series\/?$/, 'series', (root, q, ctx) => series.render(root, q, ctx)],
-  [/^\/runs\/?$/, 'runs', (root, q, ctx) => runs.renderList(root, q, ctx)],
+  [/^\/series\/?$/, 'series', (root, q, ctx) => series.render(root, q, ctx), true],
+  [/^\/runs\/?$/, 'runs', (root, q, ctx) => runs.renderList(root, q, ctx), true],
   [/^\/runs\/(\d+)\/?$/, 'runs', (root, q, ctx, m) => runs.renderDetail(root, m[1], ctx)],
   [/^\/devices\/?$/, 'devices', (root, q, ctx) => devices.render(root, q, ctx)],
 ];
@@ -56,6 +58,7 @@ async function route() {
       if (gen !== generation) return;
       const p = new URLSearchParams();
       for (const [k, v] of Object.entries(obj)) if (v !== null && v !== undefined) p.set(k, v);
+      if (ctx.lineage !== undefined && !p.has('lineage')) p.set('lineage', lineage.param(ctx.lineage));
       history.replaceState(null, '', location.pathname + (p.toString() ? '?' + p : ''));
     },
     onLeave: (f) => { if (gen === generation) leaveHooks.push(f); else f(); },
@@ -73,9 +76,27 @@ async function route() {
     },
   };
   let hit = null;
-  for (const [re, nav, fn] of routes) {
+  for (const [re, nav, fn, lin] of routes) {
     const m = re.exec(path);
-    if (m) { hit = [nav, fn, m]; break; }
+    if (m) { hit = [nav, fn, m, lin]; break; }
+  }
+  pick.hidden = !(hit && hit[3]);
+  if (!pick.hidden) {
+    // The lineage selector: its options are the lineages the API has seen
+    // (plus the URL's); the effective one is written back into the URL.
+    let list = [];
+    try { list = await lineage.known(); } catch { /* the view reports the API error */ }
+    if (gen !== generation) return;
+    const cur = ctx.lineage = lineage.resolve(q, list);
+    const p = lineage.param(cur);
+    pickSel.replaceChildren(h('option', { value: lineage.ALL }, 'all lineages'),
+      ...(cur && !list.includes(cur) ? [...list, cur] : list).map((l) => h('option', { value: l }, l)));
+    pickSel.value = p;
+    if (q.get('lineage') !== p) {
+      q.set('lineage', p);
+      history.replaceState(null, '', path + '?' + q);
+    }
+    for (const a of document.querySelectorAll('nav.tabs a')) if (a.dataset.nav !== 'devices') a.href = a.pathname + '?lineage=' + encodeURIComponent(p);
   }
   for (const a of document.querySelectorAll('nav.tabs a')) a.classList.toggle('active', hit !== null && a.dataset.nav === hit[0]);
   if (!hit) {
@@ -97,6 +118,13 @@ async function route() {
     }
   }
 }
+
+const pick = document.getElementById('lineage-pick'), pickSel = document.getElementById('lineage-select');
+pickSel.addEventListener('change', () => {
+  const q = new URLSearchParams(location.search);
+  q.set('lineage', pickSel.value);
+  navigate(location.pathname + '?' + q);
+});
 
 // Links to dashboard paths render in place; API links and new-tab clicks
 // behave normally.

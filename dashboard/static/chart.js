@@ -23,7 +23,8 @@ function niceStep(span, count) {
 // renderChart returns an element holding the chart. opts: series
 // [{id, label, color, points: [{seq, value, stddev, n, build}]}], changes
 // [{seq, direction, text, seriesIds: Set}], metric, zero (y from 0),
-// width, height.
+// width, height, lineage ('' or absent: the series may span lineages; a
+// series' dash 1-3 draws its line dashed).
 export function renderChart(opts) {
   const { series, changes = [], metric, zero = false } = opts;
   const W = Math.max(360, Math.round(opts.width || 960)), H = opts.height || 340;
@@ -38,7 +39,7 @@ export function renderChart(opts) {
   const wrap = h('div', { class: 'chart-wrap' });
   const svg = s('svg', {
     viewBox: `0 0 ${W} ${H}`, width: W, height: H, class: 'chart', role: 'img',
-    'aria-label': metricLabel(metric) + ' by series over builds',
+    'aria-label': metricLabel(metric) + ' by series over builds, ' + (opts.lineage ? 'lineage ' + opts.lineage : 'all lineages'),
   });
   wrap.append(svg);
   const vals = [];
@@ -129,7 +130,7 @@ export function renderChart(opts) {
   const ringed = new Set();
   for (const c of changes) for (const id of c.seriesIds || []) ringed.add(id + '@' + c.seq);
   for (const sr of series) {
-    const g = s('g', { class: 'series', 'data-series-id': sr.id, 'data-device': sr.device_model || '' });
+    const g = s('g', { class: 'series', 'data-series-id': sr.id, 'data-device': sr.device_model || '', 'data-lineage': sr.lineage || '' });
     const pts = sr.points;
     const withSD = pts.filter((p) => p.stddev > 0);
     if (withSD.length) {
@@ -141,7 +142,7 @@ export function renderChart(opts) {
       g.append(band);
     }
     if (pts.length > 1) {
-      g.append(s('path', { class: 'series-line', stroke: sr.color, d: pts.map((p, i) => (i ? 'L' : 'M') + f1(x(p.seq)) + ' ' + f1(y(p.value))).join(' ') }));
+      g.append(s('path', { class: 'series-line' + (sr.dash > 0 ? ' dash-' + sr.dash : ''), stroke: sr.color, d: pts.map((p, i) => (i ? 'L' : 'M') + f1(x(p.seq)) + ' ' + f1(y(p.value))).join(' ') }));
     }
     for (const p of pts) {
       const ring = ringed.has(sr.id + '@' + p.seq);

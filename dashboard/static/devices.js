@@ -75,7 +75,7 @@ export async function render(root, q, ctx) {
         h('td', { class: 'small' }, hardware(d)),
         h('td', { class: 'labels' }, labels(d)),
         h('td', {}, d.active_run_id ? h('a', { href: '/runs/' + d.active_run_id }, '#' + d.active_run_id) : h('span', { class: 'muted' }, 'idle'),
-          ' · ', h('a', { href: '/runs?device_id=' + encodeURIComponent(d.id), class: 'small' }, 'history')),
+          ' · ', h('a', { href: '/runs?device_id=' + encodeURIComponent(d.id) + '&lineage=*', class: 'small' }, 'history')),
         h('td', { title: fmtTime(d.last_seen_at), class: d.state === 'lost' ? 'bad' : '' }, fmtAgo(d.last_seen_at)))))));
   };
   await load();

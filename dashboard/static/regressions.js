@@ -5,9 +5,16 @@ import * as api from './api.js';
 import { h, code, empty, errorBox, badge } from './dom.js';
 import { fmtAgo, fmtTime, fmtValue, fmtPct, fmtP, metricInfo, metricLabel, humanize } from './format.js';
 import { seriesChart } from './series.js';
+import { param, sortLineages, text } from './lineage.js';
 
 const STATUSES = ['new', 'acknowledged', 'invalid', 'fixed', 'reassigned'];
 const PAGE = 20;
+const enc = encodeURIComponent;
+
+// lineageBadge links a group's lineage to its regressions.
+function lineageBadge(l) {
+  return h('a', { class: 'badge lineage', href: '/?lineage=' + enc(param(l)), 'data-lineage': l || '', title: 'build lineage (branch): show its regressions' }, text(l));
+}
 
 function scopeText(g) {
   const what = { device: 'device-specific', platform: 'platform', global: 'global' }[g.scope] || g.scope || 'unknown scope';
@@ -123,14 +130,14 @@ function groupCard(g, { full = false } = {}) {
       badge(grp.regression ? '▼ regression' : '▲ improvement', grp.regression ? 'bad' : 'good'),
       badge(grp.status, 'status status-' + grp.status),
       badge(scopeText(grp), 'scope', 'device-specific: one device model; platform: several models of one platform; global: across platforms'),
+      lineageBadge(grp.lineage),
       grp.confirmation && grp.confirmation !== 'none' ? badge('confirmation ' + grp.confirmation, 'confirm-' + grp.confirmation) : null,
       h('span', { class: 'spacer' }),
       h('a', { class: 'muted', href: '/alerts/' + grp.id, title: fmtTime(grp.created_at) }, '#' + grp.id + ' · ' + fmtAgo(grp.created_at)));
     const meta = h('dl', { class: 'meta' },
       h('dt', {}, 'suite'), h('dd', {}, grp.suite),
-      h('dt', {}, 'lineage'), h('dd', {}, grp.lineage || '—'),
       h('dt', {}, 'build at change'), h('dd', { class: 'mono' },
-        grp.build ? h('a', { href: '/runs?' + new URLSearchParams({ build: grp.build, suite: grp.suite }), title: 'runs of this build' }, grp.build) : 'unknown',
+        grp.build ? h('a', { href: '/runs?' + new URLSearchParams({ build: grp.build, suite: grp.suite, lineage: param(grp.lineage) }), title: 'runs of this build' }, grp.build) : 'unknown',
         ' ', h('span', { class: 'muted' }, '(seq ' + grp.seq + ')')),
       grp.reassigned_to ? [h('dt', {}, 'reassigned to'), h('dd', { class: 'mono' }, grp.reassigned_to)] : null);
     const body = h('div', { class: 'card-body' });
@@ -166,6 +173,7 @@ function select(name, label, options, value) {
 // renderList is the Regressions view.
 export async function renderList(root, q, ctx) {
   ctx.title('Regressions');
+  const lin = ctx.lineage || '', P = enc(param(lin));
   const f = {
     status: q.get('status') || '', regression: q.get('regression') ?? 'true', scope: q.get('scope') || '',
     suite: q.get('suite') || '', build: q.get('build') || '',
@@ -181,6 +189,7 @@ export async function renderList(root, q, ctx) {
     const p = new URLSearchParams();
     for (const el of form.elements) if (el.name && (el.value !== '' || el.name === 'regression')) p.set(el.name, el.value);
     if (p.get('regression') === 'true') p.delete('regression');
+    p.set('lineage', param(lin));
     ctx.navigate('/' + (p.toString() ? '?' + p : ''));
   };
   for (const el of form.querySelectorAll('select')) el.addEventListener('change', apply);
@@ -188,18 +197,26 @@ export async function renderList(root, q, ctx) {
   const pending = h('p', { class: 'pending-line', role: 'status' });
   const more = h('button', { class: 'btn more', type: 'button', hidden: true }, 'Load older alerts');
   root.replaceChildren(h('div', { class: 'view-head' }, h('h2', {}, 'Regressions'),
-    h('p', { class: 'lede' }, 'Alert groups, newest first: confirmed change points of one suite and build lineage at about one build, across devices and metrics.')),
+    h('p', { class: 'lede' }, 'Alert groups on ' + text(lin) + ', newest first: confirmed change points of one suite and build lineage at about one build, across devices and metrics.')),
   pending, form, list, more);
   // How many regressions still wait for triage, whatever the filters.
+  // On the selected lineage, then how many on the others.
   api.listAlerts({ status: 'new', regression: 'true', limit: 500 }).then((p) => {
-    const n = (p.items || []).length;
-    if (!n) return;
-    pending.replaceChildren(h('strong', {}, (n >= 500 ? '500+' : n) + (n === 1 ? ' regression awaits' : ' regressions await') + ' triage'),
-      ...(f.status === 'new' ? [] : [' · ', h('a', { href: '/?status=new' }, 'show only those')]));
+    const items = p.items || [], by = new Map();
+    for (const g of items) by.set(g.lineage, (by.get(g.lineage) || 0) + 1);
+    const n = lin ? by.get(lin) || 0 : items.length;
+    const others = sortLineages([...by.keys()].filter((l) => l !== lin));
+    const out = n ? [h('strong', {}, (n >= 500 ? '500+' : n) + (n === 1 ? ' regression awaits' : ' regressions await') + ' triage' + (lin ? ' on ' + lin : '')),
+      ...(f.status === 'new' ? [] : [' · ', h('a', { href: '/?status=new&lineage=' + P }, 'show only those')])] : [];
+    if (others.length > (lin ? 0 : 1)) {
+      out.push(out.length ? ' · ' : '', h('span', { class: 'other-lineages' }, lin ? 'on other lineages: ' : 'by lineage: ',
+        others.map((l, i) => [i ? ', ' : '', h('a', { href: '/?status=new&lineage=' + enc(l), 'data-lineage': l }, l + ' ' + by.get(l))])));
+    }
+    pending.replaceChildren(...out);
   }).catch(() => {});
 
   let cursor = 0;
-  const params = { status: f.status, regression: f.regression, scope: f.scope, suite: f.suite, build: f.build, limit: PAGE };
+  const params = { status: f.status, regression: f.regression, scope: f.scope, suite: f.suite, build: f.build, lineage: lin, limit: PAGE };
   const load = async () => {
     let page;
     try {
@@ -212,7 +229,9 @@ export async function renderList(root, q, ctx) {
     if (!items.length && !cursor) {
       const filtered = f.status || f.scope || f.suite || f.build || f.regression !== 'true';
       list.replaceChildren(filtered
-        ? empty('No alert groups match these filters.', h('p', {}, h('a', { href: '/' }, 'Show all regressions')))
+        ? empty('No alert groups match these filters.', h('p', {}, 'Searched ' + text(lin) + '. ', h('a', { href: '/?lineage=' + P }, 'Show all regressions'),
+          lin ? [' · ', h('a', { href: '/?' + new URLSearchParams({ ...Object.fromEntries(new URLSearchParams(location.search)), lineage: '*' }) }, 'search every lineage')] : null))
+        : lin ? empty('No regressions on lineage ' + lin + '.', h('p', {}, 'Its builds raised no alert group yet. ', h('a', { href: '/?lineage=*' }, 'Show every lineage')))
         : empty('No regressions detected.',
           'Alerts appear here when the detector confirms a change point in a series: a metric of one suite, config and device model that moved between builds beyond its noise.',
           h('p', {}, 'Series fill as runs finish. Trigger runs for each build, e.g. ', code('lesfarm run --suite smoke --build $BUILD --wait'),
@@ -239,13 +258,13 @@ export async function renderDetail(root, id, ctx) {
   try {
     g = await api.getAlert(id);
   } catch (e) {
-    root.replaceChildren(h('p', {}, h('a', { href: '/' }, '← Regressions')), e.status === 404 ? empty('Alert group #' + id + ' does not exist.') : errorBox(e, 'alert #' + id));
+    root.replaceChildren(h('p', {}, h('a', { href: '/?lineage=*' }, '← Regressions')), e.status === 404 ? empty('Alert group #' + id + ' does not exist.') : errorBox(e, 'alert #' + id));
     return;
   }
   const card = groupCard(g, { full: true });
   const charts = h('div', { class: 'detail-charts' });
-  root.replaceChildren(h('p', {}, h('a', { href: '/' }, '← Regressions')),
-    h('div', { class: 'view-head' }, h('h2', {}, 'Alert group #' + g.id)), card, charts);
+  root.replaceChildren(h('p', {}, h('a', { href: '/?lineage=' + enc(param(g.lineage)) }, '← Regressions')),
+    h('div', { class: 'view-head' }, h('h2', {}, 'Alert group #' + g.id), h('p', { class: 'lede' }, g.suite + ' on ' + text(g.lineage))), card, charts);
   // One chart per (metric, config) of the group's headline alerts, all
   // device models, so a device-specific change stands out from a global one.
   const seen = new Set();
@@ -254,7 +273,7 @@ export async function renderDetail(root, id, ctx) {
     const key = a.series.metric + '\u0000' + a.series.config + '\u0000' + a.series.lineage;
     if (seen.has(key)) continue;
     seen.add(key);
-    const box = h('section', { class: 'card chart-card' }, h('h3', {}, metricLabel(a.series.metric) + ' · ' + (a.series.config || 'all configs')));
+    const box = h('section', { class: 'card chart-card' }, h('h3', {}, metricLabel(a.series.metric) + ' · ' + (a.series.config || 'all configs') + ' · ' + text(a.series.lineage)));
     charts.append(box);
     const chart = await seriesChart({ suite: g.suite, metric: a.series.metric, config: a.series.config, lineage: a.series.lineage, last: 60 }, ctx);
     box.append(chart);

@@ -2,6 +2,7 @@
 
 import * as api from './api.js';
 import { h, code, empty, errorBox, badge } from './dom.js';
+import { param, text } from './lineage.js';
 import { fmtAgo, fmtTime, fmtDuration, fmtMeanSD, fmtValue, fmtBytes, fmtPct, shortSHA, humanize } from './format.js';
 
 const STATES = ['queued', 'assigned', 'running', 'succeeded', 'failed', 'cancelled', 'infra_failed'];
@@ -48,6 +49,7 @@ function runRow(r, devices) {
     h('td', {}, h('a', { href: '/runs/' + r.id }, '#' + r.id)),
     h('td', {}, stateBadge(r.state)),
     h('td', {}, r.suite),
+    h('td', { class: 'lineage', 'data-lineage': r.lineage || '' }, r.lineage || '—'),
     h('td', { class: 'mono' }, r.build, r.git_sha ? h('span', { class: 'muted small' }, ' ' + shortSHA(r.git_sha)) : null),
     h('td', {}, deviceCell(r.device_id || r.target_device_id, devices)),
     h('td', {}, outcomeCell(r)),
@@ -58,29 +60,31 @@ function runRow(r, devices) {
 // renderList is the Runs view.
 export async function renderList(root, q, ctx) {
   ctx.title('Runs');
+  const lin = ctx.lineage || '', P = encodeURIComponent(param(lin));
   const state = q.get('state') || '', suite = q.get('suite') || '', build = q.get('build') || '', deviceID = q.get('device_id') || '';
   const form = h('form', { class: 'filters', onsubmit: (ev) => { ev.preventDefault(); apply(); } },
     h('label', {}, 'state', h('select', { name: 'state' }, h('option', { value: '' }, 'any'), h('option', { value: 'active', selected: state === 'active' }, 'active (queued, assigned, running)'),
       STATES.map((x) => h('option', { value: x, selected: x === state }, humanize(x))))),
     h('label', {}, 'suite', h('input', { name: 'suite', value: suite, size: 12, placeholder: 'all' })),
     h('label', {}, 'build', h('input', { name: 'build', value: build, size: 14, placeholder: 'any' })),
-    deviceID ? h('label', {}, 'device', h('span', { class: 'chip device-filter' }, deviceID, ' ', h('a', { href: '/runs', title: 'all devices', 'aria-label': 'clear the device filter' }, '✕'))) : null,
+    deviceID ? h('label', {}, 'device', h('span', { class: 'chip device-filter' }, deviceID, ' ', h('a', { href: '/runs?lineage=' + P, title: 'all devices', 'aria-label': 'clear the device filter' }, '✕'))) : null,
     deviceID ? h('input', { type: 'hidden', name: 'device_id', value: deviceID }) : null,
     h('button', { class: 'btn', type: 'submit' }, 'Apply'));
   const apply = () => {
     const p = new URLSearchParams();
     for (const el of form.elements) if (el.name && el.value) p.set(el.name, el.value);
-    ctx.navigate('/runs' + (p.toString() ? '?' + p : ''));
+    p.set('lineage', param(lin));
+    ctx.navigate('/runs?' + p);
   };
   form.state.addEventListener('change', apply);
   const tbody = h('tbody', {});
   const table = h('table', { class: 'data runs-table' }, h('thead', {}, h('tr', {}, h('th', {}, 'Run'), h('th', {}, 'State'), h('th', {}, 'Suite'),
-    h('th', {}, 'Build'), h('th', {}, 'Device'), h('th', {}, 'Progress / outcome'), h('th', { class: 'r' }, 'Attempts'), h('th', {}, 'Created'))), tbody);
+    h('th', { title: 'build lineage (branch)' }, 'Lineage'), h('th', {}, 'Build'), h('th', {}, 'Device'), h('th', {}, 'Progress / outcome'), h('th', { class: 'r' }, 'Attempts'), h('th', {}, 'Created'))), tbody);
   const out = h('div', {});
   const more = h('button', { class: 'btn more', type: 'button', hidden: true }, 'Load older runs');
-  root.replaceChildren(h('div', { class: 'view-head' }, h('h2', {}, 'Runs'), h('p', { class: 'lede' }, 'Recent runs, newest first. Refreshes every 10 s.')), form, out, more);
+  root.replaceChildren(h('div', { class: 'view-head' }, h('h2', {}, 'Runs'), h('p', { class: 'lede' }, 'Recent runs on ' + text(lin) + ', newest first. Refreshes every 10 s.')), form, out, more);
 
-  const params = { suite, build, device_id: deviceID, state: state === 'active' ? ACTIVE : state ? [state] : undefined, limit: PAGE };
+  const params = { suite, build, lineage: lin, device_id: deviceID, state: state === 'active' ? ACTIVE : state ? [state] : undefined, limit: PAGE };
   let cursor = 0, pages = 0;
   const devices = await deviceMap();
   const load = async (reset) => {
@@ -96,7 +100,10 @@ export async function renderList(root, q, ctx) {
     pages++;
     if (!items.length && pages === 1) {
       out.replaceChildren(state || suite || build || deviceID
-        ? empty('No runs match these filters.', h('p', {}, h('a', { href: '/runs' }, 'Show all runs')))
+        ? empty('No runs match these filters.', h('p', {}, 'Searched ' + text(lin) + '. ', h('a', { href: '/runs?lineage=' + P }, 'Show all runs'),
+          lin ? [' · ', h('a', { href: '/runs?' + new URLSearchParams({ ...Object.fromEntries(q), lineage: '*' }) }, 'search every lineage')] : null))
+        : lin ? empty('No runs on lineage ' + lin + '.', h('p', {}, 'Trigger one with ', code('lesfarm run --lineage ' + lin + ' --suite smoke --build $BUILD'),
+          ' or ', h('a', { href: '/runs?lineage=*' }, 'show every lineage'), '.'))
         : empty('No runs yet.', h('p', {}, 'Trigger one with ', code('lesfarm run --suite smoke --build $BUILD --wait'),
           ' (or POST /v1/runs). It is queued until a matching device is online; see ', h('a', { href: '/devices' }, 'Devices'), '.')));
       more.hidden = true;
@@ -140,18 +147,20 @@ export async function renderDetail(root, id, ctx) {
     try {
       r = await api.getRun(id);
     } catch (e) {
-      root.replaceChildren(h('p', {}, h('a', { href: '/runs' }, '← Runs')), e.status === 404 ? empty('Run #' + id + ' does not exist.') : errorBox(e, 'run #' + id));
+      root.replaceChildren(h('p', {}, h('a', { href: '/runs?lineage=*' }, '← Runs')), e.status === 404 ? empty('Run #' + id + ' does not exist.') : errorBox(e, 'run #' + id));
       return true;
     }
     const devices = await deviceMap();
     const row = (k, v) => (v === null || v === undefined || v === '' ? null : [h('dt', {}, k), h('dd', {}, v)]);
     const results = r.results || [];
-    root.replaceChildren(h('p', {}, h('a', { href: '/runs' }, '← Runs')),
+    const L = r.lineage ? h('a', { class: 'lineage', 'data-lineage': r.lineage, href: '/runs?lineage=' + encodeURIComponent(r.lineage), title: 'runs of this lineage' }, r.lineage) : null;
+    root.replaceChildren(h('p', {}, h('a', { href: '/runs?lineage=' + encodeURIComponent(param(r.lineage)) }, '← Runs')),
       h('div', { class: 'view-head' }, h('h2', {}, 'Run #' + r.id + ' ', stateBadge(r.state)),
-        h('p', { class: 'lede' }, r.suite + ' on build ' + r.build)),
+        h('p', { class: 'lede' }, r.suite + ' on build ' + r.build + ' · ' + text(r.lineage))),
       h('section', { class: 'card' }, h('dl', { class: 'meta wide' },
         row('suite', h('a', { href: '/series?suite=' + encodeURIComponent(r.suite) }, r.suite)),
         row('job', r.job ? r.job.name + ' (#' + r.job.id + ')' : null),
+        row('lineage', L),
         row('build', h('span', { class: 'mono' }, r.build)),
         row('git sha', r.git_sha ? h('span', { class: 'mono' }, r.git_sha) : null),
         row('device', deviceCell(r.device_id || r.target_device_id, devices)),

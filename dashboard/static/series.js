@@ -4,12 +4,14 @@
 import * as api from './api.js';
 import { h, code, empty, errorBox } from './dom.js';
 import { renderChart, PALETTE } from './chart.js';
+import { param, sortLineages, text } from './lineage.js';
 import { fmtMeanSD, fmtPct, fmtValue, metricLabel, splitMetric, METRIC_ORDER, METRICS } from './format.js';
 
-// label names a series by what distinguishes it from the others shown.
-function labeler(all) {
+// label names a series by what distinguishes it from the others shown;
+// the lineage whenever the chart is not restricted to one.
+function labeler(all, oneLineage) {
   const differs = (k) => new Set(all.map((x) => String(x[k]))).size > 1;
-  const os = differs('os_major'), emu = differs('emulated'), cfg = differs('config'), lin = differs('lineage');
+  const os = differs('os_major'), emu = differs('emulated'), cfg = differs('config'), lin = !oneLineage || differs('lineage');
   return (x) => {
     let l = x.device_model || '(unknown device)';
     if (os && x.os_major) l += ' · OS ' + x.os_major;
@@ -26,7 +28,7 @@ async function changesFor(p, series) {
   const seqs = series.flatMap((x) => x.points.map((pt) => pt.seq));
   if (!seqs.length) return [];
   const lo = Math.min(...seqs), hi = Math.max(...seqs);
-  const page = await api.listAlerts({ suite: p.suite, metric: p.metric, limit: 100 });
+  const page = await api.listAlerts({ suite: p.suite, metric: p.metric, lineage: p.lineage, limit: 100 });
   const groups = (page.items || []).filter((g) => g.seq >= lo - 5 && g.seq <= hi + 5 && (!p.lineage || g.lineage === p.lineage)).slice(0, 15);
   const out = [];
   await Promise.all(groups.map(async (g) => {
@@ -57,12 +59,15 @@ export async function seriesChart(p, ctx, { zero = false } = {}) {
   }
   const raw = data.series || [];
   if (!raw.length) {
-    box.append(empty('No series match.', 'No results of ' + metricLabel(p.metric) + ' in suite ' + p.suite + (p.config ? ', config ' + p.config : '') + ' yet.'));
+    box.append(empty('No series match.', 'No results of ' + metricLabel(p.metric) + ' in suite ' + p.suite + (p.config ? ', config ' + p.config : '') + ' on ' + text(p.lineage) + ' yet.'));
     return box;
   }
   try { changes = await changesFor(p, raw); } catch { /* the chart without markers is still right */ }
-  const label = labeler(raw);
-  const series = raw.map((x, i) => ({ ...x, label: label(x), color: PALETTE[i % PALETTE.length] }));
+  const label = labeler(raw, !!p.lineage);
+  // Each lineage's series are their own lines (the API keys series by
+  // lineage); across lineages they also differ in dash pattern.
+  const lins = sortLineages([...new Set(raw.map((x) => x.lineage))]);
+  const series = raw.map((x, i) => ({ ...x, label: label(x), color: PALETTE[i % PALETTE.length], dash: Math.min(3, lins.indexOf(x.lineage)) }));
   const hidden = new Set();
   const holder = h('div', { class: 'chart-holder' });
   const draw = () => {
@@ -70,11 +75,11 @@ export async function seriesChart(p, ctx, { zero = false } = {}) {
     holder.replaceChildren(renderChart({
       series: series.filter((x) => !hidden.has(x.id)),
       changes: changes.filter((c) => [...c.seriesIds].some((id) => !hidden.has(id))),
-      metric: p.metric, zero, width,
+      metric: p.metric, zero, width, lineage: p.lineage,
     }));
   };
   const legend = h('div', { class: 'legend' }, series.map((x) => {
-    const item = h('button', { type: 'button', class: 'legend-item', 'data-series-id': x.id, 'aria-pressed': 'true', title: 'show or hide this series' },
+    const item = h('button', { type: 'button', class: 'legend-item', 'data-series-id': x.id, 'data-lineage': x.lineage, 'aria-pressed': 'true', title: 'show or hide this series' },
       h('span', { class: 'swatch', 'data-color': x.color }), x.label);
     item.addEventListener('click', () => {
       if (hidden.has(x.id)) hidden.delete(x.id); else hidden.add(x.id);
@@ -95,7 +100,7 @@ export async function seriesChart(p, ctx, { zero = false } = {}) {
       const pts = x.points, last = pts[pts.length - 1], prev = pts[pts.length - 2];
       const rel = last && prev && prev.value ? (last.value - prev.value) / Math.abs(prev.value) : NaN;
       const c = changeOf(x);
-      return h('tr', { 'data-series-id': x.id, 'data-device': x.device_model },
+      return h('tr', { 'data-series-id': x.id, 'data-device': x.device_model, 'data-lineage': x.lineage },
         h('td', {}, h('span', { class: 'swatch', 'data-color': x.color }), x.label),
         h('td', { class: 'r num' }, pts.length),
         h('td', { class: 'mono' }, !last ? '—' : /^\d+$/.test(last.run || '')
@@ -140,6 +145,7 @@ function metricSort(a, b) {
 // render is the Series view.
 export async function render(root, q, ctx) {
   ctx.title('Series');
+  const lin = ctx.lineage || '';
   root.replaceChildren(h('div', { class: 'view-head' }, h('h2', {}, 'Series'),
     h('p', { class: 'lede' }, 'One metric by device model over builds.')), h('p', { class: 'muted' }, 'loading…'));
   let catalog;
@@ -155,17 +161,21 @@ export async function render(root, q, ctx) {
         h('p', {}, 'No runs have finished yet: trigger one with ', code('lesfarm run --suite smoke --build $BUILD --wait'), '.')));
     return;
   }
+  const mine = catalog.filter((k) => !lin || k.lineage === lin);
+  if (!mine.length) {
+    root.replaceChildren(h('div', { class: 'view-head' }, h('h2', {}, 'Series')),
+      empty('No series on lineage ' + lin + ' yet.', h('p', {}, 'Series appear as runs of this lineage finish, e.g. ',
+        code('lesfarm run --lineage ' + lin + ' --suite smoke --build $BUILD --wait'), ', or ', h('a', { href: '/series?lineage=*' }, 'show every lineage'), '.')));
+    return;
+  }
   const uniq = (xs) => [...new Set(xs)];
-  const suites = uniq(catalog.map((k) => k.suite)).sort();
+  const suites = uniq(mine.map((k) => k.suite)).sort();
   const suite = suites.includes(q.get('suite')) ? q.get('suite') : suites[0];
-  const inSuite = catalog.filter((k) => k.suite === suite);
+  const inSuite = mine.filter((k) => k.suite === suite);
   const metrics = uniq(inSuite.map((k) => k.metric)).sort(metricSort);
   const metric = metrics.includes(q.get('metric')) ? q.get('metric') : metrics.includes('decode_tps') ? 'decode_tps' : metrics[0];
   const inMetric = inSuite.filter((k) => k.metric === metric);
-  const lineages = uniq(inMetric.map((k) => k.lineage)).sort();
-  const lineage = q.has('lineage') && (q.get('lineage') === '' || lineages.includes(q.get('lineage'))) ? q.get('lineage')
-    : lineages.includes('main') ? 'main' : lineages.length === 1 ? lineages[0] : '';
-  const configs = uniq(inMetric.filter((k) => !lineage || k.lineage === lineage).map((k) => k.config)).sort();
+  const configs = uniq(inMetric.map((k) => k.config)).sort();
   const config = q.has('config') && (q.get('config') === '' || configs.includes(q.get('config'))) ? q.get('config') : configs[0] ?? '';
   const last = [20, 50, 100, 200, 500].includes(Number(q.get('last'))) ? Number(q.get('last')) : 50;
   const zero = q.get('zero') === '1';
@@ -179,25 +189,25 @@ export async function render(root, q, ctx) {
       others.length ? h('optgroup', { label: 'per layer and other' }, others.map((m) => opt(m, metricLabel(m), metric))) : null)),
     h('label', {}, 'config', h('select', { name: 'config' }, configs.length > 1 ? opt('', 'all configs', config) : null,
       configs.map((c) => opt(c, c || '(default)', config)))),
-    h('label', {}, 'lineage', h('select', { name: 'lineage' }, lineages.length > 1 ? opt('', 'all lineages', lineage) : null,
-      lineages.map((l) => opt(l, l || '(none)', lineage)))),
     h('label', {}, 'builds', h('select', { name: 'last' }, [20, 50, 100, 200, 500].map((n) => opt(String(n), 'last ' + n, String(last))))),
     h('label', { class: 'check' }, h('input', { type: 'checkbox', name: 'zero', checked: zero }), 'y axis from 0'));
   const apply = (changed) => {
     const p = new URLSearchParams();
     p.set('suite', form.suite.value);
     if (changed !== 'suite') p.set('metric', form.metric.value);
-    if (changed !== 'suite' && changed !== 'metric') { p.set('config', form.config.value); p.set('lineage', form.lineage.value); }
+    if (changed !== 'suite' && changed !== 'metric') p.set('config', form.config.value);
+    p.set('lineage', param(lin));
     if (form.last.value !== '50') p.set('last', form.last.value);
     if (form.zero.checked) p.set('zero', '1');
     ctx.navigate('/series?' + p, { replace: true });
   };
   for (const el of form.querySelectorAll('select, input')) el.addEventListener('change', () => apply(el.name));
-  ctx.replaceQuery({ suite, metric, config, lineage, last: last === 50 ? null : last, zero: zero ? 1 : null });
+  ctx.replaceQuery({ suite, metric, config, lineage: param(lin), last: last === 50 ? null : last, zero: zero ? 1 : null });
   const block = h('div', {}, h('p', { class: 'muted' }, 'loading…'));
   root.replaceChildren(h('div', { class: 'view-head' }, h('h2', {}, 'Series'),
-    h('p', { class: 'lede' }, metricLabel(metric) + ' in suite ' + suite + ', by device model over builds.')), form, h('section', { class: 'card' }, block));
-  const chart = await seriesChart({ suite, metric, config, lineage, last }, ctx, { zero });
+    h('p', { class: 'lede' }, metricLabel(metric) + ' in suite ' + suite + ', by device model over builds.')), form,
+  h('section', { class: 'card chart-card' }, h('h3', { class: 'chart-title' }, metricLabel(metric) + ' · ' + (config || 'all configs') + ' · ' + text(lin)), block));
+  const chart = await seriesChart({ suite, metric, config, lineage: lin, last }, ctx, { zero });
   block.replaceChildren(chart);
   if (chart.layout) chart.layout();
 }
