@@ -135,6 +135,9 @@ type HTTPDeps struct {
 	Logger      *slog.Logger
 	// Ready reports whether the coordinator can serve (database and NATS).
 	Ready func(ctx context.Context) error
+	// RunListener is the coordinator's started run change listener
+	// (LISTEN/NOTIFY), for run waits and progress streams.
+	RunListener *store.RunListener
 }
 
 // Coordinator is a running coordinator. Its methods are safe for concurrent
@@ -146,6 +149,7 @@ type Coordinator struct {
 	ns      *server.Server
 	pg      *pglocal.Server
 	store   *store.Store
+	runs    *store.RunListener
 	nc      *nats.Conn
 	js      jetstream.JetStream
 	ingest  *ingest.Ingester
@@ -243,6 +247,8 @@ func (c *Coordinator) Start(ctx context.Context) (err error) {
 	if c.store, err = store.Open(ctx, dbURL, store.Config{MaxConns: 16}); err != nil {
 		return fmt.Errorf("coordinator: %w", err)
 	}
+	c.runs = store.NewRunListener(c.store, store.RunListenerConfig{Logger: c.log})
+	c.runs.Start(c.ctx)
 	for _, name := range jobs.BuiltinNames() {
 		spec, err := jobs.Builtin(name)
 		if err != nil {
@@ -389,7 +395,7 @@ func (c *Coordinator) startHTTP(ctx context.Context) error {
 		c.cfg.ArtifactBaseURL = "http://" + ln.Addr().String()
 	}
 	h, err := c.cfg.HTTPHandler(&HTTPDeps{Store: c.store, DataDir: c.cfg.DataDir, ArtifactDir: c.cfg.ArtifactDir, Coordinator: c, Registry: c.cfg.Registry,
-		Logger: c.log, Ready: c.Ready})
+		Logger: c.log, Ready: c.Ready, RunListener: c.runs})
 	if err != nil {
 		ln.Close()
 		return fmt.Errorf("coordinator: http handler: %w", err)
@@ -491,6 +497,9 @@ func (c *Coordinator) Stop() error {
 		if c.nc != nil {
 			c.nc.Close()
 		}
+		if c.runs != nil {
+			c.runs.Stop()
+		}
 		if c.store != nil {
 			c.store.Close()
 		}
@@ -518,7 +527,7 @@ func defaultHandler(mount func(*http.ServeMux), version string, authReads bool) 
 			}
 		}
 		h, _, err := api.New(api.Deps{Store: d.Store, Files: files, Canceller: d.Coordinator, Ready: d.Ready,
-			Registry: d.Registry, Logger: d.Logger, Version: version, Mount: mount, RequireAuthForReads: authReads})
+			Registry: d.Registry, Logger: d.Logger, Version: version, Mount: mount, RequireAuthForReads: authReads, RunListener: d.RunListener})
 		return h, err
 	}
 }

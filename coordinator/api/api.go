@@ -74,8 +74,14 @@ type Deps struct {
 	// coordinator wakes its dispatcher so placement does not wait for its
 	// next poll).
 	RunsCreated func()
-	// WaitPoll is how often run waits and progress streams poll the store
-	// (default 500ms).
+	// RunListener, when set (and started by the caller), wakes run waits
+	// and progress streams as soon as a followed run changes (Postgres
+	// LISTEN/NOTIFY); they then only poll every WaitPoll as a safety net.
+	// Nil means polling alone.
+	RunListener *store.RunListener
+	// WaitPoll is how often run waits and progress streams re-read the
+	// runs without a notification: default 5s with a RunListener, 500ms
+	// without.
 	WaitPoll time.Duration
 }
 
@@ -106,6 +112,9 @@ func NewServer(d Deps) (*Server, error) {
 	}
 	d.Logger = cmp.Or(d.Logger, slog.Default())
 	d.Version = cmp.Or(d.Version, "dev")
+	if d.RunListener != nil {
+		d.WaitPoll = cmp.Or(d.WaitPoll, 5*time.Second)
+	}
 	d.WaitPoll = cmp.Or(d.WaitPoll, 500*time.Millisecond)
 	if d.Registry == nil {
 		d.Registry = prometheus.NewRegistry()
@@ -200,7 +209,7 @@ func (s *Server) registerAll() {
 	jobsH.RegisterGet(s.api)
 	jobsH.RegisterValidate(s.api)
 
-	runs := &runHandler{st: s.deps.Store, canceller: s.deps.Canceller, poll: s.deps.WaitPoll, log: s.log, created: s.deps.RunsCreated}
+	runs := &runHandler{st: s.deps.Store, canceller: s.deps.Canceller, poll: s.deps.WaitPoll, notify: s.deps.RunListener, log: s.log, created: s.deps.RunsCreated}
 	runs.RegisterTrigger(s.api)
 	runs.RegisterList(s.api)
 	runs.RegisterEvents(s.api) // before {id}, so "events" is not taken for an id

@@ -23,9 +23,12 @@ import (
 type runHandler struct {
 	st        *store.Store
 	canceller Canceller
-	poll      time.Duration
-	log       *slog.Logger
-	created   func()
+	// poll is the safety poll of waits and streams; notify, when set,
+	// wakes them as soon as a followed run changes.
+	poll    time.Duration
+	notify  *store.RunListener
+	log     *slog.Logger
+	created func()
 }
 
 // TriggerBody asks for runs of a suite on a build.
@@ -138,18 +141,29 @@ func allTerminal(runs []store.Run) bool {
 	return len(runs) > 0
 }
 
-// waitDone polls the runs until all are terminal or ctx ends, calling
+// waitDone follows the runs until all are terminal or ctx ends, calling
 // onChange with each run whose state or progress changed. It returns the
 // last snapshot.
 func (h *runHandler) waitDone(ctx context.Context, ids []int64, onChange func(store.Run) error) ([]store.Run, error) {
 	return h.waitDoneIdle(ctx, ids, nil, onChange)
 }
 
-// waitDoneIdle is waitDone that also calls onIdle after every poll.
+// waitDoneIdle is waitDone that also calls onIdle after every read. It
+// re-reads the runs when the run listener reports a change of one of them
+// (Postgres LISTEN/NOTIFY) and, as a safety net against a lost
+// notification, at least every h.poll.
 func (h *runHandler) waitDoneIdle(ctx context.Context, ids []int64, onIdle func() error, onChange func(store.Run) error) ([]store.Run, error) {
+	// Subscribe before the first read, so a change between the read and
+	// the wait still wakes us.
+	sub := h.notify.Subscribe(ids)
+	defer sub.Close()
 	seen := map[int64]string{}
 	var last []store.Run
-	t := time.NewTicker(h.poll)
+	poll := h.poll
+	if onIdle != nil {
+		poll = min(poll, pingEvery) // streams must get their pings
+	}
+	t := time.NewTimer(poll)
 	defer t.Stop()
 	for {
 		runs, err := h.st.RunsByIDs(ctx, ids)
@@ -176,9 +190,11 @@ func (h *runHandler) waitDoneIdle(ctx context.Context, ids []int64, onIdle func(
 				return last, err
 			}
 		}
+		t.Reset(poll)
 		select {
 		case <-ctx.Done():
 			return last, ctx.Err()
+		case <-sub.C():
 		case <-t.C:
 		}
 	}
