@@ -309,8 +309,11 @@ func TestDashboardInBrowser(t *testing.T) {
 		if n := b.count(t, ".alert-card"); n != 1 {
 			t.Fatalf("%d alert cards, want 1", n)
 		}
-		if p := b.text(t, ".pending-line"); p != "1 regression awaits triage on main · show only those" {
-			t.Errorf("pending line %q", p)
+		pctx, cancel := context.WithTimeout(b.ctx, 10*time.Second)
+		defer cancel()
+		const pending = "1 regression awaits triage on main · show only those"
+		if _, err := chromedp.Run(pctx, chromedp.Poll[bool](fmt.Sprintf(`document.querySelector('.pending-line').textContent === %q`, pending))); err != nil {
+			t.Errorf("pending line %q, want %q", b.text(t, ".pending-line"), pending)
 		}
 		head := b.text(t, card+" .card-head")
 		for _, want := range []string{"regression", "new", "device-specific · Galaxy S24"} {
@@ -759,6 +762,15 @@ func TestDashboardLineages(t *testing.T) {
 		if got := eval[string](t, b, `document.getElementById('lineage-select').value`); got != "release-9" {
 			t.Errorf("selector on an unseen lineage shows %q", got)
 		}
+		// Filters that match nothing on one lineage offer every lineage.
+		b.open(t, f.url, "/?status=fixed&lineage=release-1")
+		if got := b.text(t, ".empty"); !strings.Contains(got, "No alert groups match these filters.") || !strings.Contains(got, "Searched lineage release-1.") {
+			t.Errorf("filtered empty state %q", got)
+		}
+		b.do(t, "search every lineage", chromedp.Click(chromedp.CSS(`.empty a[href*="lineage=*"]`)), chromedp.WaitVisible(chromedp.CSS(`body[data-ready="/"]`)))
+		if s := eval[string](t, b, `location.search`); s != "?status=fixed&lineage=*" || lineageParam() != "*" {
+			t.Errorf("search every lineage went to %q", s)
+		}
 	})
 
 	t.Run("runs", func(t *testing.T) {
@@ -773,6 +785,7 @@ func TestDashboardLineages(t *testing.T) {
 		if got := lineages("table.runs-table tbody td.lineage", "data-lineage"); got != "release-1,main,main" {
 			t.Errorf("all runs' lineages %q", got)
 		}
+		b.screenshot(t, "lineage-runs")
 		b.pick(t, "main", "/runs")
 		if got := lineages("table.runs-table tbody td.lineage", "data-lineage"); got != "main,main" {
 			t.Errorf("main runs' lineages %q", got)
