@@ -759,8 +759,10 @@ func (a *Agent) handleAssign(data []byte) (rep *protocol.AssignReply) {
 }
 
 // check refuses work the device cannot do: an unknown mode, profile or
-// prompt set, a packed layout without a work dir, or a job that needs
-// more memory than the device has.
+// prompt set, a packed layout without a work dir, a model whose
+// architecture or tensor types this build cannot run (when the assignment
+// carries model facts), or a job that needs more memory than the device
+// has. It runs before anything is downloaded.
 func (a *Agent) check(asg *protocol.Assignment) (code, reason string) {
 	spec := &asg.Spec
 	if len(spec.ResolvePrompts()) == 0 {
@@ -768,6 +770,12 @@ func (a *Agent) check(asg *protocol.Assignment) (code, reason string) {
 	}
 	if l := spec.Model.Layout; l != jobs.LayoutAsIs && l != jobs.LayoutPacked && l != "" {
 		return protocol.RefuseUnsupported, fmt.Sprintf("model layout %q is not supported", l)
+	}
+	if asg.Model != nil {
+		// Facts from the coordinator: refuse before downloading anything.
+		if code, reason := CheckModelSupport(asg.Model); code != "" {
+			return code, reason
+		}
 	}
 	var ram int64
 	if a.fp.RAMBytes != nil {
@@ -789,6 +797,12 @@ func (a *Agent) check(asg *protocol.Assignment) (code, reason string) {
 		limit := ram
 		if prof != nil && prof.RAMBudget > 0 && (limit == 0 || prof.RAMBudget < limit) {
 			limit = prof.RAMBudget
+		}
+		if asg.Model != nil {
+			if need, why := RequiredModelRAM(asg.Model, c); limit > 0 && need > limit {
+				return protocol.RefuseInsufficientRAM, fmt.Sprintf("needs %s, has %s (config %s: %s)", fmtBytes(need), fmtBytes(limit), c.Key, why)
+			}
+			continue
 		}
 		need := RequiredRAM(spec, c)
 		if limit > 0 && need > limit {

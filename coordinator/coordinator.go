@@ -175,6 +175,7 @@ type Coordinator struct {
 	stopping bool
 
 	assignLatency latency
+	unfit         unfitSet // runs refused by a device as "not this device"
 	stopOnce      sync.Once
 	stopErr       error
 }

@@ -124,10 +124,15 @@ func toSched(cs []store.Candidate) []scheduler.Candidate {
 
 // pick returns the best untaken candidate for d from cands and marks it
 // taken, or false.
-func (r *round) pick(d *scheduler.Device, cands []scheduler.Candidate) (scheduler.Candidate, bool) {
+// Runs for which skip is true (the device refused them) are passed over
+// without being marked taken, so other devices still get them.
+func (r *round) pick(d *scheduler.Device, cands []scheduler.Candidate, skip func(run int64) bool) (scheduler.Candidate, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, cd := range scheduler.Order(d, cands, r.load) {
+		if skip(cd.RunID) {
+			continue
+		}
 		if !r.taken[cd.RunID] {
 			r.taken[cd.RunID] = true
 			return cd, true
@@ -141,8 +146,10 @@ func (c *Coordinator) place(ctx context.Context, r *round, d *store.PlacementDev
 	sd := &scheduler.Device{ID: d.ID, Platform: d.Platform, DeviceModel: d.DeviceModel, RAMBytes: d.RAMBytes, Emulated: d.Emulated, Labels: d.Labels}
 	cands := r.head
 	own := false
+	now := time.Now()
+	unfit := func(run int64) bool { return c.unfit.has(run, d.ID, now) }
 	for attempt := 0; attempt < 8; attempt++ {
-		cd, ok := r.pick(sd, cands)
+		cd, ok := r.pick(sd, cands, unfit)
 		if !ok {
 			if own || !r.truncated {
 				return nil, nil
@@ -187,6 +194,27 @@ func (c *Coordinator) artifactFor(spec *jobs.Spec) protocol.Artifact {
 	return a
 }
 
+// modelFacts returns the recorded facts of the spec's model when its
+// sha256 is in the artifact store (content-addressed, so the facts hold
+// whatever URL serves it) and it is not a device-local path, or nil.
+// Facts that do not validate are left out rather than failing the
+// assignment: the agent then checks after downloading, as before.
+func (c *Coordinator) modelFacts(ctx context.Context, spec *jobs.Spec) *protocol.ModelFacts {
+	m := spec.Model
+	if m.Path != "" || m.SHA256 == "" {
+		return nil
+	}
+	f, err := c.store.ArtifactModelFacts(ctx, m.SHA256)
+	if err != nil {
+		c.log.WarnContext(ctx, "coordinator: model facts unavailable", "sha256", m.SHA256, "err", err)
+		return nil
+	}
+	if f != nil && f.Validate() != nil {
+		return nil
+	}
+	return f
+}
+
 // sendAssignment pushes a granted lease to the agent and records its answer.
 func (c *Coordinator) sendAssignment(g *store.Grant) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.ctx), c.cfg.AssignTimeout+10*time.Second)
@@ -196,7 +224,7 @@ func (c *Coordinator) sendAssignment(g *store.Grant) {
 		// A busy agent, or one that never answered (its subscription is gone:
 		// it died before the coordinator noticed), did not start the run, so
 		// the attempt is given back; liveness marks a dead device lost.
-		transient := outcome == "busy" || outcome == "unreachable"
+		transient := outcome == "busy" || outcome == "unreachable" || outcome == "unfit"
 		backoff := time.Duration(min(g.Run.Attempts, 6)) * time.Second
 		err := c.store.ReleaseAssignment(ctx, &store.ReleaseParams{RunID: g.Run.ID, Token: g.Token, Reason: reason, Outcome: outcome,
 			Fail: fail, Refund: transient, Backoff: backoff})
@@ -209,7 +237,7 @@ func (c *Coordinator) sendAssignment(g *store.Grant) {
 	spec := g.Job.Spec
 	a := &protocol.Assignment{RunID: g.Run.ID, Token: g.Token, Attempt: g.Run.Attempts, DeviceID: g.Run.DeviceID, JobID: g.Job.ID,
 		Suite: g.Run.Suite, Build: g.Run.Build, GitSHA: g.Run.GitSHA, Spec: spec, Configs: spec.Expand(),
-		Artifact: c.artifactFor(&spec), LeaseExpiresAt: g.LeaseExpiresAt, Deadline: g.Deadline, IssuedAt: time.Now()}
+		Artifact: c.artifactFor(&spec), Model: c.modelFacts(ctx, &spec), LeaseExpiresAt: g.LeaseExpiresAt, Deadline: g.Deadline, IssuedAt: time.Now()}
 	data, err := protocol.SignAssignment(a, c.signKey)
 	if err != nil {
 		release("cannot build assignment: "+err.Error(), "invalid", true)
@@ -231,10 +259,21 @@ func (c *Coordinator) sendAssignment(g *store.Grant) {
 		return
 	}
 	if !rep.Accepted {
-		fail := rep.Code == protocol.RefuseUnsupported || rep.Code == protocol.RefuseInsufficientRAM || rep.Code == protocol.RefuseMalformed
+		fail := rep.Code == protocol.RefuseMalformed
 		outcome := "refused"
-		if rep.Code == protocol.RefuseBusy || rep.Code == protocol.RefuseShuttingDown {
+		switch rep.Code {
+		case protocol.RefuseBusy, protocol.RefuseShuttingDown:
 			outcome = "busy"
+		case protocol.RefuseUnsupported, protocol.RefuseInsufficientRAM:
+			// Not this device: another one may run it. The attempt is
+			// given back and this device is not offered the run again for
+			// a while; a run pinned to this device can go nowhere else.
+			if g.Run.TargetDeviceID != "" && g.Run.TargetDeviceID == g.Run.DeviceID {
+				fail = true
+			} else {
+				outcome = "unfit"
+				c.unfit.add(g.Run.ID, g.Run.DeviceID, time.Now())
+			}
 		}
 		release(fmt.Sprintf("refused by agent (%s): %s", rep.Code, rep.Reason), outcome, fail)
 		return

@@ -194,6 +194,41 @@ type Artifact struct {
 	Name   string `json:"name,omitempty"`
 }
 
+// Limits of ModelFacts.
+const (
+	MaxTensorTypes  = 64
+	MaxArchitecture = 64
+)
+
+// ModelFacts describes a GGUF model file from its header alone: what an
+// agent needs to know to decide whether it can run the model. Byte counts
+// are tensor data bytes. The coordinator records them per artifact
+// (coordinator/artifact.ReadModelFacts) and copies them into assignments.
+type ModelFacts struct {
+	// Architecture is general.architecture (e.g. qwen3moe).
+	Architecture string `json:"architecture" maxLength:"64" doc:"GGUF general.architecture, e.g. qwen3moe."`
+	// MoE is true for a mixture-of-experts model (expert tensors or an
+	// expert count in the metadata).
+	MoE bool `json:"moe" doc:"Whether the model is a mixture of experts."`
+	// ExpertCount and ExpertsUsed are <arch>.expert_count and
+	// <arch>.expert_used_count (0 when absent).
+	ExpertCount int `json:"expert_count,omitempty" doc:"Experts per MoE layer (<arch>.expert_count)."`
+	ExpertsUsed int `json:"expert_used_count,omitempty" doc:"Experts routed per token (<arch>.expert_used_count)."`
+	// TensorTypes are the ggml type names present (e.g. F32, Q4_K), sorted.
+	TensorTypes []string `json:"tensor_types" maxItems:"64" doc:"ggml tensor types present, e.g. F32, Q4_K."`
+	// Tensors is the number of tensors.
+	Tensors int `json:"tensors" doc:"Number of tensors in the file."`
+	// TotalBytes is the sum of all tensors' data bytes; ExpertBytes the
+	// routed experts' part (blk.N.ffn_*_exps and, in packed files,
+	// blk.N.ffn_*.E); ResidentBytes the rest (TotalBytes - ExpertBytes),
+	// which a streaming mode keeps in RAM.
+	TotalBytes    int64 `json:"total_bytes" doc:"Bytes of all tensor data."`
+	ExpertBytes   int64 `json:"expert_bytes" doc:"Bytes of routed-expert tensors (streamable)."`
+	ResidentBytes int64 `json:"resident_bytes" doc:"Bytes of non-expert tensors (always resident)."`
+	// Packed is true for a file written by lesfarm pack (les.pack.* keys).
+	Packed bool `json:"packed" doc:"Written by lesfarm pack (les.pack.* metadata present)."`
+}
+
 // Assignment gives a run to a device. It travels signed, as a
 // SignedAssignment.
 type Assignment struct {
@@ -211,6 +246,12 @@ type Assignment struct {
 	// Configs is Spec.Expand(), sent so both sides agree on indices and keys.
 	Configs  []jobs.Config `json:"configs"`
 	Artifact Artifact      `json:"artifact"`
+	// Model holds facts about the model file read from its GGUF header
+	// when the coordinator stored it, so the agent can refuse work it
+	// cannot run before downloading anything. Nil when unknown (a model
+	// given by URL or path, a non-GGUF artifact, an older coordinator);
+	// older agents ignore it. It is inside the signed bytes.
+	Model *ModelFacts `json:"model,omitempty"`
 	// LeaseExpiresAt is when the lease ends unless renewed by heartbeats.
 	LeaseExpiresAt time.Time `json:"lease_expires_at"`
 	// Deadline is the run's timeout: past it the coordinator fails the run.

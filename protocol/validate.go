@@ -299,6 +299,31 @@ func (m *Assignment) Validate() error {
 	if m.LeaseExpiresAt.IsZero() || m.Deadline.IsZero() {
 		return errors.New("lease_expires_at and deadline required")
 	}
+	if m.Model != nil {
+		if err := m.Model.Validate(); err != nil {
+			return fmt.Errorf("model: %w", err)
+		}
+	}
+	return nil
+}
+
+// Validate checks ModelFacts for sane sizes and counts.
+func (f *ModelFacts) Validate() error {
+	switch {
+	case f.Architecture == "" || len(f.Architecture) > MaxArchitecture:
+		return fmt.Errorf("architecture must be 1-%d bytes", MaxArchitecture)
+	case len(f.TensorTypes) > MaxTensorTypes:
+		return fmt.Errorf("%d tensor types, max %d", len(f.TensorTypes), MaxTensorTypes)
+	case f.TotalBytes < 0 || f.ExpertBytes < 0 || f.ResidentBytes < 0 || f.ExpertBytes > f.TotalBytes || f.ResidentBytes > f.TotalBytes:
+		return errors.New("byte counts must be non-negative and within total_bytes")
+	case f.ExpertCount < 0 || f.ExpertsUsed < 0 || f.Tensors < 0:
+		return errors.New("counts must be non-negative")
+	}
+	for _, t := range f.TensorTypes {
+		if t == "" || len(t) > 16 {
+			return fmt.Errorf("tensor type %q invalid", clip(t))
+		}
+	}
 	return nil
 }
 

@@ -13,6 +13,7 @@ import (
 
 	"github.com/lesfarm/lesfarm/coordinator/artifact"
 	"github.com/lesfarm/lesfarm/coordinator/store"
+	"github.com/lesfarm/lesfarm/protocol"
 )
 
 // artifactHandler serves the content-addressed artifact store under
@@ -75,7 +76,7 @@ func (h *artifactHandler) RegisterUpload(api huma.API) {
 		Method:      http.MethodPost,
 		Path:        "/v1/artifacts",
 		Summary:     "Upload an artifact (streamed)",
-		Description: "Streams the request body into the content-addressed store without buffering it. Returns 201 with the artifact's metadata, or 200 when identical content was already stored. Fails with 413 above the size cap and 422 when `sha256` is given and differs.",
+		Description: "Streams the request body into the content-addressed store without buffering it. For GGUF content the header (only the header) is then read and the model's facts (architecture, tensor types, resident and expert bytes, packed) are returned in `model` and sent to agents with each assignment. Returns 201 with the artifact's metadata, or 200 when identical content was already stored. Fails with 413 above the size cap and 422 when `sha256` is given and differs.",
 		Tags:        []string{"artifacts"},
 		Errors:      []int{http.StatusRequestEntityTooLarge, http.StatusUnprocessableEntity, http.StatusServiceUnavailable},
 		RequestBody: &huma.RequestBody{
@@ -116,13 +117,34 @@ func (h *artifactHandler) RegisterUpload(api huma.API) {
 		if err != nil {
 			return nil, storeErr(ctx, h.log, "artifact", err)
 		}
-		h.log.InfoContext(ctx, "api: artifact stored", "sha256", a.SHA256, "size", a.Size, "new", info.Created)
+		if info.Created || a.ModelCheckedAt == nil {
+			// Read the GGUF header (only the header) so assignments can
+			// carry the model's facts. A failure here does not fail the
+			// upload: the artifact simply has no facts.
+			facts, err := artifact.RecordModelFacts(ctx, h.st, h.files, a.SHA256)
+			if err != nil {
+				h.log.WarnContext(ctx, "api: artifact model facts not recorded", "sha256", a.SHA256, "err", err)
+			} else if b, err := h.st.GetArtifact(ctx, a.SHA256); err == nil {
+				a = b
+			} else {
+				a.Model = facts
+			}
+		}
+		h.log.InfoContext(ctx, "api: artifact stored", "sha256", a.SHA256, "size", a.Size, "new", info.Created,
+			"architecture", archOf(a.Model), "model_error", a.ModelError)
 		out := &artifactUploadOutput{Status: http.StatusOK, Location: "/v1/artifacts/" + a.SHA256, Body: a}
 		if info.Created {
 			out.Status = http.StatusCreated
 		}
 		return out, nil
 	})
+}
+
+func archOf(f *protocol.ModelFacts) string {
+	if f == nil {
+		return ""
+	}
+	return f.Architecture
 }
 
 func sizeCapMsg(limit int64) string {

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/lesfarm/lesfarm/protocol"
 )
 
 // Artifact is the metadata of a file in the content-addressed artifact
@@ -18,13 +20,22 @@ type Artifact struct {
 	CreatedAt      time.Time `json:"created_at"`
 	LastAccessedAt time.Time `json:"last_accessed_at"`
 	Pinned         bool      `json:"pinned"`
+	// Model, ModelError and ModelCheckedAt: see artifact_meta.go.
+	Model          *protocol.ModelFacts `json:"model,omitempty" doc:"Facts read from the GGUF header (absent for other content or when not analysed)."`
+	ModelError     string               `json:"model_error,omitempty" doc:"Why a GGUF-looking file has no model facts."`
+	ModelCheckedAt *time.Time           `json:"model_checked_at,omitempty" doc:"When the header was analysed; absent for artifacts stored before analysis existed."`
 }
 
-const artifactCols = `sha256, size_bytes, name, created_at, last_accessed_at, pinned`
+const artifactCols = `sha256, size_bytes, name, created_at, last_accessed_at, pinned, model_facts, model_error, model_checked_at`
 
 func scanArtifact(row pgx.Row) (*Artifact, error) {
 	var a Artifact
-	if err := row.Scan(&a.SHA256, &a.Size, &a.Name, &a.CreatedAt, &a.LastAccessedAt, &a.Pinned); err != nil {
+	var facts []byte
+	if err := row.Scan(&a.SHA256, &a.Size, &a.Name, &a.CreatedAt, &a.LastAccessedAt, &a.Pinned, &facts, &a.ModelError, &a.ModelCheckedAt); err != nil {
+		return nil, err
+	}
+	var err error
+	if a.Model, err = decodeModelFacts(facts); err != nil {
 		return nil, err
 	}
 	return &a, nil

@@ -623,3 +623,26 @@ func TestBlockQ8KLayout(t *testing.T) {
 		t.Fatalf("blockQ8K/blockQ8_0 layout %v, assembly expects %v", got, want)
 	}
 }
+
+func TestSupportedTypes(t *testing.T) {
+	got := SupportedTypes()
+	if len(got) == 0 {
+		t.Fatal("no supported types")
+	}
+	for i, typ := range got {
+		if !Supported(typ) || !typ.CanMatVec() {
+			t.Errorf("%s listed but not supported", typ)
+		}
+		if i > 0 && got[i-1] >= typ {
+			t.Errorf("not sorted: %v", got)
+		}
+	}
+	for _, typ := range []Type{F32, F16, Q8_0, Q4_K, Q6_K} {
+		if !Supported(typ) {
+			t.Errorf("%s should be supported", typ)
+		}
+	}
+	if Supported(Type(99)) || Supported(I32) {
+		t.Error("an unknown or integer type is reported supported")
+	}
+}
