@@ -204,7 +204,10 @@ type factsFarm struct {
 	spec *jobs.Spec
 }
 
-func newFactsFarm(t *testing.T, data []byte) *factsFarm {
+// newFactsFarm stores data in the coordinator's artifact store. With
+// analyse, its facts are recorded as an upload does; without, the artifact
+// looks stored before migration 00024 and the dispatcher must analyse it.
+func newFactsFarm(t *testing.T, data []byte, analyse bool) *factsFarm {
 	t.Helper()
 	dbURL := testenv.MigratedPostgresURL(t)
 	ns := testenv.NATS(t)
@@ -236,8 +239,10 @@ func newFactsFarm(t *testing.T, data []byte) *factsFarm {
 	if _, err := c.Store().PutArtifact(ctx, info.SHA256, info.Size, "model.gguf"); err != nil {
 		t.Fatal(err)
 	}
-	if f, err := coordartifact.RecordModelFacts(ctx, c.Store(), files, info.SHA256); err != nil || f == nil {
-		t.Fatalf("record facts: %+v %v", f, err)
+	if analyse {
+		if f, err := coordartifact.RecordModelFacts(ctx, c.Store(), files, info.SHA256); err != nil || f == nil {
+			t.Fatalf("record facts: %+v %v", f, err)
+		}
 	}
 	srv := newCountingServer(t, data)
 	spec := specFor(t, data, srv.url)
@@ -278,12 +283,13 @@ func (f *factsFarm) createRun(t *testing.T) int64 {
 	return runs[0].ID
 }
 
-// TestE2EUnknownArchitectureRefusedBeforeDownload: the coordinator sends
-// the facts it recorded for the artifact; the agent refuses the llama4
+// TestE2EUnknownArchitectureRefusedBeforeDownload: the coordinator reads
+// the facts of an artifact stored before uploads were analysed and sends
+// them; the agent refuses the llama4
 // model without fetching a byte; the run goes back to the queue with its
 // attempt given back and is not offered to that device again.
 func TestE2EUnknownArchitectureRefusedBeforeDownload(t *testing.T) {
-	f := newFactsFarm(t, llama4Model(t))
+	f := newFactsFarm(t, llama4Model(t), false) // analysed by the dispatcher
 	startAgent(t, Config{NATSURL: f.url, Name: "facts-arch", Labels: map[string]string{"pool": "facts"}})
 	id := f.createRun(t)
 	waitFor(t, 30*time.Second, "the refusal", func() bool {
@@ -312,13 +318,17 @@ func TestE2EUnknownArchitectureRefusedBeforeDownload(t *testing.T) {
 	if n := f.srv.hits.Load(); n != 0 {
 		t.Fatalf("the artifact server got %d requests", n)
 	}
+	a, err := f.c.Store().GetArtifact(context.Background(), f.spec.Model.SHA256)
+	if err != nil || a.Model == nil || a.Model.Architecture != "llama4" || a.ModelCheckedAt == nil {
+		t.Fatalf("artifact after the dispatcher analysed it: %+v %v", a, err)
+	}
 }
 
 // TestE2EInsufficientRAMGoesElsewhere: a device too small for the model
 // refuses before downloading; the run, attempt given back, goes to a
 // device that fits and succeeds there.
 func TestE2EInsufficientRAMGoesElsewhere(t *testing.T) {
-	f := newFactsFarm(t, synthMoE(t))
+	f := newFactsFarm(t, synthMoE(t), true)
 	startAgent(t, Config{NATSURL: f.url, Name: "facts-small", Labels: map[string]string{"pool": "facts"},
 		DeviceOptions: &device.Options{RAMBytes: 16 << 20}})
 	id := f.createRun(t)

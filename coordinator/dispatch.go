@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/lesfarm/lesfarm/coordinator/artifact"
 	"github.com/lesfarm/lesfarm/coordinator/scheduler"
 	"github.com/lesfarm/lesfarm/coordinator/store"
 	"github.com/lesfarm/lesfarm/jobs"
@@ -197,14 +198,23 @@ func (c *Coordinator) artifactFor(spec *jobs.Spec) protocol.Artifact {
 // modelFacts returns the recorded facts of the spec's model when its
 // sha256 is in the artifact store (content-addressed, so the facts hold
 // whatever URL serves it) and it is not a device-local path, or nil.
-// Facts that do not validate are left out rather than failing the
-// assignment: the agent then checks after downloading, as before.
+// An artifact stored before uploads were analysed (migration 00024) is
+// analysed here, once. Facts that do not validate are left out rather than
+// failing the assignment: the agent then checks after downloading, as
+// before.
 func (c *Coordinator) modelFacts(ctx context.Context, spec *jobs.Spec) *protocol.ModelFacts {
 	m := spec.Model
 	if m.Path != "" || m.SHA256 == "" {
 		return nil
 	}
-	f, err := c.store.ArtifactModelFacts(ctx, m.SHA256)
+	f, analysed, err := c.store.ArtifactModelFacts(ctx, m.SHA256)
+	if err == nil && !analysed && c.cfg.ArtifactDir != "" {
+		// Stored before uploads were analysed: read its header once now.
+		var files *artifact.Files
+		if files, err = artifact.New(artifact.Config{Dir: c.cfg.ArtifactDir}); err == nil {
+			f, err = artifact.RecordModelFacts(ctx, c.store, files, m.SHA256)
+		}
+	}
 	if err != nil {
 		c.log.WarnContext(ctx, "coordinator: model facts unavailable", "sha256", m.SHA256, "err", err)
 		return nil

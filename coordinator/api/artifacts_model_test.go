@@ -62,13 +62,16 @@ func TestArtifactUploadRecordsModelFacts(t *testing.T) {
 	if info.Model == nil || info.Model.ExpertCount != m.ExpertCount || info.Model.ResidentBytes != m.ResidentBytes {
 		t.Fatalf("info %+v", info)
 	}
-	got, err := e.st.ArtifactModelFacts(context.Background(), a.SHA256)
-	if err != nil || got == nil || got.ExpertBytes != m.ExpertBytes || got.Architecture != "qwen3moe" {
-		t.Fatalf("stored facts %+v err %v", got, err)
+	got, analysed, err := e.st.ArtifactModelFacts(context.Background(), a.SHA256)
+	if err != nil || !analysed || got == nil || got.ExpertBytes != m.ExpertBytes || got.Architecture != "qwen3moe" {
+		t.Fatalf("stored facts %+v analysed %v err %v", got, analysed, err)
 	}
 	// A re-upload of an artifact stored before analysis existed fills it in.
 	if _, err := e.st.Pool().Exec(context.Background(), `UPDATE artifacts SET model_facts = NULL, model_checked_at = NULL WHERE sha256 = $1`, a.SHA256); err != nil {
 		t.Fatal(err)
+	}
+	if f, analysed, err := e.st.ArtifactModelFacts(context.Background(), a.SHA256); f != nil || analysed || err != nil {
+		t.Fatalf("unanalysed artifact: %+v %v %v", f, analysed, err)
 	}
 	if code, a2 := upload(data); code != http.StatusOK || a2.Model == nil || a2.Model.ExpertBytes != m.ExpertBytes {
 		t.Fatalf("re-upload: %d %+v", code, a2)
@@ -78,9 +81,9 @@ func TestArtifactUploadRecordsModelFacts(t *testing.T) {
 	if code != http.StatusCreated || other.Model != nil || other.ModelCheckedAt == nil || other.ModelError != "" {
 		t.Fatalf("non-GGUF upload: %d %+v", code, other)
 	}
-	none, err := e.st.ArtifactModelFacts(context.Background(), other.SHA256)
-	if err != nil || none != nil {
-		t.Fatalf("non-GGUF facts %+v err %v", none, err)
+	none, analysed, err := e.st.ArtifactModelFacts(context.Background(), other.SHA256)
+	if err != nil || none != nil || !analysed {
+		t.Fatalf("non-GGUF facts %+v analysed %v err %v", none, analysed, err)
 	}
 	// A GGUF with a broken header is stored, with the reason and no facts.
 	code, bad := upload(data[:200])

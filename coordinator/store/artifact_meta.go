@@ -43,18 +43,23 @@ func (s *Store) SetArtifactModel(ctx context.Context, p *ArtifactModelParams) er
 }
 
 // ArtifactModelFacts returns the recorded model facts of the artifact with
-// digest sha, or nil (and no error) when there are none: unknown digest,
-// non-GGUF content, or not analysed.
-func (s *Store) ArtifactModelFacts(ctx context.Context, sha string) (*protocol.ModelFacts, error) {
+// digest sha, or nil when there are none (non-GGUF content, unreadable
+// header, unknown digest), and whether the artifact's header was analysed.
+// analysed is false only for a stored artifact that was never analysed
+// (stored before migration 00024); it is true for an unknown digest, since
+// there is nothing to analyse.
+func (s *Store) ArtifactModelFacts(ctx context.Context, sha string) (facts *protocol.ModelFacts, analysed bool, err error) {
 	var raw []byte
-	err := s.pool.QueryRow(ctx, `SELECT model_facts FROM artifacts WHERE sha256 = $1`, sha).Scan(&raw)
+	var checked bool
+	err = s.pool.QueryRow(ctx, `SELECT model_facts, model_checked_at IS NOT NULL FROM artifacts WHERE sha256 = $1`, sha).Scan(&raw, &checked)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, nil
+		return nil, true, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("store: artifact model facts: %w", err)
+		return nil, false, fmt.Errorf("store: artifact model facts: %w", err)
 	}
-	return decodeModelFacts(raw)
+	facts, err = decodeModelFacts(raw)
+	return facts, checked, err
 }
 
 // decodeModelFacts decodes a model_facts column (NULL gives nil).
