@@ -187,7 +187,7 @@ func (l *RunListener) run(ctx context.Context) {
 		}
 		// Jittered backoff in [backoff/2, backoff).
 		d := backoff/2 + rand.N(backoff/2+1)
-		l.log.WarnContext(ctx, "store: run listener disconnected, reconnecting", "err", err, "retry_in", d.String())
+		l.log.WarnContext(ctx, "store: run listener not listening, retrying", "err", err, "retry_in", d.String())
 		select {
 		case <-ctx.Done():
 			return
