@@ -65,7 +65,9 @@ type CandidatesParams struct {
 }
 
 // Candidates returns the best queued runs (by priority, then age) of each
-// suite whose selector the device may satisfy. It reads without locking;
+// suite whose selector the device may satisfy, except runs the device has
+// refused as unfit (a model it cannot run): that refusal is remembered in
+// the run's leases, so no coordinator offers it to that device again. It reads without locking;
 // ClaimRun locks. The SQL prefilter mirrors scheduler.Match, which makes the
 // final decision.
 func (s *Store) Candidates(ctx context.Context, p *CandidatesParams) ([]Candidate, error) {
@@ -88,6 +90,7 @@ func (s *Store) Candidates(ctx context.Context, p *CandidatesParams) ([]Candidat
 		  AND r.sel_min_ram <= $4
 		  AND (r.sel_emulated IS NULL OR r.sel_emulated = $5)
 		  AND $6::jsonb @> r.sel_labels
+		  AND NOT EXISTS (SELECT 1 FROM leases l WHERE l.run_id = r.id AND l.device_id = $1 AND l.outcome = 'unfit')
 		) q WHERE rn <= $7
 		ORDER BY priority DESC, queued_at, id`, d.ID, d.Platform, d.DeviceModel, d.RAMBytes, d.Emulated, labels, k)
 	if err != nil {
