@@ -21,6 +21,10 @@ import (
 // "<run id> <state> <trigger id or 0>".
 const RunNotifyChannel = "lesfarm_runs"
 
+// RunListenerAppName is the application_name of the listener's connection
+// (to find it in pg_stat_activity).
+const RunListenerAppName = "lesfarm run listener"
+
 // RunNotice is one parsed run change notification.
 type RunNotice struct {
 	RunID     int64
@@ -106,9 +110,14 @@ func NewRunListener(st *Store, cfg RunListenerConfig) *RunListener {
 	cfg.MinBackoff = cmp.Or(cfg.MinBackoff, 100*time.Millisecond)
 	cfg.MaxBackoff = max(cmp.Or(cfg.MaxBackoff, 10*time.Second), cfg.MinBackoff)
 	cfg.HealthInterval = cmp.Or(cfg.HealthInterval, 30*time.Second)
+	cc := st.pool.Config().ConnConfig.Copy()
+	if cc.RuntimeParams == nil {
+		cc.RuntimeParams = map[string]string{}
+	}
+	cc.RuntimeParams["application_name"] = RunListenerAppName
 	return &RunListener{
 		cfg:       cfg,
-		connCfg:   st.pool.Config().ConnConfig.Copy(),
+		connCfg:   cc,
 		log:       cmp.Or(cfg.Logger, slog.Default()),
 		byRun:     map[int64]map[*RunSubscription]struct{}{},
 		all:       map[*RunSubscription]struct{}{},

@@ -215,7 +215,8 @@ func TestRunListenerReconnects(t *testing.T) {
 
 	pid := l.BackendPID()
 	var killed bool
-	if err := st.Pool().QueryRow(ctx, `SELECT pg_terminate_backend($1)`, int32(pid)).Scan(&killed); err != nil || !killed {
+	if err := st.Pool().QueryRow(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE pid = $1 AND application_name = $2`,
+		int32(pid), store.RunListenerAppName).Scan(&killed); err != nil || !killed {
 		t.Fatalf("terminate listener backend %d: %v %v", pid, killed, err)
 	}
 	// The reconnect wakes every subscriber (notifications may have been
