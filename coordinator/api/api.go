@@ -223,6 +223,7 @@ func (s *Server) registerAll() {
 	series.RegisterCatalog(s.api)
 	series.RegisterSeries(s.api)
 	series.RegisterResultSeries(s.api)
+	series.RegisterLineages(s.api)
 
 	alerts := &alertHandler{st: s.deps.Store, log: s.log}
 	alerts.RegisterList(s.api)

@@ -63,6 +63,7 @@ export const listAlerts = (p) => get('/v1/alerts', p);
 export const getAlert = (id) => get('/v1/alerts/' + encodeURIComponent(id));
 export const triageAlert = (id, body) => patch('/v1/alerts/' + encodeURIComponent(id), body);
 export const seriesCatalog = (p) => get('/v1/series/catalog', p);
+export const listLineages = () => get('/v1/lineages');
 export const querySeries = (p) => get('/v1/series', p);
 export const listRuns = (p) => get('/v1/runs', p);
 export const getRun = (id) => get('/v1/runs/' + encodeURIComponent(id));

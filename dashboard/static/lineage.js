@@ -1,8 +1,8 @@
 // lineage.js: the build lineage (branch: main, release-3) the dashboard
 // shows. It lives in the URL (?lineage=release-3; ?lineage=* is every
 // lineage) so a link opens the same selection; without one the page shows
-// main when the data has it. The known lineages are the distinct ones of
-// the series catalog, recent runs and recent alert groups.
+// main when the data has it. The known lineages come from GET /v1/lineages
+// (every lineage of runs, schedules, series and alert groups).
 
 import * as api from './api.js';
 
@@ -17,11 +17,8 @@ export const valid = (l) => RE.test(l || '');
 // failed look-up is not cached).
 export async function known() {
   if (cache && Date.now() - at < 30000) return cache;
-  const [cat, runs, alerts] = await Promise.all([
-    api.seriesCatalog({ limit: 5000 }), api.listRuns({ limit: 200 }), api.listAlerts({ limit: 200 })]);
-  const set = new Set();
-  for (const page of [cat, runs, alerts]) for (const x of page.items || []) if (x.lineage) set.add(x.lineage);
-  cache = sortLineages([...set]);
+  const page = await api.listLineages();
+  cache = sortLineages((page.items || []).map((x) => x.lineage).filter(Boolean));
   at = Date.now();
   return cache;
 }
