@@ -707,6 +707,27 @@ func refuse(runID, token int64, code, reason string) *protocol.AssignReply {
 	return &protocol.AssignReply{RunID: runID, Token: token, Code: code, Reason: reason}
 }
 
+// helloReplyWait is how long an assignment that arrives before the reply
+// to this agent's hello waits for it: the coordinator may offer a run as
+// soon as it has recorded the hello, before its reply (with the signing key
+// that verifies the assignment) has been read here.
+const helloReplyWait = time.Second
+
+// awaitSigningKey returns the coordinator's signing key, waiting up to d
+// for the hello reply that carries it; nil if none came.
+func (a *Agent) awaitSigningKey(d time.Duration) ed25519.PublicKey {
+	deadline := time.Now().Add(d)
+	for {
+		a.mu.Lock()
+		key := a.signingKey
+		a.mu.Unlock()
+		if len(key) != 0 || !time.Now().Before(deadline) {
+			return key
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
 func (a *Agent) handleAssign(data []byte) (rep *protocol.AssignReply) {
 	runID, token := protocol.PeekAssignment(data)
 	defer func() {
@@ -714,9 +735,7 @@ func (a *Agent) handleAssign(data []byte) (rep *protocol.AssignReply) {
 			rep = refuse(runID, token, protocol.RefuseMalformed, fmt.Sprintf("agent failed to handle the assignment: %v", p))
 		}
 	}()
-	a.mu.Lock()
-	key := a.signingKey
-	a.mu.Unlock()
+	key := a.awaitSigningKey(helloReplyWait)
 	if len(key) == 0 {
 		return refuse(runID, token, protocol.RefuseBadSignature, "no coordinator signing key known yet (hello not answered)")
 	}
