@@ -3,9 +3,12 @@
 // sections), embedded in the binary, and applies them under a Postgres
 // session lock so several coordinators starting at once migrate exactly once.
 //
-// Number ranges by area: 00001–00009 core (devices, runs, leases, results,
-// samples), 00010–00019 API (tokens, artifacts, schedules), 00020–00029
-// regressions (alerts), 00030+ later areas.
+// Files are numbered in the order they were written: 00001–00004 core
+// (devices, runs, leases, results, samples), 00010 API (tokens, artifacts,
+// schedules), 00020 regressions (alerts), then one number per change from
+// 00021 on (lineage, device credentials, run notifications, artifact model
+// facts). Migrations written in parallel may merge out of order; they are
+// applied when they appear (see Open).
 package migrations
 
 import (
