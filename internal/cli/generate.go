@@ -20,6 +20,7 @@ import (
 	"github.com/lesfarm/lesfarm/runtime/model"
 	"github.com/lesfarm/lesfarm/runtime/moe"
 	"github.com/lesfarm/lesfarm/runtime/sample"
+	"github.com/lesfarm/lesfarm/runtime/spec"
 	"github.com/lesfarm/lesfarm/runtime/tokenizer"
 )
 
@@ -36,6 +37,33 @@ type generateJSON struct {
 	TTFTms         float64 `json:"ttft_ms"`
 	// LES fields, present only when experts stream through the store.
 	*generateLESJSON
+	// Speculative is present only with --draft.
+	Speculative *generateSpecJSON `json:"speculative,omitempty"`
+}
+
+// generateSpecJSON is the "speculative" object of --format json with
+// --draft: the draft's acceptance and where the decode time went.
+type generateSpecJSON struct {
+	Draft               string  `json:"draft"`
+	K                   int     `json:"k"`
+	Rounds              int     `json:"rounds"`
+	Drafted             int     `json:"drafted"`
+	Accepted            int     `json:"accepted"`
+	AcceptanceRate      float64 `json:"acceptance_rate"`
+	TokensPerTargetPass float64 `json:"tokens_per_target_pass"`
+	AcceptedHistogram   []int   `json:"accepted_histogram"`
+	DraftMS             float64 `json:"draft_ms"`
+	TargetMS            float64 `json:"target_ms"`
+}
+
+func newGenerateSpecJSON(path string, s *spec.Stats) *generateSpecJSON {
+	return &generateSpecJSON{
+		Draft: path, K: s.K, Rounds: s.Rounds, Drafted: s.Drafted, Accepted: s.Accepted,
+		AcceptanceRate: s.AcceptanceRate(), TokensPerTargetPass: s.TokensPerTargetPass(),
+		AcceptedHistogram: s.Histogram,
+		DraftMS:           float64(s.DraftTime.Microseconds()) / 1000,
+		TargetMS:          float64(s.TargetTime.Microseconds()) / 1000,
+	}
 }
 
 // generateLESJSON are the extra --format json keys of a streaming --mode
@@ -54,7 +82,9 @@ type generateLESJSON struct {
 func newGenerateCmd(env *Env) *cobra.Command {
 	var (
 		modelPath, prompt, format string
+		draftPath                 string
 		maxTokens, threads, topK  int
+		draftK                    int
 		temperature, topP         float64
 		seed                      uint64
 		les                       lesGenFlags
@@ -88,10 +118,22 @@ cache; --profile NAME|FILE emulates a device (built-ins: ` + strings.Join(expert
 packed model (lesfarm pack) is read with one read per expert. In a streaming
 mode the JSON object also has "mode", "profile", "budget_bytes", "hit_rate",
 "predictor_precision", "predictor_recall", "stall_fraction" and
-"bytes_read_per_token" (decode phase).`,
+"bytes_read_per_token" (decode phase).
+
+Speculative decoding: --draft PATH names a small model with the same
+vocabulary (e.g. a dense qwen3 draft of a qwen3moe target). Each round the
+draft proposes --draft-k tokens greedily and the target verifies them in one
+batched pass, keeping the longest prefix it agrees with plus its own next
+token. The output is token-for-token the plain greedy output (greedy only:
+--temperature must be 0); only the number of target passes drops. The draft's
+experts are always resident; the target may stream (--mode). The JSON object
+then has a "speculative" object: draft, k, rounds, drafted, accepted,
+acceptance_rate, tokens_per_target_pass, accepted_histogram (rounds by
+accepted drafts 0..k), draft_ms, target_ms.`,
 		Example: `  lesfarm generate --model tiny.gguf --prompt "In the beginning" --max-tokens 32
   lesfarm generate --model tiny.gguf --prompt "Once upon a time" --temperature 0.8 --seed 7 --format json
-  lesfarm generate --model phone.packed.gguf --prompt "Hello" --mode scheduled --expert-budget 20% --profile phone-flagship`,
+  lesfarm generate --model phone.packed.gguf --prompt "Hello" --mode scheduled --expert-budget 20% --profile phone-flagship
+  lesfarm generate --model tiny-moe.gguf --draft tiny-draft.gguf --draft-k 4 --prompt "In the beginning" --format json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if format != "text" && format != "json" {
@@ -107,6 +149,17 @@ mode the JSON object also has "mode", "profile", "budget_bytes", "hit_rate",
 			if err := sp.Validate(); err != nil {
 				return usagef("%v: fix --temperature, --top-k or --top-p", err)
 			}
+			if draftPath == "" && cmd.Flags().Changed("draft-k") {
+				return usagef("--draft-k applies to speculative decoding: add --draft PATH, or drop it")
+			}
+			if draftPath != "" {
+				if temperature > 0 {
+					return usagef("--draft decodes greedily: drop --temperature (or set it to 0), or drop --draft")
+				}
+				if draftK < 1 || draftK > spec.MaxK {
+					return usagef("--draft-k %d must be in [1, %d]", draftK, spec.MaxK)
+				}
+			}
 			ls, err := les.resolve(cmd.Flags())
 			if err != nil {
 				return err
@@ -118,6 +171,16 @@ mode the JSON object also has "mode", "profile", "budget_bytes", "hit_rate",
 			defer m.Close()
 			if ls != nil && !m.IsMoE() {
 				return usagef("--mode %s streams experts, but %s is a dense model: use --mode resident", ls.opts.Mode, modelPath)
+			}
+			var draft *model.Model
+			if draftPath != "" {
+				if draft, _, err = openModel(draftPath, threads); err != nil {
+					return err
+				}
+				defer draft.Close()
+				if err := spec.CheckVocab(m, draft); err != nil {
+					return usagef("--draft %s cannot draft for %s: %v", draftPath, modelPath, err)
+				}
 			}
 			ids := tok.Tokenize(prompt, true, false)
 			if len(ids) == 0 {
@@ -163,8 +226,22 @@ mode the JSON object also has "mode", "profile", "budget_bytes", "hit_rate",
 					return nil
 				}
 			}
-			res, err := generate.Run(env.Ctx, m, p)
+			var res *generate.Result
+			var sres *spec.Result
+			if draft != nil {
+				sres, err = spec.Run(env.Ctx, m, draft, spec.Params{
+					PromptIDs: ids, MaxTokens: maxTokens, K: draftK, IsEOG: tok.IsEOG, OnToken: p.OnToken,
+				})
+				if sres != nil {
+					res = &sres.Result
+				}
+			} else {
+				res, err = generate.Run(env.Ctx, m, p)
+			}
 			if err != nil {
+				if res == nil {
+					return err
+				}
 				if env.Ctx.Err() != nil {
 					return fmt.Errorf("generate: interrupted after %d tokens", len(res.TokenIDs))
 				}
@@ -180,6 +257,9 @@ mode the JSON object also has "mode", "profile", "budget_bytes", "hit_rate",
 				if ls != nil {
 					out.generateLESJSON = ls.report(prefillStats, res)
 				}
+				if sres != nil {
+					out.Speculative = newGenerateSpecJSON(draftPath, &sres.Spec)
+				}
 				enc := json.NewEncoder(env.Stdout)
 				enc.SetEscapeHTML(false)
 				return enc.Encode(out)
@@ -191,6 +271,12 @@ mode the JSON object also has "mode", "profile", "budget_bytes", "hit_rate",
 			fmt.Fprintf(env.Stderr, "prompt %d tokens, prefill %.1f tok/s; generated %d tokens (%s), decode %.1f tok/s; ttft %.1f ms; %d threads\n",
 				len(res.PromptIDs), res.PrefillTokensPerSecond(), len(res.TokenIDs), res.StopReason, res.DecodeTokensPerSecond(),
 				float64(res.TTFT.Microseconds())/1000, m.Threads())
+			if sres != nil {
+				s := &sres.Spec
+				fmt.Fprintf(env.Stderr, "speculative: draft %s, k %d; %d rounds, accepted %d of %d drafts (%.3f), %.2f tokens per target pass; draft %.1f ms, target %.1f ms\n",
+					draftPath, s.K, s.Rounds, s.Accepted, s.Drafted, s.AcceptanceRate(), s.TokensPerTargetPass(),
+					float64(s.DraftTime.Microseconds())/1000, float64(s.TargetTime.Microseconds())/1000)
+			}
 			if ls != nil {
 				r := ls.report(prefillStats, res)
 				fmt.Fprintf(env.Stderr, "experts: mode %s, storage %s, budget %d bytes; decode hit rate %.3f, predictor precision %.3f recall %.3f, stall fraction %.3f, %.0f bytes read per token\n",
@@ -209,6 +295,8 @@ mode the JSON object also has "mode", "profile", "budget_bytes", "hit_rate",
 	f.Uint64Var(&seed, "seed", 0, "seed of the sampler (same seed, same output)")
 	f.IntVar(&threads, "threads", runtime.NumCPU(), "threads for matrix products")
 	f.StringVar(&format, "format", "text", "output format: text or json")
+	f.StringVar(&draftPath, "draft", "", "speculative decoding: path of a GGUF draft model with the target's vocabulary (greedy only; same output)")
+	f.IntVar(&draftK, "draft-k", spec.DefaultK, "speculative decoding: tokens the draft proposes per round")
 	les.addFlags(f)
 	return cmd
 }

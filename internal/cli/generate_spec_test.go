@@ -1,0 +1,125 @@
+package cli_test
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/lesfarm/lesfarm/runtime/model"
+	"github.com/lesfarm/lesfarm/runtime/tensor"
+)
+
+type specOut struct {
+	Draft               string  `json:"draft"`
+	K                   int     `json:"k"`
+	Rounds              int     `json:"rounds"`
+	Drafted             int     `json:"drafted"`
+	Accepted            int     `json:"accepted"`
+	AcceptanceRate      float64 `json:"acceptance_rate"`
+	TokensPerTargetPass float64 `json:"tokens_per_target_pass"`
+	AcceptedHistogram   []int   `json:"accepted_histogram"`
+	DraftMS             float64 `json:"draft_ms"`
+	TargetMS            float64 `json:"target_ms"`
+}
+
+func specOf(t *testing.T, raw map[string]json.RawMessage) specOut {
+	t.Helper()
+	var s specOut
+	if err := json.Unmarshal(raw["speculative"], &s); err != nil {
+		t.Fatalf("speculative object: %v (%s)", err, raw["speculative"])
+	}
+	return s
+}
+
+// TestGenerateDraftSelf drafts the golden model with itself: the tokens
+// are plain greedy's, every draft is accepted, and the JSON keeps the
+// issue-3 keys (plus the LES ones when streaming) and adds "speculative".
+func TestGenerateDraftSelf(t *testing.T) {
+	want := tokenIDs(t, generateJSONOut(t, "--model", goldenQ4))
+	for _, tc := range []struct {
+		name string
+		args []string
+		keys int
+	}{
+		{"resident-k4", []string{"--draft", goldenQ4}, 7},
+		{"resident-k2", []string{"--draft", goldenQ4, "--draft-k", "2"}, 7},
+		{"scheduled-k4", []string{"--draft", goldenQ4, "--mode", "scheduled", "--expert-budget", "25%"}, 15},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			raw := generateJSONOut(t, append([]string{"--model", goldenQ4}, tc.args...)...)
+			if got := tokenIDs(t, raw); !slices.Equal(got, want) {
+				t.Fatalf("tokens %v, plain greedy %v", got, want)
+			}
+			if len(raw) != tc.keys {
+				t.Fatalf("JSON has %d keys, want %d", len(raw), tc.keys)
+			}
+			s := specOf(t, raw)
+			if s.Draft != goldenQ4 || s.Rounds == 0 || s.Drafted == 0 || s.Accepted != s.Drafted || s.AcceptanceRate != 1 ||
+				s.TokensPerTargetPass <= 1 || len(s.AcceptedHistogram) != s.K+1 || s.TargetMS <= 0 || s.DraftMS <= 0 {
+				t.Fatalf("speculative %+v", s)
+			}
+		})
+	}
+	// Text output is the plain text output.
+	base := []string{"generate", "--model", goldenQ4, "--prompt", "The quick brown fox", "--max-tokens", "8", "--threads", "1"}
+	_, plain, _ := run(t, base...)
+	code, out, errOut := run(t, append(base, "--draft", goldenQ4, "--draft-k", "3")...)
+	if code != 0 || out != plain || !strings.Contains(errOut, "speculative: draft") {
+		t.Fatalf("exit %d, text %q (plain %q), stderr %s", code, out, plain, errOut)
+	}
+}
+
+func TestGenerateDraftUsage(t *testing.T) {
+	// A synthetic draft with another vocabulary.
+	other := filepath.Join(t.TempDir(), "other.gguf")
+	f, err := os.Create(other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := model.SynthConfig{Arch: "qwen3", Layers: 1, Hidden: 32, ExpertFFN: 64, Heads: 2, Vocab: 300, Context: 64, Type: tensor.F32}
+	if err := model.WriteSynthetic(f, c); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	base := []string{"generate", "--model", goldenQ4, "--prompt", "The quick brown fox", "--max-tokens", "4", "--threads", "1"}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--draft-k", "2"}, "--draft-k applies to speculative decoding"},
+		{[]string{"--draft", goldenQ4, "--temperature", "0.7"}, "--draft decodes greedily"},
+		{[]string{"--draft", goldenQ4, "--draft-k", "0"}, "--draft-k 0 must be in"},
+		{[]string{"--draft", other}, "vocabularies differ"},
+		{[]string{"--draft", filepath.Join(t.TempDir(), "missing.gguf")}, "does not exist"},
+	} {
+		code, _, errOut := run(t, append(base, tc.args...)...)
+		if code != 2 || !strings.Contains(errOut, tc.want) || strings.Count(strings.TrimSpace(errOut), "\n") != 0 {
+			t.Errorf("%v: exit %d, stderr %q; want exit 2 and one line with %q", tc.args, code, errOut, tc.want)
+		}
+	}
+}
+
+// TestGenerateDraftTrained runs the trained MoE with its trained draft.
+func TestGenerateDraftTrained(t *testing.T) {
+	_, file, _, _ := runtime.Caller(0)
+	dir := filepath.Join(filepath.Dir(file), "..", "..", "..", "shared", "testdata", "trained")
+	moe, draft := filepath.Join(dir, "tiny-moe-kjv-f16.gguf"), filepath.Join(dir, "tiny-draft-kjv-f32.gguf")
+	if _, err := os.Stat(draft); err != nil {
+		t.Skipf("SKIPPING: fixture %s is missing (%v); generate --draft on the trained pair is NOT being tested", draft, err)
+	}
+	args := []string{"--model", moe, "--prompt", "And the LORD spake unto Moses, saying,", "--max-tokens", "32"}
+	want := tokenIDs(t, generateJSONOut(t, args...))
+	for _, extra := range [][]string{{"--draft", draft}, {"--draft", draft, "--mode", "scheduled", "--expert-budget", "25%", "--draft-k", "8"}} {
+		raw := generateJSONOut(t, append(args, extra...)...)
+		if got := tokenIDs(t, raw); !slices.Equal(got, want) {
+			t.Fatalf("%v: tokens %v, plain greedy %v", extra, got, want)
+		}
+		if s := specOf(t, raw); s.Accepted == 0 || s.Accepted == s.Drafted {
+			t.Fatalf("%v: a trained draft should be partly accepted: %+v", extra, s)
+		}
+	}
+}
