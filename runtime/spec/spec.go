@@ -17,7 +17,6 @@ import (
 	"github.com/lesfarm/lesfarm/runtime/generate"
 	"github.com/lesfarm/lesfarm/runtime/model"
 	"github.com/lesfarm/lesfarm/runtime/sample"
-	"github.com/lesfarm/lesfarm/runtime/tokenizer"
 	"github.com/lesfarm/lesfarm/runtime/trace"
 )
 
@@ -107,34 +106,66 @@ func CheckVocab(target, draft *model.Model) error {
 	if target.File == nil || draft.File == nil {
 		return nil
 	}
-	tt, err1 := tokenizer.FromGGUF(target.File)
-	dt, err2 := tokenizer.FromGGUF(draft.File)
+	if target.File == draft.File {
+		return nil
+	}
+	const key = "tokenizer.ggml.tokens"
+	tt, err1 := target.File.Strings(key)
+	dt, err2 := draft.File.Strings(key)
 	if err1 != nil || err2 != nil {
 		return nil // no tokenizer to compare: sizes agree
 	}
-	if tt.VocabSize() != dt.VocabSize() {
-		return fmt.Errorf("spec: %w: target tokenizer has %d tokens, draft %d; use a draft trained with the target's tokenizer", ErrVocabMismatch, tt.VocabSize(), dt.VocabSize())
+	if len(tt) != len(dt) {
+		return fmt.Errorf("spec: %w: target tokenizer has %d tokens, draft %d; use a draft trained with the target's tokenizer", ErrVocabMismatch, len(tt), len(dt))
 	}
-	for i := range tt.VocabSize() {
-		if tt.Token(i) != dt.Token(i) {
-			return fmt.Errorf("spec: %w: token %d is %q in the target, %q in the draft; use a draft trained with the target's tokenizer", ErrVocabMismatch, i, tt.Token(i), dt.Token(i))
+	for i := range tt {
+		if tt[i] != dt[i] {
+			return fmt.Errorf("spec: %w: token %d is %q in the target, %q in the draft; use a draft trained with the target's tokenizer", ErrVocabMismatch, i, tt[i], dt[i])
 		}
 	}
 	return nil
+}
+
+// Decoder is a checked target and draft pair with reusable KV caches, for
+// repeated generations (benchmarks, serving). It is not safe for
+// concurrent use.
+type Decoder struct {
+	target, draft *model.Model
+	ts, ds        *model.State
+}
+
+// New checks that draft can draft for target (CheckVocab) and returns
+// their Decoder.
+func New(target, draft *model.Model) (*Decoder, error) {
+	if target == nil || draft == nil {
+		return nil, errors.New("spec: a target and a draft model are required")
+	}
+	if err := CheckVocab(target, draft); err != nil {
+		return nil, err
+	}
+	return &Decoder{target: target, draft: draft}, nil
 }
 
 // Run generates greedily from target with draft proposing tokens. The
 // tokens, and the stop reason, equal generate.Run's greedy output on
 // target. It returns ctx's error when cancelled, with the partial result.
 func Run(ctx context.Context, target, draft *model.Model, p Params) (*Result, error) {
+	d, err := New(target, draft)
+	if err != nil {
+		return nil, err
+	}
+	return d.Run(ctx, p)
+}
+
+// Run is the package's Run on the decoder's pair, reusing its caches.
+func (dec *Decoder) Run(ctx context.Context, p Params) (*Result, error) {
+	target, draft := dec.target, dec.draft
 	n := len(p.PromptIDs)
 	k := p.K
 	if k == 0 {
 		k = DefaultK
 	}
 	switch {
-	case target == nil || draft == nil:
-		return nil, errors.New("spec: a target and a draft model are required")
 	case n == 0:
 		return nil, errors.New("spec: empty prompt: give at least one token")
 	case n > target.Context:
@@ -144,26 +175,30 @@ func Run(ctx context.Context, target, draft *model.Model, p Params) (*Result, er
 	case k < 1 || k > MaxK:
 		return nil, fmt.Errorf("spec: draft tokens per round %d must be in [1, %d]", k, MaxK)
 	}
-	if err := CheckVocab(target, draft); err != nil {
-		return nil, err
-	}
 	batch := p.Batch
 	if batch <= 0 {
 		batch = generate.DefaultBatch
 	}
 	// Target capacity as in generate.Run; the stop test uses it the same way.
 	tcap := min(n+p.MaxTokens, target.Context)
-	ts, err := target.NewState(tcap)
-	if err != nil {
-		return nil, fmt.Errorf("spec: %w", err)
+	var err error
+	if dec.ts == nil || dec.ts.Cap() < tcap {
+		if dec.ts, err = target.NewState(tcap); err != nil {
+			return nil, fmt.Errorf("spec: %w", err)
+		}
 	}
 	// The draft holds the sequence plus K-1 drafted tokens at most.
 	dcap := min(tcap+k, draft.Context)
-	ds, err := draft.NewState(dcap)
-	if err != nil {
-		return nil, fmt.Errorf("spec: draft: %w", err)
+	if dec.ds == nil || dec.ds.Cap() < dcap {
+		if dec.ds, err = draft.NewState(dcap); err != nil {
+			return nil, fmt.Errorf("spec: draft: %w", err)
+		}
 	}
+	ts, ds := dec.ts, dec.ds
+	ts.Reset()
+	ds.Reset()
 	ts.Sink = p.Sink
+	defer func() { ts.Sink = nil }()
 	rep, _ := target.Experts.(generate.TokenReporter)
 	emit := func(step int, ph trace.Phase, pos, tokens int, d time.Duration) {
 		if p.Sink == nil {

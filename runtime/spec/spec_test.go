@@ -109,9 +109,18 @@ func TestSelfDraftAcceptsAll(t *testing.T) {
 // tokenizer): most drafts are rejected, which exercises rewinding.
 func TestSyntheticPairIdentical(t *testing.T) {
 	target, draft := synth(t, synthMoE), synth(t, synthDense)
+	dec, err := New(target, draft) // one Decoder: caches reused across runs
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, k := range []int{1, 2, 3, 4, 8} {
-		for _, prompt := range [][]int{{7}, {1, 2, 3, 4, 5}, {299, 0, 17, 42, 42, 42, 9, 100}} {
-			same(t, target, draft, Params{PromptIDs: prompt, MaxTokens: 30, K: k})
+		for i, prompt := range [][]int{{7}, {1, 2, 3, 4, 5}, {299, 0, 17, 42, 42, 42, 9, 100}} {
+			p := Params{PromptIDs: prompt, MaxTokens: 30 - 9*i, K: k}
+			want := same(t, target, draft, p)
+			got, err := dec.Run(context.Background(), p)
+			if err != nil || !slices.Equal(got.TokenIDs, want.TokenIDs) || got.Spec.Accepted != want.Spec.Accepted {
+				t.Fatalf("reused decoder: %v %v, want %v", err, got.TokenIDs, want.TokenIDs)
+			}
 		}
 	}
 }

@@ -35,12 +35,18 @@ func loadTrained(t testing.TB, rel string, src func(*gguf.File, []moe.LayerShape
 // scheduledStore opens the LES store in scheduled mode at budgetFrac of
 // the expert bytes and hands it out.
 func scheduledStore(path string, budgetFrac float64, out **expert.Store) func(*gguf.File, []moe.LayerShape) (moe.Source, error) {
+	return modeStore(path, expert.Scheduled, budgetFrac, out)
+}
+
+// modeStore opens the LES store in mode at budgetFrac of the expert bytes
+// and hands it out.
+func modeStore(path string, mode expert.Mode, budgetFrac float64, out **expert.Store) func(*gguf.File, []moe.LayerShape) (moe.Source, error) {
 	return func(f *gguf.File, shapes []moe.LayerShape) (moe.Source, error) {
 		var total int64
 		for _, s := range shapes {
 			total += int64(s.Experts) * s.Bytes()
 		}
-		s, err := expert.Open(path, f, shapes, "", expert.Options{Mode: expert.Scheduled, Budget: int64(budgetFrac * float64(total))})
+		s, err := expert.Open(path, f, shapes, "", expert.Options{Mode: mode, Budget: int64(budgetFrac * float64(total))})
 		*out = s
 		return s, err
 	}
@@ -208,5 +214,49 @@ func TestTrainedAcceptance(t *testing.T) {
 	}
 	if math.Abs(tpp-ref.TokensPerPass) > 0.3 {
 		t.Errorf("tokens per target pass %.3f, reference %.2f (tolerance 0.3)", tpp, ref.TokensPerPass)
+	}
+}
+
+// TestTrainedStreamingModes verifies batched K+1-position passes through
+// the LES store in every streaming mode: a verify pass demands the union of
+// the experts of all its positions per layer (like a prefill batch), the
+// output stays plain greedy's and the store never holds more than its
+// budget (25% and 10% of the expert bytes).
+func TestTrainedStreamingModes(t *testing.T) {
+	target := loadTrained(t, trainedMoE, nil)
+	draft := loadTrained(t, trainedDraft, nil)
+	path := sharedTestdata(t, trainedMoE)
+	prompts := validationPrompts(t, target, 12)[:4]
+	var want [][]int
+	for _, p := range prompts {
+		want = append(want, plain(t, target, p, 20, nil).TokenIDs)
+	}
+	for _, mode := range []expert.Mode{expert.OnDemand, expert.OnDemandParallel, expert.Lookahead, expert.Scheduled} {
+		for _, frac := range []float64{0.25, 0.10} {
+			var store *expert.Store
+			m := loadTrained(t, trainedMoE, modeStore(path, mode, frac, &store))
+			var verified int64
+			for i, p := range prompts {
+				for _, k := range []int{2, 8} {
+					before := store.Stats().Uses
+					res, err := Run(context.Background(), m, draft, Params{PromptIDs: p, MaxTokens: 20, K: k})
+					if err != nil {
+						t.Fatalf("%s %.0f%%: %v", mode, frac*100, err)
+					}
+					if !slices.Equal(res.TokenIDs, want[i]) {
+						t.Fatalf("%s %.0f%% k=%d prompt %d: speculative %v, plain greedy %v", mode, frac*100, k, i, res.TokenIDs, want[i])
+					}
+					verified += store.Stats().Uses - before
+				}
+			}
+			st := store.Stats()
+			if lim := int64(frac * float64(m.ExpertBytes)); st.PeakBytes > lim {
+				t.Fatalf("%s: store peak %d bytes exceeds the %.0f%% budget %d", mode, st.PeakBytes, frac*100, lim)
+			}
+			if verified == 0 || st.Misses == 0 {
+				t.Fatalf("%s: nothing streamed: %+v", mode, st)
+			}
+			m.Close()
+		}
 	}
 }
