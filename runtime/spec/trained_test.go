@@ -215,6 +215,24 @@ func TestTrainedAcceptance(t *testing.T) {
 	if math.Abs(tpp-ref.TokensPerPass) > 0.3 {
 		t.Errorf("tokens per target pass %.3f, reference %.2f (tolerance 0.3)", tpp, ref.TokensPerPass)
 	}
+	if os.Getenv("LESFARM_FULL") == "" {
+		return
+	}
+	// The same protocol for other K (documented in docs/runtime.md).
+	for _, k := range []int{1, 2, 4, 8} {
+		sum := Stats{K: k}
+		for i := range ref.Prompts {
+			res, err := Run(context.Background(), target, draft, Params{PromptIDs: ids[i*stride : i*stride+plen], MaxTokens: 65, K: k})
+			if err != nil {
+				t.Fatal(err)
+			}
+			sum.Rounds += res.Spec.Rounds
+			sum.Drafted += res.Spec.Drafted
+			sum.Accepted += res.Spec.Accepted
+			sum.Generated += res.Spec.Generated
+		}
+		t.Logf("k=%d: acceptance %.4f, tokens per target pass %.3f, rounds %d", k, sum.AcceptanceRate(), sum.TokensPerTargetPass(), sum.Rounds)
+	}
 }
 
 // TestTrainedStreamingModes verifies batched K+1-position passes through
