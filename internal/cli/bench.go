@@ -14,6 +14,7 @@ import (
 
 	"github.com/lesfarm/lesfarm/runtime/bench"
 	"github.com/lesfarm/lesfarm/runtime/model"
+	"github.com/lesfarm/lesfarm/runtime/spec"
 )
 
 func init() { register("bench", newBenchCmd) }
@@ -26,6 +27,8 @@ func newBenchCmd(env *Env) *cobra.Command {
 		copyMB  int
 		quiet   bool
 		lf      *ladderFlags
+		draft   string
+		draftK  string
 	)
 	cmd := &cobra.Command{
 		Use:   "bench --model PATH",
@@ -43,11 +46,27 @@ memory copy ("of copy BW"), the ceiling a bandwidth-bound decode can reach.
 GFLOP/s counts 2 FLOPs per weight of each matrix product plus attention.
 
 --threads takes a comma-separated list (e.g. 1,2) to measure several counts.
-Output: --format md (default, a llama-bench-style table), csv, json or jsonl.` + ladderHelp,
+Output: --format md (default, a llama-bench-style table), csv, json or jsonl.
+
+Speculative decoding: --draft PATH measures greedy decode of --gen-tokens
+(default 64 here) with and without the draft model, side by side (runs
+interleaved), once per --draft-k value; the speculative tokens are checked
+against plain greedy decoding. Rows: t/s, speedup over plain, acceptance
+rate and tokens per target pass.` + ladderHelp,
 		Example: `  lesfarm bench --model tiny.gguf
-  lesfarm bench --model /tmp/phone.gguf --threads 1,2 --repetitions 3 --gen-tokens 16 --format json` + ladderExample,
+  lesfarm bench --model /tmp/phone.gguf --threads 1,2 --repetitions 3 --gen-tokens 16 --format json
+  lesfarm bench --model tiny-moe.gguf --draft tiny-draft.gguf --draft-k 2,4 --threads 1` + ladderExample,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if draft != "" {
+				if lf.ladder {
+					return usagef("--draft and --ladder measure different things: give one")
+				}
+				return runSpecBench(env, cmd, cfg, threads, draft, draftK, format)
+			}
+			if cmd.Flags().Changed("draft-k") {
+				return usagef("--draft-k needs --draft PATH")
+			}
 			if lf.ladder {
 				ts, err := parseThreads(threads)
 				if err != nil {
@@ -108,6 +127,8 @@ Output: --format md (default, a llama-bench-style table), csv, json or jsonl.` +
 	f.IntVar(&cfg.GenTokens, "gen-tokens", 32, "decode test length (0 = skip)")
 	f.IntVar(&copyMB, "copy-mb", 512, "buffer size of the memory copy benchmark in MiB (0 = skip)")
 	f.StringVar(&format, "format", "md", "output format: md, csv, json or jsonl")
+	f.StringVar(&draft, "draft", "", "draft model (GGUF) for speculative decoding: measure decode with and without it")
+	f.StringVar(&draftK, "draft-k", "2,4", "with --draft: draft tokens per round to measure, comma-separated")
 	f.BoolVar(&quiet, "quiet", false, "no progress lines on stderr")
 	lf = addLadderFlags(f)
 	return cmd
@@ -123,4 +144,56 @@ func parseThreads(s string) ([]int, error) {
 		out = append(out, n)
 	}
 	return out, nil
+}
+
+// runSpecBench measures speculative decoding against plain greedy decode.
+func runSpecBench(env *Env, cmd *cobra.Command, cfg bench.Config, threads, draft, draftK, format string) error {
+	if !slices.Contains(bench.Formats, format) {
+		return usagef("--format %q is not supported: use %s", format, strings.Join(bench.Formats, ", "))
+	}
+	if cfg.Model == "" {
+		return usagef("--model is required: give the path of a GGUF model file")
+	}
+	for _, p := range []string{cfg.Model, draft} {
+		if _, err := os.Stat(p); errors.Is(err, fs.ErrNotExist) {
+			return usagef("model file %s does not exist: check the path", p)
+		}
+	}
+	ts, err := parseThreads(threads)
+	if err != nil {
+		return err
+	}
+	if len(ts) != 1 {
+		return usagef("--draft measures one thread count: give --threads N")
+	}
+	var ks []int
+	for _, f := range strings.Split(draftK, ",") {
+		k, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || k < 1 || k > 64 {
+			return usagef("--draft-k %q: want draft token counts from 1 to 64, comma-separated", draftK)
+		}
+		ks = append(ks, k)
+	}
+	if cfg.Repetitions < 1 || cfg.Warmup < 0 || cfg.PromptTokens < 1 {
+		return usagef("--repetitions must be >= 1, --warmup >= 0 and --prompt-tokens >= 1")
+	}
+	gen := cfg.GenTokens
+	if !cmd.Flags().Changed("gen-tokens") {
+		gen = 64
+	}
+	if gen < 1 {
+		return usagef("--gen-tokens must be >= 1")
+	}
+	rows, err := bench.RunSpec(env.Ctx, bench.SpecConfig{Model: cfg.Model, Draft: draft, Threads: ts[0], Ks: ks,
+		Repetitions: cfg.Repetitions, Warmup: cfg.Warmup, PromptTokens: cfg.PromptTokens, GenTokens: gen})
+	if err != nil {
+		if errors.Is(err, spec.ErrVocabMismatch) || errors.Is(err, model.ErrUnsupported) {
+			return &UsageError{Err: err}
+		}
+		if env.Ctx.Err() != nil {
+			return fmt.Errorf("bench: interrupted")
+		}
+		return err
+	}
+	return bench.WriteSpecRows(env.Stdout, rows, format)
 }

@@ -2,9 +2,11 @@ package bench
 
 import (
 	"context"
+	"encoding/csv"
 	"encoding/json"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 
 	"github.com/lesfarm/lesfarm/runtime/generate"
@@ -159,16 +161,34 @@ func RunSpec(ctx context.Context, cfg SpecConfig) ([]SpecRow, error) {
 }
 
 // WriteSpecRows writes RunSpec's rows as a markdown table (llama-bench
-// style) or JSON.
+// style), CSV, a JSON array or JSON lines (one row per line).
 func WriteSpecRows(w io.Writer, rows []SpecRow, format string) error {
 	switch format {
 	case "json":
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
 		return enc.Encode(rows)
+	case "jsonl":
+		enc := json.NewEncoder(w)
+		for _, r := range rows {
+			if err := enc.Encode(r); err != nil {
+				return err
+			}
+		}
+		return nil
+	case "csv":
+		cw := csv.NewWriter(w)
+		_ = cw.Write([]string{"model", "draft", "threads", "test", "k", "n_tokens", "repetitions", "tokens_per_second", "stddev", "speedup", "acceptance_rate", "tokens_per_target_pass"})
+		for _, r := range rows {
+			f := func(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }
+			_ = cw.Write([]string{r.Model, r.Draft, strconv.Itoa(r.Threads), r.Test, strconv.Itoa(r.K), strconv.Itoa(r.Tokens), strconv.Itoa(r.Reps),
+				f(r.TPS), f(r.TPSStddev), f(r.Speedup), f(r.AcceptanceRate), f(r.TokensPerTargetPass)})
+		}
+		cw.Flush()
+		return cw.Error()
 	case "md", "markdown", "":
 	default:
-		return fmt.Errorf("bench: format %q is not supported: use md or json", format)
+		return fmt.Errorf("bench: format %q is not supported: use md, csv, json or jsonl", format)
 	}
 	var b strings.Builder
 	b.WriteString("| model | draft | threads | test | k | t/s | speedup | acceptance | tokens/pass |\n")

@@ -55,6 +55,20 @@ func TestRunSpec(t *testing.T) {
 	if out := b.String(); strings.Count(out, "\n") != 5 || !strings.Contains(out, "tg16+draft") || !strings.Contains(out, "| 1.000 |") {
 		t.Fatalf("table:\n%s", out)
 	}
+	for _, tc := range []struct {
+		format string
+		lines  int
+		has    string
+	}{{"csv", 4, "tokens_per_target_pass"}, {"jsonl", 3, `"acceptance_rate":1`}, {"json", 0, `"k": 4`}} {
+		b.Reset()
+		if err := WriteSpecRows(&b, rows, tc.format); err != nil {
+			t.Fatal(err)
+		}
+		out := b.String()
+		if (tc.lines > 0 && strings.Count(out, "\n") != tc.lines) || !strings.Contains(out, tc.has) {
+			t.Fatalf("%s:\n%s", tc.format, out)
+		}
+	}
 	if err := WriteSpecRows(&b, rows, "xml"); err == nil {
 		t.Fatal("xml accepted")
 	}

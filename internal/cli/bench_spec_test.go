@@ -1,0 +1,35 @@
+package cli_test
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestBenchDraft: bench --draft measures plain and speculative decode side
+// by side (the golden model drafting for itself accepts every token).
+func TestBenchDraft(t *testing.T) {
+	code, out, errOut := run(t, "bench", "--model", goldenQ4, "--draft", goldenQ4, "--draft-k", "2",
+		"--threads", "1", "--repetitions", "1", "--warmup", "0", "--prompt-tokens", "4", "--gen-tokens", "8", "--format", "csv")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 3 || !strings.HasPrefix(lines[0], "model,draft,threads,test,k,") || !strings.Contains(lines[2], ",tg8+draft,2,") || !strings.Contains(lines[2], ",1,") {
+		t.Fatalf("csv:\n%s", out)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--model", goldenQ4, "--draft-k", "2"}, "--draft-k needs --draft"},
+		{[]string{"--model", goldenQ4, "--draft", goldenQ4, "--ladder"}, "--draft and --ladder"},
+		{[]string{"--model", goldenQ4, "--draft", goldenQ4, "--draft-k", "0"}, "--draft-k \"0\""},
+		{[]string{"--model", goldenQ4, "--draft", goldenQ4, "--threads", "1,2"}, "one thread count"},
+		{[]string{"--model", goldenQ4, "--draft", "/nonexistent.gguf"}, "does not exist"},
+	} {
+		code, _, errOut := run(t, append([]string{"bench"}, tc.args...)...)
+		if code != 2 || !strings.Contains(errOut, tc.want) {
+			t.Errorf("bench %v: exit %d, stderr %q, want exit 2 with %q", tc.args, code, errOut, tc.want)
+		}
+	}
+}
