@@ -31,7 +31,6 @@ import (
 	"github.com/lesfarm/lesfarm/coordinator"
 	"github.com/lesfarm/lesfarm/coordinator/api"
 	"github.com/lesfarm/lesfarm/coordinator/api/client"
-	"github.com/lesfarm/lesfarm/coordinator/ingest"
 	"github.com/lesfarm/lesfarm/coordinator/store"
 	"github.com/lesfarm/lesfarm/internal/testenv"
 	"github.com/lesfarm/lesfarm/jobs"
@@ -143,19 +142,9 @@ func newKillFarm(t *testing.T) *killFarm {
 			t.Logf("coordinator log (tail):\n%s", tail(logs.String(), 120))
 		}
 	})
-	c, err := coordinator.New(coordinator.Config{DatabaseURL: dbURL, NATSURL: ns.ClientURL(), Name: "kill-c",
-		HTTPAddr: "127.0.0.1:0", ArtifactDir: t.TempDir(),
-		HeartbeatTTL: 2 * time.Second, LeaseTTL: 3 * time.Second, LostGrace: 300 * time.Millisecond,
-		SweepInterval: 200 * time.Millisecond, DispatchInterval: 200 * time.Millisecond, NoNightly: true, NoRegress: true,
-		Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo})),
-		Ingest: ingest.Config{AckWait: 5 * time.Second, FetchWait: 50 * time.Millisecond}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Stop() })
+	c := startCoordinator(t, coordinator.Config{DatabaseURL: dbURL, NATSURL: ns.ClientURL(), Name: "kill-c",
+		ArtifactDir: t.TempDir(), LeaseTTL: 3 * time.Second, NoRegress: true,
+		Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))})
 	f := &killFarm{c: c, base: "http://" + c.HTTPAddr(), logs: logs, natsHP: strings.TrimPrefix(ns.ClientURL(), "nats://")}
 	secret, _, err := c.Store().CreateAPIToken(ctx, "kill-test")
 	if err != nil {

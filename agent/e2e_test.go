@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"cmp"
 	"context"
 	"log/slog"
 	"os"
@@ -9,7 +10,6 @@ import (
 
 	"github.com/lesfarm/lesfarm/coordinator"
 	coordartifact "github.com/lesfarm/lesfarm/coordinator/artifact"
-	"github.com/lesfarm/lesfarm/coordinator/ingest"
 	"github.com/lesfarm/lesfarm/coordinator/store"
 	"github.com/lesfarm/lesfarm/internal/testenv"
 	"github.com/lesfarm/lesfarm/jobs"
@@ -37,6 +37,38 @@ type e2eFarm struct {
 }
 
 // newE2EFarm starts a real coordinator (Postgres, embedded-in-test NATS,
+
+// startCoordinator starts a coordinator for an end-to-end test with fast
+// liveness timings (device TTL 2 s, lost grace 300 ms, sweeps every
+// 200 ms) in the fields cfg leaves zero, no nightly scheduler, and a logger
+// that prints only with -v; it stops when the test ends.
+func startCoordinator(t *testing.T, cfg coordinator.Config) *coordinator.Coordinator {
+	t.Helper()
+	cfg.HTTPAddr = cmp.Or(cfg.HTTPAddr, "127.0.0.1:0")
+	cfg.HeartbeatTTL = cmp.Or(cfg.HeartbeatTTL, 2*time.Second)
+	cfg.LostGrace = cmp.Or(cfg.LostGrace, 300*time.Millisecond)
+	cfg.SweepInterval = cmp.Or(cfg.SweepInterval, 200*time.Millisecond)
+	cfg.DispatchInterval = cmp.Or(cfg.DispatchInterval, 200*time.Millisecond)
+	cfg.Ingest.AckWait = cmp.Or(cfg.Ingest.AckWait, 5*time.Second)
+	cfg.Ingest.FetchWait = cmp.Or(cfg.Ingest.FetchWait, 50*time.Millisecond)
+	cfg.NoNightly = true
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+		if testing.Verbose() {
+			cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+		}
+	}
+	c, err := coordinator.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Stop() })
+	return c
+}
+
 // HTTP artifact store holding the trained fixture model).
 func newE2EFarm(t *testing.T) *e2eFarm {
 	t.Helper()
@@ -58,21 +90,7 @@ func newE2EFarm(t *testing.T) *e2eFarm {
 	if err != nil {
 		t.Fatalf("fixture model does not match the smoke suite's sha256/size: %v", err)
 	}
-	log := slog.New(slog.DiscardHandler)
-	if testing.Verbose() {
-		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	}
-	c, err := coordinator.New(coordinator.Config{DatabaseURL: dbURL, NATSURL: ns.ClientURL(), Name: "c1",
-		HTTPAddr: "127.0.0.1:0", ArtifactDir: artDir, HeartbeatTTL: 2 * time.Second, LostGrace: 300 * time.Millisecond,
-		SweepInterval: 200 * time.Millisecond, DispatchInterval: 200 * time.Millisecond, NoNightly: true, Logger: log,
-		Ingest: ingest.Config{AckWait: 5 * time.Second, FetchWait: 50 * time.Millisecond}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Stop() })
+	c := startCoordinator(t, coordinator.Config{DatabaseURL: dbURL, NATSURL: ns.ClientURL(), Name: "c1", ArtifactDir: artDir})
 	if _, err := c.Store().PutArtifact(context.Background(), info.SHA256, info.Size, spec.Model.Name); err != nil {
 		t.Fatal(err)
 	}

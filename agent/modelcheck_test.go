@@ -5,10 +5,8 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -17,7 +15,6 @@ import (
 	"github.com/lesfarm/lesfarm/agent/device"
 	"github.com/lesfarm/lesfarm/coordinator"
 	coordartifact "github.com/lesfarm/lesfarm/coordinator/artifact"
-	"github.com/lesfarm/lesfarm/coordinator/ingest"
 	"github.com/lesfarm/lesfarm/coordinator/store"
 	"github.com/lesfarm/lesfarm/internal/testenv"
 	"github.com/lesfarm/lesfarm/jobs"
@@ -220,21 +217,8 @@ func newFactsFarm(t *testing.T, data []byte, analyse bool) *factsFarm {
 	if err != nil {
 		t.Fatal(err)
 	}
-	log := slog.New(slog.DiscardHandler)
-	if testing.Verbose() {
-		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	}
-	c, err := coordinator.New(coordinator.Config{DatabaseURL: dbURL, NATSURL: ns.ClientURL(), Name: "c1",
-		HTTPAddr: "127.0.0.1:0", ArtifactDir: artDir, HeartbeatTTL: 2 * time.Second, LostGrace: 300 * time.Millisecond,
-		SweepInterval: 200 * time.Millisecond, DispatchInterval: 100 * time.Millisecond, NoNightly: true, Logger: log,
-		Ingest: ingest.Config{AckWait: 5 * time.Second, FetchWait: 50 * time.Millisecond}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Stop() })
+	c := startCoordinator(t, coordinator.Config{DatabaseURL: dbURL, NATSURL: ns.ClientURL(), Name: "c1", ArtifactDir: artDir,
+		DispatchInterval: 100 * time.Millisecond})
 	ctx := context.Background()
 	if _, err := c.Store().PutArtifact(ctx, info.SHA256, info.Size, "model.gguf"); err != nil {
 		t.Fatal(err)
