@@ -175,7 +175,6 @@ type Coordinator struct {
 	stopping bool
 
 	assignLatency latency
-	unfit         unfitSet // runs refused by a device as "not this device"
 	stopOnce      sync.Once
 	stopErr       error
 }

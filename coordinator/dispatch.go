@@ -124,14 +124,13 @@ func toSched(cs []store.Candidate) []scheduler.Candidate {
 }
 
 // pick returns the best untaken candidate for d from cands and marks it
-// taken, or false.
-// Runs for which skip is true (the device refused them) are passed over
-// without being marked taken, so other devices still get them.
-func (r *round) pick(d *scheduler.Device, cands []scheduler.Candidate, skip func(run int64) bool) (scheduler.Candidate, bool) {
+// taken, or false. Runs d refused as unfit are skipped (tried is every run
+// this device already tried in the round).
+func (r *round) pick(d *scheduler.Device, cands []scheduler.Candidate, tried map[int64]bool) (scheduler.Candidate, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, cd := range scheduler.Order(d, cands, r.load) {
-		if skip(cd.RunID) {
+		if tried[cd.RunID] {
 			continue
 		}
 		if !r.taken[cd.RunID] {
@@ -147,10 +146,9 @@ func (c *Coordinator) place(ctx context.Context, r *round, d *store.PlacementDev
 	sd := &scheduler.Device{ID: d.ID, Platform: d.Platform, DeviceModel: d.DeviceModel, RAMBytes: d.RAMBytes, Emulated: d.Emulated, Labels: d.Labels}
 	cands := r.head
 	own := false
-	now := time.Now()
-	unfit := func(run int64) bool { return c.unfit.has(run, d.ID, now) }
+	var tried map[int64]bool // runs this device tried in the round
 	for attempt := 0; attempt < 8; attempt++ {
-		cd, ok := r.pick(sd, cands, unfit)
+		cd, ok := r.pick(sd, cands, tried)
 		if !ok {
 			if own || !r.truncated {
 				return nil, nil
@@ -164,9 +162,21 @@ func (c *Coordinator) place(ctx context.Context, r *round, d *store.PlacementDev
 			cands, own = toSched(mine), true
 			continue
 		}
+		if tried == nil {
+			tried = map[int64]bool{}
+		}
+		tried[cd.RunID] = true
 		g, err := c.store.ClaimRun(ctx, &store.ClaimRunParams{DeviceID: d.ID, RunIDs: []int64{cd.RunID}, LeaseTTL: c.cfg.LeaseTTL, Coordinator: c.cfg.Name})
 		if errors.Is(err, store.ErrBusy) {
 			return nil, nil
+		}
+		if errors.Is(err, store.ErrUnfit) {
+			// The device refused it as unfit (the store remembers that for
+			// every coordinator): leave it to the other devices.
+			r.mu.Lock()
+			delete(r.taken, cd.RunID)
+			r.mu.Unlock()
+			continue
 		}
 		if errors.Is(err, store.ErrNothingToClaim) {
 			continue // taken by another coordinator: try the next
@@ -276,13 +286,13 @@ func (c *Coordinator) sendAssignment(g *store.Grant) {
 			outcome = "busy"
 		case protocol.RefuseUnsupported, protocol.RefuseInsufficientRAM:
 			// Not this device: another one may run it. The attempt is
-			// given back and this device is not offered the run again for
-			// a while; a run pinned to this device can go nowhere else.
+			// given back, and the lease outcome "unfit" keeps this device
+			// from claiming the run for store.UnfitFor; a run pinned to
+			// this device can go nowhere else.
 			if g.Run.TargetDeviceID != "" && g.Run.TargetDeviceID == g.Run.DeviceID {
 				fail = true
 			} else {
 				outcome = "unfit"
-				c.unfit.add(g.Run.ID, g.Run.DeviceID, time.Now())
 			}
 		}
 		release(fmt.Sprintf("refused by agent (%s): %s", rep.Code, rep.Reason), outcome, fail)

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -62,12 +63,13 @@ type CandidatesParams struct {
 	// PerSuite bounds the candidates returned per suite (default 4), so
 	// fairness can choose between suites without reading the whole queue.
 	PerSuite int
+	// UnfitFor: see ClaimRunParams.UnfitFor.
+	UnfitFor time.Duration
 }
 
 // Candidates returns the best queued runs (by priority, then age) of each
 // suite whose selector the device may satisfy, except runs the device has
-// refused as unfit (a model it cannot run): that refusal is remembered in
-// the run's leases, so no coordinator offers it to that device again. It reads without locking;
+// refused as unfit within UnfitFor (ClaimRun refuses those too). It reads without locking;
 // ClaimRun locks. The SQL prefilter mirrors scheduler.Match, which makes the
 // final decision.
 func (s *Store) Candidates(ctx context.Context, p *CandidatesParams) ([]Candidate, error) {
@@ -90,9 +92,10 @@ func (s *Store) Candidates(ctx context.Context, p *CandidatesParams) ([]Candidat
 		  AND r.sel_min_ram <= $4
 		  AND (r.sel_emulated IS NULL OR r.sel_emulated = $5)
 		  AND $6::jsonb @> r.sel_labels
-		  AND NOT EXISTS (SELECT 1 FROM leases l WHERE l.run_id = r.id AND l.device_id = $1 AND l.outcome = 'unfit')
+		  AND NOT `+unfitSQL("r.id", "$1", "$8")+`
 		) q WHERE rn <= $7
-		ORDER BY priority DESC, queued_at, id`, d.ID, d.Platform, d.DeviceModel, d.RAMBytes, d.Emulated, labels, k)
+		ORDER BY priority DESC, queued_at, id`, d.ID, d.Platform, d.DeviceModel, d.RAMBytes, d.Emulated, labels, k,
+		cmp.Or(p.UnfitFor, UnfitFor).Seconds())
 	if err != nil {
 		return nil, fmt.Errorf("store: candidates: %w", err)
 	}
@@ -139,6 +142,22 @@ type ClaimRunParams struct {
 	RunIDs      []int64
 	LeaseTTL    time.Duration
 	Coordinator string
+	// UnfitFor is how long the device's unfit refusal of a run keeps it
+	// from claiming that run (default UnfitFor).
+	UnfitFor time.Duration
+}
+
+// UnfitFor is how long a device that refused a run as unable to run it
+// (unsupported model, not enough RAM: lease outcome "unfit") is not offered
+// that run again, by any coordinator. The refusal may stop being true
+// (agent upgraded, memory freed), so it expires.
+const UnfitFor = 10 * time.Minute
+
+// unfitSQL is the condition "device refused run as unfit in the last
+// window seconds", over SQL expressions for the three.
+func unfitSQL(run, device, window string) string {
+	return `EXISTS (SELECT 1 FROM leases l WHERE l.run_id = ` + run + ` AND l.device_id = ` + device +
+		` AND l.outcome = 'unfit' AND l.released_at > now() - make_interval(secs => ` + window + `::float8))`
 }
 
 // Grant is a lease just granted: the run (now assigned), its job and the
@@ -157,8 +176,9 @@ type Grant struct {
 // a run being claimed elsewhere is skipped), so two coordinators never
 // assign one run twice or give one device two runs. The fencing token comes
 // from the fencing_tokens sequence. It returns ErrBusy when the device is not
-// online, drained or already holds a run, and ErrNothingToClaim when every
-// candidate was taken.
+// online, drained or already holds a run, ErrUnfit when the device refused
+// every candidate as unfit within UnfitFor, and ErrNothingToClaim when
+// every candidate was taken.
 func (s *Store) ClaimRun(ctx context.Context, p *ClaimRunParams) (*Grant, error) {
 	var g *Grant
 	err := s.tx(ctx, func(tx pgx.Tx) error {
@@ -172,7 +192,16 @@ func (s *Store) ClaimRun(ctx context.Context, p *ClaimRunParams) (*Grant, error)
 		if err != nil {
 			return err
 		}
+		unfit := 0
 		for _, id := range p.RunIDs {
+			var refused bool
+			if err := tx.QueryRow(ctx, `SELECT `+unfitSQL("$1", "$2", "$3"), id, p.DeviceID, cmp.Or(p.UnfitFor, UnfitFor).Seconds()).Scan(&refused); err != nil {
+				return err
+			}
+			if refused {
+				unfit++
+				continue
+			}
 			// Claim and record the lease in one statement.
 			r, err := scanRun(tx.QueryRow(ctx, `WITH r AS (
 				UPDATE runs r SET state = 'assigned', device_id = $2, token = nextval('fencing_tokens'),
@@ -196,10 +225,13 @@ func (s *Store) ClaimRun(ctx context.Context, p *ClaimRunParams) (*Grant, error)
 			g = &Grant{Run: *r, Token: r.Token, LeaseExpiresAt: *r.LeaseExpiresAt, Deadline: *r.DeadlineAt}
 			return nil
 		}
+		if unfit > 0 && unfit == len(p.RunIDs) {
+			return ErrUnfit
+		}
 		return ErrNothingToClaim
 	})
 	if err != nil {
-		if errors.Is(err, ErrBusy) || errors.Is(err, ErrNothingToClaim) {
+		if errors.Is(err, ErrBusy) || errors.Is(err, ErrNothingToClaim) { // ErrUnfit matches too
 			return nil, err
 		}
 		return nil, fmt.Errorf("store: claim run: %w", err)

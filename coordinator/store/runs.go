@@ -47,6 +47,11 @@ var ErrBusy = errors.New("store: device busy or unavailable")
 // ErrNothingToClaim is returned by ClaimRun when every candidate was taken.
 var ErrNothingToClaim = errors.New("store: no candidate run could be claimed")
 
+// ErrUnfit is returned (it also matches ErrNothingToClaim) by ClaimRun
+// when the device refused every candidate as unfit within UnfitFor: the
+// runs are not taken, only not for this device.
+var ErrUnfit = fmt.Errorf("%w: the device refused it as unfit", ErrNothingToClaim)
+
 // DefaultLineage is the build lineage of triggers, runs and schedules that
 // do not name one, and of every row stored before lineages existed.
 const DefaultLineage = "main"

@@ -2,14 +2,16 @@ package store_test
 
 import (
 	"context"
+	"errors"
 	"testing"
+	"time"
 
 	"github.com/lesfarm/lesfarm/coordinator/store"
 )
 
-// TestUnfitRefusalIsRemembered: a run a device refused as unfit is never
-// a candidate for that device again, but still is for others, and the
-// refusal uses no attempt.
+// TestUnfitRefusalIsRemembered: a run a device refused as unfit is neither
+// a candidate for nor claimable by that device for UnfitFor, but still is
+// for others, and the refusal uses no attempt.
 func TestUnfitRefusalIsRemembered(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -40,11 +42,32 @@ func TestUnfitRefusalIsRemembered(t *testing.T) {
 	if n := candidates("dev-b"); n != 1 {
 		t.Fatalf("dev-b gets %d candidates, want the run", n)
 	}
+	// Claiming says why: unfit for this device, not taken.
+	_, err := st.ClaimRun(ctx, &store.ClaimRunParams{DeviceID: "dev-a", RunIDs: []int64{g.Run.ID}, LeaseTTL: 10 * time.Second, Coordinator: "t"})
+	if !errors.Is(err, store.ErrUnfit) || !errors.Is(err, store.ErrNothingToClaim) {
+		t.Fatalf("dev-a claiming the run it refused: %v, want ErrUnfit", err)
+	}
+	// The refusal expires after UnfitFor (the agent may have been
+	// upgraded, memory freed).
+	time.Sleep(20 * time.Millisecond)
+	d, err := st.GetDevice(ctx, "dev-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, err := st.Candidates(ctx, &store.CandidatesParams{UnfitFor: 10 * time.Millisecond,
+		Device: &store.PlacementDevice{ID: d.ID, Platform: d.Platform, DeviceModel: d.DeviceModel, RAMBytes: *d.RAMBytes, Labels: d.EffectiveLabels()}})
+	if err != nil || len(cs) != 1 {
+		t.Fatalf("after UnfitFor dev-a gets %d candidates (%v), want the run", len(cs), err)
+	}
+	g2, err := st.ClaimRun(ctx, &store.ClaimRunParams{DeviceID: "dev-a", RunIDs: []int64{g.Run.ID}, LeaseTTL: 10 * time.Second, Coordinator: "t", UnfitFor: 10 * time.Millisecond})
+	if err != nil || g2.Run.ID != g.Run.ID {
+		t.Fatalf("after UnfitFor dev-a cannot claim the run: %v", err)
+	}
 	r, err := st.GetRun(ctx, g.Run.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.State != store.RunQueued || r.Attempts != 0 {
-		t.Fatalf("after an unfit refusal: state %s, attempts %d", r.State, r.Attempts)
+	if r.State != store.RunAssigned || r.Attempts != 1 {
+		t.Fatalf("after an unfit refusal and a new claim: state %s, attempts %d, want assigned on attempt 1 (the refusal used none)", r.State, r.Attempts)
 	}
 }
