@@ -69,7 +69,10 @@ func fixture(t testing.TB, rel string) string {
 		p = filepath.Join(sharedTestdata(t), rel)
 	}
 	if _, err := os.Stat(p); err != nil {
-		t.Skipf("SKIPPING: fixture %s is missing (%v); this conformance check did NOT run", p, err)
+		if os.Getenv("LESFARM_FIXTURES") == "require" {
+			t.Fatalf("fixture %s is missing (%v) and LESFARM_FIXTURES=require", p, err)
+		}
+		t.Skipf("SKIPPING: fixture %s is missing (%v); this conformance check did NOT run (LESFARM_FIXTURES=require makes it fail)", p, err)
 	}
 	return p
 }

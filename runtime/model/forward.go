@@ -43,7 +43,8 @@ type State struct {
 
 	sc      scratch
 	layerEv trace.LayerEvent
-	pred    [][]int // per layer: experts predicted by lookahead for this step
+	pred    [][]int      // per layer: experts predicted by lookahead for this step
+	hy      *hybridState // qwen35moe recurrent state (nil otherwise)
 }
 
 // scratch holds the forward-pass buffers, grown to the largest batch seen.
@@ -89,8 +90,14 @@ func (m *Model) NewState(maxTokens int) (*State, error) {
 	s.k = make([][]float32, len(m.Layers))
 	s.v = make([][]float32, len(m.Layers))
 	for i := range m.Layers {
+		if m.hybrid != nil && m.hybrid.layers[i].recurrent {
+			continue // DeltaNet layers keep a recurrent state instead
+		}
 		s.k[i] = make([]float32, maxTokens*kvDim)
 		s.v[i] = make([]float32, maxTokens*vDim)
+	}
+	if m.hybrid != nil {
+		s.hy = newHybridState(m)
 	}
 	s.pred = make([][]int, len(m.Layers))
 	s.sc.layerFn = s.runExpert
@@ -104,11 +111,20 @@ func (s *State) Pos() int { return s.pos }
 func (s *State) Cap() int { return s.max }
 
 // Reset empties the cache.
-func (s *State) Reset() { s.pos = 0 }
+func (s *State) Reset() {
+	s.pos = 0
+	if s.hy != nil {
+		s.hy.reset()
+	}
+}
 
 // Truncate drops cached positions from n on (for speculative decoding).
+// Recurrent layers roll back exactly too (see RollbackWindow).
 func (s *State) Truncate(n int) {
 	if n >= 0 && n < s.pos {
+		if s.hy != nil {
+			s.truncateHybrid(n)
+		}
 		s.pos = n
 	}
 }
@@ -186,6 +202,9 @@ func (s *State) Forward(ctx context.Context, tokens []int, all bool) ([]float32,
 		if t < 0 || t >= m.Vocab {
 			return nil, fmt.Errorf("model: token id %d outside the vocabulary of %d", t, m.Vocab)
 		}
+	}
+	if s.hy != nil {
+		return s.forwardHybrid(ctx, tokens, all)
 	}
 	s.ensure(n)
 	sc := &s.sc

@@ -98,6 +98,7 @@ type Model struct {
 	threads int
 	rope    *ropeTable
 	closers []func() error
+	hybrid  *hybridModel // qwen35moe: DeltaNet, shared experts, MTP (nil otherwise)
 }
 
 // ErrUnsupported is wrapped by Load errors that mean the file cannot be run
@@ -224,6 +225,9 @@ func (m *Model) ActiveBytesPerToken() int64 {
 			n += int64(len(l.Gate.Data) + len(l.Up.Data) + len(l.Down.Data))
 		}
 	}
+	if m.hybrid != nil {
+		n += m.hybrid.activeBytes
+	}
 	return n
 }
 
@@ -242,6 +246,9 @@ func (m *Model) FLOPsPerToken(ctx int) float64 {
 		}
 	}
 	w += float64(m.Output.Rows * m.Output.Cols)
+	if m.hybrid != nil {
+		w += m.hybrid.activeWeights()
+	}
 	// Scores and weighted values: 2 products of Heads*HeadDim per cached position.
 	attn := 2 * float64(m.Heads*m.HeadDim) * float64(ctx) * float64(len(m.Layers))
 	return 2*w + 2*attn

@@ -422,6 +422,7 @@ const (
 	preGPT2
 	preQwen2
 	preLlama3
+	preQwen35     // Qwen3.5: the Qwen2 regex with \p{M} added to the letter classes
 	preDigitsGPT2 // `\p{N}` then the GPT-2 regex (refact, starcoder, smollm, command-r, ...)
 )
 
@@ -441,6 +442,19 @@ func split(kind preKind, text string, c *cpts, words [][2]int) [][2]int {
 	case preLlama3:
 		s := splitter{c: c, ini: 0, end: n, emit: emitWord}
 		s.llama3(3)
+	case preQwen35:
+		// `[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+` and `[^\s\p{L}\p{M}\p{N}]` treat a
+		// combining mark exactly like a letter (a mark as the optional
+		// prefix is absorbed by the letter run that must follow it), so
+		// the Qwen2 splitter on marks reclassified as letters is the
+		// Qwen3.5 regex.
+		for i, r := range c.r {
+			if c.cls[i] == clsOther && r >= 0x300 && unicode.Is(unicode.M, r) {
+				c.cls[i] = clsLetter
+			}
+		}
+		s := splitter{c: c, ini: 0, end: n, emit: emitWord}
+		s.llama3(1)
 	default:
 		// Several passes, each splitting the pieces of the previous one.
 		pieces := [][2]int{{0, n}}

@@ -57,6 +57,12 @@ func TestPretokenizeExamples(t *testing.T) {
 		{preQwen2, "x  ", []string{"x", "  "}},
 		{preQwen2, "a —b", []string{"a", " —", "b"}},
 		{preLlama3, "1234567", []string{"123", "456", "7"}},
+		// Qwen3.5 adds \p{M} to the letter classes: a combining accent stays
+		// in its word (Qwen2 splits it off as punctuation).
+		{preQwen2, "Cafe\u0301 x", []string{"Cafe", "\u0301", " x"}},
+		{preQwen35, "Cafe\u0301 x", []string{"Cafe\u0301", " x"}},
+		{preQwen35, " \u0301a,\u0301", []string{" \u0301a", ",\u0301"}},
+		{preQwen35, "e\u0301\u0301 12", []string{"e\u0301\u0301", " ", "1", "2"}},
 		{preGPT2, "I'm 12345 'S", []string{"I", "'m", " 12345", " '", "S"}},
 		{preGPT2, "a  b", []string{"a", " ", " b"}},
 		{preGPT2, "a\tb", []string{"a", "\t", "b"}},

@@ -41,7 +41,7 @@ const (
 // Options must not be modified after New.
 type Config struct {
 	Model  string    // tokenizer.ggml.model: "gpt2" (byte-level BPE) or "llama" (SentencePiece)
-	Pre    string    // tokenizer.ggml.pre: "gpt-2", "qwen2", "llama3", "default" ("" means default)
+	Pre    string    // tokenizer.ggml.pre: "gpt-2", "qwen2", "qwen35", "llama3", "default" ("" means default)
 	Tokens []string  // token texts, as stored (GPT-2 byte-encoded for gpt2)
 	Types  []int32   // token types (1 normal, 2 unknown, 3 control, 4 user-defined, 5 unused, 6 byte); nil means all normal
 	Merges []string  // BPE merges "a b", by rank (gpt2)
@@ -124,6 +124,8 @@ func parsePre(model, pre string) (preKind, bool, error) {
 		return preGPT2, false, nil
 	case "qwen2", "stablelm2", "hunyuan":
 		return preQwen2, false, nil
+	case "qwen35":
+		return preQwen35, false, nil
 	case "llama3", "llama-v3", "llama-bpe", "falcon3", "pixtral":
 		return preLlama3, true, nil
 	case "dbrx", "smaug-bpe":
@@ -131,7 +133,7 @@ func parsePre(model, pre string) (preKind, bool, error) {
 	case "refact", "starcoder", "command-r", "smollm", "codeshell", "exaone", "minerva-7b":
 		return preDigitsGPT2, false, nil
 	}
-	return 0, false, fmt.Errorf("tokenizer: unsupported pre-tokenizer %q for model %q (supported: default, gpt-2, qwen2, llama3, refact and their aliases)", pre, model)
+	return 0, false, fmt.Errorf("tokenizer: unsupported pre-tokenizer %q for model %q (supported: default, gpt-2, qwen2, qwen35, llama3, refact and their aliases)", pre, model)
 }
 
 // New builds a tokenizer from cfg.

@@ -1,0 +1,106 @@
+package model
+
+import "math"
+
+// Gated DeltaNet (qwen35moe's linear-attention layers), one token at a
+// time. Per v-head h, with k-head kh = h mod KHeads (llama.cpp's tiled
+// order), the state S_h is HeadDim × HeadDim, rows indexed by key dim and
+// columns by value dim:
+//
+//	S  = exp(g_h) · S
+//	δ  = β_h · (v_h − Sᵀ k_kh)
+//	S  = S + k_kh ⊗ δ
+//	o_h = Sᵀ q_kh / sqrt(HeadDim)       (read out after the update)
+//
+// q and k are L2-normalised, β = sigmoid(b) and g = softplus(a + dt_bias)·A
+// with A = −exp(A_log) < 0, so the decay exp(g) is in (0, 1].
+
+// sigmoid returns 1 / (1 + exp(-x)).
+func sigmoid(x float32) float32 {
+	return 1 / (1 + float32(math.Exp(float64(-x))))
+}
+
+// softplus returns log(1 + exp(x)), or x above 20 as ggml does.
+func softplus(x float32) float32 {
+	if x > 20 {
+		return x
+	}
+	return float32(math.Log(1 + float64(float32(math.Exp(float64(x))))))
+}
+
+// l2Norm scales x in place to x / max(‖x‖₂, eps) (ggml_l2_norm).
+func l2Norm(x []float32, eps float32) {
+	var sum float64
+	for _, v := range x {
+		sum += float64(float32(v * v))
+	}
+	scale := 1 / max(float32(math.Sqrt(sum)), eps)
+	for i, v := range x {
+		x[i] = v * scale
+	}
+}
+
+// convStep runs the causal depthwise conv for one token: window holds the
+// raw inputs of the previous taps-1 tokens (oldest first, channels
+// contiguous), raw is the current token's input, w is channels × taps with
+// tap taps-1 on the current token. It writes silu(conv) into out and shifts
+// raw into window.
+func convStep(out, window, raw, w []float32, taps int) {
+	C := len(raw)
+	prev := taps - 1
+	for j := range C {
+		wj := w[j*taps : (j+1)*taps]
+		var sum float32
+		for t := range prev {
+			sum += float32(window[t*C+j] * wj[t])
+		}
+		sum += float32(raw[j] * wj[prev])
+		out[j] = silu(sum)
+	}
+	if prev > 0 {
+		copy(window, window[C:])
+		copy(window[(prev-1)*C:], raw)
+	}
+}
+
+// deltaUpdate applies one token's decay and delta-rule update to the
+// D×D state S of one head (k, v: D values). When q is non-nil it also
+// reads out o = Sᵀq after the update (q already scaled by 1/sqrt(D)).
+// acc is D floats of scratch. Forward and rollback replay both call it,
+// so a replayed state is bit-identical to the one computed in the pass.
+func deltaUpdate(S, k, v, q, o, acc []float32, decay, beta float32) {
+	D := len(k)
+	clear(acc)
+	for i := range D {
+		row := S[i*D : (i+1)*D]
+		ki := k[i]
+		for j := range row {
+			r := row[j] * decay
+			row[j] = r
+			acc[j] += float32(r * ki)
+		}
+	}
+	for j := range acc {
+		acc[j] = float32(beta * (v[j] - acc[j])) // δ
+	}
+	if q == nil {
+		for i := range D {
+			row := S[i*D : (i+1)*D]
+			ki := k[i]
+			for j := range row {
+				row[j] += float32(ki * acc[j])
+			}
+		}
+		return
+	}
+	clear(o)
+	for i := range D {
+		row := S[i*D : (i+1)*D]
+		ki, qi := k[i], q[i]
+		for j := range row {
+			r := row[j] + float32(ki*acc[j])
+			row[j] = r
+			o[j] += float32(r * qi)
+		}
+	}
+}

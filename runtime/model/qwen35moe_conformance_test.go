@@ -1,0 +1,190 @@
+package model
+
+import (
+	"context"
+	"slices"
+	"testing"
+
+	"github.com/lesfarm/lesfarm/runtime/sample"
+	"github.com/lesfarm/lesfarm/runtime/tokenizer"
+)
+
+// qwen35Ref is the subset of a qwen35moe *.ref.json the tests use (see
+// ../shared/testdata/qwen35moe/README.md).
+type qwen35Ref struct {
+	NVocab              int   `json:"n_vocab"`
+	NLayer              int   `json:"n_layer"`
+	RecurrentLayers     []int `json:"recurrent_layers"`
+	FullAttentionLayers []int `json:"full_attention_layers"`
+	Prompts             []struct {
+		Text     string `json:"text"`
+		TokenIDs []int  `json:"token_ids"`
+		Greedy   struct {
+			TokenIDs []int `json:"token_ids"`
+			Top5     []struct {
+				Margin float64 `json:"margin"`
+			} `json:"top5_per_step"`
+		} `json:"greedy"`
+		Logits []struct {
+			Position     int       `json:"position"`
+			InputTokenID int       `json:"input_token_id"`
+			Values       []float32 `json:"values"`
+		} `json:"logits"`
+		Positions []struct {
+			Pos    int `json:"pos"`
+			Layers []struct {
+				ExpertIDs        []int     `json:"expert_ids"`
+				RouterProbs      []float32 `json:"router_probs"`
+				SelectionMargin  float64   `json:"selection_margin"`
+				SharedExpertGate float32   `json:"shared_expert_gate"`
+			} `json:"layers"`
+		} `json:"positions"`
+		MTP struct {
+			Sequence  []int `json:"sequence_token_ids"`
+			Positions []struct {
+				Pos        int       `json:"pos"`
+				Input      int       `json:"input_token_id"`
+				HFrom      *int      `json:"h_from_pos"`
+				Argmax     int       `json:"argmax"`
+				Top5IDs    []int     `json:"top5_ids"`
+				Top5Logits []float32 `json:"top5_logits"`
+			} `json:"positions"`
+			Logits []struct {
+				Position int       `json:"position"`
+				HFrom    int       `json:"h_from_pos"`
+				Values   []float32 `json:"values"`
+			} `json:"logits"`
+		} `json:"mtp"`
+	} `json:"prompts"`
+}
+
+// qwen35Cases are the shared qwen35moe fixtures and the issue's tolerances.
+// F32: max |Δlogit| 1e-4 and all 32 greedy tokens (the smallest reference
+// margin, 1.1e-3, is far above our error). Q4_K_M, with activations
+// quantized to Q8_K / Q8_0 as ggml does (the tensor kernels always do):
+// max |Δlogit| 0.3, routing sets equal where selection_margin >= 5e-3,
+// greedy equal up to the first step whose reference margin is below 0.1.
+var qwen35Cases = []struct {
+	name, model, ref string
+	tol              tolerances
+}{
+	{"f32", "qwen35moe/tiny-qwen35moe-f32.gguf", "qwen35moe/tiny-qwen35moe-f32.ref.json", tolerances{1e-4, 2, 0, 0}},
+	{"q4_k_m", "qwen35moe/tiny-qwen35moe-q4_k_m.gguf", "qwen35moe/tiny-qwen35moe-q4_k_m.ref.json", tolerances{0.3, 2, 5e-3, 0.1}},
+}
+
+func TestQwen35Conformance(t *testing.T) {
+	for _, tc := range qwen35Cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			path := fixture(t, tc.model)
+			var ref qwen35Ref
+			readJSON(t, fixture(t, tc.ref), &ref)
+			m, err := Load(path, Options{Threads: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer m.Close()
+			if m.Vocab != ref.NVocab || len(m.Layers) != ref.NLayer || !m.HasMTP() {
+				t.Fatalf("model has vocab %d, %d layers, MTP %v; ref says %d, %d, MTP", m.Vocab, len(m.Layers), m.HasMTP(), ref.NVocab, ref.NLayer)
+			}
+			for _, l := range ref.RecurrentLayers {
+				if !m.hybrid.layers[l].recurrent {
+					t.Errorf("layer %d should be a DeltaNet layer", l)
+				}
+			}
+			for _, l := range ref.FullAttentionLayers {
+				if m.hybrid.layers[l].recurrent {
+					t.Errorf("layer %d should be a full-attention layer", l)
+				}
+			}
+			tok, err := tokenizer.FromGGUF(m.File)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for pi, pr := range ref.Prompts {
+				if got := tok.Tokenize(pr.Text, true, false); !slices.Equal(got, pr.TokenIDs) {
+					t.Errorf("prompt %d %q: tokens %v, ref %v", pi, pr.Text, got, pr.TokenIDs)
+				}
+			}
+			ctx := context.Background()
+			worst, worstCos := 0.0, 1.0
+			routed, skipped, diffs := 0, 0, 0
+			for pi, pr := range ref.Prompts {
+				type key struct{ pos, layer int }
+				got := map[key][]int{}
+				st, err := m.NewState(0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				st.OnRoute = func(pos, layer int, experts []int, _ []float32) {
+					got[key{pos, layer}] = slices.Clone(experts)
+				}
+				logits, err := st.Forward(ctx, pr.TokenIDs, false)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for li, lg := range pr.Logits {
+					if li > 0 {
+						if lg.Position != st.Pos() {
+							t.Fatalf("prompt %d: ref logits entry %d at position %d, cache at %d", pi, li, lg.Position, st.Pos())
+						}
+						if logits, err = st.Forward(ctx, []int{lg.InputTokenID}, false); err != nil {
+							t.Fatal(err)
+						}
+					}
+					d, c := compareLogits(logits, lg.Values)
+					worst, worstCos = max(worst, d), min(worstCos, c)
+					if d > tc.tol.maxAbsLogit && c < tc.tol.minCosine {
+						t.Errorf("prompt %d pos %d: max |Δlogit| %.3g (tol %g), cosine %.6f", pi, lg.Position, d, tc.tol.maxAbsLogit, c)
+					}
+				}
+				for _, p := range pr.Positions {
+					for l, lr := range p.Layers {
+						g, ok := got[key{p.Pos, l}]
+						if !ok {
+							t.Fatalf("prompt %d: no routing captured at pos %d layer %d", pi, p.Pos, l)
+						}
+						if lr.SelectionMargin < tc.tol.routeMargin {
+							skipped++
+							continue
+						}
+						routed++
+						a, b := slices.Sorted(slices.Values(g)), slices.Sorted(slices.Values(lr.ExpertIDs))
+						if !slices.Equal(a, b) {
+							diffs++
+							t.Errorf("prompt %d pos %d layer %d: experts %v, ref %v (margin %.2g)", pi, p.Pos, l, g, lr.ExpertIDs, lr.SelectionMargin)
+						}
+					}
+				}
+				st.Reset()
+				st.OnRoute = nil
+				if logits, err = st.Forward(ctx, pr.TokenIDs, false); err != nil {
+					t.Fatal(err)
+				}
+				limit := len(pr.Greedy.TokenIDs)
+				for i := range pr.Greedy.Top5 {
+					if pr.Greedy.Top5[i].Margin < tc.tol.greedyMarg {
+						limit = i
+						break
+					}
+				}
+				matched := len(pr.Greedy.TokenIDs)
+				for i, want := range pr.Greedy.TokenIDs {
+					id := sample.Argmax(logits)
+					if id != want {
+						matched = i
+						break
+					}
+					if logits, err = st.Forward(ctx, []int{id}, false); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if matched < limit {
+					t.Errorf("prompt %d: greedy diverges at step %d, before the first low-margin step %d", pi, matched, limit)
+				}
+				t.Logf("%s prompt %d (%d tokens): greedy %d/%d matched (required %d)", tc.name, pi, len(pr.TokenIDs), matched, len(pr.Greedy.TokenIDs), limit)
+			}
+			t.Logf("%s: max |Δlogit| %.3g, min cosine %.7f; routing %d sets compared, %d differ, %d skipped (margin < %g)", tc.name, worst, worstCos, routed, diffs, skipped, tc.tol.routeMargin)
+		})
+	}
+}

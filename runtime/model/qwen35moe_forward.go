@@ -1,0 +1,320 @@
+package model
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/lesfarm/lesfarm/runtime/tensor"
+)
+
+// hybridScratch holds the qwen35moe forward buffers, grown to the largest
+// batch seen.
+type hybridScratch struct {
+	n              int
+	qg             []float32 // n × 2·Heads·HeadDim: query and output gate
+	mix            []float32 // n × convDim: DeltaNet qkv before the conv
+	u              []float32 // convDim: one token after conv, silu, L2 norm
+	z              []float32 // n × Inner: DeltaNet output gate
+	b, a           []float32 // n × VHeads
+	y              []float32 // n × Inner: DeltaNet readout, then gated norm
+	qs, acc        []float32 // HeadDim
+	shg, shu, shd  []float32 // shared expert: n × SharedFFN, n × Hidden
+	normed         []float32 // n × Hidden: rms(x, output_norm) of the last pass
+	mmDst          [4][]float32
+	mmM            [4]tensor.Matrix
+	lastN, lastPos int
+}
+
+func (hs *hybridState) ensure(m *Model, n int) {
+	sc := &hs.sc
+	if n <= sc.n && sc.u != nil {
+		return
+	}
+	hc := m.hybrid.HybridConfig
+	sc.n = n
+	sc.qg = grow(sc.qg, n*2*m.Heads*m.HeadDim)
+	sc.mix = grow(sc.mix, n*hc.convDim())
+	sc.u = grow(sc.u, hc.convDim())
+	sc.z = grow(sc.z, n*hc.Inner)
+	sc.b = grow(sc.b, n*hc.VHeads)
+	sc.a = grow(sc.a, n*hc.VHeads)
+	sc.y = grow(sc.y, n*hc.Inner)
+	sc.qs = grow(sc.qs, hc.HeadDim)
+	sc.acc = grow(sc.acc, hc.HeadDim)
+	sc.shg = grow(sc.shg, n*hc.SharedFFN)
+	sc.shu = grow(sc.shu, n*hc.SharedFFN)
+	sc.shd = grow(sc.shd, n*m.Hidden)
+	sc.normed = grow(sc.normed, n*m.Hidden)
+}
+
+// forwardHybrid is Forward for qwen35moe (tokens already validated).
+func (s *State) forwardHybrid(ctx context.Context, tokens []int, all bool) ([]float32, error) {
+	hs := s.hy
+	if hs.stale >= 0 {
+		if err := s.recompute(ctx); err != nil {
+			return nil, err
+		}
+	}
+	m := s.m
+	n := len(tokens)
+	s.ensure(n)
+	hs.ensure(m, n)
+	sc := &s.sc
+	H := m.Hidden
+	x := sc.x[:n*H]
+	for i, t := range tokens {
+		if err := m.Embed.Row(t, x[i*H:(i+1)*H]); err != nil {
+			return nil, fmt.Errorf("model: embedding row %d: %w", t, err)
+		}
+	}
+	half := m.RopeDim / 2
+	for i := range n {
+		m.rope.fill(s.pos+i, sc.cos[i*half:(i+1)*half], sc.sin[i*half:(i+1)*half])
+	}
+	hs.planHistory(s.pos, n)
+	if k := m.Experts.PredictK(); k > 0 {
+		if err := s.predict(0, x, n, k); err != nil {
+			return nil, err
+		}
+	}
+	for li := range m.Layers {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		start := time.Now()
+		if err := s.hybridLayer(ctx, li, n); err != nil {
+			return nil, err
+		}
+		if s.Sink != nil {
+			s.emitLayer(li, time.Since(start))
+		}
+	}
+	normed := hs.sc.normed[:n*H]
+	for i := range n {
+		rmsNorm(normed[i*H:(i+1)*H], x[i*H:(i+1)*H], m.OutNorm, m.Eps)
+	}
+	hs.sc.lastN, hs.sc.lastPos = n, s.pos
+	first := n - 1
+	if all {
+		first = 0
+	}
+	cnt := n - first
+	sc.logits = grow(sc.logits, cnt*m.Vocab)
+	if err := m.matmul(sc.logits, &m.Output, normed[first*H:], cnt); err != nil {
+		return nil, fmt.Errorf("model: output: %w", err)
+	}
+	hs.tokens = append(hs.tokens[:s.pos], tokens...)
+	hs.commitHistory(s.pos, n)
+	s.pos += n
+	return sc.logits, nil
+}
+
+// OutputHidden returns rms(x, output_norm) (llama.cpp's h_nextn, the input
+// of the LM head and of the MTP block) at position pos, which must be one
+// of the positions of the last Forward call; nil otherwise or for
+// architectures without an MTP block. The slice is reused by the next call.
+func (s *State) OutputHidden(pos int) []float32 {
+	if s.hy == nil {
+		return nil
+	}
+	sc := &s.hy.sc
+	i := pos - sc.lastPos
+	if i < 0 || i >= sc.lastN || pos >= s.pos {
+		return nil
+	}
+	H := s.m.Hidden
+	return sc.normed[i*H : (i+1)*H]
+}
+
+// hybridLayer runs decoder block li of a qwen35moe model on the n rows of
+// sc.x in place.
+func (s *State) hybridLayer(ctx context.Context, li, n int) error {
+	m := s.m
+	L := &m.Layers[li]
+	hl := &m.hybrid.layers[li]
+	sc := &s.sc
+	H := m.Hidden
+	x, h := sc.x[:n*H], sc.h[:n*H]
+	for i := range n {
+		rmsNorm(h[i*H:(i+1)*H], x[i*H:(i+1)*H], L.AttnNorm, m.Eps)
+	}
+	var err error
+	if hl.recurrent {
+		err = s.deltaNet(li, n)
+	} else {
+		err = s.gatedAttention(li, L, n)
+	}
+	if err != nil {
+		return err
+	}
+	for i := range x {
+		x[i] += h[i]
+	}
+	if k := m.Experts.PredictK(); k > 0 && li+1 < len(m.Layers) {
+		if err := s.predict(li+1, x, n, k); err != nil {
+			return err
+		}
+	}
+	return s.moeShared(ctx, li, L, hl, n)
+}
+
+// moeShared runs the FFN of a qwen35moe block: rms(x, post_attention_norm),
+// routed experts through the Source, and the gated shared expert, both
+// added to sc.x.
+func (s *State) moeShared(ctx context.Context, li int, L *Layer, hl *hybridLayer, n int) error {
+	m := s.m
+	sc := &s.sc
+	H := m.Hidden
+	x, h := sc.x[:n*H], sc.h[:n*H]
+	for i := range n {
+		rmsNorm(h[i*H:(i+1)*H], x[i*H:(i+1)*H], L.FFNNorm, m.Eps)
+	}
+	if err := s.moe(ctx, li, n); err != nil {
+		return err
+	}
+	hsc := &s.hy.sc
+	F := hl.ShGate.Rows
+	g, u, d := hsc.shg[:n*F], hsc.shu[:n*F], hsc.shd[:n*H]
+	hsc.mmDst[0], hsc.mmDst[1] = g, u
+	hsc.mmM[0], hsc.mmM[1] = hl.ShGate, hl.ShUp
+	if err := tensor.MatMulMulti(m.pool, hsc.mmDst[:2], hsc.mmM[:2], h, n); err != nil {
+		return fmt.Errorf("model: blk.%d.ffn_gate/up_shexp: %w", li, err)
+	}
+	for i := range g {
+		g[i] = silu(g[i]) * u[i]
+	}
+	if err := m.matmul(d, &hl.ShDown, g, n); err != nil {
+		return fmt.Errorf("model: blk.%d.ffn_down_shexp: %w", li, err)
+	}
+	for i := range n {
+		gate := sigmoid(tensor.Dot(hl.ShGateInp, h[i*H:(i+1)*H]))
+		xi, di := x[i*H:(i+1)*H], d[i*H:(i+1)*H]
+		for j := range xi {
+			xi[j] += di[j] * gate
+		}
+	}
+	return nil
+}
+
+// gatedAttention computes Wo·(attention ⊙ sigmoid(gate)) of the n rows of
+// sc.h into sc.h, caching keys and values at Pos()...
+func (s *State) gatedAttention(li int, L *Layer, n int) error {
+	m := s.m
+	sc, hsc := &s.sc, &s.hy.sc
+	qDim, kvDim, vDim := m.Heads*m.HeadDim, m.KVHeads*m.HeadDim, m.KVHeads*m.ValueDim
+	qg := hsc.qg[:n*2*qDim]
+	hsc.mmDst[0], hsc.mmDst[1], hsc.mmDst[2] = qg, sc.k[:n*kvDim], sc.v[:n*vDim]
+	hsc.mmM[0], hsc.mmM[1], hsc.mmM[2] = L.Q, L.K, L.V
+	if err := tensor.MatMulMulti(m.pool, hsc.mmDst[:3], hsc.mmM[:3], sc.h[:n*m.Hidden], n); err != nil {
+		return fmt.Errorf("model: blk.%d.attn_q/k/v: %w", li, err)
+	}
+	D, half := m.HeadDim, m.RopeDim/2
+	kc, vc := s.k[li], s.v[li]
+	for i := range n {
+		cos, sin := sc.cos[i*half:(i+1)*half], sc.sin[i*half:(i+1)*half]
+		for hd := range m.Heads {
+			q := sc.q[i*qDim+hd*D : i*qDim+(hd+1)*D]
+			copy(q, qg[i*2*qDim+hd*2*D:])
+			rmsNorm(q, q, L.QNorm, m.Eps)
+			m.rope.apply(q, cos, sin)
+		}
+		for hd := range m.KVHeads {
+			k := sc.k[i*kvDim+hd*D : i*kvDim+(hd+1)*D]
+			rmsNorm(k, k, L.KNorm, m.Eps)
+			m.rope.apply(k, cos, sin)
+		}
+		p := s.pos + i
+		copy(kc[p*kvDim:(p+1)*kvDim], sc.k[i*kvDim:(i+1)*kvDim])
+		copy(vc[p*vDim:(p+1)*vDim], sc.v[i*vDim:(i+1)*vDim])
+	}
+	s.attention(li, n)
+	Dv := m.ValueDim
+	att := sc.att[:n*m.Heads*Dv]
+	for i := range n {
+		for hd := range m.Heads {
+			gate := qg[i*2*qDim+hd*2*D+D : i*2*qDim+(hd+1)*2*D]
+			o := att[(i*m.Heads+hd)*Dv : (i*m.Heads+hd+1)*Dv]
+			for j := range o {
+				o[j] *= sigmoid(gate[j])
+			}
+		}
+	}
+	if err := m.matmul(sc.h, &L.O, att, n); err != nil {
+		return fmt.Errorf("model: blk.%d.attn_output: %w", li, err)
+	}
+	return nil
+}
+
+// deltaNet computes the Gated DeltaNet output of the n rows of sc.h into
+// sc.h, advancing layer li's conv and recurrent state token by token.
+func (s *State) deltaNet(li, n int) error {
+	m := s.m
+	hc := m.hybrid.HybridConfig
+	hl := &m.hybrid.layers[li]
+	rs := &s.hy.layers[li]
+	sc, hsc := &s.sc, &s.hy.sc
+	C, D, VH, KH := hc.convDim(), hc.HeadDim, hc.VHeads, hc.KHeads
+	mix, z, b, a := hsc.mix[:n*C], hsc.z[:n*hc.Inner], hsc.b[:n*VH], hsc.a[:n*VH]
+	hsc.mmDst[0], hsc.mmDst[1], hsc.mmDst[2], hsc.mmDst[3] = mix, z, b, a
+	hsc.mmM[0], hsc.mmM[1], hsc.mmM[2], hsc.mmM[3] = hl.QKV, hl.Z, hl.Beta, hl.Alpha
+	if err := tensor.MatMulMulti(m.pool, hsc.mmDst[:4], hsc.mmM[:4], sc.h[:n*m.Hidden], n); err != nil {
+		return fmt.Errorf("model: blk.%d.attn_qkv/attn_gate/ssm_beta/ssm_alpha: %w", li, err)
+	}
+	hist := &s.hy.plan
+	u, qs := hsc.u, hsc.qs
+	scale := float32(1 / math.Sqrt(float64(D)))
+	for t := range n {
+		if t == hist.ckptAt {
+			copy(rs.ckS, rs.S)
+			copy(rs.ckConv, rs.conv)
+		}
+		raw := mix[t*C : (t+1)*C]
+		slot := hist.slot(t)
+		if slot >= 0 {
+			copy(rs.recM[slot*C:(slot+1)*C], raw)
+		}
+		convStep(u, rs.conv, raw, hl.Conv, hc.ConvKernel)
+		for hd := range 2 * KH { // q heads, then k heads
+			l2Norm(u[hd*D:(hd+1)*D], m.Eps)
+		}
+		bg := rs.bgScratch
+		for hd := range VH {
+			bg[hd] = sigmoid(b[t*VH+hd])
+			bg[VH+hd] = softplus(a[t*VH+hd]+hl.DtBias[hd]) * hl.A[hd]
+		}
+		if slot >= 0 {
+			copy(rs.recU[slot*C:(slot+1)*C], u)
+			copy(rs.recBG[slot*2*VH:(slot+1)*2*VH], bg)
+		}
+		y := hsc.y[t*hc.Inner : (t+1)*hc.Inner]
+		for hd := range VH {
+			kh := hd % KH
+			q := u[kh*D : (kh+1)*D]
+			for i := range qs {
+				qs[i] = q[i] * scale
+			}
+			k := u[(KH+kh)*D : (KH+kh+1)*D]
+			v := u[2*KH*D+hd*D : 2*KH*D+(hd+1)*D]
+			decay := float32(math.Exp(float64(bg[VH+hd])))
+			deltaUpdate(rs.S[hd*D*D:(hd+1)*D*D], k, v, qs, y[hd*D:(hd+1)*D], hsc.acc, decay, bg[hd])
+		}
+	}
+	// Gated RMS norm per head, then the output projection.
+	y := hsc.y[:n*hc.Inner]
+	for t := range n {
+		for hd := range VH {
+			o := y[t*hc.Inner+hd*D : t*hc.Inner+(hd+1)*D]
+			zz := z[t*hc.Inner+hd*D : t*hc.Inner+(hd+1)*D]
+			rmsNorm(o, o, hl.Norm, m.Eps)
+			for j := range o {
+				o[j] *= silu(zz[j])
+			}
+		}
+	}
+	if err := m.matmul(sc.h, &hl.Out, y, n); err != nil {
+		return fmt.Errorf("model: blk.%d.ssm_out: %w", li, err)
+	}
+	return nil
+}
