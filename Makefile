@@ -22,7 +22,7 @@ demo: build ## Run the whole farm on embedded defaults: coordinator, embedded NA
 test: ## Run the test suite (needs PostgreSQL binaries; see `make setup`)
 	$(GO) vet $(PKGS)
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
-	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(PKGS)
+	@set -o pipefail; $(GO) test -count=1 -timeout $(TEST_TIMEOUT) -json $(PKGS) | $(GO) run ./internal/testsum
 
 test/race: ## Run the tests with the race detector
 	$(GO) test -count=1 -race -timeout 30m $(PKGS)

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"github.com/lesfarm/lesfarm/internal/fixture"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -22,7 +23,7 @@ func trainedModel(t testing.TB) string {
 	_, file, _, _ := runtime.Caller(0)
 	p := filepath.Join(filepath.Dir(file), "..", "..", "shared", "testdata", "trained", "tiny-moe-kjv-f16.gguf")
 	if _, err := os.Stat(p); err != nil {
-		t.Skipf("SKIPPED: trained fixture model missing at %s (%v): the agent's runtime tests need /work/shared/testdata", p, err)
+		fixture.Missing(t, p, err, "the agent's runtime tests")
 	}
 	return p
 }

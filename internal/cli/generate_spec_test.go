@@ -2,6 +2,7 @@ package cli_test
 
 import (
 	"encoding/json"
+	"github.com/lesfarm/lesfarm/internal/fixture"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -109,7 +110,7 @@ func TestGenerateDraftTrained(t *testing.T) {
 	dir := filepath.Join(filepath.Dir(file), "..", "..", "..", "shared", "testdata", "trained")
 	moe, draft := filepath.Join(dir, "tiny-moe-kjv-f16.gguf"), filepath.Join(dir, "tiny-draft-kjv-f32.gguf")
 	if _, err := os.Stat(draft); err != nil {
-		t.Skipf("SKIPPING: fixture %s is missing (%v); generate --draft on the trained pair is NOT being tested", draft, err)
+		fixture.Missing(t, draft, err, "generate --draft on the trained pair")
 	}
 	args := []string{"--model", moe, "--prompt", "And the LORD spake unto Moses, saying,", "--max-tokens", "32"}
 	want := tokenIDs(t, generateJSONOut(t, args...))

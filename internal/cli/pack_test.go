@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"github.com/lesfarm/lesfarm/internal/fixture"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -14,7 +15,7 @@ func lesFixture(t *testing.T, rel string) string {
 	_, file, _, _ := runtime.Caller(0)
 	p := filepath.Join(filepath.Dir(file), "..", "..", "..", "shared", "testdata", rel)
 	if _, err := os.Stat(p); err != nil {
-		t.Skipf("SKIPPING: fixture %s is missing (%v); pack/ladder CLI NOT tested", p, err)
+		fixture.Missing(t, p, err, "the pack/ladder CLI test")
 	}
 	return p
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/lesfarm/lesfarm/internal/fixture"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -21,7 +22,7 @@ func ladderFixture(t *testing.T, rel string) string {
 	_, file, _, _ := runtime.Caller(0)
 	p := filepath.Join(filepath.Dir(file), "..", "..", "..", "shared", "testdata", rel)
 	if _, err := os.Stat(p); err != nil {
-		t.Skipf("SKIPPING: fixture %s is missing (%v); the LES ladder is NOT being tested", p, err)
+		fixture.Missing(t, p, err, "the LES ladder on this fixture")
 	}
 	return p
 }

@@ -3,6 +3,7 @@ package bench
 import (
 	"bytes"
 	"context"
+	"github.com/lesfarm/lesfarm/internal/fixture"
 	"os"
 	"path/filepath"
 	"strings"
@@ -100,7 +101,7 @@ func TestRunSpecTrained(t *testing.T) {
 	dir := filepath.Join("..", "..", "..", "shared", "testdata", "trained")
 	m, d := filepath.Join(dir, "tiny-moe-kjv-f16.gguf"), filepath.Join(dir, "tiny-draft-kjv-f32.gguf")
 	if _, err := os.Stat(d); err != nil {
-		t.Skipf("SKIPPING: fixture %s is missing (%v)", d, err)
+		fixture.Missing(t, d, err, "the trained-pair speculative benchmark")
 	}
 	// "And the LORD spake unto Moses, saying," (ref.json prompt ids).
 	prompt := []int{1870, 262, 406, 1581, 35, 599, 539, 1418, 78, 337, 418, 274, 11, 2282, 11}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	fx "github.com/lesfarm/lesfarm/internal/fixture"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -26,7 +27,7 @@ func fixture(t *testing.T, rel string) string {
 	_, file, _, _ := runtime.Caller(0)
 	p := filepath.Join(filepath.Dir(file), "..", "..", "..", "shared", "testdata", rel)
 	if _, err := os.Stat(p); err != nil {
-		t.Skipf("SKIPPING: fixture %s is missing (%v); LES exactness is NOT being tested", p, err)
+		fx.Missing(t, p, err, "LES exactness on the shared fixtures")
 	}
 	return p
 }

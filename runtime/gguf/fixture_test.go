@@ -1,6 +1,7 @@
 package gguf
 
 import (
+	"github.com/lesfarm/lesfarm/internal/fixture"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -14,7 +15,7 @@ func sharedTestdata(t testing.TB) string {
 	_, file, _, _ := runtime.Caller(0)
 	dir := filepath.Join(filepath.Dir(file), "..", "..", "..", "shared", "testdata")
 	if _, err := os.Stat(dir); err != nil {
-		t.Skipf("SKIPPING: shared fixtures not found at %s (%v); real-model GGUF checks did not run", dir, err)
+		fixture.Missing(t, dir, err, "the real-model GGUF checks")
 	}
 	return dir
 }
@@ -25,7 +26,7 @@ func TestFixtures(t *testing.T) {
 	dir := sharedTestdata(t)
 	files, _ := filepath.Glob(filepath.Join(dir, "*", "*.gguf"))
 	if len(files) == 0 {
-		t.Skipf("SKIPPING: no *.gguf fixtures under %s", dir)
+		fixture.Missing(t, filepath.Join(dir, "*", "*.gguf"), os.ErrNotExist, "the real-model GGUF checks")
 	}
 	for _, path := range files {
 		t.Run(filepath.Base(path), func(t *testing.T) {

@@ -3,6 +3,7 @@ package model
 import (
 	"context"
 	"encoding/json"
+	fx "github.com/lesfarm/lesfarm/internal/fixture"
 	"math"
 	"os"
 	"path/filepath"
@@ -69,10 +70,7 @@ func fixture(t testing.TB, rel string) string {
 		p = filepath.Join(sharedTestdata(t), rel)
 	}
 	if _, err := os.Stat(p); err != nil {
-		if os.Getenv("LESFARM_FIXTURES") == "require" {
-			t.Fatalf("fixture %s is missing (%v) and LESFARM_FIXTURES=require", p, err)
-		}
-		t.Skipf("SKIPPING: fixture %s is missing (%v); this conformance check did NOT run (LESFARM_FIXTURES=require makes it fail)", p, err)
+		fx.Missing(t, p, err, "this conformance check")
 	}
 	return p
 }

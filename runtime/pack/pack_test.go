@@ -3,6 +3,7 @@ package pack
 import (
 	"bytes"
 	"context"
+	fx "github.com/lesfarm/lesfarm/internal/fixture"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -17,7 +18,7 @@ func fixture(t *testing.T, rel string) string {
 	_, file, _, _ := runtime.Caller(0)
 	p := filepath.Join(filepath.Dir(file), "..", "..", "..", "shared", "testdata", rel)
 	if _, err := os.Stat(p); err != nil {
-		t.Skipf("SKIPPING: fixture %s is missing (%v); pack is NOT being tested on it", p, err)
+		fx.Missing(t, p, err, "pack on this fixture")
 	}
 	return p
 }

@@ -3,6 +3,7 @@ package spec
 import (
 	"context"
 	"errors"
+	"github.com/lesfarm/lesfarm/internal/fixture"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -274,7 +275,7 @@ func sharedTestdata(t testing.TB, rel string) string {
 	_, file, _, _ := runtime.Caller(0)
 	p := filepath.Join(filepath.Dir(file), "..", "..", "..", "shared", "testdata", rel)
 	if _, err := os.Stat(p); err != nil {
-		t.Skipf("SKIPPING: fixture %s is missing (%v); speculative decoding on the trained MoE is NOT being tested", p, err)
+		fixture.Missing(t, p, err, "speculative decoding on the trained MoE")
 	}
 	return p
 }

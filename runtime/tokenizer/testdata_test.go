@@ -3,6 +3,7 @@ package tokenizer
 import (
 	"encoding/json"
 	"flag"
+	"github.com/lesfarm/lesfarm/internal/fixture"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -21,7 +22,7 @@ func sharedTestdata(t testing.TB) string {
 	_, file, _, _ := runtime.Caller(0)
 	dir := filepath.Join(filepath.Dir(file), "..", "..", "..", "shared", "testdata")
 	if _, err := os.Stat(dir); err != nil {
-		t.Skipf("SKIPPING: shared fixtures not found at %s (%v); conformance against the shared references did not run", dir, err)
+		fixture.Missing(t, dir, err, "tokenizer conformance against the shared references")
 	}
 	return dir
 }
