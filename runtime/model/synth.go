@@ -15,10 +15,10 @@ import (
 // SynthConfig describes a random-weight model for WriteSynthetic. Zero
 // fields get defaults (see Defaults).
 type SynthConfig struct {
-	Arch        string // "qwen3moe" (default) or "qwen3" (dense)
-	Layers      int
-	Experts     int // qwen3moe
-	ExpertsUsed int // qwen3moe
+	Arch        string // "qwen3moe" (default), "qwen3" (dense) or "qwen35moe"
+	Layers      int    // decoder layers (qwen35moe: without the MTP blocks)
+	Experts     int    // qwen3moe, qwen35moe
+	ExpertsUsed int    // qwen3moe, qwen35moe
 	Hidden      int
 	ExpertFFN   int // qwen3moe: per-expert FFN width; qwen3: dense FFN width
 	Heads       int
@@ -28,6 +28,8 @@ type SynthConfig struct {
 	Context     int
 	Type        tensor.Type // matrices; norms and the router stay F32
 	Seed        uint64
+	// Qwen35 holds the qwen35moe-only geometry (see synth_qwen35.go).
+	Qwen35
 	// Progress, if set, is called with bytes of tensor data written so far
 	// and the total.
 	Progress func(done, total int64)
@@ -53,9 +55,12 @@ func (c *SynthConfig) Defaults() error {
 	if c.Type == 0 && !c.Type.Known() {
 		c.Type = tensor.F32
 	}
+	if c.Arch == "qwen35moe" {
+		c.defaultsQwen35()
+	}
 	switch {
-	case c.Arch != "qwen3moe" && c.Arch != "qwen3":
-		return fmt.Errorf("synth: unknown architecture %q (supported: qwen3moe, qwen3)", c.Arch)
+	case c.Arch != "qwen3moe" && c.Arch != "qwen3" && c.Arch != "qwen35moe":
+		return fmt.Errorf("synth: unknown architecture %q (supported: qwen3moe, qwen3, qwen35moe)", c.Arch)
 	case c.Layers < 1 || c.Layers > 1024:
 		return fmt.Errorf("synth: layers %d must be in [1, 1024]", c.Layers)
 	case c.Hidden < 32 || c.Hidden%32 != 0:
@@ -71,8 +76,13 @@ func (c *SynthConfig) Defaults() error {
 	case c.Context < 16:
 		return fmt.Errorf("synth: context %d must be >= 16", c.Context)
 	}
-	if c.Arch == "qwen3moe" && (c.Experts < 1 || c.ExpertsUsed < 1 || c.ExpertsUsed > c.Experts || c.Experts > 4096) {
+	if c.Arch != "qwen3" && (c.Experts < 1 || c.ExpertsUsed < 1 || c.ExpertsUsed > c.Experts || c.Experts > 4096) {
 		return fmt.Errorf("synth: experts %d / experts-used %d: need 1 <= experts-used <= experts <= 4096", c.Experts, c.ExpertsUsed)
+	}
+	if c.Arch == "qwen35moe" {
+		if err := c.validateQwen35(); err != nil {
+			return err
+		}
 	}
 	ok := false
 	for _, t := range SynthTypes {
@@ -92,6 +102,8 @@ type synthTensor struct {
 	dims []uint64
 	std  float64
 	mean float64
+	// negExp makes the values −exp(mean + std·z) (qwen35moe's ssm_a).
+	negExp bool
 }
 
 // matType returns c.Type when a row of cols fits its block size, else the
@@ -112,6 +124,9 @@ func (c *SynthConfig) matType(cols int) tensor.Type {
 // slowly; the router's std 2/sqrt(hidden) gives router logits of std ≈ 2,
 // which is peaked but token-dependent routing.
 func (c *SynthConfig) tensors() []synthTensor {
+	if c.Arch == "qwen35moe" {
+		return c.tensorsQwen35()
+	}
 	H, qd, kvd := c.Hidden, c.Heads*c.HeadDim, c.KVHeads*c.HeadDim
 	u := func(xs ...int) []uint64 {
 		out := make([]uint64, len(xs))
@@ -193,17 +208,20 @@ func WriteSynthetic(w io.Writer, c SynthConfig) error {
 		{"general.name", fmt.Sprintf("synthetic-%s-%dL-%dE-top%d-h%d-f%d-%s", a, c.Layers, c.Experts, c.ExpertsUsed, c.Hidden, c.ExpertFFN, c.Type)},
 		{"general.type", "model"},
 		{"general.description", fmt.Sprintf("random weights written by lesfarm synth, seed %d; for benchmarks, not for text", c.Seed)},
-		{a + ".block_count", uint32(c.Layers)},
+		{a + ".block_count", uint32(c.blockCount())},
 		{a + ".context_length", uint32(c.Context)},
 		{a + ".embedding_length", uint32(c.Hidden)},
 		{a + ".attention.head_count", uint32(c.Heads)},
 		{a + ".attention.head_count_kv", uint32(c.KVHeads)},
 		{a + ".attention.key_length", uint32(c.HeadDim)},
 		{a + ".attention.value_length", uint32(c.HeadDim)},
-		{a + ".rope.freq_base", float32(1e6)},
+		{a + ".rope.freq_base", c.ropeBase()},
 		{a + ".attention.layer_norm_rms_epsilon", float32(1e-6)},
 	}
-	if a == "qwen3moe" {
+	switch a {
+	case "qwen35moe":
+		kv = append(kv, c.kvQwen35()...)
+	case "qwen3moe":
 		kv = append(kv, []struct {
 			k string
 			v any
@@ -213,7 +231,7 @@ func WriteSynthetic(w io.Writer, c SynthConfig) error {
 			{a + ".expert_used_count", uint32(c.ExpertsUsed)},
 			{a + ".expert_feed_forward_length", uint32(c.ExpertFFN)},
 		}...)
-	} else {
+	default:
 		kv = append(kv, struct {
 			k string
 			v any
@@ -224,7 +242,11 @@ func WriteSynthetic(w io.Writer, c SynthConfig) error {
 			return err
 		}
 	}
-	if err := addByteBPE(gw, c.Vocab, c.Seed); err != nil {
+	pre := "gpt-2"
+	if a == "qwen35moe" {
+		pre = "qwen35"
+	}
+	if err := addByteBPE(gw, c.Vocab, c.Seed, pre); err != nil {
 		return err
 	}
 	ts := c.tensors()
@@ -334,7 +356,11 @@ func (r *randTensor) block() []byte {
 	case tensor.F32:
 		b := make([]byte, 4*256)
 		for i := range 256 {
-			binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(float32(t.mean+t.std*g.normal())))
+			v := t.mean + t.std*g.normal()
+			if t.negExp {
+				v = -math.Exp(v)
+			}
+			binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(float32(v)))
 		}
 		return b
 	case tensor.F16:
@@ -417,7 +443,7 @@ func bytesToUnicode() (order []byte, runes []rune) {
 // the 256 byte tokens in GPT-2 order, vocab-257 merges of letter tokens
 // (each merge's operands precede it, so the BPE is closed), and
 // <|endoftext|> last as bos/eos.
-func addByteBPE(gw *gguf.Writer, vocab int, seed uint64) error {
+func addByteBPE(gw *gguf.Writer, vocab int, seed uint64, pre string) error {
 	_, runes := bytesToUnicode()
 	tokens := make([]string, 0, vocab)
 	seen := map[string]bool{}
@@ -478,7 +504,7 @@ func addByteBPE(gw *gguf.Writer, vocab int, seed uint64) error {
 		v any
 	}{
 		{"tokenizer.ggml.model", "gpt2"},
-		{"tokenizer.ggml.pre", "gpt-2"},
+		{"tokenizer.ggml.pre", pre},
 		{"tokenizer.ggml.tokens", tokens},
 		{"tokenizer.ggml.token_type", types},
 		{"tokenizer.ggml.merges", merges},
