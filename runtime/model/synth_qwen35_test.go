@@ -2,13 +2,14 @@ package model
 
 import (
 	"bytes"
+	"context"
 	"math"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
 
-	"github.com/lesfarm/lesfarm/internal/fixtures"
+	"github.com/lesfarm/lesfarm/runtime/fixturetest"
 	"github.com/lesfarm/lesfarm/runtime/gguf"
 	"github.com/lesfarm/lesfarm/runtime/tensor"
 )
@@ -41,7 +42,7 @@ func synthFile(t *testing.T, c SynthConfig) *gguf.File {
 // fixture (with the same value for every geometry key) and exactly the
 // fixture's tensors, names and dims, in the same order.
 func TestSynthQwen35MatchesFixture(t *testing.T) {
-	ref, err := gguf.Open(fixtures.Path(t, "qwen35moe/tiny-qwen35moe-f32.gguf"))
+	ref, err := gguf.Open(fixturetest.Path(t, "qwen35moe/tiny-qwen35moe-f32.gguf"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -198,5 +199,60 @@ func TestSynthQwen35Presets(t *testing.T) {
 			t.Fatalf("%s: %v", name, err)
 		}
 		t.Logf("%s: %.2f GB in Q4_K", name, float64(size)/1e9)
+	}
+}
+
+// TestSynthQwen35Loads loads synthetic qwen35moe models (F32 and Q4_K,
+// with and without an MTP block) and checks that a prefill gives finite,
+// token-dependent logits and that routing spreads over the experts.
+func TestSynthQwen35Loads(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		typ  tensor.Type
+		mtp  bool
+	}{{"f32-mtp", tensor.F32, true}, {"q4k-nomtp", tensor.Q4_K, false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := fixtureQwen35(tc.typ)
+			c.Layers, c.NoMTP = 4, !tc.mtp
+			m, err := Load(writeSynth(t, c), Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer m.Close()
+			if m.HasMTP() != tc.mtp {
+				t.Fatalf("HasMTP %v, want %v", m.HasMTP(), tc.mtp)
+			}
+			st, err := m.NewState(64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			used := map[[2]int]bool{}
+			st.OnRoute = func(pos, layer int, experts []int, _ []float32) {
+				for _, e := range experts {
+					used[[2]int{layer, e}] = true
+				}
+			}
+			toks := make([]int, 32)
+			for i := range toks {
+				toks[i] = (i*37 + 11) % c.Vocab
+			}
+			logits, err := st.Forward(context.Background(), toks, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var sq float64
+			for _, v := range logits {
+				if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+					t.Fatalf("non-finite logit %v", v)
+				}
+				sq += float64(v) * float64(v)
+			}
+			if rms := math.Sqrt(sq / float64(len(logits))); rms < 0.3 || rms > 30 {
+				t.Fatalf("logit rms %.3g: activations degenerate", rms)
+			}
+			if len(used) < 4*c.Layers*3 {
+				t.Fatalf("only %d of %d (layer, expert) pairs used: routing degenerate", len(used), c.Layers*c.Experts)
+			}
+		})
 	}
 }
