@@ -49,6 +49,3 @@ func ParseMode(s string) (Mode, error) {
 	}
 	return 0, fmt.Errorf("expert: unknown mode %q (want one of %s)", s, strings.Join(modeNames[:], ", "))
 }
-
-func (m Mode) speculative() bool { return m == Lookahead || m == Scheduled }
-func (m Mode) readyFirst() bool  { return m == Scheduled || m == OracleMode }

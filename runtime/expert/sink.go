@@ -27,7 +27,7 @@ func (s *Store) FillTokenEvent(ev *trace.TokenEvent) {
 	s.mu.Lock()
 	ev.Stall = s.step.stall
 	ev.BytesRead = s.step.bytes
-	ev.CacheBytes = s.used
+	ev.CacheBytes = s.budget.used
 	s.step = stepAcc{}
 	s.mu.Unlock()
 }

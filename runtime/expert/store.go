@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"sync"
@@ -75,6 +74,11 @@ func DefaultPredictK(used int) int {
 // pread workers. Demanded reads always go before speculative ones. The
 // model calls it from one goroutine; its workers are internal. Close it
 // when done.
+//
+// Store orchestrates three parts: the budget (byte accounting, buffer
+// reuse and the cache policy), the read queue (demand and speculative
+// classes and their workers) and the mode's strategy (compute order and,
+// for the oracle, the replayed plan). Its lock guards all three.
 type Store struct {
 	opts     Options
 	path     string
@@ -86,28 +90,19 @@ type Store struct {
 	bufSize  []int64 // per layer: buffer bytes per expert
 	throttle *Throttle
 	procs    func() // gives back the Ps lent to throttled workers
-	specMax  int
 	log      *slog.Logger
 
 	ctx    context.Context // cancelled by Close
 	cancel context.CancelFunc
-	wg     sync.WaitGroup
 
-	mu         sync.Mutex
-	work       *sync.Cond // workers wait for jobs
-	wake       chan struct{}
-	entries    map[Key]*entry
-	policy     Policy
-	oracle     *Oracle
-	used       int64 // bytes in entries (resident, queued or reading)
-	free       map[int64][][]byte
-	freeBytes  int64
-	demandQ    []*entry
-	specQ      []*entry
-	specFlight int
-	demFlight  int // demanded reads in flight
-	closed     bool
-	useSeq     uint64
+	mu      sync.Mutex
+	entries map[Key]*entry // resident, queued or being read
+	budget  *budget
+	q       *readQueue
+	strat   strategy
+	closed  bool
+	useSeq  uint64
+
 	curDemand  []Key
 	predicted  [][]int
 	hasPred    []bool
@@ -116,9 +111,6 @@ type Store struct {
 	stats      Stats
 	step       stepAcc
 	rec        *RoutingTrace
-	readErr    error
-	plan       *OraclePlan // the oracle's reads; nil once it no longer applies
-	planNext   int         // index of the next read of plan to issue
 }
 
 // entry states.
@@ -141,76 +133,7 @@ type entry struct {
 	demandSeq uint64 // Use that demanded it last
 	doneSeq   uint64 // Use that computed it last
 	target    int    // layer a speculative read was issued for
-	inSpecQ   bool   // queued in specQ (not started)
-}
-
-// LayerStats is what the store measured for the latest Use of one layer.
-type LayerStats struct {
-	Predicted      []int
-	Hits, Misses   int
-	PrefetchUsed   int
-	PrefetchWasted int
-	Stall          time.Duration
-}
-
-// Stats are cumulative counters since the store opened or ResetStats.
-type Stats struct {
-	Uses              int64 // Use calls
-	Demanded          int64 // experts demanded
-	Hits              int64 // demanded and resident
-	Misses            int64 // demanded and not resident
-	PrefetchIssued    int64 // speculative reads queued
-	PrefetchUsed      int64 // speculative reads later demanded
-	PrefetchWasted    int64 // speculative reads not demanded by their layer
-	PrefetchCancelled int64 // speculative reads cancelled before they started
-	Reads             int64 // completed reads
-	SpecReads         int64 // of which speculative
-	BytesRead         int64
-	Stall             time.Duration // Use waiting on reads
-	CacheBytes        int64         // bytes resident now
-	PeakBytes         int64         // most bytes held (entries + reusable buffers)
-	// Prediction quality per layer, for layers that had a prediction.
-	PredLayers []PredStats
-}
-
-// PredStats sums the predictor's hits for one layer: Correct =
-// Σ|predicted ∩ demanded|, Predicted = Σ|predicted|, Demanded = Σ|demanded|
-// over Uses with a prediction.
-type PredStats struct {
-	Uses, Correct, Predicted, Demanded int64
-}
-
-// Precision returns Correct/Predicted, or 0.
-func (p PredStats) Precision() float64 { return ratio(p.Correct, p.Predicted) }
-
-// Recall returns Correct/Demanded, or 0.
-func (p PredStats) Recall() float64 { return ratio(p.Correct, p.Demanded) }
-
-func ratio(a, b int64) float64 {
-	if b == 0 {
-		return 0
-	}
-	return float64(a) / float64(b)
-}
-
-// Prediction sums PredLayers.
-func (s Stats) Prediction() PredStats {
-	var t PredStats
-	for _, p := range s.PredLayers {
-		t.Uses += p.Uses
-		t.Correct += p.Correct
-		t.Predicted += p.Predicted
-		t.Demanded += p.Demanded
-	}
-	return t
-}
-
-// HitRate returns Hits/Demanded.
-func (s Stats) HitRate() float64 { return ratio(s.Hits, s.Demanded) }
-
-type stepAcc struct {
-	stall time.Duration
-	bytes int64
+	inSpecQ   bool   // queued in the speculative class (not started)
 }
 
 // ErrBudgetTooSmall is returned by New when the budget cannot hold one
@@ -275,9 +198,7 @@ func New(path string, layout Layout, shapes []moe.LayerShape, opts Options) (*St
 	}
 	s := &Store{
 		opts: opts, path: path, f: f, direct: direct, align: 1, layout: layout, shapes: shapes,
-		specMax: opts.SpecInFlight, log: opts.Logger,
-		wake: make(chan struct{}, 1), entries: map[Key]*entry{}, policy: policy, oracle: oracle,
-		free:       map[int64][][]byte{},
+		log: opts.Logger, entries: map[Key]*entry{}, budget: newBudget(opts.Budget, policy),
 		predicted:  make([][]int, len(shapes)),
 		hasPred:    make([]bool, len(shapes)),
 		specFor:    make([][]*entry, len(shapes)),
@@ -322,15 +243,16 @@ func New(path string, layout Layout, shapes []moe.LayerShape, opts Options) (*St
 		f.Close()
 		return nil, fmt.Errorf("%w: budget %d bytes, one expert needs %d bytes", ErrBudgetTooSmall, opts.Budget, maxSize)
 	}
+	var plan *OraclePlan
 	if oracle != nil {
-		plan, err := oracle.Plan(func(k Key) int64 { return s.bufSize[k.Layer] }, opts.Budget)
+		plan, err = oracle.Plan(func(k Key) int64 { return s.bufSize[k.Layer] }, opts.Budget)
 		if err != nil {
 			f.Close()
 			return nil, err
 		}
-		s.plan = plan
 	}
-	s.work = sync.NewCond(&s.mu)
+	s.strat = newStrategy(opts.Mode, oracle, plan)
+	s.q = newReadQueue(&s.mu, opts.SpecInFlight, s.throttle != nil || oracle != nil, s.throttle != nil)
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	if s.throttle != nil || direct {
 		// Workers block in nanosleep (emulated device) or in O_DIRECT
@@ -339,10 +261,7 @@ func New(path string, layout Layout, shapes []moe.LayerShape, opts Options) (*St
 		// waits for a P (reserveSleepProcs).
 		s.procs = reserveSleepProcs(opts.Workers)
 	}
-	for range opts.Workers {
-		s.wg.Add(1)
-		go s.worker()
-	}
+	s.q.start(opts.Workers, s, s.throttle != nil)
 	return s, nil
 }
 
@@ -364,10 +283,10 @@ func (s *Store) Close() error {
 		return nil
 	}
 	s.closed = true
-	s.work.Broadcast()
+	s.q.closeLocked()
 	s.mu.Unlock()
 	s.cancel()
-	s.wg.Wait()
+	s.q.wait()
 	if s.procs != nil {
 		s.procs()
 	}
@@ -385,7 +304,7 @@ func (s *Store) ExpertBytes(layer int) int64 { return s.bufSize[layer] }
 
 // PredictK implements moe.Source.
 func (s *Store) PredictK() int {
-	if s.opts.Mode.speculative() {
+	if s.strat.speculative() {
 		return s.opts.PredictK
 	}
 	return 0
@@ -398,6 +317,7 @@ func (s *Store) Stats() Stats {
 	st := s.stats
 	st.PredLayers = append([]PredStats(nil), s.stats.PredLayers...)
 	st.CacheBytes = s.cacheBytesLocked()
+	st.PeakBytes = s.budget.peak
 	return st
 }
 
@@ -414,8 +334,7 @@ func (s *Store) StallTotal() time.Duration {
 func (s *Store) ResetStats() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	peak := s.stats.PeakBytes
-	s.stats = Stats{PredLayers: make([]PredStats, len(s.shapes)), PeakBytes: peak}
+	s.stats = Stats{PredLayers: make([]PredStats, len(s.shapes))}
 	s.step = stepAcc{}
 }
 
@@ -455,7 +374,7 @@ func (s *Store) Prefetch(layer int, experts []int) {
 		s.rec.Calls = append(s.rec.Calls, TraceCall{Layer: layer, Experts: append([]int(nil), experts...), Prefetch: true})
 	}
 	s.layerStats[layer].Predicted = append(s.layerStats[layer].Predicted[:0], experts...)
-	if !s.opts.Mode.speculative() || s.closed {
+	if !s.strat.speculative() || s.closed {
 		return
 	}
 	queued := 0
@@ -474,13 +393,12 @@ func (s *Store) Prefetch(layer int, experts []int) {
 		e := &entry{key: k, buf: buf, state: stQueued, wasSpec: true, target: layer}
 		e.spec.Store(true)
 		s.entries[k] = e
-		s.specQ = append(s.specQ, e)
-		e.inSpecQ = true
+		s.q.pushSpecLocked(e)
 		s.specFor[layer] = append(s.specFor[layer], e)
 		s.stats.PrefetchIssued++
 		queued++
 	}
-	s.wakeWorkersLocked(queued)
+	s.q.wakeLocked(queued)
 }
 
 // specEvictable says whether a speculative read for layer may evict e: only
@@ -507,40 +425,16 @@ func (s *Store) evictable(e *entry) bool {
 // the budget has room; false when it cannot. The budget counts entries and
 // reusable buffers, so memory held never exceeds it.
 func (s *Store) allocLocked(size int64, ok func(*entry) bool) ([]byte, bool) {
-	for s.used+size > s.opts.Budget {
-		v, found := s.policy.Victim(func(k Key) bool {
-			e := s.entries[k]
-			return e != nil && ok(e)
-		})
-		if !found {
-			return nil, false
-		}
-		s.evictLocked(s.entries[v])
-	}
-	if l := s.free[size]; len(l) > 0 {
-		b := l[len(l)-1]
-		s.free[size] = l[:len(l)-1]
-		s.freeBytes -= size
-		s.used += size
-		return b, true
-	}
-	// Drop reusable buffers of other sizes to make room.
-	for sz, l := range s.free {
-		for len(l) > 0 && s.used+s.freeBytes+size > s.opts.Budget {
-			l = l[:len(l)-1]
-			s.freeBytes -= sz
-		}
-		s.free[sz] = l
-	}
-	s.used += size
-	s.stats.PeakBytes = max(s.stats.PeakBytes, s.used+s.freeBytes)
-	return alignedBuf(size), true
+	return s.budget.alloc(size, func(k Key) bool {
+		e := s.entries[k]
+		return e != nil && ok(e)
+	}, func(k Key) { s.evictLocked(s.entries[k]) })
 }
 
 // evictLocked removes a resident, unpinned entry and recycles its buffer.
 func (s *Store) evictLocked(e *entry) {
 	delete(s.entries, e.key)
-	s.policy.Remove(e.key)
+	s.budget.policy.Remove(e.key)
 	s.releaseLocked(e)
 }
 
@@ -548,544 +442,9 @@ func (s *Store) releaseLocked(e *entry) {
 	if e.buf == nil {
 		return
 	}
-	n := int64(len(e.buf))
-	s.used -= n
-	s.free[n] = append(s.free[n], e.buf)
-	s.freeBytes += n
+	s.budget.release(e.buf)
 	e.buf = nil
 	e.w = moe.Weights{}
-}
-
-// worker serves the read queues: demanded reads first, speculative reads
-// only while fewer than specMax are in flight.
-func (s *Store) worker() {
-	defer s.wg.Done()
-	if s.throttle != nil {
-		pinWorker() // the thread ends with the goroutine (never unlocked)
-	}
-	for {
-		s.mu.Lock()
-		for !s.closed && len(s.demandQ) == 0 && !s.specMayStartLocked() {
-			s.work.Wait()
-		}
-		if s.closed {
-			s.mu.Unlock()
-			return
-		}
-		var e *entry
-		specSlot := false
-		if len(s.demandQ) > 0 {
-			e = s.demandQ[0]
-			s.demandQ[0] = nil
-			s.demandQ = s.demandQ[1:]
-			s.demFlight++
-		} else {
-			e = s.specQ[0]
-			s.specQ[0] = nil
-			s.specQ = s.specQ[1:]
-			e.inSpecQ = false
-			s.specFlight++
-			specSlot = true
-		}
-		e.state = stReading
-		layer := int(e.key.Layer)
-		buf := e.buf
-		s.mu.Unlock()
-
-		start := time.Now()
-		w, n, err := s.read(e, buf)
-		if err == nil && s.throttle != nil {
-			err = s.throttle.Wait(s.ctx, start, n, &e.spec)
-		}
-		lat := time.Since(start)
-
-		s.mu.Lock()
-		if specSlot {
-			s.specFlight--
-		} else {
-			s.demFlight--
-		}
-		s.stats.Reads++
-		s.stats.BytesRead += n
-		s.step.bytes += n
-		if e.wasSpec {
-			s.stats.SpecReads++
-		}
-		if err != nil {
-			e.state = stFailed
-			e.err = err
-			if s.entries[e.key] == e {
-				delete(s.entries, e.key)
-			}
-			s.plan = nil // the schedule no longer matches the store
-			if e.pins == 0 {
-				s.releaseLocked(e)
-			}
-		} else {
-			e.state = stReady
-			e.w = w
-			s.policy.Insert(e.key)
-		}
-		// This worker takes the next job itself; wake one more only if a
-		// freed speculative slot leaves work for it.
-		if specSlot && len(s.specQ) > 1 {
-			s.work.Signal()
-		}
-		if !specSlot && s.demFlight == 0 && s.throttle == nil {
-			// Speculative reads held back by demand may start now.
-			s.wakeWorkersLocked(min(len(s.specQ), s.specMax-s.specFlight))
-		}
-		s.mu.Unlock()
-		select {
-		case s.wake <- struct{}{}:
-		default:
-		}
-		if s.opts.Sink != nil {
-			s.opts.Sink.Read(&trace.ReadEvent{Layer: layer, Expert: int(e.key.Expert), Bytes: n, Latency: lat, Speculative: e.wasSpec, Err: err})
-		}
-	}
-}
-
-// specMayStartLocked says whether a worker may start a speculative read:
-// one is queued, fewer than specMax are in flight, and, on real storage,
-// no demanded read is in flight. A real device cannot tell demanded reads
-// from speculative ones, so a speculative read started beside a demanded
-// one delays it; speculation then only uses the time the device would
-// otherwise be idle (compute). Under a storage profile the emulated device
-// serves demanded transfers first itself, and the oracle's reads are all
-// needed.
-func (s *Store) specMayStartLocked() bool {
-	if len(s.specQ) == 0 || s.specFlight >= s.specMax {
-		return false
-	}
-	return s.throttle != nil || s.oracle != nil || s.demFlight == 0
-}
-
-// read preads expert e into buf and returns its weights and the bytes read.
-func (s *Store) read(e *entry, buf []byte) (moe.Weights, int64, error) {
-	parts := s.layout.Experts[e.key.Layer][e.key.Expert]
-	p := planRead(parts, s.align)
-	var total int64
-	for _, r := range p.runs {
-		dst := buf[r.bufOff : r.bufOff+r.n]
-		n, err := s.f.ReadAt(dst, r.off)
-		total += int64(n)
-		// The last aligned read of a file may stop at its end; only the
-		// expert's own bytes must be there.
-		need := int64(0)
-		for _, x := range p.parts {
-			if x.Off >= r.bufOff && x.Off < r.bufOff+r.n {
-				need = max(need, x.Off+x.Len-r.bufOff)
-			}
-		}
-		if int64(n) < need {
-			if err == nil || errors.Is(err, io.EOF) {
-				err = io.ErrUnexpectedEOF
-			}
-			return moe.Weights{}, total, fmt.Errorf("expert: reading %v from %s (bytes %d-%d): %w (file truncated or changed under the runtime?)", e.key, s.path, r.off, r.off+need, err)
-		}
-	}
-	part := func(i int) []byte { x := p.parts[i]; return buf[x.Off : x.Off+x.Len : x.Off+x.Len] }
-	return moe.Weights{Gate: part(0), Up: part(1), Down: part(2)}, total, nil
-}
-
-// Use implements moe.Source. How reads and compute interleave depends on
-// the mode; the experts used and their weights never do.
-func (s *Store) Use(ctx context.Context, layer int, experts []int, fn func(int, moe.Weights) error) error {
-	if layer < 0 || layer >= len(s.shapes) {
-		return fmt.Errorf("expert: layer %d out of range [0, %d)", layer, len(s.shapes))
-	}
-	if len(experts) == 0 {
-		return nil
-	}
-	items := make([]*entry, len(experts))
-	done := make([]bool, len(experts))
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		return errors.New("expert: store is closed")
-	}
-	if err := s.beginUseLocked(layer, experts, items); err != nil {
-		s.mu.Unlock()
-		return err
-	}
-	s.mu.Unlock()
-
-	err := s.run(ctx, layer, experts, items, done, fn)
-
-	s.mu.Lock()
-	for i, e := range items {
-		if e != nil && !done[i] {
-			s.unpinLocked(e)
-		}
-	}
-	if s.oracle != nil && err == nil {
-		s.oraclePrefetchLocked()
-	}
-	s.mu.Unlock()
-	return err
-}
-
-// beginUseLocked validates the demand, updates statistics, settles the
-// speculative reads issued for this layer and pins what is resident.
-func (s *Store) beginUseLocked(layer int, experts []int, items []*entry) error {
-	ls := &s.layerStats[layer]
-	ls.Hits, ls.Misses, ls.PrefetchUsed, ls.PrefetchWasted, ls.Stall = 0, 0, 0, 0, 0
-	s.useSeq++
-	s.curDemand = s.curDemand[:0]
-	for i, x := range experts {
-		if x < 0 || x >= s.shapes[layer].Experts {
-			return fmt.Errorf("expert: layer %d has no expert %d", layer, x)
-		}
-		for _, y := range experts[:i] {
-			if x == y {
-				return fmt.Errorf("expert: layer %d expert %d demanded twice in one call", layer, x)
-			}
-		}
-		s.curDemand = append(s.curDemand, Key{int32(layer), int32(x)})
-	}
-	if s.rec != nil {
-		s.rec.Calls = append(s.rec.Calls, TraceCall{Layer: layer, Experts: append([]int(nil), experts...)})
-	}
-	// Predictor quality.
-	if p := s.predicted[layer]; s.hasPred[layer] {
-		ps := &s.stats.PredLayers[layer]
-		ps.Uses++
-		ps.Predicted += int64(len(p))
-		ps.Demanded += int64(len(experts))
-		for _, x := range p {
-			for _, y := range experts {
-				if x == y {
-					ps.Correct++
-					break
-				}
-			}
-		}
-		s.hasPred[layer] = false
-	}
-	s.stats.Uses++
-	s.stats.Demanded += int64(len(experts))
-	promoted := 0
-	for i, k := range s.curDemand {
-		s.policy.Access(k)
-		e := s.entries[k]
-		if e == nil {
-			s.stats.Misses++
-			ls.Misses++
-			continue
-		}
-		items[i] = e
-		e.pins++
-		e.demandSeq = s.useSeq
-		if e.state == stReady {
-			s.stats.Hits++
-			ls.Hits++
-		} else {
-			s.stats.Misses++
-			ls.Misses++
-		}
-		if e.spec.Swap(false) {
-			s.stats.PrefetchUsed++
-			ls.PrefetchUsed++
-		}
-		if e.inSpecQ {
-			s.removeFromQueue(&s.specQ, e)
-			e.inSpecQ = false
-			s.demandQ = append(s.demandQ, e)
-			promoted++
-		}
-	}
-	s.wakeWorkersLocked(promoted)
-	// Speculative reads for this layer that were not demanded: cancel the
-	// ones not started, count the rest as wasted.
-	for _, e := range s.specFor[layer] {
-		if !e.spec.Load() {
-			continue
-		}
-		e.spec.Store(false)
-		if e.inSpecQ {
-			s.removeFromQueue(&s.specQ, e)
-			e.inSpecQ = false
-			delete(s.entries, e.key)
-			s.releaseLocked(e)
-			s.stats.PrefetchCancelled++
-			continue
-		}
-		s.stats.PrefetchWasted++
-		ls.PrefetchWasted++
-	}
-	clear(s.specFor[layer])
-	s.specFor[layer] = s.specFor[layer][:0]
-	if s.oracle != nil {
-		if err := s.oracle.Err(); err != nil {
-			for _, e := range items {
-				if e != nil {
-					s.unpinLocked(e)
-				}
-			}
-			clear(items)
-			return err
-		}
-	}
-	return nil
-}
-
-func (s *Store) removeFromQueue(q *[]*entry, e *entry) {
-	for i, x := range *q {
-		if x == e {
-			copy((*q)[i:], (*q)[i+1:])
-			(*q)[len(*q)-1] = nil
-			*q = (*q)[:len(*q)-1]
-			return
-		}
-	}
-}
-
-func (s *Store) unpinLocked(e *entry) {
-	e.pins--
-	if e.pins == 0 && e.state == stFailed {
-		s.releaseLocked(e)
-	}
-}
-
-// run is the demand loop of Use: it issues the missing reads (one at a time
-// in on-demand mode), and calls fn for experts as the mode's order allows.
-func (s *Store) run(ctx context.Context, layer int, experts []int, items []*entry, done []bool, fn func(int, moe.Weights) error) error {
-	mode := s.opts.Mode
-	remaining := len(experts)
-	ls := &s.layerStats[layer]
-	for remaining > 0 {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		s.mu.Lock()
-		if mode == OracleMode {
-			s.oraclePrefetchLocked()
-		}
-		// Issue reads for experts that have no entry.
-		inFlight, pending := 0, 0
-		for i, e := range items {
-			if e != nil && !done[i] && e.state != stReady && e.state != stFailed {
-				inFlight++
-			}
-		}
-		issued := 0
-		for i, e := range items {
-			if e != nil || done[i] {
-				continue
-			}
-			if mode == OnDemand && (inFlight > 0 || !allDone(done[:i])) {
-				pending++
-				continue
-			}
-			k := Key{int32(layer), int32(experts[i])}
-			if x := s.entries[k]; x != nil { // appeared meanwhile (oracle prefetch)
-				x.pins++
-				x.demandSeq = s.useSeq
-				items[i] = x
-				if x.state != stReady {
-					inFlight++
-				}
-				continue
-			}
-			if s.plan != nil {
-				pending++ // the oracle's plan reads it
-				continue
-			}
-			buf, ok := s.allocLocked(s.bufSize[layer], s.evictable)
-			if !ok && s.cancelQueuedSpecLocked() {
-				buf, ok = s.allocLocked(s.bufSize[layer], s.evictable)
-			}
-			if !ok {
-				pending++
-				continue
-			}
-			ne := &entry{key: k, buf: buf, state: stQueued, pins: 1, demandSeq: s.useSeq}
-			s.entries[k] = ne
-			s.demandQ = append(s.demandQ, ne)
-			items[i] = ne
-			inFlight++
-			issued++
-		}
-		s.wakeWorkersLocked(issued)
-		// Pick what may be computed now.
-		firstReady, inOrder := -1, -1
-		allReady := pending == 0
-		orderOpen := true
-		for i, e := range items {
-			if done[i] {
-				continue
-			}
-			if e != nil && e.state == stFailed {
-				err := e.err
-				s.mu.Unlock()
-				return err
-			}
-			if e == nil || e.state != stReady {
-				allReady = false
-				orderOpen = false
-				continue
-			}
-			if firstReady < 0 {
-				firstReady = i
-			}
-			if orderOpen && inOrder < 0 {
-				inOrder = i
-			}
-		}
-		blocked := inFlight == 0 && pending > 0
-		ready := -1
-		switch {
-		case mode.readyFirst():
-			ready = firstReady
-		case mode == OnDemand:
-			ready = inOrder
-		case allReady:
-			ready = inOrder
-		}
-		if ready < 0 && blocked {
-			ready = firstReady // free budget by computing what is here
-		}
-		canCompute := ready >= 0
-		if !canCompute && blocked && s.specFlight == 0 && len(s.specQ) == 0 && !s.anyReadingLocked() {
-			if s.plan != nil {
-				// The plan cannot go on (it diverged from the store):
-				// serve demand with Belady eviction from here on.
-				s.plan = nil
-				s.log.Warn("expert: oracle: the plan stalled; continuing with Belady eviction on demand", "layer", layer)
-				s.mu.Unlock()
-				continue
-			}
-			s.mu.Unlock()
-			return fmt.Errorf("expert: layer %d: budget %d bytes cannot hold the experts this step needs", layer, s.opts.Budget)
-		}
-		if canCompute {
-			e := items[ready]
-			w := e.w
-			e.doneSeq = s.useSeq
-			s.mu.Unlock()
-			if err := fn(ready, w); err != nil {
-				return err
-			}
-			s.mu.Lock()
-			done[ready] = true
-			remaining--
-			s.unpinLocked(e)
-			s.mu.Unlock()
-			continue
-		}
-		s.mu.Unlock()
-		t0 := time.Now()
-		select {
-		case <-s.wake:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-		d := time.Since(t0)
-		s.mu.Lock()
-		s.stats.Stall += d
-		s.step.stall += d
-		ls.Stall += d
-		s.mu.Unlock()
-	}
-	return nil
-}
-
-// wakeWorkersLocked wakes up to n idle workers for n new jobs (not all of
-// them: with 32 workers a broadcast per read costs more CPU than the reads).
-func (s *Store) wakeWorkersLocked(n int) {
-	for range n {
-		s.work.Signal()
-	}
-}
-
-func allDone(d []bool) bool {
-	for _, x := range d {
-		if !x {
-			return false
-		}
-	}
-	return true
-}
-
-// cancelQueuedSpecLocked cancels every speculative read that has not
-// started, freeing its buffer for demand, and reports whether it did any.
-func (s *Store) cancelQueuedSpecLocked() bool {
-	if len(s.specQ) == 0 {
-		return false
-	}
-	if s.plan != nil {
-		s.plan = nil // cancelled oracle reads: the schedule no longer matches
-		s.log.Warn("expert: oracle: demand cancelled scheduled reads; continuing with Belady eviction on demand")
-	}
-	for _, e := range s.specQ {
-		e.inSpecQ = false
-		if e.spec.Swap(false) {
-			s.stats.PrefetchCancelled++
-		}
-		if s.entries[e.key] == e {
-			delete(s.entries, e.key)
-		}
-		s.releaseLocked(e)
-	}
-	clear(s.specQ)
-	s.specQ = s.specQ[:0]
-	return true
-}
-
-func (s *Store) anyReadingLocked() bool {
-	if len(s.demandQ) > 0 {
-		return true
-	}
-	for _, e := range s.entries {
-		if e.state == stReading || e.state == stQueued {
-			return true
-		}
-	}
-	return false
-}
-
-// oraclePrefetchLocked issues the oracle plan's reads in order, each as
-// soon as its victims have had their last use before it and are evictable.
-func (s *Store) oraclePrefetchLocked() {
-	if s.plan == nil {
-		return
-	}
-	queued := 0
-	defer func() { s.wakeWorkersLocked(queued) }()
-	for s.planNext < len(s.plan.fetches) {
-		f := &s.plan.fetches[s.planNext]
-		if f.after >= s.oracle.pos {
-			return // a victim is still to be demanded
-		}
-		for _, v := range f.victims {
-			if e := s.entries[v]; e != nil && !s.evictable(e) {
-				return // still being computed
-			}
-		}
-		for _, v := range f.victims {
-			if e := s.entries[v]; e != nil {
-				s.evictLocked(e)
-			}
-		}
-		if _, ok := s.entries[f.key]; ok {
-			s.planNext++
-			continue
-		}
-		buf, ok := s.allocLocked(s.bufSize[f.key.Layer], func(*entry) bool { return false })
-		if !ok {
-			// The store holds more than the plan says (it diverged):
-			// serve demand with Belady eviction from here on.
-			s.plan = nil
-			s.log.Warn("expert: oracle: budget does not match the plan; continuing with Belady eviction on demand")
-			return
-		}
-		e := &entry{key: f.key, buf: buf, state: stQueued, target: int(f.key.Layer), inSpecQ: true}
-		s.entries[f.key] = e
-		s.specQ = append(s.specQ, e)
-		queued++
-		s.planNext++
-	}
 }
 
 // LayerStats returns what the latest Use of layer measured.

@@ -168,7 +168,7 @@ func TestStoreModesServeCorrectBytesWithinBudget(t *testing.T) {
 						if st.Reads == 0 || st.BytesRead < st.Reads*m.expertBytes() {
 							t.Fatalf("reads %d bytes %d", st.Reads, st.BytesRead)
 						}
-						if mode.speculative() && st.PrefetchIssued == 0 && budgetExperts > 3 {
+						if s.strat.speculative() && st.PrefetchIssued == 0 && budgetExperts > 3 {
 							t.Fatalf("no prefetch issued in %s", mode)
 						}
 					})
@@ -201,7 +201,7 @@ func TestOracleBeatsPoliciesOnHitsAndBytes(t *testing.T) {
 	}
 	drive(t, s, m, tr, 1)
 	o := s.Stats()
-	plan := s.plan
+	plan := s.strat.(*oracleStrategy).plan
 	s.Close()
 	if plan == nil {
 		t.Fatal("the oracle left its plan")
@@ -587,48 +587,5 @@ func TestThrottleDemandOvertakesSpeculation(t *testing.T) {
 	// earlier than 425 ms.
 	if end := time.Duration(specEnd.Load()); end < 425*time.Millisecond {
 		t.Errorf("speculative reads ended at %v: the demand took bandwidth the device does not have", end)
-	}
-}
-
-// TestSpeculationWaitsForDemandOnRealStorage: on real storage a queued
-// speculative read does not start beside a demanded one; under a profile
-// (which serves demand first itself) and for the oracle (whose reads are
-// all needed) it does.
-func TestSpeculationWaitsForDemandOnRealStorage(t *testing.T) {
-	t.Parallel()
-	m := newTestModel(t, 2, 8, 16, 16, true)
-	prof := &Profile{Name: "p", Bandwidth: 1 << 30, MaxInFlight: 4}
-	tr := randomTrace(1, 4, 2, 8, 2)
-	for _, tc := range []struct {
-		name string
-		opts Options
-		want bool
-	}{
-		{"real storage", Options{Mode: Scheduled}, false},
-		{"profile", Options{Mode: Scheduled, Profile: prof}, true},
-		{"oracle", Options{Mode: OracleMode, Trace: tr}, true},
-	} {
-		tc.opts.Budget = 1 << 20
-		s, err := New(m.path, m.layout, m.shapes, tc.opts)
-		if err != nil {
-			t.Fatal(err)
-		}
-		s.mu.Lock()
-		s.specQ = append(s.specQ, &entry{})
-		if !s.specMayStartLocked() {
-			t.Errorf("%s: a queued speculative read may not start on an idle device", tc.name)
-		}
-		s.demFlight = 1
-		if got := s.specMayStartLocked(); got != tc.want {
-			t.Errorf("%s: speculative read may start beside a demanded one = %v, want %v", tc.name, got, tc.want)
-		}
-		s.demFlight = 0
-		s.specFlight = s.specMax
-		if s.specMayStartLocked() {
-			t.Errorf("%s: more than %d speculative reads in flight", tc.name, s.specMax)
-		}
-		s.specQ, s.specFlight = nil, 0
-		s.mu.Unlock()
-		s.Close()
 	}
 }

@@ -1,0 +1,72 @@
+package expert
+
+import "time"
+
+// LayerStats is what the store measured for the latest Use of one layer.
+type LayerStats struct {
+	Predicted      []int
+	Hits, Misses   int
+	PrefetchUsed   int
+	PrefetchWasted int
+	Stall          time.Duration
+}
+
+// Stats are cumulative counters since the store opened or ResetStats.
+type Stats struct {
+	Uses              int64 // Use calls
+	Demanded          int64 // experts demanded
+	Hits              int64 // demanded and resident
+	Misses            int64 // demanded and not resident
+	PrefetchIssued    int64 // speculative reads queued
+	PrefetchUsed      int64 // speculative reads later demanded
+	PrefetchWasted    int64 // speculative reads not demanded by their layer
+	PrefetchCancelled int64 // speculative reads cancelled before they started
+	Reads             int64 // completed reads
+	SpecReads         int64 // of which speculative
+	BytesRead         int64
+	Stall             time.Duration // Use waiting on reads
+	CacheBytes        int64         // bytes resident now
+	PeakBytes         int64         // most bytes held (entries + reusable buffers)
+	// Prediction quality per layer, for layers that had a prediction.
+	PredLayers []PredStats
+}
+
+// PredStats sums the predictor's hits for one layer: Correct =
+// Σ|predicted ∩ demanded|, Predicted = Σ|predicted|, Demanded = Σ|demanded|
+// over Uses with a prediction.
+type PredStats struct {
+	Uses, Correct, Predicted, Demanded int64
+}
+
+// Precision returns Correct/Predicted, or 0.
+func (p PredStats) Precision() float64 { return ratio(p.Correct, p.Predicted) }
+
+// Recall returns Correct/Demanded, or 0.
+func (p PredStats) Recall() float64 { return ratio(p.Correct, p.Demanded) }
+
+func ratio(a, b int64) float64 {
+	if b == 0 {
+		return 0
+	}
+	return float64(a) / float64(b)
+}
+
+// Prediction sums PredLayers.
+func (s Stats) Prediction() PredStats {
+	var t PredStats
+	for _, p := range s.PredLayers {
+		t.Uses += p.Uses
+		t.Correct += p.Correct
+		t.Predicted += p.Predicted
+		t.Demanded += p.Demanded
+	}
+	return t
+}
+
+// HitRate returns Hits/Demanded.
+func (s Stats) HitRate() float64 { return ratio(s.Hits, s.Demanded) }
+
+type stepAcc struct {
+	stall time.Duration
+	bytes int64
+}

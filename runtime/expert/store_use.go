@@ -1,0 +1,325 @@
+package expert
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/lesfarm/lesfarm/runtime/moe"
+)
+
+// Use implements moe.Source. How reads and compute interleave depends on
+// the mode; the experts used and their weights never do.
+func (s *Store) Use(ctx context.Context, layer int, experts []int, fn func(int, moe.Weights) error) error {
+	if layer < 0 || layer >= len(s.shapes) {
+		return fmt.Errorf("expert: layer %d out of range [0, %d)", layer, len(s.shapes))
+	}
+	if len(experts) == 0 {
+		return nil
+	}
+	items := make([]*entry, len(experts))
+	done := make([]bool, len(experts))
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return errors.New("expert: store is closed")
+	}
+	if err := s.beginUseLocked(layer, experts, items); err != nil {
+		s.mu.Unlock()
+		return err
+	}
+	s.mu.Unlock()
+
+	err := s.run(ctx, layer, experts, items, done, fn)
+
+	s.mu.Lock()
+	for i, e := range items {
+		if e != nil && !done[i] {
+			s.unpinLocked(e)
+		}
+	}
+	if err == nil {
+		s.strat.scheduleLocked(s)
+	}
+	s.mu.Unlock()
+	return err
+}
+
+// beginUseLocked validates the demand, updates statistics, settles the
+// speculative reads issued for this layer and pins what is resident.
+func (s *Store) beginUseLocked(layer int, experts []int, items []*entry) error {
+	ls := &s.layerStats[layer]
+	ls.Hits, ls.Misses, ls.PrefetchUsed, ls.PrefetchWasted, ls.Stall = 0, 0, 0, 0, 0
+	s.useSeq++
+	s.curDemand = s.curDemand[:0]
+	for i, x := range experts {
+		if x < 0 || x >= s.shapes[layer].Experts {
+			return fmt.Errorf("expert: layer %d has no expert %d", layer, x)
+		}
+		for _, y := range experts[:i] {
+			if x == y {
+				return fmt.Errorf("expert: layer %d expert %d demanded twice in one call", layer, x)
+			}
+		}
+		s.curDemand = append(s.curDemand, Key{int32(layer), int32(x)})
+	}
+	if s.rec != nil {
+		s.rec.Calls = append(s.rec.Calls, TraceCall{Layer: layer, Experts: append([]int(nil), experts...)})
+	}
+	// Predictor quality.
+	if p := s.predicted[layer]; s.hasPred[layer] {
+		ps := &s.stats.PredLayers[layer]
+		ps.Uses++
+		ps.Predicted += int64(len(p))
+		ps.Demanded += int64(len(experts))
+		for _, x := range p {
+			for _, y := range experts {
+				if x == y {
+					ps.Correct++
+					break
+				}
+			}
+		}
+		s.hasPred[layer] = false
+	}
+	s.stats.Uses++
+	s.stats.Demanded += int64(len(experts))
+	promoted := 0
+	for i, k := range s.curDemand {
+		s.budget.policy.Access(k)
+		e := s.entries[k]
+		if e == nil {
+			s.stats.Misses++
+			ls.Misses++
+			continue
+		}
+		items[i] = e
+		e.pins++
+		e.demandSeq = s.useSeq
+		if e.state == stReady {
+			s.stats.Hits++
+			ls.Hits++
+		} else {
+			s.stats.Misses++
+			ls.Misses++
+		}
+		if e.spec.Swap(false) {
+			s.stats.PrefetchUsed++
+			ls.PrefetchUsed++
+		}
+		if e.inSpecQ {
+			s.q.promoteLocked(e)
+			promoted++
+		}
+	}
+	s.q.wakeLocked(promoted)
+	// Speculative reads for this layer that were not demanded: cancel the
+	// ones not started, count the rest as wasted.
+	for _, e := range s.specFor[layer] {
+		if !e.spec.Load() {
+			continue
+		}
+		e.spec.Store(false)
+		if e.inSpecQ {
+			s.q.dropSpecLocked(e)
+			delete(s.entries, e.key)
+			s.releaseLocked(e)
+			s.stats.PrefetchCancelled++
+			continue
+		}
+		s.stats.PrefetchWasted++
+		ls.PrefetchWasted++
+	}
+	clear(s.specFor[layer])
+	s.specFor[layer] = s.specFor[layer][:0]
+	if err := s.strat.err(); err != nil {
+		for _, e := range items {
+			if e != nil {
+				s.unpinLocked(e)
+			}
+		}
+		clear(items)
+		return err
+	}
+	return nil
+}
+
+func (s *Store) unpinLocked(e *entry) {
+	e.pins--
+	if e.pins == 0 && e.state == stFailed {
+		s.releaseLocked(e)
+	}
+}
+
+// run is the demand loop of Use: it issues the missing reads (one at a time
+// for a serial strategy), and calls fn for experts in the order the
+// strategy picks.
+func (s *Store) run(ctx context.Context, layer int, experts []int, items []*entry, done []bool, fn func(int, moe.Weights) error) error {
+	remaining := len(experts)
+	ls := &s.layerStats[layer]
+	for remaining > 0 {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		s.mu.Lock()
+		s.strat.scheduleLocked(s)
+		// Issue reads for experts that have no entry.
+		inFlight, pending := 0, 0
+		for i, e := range items {
+			if e != nil && !done[i] && e.state != stReady && e.state != stFailed {
+				inFlight++
+			}
+		}
+		issued := 0
+		for i, e := range items {
+			if e != nil || done[i] {
+				continue
+			}
+			if s.strat.serial() && (inFlight > 0 || !allDone(done[:i])) {
+				pending++
+				continue
+			}
+			k := Key{int32(layer), int32(experts[i])}
+			if x := s.entries[k]; x != nil { // appeared meanwhile (oracle prefetch)
+				x.pins++
+				x.demandSeq = s.useSeq
+				items[i] = x
+				if x.state != stReady {
+					inFlight++
+				}
+				continue
+			}
+			if s.strat.planned() {
+				pending++ // the oracle's plan reads it
+				continue
+			}
+			buf, ok := s.allocLocked(s.bufSize[layer], s.evictable)
+			if !ok && s.cancelQueuedSpecLocked() {
+				buf, ok = s.allocLocked(s.bufSize[layer], s.evictable)
+			}
+			if !ok {
+				pending++
+				continue
+			}
+			ne := &entry{key: k, buf: buf, state: stQueued, pins: 1, demandSeq: s.useSeq}
+			s.entries[k] = ne
+			s.q.pushDemandLocked(ne)
+			items[i] = ne
+			inFlight++
+			issued++
+		}
+		s.q.wakeLocked(issued)
+		// Pick what may be computed now.
+		firstReady, inOrder := -1, -1
+		allReady := pending == 0
+		orderOpen := true
+		for i, e := range items {
+			if done[i] {
+				continue
+			}
+			if e != nil && e.state == stFailed {
+				err := e.err
+				s.mu.Unlock()
+				return err
+			}
+			if e == nil || e.state != stReady {
+				allReady = false
+				orderOpen = false
+				continue
+			}
+			if firstReady < 0 {
+				firstReady = i
+			}
+			if orderOpen && inOrder < 0 {
+				inOrder = i
+			}
+		}
+		blocked := inFlight == 0 && pending > 0
+		ready := s.strat.pick(firstReady, inOrder, allReady)
+		if ready < 0 && blocked {
+			ready = firstReady // free budget by computing what is here
+		}
+		canCompute := ready >= 0
+		if !canCompute && blocked && s.q.specIdleLocked() && !s.anyReadingLocked() {
+			if s.strat.abandon() {
+				// The plan cannot go on (it diverged from the store):
+				// serve demand with Belady eviction from here on.
+				s.log.Warn("expert: oracle: the plan stalled; continuing with Belady eviction on demand", "layer", layer)
+				s.mu.Unlock()
+				continue
+			}
+			s.mu.Unlock()
+			return fmt.Errorf("expert: layer %d: budget %d bytes cannot hold the experts this step needs", layer, s.opts.Budget)
+		}
+		if canCompute {
+			e := items[ready]
+			w := e.w
+			e.doneSeq = s.useSeq
+			s.mu.Unlock()
+			if err := fn(ready, w); err != nil {
+				return err
+			}
+			s.mu.Lock()
+			done[ready] = true
+			remaining--
+			s.unpinLocked(e)
+			s.mu.Unlock()
+			continue
+		}
+		s.mu.Unlock()
+		t0 := time.Now()
+		select {
+		case <-s.q.done:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		d := time.Since(t0)
+		s.mu.Lock()
+		s.stats.Stall += d
+		s.step.stall += d
+		ls.Stall += d
+		s.mu.Unlock()
+	}
+	return nil
+}
+
+func allDone(d []bool) bool {
+	for _, x := range d {
+		if !x {
+			return false
+		}
+	}
+	return true
+}
+
+// cancelQueuedSpecLocked cancels every speculative read that has not
+// started, freeing its buffer for demand, and reports whether it did any.
+func (s *Store) cancelQueuedSpecLocked() bool {
+	drained := s.q.drainSpecLocked(func(e *entry) {
+		if e.spec.Swap(false) {
+			s.stats.PrefetchCancelled++
+		}
+		if s.entries[e.key] == e {
+			delete(s.entries, e.key)
+		}
+		s.releaseLocked(e)
+	})
+	if drained && s.strat.abandon() {
+		// Cancelled oracle reads: the schedule no longer matches.
+		s.log.Warn("expert: oracle: demand cancelled scheduled reads; continuing with Belady eviction on demand")
+	}
+	return drained
+}
+
+func (s *Store) anyReadingLocked() bool {
+	if s.q.demandQueuedLocked() {
+		return true
+	}
+	for _, e := range s.entries {
+		if e.state == stReading || e.state == stQueued {
+			return true
+		}
+	}
+	return false
+}
