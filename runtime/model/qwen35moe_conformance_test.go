@@ -188,3 +188,98 @@ func TestQwen35Conformance(t *testing.T) {
 		})
 	}
 }
+
+// TestQwen35MTPConformance runs the NextN block the way the reference
+// driver did: the target decodes prompt + greedy tokens 1–4 in one batch,
+// then the MTP block takes token x_p with the target's h_nextn at p−1
+// (zeros at p = 0). Every position's top-5 logits (and, for F32, the full
+// vector at greedy token 1) must be within the variant's tolerance, and
+// the argmax equal wherever the reference top-2 gap exceeds twice it. A
+// token-by-token MTP decode must give the same logits as the batch.
+func TestQwen35MTPConformance(t *testing.T) {
+	for _, tc := range qwen35Cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			path := fixture(t, tc.model)
+			var ref qwen35Ref
+			readJSON(t, fixture(t, tc.ref), &ref)
+			m, err := Load(path, Options{Threads: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer m.Close()
+			ctx := context.Background()
+			H := m.Hidden
+			worst, worstFull, worstStep := 0.0, 0.0, 0.0
+			checked := 0
+			for pi, pr := range ref.Prompts {
+				seq := pr.MTP.Sequence
+				st, err := m.NewState(0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, err := st.Forward(ctx, seq, true); err != nil {
+					t.Fatal(err)
+				}
+				hidden := make([]float32, len(seq)*H)
+				for p := 1; p < len(seq); p++ {
+					copy(hidden[p*H:], st.OutputHidden(p-1))
+				}
+				d, err := m.NewMTP(0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				logits, err := d.Forward(ctx, seq, hidden, true)
+				if err != nil {
+					t.Fatal(err)
+				}
+				all := slices.Clone(logits)
+				V := m.Vocab
+				for _, rp := range pr.MTP.Positions {
+					got := all[rp.Pos*V : (rp.Pos+1)*V]
+					if rp.Input != seq[rp.Pos] || (rp.Pos == 0) != (rp.HFrom == nil) {
+						t.Fatalf("prompt %d: MTP ref position %d does not fit the sequence", pi, rp.Pos)
+					}
+					for j, id := range rp.Top5IDs {
+						dd := float64(got[id] - rp.Top5Logits[j])
+						worst = max(worst, max(dd, -dd))
+						if max(dd, -dd) > tc.tol.maxAbsLogit {
+							t.Errorf("prompt %d MTP pos %d: logit[%d] %.6g, ref %.6g", pi, rp.Pos, id, got[id], rp.Top5Logits[j])
+						}
+					}
+					if gap := float64(rp.Top5Logits[0] - rp.Top5Logits[1]); gap > 2*tc.tol.maxAbsLogit {
+						checked++
+						if a := sample.Argmax(got); a != rp.Argmax {
+							t.Errorf("prompt %d MTP pos %d: argmax %d, ref %d (gap %.3g)", pi, rp.Pos, a, rp.Argmax, gap)
+						}
+					}
+				}
+				for _, fl := range pr.MTP.Logits {
+					dd, _ := compareLogits(all[fl.Position*V:(fl.Position+1)*V], fl.Values)
+					worstFull = max(worstFull, dd)
+					if dd > tc.tol.maxAbsLogit {
+						t.Errorf("prompt %d MTP pos %d: full-vector max |Δlogit| %.3g (tol %g)", pi, fl.Position, dd, tc.tol.maxAbsLogit)
+					}
+				}
+				// Token by token, as a drafter runs it.
+				d.Reset()
+				for p := range seq {
+					var h []float32
+					if p > 0 {
+						h = hidden[p*H : (p+1)*H]
+					}
+					one, err := d.Forward(ctx, seq[p:p+1], h, false)
+					if err != nil {
+						t.Fatal(err)
+					}
+					dd, _ := compareLogits(one, all[p*V:(p+1)*V])
+					worstStep = max(worstStep, dd)
+				}
+			}
+			if worstStep > 1e-4 {
+				t.Errorf("token-by-token MTP logits differ from the batch by %.3g", worstStep)
+			}
+			t.Logf("%s MTP: top-5 max |Δlogit| %.3g, full-vector %.3g, %d argmaxes compared; step vs batch %.3g", tc.name, worst, worstFull, checked, worstStep)
+		})
+	}
+}
