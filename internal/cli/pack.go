@@ -17,8 +17,11 @@ func init() { register("pack", newPackCmd) }
 
 func newPackCmd(env *Env) *cobra.Command {
 	var (
-		out   string
-		quiet bool
+		out    string
+		quiet  bool
+		layout string
+		gateUp string
+		noPad  bool
 	)
 	cmd := &cobra.Command{
 		Use:   "pack IN -o OUT",
@@ -34,10 +37,22 @@ becomes per-expert tensors blk.L.ffn_{gate,up,down}.E.weight, and les.pack.*
 metadata keys give each layer's blob offset, stride and size (docs/les.md).
 The tensor data is copied unchanged, so the model computes the same output.
 
+--layout compat writes instead a file that llama.cpp, llama-bench and Ollama
+load: llama.cpp's stacked expert tensors (for qwen35moe the merged
+ffn_gate_up_exps plus ffn_down_exps; for qwen3moe separate gate, up and down,
+which its llama.cpp loader requires), with general.alignment 4096 and every
+expert's slice of each tensor starting on a page. The LES store then reads an
+expert with two aligned preads (three for split gate/up). When the expert FFN
+width does not make the slices whole pages, it is padded with zero rows and
+columns (same output; expert_feed_forward_length gives the new width,
+les.pack.expert_ffn the old); --no-pad keeps the width. --gate-up merged|split
+overrides the per-architecture choice.
+
 The output is written to a temporary file and renamed when complete, so an
 interrupted pack leaves nothing behind.`,
 		Example: `  lesfarm pack /tmp/phone.gguf -o /tmp/phone.packed.gguf
-  lesfarm bench --model /tmp/phone.gguf --experts /tmp/phone.packed.gguf --profile phone-flagship --expert-budget 0.2 --ladder`,
+  lesfarm bench --model /tmp/phone.gguf --experts /tmp/phone.packed.gguf --profile phone-flagship --expert-budget 0.2 --ladder
+  lesfarm pack /tmp/q35.gguf --layout compat -o /tmp/q35.compat.gguf    # llama.cpp loads it too`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) != 1 {
 				return usagef("pack takes one input model: lesfarm pack IN -o OUT")
@@ -66,7 +81,13 @@ interrupted pack leaves nothing behind.`,
 				progressbar.OptionSetVisibility(!quiet),
 				progressbar.OptionOnCompletion(func() { fmt.Fprintln(env.Stderr) }),
 			)
-			err = pack.Pack(env.Ctx, in, out, pack.Options{Progress: func(done, total int64) {
+			if layout != pack.LayoutBlob && layout != pack.LayoutCompat {
+				return usagef("--layout %q is unknown: use %s or %s", layout, pack.LayoutBlob, pack.LayoutCompat)
+			}
+			if gateUp != pack.GateUpAuto && gateUp != pack.GateUpMerged && gateUp != pack.GateUpSplit {
+				return usagef("--gate-up %q is unknown: use %s, %s or %s", gateUp, pack.GateUpAuto, pack.GateUpMerged, pack.GateUpSplit)
+			}
+			err = pack.Pack(env.Ctx, in, out, pack.Options{Layout: layout, GateUp: gateUp, NoPad: noPad, Progress: func(done, total int64) {
 				bar.ChangeMax64(total)
 				_ = bar.Set64(done)
 			}})
@@ -78,11 +99,18 @@ interrupted pack leaves nothing behind.`,
 			}
 			_ = bar.Finish()
 			ost, _ := os.Stat(out)
-			fmt.Fprintf(env.Stdout, "wrote %s: %.2f GB, one %d-aligned blob per expert\n", out, float64(ost.Size())/1e9, pack.Alignment)
+			if layout == pack.LayoutBlob {
+				fmt.Fprintf(env.Stdout, "wrote %s: %.2f GB, one %d-aligned blob per expert\n", out, float64(ost.Size())/1e9, pack.Alignment)
+				return nil
+			}
+			fmt.Fprintf(env.Stdout, "wrote %s: %.2f GB, compat layout: %s\n", out, float64(ost.Size())/1e9, pack.DescribeCompat(out))
 			return nil
 		},
 	}
 	cmd.Flags().StringVarP(&out, "output", "o", "", "output path of the packed model (required)")
 	cmd.Flags().BoolVar(&quiet, "quiet", false, "no progress bar")
+	cmd.Flags().StringVar(&layout, "layout", pack.LayoutBlob, "blob (one read per expert; lesfarm only) or compat (llama.cpp-loadable, page-aligned expert slices)")
+	cmd.Flags().StringVar(&gateUp, "gate-up", pack.GateUpAuto, "compat layout: auto (merged where llama.cpp accepts it, e.g. qwen35moe), merged or split")
+	cmd.Flags().BoolVar(&noPad, "no-pad", false, "compat layout: never pad the expert FFN width to page-aligned slices")
 	return cmd
 }

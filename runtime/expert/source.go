@@ -43,22 +43,50 @@ func LayoutFromGGUF(f *gguf.File, shapes []moe.LayerShape) (Layout, error) {
 			continue
 		}
 		lay.Experts[l] = make([][3]Extent, sh.Experts)
-		for i := range 3 {
-			name := pack.StackedName(l, i)
-			t, ok := f.Tensor(name)
-			if !ok {
-				return Layout{}, fmt.Errorf("expert: tensor %s is missing", name)
-			}
-			if t.Size%int64(sh.Experts) != 0 {
-				return Layout{}, fmt.Errorf("expert: tensor %s: %d bytes do not split into %d experts", name, t.Size, sh.Experts)
+		// A merged gate+up tensor (llama.cpp's ffn_gate_up_exps; pack
+		// --layout compat writes it for qwen35moe) holds each expert's
+		// gate rows and then its up rows: two adjacent extents that
+		// planRead reads with one pread, plus one for down.
+		if t, ok := f.Tensor(pack.MergedName(l)); ok {
+			if t.Size%int64(2*sh.Experts) != 0 {
+				return Layout{}, fmt.Errorf("expert: tensor %s: %d bytes do not split into gate and up of %d experts", t.Name, t.Size, sh.Experts)
 			}
 			sz := t.Size / int64(sh.Experts)
 			for e := range sh.Experts {
-				lay.Experts[l][e][i] = Extent{Off: f.TensorOffset(t) + int64(e)*sz, Len: sz}
+				base := f.TensorOffset(t) + int64(e)*sz
+				lay.Experts[l][e][0] = Extent{Off: base, Len: sz / 2}
+				lay.Experts[l][e][1] = Extent{Off: base + sz/2, Len: sz / 2}
+			}
+			if err := stackedPart(f, l, 2, sh, lay.Experts[l]); err != nil {
+				return Layout{}, err
+			}
+			continue
+		}
+		for i := range 3 {
+			if err := stackedPart(f, l, i, sh, lay.Experts[l]); err != nil {
+				return Layout{}, err
 			}
 		}
 	}
 	return lay, nil
+}
+
+// stackedPart fills part i of every expert of layer l from its stacked
+// tensor.
+func stackedPart(f *gguf.File, l, i int, sh moe.LayerShape, exps [][3]Extent) error {
+	name := pack.StackedName(l, i)
+	t, ok := f.Tensor(name)
+	if !ok {
+		return fmt.Errorf("expert: tensor %s is missing", name)
+	}
+	if t.Size%int64(sh.Experts) != 0 {
+		return fmt.Errorf("expert: tensor %s: %d bytes do not split into %d experts", name, t.Size, sh.Experts)
+	}
+	sz := t.Size / int64(sh.Experts)
+	for e := range sh.Experts {
+		exps[e][i] = Extent{Off: f.TensorOffset(t) + int64(e)*sz, Len: sz}
+	}
+	return nil
 }
 
 // Open builds a Store for a model being loaded: f is the model's GGUF file
@@ -107,23 +135,12 @@ func checkSameExperts(model, exp *gguf.File, shapes []moe.LayerShape, packed boo
 			continue
 		}
 		for i := range 3 {
-			var mt *gguf.TensorInfo
-			var ok bool
-			if modelPacked { // a packed model file: compare with its expert 0
-				mt, ok = model.Tensor(pack.ExpertName(l, 0, i))
-			} else {
-				mt, ok = model.Tensor(pack.StackedName(l, i))
-			}
+			mt, mrows, ok := expertPartInfo(model, l, i, modelPacked)
 			if !ok {
 				continue
 			}
-			var et *gguf.TensorInfo
-			if packed {
-				et, ok = exp.Tensor(pack.ExpertName(l, 0, i))
-			} else {
-				et, ok = exp.Tensor(pack.StackedName(l, i))
-			}
-			if !ok || et.Type != mt.Type || len(et.Dims) < 2 || et.Dims[0] != mt.Dims[0] || et.Dims[1] != mt.Dims[1] {
+			et, erows, ok := expertPartInfo(exp, l, i, packed)
+			if !ok || et.Type != mt.Type || len(et.Dims) < 2 || et.Dims[0] != mt.Dims[0] || erows != mrows {
 				return fmt.Errorf("expert: the experts file does not match the model at %s", pack.StackedName(l, i))
 			}
 		}
@@ -131,6 +148,42 @@ func checkSameExperts(model, exp *gguf.File, shapes []moe.LayerShape, packed boo
 	return nil
 }
 
+// expertPartInfo returns the tensor holding part i of layer l's experts in
+// f (expert 0's tensor in a packed file, the stacked or merged tensor
+// otherwise) and the part's rows per expert.
+func expertPartInfo(f *gguf.File, l, i int, packed bool) (*gguf.TensorInfo, uint64, bool) {
+	if packed {
+		t, ok := f.Tensor(pack.ExpertName(l, 0, i))
+		if !ok || len(t.Dims) < 2 {
+			return nil, 0, false
+		}
+		return t, t.Dims[1], true
+	}
+	if i < 2 {
+		if t, ok := f.Tensor(pack.MergedName(l)); ok && len(t.Dims) >= 2 {
+			return t, t.Dims[1] / 2, true
+		}
+	}
+	t, ok := f.Tensor(pack.StackedName(l, i))
+	if !ok || len(t.Dims) < 2 {
+		return nil, 0, false
+	}
+	return t, t.Dims[1], true
+}
+
 // Packed reports whether the store reads each expert as one blob of a
 // packed file (lesfarm pack) rather than three slices of stacked tensors.
 func (s *Store) Packed() bool { return s.layout.Packed }
+
+// ReadsPerExpert returns the most preads the store issues to fetch one
+// expert: 1 for a packed (blob) file, 2 for a merged gate+up tensor plus
+// down (the compat layout of qwen35moe), 3 for separate stacked tensors.
+func (s *Store) ReadsPerExpert() int {
+	n := 0
+	for _, exps := range s.layout.Experts {
+		for _, parts := range exps {
+			n = max(n, len(planRead(parts, s.align).runs))
+		}
+	}
+	return n
+}

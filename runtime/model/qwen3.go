@@ -33,7 +33,6 @@ func buildQwen3(f *gguf.File, opts Options, arch string, isMoE bool) (*Model, er
 	}
 	qDim, kvDim, vDim := cfg.Heads*cfg.HeadDim, cfg.KVHeads*cfg.HeadDim, cfg.KVHeads*cfg.ValueDim
 	shapes := make([]moe.LayerShape, cfg.Layers)
-	expertNames := make([][3]string, cfg.Layers)
 	var blobs []*pack.Blob // per layer, for a packed file (lesfarm pack)
 	if isMoE {
 		blobs = b.packedBlobs(cfg)
@@ -58,11 +57,8 @@ func buildQwen3(f *gguf.File, opts Options, arch string, isMoE bool) (*Model, er
 				types := b.packedExpertTypes(blobs, i, cfg)
 				gt, ut, dt = types[0], types[1], types[2]
 			} else {
-				names := [3]string{p + "ffn_gate_exps.weight", p + "ffn_up_exps.weight", p + "ffn_down_exps.weight"}
-				expertNames[i] = names
-				gt = b.expertType(names[0], cfg.Hidden, cfg.ExpertFFN, cfg.ExpertCount)
-				ut = b.expertType(names[1], cfg.Hidden, cfg.ExpertFFN, cfg.ExpertCount)
-				dt = b.expertType(names[2], cfg.ExpertFFN, cfg.Hidden, cfg.ExpertCount)
+				types := b.stackedExpertTypes(i, cfg.Hidden, cfg.ExpertFFN, cfg.ExpertCount)
+				gt, ut, dt = types[0], types[1], types[2]
 			}
 			shapes[i] = moe.LayerShape{Experts: cfg.ExpertCount, Hidden: cfg.Hidden, FFN: cfg.ExpertFFN, GateType: gt, UpType: ut, DownType: dt}
 			l.Shape = shapes[i]
@@ -87,23 +83,14 @@ func buildQwen3(f *gguf.File, opts Options, arch string, isMoE bool) (*Model, er
 			m.Experts = src
 		} else {
 			res := &moe.Resident{Data: make([][]moe.Weights, cfg.Layers)}
-			for i, names := range expertNames {
+			for i := range res.Data {
 				if blobs != nil {
-					if res.Data[i], err = b.packedResident(i, shapes[i]); err != nil {
-						return nil, err
-					}
-					continue
+					res.Data[i], err = b.packedResident(i, shapes[i])
+				} else {
+					res.Data[i], err = b.stackedResident(i, cfg.ExpertCount)
 				}
-				var parts [3][][]byte
-				for j, name := range names {
-					parts[j], err = b.slabs(name, cfg.ExpertCount)
-					if err != nil {
-						return nil, err
-					}
-				}
-				res.Data[i] = make([]moe.Weights, cfg.ExpertCount)
-				for e := range cfg.ExpertCount {
-					res.Data[i][e] = moe.Weights{Gate: parts[0][e], Up: parts[1][e], Down: parts[2][e]}
+				if err != nil {
+					return nil, err
 				}
 			}
 			m.Experts = res

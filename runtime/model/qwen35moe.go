@@ -161,7 +161,6 @@ func buildQwen35MoE(f *gguf.File, opts Options) (*Model, error) {
 	}
 	blocks := hc.Blocks
 	shapes := make([]moe.LayerShape, blocks)
-	expertNames := make([][3]string, blocks)
 	var blobs []*pack.Blob
 	packCfg := cfg
 	packCfg.Layers = blocks
@@ -177,11 +176,8 @@ func buildQwen35MoE(f *gguf.File, opts Options) (*Model, error) {
 			types := b.packedExpertTypes(blobs, i, packCfg)
 			gt, ut, dt = types[0], types[1], types[2]
 		} else {
-			names := [3]string{pack.StackedName(i, 0), pack.StackedName(i, 1), pack.StackedName(i, 2)}
-			expertNames[i] = names
-			gt = b.expertType(names[0], cfg.Hidden, cfg.ExpertFFN, cfg.ExpertCount)
-			ut = b.expertType(names[1], cfg.Hidden, cfg.ExpertFFN, cfg.ExpertCount)
-			dt = b.expertType(names[2], cfg.ExpertFFN, cfg.Hidden, cfg.ExpertCount)
+			types := b.stackedExpertTypes(i, cfg.Hidden, cfg.ExpertFFN, cfg.ExpertCount)
+			gt, ut, dt = types[0], types[1], types[2]
 		}
 		shapes[i] = moe.LayerShape{Experts: cfg.ExpertCount, Hidden: cfg.Hidden, FFN: cfg.ExpertFFN, GateType: gt, UpType: ut, DownType: dt}
 		l.Shape = shapes[i]
@@ -258,22 +254,14 @@ func buildQwen35MoE(f *gguf.File, opts Options) (*Model, error) {
 		m.Experts = src
 	} else {
 		res := &moe.Resident{Data: make([][]moe.Weights, blocks)}
-		for i, names := range expertNames {
+		for i := range res.Data {
 			if blobs != nil {
-				if res.Data[i], err = b.packedResident(i, shapes[i]); err != nil {
-					return nil, err
-				}
-				continue
+				res.Data[i], err = b.packedResident(i, shapes[i])
+			} else {
+				res.Data[i], err = b.stackedResident(i, cfg.ExpertCount)
 			}
-			var parts [3][][]byte
-			for j, name := range names {
-				if parts[j], err = b.slabs(name, cfg.ExpertCount); err != nil {
-					return nil, err
-				}
-			}
-			res.Data[i] = make([]moe.Weights, cfg.ExpertCount)
-			for e := range cfg.ExpertCount {
-				res.Data[i][e] = moe.Weights{Gate: parts[0][e], Up: parts[1][e], Down: parts[2][e]}
+			if err != nil {
+				return nil, err
 			}
 		}
 		m.Experts = res

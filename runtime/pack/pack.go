@@ -67,8 +67,10 @@ func ExpertName(layer, expert, part int) string {
 	return fmt.Sprintf("blk.%d.ffn_%s.%d.weight", layer, partNames[part], expert)
 }
 
-// IsPacked reports whether f was written by Pack.
-func IsPacked(f *gguf.File) bool { return f.Has(KeyVersion) }
+// IsPacked reports whether f was written by Pack in the blob layout (one
+// blob of per-expert tensors per expert). A compat-layout file (IsCompat)
+// keeps llama.cpp's stacked tensors and is read like an unpacked one.
+func IsPacked(f *gguf.File) bool { return f.Has(KeyVersion) && !IsCompat(f) }
 
 // Blob is where one layer's expert blobs lie (offsets relative to the data
 // section).
@@ -139,8 +141,32 @@ func Blobs(f *gguf.File, layers int) ([]*Blob, error) {
 	return out, nil
 }
 
+// Layouts of a packed file (Options.Layout).
+const (
+	// LayoutBlob (the default) makes each expert one page-aligned blob of
+	// per-expert tensors: one read per expert, but a file only lesfarm runs.
+	LayoutBlob = "blob"
+	// LayoutCompat keeps llama.cpp's stacked expert tensors (for
+	// qwen35moe the merged ffn_gate_up_exps plus ffn_down_exps) with every
+	// expert's slice of each on a page boundary: two or three aligned
+	// reads per expert, in a file llama.cpp, llama-bench and Ollama load.
+	// See compat.go.
+	LayoutCompat = "compat"
+)
+
 // Options configures Pack.
 type Options struct {
+	// Layout is LayoutBlob (default when empty) or LayoutCompat.
+	Layout string
+	// GateUp chooses, for LayoutCompat, how gate and up are stored:
+	// GateUpMerged, GateUpSplit, or GateUpAuto (default when empty):
+	// merged for architectures whose llama.cpp loader accepts
+	// ffn_gate_up_exps (MergedArchs), else split.
+	GateUp string
+	// NoPad, for LayoutCompat, keeps the expert FFN width even when its
+	// slices then miss page boundaries (reads are then widened to pages).
+	NoPad bool
+
 	// Progress, if set, is called with the bytes of tensor data written so
 	// far and the total.
 	Progress func(done, total int64)
@@ -162,47 +188,22 @@ func Pack(ctx context.Context, in, out string, opts Options) error {
 		return errors.New("pack: output must differ from the input")
 	}
 
-	// Find the stacked expert tensors per layer.
-	type layerExp struct {
-		layer   int
-		experts int
-		parts   [3]*gguf.TensorInfo
-	}
-	stacked := map[string]bool{}
-	var layers []*layerExp
-	byLayer := map[int]*layerExp{}
-	for _, t := range f.Tensors() {
-		l, part, ok := parseStacked(t.Name)
-		if !ok {
-			continue
-		}
-		if len(t.Dims) != 3 || t.Dims[2] == 0 || t.Dims[2] > 1<<16 {
-			return fmt.Errorf("pack: tensor %s has dims %v, want [cols, rows, experts]", t.Name, t.Dims)
-		}
-		le := byLayer[l]
-		if le == nil {
-			le = &layerExp{layer: l, experts: int(t.Dims[2])}
-			byLayer[l] = le
-			layers = append(layers, le)
-		}
-		if int(t.Dims[2]) != le.experts {
-			return fmt.Errorf("pack: layer %d: %s has %d experts, other parts %d", l, t.Name, t.Dims[2], le.experts)
-		}
-		le.parts[part] = t
-		stacked[t.Name] = true
+	// Find the stacked (or merged gate+up) expert tensors per layer.
+	layers, stacked, err := ExpertLayers(f)
+	if err != nil {
+		return err
 	}
 	if len(layers) == 0 {
 		return fmt.Errorf("pack: %s has no stacked expert tensors (blk.N.ffn_gate_exps.weight); nothing to pack", in)
 	}
+	if opts.Layout == LayoutCompat {
+		return packCompat(ctx, f, in, out, layers, stacked, opts)
+	} else if opts.Layout != "" && opts.Layout != LayoutBlob {
+		return fmt.Errorf("pack: unknown layout %q (want %s or %s)", opts.Layout, LayoutBlob, LayoutCompat)
+	}
+	byLayer := map[int]*ExpertLayer{}
 	for _, le := range layers {
-		for i, t := range le.parts {
-			if t == nil {
-				return fmt.Errorf("pack: layer %d lacks %s", le.layer, StackedName(le.layer, i))
-			}
-			if t.Size%int64(le.experts) != 0 {
-				return fmt.Errorf("pack: %s: %d bytes do not split into %d experts", t.Name, t.Size, le.experts)
-			}
-		}
+		byLayer[le.Layer] = le
 	}
 
 	// Write to a temporary file next to out, then rename, so a failed or
@@ -259,18 +260,19 @@ func Pack(ctx context.Context, in, out string, opts Options) error {
 			}
 			continue
 		}
-		l, _, _ := parseStacked(t.Name)
+		l, _, _ := parseExpertName(t.Name)
 		if done[l] {
 			continue
 		}
 		done[l] = true
 		le := byLayer[l]
-		b := &Blob{Experts: le.experts}
-		for e := range le.experts {
-			for i, pt := range le.parts {
-				sz := pt.Size / int64(le.experts)
+		b := &Blob{Experts: le.Experts}
+		dims := [3][]uint64{{uint64(le.Hidden), uint64(le.FFN)}, {uint64(le.Hidden), uint64(le.FFN)}, {uint64(le.FFN), uint64(le.Hidden)}}
+		for e := range le.Experts {
+			for i := range 3 {
+				pt, po, sz := le.Part(e, i)
 				name := ExpertName(l, e, i)
-				if err := add(name, pt.Type, pt.Dims[:2], src{name: name, t: pt, off: int64(e) * sz, size: sz}); err != nil {
+				if err := add(name, pt.Type, dims[i], src{name: name, t: pt, off: po, size: sz}); err != nil {
 					return err
 				}
 				o := offs[len(offs)-1]
@@ -286,7 +288,7 @@ func Pack(ctx context.Context, in, out string, opts Options) error {
 			}
 		}
 		b.Size = b.Parts[2][0] + b.Parts[2][1]
-		if le.experts == 1 {
+		if le.Experts == 1 {
 			b.Stride = alignUp(b.Size, Alignment)
 		}
 		blobs[l] = b
@@ -297,9 +299,9 @@ func Pack(ctx context.Context, in, out string, opts Options) error {
 	}
 	var layerIDs []int32
 	for _, le := range layers {
-		b := blobs[le.layer]
-		p := KeyLayerPrefix + strconv.Itoa(le.layer)
-		layerIDs = append(layerIDs, int32(le.layer))
+		b := blobs[le.Layer]
+		p := KeyLayerPrefix + strconv.Itoa(le.Layer)
+		layerIDs = append(layerIDs, int32(le.Layer))
 		for _, kv := range []struct {
 			k string
 			v any
