@@ -1,0 +1,400 @@
+package quant
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/lesfarm/lesfarm/runtime/gguf"
+	"github.com/lesfarm/lesfarm/runtime/model"
+	"github.com/lesfarm/lesfarm/runtime/moe"
+	"github.com/lesfarm/lesfarm/runtime/tensor"
+)
+
+// Candidate is one type a part can take, its size and measured error.
+type Candidate struct {
+	Type  tensor.Type // the type the part's tensors are stored in (after fallback)
+	Bytes int64
+	// KL is the mean KL divergence (nats per token) of the model's next
+	// token distribution on the calibration text, reference (the input
+	// model) against the model with only this part at Type.
+	KL float64
+}
+
+// PartSensitivity is the measured sensitivity of one (layer, part).
+type PartSensitivity struct {
+	Layer      int
+	Part       string
+	Tensors    []string
+	Candidates []Candidate // most bytes first; the input's own type has KL 0
+}
+
+// Sensitivity is the result of Measure.
+type Sensitivity struct {
+	Parts []PartSensitivity
+	// Fixed is the bytes no plan changes: unquantizable tensors (norms,
+	// router) and the header, plus worst-case alignment padding.
+	Fixed int64
+	// Tokens is the calibration tokens scored.
+	Tokens int
+}
+
+// MeasureConfig configures Measure.
+type MeasureConfig struct {
+	// Tokens is the tokenized calibration text.
+	Tokens []int
+	// Context is the window length (default min(model context, 256)).
+	Context int
+	// MaxTokens caps the calibration tokens used (default 1024).
+	MaxTokens int
+	// Types are the candidate types (default Types); each part also keeps
+	// its input type as a candidate.
+	Types   []tensor.Type
+	Threads int
+	// Progress, if set, is called after each measured (part, type).
+	Progress func(done, total int)
+}
+
+// ErrNoCalibration is wrapped when the calibration text is too short.
+var ErrNoCalibration = fmt.Errorf("calibration text too short")
+
+// Measure loads the model at path with every weight in RAM and measures,
+// for each (layer, part) and each candidate type, the KL divergence of the
+// output distribution when only that part is quantized to that type (the
+// rest stays as in the input). The quantized weights run through the same
+// kernels the quantized file will use. Architectures: qwen3moe and qwen3.
+func Measure(ctx context.Context, path string, cfg MeasureConfig) (*Sensitivity, error) {
+	if len(cfg.Types) == 0 {
+		cfg.Types = Types
+	}
+	if cfg.MaxTokens <= 0 {
+		cfg.MaxTokens = 1024
+	}
+	m, err := model.Load(path, model.Options{Threads: max(cfg.Threads, 1)})
+	if err != nil {
+		return nil, err
+	}
+	defer m.Close()
+	if m.Arch != "qwen3moe" && m.Arch != "qwen3" {
+		return nil, fmt.Errorf("quant: the planner measures qwen3moe and qwen3 models, not %s", m.Arch)
+	}
+	f := m.File
+	if cfg.Context <= 0 {
+		cfg.Context = min(m.Context, 256)
+	}
+	if cfg.Context > m.Context {
+		return nil, fmt.Errorf("quant: calibration window %d exceeds the model's context %d", cfg.Context, m.Context)
+	}
+	c := cfg.Context
+	toks := cfg.Tokens[:min(len(cfg.Tokens), cfg.MaxTokens+1)]
+	windows := (len(toks) - 1) / c
+	if windows < 1 {
+		return nil, fmt.Errorf("quant: %w: %d tokens, the planner needs at least %d (one %d-token window and its next token); give a longer --calib file", ErrNoCalibration, len(toks), c+1, c)
+	}
+	for _, t := range toks {
+		if t < 0 || t >= m.Vocab {
+			return nil, fmt.Errorf("quant: calibration token %d outside the vocabulary of %d", t, m.Vocab)
+		}
+	}
+
+	parts, fixed, err := groupParts(f, cfg.Types)
+	if err != nil {
+		return nil, err
+	}
+	sens := &Sensitivity{Parts: parts, Fixed: fixed, Tokens: windows * c}
+
+	st, err := m.NewState(c)
+	if err != nil {
+		return nil, err
+	}
+	V := m.Vocab
+	// Reference log-probabilities of every scored position.
+	ref := make([]float32, windows*c*V)
+	if err := logProbs(ctx, st, toks, windows, c, V, func(w, i int, lp []float64) {
+		dst := ref[(w*c+i)*V : (w*c+i+1)*V]
+		for j, v := range lp {
+			dst[j] = float32(v)
+		}
+	}); err != nil {
+		return nil, err
+	}
+	klOf := func() (float64, error) {
+		var sum float64
+		err := logProbs(ctx, st, toks, windows, c, V, func(w, i int, lq []float64) {
+			lp := ref[(w*c+i)*V : (w*c+i+1)*V]
+			var kl float64
+			for j, p := range lp {
+				if p > -80 {
+					kl += math.Exp(float64(p)) * (float64(p) - lq[j])
+				}
+			}
+			sum += kl
+		})
+		return sum / float64(windows*c), err
+	}
+
+	total := 0
+	for _, p := range parts {
+		total += len(p.Candidates) - 1
+	}
+	done := 0
+	pool := tensor.NewPool(max(cfg.Threads, 1))
+	defer pool.Close()
+	for pi := range parts {
+		p := &sens.Parts[pi]
+		for ci := range p.Candidates {
+			cand := &p.Candidates[ci]
+			if ci == 0 {
+				continue // the input's own type
+			}
+			restore, err := swapPart(m, f, p, cand.Type, pool)
+			if err != nil {
+				return nil, err
+			}
+			kl, err := klOf()
+			restore()
+			if err != nil {
+				return nil, err
+			}
+			cand.KL = max(kl, 0)
+			done++
+			if cfg.Progress != nil {
+				cfg.Progress(done, total)
+			}
+		}
+	}
+	return sens, nil
+}
+
+// logProbs evaluates each window of c tokens from an empty cache and calls
+// fn with the log-softmax (float64) at every position.
+func logProbs(ctx context.Context, st *model.State, toks []int, windows, c, V int, fn func(w, i int, lp []float64)) error {
+	lp := make([]float64, V)
+	for w := range windows {
+		st.Reset()
+		logits, err := st.Forward(ctx, toks[w*c:(w+1)*c], true)
+		if err != nil {
+			return err
+		}
+		for i := range c {
+			row := logits[i*V : (i+1)*V]
+			mx := math.Inf(-1)
+			for _, v := range row {
+				mx = max(mx, float64(v))
+			}
+			var s float64
+			for _, v := range row {
+				s += math.Exp(float64(v) - mx)
+			}
+			ls := math.Log(s) + mx
+			for j, v := range row {
+				lp[j] = float64(v) - ls
+			}
+			fn(w, i, lp)
+		}
+	}
+	return nil
+}
+
+// groupParts groups the quantizable tensors of f into (layer, part)s with
+// their candidate types, and sums the bytes of everything else.
+func groupParts(f *gguf.File, types []tensor.Type) ([]PartSensitivity, int64, error) {
+	byKey := map[string]*PartSensitivity{}
+	var order []string
+	fixed := f.DataOffset + 8192 // header, plus room for the plan's metadata
+	for _, t := range f.Tensors() {
+		fixed += f.Alignment // worst-case padding
+		if !Quantizable(t.Name, len(t.Dims)) {
+			fixed += t.Size
+			continue
+		}
+		l, part := PartOf(t.Name)
+		k := Key(l, part)
+		p := byKey[k]
+		if p == nil {
+			p = &PartSensitivity{Layer: l, Part: part}
+			byKey[k] = p
+			order = append(order, k)
+		}
+		p.Tensors = append(p.Tensors, t.Name)
+	}
+	var out []PartSensitivity
+	for _, k := range order {
+		p := byKey[k]
+		// The input's own type first (it must be one type for the part).
+		var src tensor.Type
+		var srcBytes int64
+		for i, name := range p.Tensors {
+			t, _ := f.Tensor(name)
+			if i == 0 {
+				src = t.Type
+			} else if t.Type != src {
+				return nil, 0, fmt.Errorf("quant: part %s mixes %s and %s tensors; the planner needs one input type per part", k, src, t.Type)
+			}
+			srcBytes += t.Size
+		}
+		if src != tensor.F32 && src != tensor.F16 && src != tensor.BF16 {
+			return nil, 0, fmt.Errorf("quant: tensor %s is already %s: %w; plan from the F32, F16 or BF16 model", p.Tensors[0], src, ErrQuantizedInput)
+		}
+		p.Candidates = append(p.Candidates, Candidate{Type: src, Bytes: srcBytes})
+		seen := map[tensor.Type]bool{src: true}
+		for _, want := range types {
+			var eff tensor.Type
+			var bytes int64
+			for i, name := range p.Tensors {
+				t, _ := f.Tensor(name)
+				to, _, err := Target(name, t.Dims, t.Type, want)
+				if err != nil {
+					return nil, 0, err
+				}
+				if i == 0 {
+					eff = to
+				} else if to != eff {
+					return nil, 0, fmt.Errorf("quant: part %s would mix %s and %s at %s; the planner needs one type per part", k, eff, to, want)
+				}
+				sz, err := gguf.TensorSize(to, t.Dims)
+				if err != nil {
+					return nil, 0, err
+				}
+				bytes += sz
+			}
+			if seen[eff] {
+				continue // a fallback made it equal to an earlier candidate
+			}
+			seen[eff] = true
+			p.Candidates = append(p.Candidates, Candidate{Type: eff, Bytes: bytes})
+		}
+		sort.SliceStable(p.Candidates, func(i, j int) bool { return p.Candidates[i].Bytes > p.Candidates[j].Bytes })
+		if p.Candidates[0].Type != src {
+			return nil, 0, fmt.Errorf("quant: part %s: a candidate is larger than the input's %s", k, src)
+		}
+		out = append(out, *p)
+	}
+	return out, fixed, nil
+}
+
+// swapPart replaces the weights of part p in the loaded model m by the
+// input's values quantized to typ and returns a function that restores the
+// input weights.
+func swapPart(m *model.Model, f *gguf.File, p *PartSensitivity, typ tensor.Type, pool *tensor.Pool) (func(), error) {
+	var undo []func()
+	restore := func() {
+		for i := len(undo) - 1; i >= 0; i-- {
+			undo[i]()
+		}
+	}
+	for _, name := range p.Tensors {
+		t, _ := f.Tensor(name)
+		data, err := requantize(f, t, typ, pool)
+		if err != nil {
+			restore()
+			return nil, err
+		}
+		switch p.Part {
+		case PartExperts:
+			res, ok := m.Experts.(*moe.Resident)
+			if !ok {
+				restore()
+				return nil, fmt.Errorf("quant: experts are not resident")
+			}
+			l := p.Layer
+			sh := &m.Layers[l].Shape
+			E := sh.Experts
+			per := len(data) / E
+			old := slices.Clone(res.Data[l])
+			oldShape := *sh
+			for e := range E {
+				w := &res.Data[l][e]
+				slab := data[e*per : (e+1)*per]
+				switch {
+				case containsPart(name, "ffn_gate_exps"):
+					w.Gate, sh.GateType = slab, typ
+				case containsPart(name, "ffn_up_exps"):
+					w.Up, sh.UpType = slab, typ
+				case containsPart(name, "ffn_down_exps"):
+					w.Down, sh.DownType = slab, typ
+				default:
+					restore()
+					return nil, fmt.Errorf("quant: cannot measure expert tensor %s", name)
+				}
+			}
+			undo = append(undo, func() { copy(res.Data[l], old); *sh = oldShape })
+		default:
+			mat := matrixOf(m, name)
+			if mat == nil {
+				restore()
+				return nil, fmt.Errorf("quant: the planner cannot measure tensor %s of %s", name, m.Arch)
+			}
+			old := *mat
+			*mat = tensor.Matrix{Type: typ, Rows: old.Rows, Cols: old.Cols, Data: data}
+			undo = append(undo, func() { *mat = old })
+			if name == "token_embd.weight" {
+				if _, ok := f.Tensor("output.weight"); !ok { // tied
+					oldOut := m.Output
+					m.Output = *mat
+					undo = append(undo, func() { m.Output = oldOut })
+				}
+			}
+		}
+	}
+	return restore, nil
+}
+
+func containsPart(name, s string) bool { return strings.Contains(name, s) }
+
+// matrixOf returns the model field bound to a qwen3-family tensor name.
+func matrixOf(m *model.Model, name string) *tensor.Matrix {
+	switch name {
+	case "token_embd.weight":
+		return &m.Embed
+	case "output.weight":
+		return &m.Output
+	}
+	l, _ := PartOf(name)
+	if l < 0 || l >= len(m.Layers) {
+		return nil
+	}
+	L := &m.Layers[l]
+	suffix := strings.TrimPrefix(name, Key(l, ""))
+	switch suffix {
+	case "attn_q.weight":
+		return &L.Q
+	case "attn_k.weight":
+		return &L.K
+	case "attn_v.weight":
+		return &L.V
+	case "attn_output.weight":
+		return &L.O
+	case "ffn_gate.weight":
+		return L.Gate
+	case "ffn_up.weight":
+		return L.Up
+	case "ffn_down.weight":
+		return L.Down
+	}
+	return nil
+}
+
+// requantize reads tensor t of f and returns its data converted to typ.
+func requantize(f *gguf.File, t *gguf.TensorInfo, typ tensor.Type, pool *tensor.Pool) ([]byte, error) {
+	raw, err := f.ReadTensor(t.Name)
+	if err != nil {
+		return nil, err
+	}
+	x := make([]float32, t.Elements())
+	if err := tensor.Dequantize(t.Type, raw, x); err != nil {
+		return nil, fmt.Errorf("quant: %s: %w", t.Name, err)
+	}
+	size, err := gguf.TensorSize(typ, t.Dims)
+	if err != nil {
+		return nil, fmt.Errorf("quant: %s: %w", t.Name, err)
+	}
+	out := make([]byte, size)
+	if err := tensor.QuantizeParallel(pool, typ, x, out); err != nil {
+		return nil, fmt.Errorf("quant: %s: %w", t.Name, err)
+	}
+	return out, nil
+}
