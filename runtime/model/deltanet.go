@@ -68,39 +68,68 @@ func convStep(out, window, raw, w []float32, taps int) {
 // reads out o = Sᵀq after the update (q already scaled by 1/sqrt(D)).
 // acc is D floats of scratch. Forward and rollback replay both call it,
 // so a replayed state is bit-identical to the one computed in the pass.
+//
+// The decay is folded into the two passes over S: Sᵀk is taken on the
+// undecayed state and scaled once (exp(g)·Sᵀk = (exp(g)·S)ᵀk), and the
+// second pass writes exp(g)·S + k⊗δ, so S is read twice and written once.
 func deltaUpdate(S, k, v, q, o, acc []float32, decay, beta float32) {
 	D := len(k)
+	acc = acc[:D]
+	v = v[:D]
 	clear(acc)
 	for i := range D {
-		row := S[i*D : (i+1)*D]
-		ki := k[i]
-		for j := range row {
-			r := row[j] * decay
-			row[j] = r
-			acc[j] += float32(r * ki)
-		}
+		axpy4(k[i], S[i*D:(i+1)*D], acc)
 	}
 	for j := range acc {
-		acc[j] = float32(beta * (v[j] - acc[j])) // δ
+		acc[j] = float32(beta * (v[j] - float32(decay*acc[j]))) // δ
 	}
 	if q == nil {
 		for i := range D {
-			row := S[i*D : (i+1)*D]
-			ki := k[i]
-			for j := range row {
-				row[j] += float32(ki * acc[j])
-			}
+			decayAdd(S[i*D:(i+1)*D], decay, k[i], acc)
 		}
 		return
 	}
+	o = o[:D]
 	clear(o)
 	for i := range D {
 		row := S[i*D : (i+1)*D]
-		ki, qi := k[i], q[i]
-		for j := range row {
-			r := row[j] + float32(ki*acc[j])
-			row[j] = r
-			o[j] += float32(r * qi)
-		}
+		decayAdd(row, decay, k[i], acc)
+		axpy4(q[i], row, o)
+	}
+}
+
+// axpy4 adds a·x to y (len(y) >= len(x)), unrolled by four.
+func axpy4(a float32, x, y []float32) {
+	n := len(x)
+	y = y[:n]
+	j := 0
+	for ; j+4 <= n; j += 4 {
+		xx := x[j : j+4 : j+4]
+		yy := y[j : j+4 : j+4]
+		yy[0] += float32(a * xx[0])
+		yy[1] += float32(a * xx[1])
+		yy[2] += float32(a * xx[2])
+		yy[3] += float32(a * xx[3])
+	}
+	for ; j < n; j++ {
+		y[j] += float32(a * x[j])
+	}
+}
+
+// decayAdd sets row = d·row + a·x, unrolled by four.
+func decayAdd(row []float32, d, a float32, x []float32) {
+	n := len(row)
+	x = x[:n]
+	j := 0
+	for ; j+4 <= n; j += 4 {
+		rr := row[j : j+4 : j+4]
+		xx := x[j : j+4 : j+4]
+		rr[0] = float32(d*rr[0]) + float32(a*xx[0])
+		rr[1] = float32(d*rr[1]) + float32(a*xx[1])
+		rr[2] = float32(d*rr[2]) + float32(a*xx[2])
+		rr[3] = float32(d*rr[3]) + float32(a*xx[3])
+	}
+	for ; j < n; j++ {
+		row[j] = float32(d*row[j]) + float32(a*x[j])
 	}
 }
