@@ -5,6 +5,7 @@ package tensor
 import (
 	"encoding/binary"
 	"math"
+	"unsafe"
 
 	"golang.org/x/sys/cpu"
 )
@@ -49,6 +50,20 @@ func q8_0RowAVX2(w *byte, y *blockQ8_0, nb int) float32
 //go:noescape
 func q4kRowAVX2(w *byte, y *blockQ8K, nb int) float32
 
+// q4kRow1AVX2 is the single-vector Q4_K kernel with lane-grouped
+// activations (blockQ8K.lqs), identical to dotQ4KQ8KGeneric
+// (dot_q4k_amd64.s).
+//
+//go:noescape
+func q4kRow1AVX2(w *byte, y *blockQ8K, nb int) float32
+
+// q4kRowsAVX2 computes rows consecutive Q4_K rows (rowBytes apart, nb
+// blocks each) against nv ≤ 8 Q8_K vectors (vector v at y + v·ystride
+// bytes): dst[r + v·dstride] = row r · vector v (dot_q4k_amd64.s).
+//
+//go:noescape
+func q4kRowsAVX2(w *byte, rowBytes, rows int, y *blockQ8K, nb, nv, ystride int, dst *float32, dstride int)
+
 // q5kRowAVX2 and q6kRowAVX2 are q4kRowAVX2 for Q5_K and Q6_K rows.
 //
 //go:noescape
@@ -69,7 +84,7 @@ func asmKernels() map[Type]*kernel {
 	// These replace the archsimd ones in GOEXPERIMENT=simd builds too: they
 	// are as fast (Q4_K) or faster (Q6_K 2.2×, Q8_0) and work in every build.
 	permuteQ8K = true
-	m[Q4_K] = &kernel{act: actQ8K, impl: "avx2-asm", exact: true, q8k: dotQ4KQ8KRowAsm}
+	m[Q4_K] = &kernel{act: actQ8K, impl: "avx2-asm", exact: true, q8k: dotQ4KQ8KLanesAsm, q8kN: dotQ4KQ8KRowsAsm}
 	m[Q6_K] = &kernel{act: actQ8K, impl: "avx2-asm", exact: true, q8k: dotQ6KQ8KRowAsm}
 	m[Q8_0] = &kernel{act: actQ8_0, impl: "avx2-asm", exact: true, q80: dotQ8_0Q8_0RowAsm}
 	m[Q5_0] = &kernel{act: actQ8_0, impl: "avx2-asm", exact: true, q80: dotQ5_0Q8_0Asm}
@@ -192,4 +207,45 @@ func dotQ8_0Q8_0RowAsm(w []byte, y []blockQ8_0) float32 {
 	}
 	w = w[:34*len(y)]
 	return q8_0RowAVX2(&w[0], &y[0], len(y))
+}
+
+// dotQ4KQ8KLanesAsm is the single-vector form of dotQ4KQ8KRowsAsm (decode).
+func dotQ4KQ8KLanesAsm(w []byte, y []blockQ8K) float32 {
+	if len(y) == 0 {
+		return 0
+	}
+	w = w[:144*len(y)]
+	return q4kRow1AVX2(&w[0], &y[0], len(y))
+}
+
+// dotQ4KQ8KRowsAsm is the batched Q4_K kernel: rows consecutive rows of
+// w, each decoded once per super-block for all nv ≤ batchVectors vectors.
+func dotQ4KQ8KRowsAsm(w []byte, rows int, y []blockQ8K, nv int, dst []float32, stride int) {
+	nb := len(y) / nv
+	if rows == 0 || nv == 0 {
+		return
+	}
+	if nb == 0 {
+		for v := range nv {
+			clear(dst[v*stride : v*stride+rows])
+		}
+		return
+	}
+	_ = w[144*nb*rows-1]
+	_ = dst[(nv-1)*stride+rows-1]
+	q4kRowsAVX2(&w[0], 144*nb, rows, &y[0], nb, nv, nb*int(unsafe.Sizeof(y[0])), &dst[0], stride)
+}
+
+// rowKernels returns the kernel set with the previous per-vector Q4_K row
+// kernel in place of the batched one (benchmarks compare the two).
+func rowKernels() map[Type]*kernel {
+	if kernels[Q4_K].q8kN == nil {
+		return nil
+	}
+	m := make(map[Type]*kernel, len(kernels))
+	for t, k := range kernels {
+		m[t] = k
+	}
+	m[Q4_K] = &kernel{act: actQ8K, impl: "avx2-asm-row", exact: true, q8k: dotQ4KQ8KRowAsm}
+	return m
 }

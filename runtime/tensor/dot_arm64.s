@@ -215,7 +215,7 @@ q4rowloop:
 	SCVTFWS R8, F4
 	FMULS F4, F3, F3
 	FSUBS F3, F20, F20
-	ADD $580, R13, R1
+	ADD $836, R13, R1
 	SUB $1, R2, R2
 	B q4rowloop
 q4rowdone:
@@ -443,7 +443,7 @@ q6rowloop:
 	WORD $0x4e38d75a // FADD V26.4S, V26.4S, V24.4S
 	WORD $0x4e39d77b // FADD V27.4S, V27.4S, V25.4S
 	ADD $210, R12, R0
-	ADD $580, R13, R1
+	ADD $836, R13, R1
 	SUB $1, R2, R2
 	B q6rowloop
 q6rowdone:

@@ -29,7 +29,18 @@ type kernel struct {
 	q80   func(w []byte, y []blockQ8_0) float32
 	q81   func(w []byte, y []blockQ8_1) float32
 	q8k   func(w []byte, y []blockQ8K) float32
+	// q8kN, if set, is the batched form of q8k: rows consecutive weight
+	// rows at w dotted with nv activation vectors of len(y)/nv blocks
+	// each, row r · vector v stored at dst[r+v*stride]. It must equal q8k
+	// per vector, bit for bit (TestBatchedMatchesGeneric); nv is at most
+	// batchVectors.
+	q8kN func(w []byte, rows int, y []blockQ8K, nv int, dst []float32, stride int)
 }
+
+// batchVectors is the number of activation vectors a batched kernel call
+// covers: 8 Q8_K vectors of 1024 values are 27 KiB, which stays in L1 while
+// the rows of a chunk stream past them.
+const batchVectors = 8
 
 // genericKernels are the reference (ggml generic C) kernels.
 var genericKernels = map[Type]*kernel{
@@ -259,7 +270,11 @@ func (j *job) rows(lo, hi int) {
 		pt := &j.parts[i]
 		a, b := max(lo, pt.start), min(hi, pt.start+pt.m.Rows)
 		if a < b {
-			j.partRows(pt, a-pt.start, b-pt.start)
+			if pt.k.q8kN != nil && j.n > 1 {
+				j.partRowsBatched(pt, a-pt.start, b-pt.start)
+			} else {
+				j.partRows(pt, a-pt.start, b-pt.start)
+			}
 		}
 	}
 }
@@ -300,5 +315,19 @@ func (j *job) partRows(pt *part, lo, hi int) {
 				dst[v*m.Rows+r] = k.q8k(w, j.sc.q8k[v*nb:(v+1)*nb])
 			}
 		}
+	}
+}
+
+// partRowsBatched is partRows for a kernel with a batched form: the
+// vectors are taken batchVectors at a time (their activations stay in L1)
+// and each weight row of [lo,hi) is decoded once per group.
+func (j *job) partRowsBatched(pt *part, lo, hi int) {
+	m, rb, n, k := pt.m, pt.rb, j.n, pt.k
+	nb := m.Cols / QK_K
+	for v0 := 0; v0 < n; v0 += batchVectors {
+		nv := min(batchVectors, n-v0)
+		y := j.sc.q8k[v0*nb : (v0+nv)*nb]
+		dst := pt.dst[v0*m.Rows:]
+		k.q8kN(m.Data[lo*rb:hi*rb], hi-lo, y, nv, dst[lo:], m.Rows)
 	}
 }

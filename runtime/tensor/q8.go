@@ -31,6 +31,10 @@ type blockQ8K struct {
 	// bsum2[j] = bsums[2j]+bsums[2j+1] (sums of 32, j < 8; 8..15 zero),
 	// filled with pqs.
 	bsum2 [16]int16
+	// lqs is qs with each 32-value sub-block grouped by mod-8 lane:
+	// lqs[32g+4l+t] = qs[32g+l+8t], so that four consecutive bytes are
+	// one lane (the batched Q4_K kernel). Filled with pqs.
+	lqs [QK_K]int8
 }
 
 // permuteQ8K is set when a SIMD kernel reads blockQ8K.pqs.
@@ -125,6 +129,13 @@ func quantizeQ8K(x []float32, y []blockQ8K) {
 				for k := 0; k < 8; k++ {
 					dst[2*k] = src[k]
 					dst[2*k+1] = src[k+8]
+				}
+			}
+			for g := 0; g < QK_K; g += 32 {
+				src := (*[32]int8)(b.qs[g:])
+				dst := (*[32]int8)(b.lqs[g:])
+				for l := 0; l < 8; l++ {
+					dst[4*l], dst[4*l+1], dst[4*l+2], dst[4*l+3] = src[l], src[l+8], src[l+16], src[l+24]
 				}
 			}
 		}

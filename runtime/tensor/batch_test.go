@@ -1,0 +1,96 @@
+package tensor
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"runtime"
+	"testing"
+)
+
+// TestBatchedMatchesGeneric checks MatMul over n vectors, for every type
+// with a kernel and batch sizes around the batched kernels' group size,
+// against the generic kernel applied one vector at a time, bit for bit:
+// prefill and speculative verification must produce the logits decode
+// produces.
+func TestBatchedMatchesGeneric(t *testing.T) {
+	r := rand.New(rand.NewPCG(21, 22))
+	for _, tc := range matTypes {
+		t.Run(tc.t.String(), func(t *testing.T) {
+			cols := 512
+			if cols%tc.t.BlockSize() != 0 {
+				cols = 32 * tc.t.BlockSize()
+			}
+			const rows = 13
+			m := makeMatrix(t, r, tc.t, rows, cols)
+			for _, n := range []int{1, 2, 7, 8, 9, 17} {
+				x := randVec(r, n*cols, float32(n))
+				x[3] = 0
+				x[cols-1] = -x[1]
+				for _, threads := range []int{1, 2} {
+					p := NewPool(threads)
+					got := make([]float32, n*rows)
+					if err := MatMul(p, got, m, x, n); err != nil {
+						t.Fatal(err)
+					}
+					p.Close()
+					for v := range n {
+						want := genericMatVec(t, m, x[v*cols:(v+1)*cols])
+						for i := range rows {
+							g := got[v*rows+i]
+							if kernels[tc.t].exact && math.Float32bits(g) != math.Float32bits(want[i]) {
+								t.Fatalf("n=%d threads=%d vector %d row %d: %v != generic %v", n, threads, v, i, g, want[i])
+							}
+						}
+					}
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkMatMulBatched measures batched products of the expert shapes of
+// the phone-shaped model (gate/up 512×1024, down 1024×512) for n vectors,
+// one thread, in GFLOP per CPU-second: the batched kernels against the
+// previous per-vector row kernel ("row") where one exists.
+//
+//	go test ./runtime/tensor -run XXX -bench MatMulBatched
+func BenchmarkMatMulBatched(b *testing.B) {
+	for _, typ := range []Type{Q4_K, Q6_K, Q8_0, F16, F32} {
+		for _, sh := range [][2]int{{512, 1024}, {1024, 512}} {
+			r := rand.New(rand.NewPCG(3, uint64(typ)))
+			m := makeMatrix(b, r, typ, sh[0], sh[1])
+			for _, n := range []int{1, 4, 8, 64} {
+				x := randVec(r, n*sh[1], 1)
+				dst := make([]float32, n*sh[0])
+				sets := []struct {
+					name string
+					ks   map[Type]*kernel
+				}{{"best", kernels}}
+				if rk := rowKernels(); rk != nil && rk[typ] != nil {
+					sets = append(sets, struct {
+						name string
+						ks   map[Type]*kernel
+					}{"row", rk})
+				}
+				for _, set := range sets {
+					b.Run(fmt.Sprintf("%s/%dx%d/n%d/%s", typ, sh[0], sh[1], n, set.name), func(b *testing.B) {
+						runtime.LockOSThread()
+						defer runtime.UnlockOSThread()
+						b.ReportAllocs()
+						cpu0 := threadCPU()
+						for b.Loop() {
+							if err := matMulWith(set.ks, nil, dst, m, x, n); err != nil {
+								b.Fatal(err)
+							}
+						}
+						flops := 2 * float64(sh[0]*sh[1]*n) * float64(b.N)
+						if cpu := (threadCPU() - cpu0).Seconds(); cpu > 0 {
+							b.ReportMetric(flops/cpu/1e9, "cpuGFLOP/s")
+						}
+					})
+				}
+			}
+		}
+	}
+}
