@@ -25,6 +25,16 @@ func f32Lanes8(w *byte, x *float32, groups int, out *[8]float32)
 //go:noescape
 func f16Lanes8(w *byte, x *float32, groups int, out *[8]float32)
 
+// f32Lanes8x4 and f16Lanes8x4 are f32Lanes8 and f16Lanes8 for 4 vectors
+// (vector v at x + v·xstride bytes) sharing each weight load
+// (dot_float_amd64.s): out[8v+l] is vector v's lane l.
+//
+//go:noescape
+func f32Lanes8x4(w *byte, x *float32, xstride, groups int, out *[32]float32)
+
+//go:noescape
+func f16Lanes8x4(w *byte, x *float32, xstride, groups int, out *[32]float32)
+
 //go:noescape
 func bf16Lanes8(w *byte, x *float32, groups int, out *[8]float32)
 
@@ -77,8 +87,8 @@ func asmKernels() map[Type]*kernel {
 		return nil
 	}
 	m := map[Type]*kernel{
-		F32:  {act: actF32, impl: "avx2-asm", exact: true, f32: dotF32Asm},
-		F16:  {act: actF16, impl: "avx2-asm", exact: true, f32: dotF16Asm},
+		F32:  {act: actF32, impl: "avx2-asm", exact: true, f32: dotF32Asm, f32N: dotF32RowsAsm},
+		F16:  {act: actF16, impl: "avx2-asm", exact: true, f32: dotF16Asm, f32N: dotF16RowsAsm},
 		BF16: {act: actBF16, impl: "avx2-asm", exact: true, f32: dotBF16Asm},
 	}
 	// These replace the archsimd ones in GOEXPERIMENT=simd builds too: they
@@ -236,16 +246,68 @@ func dotQ4KQ8KRowsAsm(w []byte, rows int, y []blockQ8K, nv int, dst []float32, s
 	q4kRowsAVX2(&w[0], 144*nb, rows, &y[0], nb, nv, nb*int(unsafe.Sizeof(y[0])), &dst[0], stride)
 }
 
-// rowKernels returns the kernel set with the previous per-vector Q4_K row
-// kernel in place of the batched one (benchmarks compare the two).
+// rowKernels returns the kernel set without batched forms, and with the
+// previous per-vector Q4_K row kernel (benchmarks compare the two).
 func rowKernels() map[Type]*kernel {
-	if kernels[Q4_K].q8kN == nil {
-		return nil
-	}
 	m := make(map[Type]*kernel, len(kernels))
 	for t, k := range kernels {
-		m[t] = k
+		c := *k
+		c.q8kN, c.f32N = nil, nil
+		m[t] = &c
 	}
 	m[Q4_K] = &kernel{act: actQ8K, impl: "avx2-asm-row", exact: true, q8k: dotQ4KQ8KRowAsm}
 	return m
+}
+
+// dotF32RowsAsm and dotF16RowsAsm are the batched float kernels: one row
+// against nv vectors of len(x)/nv values, four at a time sharing each
+// weight load, finished per vector like dotF32Asm / dotF16Asm.
+func dotF32RowsAsm(w []byte, x []float32, nv int, dst []float32, stride int) {
+	n := len(x) / nv
+	w = w[:4*n]
+	g := n / 8
+	v := 0
+	if g > 0 {
+		var s [32]float32
+		for ; v+4 <= nv; v += 4 {
+			f32Lanes8x4(&w[0], &x[v*n], 4*n, g, &s)
+			for u := range 4 {
+				l := (*[8]float32)(s[8*u:])
+				r := reduce8(l[0], l[1], l[2], l[3], l[4], l[5], l[6], l[7])
+				xv := x[(v+u)*n : (v+u+1)*n]
+				for i := 8 * g; i < n; i++ {
+					r += float32(math.Float32frombits(binary.LittleEndian.Uint32(w[4*i:])) * xv[i])
+				}
+				dst[(v+u)*stride] = r
+			}
+		}
+	}
+	for ; v < nv; v++ {
+		dst[v*stride] = dotF32Asm(w, x[v*n:(v+1)*n])
+	}
+}
+
+func dotF16RowsAsm(w []byte, x []float32, nv int, dst []float32, stride int) {
+	n := len(x) / nv
+	w = w[:2*n]
+	g := n / 8
+	v := 0
+	if g > 0 {
+		var s [32]float32
+		for ; v+4 <= nv; v += 4 {
+			f16Lanes8x4(&w[0], &x[v*n], 4*n, g, &s)
+			for u := range 4 {
+				l := (*[8]float32)(s[8*u:])
+				r := reduce8(l[0], l[1], l[2], l[3], l[4], l[5], l[6], l[7])
+				xv := x[(v+u)*n : (v+u+1)*n]
+				for i := 8 * g; i < n; i++ {
+					r += float32(f16Table[binary.LittleEndian.Uint16(w[2*i:])] * xv[i])
+				}
+				dst[(v+u)*stride] = r
+			}
+		}
+	}
+	for ; v < nv; v++ {
+		dst[v*stride] = dotF16Asm(w, x[v*n:(v+1)*n])
+	}
 }

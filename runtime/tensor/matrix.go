@@ -35,6 +35,10 @@ type kernel struct {
 	// per vector, bit for bit (TestBatchedMatchesGeneric); nv is at most
 	// batchVectors.
 	q8kN func(w []byte, rows int, y []blockQ8K, nv int, dst []float32, stride int)
+	// f32N, if set, is the batched form of f32: one weight row w dotted
+	// with nv vectors of len(x)/nv values, vector v's result stored at
+	// dst[v*stride], bit-identical to f32 per vector.
+	f32N func(w []byte, x []float32, nv int, dst []float32, stride int)
 }
 
 // batchVectors is the number of activation vectors a batched kernel call
@@ -270,7 +274,7 @@ func (j *job) rows(lo, hi int) {
 		pt := &j.parts[i]
 		a, b := max(lo, pt.start), min(hi, pt.start+pt.m.Rows)
 		if a < b {
-			if pt.k.q8kN != nil && j.n > 1 {
+			if (pt.k.q8kN != nil || pt.k.f32N != nil) && j.n > 1 {
 				j.partRowsBatched(pt, a-pt.start, b-pt.start)
 			} else {
 				j.partRows(pt, a-pt.start, b-pt.start)
@@ -323,6 +327,22 @@ func (j *job) partRows(pt *part, lo, hi int) {
 // and each weight row of [lo,hi) is decoded once per group.
 func (j *job) partRowsBatched(pt *part, lo, hi int) {
 	m, rb, n, k := pt.m, pt.rb, j.n, pt.k
+	if k.f32N != nil {
+		x := j.x
+		if k.act == actF16 {
+			x = j.sc.f16
+		}
+		cols := m.Cols
+		for v0 := 0; v0 < n; v0 += batchVectors {
+			nv := min(batchVectors, n-v0)
+			xv := x[v0*cols : (v0+nv)*cols]
+			dst := pt.dst[v0*m.Rows:]
+			for r := lo; r < hi; r++ {
+				k.f32N(m.Data[r*rb:(r+1)*rb], xv, nv, dst[r:], m.Rows)
+			}
+		}
+		return
+	}
 	nb := m.Cols / QK_K
 	for v0 := 0; v0 < n; v0 += batchVectors {
 		nv := min(batchVectors, n-v0)
