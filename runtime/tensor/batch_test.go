@@ -17,35 +17,41 @@ func TestBatchedMatchesGeneric(t *testing.T) {
 	r := rand.New(rand.NewPCG(21, 22))
 	for _, tc := range matTypes {
 		t.Run(tc.t.String(), func(t *testing.T) {
-			cols := 512
-			if cols%tc.t.BlockSize() != 0 {
-				cols = 32 * tc.t.BlockSize()
+			for _, cols := range []int{512, 8 * 37, 37, 8*tc.t.BlockSize() + 5} {
+				if cols%tc.t.BlockSize() != 0 {
+					continue
+				}
+				testBatched(t, r, tc.t, cols)
 			}
-			const rows = 13
-			m := makeMatrix(t, r, tc.t, rows, cols)
-			for _, n := range []int{1, 2, 7, 8, 9, 17} {
-				x := randVec(r, n*cols, float32(n))
-				x[3] = 0
-				x[cols-1] = -x[1]
-				for _, threads := range []int{1, 2} {
-					p := NewPool(threads)
-					got := make([]float32, n*rows)
-					if err := MatMul(p, got, m, x, n); err != nil {
-						t.Fatal(err)
-					}
-					p.Close()
-					for v := range n {
-						want := genericMatVec(t, m, x[v*cols:(v+1)*cols])
-						for i := range rows {
-							g := got[v*rows+i]
-							if kernels[tc.t].exact && math.Float32bits(g) != math.Float32bits(want[i]) {
-								t.Fatalf("n=%d threads=%d vector %d row %d: %v != generic %v", n, threads, v, i, g, want[i])
-							}
-						}
+		})
+	}
+}
+
+func testBatched(t *testing.T, r *rand.Rand, typ Type, cols int) {
+	t.Helper()
+	const rows = 13
+	m := makeMatrix(t, r, typ, rows, cols)
+	for _, n := range []int{1, 2, 3, 4, 5, 7, 8, 9, 17} {
+		x := randVec(r, n*cols, float32(n))
+		x[3] = 0
+		x[cols-1] = -x[1]
+		for _, threads := range []int{1, 2} {
+			p := NewPool(threads)
+			got := make([]float32, n*rows)
+			if err := MatMul(p, got, m, x, n); err != nil {
+				t.Fatal(err)
+			}
+			p.Close()
+			for v := range n {
+				want := genericMatVec(t, m, x[v*cols:(v+1)*cols])
+				for i := range rows {
+					g := got[v*rows+i]
+					if kernels[typ].exact && math.Float32bits(g) != math.Float32bits(want[i]) {
+						t.Fatalf("cols=%d n=%d threads=%d vector %d row %d: %v != generic %v", cols, n, threads, v, i, g, want[i])
 					}
 				}
 			}
-		})
+		}
 	}
 }
 

@@ -25,15 +25,41 @@ func f32Lanes8(w *byte, x *float32, groups int, out *[8]float32)
 //go:noescape
 func f16Lanes8(w *byte, x *float32, groups int, out *[8]float32)
 
-// f32Lanes8x4 and f16Lanes8x4 are f32Lanes8 and f16Lanes8 for 4 vectors
-// (vector v at x + v·xstride bytes) sharing each weight load
-// (dot_float_amd64.s): out[8v+l] is vector v's lane l.
+// f32RowsN and f16RowsN (N = 1..4 vectors, dot_float_amd64.s) set
+// dst[r + v·dstride] = row r · vector v for rows consecutive F32/F16 rows
+// (rowBytes apart, groups·8 values) and vectors at x + v·xstride bytes,
+// each in the generic 8-lane order folded like reduce8.
 //
 //go:noescape
-func f32Lanes8x4(w *byte, x *float32, xstride, groups int, out *[32]float32)
+func f32Rows1(w *byte, rowBytes, rows, groups int, x *float32, xstride int, dst *float32, dstride int)
 
+//
 //go:noescape
-func f16Lanes8x4(w *byte, x *float32, xstride, groups int, out *[32]float32)
+func f32Rows2(w *byte, rowBytes, rows, groups int, x *float32, xstride int, dst *float32, dstride int)
+
+//
+//go:noescape
+func f32Rows3(w *byte, rowBytes, rows, groups int, x *float32, xstride int, dst *float32, dstride int)
+
+//
+//go:noescape
+func f32Rows4(w *byte, rowBytes, rows, groups int, x *float32, xstride int, dst *float32, dstride int)
+
+//
+//go:noescape
+func f16Rows1(w *byte, rowBytes, rows, groups int, x *float32, xstride int, dst *float32, dstride int)
+
+//
+//go:noescape
+func f16Rows2(w *byte, rowBytes, rows, groups int, x *float32, xstride int, dst *float32, dstride int)
+
+//
+//go:noescape
+func f16Rows3(w *byte, rowBytes, rows, groups int, x *float32, xstride int, dst *float32, dstride int)
+
+//
+//go:noescape
+func f16Rows4(w *byte, rowBytes, rows, groups int, x *float32, xstride int, dst *float32, dstride int)
 
 //go:noescape
 func bf16Lanes8(w *byte, x *float32, groups int, out *[8]float32)
@@ -259,55 +285,42 @@ func rowKernels() map[Type]*kernel {
 	return m
 }
 
-// dotF32RowsAsm and dotF16RowsAsm are the batched float kernels: one row
-// against nv vectors of len(x)/nv values, four at a time sharing each
-// weight load, finished per vector like dotF32Asm / dotF16Asm.
-func dotF32RowsAsm(w []byte, x []float32, nv int, dst []float32, stride int) {
+// floatRows is the batched F32/F16 kernel (f32N): rows rows of w
+// (rb bytes apart) against nv ≤ batchVectors vectors of len(x)/nv values,
+// up to four vectors per assembly call sharing each weight load. Rows whose
+// length is not a multiple of 8 use the single-vector kernel, which adds
+// the tail in order.
+func floatRows(fns *[4]func(*byte, int, int, int, *float32, int, *float32, int), one func([]byte, []float32) float32,
+	w []byte, rb, rows int, x []float32, nv int, dst []float32, stride int) {
 	n := len(x) / nv
-	w = w[:4*n]
-	g := n / 8
-	v := 0
-	if g > 0 {
-		var s [32]float32
-		for ; v+4 <= nv; v += 4 {
-			f32Lanes8x4(&w[0], &x[v*n], 4*n, g, &s)
-			for u := range 4 {
-				l := (*[8]float32)(s[8*u:])
-				r := reduce8(l[0], l[1], l[2], l[3], l[4], l[5], l[6], l[7])
-				xv := x[(v+u)*n : (v+u+1)*n]
-				for i := 8 * g; i < n; i++ {
-					r += float32(math.Float32frombits(binary.LittleEndian.Uint32(w[4*i:])) * xv[i])
-				}
-				dst[(v+u)*stride] = r
+	if rows == 0 || nv == 0 {
+		return
+	}
+	if n == 0 || n%8 != 0 {
+		for r := range rows {
+			for v := range nv {
+				dst[r+v*stride] = one(w[r*rb:(r+1)*rb], x[v*n:(v+1)*n])
 			}
 		}
+		return
 	}
-	for ; v < nv; v++ {
-		dst[v*stride] = dotF32Asm(w, x[v*n:(v+1)*n])
+	_ = w[rb*(rows-1)+rb-1]
+	_ = dst[(nv-1)*stride+rows-1]
+	for v := 0; v < nv; v += 4 {
+		c := min(4, nv-v)
+		fns[c-1](&w[0], rb, rows, n/8, &x[v*n], 4*n, &dst[v*stride], stride)
 	}
 }
 
-func dotF16RowsAsm(w []byte, x []float32, nv int, dst []float32, stride int) {
-	n := len(x) / nv
-	w = w[:2*n]
-	g := n / 8
-	v := 0
-	if g > 0 {
-		var s [32]float32
-		for ; v+4 <= nv; v += 4 {
-			f16Lanes8x4(&w[0], &x[v*n], 4*n, g, &s)
-			for u := range 4 {
-				l := (*[8]float32)(s[8*u:])
-				r := reduce8(l[0], l[1], l[2], l[3], l[4], l[5], l[6], l[7])
-				xv := x[(v+u)*n : (v+u+1)*n]
-				for i := 8 * g; i < n; i++ {
-					r += float32(f16Table[binary.LittleEndian.Uint16(w[2*i:])] * xv[i])
-				}
-				dst[(v+u)*stride] = r
-			}
-		}
-	}
-	for ; v < nv; v++ {
-		dst[v*stride] = dotF16Asm(w, x[v*n:(v+1)*n])
-	}
+var (
+	f32RowFns = [4]func(*byte, int, int, int, *float32, int, *float32, int){f32Rows1, f32Rows2, f32Rows3, f32Rows4}
+	f16RowFns = [4]func(*byte, int, int, int, *float32, int, *float32, int){f16Rows1, f16Rows2, f16Rows3, f16Rows4}
+)
+
+func dotF32RowsAsm(w []byte, rb, rows int, x []float32, nv int, dst []float32, stride int) {
+	floatRows(&f32RowFns, dotF32Asm, w, rb, rows, x, nv, dst, stride)
+}
+
+func dotF16RowsAsm(w []byte, rb, rows int, x []float32, nv int, dst []float32, stride int) {
+	floatRows(&f16RowFns, dotF16Asm, w, rb, rows, x, nv, dst, stride)
 }

@@ -2,28 +2,178 @@
 
 #include "textflag.h"
 
-// Batched float rows: one F32 or F16 weight row against 4 activation
-// vectors. Each weight group of 8 is loaded (and for F16 converted with
-// VCVTPH2PS) once, then multiplied (VMULPS) and added (VADDPS) into each
-// vector's own 8-lane accumulator — per vector exactly the generic 8-lane
-// order, so every result equals dotF32Generic / dotF16Generic.
+// Batched float rows: F32 or F16 weight rows against nv = 1..4 activation
+// vectors, several rows per call. Each weight group of 8 is loaded (and for
+// F16 converted with VCVTPH2PS) once, then multiplied (VMULPS) and added
+// (VADDPS) into each vector's own 8-lane accumulator, and each accumulator
+// is folded like reduce8: ((s0+s4)+(s2+s6)) + ((s1+s5)+(s3+s7)). Per vector
+// that is exactly the generic 8-lane order, so every result equals
+// dotF32Generic / dotF16Generic (rows whose length is a multiple of 8).
+//
+// func {f32,f16}RowsN(w *byte, rowBytes, rows, groups int, x *float32, xstride int, dst *float32, dstride int)
+// dst[r + v·dstride] = row r (at w + r·rowBytes) · vector v (x + v·xstride
+// bytes), r < rows, v < N.
 
-// func f32Lanes8x4(w *byte, x *float32, xstride, groups int, out *[32]float32)
-// out[8v+l] = lane l of vector v (x + v·xstride bytes), v < 4.
-TEXT ·f32Lanes8x4(SB), NOSPLIT, $0-40
-	MOVQ w+0(FP), SI
-	MOVQ x+8(FP), DI
-	MOVQ xstride+16(FP), R9
-	MOVQ groups+24(FP), CX
-	MOVQ out+32(FP), DX
+// FOLD8(Y, X, T) leaves reduce8 of the 8 lanes of Y in the low float of X
+// (X is Y's low half); T is a temporary.
+#define FOLD8(Y, X, T) \
+	VEXTRACTF128 $1, Y, T \
+	VADDPS T, X, X \
+	VMOVHLPS X, X, T \
+	VADDPS T, X, X \
+	VMOVSHDUP X, T \
+	VADDSS T, X, X
+
+TEXT ·f32Rows1(SB), NOSPLIT, $0-64
+	MOVQ w+0(FP), R11
+	MOVQ xstride+40(FP), R9
 	LEAQ (R9)(R9*2), R10
+	MOVQ dst+48(FP), R12
+	MOVQ dstride+56(FP), R13
+	SHLQ $2, R13
+	MOVQ rows+16(FP), R14
+	TESTQ R14, R14
+	JEQ f32r1done
+f32r1row:
+	MOVQ R11, SI
+	MOVQ x+32(FP), DI
+	MOVQ groups+24(FP), CX
+	VXORPS Y8, Y8, Y8
+	TESTQ CX, CX
+	JEQ f32r1fold
+f32r1loop:
+	VMOVUPS (SI), Y0
+	VMULPS (DI), Y0, Y1
+	VADDPS Y1, Y8, Y8
+	ADDQ $32, SI
+	ADDQ $32, DI
+	DECQ CX
+	JNZ f32r1loop
+f32r1fold:
+	MOVQ R12, DX
+	FOLD8(Y8, X8, X1)
+	VMOVSS X8, (DX)
+	ADDQ $4, R12
+	ADDQ rowBytes+8(FP), R11
+	DECQ R14
+	JNZ f32r1row
+f32r1done:
+	VZEROUPPER
+	RET
+
+TEXT ·f32Rows2(SB), NOSPLIT, $0-64
+	MOVQ w+0(FP), R11
+	MOVQ xstride+40(FP), R9
+	LEAQ (R9)(R9*2), R10
+	MOVQ dst+48(FP), R12
+	MOVQ dstride+56(FP), R13
+	SHLQ $2, R13
+	MOVQ rows+16(FP), R14
+	TESTQ R14, R14
+	JEQ f32r2done
+f32r2row:
+	MOVQ R11, SI
+	MOVQ x+32(FP), DI
+	MOVQ groups+24(FP), CX
+	VXORPS Y8, Y8, Y8
+	VXORPS Y9, Y9, Y9
+	TESTQ CX, CX
+	JEQ f32r2fold
+f32r2loop:
+	VMOVUPS (SI), Y0
+	VMULPS (DI), Y0, Y1
+	VMULPS (DI)(R9*1), Y0, Y2
+	VADDPS Y1, Y8, Y8
+	VADDPS Y2, Y9, Y9
+	ADDQ $32, SI
+	ADDQ $32, DI
+	DECQ CX
+	JNZ f32r2loop
+f32r2fold:
+	MOVQ R12, DX
+	FOLD8(Y8, X8, X1)
+	VMOVSS X8, (DX)
+	ADDQ R13, DX
+	FOLD8(Y9, X9, X2)
+	VMOVSS X9, (DX)
+	ADDQ $4, R12
+	ADDQ rowBytes+8(FP), R11
+	DECQ R14
+	JNZ f32r2row
+f32r2done:
+	VZEROUPPER
+	RET
+
+TEXT ·f32Rows3(SB), NOSPLIT, $0-64
+	MOVQ w+0(FP), R11
+	MOVQ xstride+40(FP), R9
+	LEAQ (R9)(R9*2), R10
+	MOVQ dst+48(FP), R12
+	MOVQ dstride+56(FP), R13
+	SHLQ $2, R13
+	MOVQ rows+16(FP), R14
+	TESTQ R14, R14
+	JEQ f32r3done
+f32r3row:
+	MOVQ R11, SI
+	MOVQ x+32(FP), DI
+	MOVQ groups+24(FP), CX
+	VXORPS Y8, Y8, Y8
+	VXORPS Y9, Y9, Y9
+	VXORPS Y10, Y10, Y10
+	TESTQ CX, CX
+	JEQ f32r3fold
+f32r3loop:
+	VMOVUPS (SI), Y0
+	VMULPS (DI), Y0, Y1
+	VMULPS (DI)(R9*1), Y0, Y2
+	VMULPS (DI)(R9*2), Y0, Y3
+	VADDPS Y1, Y8, Y8
+	VADDPS Y2, Y9, Y9
+	VADDPS Y3, Y10, Y10
+	ADDQ $32, SI
+	ADDQ $32, DI
+	DECQ CX
+	JNZ f32r3loop
+f32r3fold:
+	MOVQ R12, DX
+	FOLD8(Y8, X8, X1)
+	VMOVSS X8, (DX)
+	ADDQ R13, DX
+	FOLD8(Y9, X9, X2)
+	VMOVSS X9, (DX)
+	ADDQ R13, DX
+	FOLD8(Y10, X10, X3)
+	VMOVSS X10, (DX)
+	ADDQ $4, R12
+	ADDQ rowBytes+8(FP), R11
+	DECQ R14
+	JNZ f32r3row
+f32r3done:
+	VZEROUPPER
+	RET
+
+TEXT ·f32Rows4(SB), NOSPLIT, $0-64
+	MOVQ w+0(FP), R11
+	MOVQ xstride+40(FP), R9
+	LEAQ (R9)(R9*2), R10
+	MOVQ dst+48(FP), R12
+	MOVQ dstride+56(FP), R13
+	SHLQ $2, R13
+	MOVQ rows+16(FP), R14
+	TESTQ R14, R14
+	JEQ f32r4done
+f32r4row:
+	MOVQ R11, SI
+	MOVQ x+32(FP), DI
+	MOVQ groups+24(FP), CX
 	VXORPS Y8, Y8, Y8
 	VXORPS Y9, Y9, Y9
 	VXORPS Y10, Y10, Y10
 	VXORPS Y11, Y11, Y11
 	TESTQ CX, CX
-	JEQ f32x4done
-f32x4loop:
+	JEQ f32r4fold
+f32r4loop:
 	VMOVUPS (SI), Y0
 	VMULPS (DI), Y0, Y1
 	VMULPS (DI)(R9*1), Y0, Y2
@@ -36,31 +186,178 @@ f32x4loop:
 	ADDQ $32, SI
 	ADDQ $32, DI
 	DECQ CX
-	JNZ f32x4loop
-f32x4done:
-	VMOVUPS Y8, 0(DX)
-	VMOVUPS Y9, 32(DX)
-	VMOVUPS Y10, 64(DX)
-	VMOVUPS Y11, 96(DX)
+	JNZ f32r4loop
+f32r4fold:
+	MOVQ R12, DX
+	FOLD8(Y8, X8, X1)
+	VMOVSS X8, (DX)
+	ADDQ R13, DX
+	FOLD8(Y9, X9, X2)
+	VMOVSS X9, (DX)
+	ADDQ R13, DX
+	FOLD8(Y10, X10, X3)
+	VMOVSS X10, (DX)
+	ADDQ R13, DX
+	FOLD8(Y11, X11, X4)
+	VMOVSS X11, (DX)
+	ADDQ $4, R12
+	ADDQ rowBytes+8(FP), R11
+	DECQ R14
+	JNZ f32r4row
+f32r4done:
 	VZEROUPPER
 	RET
 
-// func f16Lanes8x4(w *byte, x *float32, xstride, groups int, out *[32]float32)
-// out[8v+l] = lane l of vector v (x + v·xstride bytes), v < 4.
-TEXT ·f16Lanes8x4(SB), NOSPLIT, $0-40
-	MOVQ w+0(FP), SI
-	MOVQ x+8(FP), DI
-	MOVQ xstride+16(FP), R9
-	MOVQ groups+24(FP), CX
-	MOVQ out+32(FP), DX
+TEXT ·f16Rows1(SB), NOSPLIT, $0-64
+	MOVQ w+0(FP), R11
+	MOVQ xstride+40(FP), R9
 	LEAQ (R9)(R9*2), R10
+	MOVQ dst+48(FP), R12
+	MOVQ dstride+56(FP), R13
+	SHLQ $2, R13
+	MOVQ rows+16(FP), R14
+	TESTQ R14, R14
+	JEQ f16r1done
+f16r1row:
+	MOVQ R11, SI
+	MOVQ x+32(FP), DI
+	MOVQ groups+24(FP), CX
+	VXORPS Y8, Y8, Y8
+	TESTQ CX, CX
+	JEQ f16r1fold
+f16r1loop:
+	VCVTPH2PS (SI), Y0
+	VMULPS (DI), Y0, Y1
+	VADDPS Y1, Y8, Y8
+	ADDQ $16, SI
+	ADDQ $32, DI
+	DECQ CX
+	JNZ f16r1loop
+f16r1fold:
+	MOVQ R12, DX
+	FOLD8(Y8, X8, X1)
+	VMOVSS X8, (DX)
+	ADDQ $4, R12
+	ADDQ rowBytes+8(FP), R11
+	DECQ R14
+	JNZ f16r1row
+f16r1done:
+	VZEROUPPER
+	RET
+
+TEXT ·f16Rows2(SB), NOSPLIT, $0-64
+	MOVQ w+0(FP), R11
+	MOVQ xstride+40(FP), R9
+	LEAQ (R9)(R9*2), R10
+	MOVQ dst+48(FP), R12
+	MOVQ dstride+56(FP), R13
+	SHLQ $2, R13
+	MOVQ rows+16(FP), R14
+	TESTQ R14, R14
+	JEQ f16r2done
+f16r2row:
+	MOVQ R11, SI
+	MOVQ x+32(FP), DI
+	MOVQ groups+24(FP), CX
+	VXORPS Y8, Y8, Y8
+	VXORPS Y9, Y9, Y9
+	TESTQ CX, CX
+	JEQ f16r2fold
+f16r2loop:
+	VCVTPH2PS (SI), Y0
+	VMULPS (DI), Y0, Y1
+	VMULPS (DI)(R9*1), Y0, Y2
+	VADDPS Y1, Y8, Y8
+	VADDPS Y2, Y9, Y9
+	ADDQ $16, SI
+	ADDQ $32, DI
+	DECQ CX
+	JNZ f16r2loop
+f16r2fold:
+	MOVQ R12, DX
+	FOLD8(Y8, X8, X1)
+	VMOVSS X8, (DX)
+	ADDQ R13, DX
+	FOLD8(Y9, X9, X2)
+	VMOVSS X9, (DX)
+	ADDQ $4, R12
+	ADDQ rowBytes+8(FP), R11
+	DECQ R14
+	JNZ f16r2row
+f16r2done:
+	VZEROUPPER
+	RET
+
+TEXT ·f16Rows3(SB), NOSPLIT, $0-64
+	MOVQ w+0(FP), R11
+	MOVQ xstride+40(FP), R9
+	LEAQ (R9)(R9*2), R10
+	MOVQ dst+48(FP), R12
+	MOVQ dstride+56(FP), R13
+	SHLQ $2, R13
+	MOVQ rows+16(FP), R14
+	TESTQ R14, R14
+	JEQ f16r3done
+f16r3row:
+	MOVQ R11, SI
+	MOVQ x+32(FP), DI
+	MOVQ groups+24(FP), CX
+	VXORPS Y8, Y8, Y8
+	VXORPS Y9, Y9, Y9
+	VXORPS Y10, Y10, Y10
+	TESTQ CX, CX
+	JEQ f16r3fold
+f16r3loop:
+	VCVTPH2PS (SI), Y0
+	VMULPS (DI), Y0, Y1
+	VMULPS (DI)(R9*1), Y0, Y2
+	VMULPS (DI)(R9*2), Y0, Y3
+	VADDPS Y1, Y8, Y8
+	VADDPS Y2, Y9, Y9
+	VADDPS Y3, Y10, Y10
+	ADDQ $16, SI
+	ADDQ $32, DI
+	DECQ CX
+	JNZ f16r3loop
+f16r3fold:
+	MOVQ R12, DX
+	FOLD8(Y8, X8, X1)
+	VMOVSS X8, (DX)
+	ADDQ R13, DX
+	FOLD8(Y9, X9, X2)
+	VMOVSS X9, (DX)
+	ADDQ R13, DX
+	FOLD8(Y10, X10, X3)
+	VMOVSS X10, (DX)
+	ADDQ $4, R12
+	ADDQ rowBytes+8(FP), R11
+	DECQ R14
+	JNZ f16r3row
+f16r3done:
+	VZEROUPPER
+	RET
+
+TEXT ·f16Rows4(SB), NOSPLIT, $0-64
+	MOVQ w+0(FP), R11
+	MOVQ xstride+40(FP), R9
+	LEAQ (R9)(R9*2), R10
+	MOVQ dst+48(FP), R12
+	MOVQ dstride+56(FP), R13
+	SHLQ $2, R13
+	MOVQ rows+16(FP), R14
+	TESTQ R14, R14
+	JEQ f16r4done
+f16r4row:
+	MOVQ R11, SI
+	MOVQ x+32(FP), DI
+	MOVQ groups+24(FP), CX
 	VXORPS Y8, Y8, Y8
 	VXORPS Y9, Y9, Y9
 	VXORPS Y10, Y10, Y10
 	VXORPS Y11, Y11, Y11
 	TESTQ CX, CX
-	JEQ f16x4done
-f16x4loop:
+	JEQ f16r4fold
+f16r4loop:
 	VCVTPH2PS (SI), Y0
 	VMULPS (DI), Y0, Y1
 	VMULPS (DI)(R9*1), Y0, Y2
@@ -73,11 +370,24 @@ f16x4loop:
 	ADDQ $16, SI
 	ADDQ $32, DI
 	DECQ CX
-	JNZ f16x4loop
-f16x4done:
-	VMOVUPS Y8, 0(DX)
-	VMOVUPS Y9, 32(DX)
-	VMOVUPS Y10, 64(DX)
-	VMOVUPS Y11, 96(DX)
+	JNZ f16r4loop
+f16r4fold:
+	MOVQ R12, DX
+	FOLD8(Y8, X8, X1)
+	VMOVSS X8, (DX)
+	ADDQ R13, DX
+	FOLD8(Y9, X9, X2)
+	VMOVSS X9, (DX)
+	ADDQ R13, DX
+	FOLD8(Y10, X10, X3)
+	VMOVSS X10, (DX)
+	ADDQ R13, DX
+	FOLD8(Y11, X11, X4)
+	VMOVSS X11, (DX)
+	ADDQ $4, R12
+	ADDQ rowBytes+8(FP), R11
+	DECQ R14
+	JNZ f16r4row
+f16r4done:
 	VZEROUPPER
 	RET

@@ -35,10 +35,11 @@ type kernel struct {
 	// per vector, bit for bit (TestBatchedMatchesGeneric); nv is at most
 	// batchVectors.
 	q8kN func(w []byte, rows int, y []blockQ8K, nv int, dst []float32, stride int)
-	// f32N, if set, is the batched form of f32: one weight row w dotted
-	// with nv vectors of len(x)/nv values, vector v's result stored at
-	// dst[v*stride], bit-identical to f32 per vector.
-	f32N func(w []byte, x []float32, nv int, dst []float32, stride int)
+	// f32N, if set, is the batched form of f32: rows weight rows (rb
+	// bytes apart) dotted with nv vectors of len(x)/nv values, row r ·
+	// vector v stored at dst[r+v*stride], bit-identical to f32 per vector.
+	// It serves single vectors too (several rows per call).
+	f32N func(w []byte, rb, rows int, x []float32, nv int, dst []float32, stride int)
 }
 
 // batchVectors is the number of activation vectors a batched kernel call
@@ -274,7 +275,7 @@ func (j *job) rows(lo, hi int) {
 		pt := &j.parts[i]
 		a, b := max(lo, pt.start), min(hi, pt.start+pt.m.Rows)
 		if a < b {
-			if (pt.k.q8kN != nil || pt.k.f32N != nil) && j.n > 1 {
+			if pt.k.f32N != nil || (pt.k.q8kN != nil && j.n > 1) {
 				j.partRowsBatched(pt, a-pt.start, b-pt.start)
 			} else {
 				j.partRows(pt, a-pt.start, b-pt.start)
@@ -337,9 +338,7 @@ func (j *job) partRowsBatched(pt *part, lo, hi int) {
 			nv := min(batchVectors, n-v0)
 			xv := x[v0*cols : (v0+nv)*cols]
 			dst := pt.dst[v0*m.Rows:]
-			for r := lo; r < hi; r++ {
-				k.f32N(m.Data[r*rb:(r+1)*rb], xv, nv, dst[r:], m.Rows)
-			}
+			k.f32N(m.Data[lo*rb:hi*rb], rb, hi-lo, xv, nv, dst[lo:], m.Rows)
 		}
 		return
 	}

@@ -1,0 +1,64 @@
+package model
+
+import (
+	"context"
+	"os"
+	"testing"
+)
+
+// BenchmarkPhonePrefill64 and BenchmarkPhoneDecode run a model named by
+// LESFARM_BENCH_MODEL (e.g. the phone-shaped synth model), one thread.
+func phoneModel(b *testing.B) *Model {
+	p := os.Getenv("LESFARM_BENCH_MODEL")
+	if p == "" {
+		b.Skip("LESFARM_BENCH_MODEL not set")
+	}
+	m, err := Load(p, Options{Threads: 1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { m.Close() })
+	return m
+}
+
+func BenchmarkPhonePrefill64(b *testing.B) {
+	m := phoneModel(b)
+	st, err := m.NewState(64)
+	if err != nil {
+		b.Fatal(err)
+	}
+	toks := make([]int, 64)
+	for i := range toks {
+		toks[i] = (i*131 + 7) % m.Vocab
+	}
+	b.ReportAllocs()
+	n := 0
+	for b.Loop() {
+		st.Reset()
+		if _, err := st.Forward(context.Background(), toks, false); err != nil {
+			b.Fatal(err)
+		}
+		n += 64
+	}
+	b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "tok/s")
+}
+
+func BenchmarkPhoneDecode(b *testing.B) {
+	m := phoneModel(b)
+	st, err := m.NewState(256)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	n := 0
+	for b.Loop() {
+		if st.Pos() >= 256 {
+			st.Reset()
+		}
+		if _, err := st.Forward(context.Background(), []int{(n*131 + 7) % m.Vocab}, false); err != nil {
+			b.Fatal(err)
+		}
+		n++
+	}
+	b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "tok/s")
+}
