@@ -129,7 +129,8 @@ token. The output is token-for-token the plain greedy output (greedy only:
 experts are always resident; the target may stream (--mode). The JSON object
 then has a "speculative" object: draft, k, rounds, drafted, accepted,
 acceptance_rate, tokens_per_target_pass, accepted_histogram (rounds by
-accepted drafts 0..k), draft_ms, target_ms.`,
+accepted drafts 0..k), draft_ms, target_ms. --draft mtp drafts with the model's
+own MTP/NextN block (qwen35moe files carry one), with no draft file.`,
 		Example: `  lesfarm generate --model tiny.gguf --prompt "In the beginning" --max-tokens 32
   lesfarm generate --model tiny.gguf --prompt "Once upon a time" --temperature 0.8 --seed 7 --format json
   lesfarm generate --model phone.packed.gguf --prompt "Hello" --mode scheduled --expert-budget 20% --profile phone-flagship
@@ -173,7 +174,11 @@ accepted drafts 0..k), draft_ms, target_ms.`,
 				return usagef("--mode %s streams experts, but %s is a dense model: use --mode resident", ls.opts.Mode, modelPath)
 			}
 			var draft *model.Model
-			if draftPath != "" {
+			useMTP := draftPath == "mtp"
+			if useMTP && !m.HasMTP() {
+				return usagef("--draft mtp: %s has no MTP/NextN block (nextn_predict_layers = 0); give --draft PATH of a draft model", modelPath)
+			}
+			if draftPath != "" && !useMTP {
 				if draft, _, err = openModel(draftPath, threads); err != nil {
 					return err
 				}
@@ -228,10 +233,13 @@ accepted drafts 0..k), draft_ms, target_ms.`,
 			}
 			var res *generate.Result
 			var sres *spec.Result
-			if draft != nil {
-				sres, err = spec.Run(env.Ctx, m, draft, spec.Params{
-					PromptIDs: ids, MaxTokens: maxTokens, K: draftK, IsEOG: tok.IsEOG, OnToken: p.OnToken,
-				})
+			if draft != nil || useMTP {
+				sp := spec.Params{PromptIDs: ids, MaxTokens: maxTokens, K: draftK, IsEOG: tok.IsEOG, OnToken: p.OnToken}
+				if useMTP {
+					sres, err = spec.RunMTP(env.Ctx, m, sp)
+				} else {
+					sres, err = spec.Run(env.Ctx, m, draft, sp)
+				}
 				if sres != nil {
 					res = &sres.Result
 				}
@@ -295,7 +303,7 @@ accepted drafts 0..k), draft_ms, target_ms.`,
 	f.Uint64Var(&seed, "seed", 0, "seed of the sampler (same seed, same output)")
 	f.IntVar(&threads, "threads", runtime.NumCPU(), "threads for matrix products")
 	f.StringVar(&format, "format", "text", "output format: text or json")
-	f.StringVar(&draftPath, "draft", "", "speculative decoding: path of a GGUF draft model with the target's vocabulary (greedy only; same output)")
+	f.StringVar(&draftPath, "draft", "", "speculative decoding: path of a GGUF draft model with the target's vocabulary, or mtp for the model's own MTP block (greedy only; same output)")
 	f.IntVar(&draftK, "draft-k", spec.DefaultK, "speculative decoding: tokens the draft proposes per round")
 	les.addFlags(f)
 	return cmd

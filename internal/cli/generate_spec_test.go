@@ -124,3 +124,35 @@ func TestGenerateDraftTrained(t *testing.T) {
 		}
 	}
 }
+
+// TestGenerateDraftMTP: --draft mtp drafts with a qwen35moe model's own
+// MTP block, resident and streamed: plain greedy's tokens, a
+// "speculative" object naming mtp; a model without the block is refused.
+func TestGenerateDraftMTP(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "q35.gguf")
+	f, err := os.Create(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := model.SynthConfig{Arch: "qwen35moe", Layers: 4, Experts: 8, ExpertsUsed: 2, Hidden: 64, ExpertFFN: 64,
+		Heads: 2, KVHeads: 1, HeadDim: 32, Vocab: 300, Context: 128, Type: tensor.F32, Seed: 3}
+	if err := model.WriteSynthetic(f, c); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	base := []string{"--model", p, "--prompt", "hello there", "--max-tokens", "12"}
+	want := tokenIDs(t, generateJSONOut(t, base...))
+	for _, extra := range [][]string{{"--draft", "mtp"}, {"--draft", "mtp", "--draft-k", "2", "--mode", "scheduled", "--expert-budget", "25%"}} {
+		raw := generateJSONOut(t, append(slices.Clone(base), extra...)...)
+		if got := tokenIDs(t, raw); !slices.Equal(got, want) {
+			t.Fatalf("%v: tokens %v, plain greedy %v", extra, got, want)
+		}
+		if s := specOf(t, raw); s.Draft != "mtp" || s.Rounds == 0 || s.Drafted == 0 {
+			t.Fatalf("%v: speculative %+v", extra, s)
+		}
+	}
+	code, _, errOut := run(t, "generate", "--model", goldenQ4, "--prompt", "hi", "--max-tokens", "2", "--draft", "mtp")
+	if code == 0 || !strings.Contains(errOut, "no MTP/NextN block") {
+		t.Fatalf("exit %d, stderr %s", code, errOut)
+	}
+}

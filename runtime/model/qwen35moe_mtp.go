@@ -60,7 +60,7 @@ func (m *Model) NewMTP(maxTokens int) (*MTP, error) {
 func (d *MTP) Pos() int { return d.st.pos }
 
 // Reset empties the MTP cache.
-func (d *MTP) Reset() { d.st.pos = 0 }
+func (d *MTP) Reset() { d.st.pos, d.st.hy.sc.lastN = 0, 0 }
 
 // Truncate drops cached MTP positions from n on.
 func (d *MTP) Truncate(n int) {
@@ -150,8 +150,21 @@ func (d *MTP) Forward(ctx context.Context, tokens []int, hidden []float32, all b
 	if err := m.matmul(sc.logits, &blk.Output, normed, cnt); err != nil {
 		return nil, fmt.Errorf("model: MTP output: %w", err)
 	}
+	s.hy.sc.lastN = cnt
 	s.pos += n
 	return sc.logits, nil
+}
+
+// LastHidden returns rms(y, shared_head_norm) of the last position of the
+// last Forward: the hidden state a chained draft feeds back as the next
+// position's h. The slice is reused by the next call.
+func (d *MTP) LastHidden() []float32 {
+	H := d.st.m.Hidden
+	n := d.st.hy.sc.lastN
+	if n == 0 {
+		return nil
+	}
+	return d.st.hy.sc.normed[(n-1)*H : n*H]
 }
 
 // StateBytes returns the memory of the MTP block's KV cache.

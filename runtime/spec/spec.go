@@ -132,6 +132,7 @@ func CheckVocab(target, draft *model.Model) error {
 type Decoder struct {
 	target, draft *model.Model
 	ts, ds        *model.State
+	mtp           *mtpDrafter // drafting with the target's own MTP block (NewMTP)
 }
 
 // New checks that draft can draft for target (CheckVocab) and returns
@@ -188,6 +189,9 @@ func (dec *Decoder) Run(ctx context.Context, p Params) (*Result, error) {
 		}
 	}
 	// The draft holds the sequence plus K-1 drafted tokens at most.
+	if dec.mtp != nil {
+		return dec.runMTP(ctx, p, k, tcap)
+	}
 	dcap := min(tcap+k, draft.Context)
 	if dec.ds == nil || dec.ds.Cap() < dcap {
 		if dec.ds, err = draft.NewState(dcap); err != nil {
