@@ -84,6 +84,12 @@ type Row struct {
 	// token); BWFractionCPU divides it by the copy's bytes per CPU-second.
 	GBpsCPU       float64 `json:"gb_per_cpu_second,omitempty"`
 	BWFractionCPU float64 `json:"bandwidth_fraction_cpu,omitempty"`
+	// StateBytes is the sequence state the run allocated (model.State
+	// StateBytes: KV cache of the attention layers plus, for recurrent
+	// layers, conv and DeltaNet state with their rollback history);
+	// RecurrentStateBytes the conv and DeltaNet states alone.
+	StateBytes          int64 `json:"state_bytes,omitempty"`
+	RecurrentStateBytes int64 `json:"recurrent_state_bytes,omitempty"`
 }
 
 // Report is the result of Run.
@@ -173,7 +179,7 @@ func residentMatrixBytes(m *model.Model, tokens int) int64 {
 			n += int64(len(l.Gate.Data) + len(l.Up.Data) + len(l.Down.Data))
 		}
 	}
-	return n
+	return n + m.HybridMatrixBytes()
 }
 
 func measure(ctx context.Context, m *model.Model, cfg Config, base Row) ([]Row, error) {
@@ -185,6 +191,7 @@ func measure(ctx context.Context, m *model.Model, cfg Config, base Row) ([]Row, 
 	if err != nil {
 		return nil, err
 	}
+	base.StateBytes, base.RecurrentStateBytes = st.StateBytes(), st.RecurrentStateBytes()
 	sink := &bytesSink{m: m}
 	st.Sink = sink
 	// Deterministic pseudo-random prompt over the vocabulary.

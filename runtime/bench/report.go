@@ -91,6 +91,11 @@ func (r *Report) writeMarkdown(w io.Writer) error {
 	if len(r.Rows) > 0 {
 		b.WriteString("t/CPU-s = tokens per CPU-second of the process (all threads): unaffected by other load on a shared machine\n")
 	}
+	if len(r.Rows) > 0 && r.Rows[0].RecurrentStateBytes > 0 {
+		row := r.Rows[0]
+		fmt.Fprintf(&b, "sequence state: %s (KV cache of the attention layers + recurrent state + rollback history), of which conv + DeltaNet state %s\n",
+			humanBytes(row.StateBytes), humanBytes(row.RecurrentStateBytes))
+	}
 	_, err := io.WriteString(w, b.String())
 	return err
 }

@@ -217,6 +217,16 @@ func (s *State) RecurrentStateBytes() int64 {
 	return n
 }
 
+// HybridMatrixBytes returns the bytes of the matrices read per token that
+// Layer does not hold: qwen35moe's DeltaNet projections and shared experts
+// (zero for other architectures).
+func (m *Model) HybridMatrixBytes() int64 {
+	if m.hybrid == nil {
+		return 0
+	}
+	return m.hybrid.activeBytes
+}
+
 // activeWeights is the number of DeltaNet and shared-expert weights used
 // per token (for FLOPsPerToken).
 func (hy *hybridModel) activeWeights() float64 {
