@@ -140,7 +140,10 @@ type Agent struct {
 	lastError   string
 	hbSeq       uint64
 	runsDone    int
-	wg          sync.WaitGroup
+	// unreported are finished runs whose result the coordinator has not
+	// committed yet (see unreported.go).
+	unreported []unreportedRun
+	wg         sync.WaitGroup
 }
 
 type activeRun struct {
@@ -538,10 +541,11 @@ func (a *Agent) heartbeatInterval() time.Duration {
 }
 
 func (a *Agent) runStatusLocked() []protocol.RunStatus {
+	out := a.unreportedStatusLocked()
 	if r := a.current; r != nil && !r.abandoned {
-		return []protocol.RunStatus{{RunID: r.asg.RunID, Token: r.asg.Token, State: r.state, Progress: r.progress, Message: clipText(r.message)}}
+		out = append(out, protocol.RunStatus{RunID: r.asg.RunID, Token: r.asg.Token, State: r.state, Progress: r.progress, Message: clipText(r.message)})
 	}
-	return nil
+	return out
 }
 
 // hello registers the device. It returns ok when accepted; refused when
@@ -654,6 +658,7 @@ func (a *Agent) heartbeat(ctx context.Context) bool {
 func (a *Agent) applyCancels(cs []protocol.CancelNotice, cause error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	a.forgetUnreportedLocked(cs)
 	for _, c := range cs {
 		if r := a.current; r != nil && r.asg.RunID == c.RunID && r.asg.Token == c.Token {
 			a.log.Info("agent: stopping run", "run_id", c.RunID, "reason", c.Reason)
@@ -970,6 +975,9 @@ func (a *Agent) execute(ctx context.Context, r *activeRun) {
 			return
 		}
 	}
+	a.mu.Lock()
+	a.noteUnreportedLocked(r)
+	a.mu.Unlock()
 	a.outbox.Send(telemetry.Record{Subject: protocol.DeviceResultSubject(a.cfg.Name, asg.RunID), MsgID: "r/" + strconv.FormatInt(asg.RunID, 10) + "/" + strconv.FormatInt(asg.Token, 10), Data: data, Summary: true})
 	log.Info("agent: run reported", "outcome", res.Outcome, "configs", len(res.Configs), "telemetry_batches", res.TelemetryBatches, "telemetry_samples", res.TelemetrySamples, "err", res.Error)
 	a.finish(r, runErr)

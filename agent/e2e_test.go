@@ -34,6 +34,8 @@ type e2eFarm struct {
 	c    *coordinator.Coordinator
 	url  string
 	spec *jobs.Spec
+	// cfg is the coordinator's config, for starting a replacement.
+	cfg coordinator.Config
 }
 
 // newE2EFarm starts a real coordinator (Postgres, embedded-in-test NATS,
@@ -72,6 +74,13 @@ func startCoordinator(t *testing.T, cfg coordinator.Config) *coordinator.Coordin
 // HTTP artifact store holding the trained fixture model).
 func newE2EFarm(t *testing.T) *e2eFarm {
 	t.Helper()
+	return newE2EFarmWith(t, coordinator.Config{})
+}
+
+// newE2EFarmWith is newE2EFarm with coordinator settings (timings) from
+// base; database, NATS, name and artifact dir are filled in.
+func newE2EFarmWith(t *testing.T, base coordinator.Config) *e2eFarm {
+	t.Helper()
 	model := trainedModel(t)
 	spec := smokeSpec(t)
 	dbURL := testenv.MigratedPostgresURL(t)
@@ -90,11 +99,12 @@ func newE2EFarm(t *testing.T) *e2eFarm {
 	if err != nil {
 		t.Fatalf("fixture model does not match the smoke suite's sha256/size: %v", err)
 	}
-	c := startCoordinator(t, coordinator.Config{DatabaseURL: dbURL, NATSURL: ns.ClientURL(), Name: "c1", ArtifactDir: artDir})
+	base.DatabaseURL, base.NATSURL, base.Name, base.ArtifactDir = dbURL, ns.ClientURL(), "c1", artDir
+	c := startCoordinator(t, base)
 	if _, err := c.Store().PutArtifact(context.Background(), info.SHA256, info.Size, spec.Model.Name); err != nil {
 		t.Fatal(err)
 	}
-	return &e2eFarm{c: c, url: ns.ClientURL(), spec: spec}
+	return &e2eFarm{c: c, url: ns.ClientURL(), spec: spec, cfg: base}
 }
 
 func (f *e2eFarm) waitRun(t *testing.T, id int64, state string, within time.Duration) *store.Run {

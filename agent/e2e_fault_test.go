@@ -1,0 +1,72 @@
+package agent
+
+import (
+	"context"
+	"net/url"
+	"testing"
+	"time"
+
+	"github.com/lesfarm/lesfarm/coordinator"
+	"github.com/lesfarm/lesfarm/coordinator/store"
+)
+
+// TestE2EFinishedWhileDisconnected: the agent's link to NATS is cut while
+// it runs, the coordinator is stopped and a new one started on the same
+// database (a crash and restart, well inside the lease TTL), and the
+// agent finishes the run offline, buffering its result. When the link
+// comes back the agent's hello must keep the finished run's lease, so the
+// buffered result is accepted: one attempt, the first token, every sample
+// of that attempt and its results.
+func TestE2EFinishedWhileDisconnected(t *testing.T) {
+	// A TTL long enough that the agent is not cut off while it finishes.
+	f := newE2EFarmWith(t, coordinator.Config{HeartbeatTTL: 10 * time.Second})
+	u, err := url.Parse(f.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := startFaultProxy(t, u.Host)
+	ra := startAgent(t, Config{NATSURL: proxy.url(), Name: "e2e-off"})
+	spec := f.spec.Clone()
+	spec.Retry.MaxAttempts = 2
+	_, runs, err := f.c.Store().CreateRuns(context.Background(), &store.CreateRunsParams{Spec: spec, Build: "e2e", Fanout: true, Source: "test"})
+	if err != nil || len(runs) != 1 {
+		t.Fatalf("runs %v err %v", runs, err)
+	}
+	id := runs[0].ID
+	first := f.waitRun(t, id, store.RunRunning, 2*time.Minute)
+	waitFor(t, time.Minute, "agent running the run", func() bool { return ra.a.Status().RunState == "running" })
+
+	proxy.cut()
+	if err := f.c.Stop(); err != nil {
+		t.Logf("coordinator stop: %v", err)
+	}
+	waitFor(t, 2*time.Minute, "agent finishes the run offline", func() bool { return ra.a.Status().RunsDone == 1 })
+	if st := ra.a.Status(); st.Connected || st.Buffered == 0 {
+		t.Fatalf("agent status %+v: want disconnected with the result buffered", st)
+	}
+	f.c = startCoordinator(t, f.cfg)
+	proxy.restore()
+
+	done := f.waitRun(t, id, store.RunSucceeded, time.Minute)
+	if done.Attempts != 1 || done.Token != first.Token {
+		t.Fatalf("run %d: attempts %d token %d, want 1 attempt under the first token %d (error %q)", id, done.Attempts, done.Token, first.Token, done.Error)
+	}
+	res, err := f.c.Store().ListResults(context.Background(), &store.ListResultsParams{RunID: id, Limit: 10})
+	if err != nil || len(res) != len(spec.Expand()) {
+		t.Fatalf("results %d err %v, want %d", len(res), err, len(spec.Expand()))
+	}
+	want := expectedSamples(spec)
+	waitFor(t, 30*time.Second, "every sample ingested", func() bool {
+		n, err := f.c.Store().CountSamples(context.Background(), id)
+		return err == nil && n == want
+	})
+	// The finished run is settled: the agent stops listing it.
+	waitFor(t, 30*time.Second, "agent forgets the settled run", func() bool {
+		ra.a.mu.Lock()
+		defer ra.a.mu.Unlock()
+		return len(ra.a.unreported) == 0
+	})
+	if proxy.forwarded() < 2 {
+		t.Fatalf("the agent reconnected %d times, want a new connection after the cut", proxy.forwarded()-1)
+	}
+}
