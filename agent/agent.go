@@ -81,6 +81,11 @@ type Config struct {
 	Gate ThermalGate
 	// RequestTimeout bounds hello and heartbeat requests; 0 means 5 s.
 	RequestTimeout time.Duration
+	// ConnectTimeout bounds one NATS connection attempt (dial and
+	// handshake); 0 means 2 s. A coordinator that cannot check the
+	// credential (database down) holds the handshake past it, so the
+	// attempt fails as a timeout and is retried.
+	ConnectTimeout time.Duration
 	// ReconnectMin and ReconnectMax bound the reconnect backoff (doubling,
 	// with jitter); 0 means 250 ms and 15 s.
 	ReconnectMin, ReconnectMax time.Duration
@@ -127,6 +132,9 @@ type Agent struct {
 	nc     *nats.Conn
 	outbox *telemetry.Outbox
 	rehelo chan struct{}
+	// closed receives the connection's last error when nats.go gives up
+	// on it (see connClosed).
+	closed chan error
 
 	mu          sync.Mutex
 	state       string
@@ -167,11 +175,12 @@ func New(cfg Config) (*Agent, error) {
 	cfg.BatchInterval = cmp.Or(cfg.BatchInterval, 500*time.Millisecond)
 	cfg.BatchEvents = cmp.Or(cfg.BatchEvents, 256)
 	cfg.RequestTimeout = cmp.Or(cfg.RequestTimeout, 5*time.Second)
+	cfg.ConnectTimeout = cmp.Or(cfg.ConnectTimeout, 2*time.Second)
 	cfg.ReconnectMin = cmp.Or(cfg.ReconnectMin, 250*time.Millisecond)
 	cfg.ReconnectMax = cmp.Or(cfg.ReconnectMax, 15*time.Second)
 	cfg.ShutdownTimeout = cmp.Or(cfg.ShutdownTimeout, 15*time.Second)
 	log := cmp.Or(cfg.Logger, slog.Default())
-	a := &Agent{cfg: cfg, log: log, state: StateConnecting, rehelo: make(chan struct{}, 1)}
+	a := &Agent{cfg: cfg, log: log, state: StateConnecting, rehelo: make(chan struct{}, 1), closed: make(chan error, 1)}
 
 	var prof *expert.Profile
 	dopt := device.Options{StoragePath: cfg.CacheDir}
@@ -306,6 +315,7 @@ func (a *Agent) natsOptions() ([]nats.Option, error) {
 		nats.CustomInboxPrefix(protocol.DeviceInboxPrefix(c.Name)),
 		nats.MaxReconnects(-1),
 		nats.RetryOnFailedConnect(true),
+		nats.Timeout(c.ConnectTimeout),
 		nats.CustomReconnectDelay(func(attempts int) time.Duration { return backoff(attempts, c.ReconnectMin, c.ReconnectMax) }),
 		nats.ConnectHandler(func(*nats.Conn) { a.log.Info("agent: connected to NATS"); a.kickHello() }),
 		nats.ReconnectHandler(func(nc *nats.Conn) {
@@ -315,6 +325,7 @@ func (a *Agent) natsOptions() ([]nats.Option, error) {
 				a.outbox.Reconnected()
 			}
 		}),
+		nats.ClosedHandler(func(nc *nats.Conn) { a.connClosed(nc.LastError()) }),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
 			if err != nil {
 				a.log.Warn("agent: disconnected from NATS", "err", err)
@@ -424,7 +435,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	obDone := make(chan struct{})
 	go func() { ob.Run(obCtx); close(obDone) }()
 
-	a.loop(ctx)
+	lost := a.loop(ctx)
 
 	// Graceful shutdown.
 	a.setState(StateStopping)
@@ -447,7 +458,9 @@ func (a *Agent) Run(ctx context.Context) error {
 	case <-waitCtx.Done():
 		a.log.Warn("agent: run did not stop within the shutdown timeout")
 	}
-	if err := ob.Flush(waitCtx); err != nil {
+	if nc.IsClosed() {
+		a.log.Warn("agent: connection closed, telemetry stays buffered on disk for the next start", "buffered", a.buf.Len())
+	} else if err := ob.Flush(waitCtx); err != nil {
 		a.log.Warn("agent: telemetry not fully flushed at shutdown; it stays buffered on disk for the next start", "buffered", a.buf.Len())
 	}
 	stopOutbox()
@@ -458,11 +471,12 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	nc.Close()
 	a.setState(StateStopped)
-	return nil
+	return lost
 }
 
-// loop registers, heartbeats and watches the TTL until ctx is done.
-func (a *Agent) loop(ctx context.Context) {
+// loop registers, heartbeats and watches the TTL until ctx is done (nil)
+// or the connection is closed for good (the error that closed it).
+func (a *Agent) loop(ctx context.Context) error {
 	helloAttempt := 0
 	var hbTimer *time.Timer
 	var nextHello time.Time
@@ -501,7 +515,9 @@ func (a *Agent) loop(ctx context.Context) {
 		}
 		select {
 		case <-ctx.Done():
-			return
+			return nil
+		case err := <-a.closed:
+			return err
 		case <-a.rehelo:
 			// A kick is redundant when a hello was accepted on the current
 			// connection and the registration still holds (typically the

@@ -44,7 +44,24 @@ func TestE2EFinishedWhileDisconnected(t *testing.T) {
 	if st := ra.a.Status(); st.Connected || st.Buffered == 0 {
 		t.Fatalf("agent status %+v: want disconnected with the result buffered", st)
 	}
+	// The outage outlasted the TTL: the lease and the device's last
+	// heartbeat look expired to the new coordinator. They expired only
+	// because no coordinator was there to renew them, so it must give the
+	// agent a TTL to come back before failing the run over.
+	db, err := store.Open(context.Background(), f.cfg.DatabaseURL, store.Config{MaxConns: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Pool().Exec(context.Background(), `UPDATE runs SET lease_expires_at = now() - interval '1 second' WHERE id = $1`, id); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Pool().Exec(context.Background(), `UPDATE devices SET last_seen_at = now() - interval '1 minute' WHERE id = 'e2e-off'`); err != nil {
+		t.Fatal(err)
+	}
 	f.c = startCoordinator(t, f.cfg)
+	// Two sweeps of the new coordinator while the agent is still away.
+	waitFor(t, 10*time.Second, "two sweeps", func() bool { return f.c.Sweeps() >= 2 })
 	proxy.restore()
 
 	done := f.waitRun(t, id, store.RunSucceeded, time.Minute)

@@ -27,6 +27,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -174,6 +175,8 @@ type Coordinator struct {
 	timers   map[string]*time.Timer
 	stopping bool
 
+	db            *dbHealth
+	sweeps        atomic.Uint64
 	assignLatency latency
 	stopOnce      sync.Once
 	stopErr       error
@@ -218,7 +221,7 @@ func New(cfg Config) (*Coordinator, error) {
 	}
 	log := cmp.Or(cfg.Logger, slog.Default())
 	return &Coordinator{cfg: cfg, log: log, rejects: &protocol.RejectCounter{}, timers: map[string]*time.Timer{},
-		wake: make(chan struct{}, 1), sem: make(chan struct{}, 32)}, nil
+		wake: make(chan struct{}, 1), sem: make(chan struct{}, 32), db: newDBHealth(time.Now)}, nil
 }
 
 // Start brings the coordinator up: NATS (embedded or remote), Postgres
@@ -452,6 +455,10 @@ func (c *Coordinator) AssignLatencies() []time.Duration {
 	defer c.assignLatency.mu.Unlock()
 	return append([]time.Duration(nil), c.assignLatency.d...)
 }
+
+// Sweeps returns how many lease, timeout and lost-device sweeps have
+// finished (for metrics and tests that wait for a sweep).
+func (c *Coordinator) Sweeps() uint64 { return c.sweeps.Load() }
 
 // Ready reports whether the database answers and NATS is connected.
 func (c *Coordinator) Ready(ctx context.Context) error {

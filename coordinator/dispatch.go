@@ -364,12 +364,24 @@ func (c *Coordinator) sweepLoop(ctx context.Context) {
 }
 
 func (c *Coordinator) sweep(ctx context.Context) {
-	lost, err := c.store.ExpireLeases(ctx, 500)
-	if err != nil && ctx.Err() == nil {
-		c.log.ErrorContext(ctx, "coordinator: expire leases", "err", err)
+	defer c.sweeps.Add(1)
+	// Expired leases and silent devices are only failed over once the
+	// database has answered for a TTL (see dbHealth); run timeouts are
+	// the runs' own deadlines and go on.
+	failover := c.mayFailOver(ctx)
+	if failover {
+		lctx, cancel := context.WithTimeout(ctx, c.dbTimeout())
+		lost, err := c.store.ExpireLeases(lctx, 500)
+		cancel()
+		c.db.observe(err)
+		if err != nil && ctx.Err() == nil {
+			c.log.ErrorContext(ctx, "coordinator: expire leases", "err", err)
+		}
+		c.noteLost(ctx, lost)
 	}
-	c.noteLost(ctx, lost)
-	timedOut, err := c.store.TimeoutRuns(ctx, 500)
+	tctx, tcancel := context.WithTimeout(ctx, c.dbTimeout())
+	timedOut, err := c.store.TimeoutRuns(tctx, 500)
+	tcancel()
 	if err != nil && ctx.Err() == nil {
 		c.log.ErrorContext(ctx, "coordinator: timeout runs", "err", err)
 	}
@@ -382,7 +394,13 @@ func (c *Coordinator) sweep(ctx context.Context) {
 	if len(timedOut) > 0 {
 		c.Wake()
 	}
-	devs, runs, err := c.store.SweepLostDevices(ctx, c.cfg.LostGrace)
+	if !failover {
+		return
+	}
+	dctx, cancel := context.WithTimeout(ctx, c.dbTimeout())
+	defer cancel()
+	devs, runs, err := c.store.SweepLostDevices(dctx, c.cfg.LostGrace)
+	c.db.observe(err)
 	if err != nil && ctx.Err() == nil {
 		c.log.ErrorContext(ctx, "coordinator: sweep devices", "err", err)
 	}

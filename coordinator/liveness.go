@@ -82,6 +82,7 @@ func (c *Coordinator) handleHeartbeat(m *nats.Msg) {
 	}
 	ttl := c.cfg.HeartbeatTTL
 	err = c.store.TouchDevice(ctx, id, ttl, c.cfg.Name)
+	c.db.observe(err)
 	if errors.Is(err, store.ErrNotFound) {
 		// Unknown or already declared lost: the agent must say hello again
 		// (which reconciles the runs it still holds).
@@ -128,7 +129,15 @@ func (c *Coordinator) deviceTimeout(id string) {
 	}
 	ctx, cancel := context.WithTimeout(c.ctx, 10*time.Second)
 	defer cancel()
+	if !c.mayFailOver(ctx) {
+		// Just started or the database just came back: the device's
+		// heartbeats may have failed here, not on its side. Look again
+		// after another TTL.
+		c.resetTimer(id, c.cfg.HeartbeatTTL)
+		return
+	}
 	lost, runs, err := c.store.MarkDeviceLost(ctx, id, c.cfg.LostGrace)
+	c.db.observe(err)
 	if err != nil {
 		c.log.ErrorContext(ctx, "coordinator: mark device lost", "device_id", id, "err", err)
 		return

@@ -18,6 +18,7 @@ var (
 	descResults   = prometheus.NewDesc("lesfarm_ingest_results_total", "Results committed.", nil, nil)
 	descStale     = prometheus.NewDesc("lesfarm_ingest_stale_total", "Messages rejected for a stale fencing token.", nil, nil)
 	descIngestErr = prometheus.NewDesc("lesfarm_ingest_errors_total", "Ingest database errors (batches redelivered).", nil, nil)
+	descSweeps    = prometheus.NewDesc("lesfarm_sweeps_total", "Lease, timeout and lost-device sweeps finished.", nil, nil)
 	descLag       = prometheus.NewDesc("lesfarm_ingest_lag_messages", "Messages not yet committed (pending plus unacked), by stream.", []string{"stream"}, nil)
 )
 
@@ -25,7 +26,7 @@ var (
 type collector struct{ c *Coordinator }
 
 func (m *collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descRuns, descRejected, descSamples, descTelMsgs, descResults, descStale, descIngestErr, descLag} {
+	for _, d := range []*prometheus.Desc{descRuns, descRejected, descSamples, descTelMsgs, descResults, descStale, descIngestErr, descLag, descSweeps} {
 		ch <- d
 	}
 }
@@ -48,6 +49,7 @@ func (m *collector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descResults, prometheus.CounterValue, float64(st.Results))
 	ch <- prometheus.MustNewConstMetric(descStale, prometheus.CounterValue, float64(st.Stale))
 	ch <- prometheus.MustNewConstMetric(descIngestErr, prometheus.CounterValue, float64(st.Errors))
+	ch <- prometheus.MustNewConstMetric(descSweeps, prometheus.CounterValue, float64(c.Sweeps()))
 	for stream, cons := range map[string]string{protocol.StreamTelemetry: ingest.TelemetryConsumer, protocol.StreamResults: ingest.ResultsConsumer} {
 		if c.js == nil {
 			break

@@ -69,6 +69,16 @@ type Config struct {
 	RunOnlySubjects bool
 	// VerifyTimeout bounds one credential lookup (default 5s).
 	VerifyTimeout time.Duration
+	// UnavailableWait is how long a device connection is held, retrying
+	// the lookup, when the database cannot answer (default 3s). The
+	// server cannot tell a client "retry later": a refusal is an
+	// authorization violation, and nats.go stops reconnecting after two
+	// in a row, which would lock the device out until its agent
+	// restarts. Held past the client's connect timeout (nats.go's
+	// default, and the agent's, is 2s), the attempt fails as a timeout,
+	// which clients retry; a lookup that succeeds within the wait lets
+	// the device in. UnavailableWait must exceed that timeout.
+	UnavailableWait time.Duration
 	// Logger receives refusals (default slog.Default()).
 	Logger *slog.Logger
 }
@@ -85,7 +95,9 @@ type Authenticator struct {
 	mu      sync.Mutex
 	devices map[uint64]deviceConn // client id -> device connection
 
-	refused atomic.Uint64
+	refused        atomic.Uint64
+	unavailable    atomic.Uint64
+	lastUnavailLog atomic.Int64
 }
 
 type deviceConn struct {
@@ -98,6 +110,7 @@ var _ server.Authentication = (*Authenticator)(nil)
 func New(cfg Config) (*Authenticator, error) {
 	cfg.VerifyTimeout = cmp.Or(cfg.VerifyTimeout, 5*time.Second)
 	cfg.ReadyWait = cmp.Or(cfg.ReadyWait, 10*time.Second)
+	cfg.UnavailableWait = cmp.Or(cfg.UnavailableWait, 3*time.Second)
 	a := &Authenticator{cfg: cfg, log: cmp.Or(cfg.Logger, slog.Default()), devices: map[uint64]deviceConn{}, ready: make(chan struct{})}
 	var b [32]byte
 	if _, err := rand.Read(b[:]); err != nil {
@@ -156,14 +169,16 @@ func (a *Authenticator) Check(c server.ClientAuthentication) bool {
 			return a.refuse(c, o.Username, "coordinator not ready")
 		}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), a.cfg.VerifyTimeout)
-	defer cancel()
-	cred, err := (*vp).VerifyDeviceCredential(ctx, secret)
-	if err != nil {
-		if !errors.Is(err, store.ErrBadDeviceCredential) {
-			a.log.Error("natsauth: verify device credential", "remote", addr(c), "err", err)
-		}
+	cred, err := a.verify(*vp, secret)
+	switch {
+	case errors.Is(err, store.ErrBadDeviceCredential):
 		return a.refuse(c, o.Username, "invalid or revoked device credential")
+	case err != nil:
+		// Not the credential's fault: the device must retry, not be
+		// locked out (see Config.UnavailableWait).
+		a.unavailable.Add(1)
+		a.logUnavailable(o.Username, addr(c), err)
+		return false
 	}
 	if o.Username != "" && o.Username != cred.DeviceID {
 		return a.refuse(c, o.Username, "credential belongs to device "+cred.DeviceID)
@@ -174,6 +189,47 @@ func (a *Authenticator) Check(c server.ClientAuthentication) bool {
 	a.mu.Unlock()
 	a.log.Debug("natsauth: device connected", "device_id", cred.DeviceID, "credential_id", cred.ID, "remote", addr(c))
 	return true
+}
+
+// verify looks secret up. While the database cannot answer it retries
+// until UnavailableWait has passed, so a short outage does not refuse
+// anyone and a long one ends the connection by the server's auth timeout
+// (a temporary failure) rather than an authorization violation. It returns
+// store.ErrBadDeviceCredential only for a secret the database rejected.
+func (a *Authenticator) verify(v Verifier, secret string) (*store.DeviceCredential, error) {
+	deadline := time.Now().Add(a.cfg.UnavailableWait)
+	wait := 50 * time.Millisecond
+	for {
+		left := time.Until(deadline)
+		ctx, cancel := context.WithTimeout(context.Background(), max(min(a.cfg.VerifyTimeout, left), 10*time.Millisecond))
+		cred, err := v.VerifyDeviceCredential(ctx, secret)
+		cancel()
+		if err == nil || errors.Is(err, store.ErrBadDeviceCredential) {
+			return cred, err
+		}
+		if time.Until(deadline) <= wait {
+			time.Sleep(max(time.Until(deadline), 0))
+			return nil, err
+		}
+		time.Sleep(wait)
+		wait = min(2*wait, 500*time.Millisecond)
+	}
+}
+
+// Unavailable returns how many device connections were held off because
+// the credential could not be checked (database unavailable).
+func (a *Authenticator) Unavailable() uint64 { return a.unavailable.Load() }
+
+// logUnavailable logs a held-off connection, at most once per second
+// (an outage makes every device retry).
+func (a *Authenticator) logUnavailable(user, remote string, err error) {
+	now := time.Now().UnixNano()
+	last := a.lastUnavailLog.Load()
+	if now-last < int64(time.Second) || !a.lastUnavailLog.CompareAndSwap(last, now) {
+		return
+	}
+	a.log.Warn("natsauth: device credential not checkable, the device will retry", "user", user, "remote", remote,
+		"held_off_total", a.unavailable.Load(), "err", err)
 }
 
 func (a *Authenticator) refuse(c server.ClientAuthentication, user, why string) bool {

@@ -3,6 +3,7 @@
 package pglocal
 
 import (
+	"errors"
 	"io/fs"
 	"os/user"
 	"strconv"
@@ -39,4 +40,14 @@ func sysProcAttr(cred *credential, server bool) *syscall.SysProcAttr {
 		setParentDeathSignal(a)
 	}
 	return a
+}
+
+// SignalGroup sends sig to the server's whole process group (the
+// postmaster and every backend), e.g. SIGSTOP and SIGCONT to freeze and
+// thaw the database in fault tests. A shared server is not signalled.
+func (s *Server) SignalGroup(sig syscall.Signal) error {
+	if s.shared || s.cmd == nil || s.cmd.Process == nil {
+		return errors.New("pglocal: server not started by this process")
+	}
+	return syscall.Kill(-s.cmd.Process.Pid, sig)
 }

@@ -1,0 +1,73 @@
+package coordinator
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/lesfarm/lesfarm/coordinator/store"
+)
+
+// dbHealth decides when this coordinator may declare devices lost and
+// leases expired. Both are judged from timestamps that only heartbeats
+// move forward, and heartbeats cannot move them while this coordinator was
+// not running or the database did not answer: right after a restart or an
+// outage every lease looks expired, although the agents kept working and
+// their heartbeats only failed on the coordinator's side. So failover
+// waits until the database has answered for one full TTL (plus the lost
+// grace) since the coordinator started or since it last failed; by then
+// every live agent has heartbeated and renewed what it holds.
+//
+// dbHealth is safe for concurrent use.
+type dbHealth struct {
+	mu      sync.Mutex
+	down    bool
+	okSince time.Time
+	now     func() time.Time
+}
+
+func newDBHealth(now func() time.Time) *dbHealth {
+	return &dbHealth{okSince: now(), now: now}
+}
+
+// observe records the outcome of a database call: an unavailability error
+// marks the database down; the first success after that starts the grace.
+func (h *dbHealth) observe(err error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	switch {
+	case store.Unavailable(err):
+		h.down = true
+	case err == nil && h.down:
+		h.down, h.okSince = false, h.now()
+	}
+}
+
+// settled reports whether the database has been answering for at least
+// grace.
+func (h *dbHealth) settled(grace time.Duration) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return !h.down && h.now().Sub(h.okSince) >= grace
+}
+
+// failoverGrace is how long the database must have answered before this
+// coordinator fails over devices and leases.
+func (c *Coordinator) failoverGrace() time.Duration {
+	return max(c.cfg.HeartbeatTTL, c.cfg.LeaseTTL) + c.cfg.LostGrace
+}
+
+// mayFailOver probes the database (bounded) and reports whether failover
+// is allowed now.
+func (c *Coordinator) mayFailOver(ctx context.Context) bool {
+	pctx, cancel := context.WithTimeout(ctx, c.dbTimeout())
+	err := c.store.Ping(pctx)
+	cancel()
+	c.db.observe(err)
+	return err == nil && c.db.settled(c.failoverGrace())
+}
+
+// dbTimeout bounds one database call of the liveness and sweep paths.
+func (c *Coordinator) dbTimeout() time.Duration {
+	return min(5*time.Second, max(c.cfg.HeartbeatTTL/2, time.Second))
+}
