@@ -106,7 +106,7 @@ func TestCheckModelSupport(t *testing.T) {
 		f    protocol.ModelFacts
 		in   string
 	}{
-		{"architecture", protocol.ModelFacts{Architecture: "llama4", TensorTypes: []string{"F32"}}, "architecture llama4 (this agent runs qwen3, qwen3moe)"},
+		{"architecture", protocol.ModelFacts{Architecture: "llama4", TensorTypes: []string{"F32"}}, "architecture llama4 (this agent runs "},
 		{"tensor type without kernel", protocol.ModelFacts{Architecture: "qwen3", TensorTypes: []string{"F32", "Q8_1"}}, "tensor type Q8_1 (this agent computes F32, F16"},
 		{"tensor type unknown to this build", protocol.ModelFacts{Architecture: "qwen3", TensorTypes: []string{"IQ9_Z"}}, "tensor type IQ9_Z"},
 	} {
@@ -167,7 +167,7 @@ func TestAgentRefusesUnrunnableModelBeforeDownload(t *testing.T) {
 		code string
 		in   []string
 	}{
-		{"unknown architecture", llama, protocol.RefuseUnsupported, []string{"architecture llama4 (this agent runs qwen3, qwen3moe)"}},
+		{"unknown architecture", llama, protocol.RefuseUnsupported, []string{"architecture llama4 (this agent runs "}},
 		{"tensor type", q81, protocol.RefuseUnsupported, []string{"tensor type Q8_1"}},
 		{"insufficient RAM", big, protocol.RefuseInsufficientRAM, []string{"needs 1.1 GiB, has 256.0 MiB", "config resident"}},
 	} {
@@ -287,7 +287,7 @@ func TestE2EUnknownArchitectureRefusedBeforeDownload(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.State != store.RunQueued || r.Attempts != 0 || !strings.Contains(r.Error, "architecture llama4 (this agent runs qwen3, qwen3moe)") {
+	if r.State != store.RunQueued || r.Attempts != 0 || !strings.Contains(r.Error, "architecture llama4 (this agent runs ") {
 		t.Fatalf("run after the refusal: state %s attempts %d error %q; want queued, 0 attempts, the reason", r.State, r.Attempts, r.Error)
 	}
 	// Many dispatch rounds later (and past the requeue backoff) the run
