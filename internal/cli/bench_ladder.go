@@ -27,6 +27,7 @@ type ladderFlags struct {
 	noOracle bool
 	predictK int
 	replay   time.Duration
+	record   string
 }
 
 const ladderHelp = `
@@ -71,6 +72,7 @@ func addLadderFlags(f *pflag.FlagSet) *ladderFlags {
 	f.StringVar(&lf.modes, "modes", "", "ladder modes, comma-separated (default: all four)")
 	f.IntVar(&lf.predictK, "predict-k", 0, "ladder: experts the lookahead modes prefetch per token (0 = three quarters of the model's experts per token, rounded up)")
 	f.BoolVar(&lf.noOracle, "no-oracle", false, "ladder: skip the oracle run")
+	f.StringVar(&lf.record, "record-trace", "", "ladder: write the routing of the first warm-up run (prefill and decode, with the lookahead predictions) to this file, for lesfarm replay")
 	f.DurationVar(&lf.replay, "replay-compute", 0, "ladder: record the model's routing once, then replay it through each mode with this emulated compute time per token (e.g. 50ms) instead of running the model")
 	return lf
 }
@@ -87,7 +89,7 @@ func runLadder(env *Env, lf *ladderFlags, cfg bench.Config, format string) error
 		return usagef("--format %q is not supported: use %s", format, strings.Join(bench.Formats, ", "))
 	}
 	lc := bench.LadderConfig{
-		Model: cfg.Model, ExpertsPath: lf.experts, Policy: lf.policy, NoOracle: lf.noOracle, PredictK: lf.predictK,
+		Model: cfg.Model, ExpertsPath: lf.experts, Policy: lf.policy, NoOracle: lf.noOracle, PredictK: lf.predictK, RecordTrace: lf.record,
 		Repetitions: cfg.Repetitions, Warmup: cfg.Warmup, PromptTokens: cfg.PromptTokens, GenTokens: cfg.GenTokens,
 	}
 	if len(cfg.Threads) != 1 {
@@ -135,6 +137,9 @@ func runLadder(env *Env, lf *ladderFlags, cfg bench.Config, format string) error
 	if lf.replay != 0 {
 		if lf.replay < 0 {
 			return usagef("--replay-compute %v must be positive", lf.replay)
+		}
+		if lf.record != "" {
+			return usagef("--record-trace records the model's own run: give it without --replay-compute")
 		}
 		rep, err = bench.RunReplay(env.Ctx, bench.ReplayConfig{LadderConfig: lc, Compute: lf.replay})
 	} else {

@@ -43,6 +43,10 @@ type LadderConfig struct {
 	GenTokens      int           // decoded tokens per run (default 32)
 	// NoOracle skips the oracle run.
 	NoOracle bool
+	// RecordTrace, if set, is where the routing recorded in the first
+	// warm-up run (prefill and decode, with the lookahead predictions) is
+	// written as an expert.TraceFile, for lesfarm replay.
+	RecordTrace string
 	// Progress, if set, receives one line per finished measurement.
 	Progress func(line string)
 }
@@ -60,8 +64,11 @@ type LadderRow struct {
 	StallFraction             float64 `json:"stall_fraction"`
 	BytesReadPerToken         float64 `json:"bytes_read_per_token"`
 	OracleFraction            float64 `json:"oracle_fraction"`
-	PeakRSSBytes              int64   `json:"peak_rss_bytes"`
-	IdenticalOutput           bool    `json:"identical_output"`
+	// BytesVsOracle is BytesReadPerToken over the oracle's (0 without an
+	// oracle run): how many times MIN's bytes the mode reads.
+	BytesVsOracle   float64 `json:"bytes_vs_oracle"`
+	PeakRSSBytes    int64   `json:"peak_rss_bytes"`
+	IdenticalOutput bool    `json:"identical_output"`
 
 	samples []float64
 }
@@ -210,6 +217,7 @@ func RunLadder(ctx context.Context, cfg LadderConfig) (*LadderReport, error) {
 		}
 	}()
 	var recorded *expert.RoutingTrace
+	var recordedFrom expert.TraceModel
 	load := func(mode expert.Mode) error {
 		before := currentRSS()
 		resetPeakRSS()
@@ -225,7 +233,7 @@ func RunLadder(ctx context.Context, cfg LadderConfig) (*LadderReport, error) {
 				return err
 			}
 			if i == 0 && recorded == nil {
-				recorded = s.RecordedTrace()
+				recorded, recordedFrom = s.RecordedTrace(), s.TraceModel()
 			}
 			l.r.identical = l.r.identical && slices.Equal(toks, ref)
 		}
@@ -238,7 +246,7 @@ func RunLadder(ctx context.Context, cfg LadderConfig) (*LadderReport, error) {
 			return nil, fmt.Errorf("bench: %s: %w", mode, err)
 		}
 	}
-	if !cfg.NoOracle {
+	if !cfg.NoOracle || cfg.RecordTrace != "" {
 		if recorded == nil {
 			// No warm-up recorded the routing: record it now.
 			if err := func() error {
@@ -250,12 +258,21 @@ func RunLadder(ctx context.Context, cfg LadderConfig) (*LadderReport, error) {
 				if _, _, err := greedyRun(ctx, m, prompt, cfg.GenTokens, nil); err != nil {
 					return err
 				}
-				recorded = s.RecordedTrace()
+				recorded, recordedFrom = s.RecordedTrace(), s.TraceModel()
 				return nil
 			}(); err != nil {
 				return nil, fmt.Errorf("bench: recording the routing: %w", err)
 			}
 		}
+	}
+	if cfg.RecordTrace != "" {
+		tf := &expert.TraceFile{Model: recordedFrom, Trace: *recorded}
+		if err := tf.WriteFile(cfg.RecordTrace); err != nil {
+			return nil, fmt.Errorf("bench: %w", err)
+		}
+		progress("recorded routing (%d calls, %d demands) written to %s", len(recorded.Calls), recorded.Len(), cfg.RecordTrace)
+	}
+	if !cfg.NoOracle {
 		if err := load(expert.OracleMode); err != nil {
 			return nil, fmt.Errorf("bench: oracle: %w", err)
 		}
@@ -323,6 +340,9 @@ func fillRows(rep *LadderReport, modes []expert.Mode, runs map[expert.Mode]*ladd
 		}
 		if rep.Oracle != nil && rep.Oracle.DecodeTokensPerSecond > 0 {
 			row.OracleFraction = mean / rep.Oracle.DecodeTokensPerSecond
+		}
+		if rep.Oracle != nil && rep.Oracle.BytesReadPerToken > 0 {
+			row.BytesVsOracle = row.BytesReadPerToken / rep.Oracle.BytesReadPerToken
 		}
 		rep.Rows = append(rep.Rows, row)
 	}

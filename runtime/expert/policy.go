@@ -33,12 +33,16 @@ type Policy interface {
 }
 
 // PolicyNames lists the cache policies NewPolicy accepts.
-func PolicyNames() []string { return []string{"lfu", "lru", "lrfu"} }
+func PolicyNames() []string { return []string{"lfu", "lru", "lrfu", "arc", "nextuse", "layered"} }
 
 // NewPolicy returns a fresh policy by name: "lfu" (the default: least
 // frequently used, counting every demand ever made, ties broken by
-// recency), "lru" (least recently used) or "lrfu" (the
-// frequency-and-recency hybrid: an exponentially decayed use count). The
+// recency), "lru" (least recently used), "lrfu" (the
+// frequency-and-recency hybrid: an exponentially decayed use count), "arc"
+// (Adaptive Replacement Cache), "nextuse" (evicts the expert whose next
+// demand is expected furthest away, from learned popularity and the layer
+// cycle) or "layered" (per-layer quotas learned from each layer's reuse,
+// LFU within a layer). The
 // oracle policy is built by NewOracle instead. LFU is the default because it
 // measured best: on the phone-shaped model at a 20% budget it hit 60% of
 // demands against 37% for LRU and 41% for LRFU (docs/les.md).
@@ -50,6 +54,12 @@ func NewPolicy(name string) (Policy, error) {
 		return newLFU(), nil
 	case "lrfu", "hybrid":
 		return newLRFU(0.5), nil
+	case "arc":
+		return newARC(), nil
+	case "nextuse":
+		return newNextUse(0), nil
+	case "layered":
+		return NewLayeredPolicy(nil), nil
 	}
 	return nil, fmt.Errorf("expert: unknown cache policy %q (want one of %s)", name, strings.Join(PolicyNames(), ", "))
 }

@@ -123,7 +123,12 @@ func Open(path string, f *gguf.File, shapes []moe.LayerShape, expertsPath string
 			return nil, err
 		}
 	}
-	return New(path, lay, shapes, opts)
+	s, err := New(path, lay, shapes, opts)
+	if err != nil {
+		return nil, err
+	}
+	s.model = TraceModelOf(f, shapes)
+	return s, nil
 }
 
 // checkSameExperts verifies that the experts file holds experts of the

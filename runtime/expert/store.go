@@ -26,6 +26,10 @@ type Options struct {
 	// Policy names the cache policy (NewPolicy); default "lfu". The oracle
 	// mode always uses Belady's policy.
 	Policy string
+	// LayerBudgets, if set, fixes each layer's share of Budget in bytes
+	// (the "layered" policy with these quotas); they must sum to at most
+	// Budget.
+	LayerBudgets []int64
 	// Profile emulates a device's storage (bandwidth, latency, reads in
 	// flight); nil reads at the real speed of the file.
 	Profile *Profile
@@ -88,6 +92,7 @@ type Store struct {
 	layout   Layout
 	shapes   []moe.LayerShape
 	bufSize  []int64 // per layer: buffer bytes per expert
+	model    TraceModel
 	throttle *Throttle
 	procs    func() // gives back the Ps lent to throttled workers
 	log      *slog.Logger
@@ -176,6 +181,11 @@ func New(path string, layout Layout, shapes []moe.LayerShape, opts Options) (*St
 	if opts.Mode == OracleMode {
 		oracle = NewOracle(opts.Trace)
 		policy = oracle
+	} else if opts.LayerBudgets != nil {
+		if opts.Policy != "" && opts.Policy != "layered" {
+			return nil, fmt.Errorf("expert: per-layer budgets need the layered policy, not %q", opts.Policy)
+		}
+		policy = NewLayeredPolicy(opts.LayerBudgets)
 	} else {
 		p, err := NewPolicy(opts.Policy)
 		if err != nil {
@@ -205,6 +215,12 @@ func New(path string, layout Layout, shapes []moe.LayerShape, opts Options) (*St
 		layerStats: make([]LayerStats, len(shapes)),
 	}
 	s.stats.PredLayers = make([]PredStats, len(shapes))
+	s.model.Layers = make([]TraceLayer, len(shapes))
+	for l, sh := range shapes {
+		if sh.Experts > 0 {
+			s.model.Layers[l] = TraceLayer{Experts: sh.Experts, ExpertBytes: sh.Bytes()}
+		}
+	}
 	if direct {
 		s.align = directAlign
 	}
@@ -243,6 +259,10 @@ func New(path string, layout Layout, shapes []moe.LayerShape, opts Options) (*St
 		f.Close()
 		return nil, fmt.Errorf("%w: budget %d bytes, one expert needs %d bytes", ErrBudgetTooSmall, opts.Budget, maxSize)
 	}
+	if err := configurePolicy(policy, opts.Budget, s.bufSize); err != nil {
+		f.Close()
+		return nil, err
+	}
 	var plan *OraclePlan
 	if oracle != nil {
 		plan, err = oracle.Plan(func(k Key) int64 { return s.bufSize[k.Layer] }, opts.Budget)
@@ -271,8 +291,17 @@ func (s *Store) Clone(opts Options) (*Store, error) {
 	if opts.PredictK == 0 {
 		opts.PredictK = s.opts.PredictK
 	}
-	return New(s.path, s.layout, s.shapes, opts)
+	c, err := New(s.path, s.layout, s.shapes, opts)
+	if err != nil {
+		return nil, err
+	}
+	c.model = s.model
+	return c, nil
 }
+
+// TraceModel identifies the store's model in the traces it records (name
+// and architecture only when the store was opened with Open).
+func (s *Store) TraceModel() TraceModel { return s.model }
 
 // Close stops the workers and closes the file. Reads in flight finish
 // first. Close is idempotent.
