@@ -39,7 +39,7 @@ type replayLine struct {
 func newReplayCmd(env *Env) *cobra.Command {
 	var (
 		tracePath, policies, budget, modelPath, format, horizons string
-		repeat                                         int
+		repeat                                                   int
 	)
 	cmd := &cobra.Command{
 		Use:   "replay --trace FILE --policy P --budget B",

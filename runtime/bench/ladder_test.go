@@ -79,8 +79,13 @@ func TestLadderReport(t *testing.T) {
 	}
 	var rows []map[string]json.RawMessage
 	json.Unmarshal(obj["rows"], &rows)
-	if got := keys(rows[0]); got != "bytes_read_per_token,decode_tokens_per_second,hit_rate,identical_output,mode,oracle_fraction,peak_rss_bytes,predictor_precision,predictor_recall,speedup_vs_on_demand,speedup_vs_on_demand_parallel,stall_fraction,stddev" {
+	if got := keys(rows[0]); got != "bytes_read_per_token,bytes_vs_oracle,decode_tokens_per_second,hit_rate,identical_output,mode,oracle_fraction,peak_rss_bytes,predictor_precision,predictor_recall,speedup_vs_on_demand,speedup_vs_on_demand_parallel,stall_fraction,stddev" {
 		t.Fatalf("row keys %s", got)
+	}
+	for _, r := range rep.Rows {
+		if want := r.BytesReadPerToken / rep.Oracle.BytesReadPerToken; r.BytesVsOracle != want || want <= 0 {
+			t.Fatalf("%s: bytes_vs_oracle %v, want %v", r.Mode, r.BytesVsOracle, want)
+		}
 	}
 	var oracle map[string]json.RawMessage
 	json.Unmarshal(obj["oracle"], &oracle)

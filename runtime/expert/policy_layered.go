@@ -82,7 +82,24 @@ func (p *layered) SetBudget(budget int64, expertBytes []int64) error {
 	return nil
 }
 
-func (p *layered) ready(l int) bool { return l >= 0 && l < len(p.inner) }
+// ready grows the per-layer state to hold layer l (without SetBudget an
+// expert counts as one byte and every quota is 0, so victims come from the
+// layer holding the most) and reports whether l is a valid layer.
+func (p *layered) ready(l int) bool {
+	if l < 0 || l >= 1<<16 {
+		return false
+	}
+	for len(p.inner) <= l {
+		p.inner = append(p.inner, newLFU())
+		p.counts = append(p.counts, map[int32]int64{})
+		p.used = append(p.used, 0)
+		p.sizes = append(p.sizes, 1)
+		if !p.fixed || len(p.quota) < len(p.inner) {
+			p.quota = append(p.quota, 0)
+		}
+	}
+	return true
+}
 
 func (p *layered) Insert(k Key) {
 	l := int(k.Layer)
@@ -154,7 +171,7 @@ func (p *layered) Victim(evictable func(Key) bool) (Key, bool) {
 
 // replan sets the quotas from the demand counts (see layered).
 func (p *layered) replan() {
-	if p.demands == 0 {
+	if p.demands == 0 || p.budget == 0 {
 		return
 	}
 	p.demands = 0

@@ -24,7 +24,7 @@ type nextUse struct {
 	visit    []float64
 	visits   []float64 // per layer: decayed visit count
 	demands  []float64 // per layer: decayed demands
-	nexp     []int // per layer: experts seen
+	nexp     []int     // per layer: experts seen
 	ents     map[Key]*nuEnt
 	resident []*nuEnt
 	inVisit  map[Key]bool // demanded in the current visit
@@ -89,7 +89,7 @@ func (p *nextUse) Access(k Key) {
 	p.inVisit[k] = true
 	p.demands[l]++
 	e := p.ent(k)
-	e.count = e.count*math.Pow(p.decay, p.visit[l]-e.at) + 1
+	e.count = p.decayed(e) + 1
 	e.at = p.visit[l]
 }
 
@@ -114,6 +114,14 @@ func (p *nextUse) Remove(k Key) {
 	e.idx = -1
 }
 
+// decayed returns e's demand count decayed to its layer's latest visit.
+func (p *nextUse) decayed(e *nuEnt) float64 {
+	if p.decay == 1 {
+		return e.count
+	}
+	return e.count * math.Pow(p.decay, p.visit[e.k.Layer]-e.at)
+}
+
 // distance returns the expected layer steps to e's next demand.
 func (p *nextUse) distance(e *nuEnt) float64 {
 	l := int(e.k.Layer)
@@ -123,7 +131,7 @@ func (p *nextUse) distance(e *nuEnt) float64 {
 		d += L
 	}
 	n := p.visits[l]
-	count := e.count * math.Pow(p.decay, p.visit[l]-e.at)
+	count := p.decayed(e)
 	// Prior: the layer's mean demand rate per expert seen, weight 0.5.
 	prior := 0.0
 	if n > 0 {

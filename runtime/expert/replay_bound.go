@@ -26,13 +26,14 @@ type HorizonOracle struct {
 	posOf    map[Key][]int32 // ascending positions of each key in seq
 	q        map[Key]float64 // demands per visit of the expert's layer
 	pos      int
-	resident map[Key]bool
+	nextAt   []int       // position of the next demand of the same key, or MaxInt
+	resident map[Key]int // resident keys and the position of their next demand
 }
 
 // NewHorizonOracle returns the bound for tr with the given horizon in
 // calls.
 func NewHorizonOracle(tr *RoutingTrace, horizon int) *HorizonOracle {
-	o := &HorizonOracle{horizon: horizon, posOf: map[Key][]int32{}, q: map[Key]float64{}, resident: map[Key]bool{}}
+	o := &HorizonOracle{horizon: horizon, posOf: map[Key][]int32{}, q: map[Key]float64{}, resident: map[Key]int{}}
 	visits := map[int]int{}
 	counts := map[Key]int{}
 	for _, c := range tr.Calls {
@@ -54,6 +55,15 @@ func NewHorizonOracle(tr *RoutingTrace, horizon int) *HorizonOracle {
 	for k, n := range counts {
 		o.q[k] = float64(n) / float64(visits[int(k.Layer)])
 	}
+	o.nextAt = make([]int, len(o.seq))
+	last := map[Key]int{}
+	for p := len(o.seq) - 1; p >= 0; p-- {
+		o.nextAt[p] = math.MaxInt
+		if n, ok := last[o.seq[p]]; ok {
+			o.nextAt[p] = n
+		}
+		last[o.seq[p]] = p
+	}
 	return o
 }
 
@@ -66,29 +76,38 @@ func (o *HorizonOracle) Name() string {
 }
 
 // Insert implements Policy.
-func (o *HorizonOracle) Insert(k Key) { o.resident[k] = true }
+func (o *HorizonOracle) Insert(k Key) {
+	ps := o.posOf[k]
+	i := sort.Search(len(ps), func(i int) bool { return int(ps[i]) >= o.pos })
+	o.resident[k] = math.MaxInt
+	if i < len(ps) {
+		o.resident[k] = int(ps[i])
+	}
+}
 
 // Remove implements Policy.
 func (o *HorizonOracle) Remove(k Key) { delete(o.resident, k) }
 
 // Access implements Policy: it consumes the next demand of the trace.
-func (o *HorizonOracle) Access(Key) {
-	if o.pos < len(o.seq) {
-		o.pos++
+func (o *HorizonOracle) Access(k Key) {
+	if o.pos >= len(o.seq) {
+		return
 	}
+	if _, ok := o.resident[k]; ok && o.seq[o.pos] == k {
+		o.resident[k] = o.nextAt[o.pos]
+	}
+	o.pos++
 }
 
 // distance returns k's next use in calls from the current one, exact
 // within the horizon, estimated beyond it.
-func (o *HorizonOracle) distance(k Key) float64 {
+func (o *HorizonOracle) distance(k Key, next int) float64 {
 	cur := len(o.callLyr)
 	if o.pos > 0 {
 		cur = o.callOf[o.pos-1]
 	}
-	ps := o.posOf[k]
-	i := sort.Search(len(ps), func(i int) bool { return int(ps[i]) >= o.pos })
-	if i < len(ps) {
-		if d := o.callOf[ps[i]] - cur; d <= o.horizon {
+	if next < len(o.seq) {
+		if d := o.callOf[next] - cur; d <= o.horizon {
 			return float64(d)
 		}
 	} else if o.horizon >= len(o.callLyr) {
@@ -117,11 +136,11 @@ func (o *HorizonOracle) distance(k Key) float64 {
 func (o *HorizonOracle) Victim(evictable func(Key) bool) (Key, bool) {
 	var best Key
 	bd, found := 0.0, false
-	for k := range o.resident {
+	for k, next := range o.resident {
 		if !evictable(k) {
 			continue
 		}
-		d := o.distance(k)
+		d := o.distance(k, next)
 		if !found || d > bd || (d == bd && keyLess(k, best)) {
 			best, bd, found = k, d, true
 		}
