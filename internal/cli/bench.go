@@ -48,11 +48,16 @@ GFLOP/s counts 2 FLOPs per weight of each matrix product plus attention.
 --threads takes a comma-separated list (e.g. 1,2) to measure several counts.
 Output: --format md (default, a llama-bench-style table), csv, json or jsonl.
 
-Speculative decoding: --draft PATH measures greedy decode of --gen-tokens
+Speculative decoding: --draft PATH (or --draft ngram, the model-free prompt
+lookup drafter) measures greedy decode of --gen-tokens
 (default 64 here) with and without the draft model, side by side (runs
 interleaved), once per --draft-k value; the speculative tokens are checked
-against plain greedy decoding. Rows: t/s, speedup over plain, acceptance
-rate and tokens per target pass.` + ladderHelp,
+against plain greedy decoding. --draft-k auto measures adaptive k (up to 8,
+chosen each round from the measured acceptance and verify cost; it decodes
+plainly where drafting does not pay). Rows: t/s, speedup over plain,
+acceptance rate, tokens per target pass, mean verify pass (µs), experts per
+verify pass (the union of its positions) and, adaptive, the share of plain
+rounds.` + ladderHelp,
 		Example: `  lesfarm bench --model tiny.gguf
   lesfarm bench --model /tmp/phone.gguf --threads 1,2 --repetitions 3 --gen-tokens 16 --format json
   lesfarm bench --model tiny-moe.gguf --draft tiny-draft.gguf --draft-k 2,4 --threads 1` + ladderExample,
@@ -127,8 +132,8 @@ rate and tokens per target pass.` + ladderHelp,
 	f.IntVar(&cfg.GenTokens, "gen-tokens", 32, "decode test length (0 = skip)")
 	f.IntVar(&copyMB, "copy-mb", 512, "buffer size of the memory copy benchmark in MiB (0 = skip)")
 	f.StringVar(&format, "format", "md", "output format: md, csv, json or jsonl")
-	f.StringVar(&draft, "draft", "", "draft model (GGUF) for speculative decoding: measure decode with and without it")
-	f.StringVar(&draftK, "draft-k", "2,4", "with --draft: draft tokens per round to measure, comma-separated")
+	f.StringVar(&draft, "draft", "", "draft model (GGUF), or ngram (prompt lookup), for speculative decoding: measure decode with and without it")
+	f.StringVar(&draftK, "draft-k", "2,4", "with --draft: draft tokens per round to measure, comma-separated; auto = adaptive k")
 	f.BoolVar(&quiet, "quiet", false, "no progress lines on stderr")
 	lf = addLadderFlags(f)
 	return cmd
@@ -155,6 +160,9 @@ func runSpecBench(env *Env, cmd *cobra.Command, cfg bench.Config, threads, draft
 		return usagef("--model is required: give the path of a GGUF model file")
 	}
 	for _, p := range []string{cfg.Model, draft} {
+		if p == bench.DraftNGram {
+			continue
+		}
 		if _, err := os.Stat(p); errors.Is(err, fs.ErrNotExist) {
 			return usagef("model file %s does not exist: check the path", p)
 		}
@@ -168,9 +176,13 @@ func runSpecBench(env *Env, cmd *cobra.Command, cfg bench.Config, threads, draft
 	}
 	var ks []int
 	for _, f := range strings.Split(draftK, ",") {
+		if strings.TrimSpace(f) == "auto" {
+			ks = append(ks, bench.KAdaptive)
+			continue
+		}
 		k, err := strconv.Atoi(strings.TrimSpace(f))
 		if err != nil || k < 1 || k > 64 {
-			return usagef("--draft-k %q: want draft token counts from 1 to 64, comma-separated", draftK)
+			return usagef("--draft-k %q: want draft token counts from 1 to 64 or auto (adaptive), comma-separated", draftK)
 		}
 		ks = append(ks, k)
 	}

@@ -33,3 +33,22 @@ func TestBenchDraft(t *testing.T) {
 		}
 	}
 }
+
+// TestBenchDraftNGramAdaptive: --draft ngram needs no draft file, and
+// --draft-k auto adds an adaptive row, in JSON with the verify telemetry.
+func TestBenchDraftNGramAdaptive(t *testing.T) {
+	code, out, errOut := run(t, "bench", "--model", goldenQ4, "--draft", "ngram", "--draft-k", "2,auto",
+		"--threads", "1", "--repetitions", "1", "--warmup", "0", "--prompt-tokens", "4", "--gen-tokens", "8", "--format", "jsonl")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 3 || !strings.Contains(lines[1], `"draft":"ngram"`) || !strings.Contains(lines[2], `"adaptive":true`) ||
+		!strings.Contains(lines[2], `"k":8`) || !strings.Contains(lines[1], `"tokens_per_cpu_second"`) {
+		t.Fatalf("jsonl:\n%s", out)
+	}
+	code, _, errOut = run(t, "bench", "--model", goldenQ4, "--draft", "ngram", "--draft-k", "aut")
+	if code != 2 || !strings.Contains(errOut, "or auto") {
+		t.Errorf("--draft-k aut: exit %d, stderr %q", code, errOut)
+	}
+}

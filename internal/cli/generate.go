@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"runtime"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -84,7 +85,7 @@ func newGenerateCmd(env *Env) *cobra.Command {
 		modelPath, prompt, format string
 		draftPath                 string
 		maxTokens, threads, topK  int
-		draftK                    int
+		draftK                    string
 		temperature, topP         float64
 		seed                      uint64
 		les                       lesGenFlags
@@ -121,16 +122,20 @@ mode the JSON object also has "mode", "profile", "budget_bytes", "hit_rate",
 "bytes_read_per_token" (decode phase).
 
 Speculative decoding: --draft PATH names a small model with the same
-vocabulary (e.g. a dense qwen3 draft of a qwen3moe target). Each round the
-draft proposes --draft-k tokens greedily and the target verifies them in one
-batched pass, keeping the longest prefix it agrees with plus its own next
-token. The output is token-for-token the plain greedy output (greedy only:
---temperature must be 0); only the number of target passes drops. The draft's
-experts are always resident; the target may stream (--mode). The JSON object
-then has a "speculative" object: draft, k, rounds, drafted, accepted,
-acceptance_rate, tokens_per_target_pass, accepted_histogram (rounds by
-accepted drafts 0..k), draft_ms, target_ms. --draft mtp drafts with the model's
-own MTP/NextN block (qwen35moe files carry one), with no draft file.`,
+vocabulary (e.g. a dense qwen3 draft of a qwen3moe target); --draft ngram
+drafts without a model by prompt lookup (the continuation of the latest
+earlier occurrence of the last 4, 3 or 2 tokens). Each round the drafter
+proposes up to --draft-k tokens and the target verifies them in one batched
+pass. Greedy, it keeps the longest prefix it agrees with plus its own next
+token, so the output is token-for-token the plain greedy output; with
+--temperature the standard rejection rule keeps the target's sampling
+distribution. --draft-k auto chooses k (up to 8) each round from the
+measured acceptance and verify cost and decodes plainly where drafting does
+not pay. --draft mtp drafts with the model's own MTP/NextN block
+(qwen35moe files carry one), with no draft file. The draft's experts are
+always resident; the target may stream (--mode). The JSON object then has a "speculative" object: draft, k, rounds,
+drafted, accepted, acceptance_rate, tokens_per_target_pass,
+accepted_histogram (rounds by accepted drafts 0..k), draft_ms, target_ms.`,
 		Example: `  lesfarm generate --model tiny.gguf --prompt "In the beginning" --max-tokens 32
   lesfarm generate --model tiny.gguf --prompt "Once upon a time" --temperature 0.8 --seed 7 --format json
   lesfarm generate --model phone.packed.gguf --prompt "Hello" --mode scheduled --expert-budget 20% --profile phone-flagship
@@ -153,12 +158,14 @@ own MTP/NextN block (qwen35moe files carry one), with no draft file.`,
 			if draftPath == "" && cmd.Flags().Changed("draft-k") {
 				return usagef("--draft-k applies to speculative decoding: add --draft PATH, or drop it")
 			}
+			draftN, adaptive := spec.DefaultK, false
 			if draftPath != "" {
-				if temperature > 0 {
-					return usagef("--draft decodes greedily: drop --temperature (or set it to 0), or drop --draft")
-				}
-				if draftK < 1 || draftK > spec.MaxK {
-					return usagef("--draft-k %d must be in [1, %d]", draftK, spec.MaxK)
+				if draftK == "auto" {
+					draftN, adaptive = spec.AdaptiveMaxK, true
+				} else if k, err := strconv.Atoi(draftK); err != nil || k < 1 || k > spec.MaxK {
+					return usagef("--draft-k %q must be auto or in [1, %d]", draftK, spec.MaxK)
+				} else {
+					draftN = k
 				}
 			}
 			ls, err := les.resolve(cmd.Flags())
@@ -173,17 +180,25 @@ own MTP/NextN block (qwen35moe files carry one), with no draft file.`,
 			if ls != nil && !m.IsMoE() {
 				return usagef("--mode %s streams experts, but %s is a dense model: use --mode resident", ls.opts.Mode, modelPath)
 			}
-			var draft *model.Model
-			useMTP := draftPath == "mtp"
-			if useMTP && !m.HasMTP() {
-				return usagef("--draft mtp: %s has no MTP/NextN block (nextn_predict_layers = 0); give --draft PATH of a draft model", modelPath)
-			}
-			if draftPath != "" && !useMTP {
-				if draft, _, err = openModel(draftPath, threads); err != nil {
+			var drafter spec.Drafter
+			switch draftPath {
+			case "":
+			case "ngram":
+				drafter = &spec.NGramDrafter{}
+			case "mtp":
+				if !m.HasMTP() {
+					return usagef("--draft mtp: %s has no MTP/NextN block (nextn_predict_layers = 0); give --draft PATH of a draft model or --draft ngram", modelPath)
+				}
+			default:
+				draft, _, err := openModel(draftPath, threads)
+				if err != nil {
 					return err
 				}
 				defer draft.Close()
-				if err := spec.CheckVocab(m, draft); err != nil {
+				if draft.Arch != "qwen3" && draft.Arch != m.Arch {
+					return usagef("--draft %s is a %s model; a draft for %s must be a dense qwen3 model or a %s model with its vocabulary", draftPath, draft.Arch, modelPath, m.Arch)
+				}
+				if drafter, err = spec.NewModelDrafter(m, draft); err != nil {
 					return usagef("--draft %s cannot draft for %s: %v", draftPath, modelPath, err)
 				}
 			}
@@ -233,13 +248,20 @@ own MTP/NextN block (qwen35moe files carry one), with no draft file.`,
 			}
 			var res *generate.Result
 			var sres *spec.Result
-			if draft != nil || useMTP {
-				sp := spec.Params{PromptIDs: ids, MaxTokens: maxTokens, K: draftK, IsEOG: tok.IsEOG, OnToken: p.OnToken}
-				if useMTP {
-					sres, err = spec.RunMTP(env.Ctx, m, sp)
+			if drafter != nil || draftPath == "mtp" {
+				var dec *spec.Decoder
+				var derr error
+				if draftPath == "mtp" {
+					dec, derr = spec.NewMTP(m)
 				} else {
-					sres, err = spec.Run(env.Ctx, m, draft, sp)
+					dec, derr = spec.NewWithDrafter(m, drafter)
 				}
+				if derr != nil {
+					return derr
+				}
+				sres, err = dec.Run(env.Ctx, spec.Params{
+					PromptIDs: ids, MaxTokens: maxTokens, K: draftN, Adaptive: adaptive, Sampling: sp, IsEOG: tok.IsEOG, OnToken: p.OnToken,
+				})
 				if sres != nil {
 					res = &sres.Result
 				}
@@ -303,8 +325,8 @@ own MTP/NextN block (qwen35moe files carry one), with no draft file.`,
 	f.Uint64Var(&seed, "seed", 0, "seed of the sampler (same seed, same output)")
 	f.IntVar(&threads, "threads", runtime.NumCPU(), "threads for matrix products")
 	f.StringVar(&format, "format", "text", "output format: text or json")
-	f.StringVar(&draftPath, "draft", "", "speculative decoding: path of a GGUF draft model with the target's vocabulary, or mtp for the model's own MTP block (greedy only; same output)")
-	f.IntVar(&draftK, "draft-k", spec.DefaultK, "speculative decoding: tokens the draft proposes per round")
+	f.StringVar(&draftPath, "draft", "", "speculative decoding: path of a GGUF draft model with the target's vocabulary, ngram (prompt lookup), or mtp (the model's own MTP block)")
+	f.StringVar(&draftK, "draft-k", strconv.Itoa(spec.DefaultK), "speculative decoding: tokens the drafter proposes per round, or auto (adaptive)")
 	les.addFlags(f)
 	return cmd
 }

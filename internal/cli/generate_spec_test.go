@@ -49,6 +49,7 @@ func TestGenerateDraftSelf(t *testing.T) {
 		{"resident-k4", []string{"--draft", goldenQ4}, 7},
 		{"resident-k2", []string{"--draft", goldenQ4, "--draft-k", "2"}, 7},
 		{"scheduled-k4", []string{"--draft", goldenQ4, "--mode", "scheduled", "--expert-budget", "25%"}, 15},
+		{"resident-auto", []string{"--draft", goldenQ4, "--draft-k", "auto"}, 7},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			raw := generateJSONOut(t, append([]string{"--model", goldenQ4}, tc.args...)...)
@@ -92,8 +93,8 @@ func TestGenerateDraftUsage(t *testing.T) {
 		want string
 	}{
 		{[]string{"--draft-k", "2"}, "--draft-k applies to speculative decoding"},
-		{[]string{"--draft", goldenQ4, "--temperature", "0.7"}, "--draft decodes greedily"},
-		{[]string{"--draft", goldenQ4, "--draft-k", "0"}, "--draft-k 0 must be in"},
+		{[]string{"--draft", goldenQ4, "--draft-k", "0"}, "--draft-k \"0\" must be auto or in"},
+		{[]string{"--draft", "ngram", "--draft-k", "many"}, "--draft-k \"many\" must be auto or in"},
 		{[]string{"--draft", other}, "vocabularies differ"},
 		{[]string{"--draft", filepath.Join(t.TempDir(), "missing.gguf")}, "does not exist"},
 	} {
@@ -154,5 +155,34 @@ func TestGenerateDraftMTP(t *testing.T) {
 	code, _, errOut := run(t, "generate", "--model", goldenQ4, "--prompt", "hi", "--max-tokens", "2", "--draft", "mtp")
 	if code == 0 || !strings.Contains(errOut, "no MTP/NextN block") {
 		t.Fatalf("exit %d, stderr %s", code, errOut)
+	}
+}
+
+// TestGenerateDraftNGram: the n-gram drafter (no draft file) keeps plain
+// greedy's tokens, with fixed and adaptive k, and samples with a
+// temperature; a draft of a third architecture is refused in one line.
+func TestGenerateDraftNGram(t *testing.T) {
+	want := tokenIDs(t, generateJSONOut(t, "--model", goldenQ4, "--max-tokens", "24"))
+	for _, k := range []string{"3", "auto"} {
+		raw := generateJSONOut(t, "--model", goldenQ4, "--max-tokens", "24", "--draft", "ngram", "--draft-k", k)
+		if got := tokenIDs(t, raw); !slices.Equal(got, want) {
+			t.Fatalf("k=%s: tokens %v, plain greedy %v", k, got, want)
+		}
+		if s := specOf(t, raw); s.Draft != "ngram" || s.Rounds == 0 {
+			t.Fatalf("k=%s: speculative %+v", k, s)
+		}
+	}
+	raw := generateJSONOut(t, "--model", goldenQ4, "--max-tokens", "24", "--draft", "ngram", "--temperature", "0.8", "--seed", "3")
+	if got := tokenIDs(t, raw); len(got) != 24 {
+		t.Fatalf("sampled: %d tokens", len(got))
+	}
+	_, file, _, _ := runtime.Caller(0)
+	q35 := filepath.Join(filepath.Dir(file), "..", "..", "..", "shared", "testdata", "qwen35moe", "tiny-qwen35moe-q4_k_m.gguf")
+	if _, err := os.Stat(q35); err != nil {
+		fixture.Missing(t, q35, err, "generate --draft with a draft of another architecture")
+	}
+	code, _, errOut := run(t, "generate", "--model", goldenQ4, "--prompt", "a", "--draft", q35)
+	if code != 2 || !strings.Contains(errOut, "must be a dense qwen3 model") || strings.Count(strings.TrimSpace(errOut), "\n") != 0 {
+		t.Fatalf("qwen35moe draft: exit %d, stderr %q", code, errOut)
 	}
 }

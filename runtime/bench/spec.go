@@ -8,6 +8,7 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/lesfarm/lesfarm/runtime/generate"
 	"github.com/lesfarm/lesfarm/runtime/model"
@@ -17,17 +18,28 @@ import (
 // SpecConfig configures RunSpec: decode throughput of a model with and
 // without a speculative draft, side by side.
 type SpecConfig struct {
-	Model, Draft string // GGUF paths (required)
-	Threads      int    // threads for matrix products (default 1)
-	Ks           []int  // draft tokens per round to measure (default 2, 4)
-	Repetitions  int    // measured runs per row (default 5)
-	Warmup       int    // unmeasured runs before them (default 1)
+	// Model is the target's GGUF path; Draft the draft model's, or
+	// DraftNGram for the model-free n-gram drafter (both required).
+	Model, Draft string
+	Threads      int // threads for matrix products (default 1)
+	// Ks are the draft tokens per round to measure (default 2, 4);
+	// KAdaptive measures adaptive k (up to spec.AdaptiveMaxK).
+	Ks          []int
+	Repetitions int // measured runs per row (default 5)
+	Warmup      int // unmeasured runs before them (default 1)
 	// PromptIDs is the prompt; when empty, PromptTokens (default 32)
 	// pseudo-random ids, as the tg rows of Run use.
 	PromptIDs    []int
 	PromptTokens int
 	GenTokens    int // tokens to generate per run (default 64)
 }
+
+// DraftNGram as SpecConfig.Draft selects the n-gram (prompt lookup)
+// drafter instead of a draft model.
+const DraftNGram = "ngram"
+
+// KAdaptive in SpecConfig.Ks measures adaptive draft lengths.
+const KAdaptive = -1
 
 // SpecRow is one llama-bench style row of RunSpec: plain greedy decoding
 // (K = 0) or speculative decoding with K draft tokens per round.
@@ -46,6 +58,20 @@ type SpecRow struct {
 	Speedup             float64 `json:"speedup"`
 	AcceptanceRate      float64 `json:"acceptance_rate,omitempty"`
 	TokensPerTargetPass float64 `json:"tokens_per_target_pass,omitempty"`
+	// Adaptive rows choose k per round up to K. MeanAccepted is the
+	// accepted length of rounds that drafted, VerifyUS the mean target
+	// pass in µs, ExpertsPerVerify the mean (layer, expert) union of a
+	// pass, OffShare the share of rounds adaptive k decoded plainly.
+	// CPUTPS is decode tokens per CPU-second of the process (from the
+	// first generated token on), CPUSpeedup its ratio to the plain row:
+	// the figures that hold on a machine shared with other work.
+	CPUTPS           float64 `json:"tokens_per_cpu_second"`
+	CPUSpeedup       float64 `json:"cpu_speedup"`
+	Adaptive         bool    `json:"adaptive,omitempty"`
+	MeanAccepted     float64 `json:"mean_accepted,omitempty"`
+	VerifyUS         float64 `json:"verify_us,omitempty"`
+	ExpertsPerVerify float64 `json:"experts_per_verify,omitempty"`
+	OffShare         float64 `json:"off_share,omitempty"`
 }
 
 // RunSpec loads both models and measures decode with and without the
@@ -79,12 +105,20 @@ func RunSpec(ctx context.Context, cfg SpecConfig) ([]SpecRow, error) {
 		return nil, fmt.Errorf("bench: %w", err)
 	}
 	defer target.Close()
-	draft, err := model.Load(cfg.Draft, model.Options{Threads: cfg.Threads})
-	if err != nil {
-		return nil, fmt.Errorf("bench: draft: %w", err)
+	var drafter spec.Drafter = &spec.NGramDrafter{}
+	draftName := DraftNGram
+	if cfg.Draft != DraftNGram {
+		draft, err := model.Load(cfg.Draft, model.Options{Threads: cfg.Threads})
+		if err != nil {
+			return nil, fmt.Errorf("bench: draft: %w", err)
+		}
+		defer draft.Close()
+		if drafter, err = spec.NewModelDrafter(target, draft); err != nil {
+			return nil, fmt.Errorf("bench: %w", err)
+		}
+		draftName = modelName(draft, cfg.Draft)
 	}
-	defer draft.Close()
-	dec, err := spec.New(target, draft)
+	dec, err := spec.NewWithDrafter(target, drafter)
 	if err != nil {
 		return nil, fmt.Errorf("bench: %w", err)
 	}
@@ -112,21 +146,35 @@ func RunSpec(ctx context.Context, cfg SpecConfig) ([]SpecRow, error) {
 	test := fmt.Sprintf("tg%d", cfg.GenTokens)
 	for i, k := range ks {
 		rows[i] = SpecRow{Model: modelName(target, cfg.Model), Threads: cfg.Threads, Test: test, K: k, Tokens: cfg.GenTokens, Reps: cfg.Repetitions}
-		if k > 0 {
-			rows[i].Draft, rows[i].Test = modelName(draft, cfg.Draft), test+"+draft"
+		if k == KAdaptive {
+			rows[i].K, rows[i].Adaptive = spec.AdaptiveMaxK, true
+		}
+		if k != 0 {
+			rows[i].Draft, rows[i].Test = draftName, test+"+draft"
 		}
 	}
 	var want []int
+	cpuSteps := make([]int, len(ks))
+	cpuTime := make([]float64, len(ks))
+	var cpuFirst time.Duration
+	first := true
+	onTok := func(int) error {
+		if first {
+			cpuFirst, first = processCPU(), false
+		}
+		return nil
+	}
 	for rep := range cfg.Warmup + cfg.Repetitions {
 		for i, k := range ks {
 			var res *generate.Result
+			first = true
 			if k == 0 {
-				if res, err = generate.Run(ctx, target, generate.Params{PromptIDs: prompt, MaxTokens: cfg.GenTokens, State: st}); err != nil {
+				if res, err = generate.Run(ctx, target, generate.Params{PromptIDs: prompt, MaxTokens: cfg.GenTokens, State: st, OnToken: onTok}); err != nil {
 					return nil, fmt.Errorf("bench: %w", err)
 				}
 				want = res.TokenIDs
 			} else {
-				r, err := dec.Run(ctx, spec.Params{PromptIDs: prompt, MaxTokens: cfg.GenTokens, K: k})
+				r, err := dec.Run(ctx, spec.Params{PromptIDs: prompt, MaxTokens: cfg.GenTokens, K: rows[i].K, Adaptive: rows[i].Adaptive, OnToken: onTok})
 				if err != nil {
 					return nil, fmt.Errorf("bench: %w", err)
 				}
@@ -135,15 +183,13 @@ func RunSpec(ctx context.Context, cfg SpecConfig) ([]SpecRow, error) {
 				}
 				res = &r.Result
 				if rep >= cfg.Warmup {
-					s := &stats[i]
-					s.Rounds += r.Spec.Rounds
-					s.Drafted += r.Spec.Drafted
-					s.Accepted += r.Spec.Accepted
-					s.Generated += r.Spec.Generated
+					stats[i].Add(&r.Spec)
 				}
 			}
 			if rep >= cfg.Warmup {
 				rows[i].Samples = append(rows[i].Samples, res.DecodeTokensPerSecond())
+				cpuSteps[i] += res.DecodeSteps
+				cpuTime[i] += (processCPU() - cpuFirst).Seconds()
 			}
 		}
 	}
@@ -153,8 +199,19 @@ func RunSpec(ctx context.Context, cfg SpecConfig) ([]SpecRow, error) {
 		if rows[0].TPS > 0 {
 			r.Speedup = r.TPS / rows[0].TPS
 		}
-		if r.K > 0 {
-			r.AcceptanceRate, r.TokensPerTargetPass = stats[i].AcceptanceRate(), stats[i].TokensPerTargetPass()
+		if cpuTime[i] > 0 {
+			r.CPUTPS = float64(cpuSteps[i]) / cpuTime[i]
+		}
+		if rows[0].CPUTPS > 0 {
+			r.CPUSpeedup = r.CPUTPS / rows[0].CPUTPS
+		}
+		if r.Draft != "" {
+			s := &stats[i]
+			r.AcceptanceRate, r.TokensPerTargetPass = s.AcceptanceRate(), s.TokensPerTargetPass()
+			r.MeanAccepted, r.VerifyUS, r.ExpertsPerVerify = s.MeanAccepted(), float64(s.MeanVerify().Nanoseconds())/1e3, s.MeanExpertsPerVerify()
+			if s.Rounds > 0 {
+				r.OffShare = float64(s.Off) / float64(s.Rounds)
+			}
 		}
 	}
 	return rows, nil
@@ -178,11 +235,13 @@ func WriteSpecRows(w io.Writer, rows []SpecRow, format string) error {
 		return nil
 	case "csv":
 		cw := csv.NewWriter(w)
-		_ = cw.Write([]string{"model", "draft", "threads", "test", "k", "n_tokens", "repetitions", "tokens_per_second", "stddev", "speedup", "acceptance_rate", "tokens_per_target_pass"})
+		_ = cw.Write([]string{"model", "draft", "threads", "test", "k", "n_tokens", "repetitions", "tokens_per_second", "stddev", "speedup", "acceptance_rate", "tokens_per_target_pass",
+			"adaptive", "mean_accepted", "verify_us", "experts_per_verify", "off_share", "tokens_per_cpu_second", "cpu_speedup"})
 		for _, r := range rows {
 			f := func(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }
 			_ = cw.Write([]string{r.Model, r.Draft, strconv.Itoa(r.Threads), r.Test, strconv.Itoa(r.K), strconv.Itoa(r.Tokens), strconv.Itoa(r.Reps),
-				f(r.TPS), f(r.TPSStddev), f(r.Speedup), f(r.AcceptanceRate), f(r.TokensPerTargetPass)})
+				f(r.TPS), f(r.TPSStddev), f(r.Speedup), f(r.AcceptanceRate), f(r.TokensPerTargetPass),
+				strconv.FormatBool(r.Adaptive), f(r.MeanAccepted), f(r.VerifyUS), f(r.ExpertsPerVerify), f(r.OffShare), f(r.CPUTPS), f(r.CPUSpeedup)})
 		}
 		cw.Flush()
 		return cw.Error()
@@ -191,15 +250,21 @@ func WriteSpecRows(w io.Writer, rows []SpecRow, format string) error {
 		return fmt.Errorf("bench: format %q is not supported: use md, csv, json or jsonl", format)
 	}
 	var b strings.Builder
-	b.WriteString("| model | draft | threads | test | k | t/s | speedup | acceptance | tokens/pass |\n")
-	b.WriteString("| --- | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: |\n")
+	b.WriteString("| model | draft | threads | test | k | t/s | speedup | t/CPU-s | speedup (CPU) | acceptance | tokens/pass | verify µs | experts/verify | off |\n")
+	b.WriteString("| --- | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
 	for _, r := range rows {
-		draft, acc, tpp := "—", "—", "1.00"
-		if r.K > 0 {
-			draft, acc, tpp = r.Draft, fmt.Sprintf("%.3f", r.AcceptanceRate), fmt.Sprintf("%.2f", r.TokensPerTargetPass)
+		draft, acc, tpp, ver, exp, off := "—", "—", "1.00", "—", "—", "—"
+		k := strconv.Itoa(r.K)
+		if r.Adaptive {
+			k = "auto≤" + k
+			off = fmt.Sprintf("%.0f%%", 100*r.OffShare)
 		}
-		fmt.Fprintf(&b, "| %s | %s | %d | %s | %d | %.2f ± %.2f | %.2f× | %s | %s |\n",
-			r.Model, draft, r.Threads, r.Test, r.K, r.TPS, r.TPSStddev, r.Speedup, acc, tpp)
+		if r.Draft != "" {
+			draft, acc, tpp = r.Draft, fmt.Sprintf("%.3f", r.AcceptanceRate), fmt.Sprintf("%.2f", r.TokensPerTargetPass)
+			ver, exp = fmt.Sprintf("%.0f", r.VerifyUS), fmt.Sprintf("%.1f", r.ExpertsPerVerify)
+		}
+		fmt.Fprintf(&b, "| %s | %s | %d | %s | %s | %.2f ± %.2f | %.2f× | %.2f | %.2f× | %s | %s | %s | %s | %s |\n",
+			r.Model, draft, r.Threads, r.Test, k, r.TPS, r.TPSStddev, r.Speedup, r.CPUTPS, r.CPUSpeedup, acc, tpp, ver, exp, off)
 	}
 	_, err := io.WriteString(w, b.String())
 	return err

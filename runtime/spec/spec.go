@@ -1,11 +1,15 @@
-// Package spec runs greedy speculative decoding in the LES runtime: a small
-// draft model proposes K tokens greedily, the target model checks them in
-// one batched forward pass (logits for every position) and keeps the
-// longest prefix it agrees with, plus its own next token. The generated
-// tokens are exactly those of plain greedy decoding with the target
-// (generate.Run with a zero sample.Params); only the number of target passes
-// changes. K is fixed per run (no adaptive K); it is cut near the token
-// limit and the context length so no pass does work that cannot be used.
+// Package spec runs speculative decoding in the LES runtime: a drafter (a
+// small draft model, or the model-free n-gram prompt lookup) proposes up to
+// K tokens, the target model checks them in one batched forward pass
+// (logits for every position) and keeps the prefix it accepts, plus its own
+// next token. Greedy, the generated tokens are exactly those of plain
+// greedy decoding with the target (generate.Run with a zero sample.Params);
+// only the number of target passes changes. With a temperature, the
+// standard rejection rule (accept x with probability min(1, p(x)/q(x)),
+// else draw from max(0, p−q)) keeps the target's sampling distribution.
+// K is fixed, or chosen each round from measured acceptance and costs
+// (Params.Adaptive, see controller); it is cut near the token limit and the
+// context length so no pass does work that cannot be used.
 package spec
 
 import (
@@ -26,19 +30,30 @@ const DefaultK = 4
 // MaxK bounds Params.K (a verify pass has K+1 positions).
 const MaxK = 64
 
+// AdaptiveMaxK is the largest draft length adaptive k tries by default.
+const AdaptiveMaxK = 8
+
 // ErrVocabMismatch is returned (wrapped) when the draft and target models
 // do not share a vocabulary.
 var ErrVocabMismatch = errors.New("draft and target vocabularies differ")
 
-// Params configures Run. Decoding is always greedy.
+// Params configures Run.
 type Params struct {
 	// PromptIDs is the tokenized prompt (at least one token).
 	PromptIDs []int
 	// MaxTokens is the number of tokens to generate at most (> 0).
 	MaxTokens int
 	// K is the number of tokens the draft proposes per round (default
-	// DefaultK, at most MaxK).
+	// DefaultK, at most MaxK); with Adaptive, the largest length tried.
 	K int
+	// Adaptive chooses the draft length of each round in [0, K] from the
+	// measured acceptance and pass costs; 0 turns speculation off for the
+	// round (see controller).
+	Adaptive bool
+	// Sampling is the target's sampling (zero: greedy). The drafter
+	// samples with the same parameters, and the rejection rule keeps the
+	// target's distribution.
+	Sampling sample.Params
 	// IsEOG reports end-of-generation tokens; nil never stops early.
 	IsEOG func(id int) bool
 	// Sink receives the target's token and layer events: one Prefill event
@@ -67,6 +82,60 @@ type Stats struct {
 	// DraftTime is the draft model's forward time (its prompt included);
 	// TargetTime the target's verification time.
 	DraftTime, TargetTime time.Duration
+	// Drafter names the drafter ("model", "ngram"); Adaptive is
+	// Params.Adaptive.
+	Drafter  string
+	Adaptive bool
+	// Off counts rounds in which the adaptive choice was plain decoding
+	// (k = 0); Empty counts rounds whose drafter had nothing to propose.
+	Off, Empty int
+	// VerifyPositions sums the positions of all target passes; VerifyTime
+	// is their time (TargetTime), so VerifyTime/Rounds is the mean verify
+	// cost.
+	VerifyPositions int
+	// ExpertsPerVerify sums, over target passes, the (layer, expert) pairs
+	// the pass's positions routed to (the union a streaming mode reads or
+	// finds cached), for MoE targets.
+	ExpertsPerVerify int
+}
+
+// Add accumulates o's counters and times into s (several generations).
+func (s *Stats) Add(o *Stats) {
+	s.Rounds += o.Rounds
+	s.Drafted += o.Drafted
+	s.Accepted += o.Accepted
+	s.Generated += o.Generated
+	s.DraftTime += o.DraftTime
+	s.TargetTime += o.TargetTime
+	s.Off += o.Off
+	s.Empty += o.Empty
+	s.VerifyPositions += o.VerifyPositions
+	s.ExpertsPerVerify += o.ExpertsPerVerify
+}
+
+// MeanAccepted is Accepted / rounds that drafted (the accepted length).
+func (s *Stats) MeanAccepted() float64 {
+	r := s.Rounds - s.Off - s.Empty
+	if r <= 0 {
+		return 0
+	}
+	return float64(s.Accepted) / float64(r)
+}
+
+// MeanVerify is TargetTime / Rounds.
+func (s *Stats) MeanVerify() time.Duration {
+	if s.Rounds == 0 {
+		return 0
+	}
+	return s.TargetTime / time.Duration(s.Rounds)
+}
+
+// MeanExpertsPerVerify is ExpertsPerVerify / Rounds.
+func (s *Stats) MeanExpertsPerVerify() float64 {
+	if s.Rounds == 0 {
+		return 0
+	}
+	return float64(s.ExpertsPerVerify) / float64(s.Rounds)
 }
 
 // AcceptanceRate is Accepted / Drafted (0 without drafts).
@@ -126,28 +195,40 @@ func CheckVocab(target, draft *model.Model) error {
 	return nil
 }
 
-// Decoder is a checked target and draft pair with reusable KV caches, for
-// repeated generations (benchmarks, serving). It is not safe for
-// concurrent use.
+// Decoder is a target with a drafter and reusable KV caches, for repeated
+// generations (benchmarks, serving). It is not safe for concurrent use.
 type Decoder struct {
-	target, draft *model.Model
-	ts, ds        *model.State
-	mtp           *mtpDrafter // drafting with the target's own MTP block (NewMTP)
+	target  *model.Model
+	drafter Drafter
+	ts      *model.State
+	// union marks (layer, expert) pairs routed to in the current pass.
+	union  []bool
+	unionN int
+	p      []float64
+	qs     [][]float64
+	mtp    *mtpDrafter // set by NewMTP (tests reach its override)
 }
 
 // New checks that draft can draft for target (CheckVocab) and returns
-// their Decoder.
+// their Decoder, drafting with the model.
 func New(target, draft *model.Model) (*Decoder, error) {
-	if target == nil || draft == nil {
-		return nil, errors.New("spec: a target and a draft model are required")
-	}
-	if err := CheckVocab(target, draft); err != nil {
+	d, err := NewModelDrafter(target, draft)
+	if err != nil {
 		return nil, err
 	}
-	return &Decoder{target: target, draft: draft}, nil
+	return NewWithDrafter(target, d)
 }
 
-// Run generates greedily from target with draft proposing tokens. The
+// NewWithDrafter returns a Decoder of target drafting with d (a
+// ModelDrafter, an NGramDrafter, ...).
+func NewWithDrafter(target *model.Model, d Drafter) (*Decoder, error) {
+	if target == nil || d == nil {
+		return nil, errors.New("spec: a target and a drafter are required")
+	}
+	return &Decoder{target: target, drafter: d}, nil
+}
+
+// Run generates from target with draft proposing tokens. Greedy, the
 // tokens, and the stop reason, equal generate.Run's greedy output on
 // target. It returns ctx's error when cancelled, with the partial result.
 func Run(ctx context.Context, target, draft *model.Model, p Params) (*Result, error) {
@@ -158,9 +239,21 @@ func Run(ctx context.Context, target, draft *model.Model, p Params) (*Result, er
 	return d.Run(ctx, p)
 }
 
-// Run is the package's Run on the decoder's pair, reusing its caches.
+// onRoute counts the distinct (layer, expert) pairs of a pass.
+func (dec *Decoder) onRoute(_, layer int, experts []int, _ []float32) {
+	E := dec.target.ExpertCount
+	for _, e := range experts {
+		if i := layer*E + e; i < len(dec.union) && !dec.union[i] {
+			dec.union[i] = true
+			dec.unionN++
+		}
+	}
+}
+
+// Run is the package's Run on the decoder's target and drafter, reusing
+// its caches.
 func (dec *Decoder) Run(ctx context.Context, p Params) (*Result, error) {
-	target, draft := dec.target, dec.draft
+	target := dec.target
 	n := len(p.PromptIDs)
 	k := p.K
 	if k == 0 {
@@ -176,6 +269,16 @@ func (dec *Decoder) Run(ctx context.Context, p Params) (*Result, error) {
 	case k < 1 || k > MaxK:
 		return nil, fmt.Errorf("spec: draft tokens per round %d must be in [1, %d]", k, MaxK)
 	}
+	var smp *sample.Sampler
+	if p.Sampling != (sample.Params{}) {
+		var err error
+		if smp, err = sample.New(p.Sampling); err != nil {
+			return nil, fmt.Errorf("spec: %w", err)
+		}
+		if smp.Greedy() {
+			smp = nil
+		}
+	}
 	batch := p.Batch
 	if batch <= 0 {
 		batch = generate.DefaultBatch
@@ -189,20 +292,32 @@ func (dec *Decoder) Run(ctx context.Context, p Params) (*Result, error) {
 		}
 	}
 	// The draft holds the sequence plus K-1 drafted tokens at most.
-	if dec.mtp != nil {
-		return dec.runMTP(ctx, p, k, tcap)
+	dcap := tcap + k
+	if err := dec.drafter.Start(dcap); err != nil {
+		return nil, err
 	}
-	dcap := min(tcap+k, draft.Context)
-	if dec.ds == nil || dec.ds.Cap() < dcap {
-		if dec.ds, err = draft.NewState(dcap); err != nil {
-			return nil, fmt.Errorf("spec: draft: %w", err)
+	if md, ok := dec.drafter.(*ModelDrafter); ok {
+		dcap = md.Cap()
+	}
+	ts := dec.ts
+	ts.Reset()
+	ts.Sink = p.Sink
+	if target.Experts != nil && ts.OnRoute == nil {
+		dec.union = make([]bool, len(target.Layers)*target.ExpertCount+target.ExpertCount)
+		ts.OnRoute = dec.onRoute
+		defer func() { ts.OnRoute = nil }()
+	}
+	defer func() { ts.Sink = nil }()
+	V := target.Vocab
+	if smp != nil {
+		dec.p = grow(dec.p, V)
+		if len(dec.qs) < k {
+			dec.qs = make([][]float64, k)
+		}
+		for i := range dec.qs[:k] {
+			dec.qs[i] = grow(dec.qs[i], V)
 		}
 	}
-	ts, ds := dec.ts, dec.ds
-	ts.Reset()
-	ds.Reset()
-	ts.Sink = p.Sink
-	defer func() { ts.Sink = nil }()
 	rep, _ := target.Experts.(generate.TokenReporter)
 	emit := func(step int, ph trace.Phase, pos, tokens int, d time.Duration) {
 		if p.Sink == nil {
@@ -216,10 +331,10 @@ func (dec *Decoder) Run(ctx context.Context, p Params) (*Result, error) {
 	}
 
 	res := &Result{Result: generate.Result{PromptIDs: p.PromptIDs, TokenIDs: make([]int, 0, p.MaxTokens)}}
-	res.Spec = Stats{K: k, Histogram: make([]int, k+1)}
+	res.Spec = Stats{K: k, Histogram: make([]int, k+1), Drafter: dec.drafter.Name(), Adaptive: p.Adaptive}
 	st := &res.Spec
-	// seq is prompt + generated; the target caches seq[:len(seq)-1], the
-	// draft seq[:ds.Pos()] (plus drafted tokens during a round).
+	ctl := newController(k, p.Adaptive)
+	// seq is prompt + generated; the target caches seq[:len(seq)-1].
 	seq := make([]int, n, n+p.MaxTokens)
 	copy(seq, p.PromptIDs)
 
@@ -237,6 +352,9 @@ func (dec *Decoder) Run(ctx context.Context, p Params) (*Result, error) {
 		res.Prefill += d
 		emit(step, trace.Prefill, pos, end-pos, d)
 		step++
+		if err := dec.observe(ctx, seq, end, st); err != nil {
+			return res, err
+		}
 	}
 	// push appends a generated token and reports whether generation stops
 	// (the same tests, in the same order, as generate.Run).
@@ -261,42 +379,54 @@ func (dec *Decoder) Run(ctx context.Context, p Params) (*Result, error) {
 		}
 		return res.StopReason != "", nil
 	}
-	if stop, err := push(sample.Argmax(logits)); stop || err != nil {
+	first := 0
+	if smp == nil {
+		first = sample.Argmax(logits)
+	} else {
+		smp.Dist(logits, dec.p)
+		first = smp.Draw(dec.p)
+	}
+	if stop, err := push(first); stop || err != nil {
+		return res, err
+	}
+	if err := dec.observe(ctx, seq, n, st); err != nil {
 		return res, err
 	}
 	drafts := make([]int, 0, k+1)
-	one := make([]int, 1)
 	for {
 		roundStart := time.Now()
 		tpos := len(seq) - 1 // target cached positions
 		// Cut K so the verify pass fits the target cache and every token
 		// it could yield is within the token limit, and the draft's pass
 		// fits its cache.
-		kr := max(0, min(k, p.MaxTokens-len(res.TokenIDs)-1, tcap-tpos-1, dcap-len(seq)+1))
-		// Draft: catch up with the sequence, then propose kr tokens.
+		want := ctl.next()
+		if p.Adaptive && want == 0 {
+			st.Off++
+		}
+		kr := max(0, min(want, p.MaxTokens-len(res.TokenIDs)-1, tcap-tpos-1, dcap-len(seq)+1))
 		drafts = append(drafts[:0], seq[tpos])
+		var draftTime time.Duration
 		if kr > 0 {
 			t0 := time.Now()
-			for pos := ds.Pos(); pos < len(seq) && err == nil; pos += batch {
-				logits, err = ds.Forward(ctx, seq[pos:min(pos+batch, len(seq))], false)
-			}
-			for i := 0; err == nil; i++ {
-				d := sample.Argmax(logits)
-				drafts = append(drafts, d)
-				if i == kr-1 {
-					break
-				}
-				one[0] = d
-				logits, err = ds.Forward(ctx, one, false)
-			}
-			st.DraftTime += time.Since(t0)
+			prop, err := dec.drafter.Propose(ctx, seq, kr, smp, dec.qs)
+			draftTime = time.Since(t0)
+			st.DraftTime += draftTime
 			if err != nil {
 				res.Decode += time.Since(roundStart)
-				return res, fmt.Errorf("spec: draft: %w", err)
+				return res, err
 			}
+			if len(prop) == 0 {
+				st.Empty++
+			}
+			kr = min(kr, len(prop))
+			drafts = append(drafts, prop[:kr]...)
 		}
 		// Verify all positions in one target pass.
 		ts.Step = step
+		if dec.union != nil {
+			clear(dec.union)
+			dec.unionN = 0
+		}
 		t0 := time.Now()
 		logits, err = ts.Forward(ctx, drafts, kr > 0)
 		d := time.Since(t0)
@@ -307,25 +437,22 @@ func (dec *Decoder) Run(ctx context.Context, p Params) (*Result, error) {
 		}
 		st.Rounds++
 		st.Drafted += kr
-		V := target.Vocab
-		acc := 0
-		for acc < kr && sample.Argmax(logits[acc*V:(acc+1)*V]) == drafts[acc+1] {
-			acc++
-		}
+		st.VerifyPositions += kr + 1
+		st.ExpertsPerVerify += dec.unionN
+		acc, next := dec.accept(logits, drafts, kr, smp)
 		st.Accepted += acc
 		st.Histogram[acc]++
+		ctl.observe(kr, acc, kr+1, d, draftTime)
 		ph := trace.Verify
 		if kr == 0 {
 			ph = trace.Decode
 		}
 		emit(step, ph, tpos, kr+1, d)
 		step++
-		next := sample.Argmax(logits[acc*V : (acc+1)*V])
-		// Rewind both caches to the agreed sequence: the target keeps
-		// seq[tpos] and the accepted drafts; the draft never cached the
-		// last draft token, and drops the rejected ones.
+		// Rewind the target and the drafter to the agreed sequence: the
+		// target keeps seq[tpos] and the accepted drafts.
 		ts.Truncate(tpos + 1 + acc)
-		ds.Truncate(tpos + 1 + acc)
+		dec.drafter.Rewind(tpos + 1 + acc)
 		stop := false
 		for _, id := range append(drafts[1:1+acc], next) {
 			st.Generated++
@@ -333,10 +460,73 @@ func (dec *Decoder) Run(ctx context.Context, p Params) (*Result, error) {
 				break
 			}
 		}
+		if !stop && err == nil {
+			err = dec.observe(ctx, seq, tpos+1+acc, st)
+		}
 		res.Decode += time.Since(roundStart)
 		res.DecodeSteps = len(res.TokenIDs) - 1
 		if stop || err != nil {
 			return res, err
 		}
 	}
+}
+
+// observe hands a drafter that reads the target's state (the MTP block)
+// the pass just made; the target caches seq[:cached].
+func (dec *Decoder) observe(ctx context.Context, seq []int, cached int, st *Stats) error {
+	o, ok := dec.drafter.(targetObserver)
+	if !ok {
+		return nil
+	}
+	t0 := time.Now()
+	err := o.observe(ctx, dec.ts, seq, cached)
+	st.DraftTime += time.Since(t0)
+	return err
+}
+
+// accept applies the acceptance rule to a verify pass over drafts (the
+// last sequence token, then kr drafted tokens): greedy, the longest prefix
+// equal to the target's argmax, then the target's argmax; sampling, the
+// rejection rule, then a draw from the residual max(0, p−q) at the first
+// rejection or from p after the last draft. It returns the accepted count
+// and the round's own next token.
+func (dec *Decoder) accept(logits []float32, drafts []int, kr int, smp *sample.Sampler) (int, int) {
+	V := dec.target.Vocab
+	if smp == nil {
+		acc := 0
+		for acc < kr && sample.Argmax(logits[acc*V:(acc+1)*V]) == drafts[acc+1] {
+			acc++
+		}
+		return acc, sample.Argmax(logits[acc*V : (acc+1)*V])
+	}
+	p := dec.p
+	det := dec.drafter.Deterministic()
+	for i := 0; i < kr; i++ {
+		smp.Dist(logits[i*V:(i+1)*V], p)
+		x := drafts[i+1]
+		qx := 1.0
+		if !det {
+			qx = dec.qs[i][x]
+		}
+		if qx > 0 && smp.Float64() < min(1, p[x]/qx) {
+			continue
+		}
+		if det {
+			p[x] = 0
+		} else {
+			for j, qj := range dec.qs[i][:V] {
+				p[j] = max(0, p[j]-qj)
+			}
+		}
+		return i, smp.Draw(p)
+	}
+	smp.Dist(logits[kr*V:(kr+1)*V], p)
+	return kr, smp.Draw(p)
+}
+
+func grow[T any](b []T, n int) []T {
+	if cap(b) < n {
+		return make([]T, n)
+	}
+	return b[:n]
 }
