@@ -1,6 +1,11 @@
 package model
 
-import "math"
+import (
+	"math"
+	"unsafe"
+
+	"github.com/lesfarm/lesfarm/runtime/tensor"
+)
 
 // Gated DeltaNet (qwen35moe's linear-attention layers), one token at a
 // time. Per v-head h, with k-head kh = h mod KHeads (llama.cpp's tiled
@@ -64,38 +69,40 @@ func convStep(out, window, raw, w []float32, taps int) {
 }
 
 // deltaUpdate applies one token's decay and delta-rule update to the
-// D×D state S of one head (k, v: D values). When q is non-nil it also
-// reads out o = Sᵀq after the update (q already scaled by 1/sqrt(D)).
-// acc is D floats of scratch. Forward and rollback replay both call it,
-// so a replayed state is bit-identical to the one computed in the pass.
+// state of one head, stored transposed: St[j*D+i] = S[i][j] (row j is
+// value dim j over the D key dims), so Sᵀk and Sᵀq are matrix-vector
+// products with St that run on the F32 matrix kernels. k and v are D
+// values; when q is non-nil it also reads out o = Sᵀq after the update (q
+// already scaled by 1/sqrt(D)). acc is D floats of scratch. Forward and
+// rollback replay both call it, so a replayed state is bit-identical to
+// the one computed in the pass.
 //
-// The decay is folded into the two passes over S: Sᵀk is taken on the
-// undecayed state and scaled once (exp(g)·Sᵀk = (exp(g)·S)ᵀk), and the
-// second pass writes exp(g)·S + k⊗δ, so S is read twice and written once.
-func deltaUpdate(S, k, v, q, o, acc []float32, decay, beta float32) {
+// The decay is folded in: Sᵀk is taken on the undecayed state and scaled
+// once (exp(g)·Sᵀk = (exp(g)·S)ᵀk), and one pass writes exp(g)·S + k⊗δ.
+func deltaUpdate(St, k, v, q, o, acc []float32, decay, beta float32) {
 	D := len(k)
-	acc = acc[:D]
-	v = v[:D]
-	clear(acc)
-	for i := range D {
-		axpy4(k[i], S[i*D:(i+1)*D], acc)
+	acc, v = acc[:D], v[:D]
+	M := tensor.Matrix{Type: tensor.F32, Rows: D, Cols: D, Data: f32Bytes(St[:D*D])}
+	if err := tensor.MatVec(nil, acc, M, k); err != nil {
+		panic(err) // shapes are fixed at load; cannot happen
 	}
 	for j := range acc {
 		acc[j] = float32(beta * (v[j] - float32(decay*acc[j]))) // δ
 	}
-	if q == nil {
-		for i := range D {
-			decayAdd(S[i*D:(i+1)*D], decay, k[i], acc)
+	for j := range D {
+		decayAdd(St[j*D:(j+1)*D], decay, acc[j], k)
+	}
+	if q != nil {
+		if err := tensor.MatVec(nil, o[:D], M, q); err != nil {
+			panic(err)
 		}
-		return
 	}
-	o = o[:D]
-	clear(o)
-	for i := range D {
-		row := S[i*D : (i+1)*D]
-		decayAdd(row, decay, k[i], acc)
-		axpy4(q[i], row, o)
-	}
+}
+
+// f32Bytes views x as its little-endian bytes (the F32 tensor layout on
+// every target: amd64 and arm64).
+func f32Bytes(x []float32) []byte {
+	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(x))), 4*len(x))
 }
 
 // axpy4 adds a·x to y (len(y) >= len(x)), unrolled by four.
