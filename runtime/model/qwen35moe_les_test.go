@@ -3,6 +3,7 @@ package model
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -181,5 +182,68 @@ func qwen35Store(path, expertsPath string, opts expert.Options, frac float64, ou
 		s, err := expert.Open(path, f, shapes, expertsPath, opts)
 		*out = s
 		return s, err
+	}
+}
+
+// TestQwen35ScaledShapeModesMatchResident (LESFARM_FULL=1; writes a 1.4 GB
+// model): the exactness contract on the published 35B-A3B per-layer
+// geometry — hidden 2048, 256 routed experts of width 512 with top-8, a
+// 512-wide shared expert, DeltaNet 16 k-heads / 32 v-heads of 128, 16/2
+// attention heads of 256 with 64 rotary dims — scaled to one DeltaNet
+// layer, one attention layer and the MTP block, Q4_K.
+func TestQwen35ScaledShapeModesMatchResident(t *testing.T) {
+	if os.Getenv("LESFARM_FULL") == "" {
+		t.Skip("set LESFARM_FULL=1 to run the 35B-A3B-shaped exactness check (writes a 1.4 GB model)")
+	}
+	c := SynthPresets["qwen35moe-35b-a3b-scaled"]
+	c.Layers, c.Qwen35.FullAttnInterval, c.Vocab, c.Context, c.Type, c.Seed = 2, 2, 4096, 512, tensor.Q4_K, 11
+	path := filepath.Join(t.TempDir(), "q35-35b-a3b-shape.gguf")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteSynthetic(f, c); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	prompt := []int{11, 2048, 7, 300, 4000, 1}
+	const n = 6
+	base, err := Load(path, Options{Threads: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, wantDraft := qwen35Greedy(t, base, prompt, n)
+	base.Close()
+	var rec *expert.Store
+	m, err := Load(path, Options{Threads: 2, Experts: qwen35Store(path, "", expert.Options{Mode: expert.OnDemandParallel, Record: true}, 1, &rec, new(int64))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, gd := qwen35Greedy(t, m, prompt, n); !slices.Equal(got, want) || !slices.Equal(gd, wantDraft) {
+		t.Fatalf("recording run: %v / %v, want %v / %v", got, gd, want, wantDraft)
+	}
+	m.Close()
+	tr := rec.RecordedTrace()
+	for _, mode := range []expert.Mode{expert.OnDemand, expert.OnDemandParallel, expert.Lookahead, expert.Scheduled, expert.OracleMode} {
+		t.Run(mode.String(), func(t *testing.T) {
+			var s *expert.Store
+			var budget int64
+			m, err := Load(path, Options{Threads: 2, Experts: qwen35Store(path, "", expert.Options{Mode: mode, Trace: tr, Workers: 8}, 0.1, &s, &budget)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer m.Close()
+			got, gd := qwen35Greedy(t, m, prompt, n)
+			if !slices.Equal(got, want) || !slices.Equal(gd, wantDraft) {
+				t.Fatalf("tokens %v drafts %v, want all-resident %v %v", got, gd, want, wantDraft)
+			}
+			st := s.Stats()
+			if st.PeakBytes > budget || st.Misses == 0 {
+				t.Fatalf("peak %d of budget %d, %d misses", st.PeakBytes, budget, st.Misses)
+			}
+			t.Logf("%s at 10%%: hit rate %.3f, %d reads, %.1f MB read, recall %.3f", mode, st.HitRate(), st.Reads, float64(st.BytesRead)/1e6, st.Prediction().Recall())
+		})
 	}
 }
