@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"sync"
 	"time"
 
 	"github.com/lesfarm/lesfarm/runtime/tensor"
@@ -13,15 +14,17 @@ import (
 // batch seen.
 type hybridScratch struct {
 	n              int
-	qg             []float32 // n × 2·Heads·HeadDim: query and output gate
-	mix            []float32 // n × convDim: DeltaNet qkv before the conv
-	u              []float32 // convDim: one token after conv, silu, L2 norm
-	z              []float32 // n × Inner: DeltaNet output gate
-	b, a           []float32 // n × VHeads
-	y              []float32 // n × Inner: DeltaNet readout, then gated norm
-	qs, acc        []float32 // HeadDim
-	shg, shu, shd  []float32 // shared expert: n × SharedFFN, n × Hidden
-	normed         []float32 // n × Hidden: rms(x, output_norm) of the last pass
+	qg             []float32   // n × 2·Heads·HeadDim: query and output gate
+	mix            []float32   // n × convDim: DeltaNet qkv before the conv
+	u              []float32   // n × convDim: after conv, silu and L2 norms
+	bg             []float32   // n × 2·VHeads: β then g
+	work           [][]float32 // per recurrence worker: 2·HeadDim scratch
+	z              []float32   // n × Inner: DeltaNet output gate
+	b, a           []float32   // n × VHeads
+	y              []float32   // n × Inner: DeltaNet readout, then gated norm
+	acc            []float32   // HeadDim: rollback replay scratch
+	shg, shu, shd  []float32   // shared expert: n × SharedFFN, n × Hidden
+	normed         []float32   // n × Hidden: rms(x, output_norm) of the last pass
 	mmDst          [4][]float32
 	mmM            [4]tensor.Matrix
 	lastN, lastPos int
@@ -36,12 +39,18 @@ func (hs *hybridState) ensure(m *Model, n int) {
 	sc.n = n
 	sc.qg = grow(sc.qg, n*2*m.Heads*m.HeadDim)
 	sc.mix = grow(sc.mix, n*hc.convDim())
-	sc.u = grow(sc.u, hc.convDim())
+	sc.u = grow(sc.u, n*hc.convDim())
+	sc.bg = grow(sc.bg, n*2*hc.VHeads)
+	if sc.work == nil {
+		sc.work = make([][]float32, max(1, min(m.threads, hc.VHeads)))
+		for w := range sc.work {
+			sc.work[w] = make([]float32, 2*hc.HeadDim)
+		}
+	}
 	sc.z = grow(sc.z, n*hc.Inner)
 	sc.b = grow(sc.b, n*hc.VHeads)
 	sc.a = grow(sc.a, n*hc.VHeads)
 	sc.y = grow(sc.y, n*hc.Inner)
-	sc.qs = grow(sc.qs, hc.HeadDim)
 	sc.acc = grow(sc.acc, hc.HeadDim)
 	sc.shg = grow(sc.shg, n*hc.SharedFFN)
 	sc.shu = grow(sc.shu, n*hc.SharedFFN)
@@ -262,12 +271,12 @@ func (s *State) deltaNet(li, n int) error {
 	if err := tensor.MatMulMulti(m.pool, hsc.mmDst[:4], hsc.mmM[:4], sc.h[:n*m.Hidden], n); err != nil {
 		return fmt.Errorf("model: blk.%d.attn_qkv/attn_gate/ssm_beta/ssm_alpha: %w", li, err)
 	}
+	// Conv, L2 norms and gates token by token (the conv window is shared
+	// by all heads), recording the rollback history.
 	hist := &s.hy.plan
-	u, qs := hsc.u, hsc.qs
-	scale := float32(1 / math.Sqrt(float64(D)))
+	U, BG := hsc.u[:n*C], hsc.bg[:n*2*VH]
 	for t := range n {
 		if t == hist.ckptAt {
-			copy(rs.ckS, rs.S)
 			copy(rs.ckConv, rs.conv)
 		}
 		raw := mix[t*C : (t+1)*C]
@@ -275,11 +284,12 @@ func (s *State) deltaNet(li, n int) error {
 		if slot >= 0 {
 			copy(rs.recM[slot*C:(slot+1)*C], raw)
 		}
+		u := U[t*C : (t+1)*C]
 		convStep(u, rs.conv, raw, hl.Conv, hc.ConvKernel)
 		for hd := range 2 * KH { // q heads, then k heads
 			l2Norm(u[hd*D:(hd+1)*D], m.Eps)
 		}
-		bg := rs.bgScratch
+		bg := BG[t*2*VH : (t+1)*2*VH]
 		for hd := range VH {
 			bg[hd] = sigmoid(b[t*VH+hd])
 			bg[VH+hd] = softplus(a[t*VH+hd]+hl.DtBias[hd]) * hl.A[hd]
@@ -288,31 +298,56 @@ func (s *State) deltaNet(li, n int) error {
 			copy(rs.recU[slot*C:(slot+1)*C], u)
 			copy(rs.recBG[slot*2*VH:(slot+1)*2*VH], bg)
 		}
-		y := hsc.y[t*hc.Inner : (t+1)*hc.Inner]
-		for hd := range VH {
+	}
+	// The recurrence and gated norm of each v-head over all n tokens; the
+	// heads are independent, so with several threads they are split
+	// between goroutines (bit-identical whatever the split).
+	heads := func(w, h0, h1 int) {
+		scr := hsc.work[w]
+		qs, acc := scr[:D], scr[D:2*D]
+		scale := float32(1 / math.Sqrt(float64(D)))
+		for hd := h0; hd < h1; hd++ {
+			S := rs.S[hd*D*D : (hd+1)*D*D]
 			kh := hd % KH
-			q := u[kh*D : (kh+1)*D]
-			for i := range qs {
-				qs[i] = q[i] * scale
+			for t := range n {
+				if t == hist.ckptAt {
+					copy(rs.ckS[hd*D*D:(hd+1)*D*D], S)
+				}
+				u := U[t*C : (t+1)*C]
+				q := u[kh*D : (kh+1)*D]
+				for i := range qs {
+					qs[i] = q[i] * scale
+				}
+				k := u[(KH+kh)*D : (KH+kh+1)*D]
+				v := u[2*KH*D+hd*D : 2*KH*D+(hd+1)*D]
+				bg := BG[t*2*VH : (t+1)*2*VH]
+				decay := float32(math.Exp(float64(bg[VH+hd])))
+				o := hsc.y[t*hc.Inner+hd*D : t*hc.Inner+(hd+1)*D]
+				deltaUpdate(S, k, v, qs, o, acc, decay, bg[hd])
+				rmsNorm(o, o, hl.Norm, m.Eps)
+				zz := z[t*hc.Inner+hd*D : t*hc.Inner+(hd+1)*D]
+				for j := range o {
+					o[j] *= silu(zz[j])
+				}
 			}
-			k := u[(KH+kh)*D : (KH+kh+1)*D]
-			v := u[2*KH*D+hd*D : 2*KH*D+(hd+1)*D]
-			decay := float32(math.Exp(float64(bg[VH+hd])))
-			deltaUpdate(rs.S[hd*D*D:(hd+1)*D*D], k, v, qs, y[hd*D:(hd+1)*D], hsc.acc, decay, bg[hd])
 		}
 	}
-	// Gated RMS norm per head, then the output projection.
+	T := min(m.threads, VH, len(hsc.work))
+	if T < 2 || n*VH*D*D < 1<<16 {
+		heads(0, 0, VH)
+	} else {
+		var wg sync.WaitGroup
+		for w := 1; w < T; w++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				heads(w, VH*w/T, VH*(w+1)/T)
+			}()
+		}
+		heads(0, 0, VH/T)
+		wg.Wait()
+	}
 	y := hsc.y[:n*hc.Inner]
-	for t := range n {
-		for hd := range VH {
-			o := y[t*hc.Inner+hd*D : t*hc.Inner+(hd+1)*D]
-			zz := z[t*hc.Inner+hd*D : t*hc.Inner+(hd+1)*D]
-			rmsNorm(o, o, hl.Norm, m.Eps)
-			for j := range o {
-				o[j] *= silu(zz[j])
-			}
-		}
-	}
 	if err := m.matmul(sc.h, &hl.Out, y, n); err != nil {
 		return fmt.Errorf("model: blk.%d.ssm_out: %w", li, err)
 	}

@@ -39,7 +39,6 @@ type recState struct {
 	conv, ckConv []float32 // (ConvKernel-1) × convDim raw inputs, oldest first
 	recM, recU   []float32 // window × convDim
 	recBG        []float32 // window × 2·VHeads: β then g
-	bgScratch    []float32 // 2·VHeads
 }
 
 // historyPlan says, for the Forward call in progress, at which token the
@@ -73,7 +72,7 @@ func newHybridState(m *Model) *hybridState {
 			S: make([]float32, VH*D*D), ckS: make([]float32, VH*D*D),
 			conv: make([]float32, (hc.ConvKernel-1)*C), ckConv: make([]float32, (hc.ConvKernel-1)*C),
 			recM: make([]float32, w*C), recU: make([]float32, w*C),
-			recBG: make([]float32, w*2*VH), bgScratch: make([]float32, 2*VH),
+			recBG: make([]float32, w*2*VH),
 		}
 	}
 	return hs

@@ -156,6 +156,29 @@ func TestQwen35BatchMatchesStep(t *testing.T) {
 	if worst > 1e-5 {
 		t.Fatalf("batched prefill differs from token-by-token decode by %.3g", worst)
 	}
+	// Threads split the DeltaNet heads between goroutines: bit-identical.
+	one, err := Load(tinyQwen35File(t, defaultTinyQwen35(tensor.F32)), Options{Threads: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer one.Close()
+	long := make([]int, 40)
+	for i := range long {
+		long[i] = (i*53 + 3) % m.Vocab
+	}
+	s1, _ := one.NewState(64)
+	s2, _ := m.NewState(64)
+	l1, err := s1.Forward(ctx, long, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l2, err := s2.Forward(ctx, long, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(l1, l2) {
+		t.Fatal("2 threads give different logits from 1 thread")
+	}
 	// The output is not degenerate: logits vary and are finite.
 	var sum, sq float64
 	for _, v := range all {
