@@ -28,11 +28,15 @@ type ladderFlags struct {
 	predictK int
 	replay   time.Duration
 	record   string
+	timeBase string
 }
 
 const ladderHelp = `
 LES ladder (--ladder): streams experts from the model file through the LES
 expert store instead of holding them in RAM, and measures each mode:
+  naive               load as mmap does: page-sized synchronous faults of the
+                      unpacked file with the profile's read-ahead (page_size,
+                      read_ahead), pages cached LRU within the budget
   on-demand           read each missing expert synchronously, one at a time
   on-demand-parallel  read a layer's missing experts in parallel, then compute
   lookahead           + prefetch the experts the next layer's router predicts
@@ -50,6 +54,11 @@ replays them through each mode with compute emulated as D per token (20% in
 attention, the rest spread over the experts), so the ladder shows what the
 scheduling achieves on a device of that compute speed, whatever this
 machine's CPU load (there are no output tokens in a replay).
+--time device (the default when the profile has a compute: section) reports
+device time: the emulated flash runs on a clock dilated by the host's compute
+time over the device's, so ratios are the device's, not this host's; each
+row records the dilation and the compute time per token on host and device.
+--time host reports this machine's wall clock.
 JSON: {"model","profile","budget_bytes","rows":[{"mode",
 "decode_tokens_per_second","stddev","speedup_vs_on_demand",
 "speedup_vs_on_demand_parallel","hit_rate","predictor_precision",
@@ -73,6 +82,7 @@ func addLadderFlags(f *pflag.FlagSet) *ladderFlags {
 	f.IntVar(&lf.predictK, "predict-k", 0, "ladder: experts the lookahead modes prefetch per token (0 = three quarters of the model's experts per token, rounded up)")
 	f.BoolVar(&lf.noOracle, "no-oracle", false, "ladder: skip the oracle run")
 	f.StringVar(&lf.record, "record-trace", "", "ladder: write the routing of the first warm-up run (prefill and decode, with the lookahead predictions) to this file, for lesfarm replay")
+	f.StringVar(&lf.timeBase, "time", "", "ladder: device (dilate the emulated flash to the profile's compute speed; default when the profile has a compute section) or host")
 	f.DurationVar(&lf.replay, "replay-compute", 0, "ladder: record the model's routing once, then replay it through each mode with this emulated compute time per token (e.g. 50ms) instead of running the model")
 	return lf
 }
@@ -104,6 +114,25 @@ func runLadder(env *Env, lf *ladderFlags, cfg bench.Config, format string) error
 		return usagef("--ladder needs --profile NAME|FILE|direct (built-ins: %s) or --storage direct", strings.Join(expert.BuiltinProfiles(), ", "))
 	}
 	lc.Direct, lc.Profile = direct, prof
+	switch lf.timeBase {
+	case "":
+		lc.DeviceTime = prof != nil && prof.Compute != nil && lf.replay == 0
+	case "device":
+		if prof == nil || prof.Compute == nil {
+			name := "direct storage"
+			if prof != nil {
+				name = "profile " + prof.Name
+			}
+			return usagef("--time device needs a profile with a compute: section (weight_bandwidth, throughput); %s has none", name)
+		}
+		if lf.replay != 0 {
+			return usagef("--time device and --replay-compute conflict: a replay emulates its own compute time")
+		}
+		lc.DeviceTime = true
+	case "host":
+	default:
+		return usagef("--time %q is not supported: use device or host", lf.timeBase)
+	}
 	if lf.budget == "" {
 		return usagef("--ladder needs --expert-budget: bytes (e.g. 512MiB) or a fraction of the expert bytes (e.g. 0.2)")
 	}
@@ -119,7 +148,7 @@ func runLadder(env *Env, lf *ladderFlags, cfg bench.Config, format string) error
 		for _, s := range strings.Split(lf.modes, ",") {
 			m, err := expert.ParseMode(strings.TrimSpace(s))
 			if err != nil || m == expert.OracleMode {
-				return usagef("--modes: %q is not a ladder mode (use on-demand, on-demand-parallel, lookahead, scheduled)", s)
+				return usagef("--modes: %q is not a ladder mode (use naive, on-demand, on-demand-parallel, lookahead, scheduled)", s)
 			}
 			lc.Modes = append(lc.Modes, m)
 		}

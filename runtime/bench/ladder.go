@@ -47,6 +47,13 @@ type LadderConfig struct {
 	// warm-up run (prefill and decode, with the lookahead predictions) is
 	// written as an expert.TraceFile, for lesfarm replay.
 	RecordTrace string
+	// DeviceTime reports decode in the device's time: the profile's
+	// flash runs on a clock dilated to its compute speed (expert
+	// package, deviceclock.go). It needs a Profile with a compute section.
+	DeviceTime bool
+	// ComputeSlowdown (test hook, >= 1) adds busy work to every compute
+	// segment; device-time results must not move with it.
+	ComputeSlowdown float64
 	// Progress, if set, receives one line per finished measurement.
 	Progress func(line string)
 }
@@ -58,12 +65,15 @@ type LadderRow struct {
 	Stddev                    float64 `json:"stddev"`
 	SpeedupVsOnDemand         float64 `json:"speedup_vs_on_demand"`
 	SpeedupVsOnDemandParallel float64 `json:"speedup_vs_on_demand_parallel"`
-	HitRate                   float64 `json:"hit_rate"`
-	PredictorPrecision        float64 `json:"predictor_precision"`
-	PredictorRecall           float64 `json:"predictor_recall"`
-	StallFraction             float64 `json:"stall_fraction"`
-	BytesReadPerToken         float64 `json:"bytes_read_per_token"`
-	OracleFraction            float64 `json:"oracle_fraction"`
+	SpeedupVsNaive            float64 `json:"speedup_vs_naive,omitempty"`
+	SpeedupVsPrevious         float64 `json:"speedup_vs_previous,omitempty"` // over the row before
+	DeviceTimeFields
+	HitRate            float64 `json:"hit_rate"`
+	PredictorPrecision float64 `json:"predictor_precision"`
+	PredictorRecall    float64 `json:"predictor_recall"`
+	StallFraction      float64 `json:"stall_fraction"`
+	BytesReadPerToken  float64 `json:"bytes_read_per_token"`
+	OracleFraction     float64 `json:"oracle_fraction"`
 	// BytesVsOracle is BytesReadPerToken over the oracle's (0 without an
 	// oracle run): how many times MIN's bytes the mode reads.
 	BytesVsOracle   float64 `json:"bytes_vs_oracle"`
@@ -81,15 +91,41 @@ type LadderOracle struct {
 	BytesReadPerToken     float64 `json:"bytes_read_per_token"`
 	PeakRSSBytes          int64   `json:"peak_rss_bytes"`
 	IdenticalOutput       bool    `json:"identical_output"`
+	SpeedupVsNaive        float64 `json:"speedup_vs_naive,omitempty"`
+	DeviceTimeFields
+}
+
+// DeviceTimeFields audit a device-time result: the dilation (host seconds
+// per device second of compute) and the compute time per decoded token on
+// the host (busy work of a slowdown included) and on the device. All zero
+// in host time.
+type DeviceTimeFields struct {
+	Dilation                float64 `json:"dilation,omitempty"`
+	HostComputeMSPerToken   float64 `json:"host_compute_ms_per_token,omitempty"`
+	DeviceComputeMSPerToken float64 `json:"device_compute_ms_per_token,omitempty"`
+}
+
+func deviceFields(st expert.Stats, tokens int) DeviceTimeFields {
+	if st.DeviceCompute <= 0 || tokens == 0 {
+		return DeviceTimeFields{}
+	}
+	return DeviceTimeFields{
+		Dilation:                st.Dilation(),
+		HostComputeMSPerToken:   st.HostCompute.Seconds() * 1e3 / float64(tokens),
+		DeviceComputeMSPerToken: st.DeviceCompute.Seconds() * 1e3 / float64(tokens),
+	}
 }
 
 // LadderReport is the result of RunLadder.
 type LadderReport struct {
-	Model       string        `json:"model"`
-	Profile     string        `json:"profile"`
-	BudgetBytes int64         `json:"budget_bytes"`
-	Rows        []LadderRow   `json:"rows"`
-	Oracle      *LadderOracle `json:"oracle,omitempty"`
+	Model       string `json:"model"`
+	Profile     string `json:"profile"`
+	BudgetBytes int64  `json:"budget_bytes"`
+	// TimeBase is "device" when the figures are device time, else
+	// omitted (the host's wall clock).
+	TimeBase string        `json:"time_base,omitempty"`
+	Rows     []LadderRow   `json:"rows"`
+	Oracle   *LadderOracle `json:"oracle,omitempty"`
 
 	ExpertBytes   int64 `json:"-"` // all experts of the model
 	ResidentBytes int64 `json:"-"` // non-expert weights
@@ -103,6 +139,16 @@ func (c *LadderConfig) defaults() error {
 	}
 	if c.Profile == nil && !c.Direct {
 		return errors.New("bench: the ladder needs a storage profile or direct storage")
+	}
+	if c.DeviceTime && (c.Profile == nil || c.Profile.Compute == nil) {
+		name := "direct storage"
+		if c.Profile != nil {
+			name = "profile " + c.Profile.Name
+		}
+		return fmt.Errorf("bench: device time needs a profile with a compute section (weight_bandwidth, throughput); %s has none", name)
+	}
+	if c.ComputeSlowdown != 0 && (c.ComputeSlowdown < 1 || c.ComputeSlowdown > 100) {
+		return fmt.Errorf("bench: compute slowdown %g must be between 1 and 100", c.ComputeSlowdown)
 	}
 	if c.BudgetBytes <= 0 && (c.BudgetFraction <= 0 || c.BudgetFraction > 1) {
 		return errors.New("bench: the ladder needs an expert budget (bytes, or a fraction of the expert bytes)")
@@ -174,6 +220,9 @@ func RunLadder(ctx context.Context, cfg LadderConfig) (*LadderReport, error) {
 		return nil, err
 	}
 	rep := &LadderReport{Model: cfg.Model, Threads: cfg.Threads}
+	if cfg.DeviceTime {
+		rep.TimeBase = "device"
+	}
 	switch {
 	case cfg.Direct:
 		rep.Profile = "direct"
@@ -288,6 +337,9 @@ func RunLadder(ctx context.Context, cfg LadderConfig) (*LadderReport, error) {
 			r := l.r
 			r.identical = r.identical && slices.Equal(toks, ref)
 			addDelta(&r.stats, before, after)
+			if cfg.DeviceTime {
+				d = after.DeviceTime() - before.DeviceTime()
+			}
 			r.decode += d
 			r.tokens += len(toks) - 1
 			r.samples = append(r.samples, float64(len(toks)-1)/d.Seconds())
@@ -315,6 +367,12 @@ func fillRows(rep *LadderReport, modes []expert.Mode, runs map[expert.Mode]*ladd
 		mean, sd := meanStd(o.samples)
 		rep.Oracle = &LadderOracle{DecodeTokensPerSecond: mean, Stddev: sd, HitRate: o.stats.HitRate(), BytesReadPerToken: o.bytesPerToken(), PeakRSSBytes: o.peakRSS, IdenticalOutput: o.identical}
 	}
+	if o := runs[expert.OracleMode]; o != nil {
+		rep.Oracle.DeviceTimeFields = deviceFields(o.stats, o.tokens)
+		if b := tpsOf(runs, expert.Naive); b > 0 {
+			rep.Oracle.SpeedupVsNaive = rep.Oracle.DecodeTokensPerSecond / b
+		}
+	}
 	tps := func(m expert.Mode) float64 {
 		if r := runs[m]; r != nil {
 			mean, _ := meanStd(r.samples)
@@ -331,6 +389,13 @@ func fillRows(rep *LadderReport, modes []expert.Mode, runs map[expert.Mode]*ladd
 			HitRate: r.stats.HitRate(), PredictorPrecision: pred.Precision(), PredictorRecall: pred.Recall(),
 			StallFraction: r.stallFraction(), BytesReadPerToken: r.bytesPerToken(),
 			PeakRSSBytes: r.peakRSS, IdenticalOutput: r.identical, samples: r.samples,
+			DeviceTimeFields: deviceFields(r.stats, r.tokens),
+		}
+		if b := tps(expert.Naive); b > 0 {
+			row.SpeedupVsNaive = mean / b
+		}
+		if n := len(rep.Rows); n > 0 && rep.Rows[n-1].DecodeTokensPerSecond > 0 {
+			row.SpeedupVsPrevious = mean / rep.Rows[n-1].DecodeTokensPerSecond
 		}
 		if b := tps(expert.OnDemand); b > 0 {
 			row.SpeedupVsOnDemand = mean / b
@@ -352,7 +417,19 @@ func (r *ladderRun) stallFraction() float64 {
 	if r.decode <= 0 {
 		return 0
 	}
+	if r.stats.DeviceCompute > 0 { // device time: the device's stall
+		return r.stats.DeviceStall.Seconds() / r.decode.Seconds()
+	}
 	return r.stats.Stall.Seconds() / r.decode.Seconds()
+}
+
+// tpsOf returns the mean decode tok/s of mode's run, or 0.
+func tpsOf(runs map[expert.Mode]*ladderRun, m expert.Mode) float64 {
+	if r := runs[m]; r != nil {
+		mean, _ := meanStd(r.samples)
+		return mean
+	}
+	return 0
 }
 
 func (r *ladderRun) bytesPerToken() float64 {
@@ -445,7 +522,12 @@ func argmax(x []float32) int {
 // store records its routing; the oracle mode replays tr (one run's routing,
 // repeated for every run the ladder makes).
 func loadMode(cfg LadderConfig, mode expert.Mode, budget int64, record bool, tr *expert.RoutingTrace) (*model.Model, *expert.Store, error) {
-	opts := expert.Options{Mode: mode, Budget: budget, Policy: cfg.Policy, Profile: cfg.Profile, Direct: cfg.Direct, Record: record, PredictK: cfg.PredictK}
+	opts := expert.Options{Mode: mode, Budget: budget, Policy: cfg.Policy, Profile: cfg.Profile, Direct: cfg.Direct, Record: record, PredictK: cfg.PredictK,
+		DeviceTime: cfg.DeviceTime, ComputeSlowdown: cfg.ComputeSlowdown}
+	expertsPath := cfg.ExpertsPath
+	if mode == expert.Naive {
+		expertsPath = "" // mmap-like: the file as it is, not a packed copy
+	}
 	if mode == expert.OracleMode {
 		if tr == nil {
 			return nil, nil, errors.New("no recorded routing to replay")
@@ -458,7 +540,7 @@ func loadMode(cfg LadderConfig, mode expert.Mode, budget int64, record bool, tr 
 	}
 	var store *expert.Store
 	m, err := model.Load(cfg.Model, model.Options{Threads: cfg.Threads, Experts: func(f *gguf.File, shapes []moe.LayerShape) (moe.Source, error) {
-		s, err := expert.Open(cfg.Model, f, shapes, cfg.ExpertsPath, opts)
+		s, err := expert.Open(cfg.Model, f, shapes, expertsPath, opts)
 		store = s
 		return s, err
 	}})
@@ -476,6 +558,9 @@ func addDelta(acc *expert.Stats, before, after expert.Stats) {
 	acc.BytesRead += after.BytesRead - before.BytesRead
 	acc.Reads += after.Reads - before.Reads
 	acc.Stall += after.Stall - before.Stall
+	acc.HostCompute += after.HostCompute - before.HostCompute
+	acc.DeviceCompute += after.DeviceCompute - before.DeviceCompute
+	acc.DeviceStall += after.DeviceStall - before.DeviceStall
 	acc.PrefetchIssued += after.PrefetchIssued - before.PrefetchIssued
 	acc.PrefetchUsed += after.PrefetchUsed - before.PrefetchUsed
 	acc.PrefetchWasted += after.PrefetchWasted - before.PrefetchWasted

@@ -41,28 +41,40 @@ func (r *LadderReport) Write(w io.Writer, format string) error {
 		return nil
 	case "csv":
 		cw := csv.NewWriter(w)
-		cw.Write([]string{"model", "profile", "budget_bytes", "mode", "decode_tokens_per_second", "stddev", "speedup_vs_on_demand", "speedup_vs_on_demand_parallel", "hit_rate", "predictor_precision", "predictor_recall", "stall_fraction", "bytes_read_per_token", "bytes_vs_oracle", "oracle_fraction", "peak_rss_bytes", "identical_output"})
+		cw.Write([]string{"model", "profile", "budget_bytes", "mode", "decode_tokens_per_second", "stddev", "speedup_vs_on_demand", "speedup_vs_on_demand_parallel", "hit_rate", "predictor_precision", "predictor_recall", "stall_fraction", "bytes_read_per_token", "bytes_vs_oracle", "oracle_fraction", "peak_rss_bytes", "identical_output", "speedup_vs_naive", "speedup_vs_previous", "time_base", "dilation", "host_compute_ms_per_token", "device_compute_ms_per_token"})
 		f := func(x float64) string { return strconv.FormatFloat(x, 'g', 6, 64) }
 		b := strconv.FormatInt(r.BudgetBytes, 10)
 		for _, row := range r.Rows {
-			cw.Write([]string{r.Model, r.Profile, b, row.Mode, f(row.DecodeTokensPerSecond), f(row.Stddev), f(row.SpeedupVsOnDemand), f(row.SpeedupVsOnDemandParallel), f(row.HitRate), f(row.PredictorPrecision), f(row.PredictorRecall), f(row.StallFraction), f(row.BytesReadPerToken), f(row.BytesVsOracle), f(row.OracleFraction), strconv.FormatInt(row.PeakRSSBytes, 10), strconv.FormatBool(row.IdenticalOutput)})
+			cw.Write([]string{r.Model, r.Profile, b, row.Mode, f(row.DecodeTokensPerSecond), f(row.Stddev), f(row.SpeedupVsOnDemand), f(row.SpeedupVsOnDemandParallel), f(row.HitRate), f(row.PredictorPrecision), f(row.PredictorRecall), f(row.StallFraction), f(row.BytesReadPerToken), f(row.BytesVsOracle), f(row.OracleFraction), strconv.FormatInt(row.PeakRSSBytes, 10), strconv.FormatBool(row.IdenticalOutput),
+				f(row.SpeedupVsNaive), f(row.SpeedupVsPrevious), r.timeBase(), f(row.Dilation), f(row.HostComputeMSPerToken), f(row.DeviceComputeMSPerToken)})
 		}
 		if o := r.Oracle; o != nil {
-			cw.Write([]string{r.Model, r.Profile, b, "oracle", f(o.DecodeTokensPerSecond), f(o.Stddev), "", "", f(o.HitRate), "", "", "", f(o.BytesReadPerToken), "1", "1", strconv.FormatInt(o.PeakRSSBytes, 10), strconv.FormatBool(o.IdenticalOutput)})
+			cw.Write([]string{r.Model, r.Profile, b, "oracle", f(o.DecodeTokensPerSecond), f(o.Stddev), "", "", f(o.HitRate), "", "", "", f(o.BytesReadPerToken), "1", "1", strconv.FormatInt(o.PeakRSSBytes, 10), strconv.FormatBool(o.IdenticalOutput),
+				f(o.SpeedupVsNaive), "", r.timeBase(), f(o.Dilation), f(o.HostComputeMSPerToken), f(o.DeviceComputeMSPerToken)})
 		}
 		cw.Flush()
 		return cw.Error()
 	case "md", "":
-		fmt.Fprintf(w, "LES ladder: %s, storage %s, expert budget %s (%.1f%% of %s experts), %d thread(s)\n\n", r.Model, r.Profile, humanBytes(r.BudgetBytes), 100*float64(r.BudgetBytes)/float64(max(r.ExpertBytes, 1)), humanBytes(r.ExpertBytes), r.Threads)
-		fmt.Fprintln(w, "| mode | decode t/s | × on-demand | × parallel | hit rate | pred. precision | pred. recall | stall | MB read/token | × oracle bytes | of oracle | peak RSS | identical |")
-		fmt.Fprintln(w, "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | :---: |")
+		fmt.Fprintf(w, "LES ladder: %s, storage %s, expert budget %s (%.1f%% of %s experts), %d thread(s), %s time\n\n", r.Model, r.Profile, humanBytes(r.BudgetBytes), 100*float64(r.BudgetBytes)/float64(max(r.ExpertBytes, 1)), humanBytes(r.ExpertBytes), r.Threads, r.timeBase())
+		fmt.Fprintln(w, "| mode | decode t/s | × naive | × prev. row | × on-demand | × parallel | hit rate | pred. precision | pred. recall | stall | MB read/token | × oracle bytes | of oracle | peak RSS | identical |")
+		fmt.Fprintln(w, "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | :---: |")
 		for _, row := range r.Rows {
-			fmt.Fprintf(w, "| %s | %.2f ± %.2f | %.2f | %.2f | %.3f | %s | %s | %.2f | %.1f | %s | %s | %s | %v |\n",
-				row.Mode, row.DecodeTokensPerSecond, row.Stddev, row.SpeedupVsOnDemand, row.SpeedupVsOnDemandParallel, row.HitRate,
+			fmt.Fprintf(w, "| %s | %.2f ± %.2f | %s | %s | %s | %s | %.3f | %s | %s | %.2f | %.1f | %s | %s | %s | %v |\n",
+				row.Mode, row.DecodeTokensPerSecond, row.Stddev, times(row.SpeedupVsNaive), times(row.SpeedupVsPrevious), times(row.SpeedupVsOnDemand), times(row.SpeedupVsOnDemandParallel), row.HitRate,
 				dash(row.PredictorPrecision), dash(row.PredictorRecall), row.StallFraction, row.BytesReadPerToken/1e6, times(row.BytesVsOracle), pct(row.OracleFraction), rss(row.PeakRSSBytes), row.IdenticalOutput)
 		}
 		if o := r.Oracle; o != nil {
-			fmt.Fprintf(w, "| oracle (Belady + perfect prefetch) | %.2f ± %.2f | | | %.3f | | | | %.1f | 1.00× | 100%% | %s | %v |\n", o.DecodeTokensPerSecond, o.Stddev, o.HitRate, o.BytesReadPerToken/1e6, rss(o.PeakRSSBytes), o.IdenticalOutput)
+			prev := ""
+			if n := len(r.Rows); n > 0 && r.Rows[n-1].DecodeTokensPerSecond > 0 {
+				prev = times(o.DecodeTokensPerSecond / r.Rows[n-1].DecodeTokensPerSecond)
+			}
+			fmt.Fprintf(w, "| oracle (Belady + perfect prefetch) | %.2f ± %.2f | %s | %s | | | %.3f | | | | %.1f | 1.00× | 100%% | %s | %v |\n", o.DecodeTokensPerSecond, o.Stddev, times(o.SpeedupVsNaive), prev, o.HitRate, o.BytesReadPerToken/1e6, rss(o.PeakRSSBytes), o.IdenticalOutput)
+		}
+		if r.TimeBase == "device" && len(r.Rows) > 0 {
+			fmt.Fprintln(w, "\nDevice time: the emulated flash ran on a clock dilated by the host's compute time over the device's.")
+			for _, row := range r.Rows {
+				fmt.Fprintf(w, "- %s: dilation %.2f, compute %.2f ms/token on the host, %.2f ms/token on the device\n", row.Mode, row.Dilation, row.HostComputeMSPerToken, row.DeviceComputeMSPerToken)
+			}
 		}
 		if r.ResidentRSS > 0 {
 			fmt.Fprintf(w, "\nAll-resident reference: peak RSS %s (resident weights %s + experts %s).\n", humanBytes(r.ResidentRSS), humanBytes(r.ResidentBytes), humanBytes(r.ExpertBytes))
@@ -70,6 +82,13 @@ func (r *LadderReport) Write(w io.Writer, format string) error {
 		return nil
 	}
 	return fmt.Errorf("bench: unknown format %q", format)
+}
+
+func (r *LadderReport) timeBase() string {
+	if r.TimeBase == "" {
+		return "host"
+	}
+	return r.TimeBase
 }
 
 func rss(n int64) string {

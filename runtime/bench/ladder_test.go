@@ -37,7 +37,7 @@ func TestLadderReport(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rep.Rows) != 4 || rep.Oracle == nil || rep.Profile != "laptop-nvme" {
+	if len(rep.Rows) != len(expert.Modes()) || rep.Oracle == nil || rep.Profile != "laptop-nvme" || rep.TimeBase != "" {
 		t.Fatalf("report %+v", rep)
 	}
 	if want := int64(0.25 * float64(rep.ExpertBytes)); rep.BudgetBytes != want {
@@ -58,7 +58,7 @@ func TestLadderReport(t *testing.T) {
 			t.Fatalf("row %s: predictor recall %v", row.Mode, row.PredictorRecall)
 		}
 	}
-	if r := rep.Rows[0]; r.SpeedupVsOnDemand != 1 {
+	if r := rep.Rows[1]; r.SpeedupVsOnDemand != 1 || r.Mode != "on-demand" || rep.Rows[0].SpeedupVsNaive != 1 {
 		t.Fatalf("on-demand speedup over itself = %v", r.SpeedupVsOnDemand)
 	}
 	if !rep.Oracle.IdenticalOutput || rep.Oracle.HitRate < rep.Rows[1].HitRate {
@@ -79,7 +79,7 @@ func TestLadderReport(t *testing.T) {
 	}
 	var rows []map[string]json.RawMessage
 	json.Unmarshal(obj["rows"], &rows)
-	if got := keys(rows[0]); got != "bytes_read_per_token,bytes_vs_oracle,decode_tokens_per_second,hit_rate,identical_output,mode,oracle_fraction,peak_rss_bytes,predictor_precision,predictor_recall,speedup_vs_on_demand,speedup_vs_on_demand_parallel,stall_fraction,stddev" {
+	if got := keys(rows[0]); got != "bytes_read_per_token,bytes_vs_oracle,decode_tokens_per_second,hit_rate,identical_output,mode,oracle_fraction,peak_rss_bytes,predictor_precision,predictor_recall,speedup_vs_naive,speedup_vs_on_demand,speedup_vs_on_demand_parallel,stall_fraction,stddev" {
 		t.Fatalf("row keys %s", got)
 	}
 	for _, r := range rep.Rows {
@@ -165,7 +165,7 @@ func TestReplay(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rep.Rows) != 4 || rep.Oracle == nil || !strings.Contains(rep.Profile, "replay") {
+	if len(rep.Rows) != len(expert.Modes()) || rep.Oracle == nil || !strings.Contains(rep.Profile, "replay") {
 		t.Fatalf("report %+v", rep)
 	}
 	for _, r := range rep.Rows {

@@ -11,7 +11,8 @@ type Mode int
 // The modes of the LES ladder, from the naive baseline to the oracle bound.
 const (
 	// OnDemand reads each missing expert synchronously, one read at a
-	// time, when the router picks it: the naive baseline.
+	// time, when the router picks it: one read of a packed blob per
+	// expert, the baseline of the LES modes.
 	OnDemand Mode = iota
 	// OnDemandParallel reads all missing experts of a layer in parallel;
 	// compute waits for all of them.
@@ -25,9 +26,13 @@ const (
 	// OracleMode replays a recorded routing trace with Belady eviction and
 	// perfect prefetch: the upper bound.
 	OracleMode
+	// Naive loads experts as mmap does: page-sized synchronous faults of
+	// the unpacked file, one at a time, with the profile's read-ahead and
+	// an LRU page cache (naive.go). The first row of the ladder.
+	Naive
 )
 
-var modeNames = [...]string{"on-demand", "on-demand-parallel", "lookahead", "scheduled", "oracle"}
+var modeNames = [...]string{"on-demand", "on-demand-parallel", "lookahead", "scheduled", "oracle", "naive"}
 
 // String returns the mode's CLI name, e.g. "on-demand-parallel".
 func (m Mode) String() string {
@@ -38,7 +43,7 @@ func (m Mode) String() string {
 }
 
 // Modes returns the ladder's modes in order (without the oracle).
-func Modes() []Mode { return []Mode{OnDemand, OnDemandParallel, Lookahead, Scheduled} }
+func Modes() []Mode { return []Mode{Naive, OnDemand, OnDemandParallel, Lookahead, Scheduled} }
 
 // ParseMode returns the mode named s.
 func ParseMode(s string) (Mode, error) {

@@ -105,8 +105,11 @@ func TestModesMatchResident(t *testing.T) {
 			}
 			tr := rec.RecordedTrace()
 			for _, expertsPath := range []string{"", packed} {
-				for _, mode := range []expert.Mode{expert.OnDemand, expert.OnDemandParallel, expert.Lookahead, expert.Scheduled, expert.OracleMode} {
+				for _, mode := range []expert.Mode{expert.Naive, expert.OnDemand, expert.OnDemandParallel, expert.Lookahead, expert.Scheduled, expert.OracleMode} {
 					for _, frac := range []float64{0.25, 0} {
+						if mode == expert.Naive && frac == 0 {
+							continue // the naive mode needs a page cache and a read window beside one expert
+						}
 						opts := expert.Options{Mode: mode, Trace: tr, Workers: 4, Direct: expertsPath != ""}
 						name := fmt.Sprintf("%s/packed=%v/budget=%.2f", mode, expertsPath != "", frac)
 						if frac == 0 {

@@ -28,16 +28,26 @@ type Profile struct {
 	Latency     time.Duration // fixed cost of each read
 	MaxInFlight int           // reads the device serves concurrently
 	RAMBudget   int64         // bytes of RAM for the whole process; 0 = unset
+	// Compute is the device's decode speed, for device time (devicetime.go);
+	// nil when the profile declares none.
+	Compute *Compute
+	// PageSize and ReadAhead shape the naive mode's mmap-like reads
+	// (naive.go); zero means DefaultPageSize and no read-ahead.
+	PageSize  int64
+	ReadAhead int64
 }
 
 // profileYAML is the file form; sizes and rates are strings with units.
 type profileYAML struct {
-	Name        string `yaml:"name"`
-	Description string `yaml:"description"`
-	Bandwidth   string `yaml:"bandwidth"`
-	Latency     string `yaml:"latency"`
-	MaxInFlight int    `yaml:"max_in_flight"`
-	RAMBudget   string `yaml:"ram_budget"`
+	Name        string       `yaml:"name"`
+	Description string       `yaml:"description"`
+	Bandwidth   string       `yaml:"bandwidth"`
+	Latency     string       `yaml:"latency"`
+	MaxInFlight int          `yaml:"max_in_flight"`
+	RAMBudget   string       `yaml:"ram_budget"`
+	PageSize    string       `yaml:"page_size,omitempty"`
+	ReadAhead   string       `yaml:"read_ahead,omitempty"`
+	Compute     *computeYAML `yaml:"compute,omitempty"`
 }
 
 // BuiltinProfiles returns the names of the embedded profiles, sorted.
@@ -106,6 +116,9 @@ func ParseProfile(data []byte) (*Profile, error) {
 			return nil, fmt.Errorf("expert: profile %s: ram_budget %q is not a positive size (e.g. 8GiB)", p.Name, y.RAMBudget)
 		}
 		p.RAMBudget = n
+	}
+	if err := parseDeviceExtras(p, &y); err != nil {
+		return nil, err
 	}
 	return p, nil
 }

@@ -35,6 +35,9 @@ type readQueue struct {
 	emulated bool
 	closed   bool
 	wg       sync.WaitGroup
+	// onPush, if set, is called (with the lock held) for each read queued,
+	// and whether it is demanded.
+	onPush func(e *entry, demand bool)
 }
 
 // readResult is the outcome of one read.
@@ -80,12 +83,20 @@ func (q *readQueue) closeLocked() {
 func (q *readQueue) wait() { q.wg.Wait() }
 
 // pushDemandLocked queues a demanded read; the caller wakes workers.
-func (q *readQueue) pushDemandLocked(e *entry) { q.demand = append(q.demand, e) }
+func (q *readQueue) pushDemandLocked(e *entry) {
+	q.demand = append(q.demand, e)
+	if q.onPush != nil {
+		q.onPush(e, true)
+	}
+}
 
 // pushSpecLocked queues a speculative read; the caller wakes workers.
 func (q *readQueue) pushSpecLocked(e *entry) {
 	q.spec = append(q.spec, e)
 	e.inSpecQ = true
+	if q.onPush != nil {
+		q.onPush(e, false)
+	}
 }
 
 // promoteLocked moves a queued speculative read to the demand class.

@@ -106,6 +106,9 @@ func Open(path string, f *gguf.File, shapes []moe.LayerShape, expertsPath string
 		}
 	}
 	src := f
+	if opts.DeviceTime && opts.Costs == nil {
+		opts.Costs = CostsFromGGUF(f, len(shapes))
+	}
 	if expertsPath != "" {
 		g, err := gguf.Open(expertsPath)
 		if err != nil {

@@ -27,6 +27,10 @@ type Stats struct {
 	Stall             time.Duration // Use waiting on reads
 	CacheBytes        int64         // bytes resident now
 	PeakBytes         int64         // most bytes held (entries + reusable buffers)
+	// Device time (Options.DeviceTime), decode only: the host's time in
+	// the timed compute segments, the device's modelled time for them, and
+	// the time Use waited outside compute divided by the dilation.
+	HostCompute, DeviceCompute, DeviceStall time.Duration
 	// Prediction quality per layer, for layers that had a prediction.
 	PredLayers []PredStats
 }
@@ -61,6 +65,19 @@ func (s Stats) Prediction() PredStats {
 		t.Demanded += p.Demanded
 	}
 	return t
+}
+
+// DeviceTime returns the decode time the device would take:
+// DeviceCompute + DeviceStall (0 without device time).
+func (s Stats) DeviceTime() time.Duration { return s.DeviceCompute + s.DeviceStall }
+
+// Dilation returns HostCompute / DeviceCompute, the host seconds per device
+// second of compute over the counted segments, or 0.
+func (s Stats) Dilation() float64 {
+	if s.DeviceCompute <= 0 {
+		return 0
+	}
+	return s.HostCompute.Seconds() / s.DeviceCompute.Seconds()
 }
 
 // HitRate returns Hits/Demanded.

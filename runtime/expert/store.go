@@ -50,6 +50,17 @@ type Options struct {
 	Trace *RoutingTrace
 	// Record makes the store record its routing (RecordedTrace).
 	Record bool
+	// DeviceTime runs the emulated flash on a clock dilated to the
+	// profile's compute speed and accounts decode in device time
+	// (deviceclock.go); it needs a Profile with a Compute section.
+	DeviceTime bool
+	// Costs are the non-expert compute costs for device time; Open derives
+	// them from the model file.
+	Costs *ComputeCosts
+	// ComputeSlowdown, when above 1, adds busy work to every timed compute
+	// segment so it takes that many times as long: a test hook showing
+	// that device time does not depend on the host's speed.
+	ComputeSlowdown float64
 	// Sink receives a ReadEvent per completed read; nil discards.
 	Sink trace.Sink
 	// Logger logs fallbacks; default slog.Default().
@@ -116,6 +127,8 @@ type Store struct {
 	stats      Stats
 	step       stepAcc
 	rec        *RoutingTrace
+	clock      *deviceClock // device time, or nil
+	naive      *naiveState  // the naive mode's page cache, or nil
 }
 
 // entry states.
@@ -139,6 +152,10 @@ type entry struct {
 	doneSeq   uint64 // Use that computed it last
 	target    int    // layer a speculative read was issued for
 	inSpecQ   bool   // queued in the speculative class (not started)
+	issued    bool   // its read was queued
+	// devDone is when the read completes on the device clock (device
+	// time only).
+	devDone time.Duration
 }
 
 // ErrBudgetTooSmall is returned by New when the budget cannot hold one
@@ -151,7 +168,7 @@ func New(path string, layout Layout, shapes []moe.LayerShape, opts Options) (*St
 	if len(layout.Experts) != len(shapes) {
 		return nil, fmt.Errorf("expert: layout has %d layers, shapes %d", len(layout.Experts), len(shapes))
 	}
-	if opts.Mode < OnDemand || opts.Mode > OracleMode {
+	if opts.Mode < OnDemand || opts.Mode > Naive {
 		return nil, fmt.Errorf("expert: invalid mode %d", opts.Mode)
 	}
 	if opts.Mode == OracleMode && (opts.Trace == nil || len(opts.Trace.Calls) == 0) {
@@ -227,7 +244,11 @@ func New(path string, layout Layout, shapes []moe.LayerShape, opts Options) (*St
 	if opts.Record {
 		s.rec = &RoutingTrace{}
 	}
-	if opts.Profile != nil {
+	if s.clock, err = newClock(&opts, shapes); err != nil {
+		f.Close()
+		return nil, err
+	}
+	if opts.Profile != nil && s.clock == nil { // the device clock emulates the flash itself
 		s.throttle = NewThrottle(opts.Profile)
 	}
 	var maxSize int64
@@ -263,6 +284,12 @@ func New(path string, layout Layout, shapes []moe.LayerShape, opts Options) (*St
 		f.Close()
 		return nil, err
 	}
+	if opts.Mode == Naive {
+		if s.naive, err = newNaive(opts.Profile, opts.Budget, maxSize, st.Size()); err != nil {
+			f.Close()
+			return nil, err
+		}
+	}
 	var plan *OraclePlan
 	if oracle != nil {
 		plan, err = oracle.Plan(func(k Key) int64 { return s.bufSize[k.Layer] }, opts.Budget)
@@ -272,7 +299,9 @@ func New(path string, layout Layout, shapes []moe.LayerShape, opts Options) (*St
 		}
 	}
 	s.strat = newStrategy(opts.Mode, oracle, plan)
-	s.q = newReadQueue(&s.mu, opts.SpecInFlight, s.throttle != nil || oracle != nil, s.throttle != nil)
+	emulated := s.throttle != nil || s.clock != nil
+	s.q = newReadQueue(&s.mu, opts.SpecInFlight, emulated || oracle != nil, emulated)
+	s.q.onPush = s.issuedLocked
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	if s.throttle != nil || direct {
 		// Workers block in nanosleep (emulated device) or in O_DIRECT
@@ -290,6 +319,9 @@ func New(path string, layout Layout, shapes []moe.LayerShape, opts Options) (*St
 func (s *Store) Clone(opts Options) (*Store, error) {
 	if opts.PredictK == 0 {
 		opts.PredictK = s.opts.PredictK
+	}
+	if opts.Costs == nil {
+		opts.Costs = s.opts.Costs
 	}
 	c, err := New(s.path, s.layout, s.shapes, opts)
 	if err != nil {
@@ -347,6 +379,9 @@ func (s *Store) Stats() Stats {
 	st.PredLayers = append([]PredStats(nil), s.stats.PredLayers...)
 	st.CacheBytes = s.cacheBytesLocked()
 	st.PeakBytes = s.budget.peak
+	if s.clock != nil {
+		st.HostCompute, st.DeviceCompute, st.DeviceStall = s.clock.totals()
+	}
 	return st
 }
 
@@ -365,6 +400,9 @@ func (s *Store) ResetStats() {
 	defer s.mu.Unlock()
 	s.stats = Stats{PredLayers: make([]PredStats, len(s.shapes))}
 	s.step = stepAcc{}
+	if s.clock != nil {
+		s.clock.reset()
+	}
 }
 
 // RecordedTrace returns the routing recorded so far (Options.Record), or nil.
@@ -383,6 +421,9 @@ func (s *Store) cacheBytesLocked() int64 {
 		if e.state == stReady {
 			n += int64(len(e.buf))
 		}
+	}
+	if s.naive != nil {
+		n += s.naive.used
 	}
 	return n
 }
@@ -405,6 +446,9 @@ func (s *Store) Prefetch(layer int, experts []int) {
 	s.layerStats[layer].Predicted = append(s.layerStats[layer].Predicted[:0], experts...)
 	if !s.strat.speculative() || s.closed {
 		return
+	}
+	if s.clock != nil {
+		s.clock.gapCharge(layer - 1) // predicted after layer-1's attention
 	}
 	queued := 0
 	for _, x := range experts {
@@ -444,7 +488,7 @@ func (s *Store) specEvictable(e *entry, target int) bool {
 // evictable says whether e may be evicted at all: resident, not pinned, and
 // not demanded by the current Use without having been computed yet.
 func (s *Store) evictable(e *entry) bool {
-	if e.state != stReady || e.pins > 0 {
+	if e.state != stReady || e.pins > 0 || (s.clock != nil && !s.vready(e)) {
 		return false
 	}
 	return !(e.demandSeq == s.useSeq && e.doneSeq != s.useSeq)

@@ -35,6 +35,9 @@ func (s *Store) finishLocked(e *entry, r readResult) {
 		e.err = r.err
 		if s.entries[e.key] == e {
 			delete(s.entries, e.key)
+			if s.clock != nil {
+				s.budget.policy.Remove(e.key)
+			}
 		}
 		s.strat.abandon() // the schedule no longer matches the store
 		if e.pins == 0 {
@@ -44,7 +47,9 @@ func (s *Store) finishLocked(e *entry, r readResult) {
 	}
 	e.state = stReady
 	e.w = r.w
-	s.budget.policy.Insert(e.key)
+	if s.clock == nil { // under device time the policy saw it at issue
+		s.budget.policy.Insert(e.key)
+	}
 }
 
 // reported implements reader: it sends the read event to the sink.

@@ -12,6 +12,16 @@ import (
 // Use implements moe.Source. How reads and compute interleave depends on
 // the mode; the experts used and their weights never do.
 func (s *Store) Use(ctx context.Context, layer int, experts []int, fn func(int, moe.Weights) error) error {
+	if s.clock != nil {
+		return s.useClocked(ctx, layer, experts, fn)
+	}
+	return s.use(ctx, layer, experts, fn)
+}
+
+func (s *Store) use(ctx context.Context, layer int, experts []int, fn func(int, moe.Weights) error) error {
+	if s.naive != nil && layer >= 0 && layer < len(s.shapes) && len(experts) > 0 {
+		return s.useNaive(ctx, layer, experts, fn)
+	}
 	if layer < 0 || layer >= len(s.shapes) {
 		return fmt.Errorf("expert: layer %d out of range [0, %d)", layer, len(s.shapes))
 	}
@@ -97,7 +107,7 @@ func (s *Store) beginUseLocked(layer int, experts []int, items []*entry) error {
 		items[i] = e
 		e.pins++
 		e.demandSeq = s.useSeq
-		if e.state == stReady {
+		if s.vready(e) {
 			s.stats.Hits++
 			ls.Hits++
 		} else {
@@ -124,6 +134,7 @@ func (s *Store) beginUseLocked(layer int, experts []int, items []*entry) error {
 		if e.inSpecQ {
 			s.q.dropSpecLocked(e)
 			delete(s.entries, e.key)
+			s.forgetIssuedLocked(e.key)
 			s.releaseLocked(e)
 			s.stats.PrefetchCancelled++
 			continue
@@ -167,7 +178,7 @@ func (s *Store) run(ctx context.Context, layer int, experts []int, items []*entr
 		// Issue reads for experts that have no entry.
 		inFlight, pending := 0, 0
 		for i, e := range items {
-			if e != nil && !done[i] && e.state != stReady && e.state != stFailed {
+			if e != nil && !done[i] && !s.vready(e) && e.state != stFailed {
 				inFlight++
 			}
 		}
@@ -185,7 +196,7 @@ func (s *Store) run(ctx context.Context, layer int, experts []int, items []*entr
 				x.pins++
 				x.demandSeq = s.useSeq
 				items[i] = x
-				if x.state != stReady {
+				if !s.vready(x) {
 					inFlight++
 				}
 				continue
@@ -223,7 +234,7 @@ func (s *Store) run(ctx context.Context, layer int, experts []int, items []*entr
 				s.mu.Unlock()
 				return err
 			}
-			if e == nil || e.state != stReady {
+			if e == nil || !s.vready(e) {
 				allReady = false
 				orderOpen = false
 				continue
@@ -251,6 +262,24 @@ func (s *Store) run(ctx context.Context, layer int, experts []int, items []*entr
 			}
 			s.mu.Unlock()
 			return fmt.Errorf("expert: layer %d: budget %d bytes cannot hold the experts this step needs", layer, s.opts.Budget)
+		}
+		if canCompute && s.clock != nil && items[ready].state != stReady {
+			// Done on the device clock, still being read on the host:
+			// wait for the pread, which costs no device time.
+			s.mu.Unlock()
+			select {
+			case <-s.q.done:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+			continue
+		}
+		if !canCompute && s.clock != nil {
+			if t := s.nextDoneLocked(items, done); t >= 0 {
+				s.clock.stall(t) // device stall: wait for the next read on the clock
+				s.mu.Unlock()
+				continue
+			}
 		}
 		if canCompute {
 			e := items[ready]
@@ -302,6 +331,7 @@ func (s *Store) cancelQueuedSpecLocked() bool {
 		}
 		if s.entries[e.key] == e {
 			delete(s.entries, e.key)
+			s.forgetIssuedLocked(e.key)
 		}
 		s.releaseLocked(e)
 	})

@@ -45,6 +45,8 @@ func newStrategy(mode Mode, oracle *Oracle, plan *OraclePlan) strategy {
 		return scheduledStrategy{}
 	case OracleMode:
 		return &oracleStrategy{oracle: oracle, plan: plan}
+	case Naive:
+		return naiveStrategy{}
 	}
 	panic("expert: no strategy for " + mode.String()) // New validated the mode
 }

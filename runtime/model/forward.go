@@ -203,6 +203,9 @@ func (s *State) Forward(ctx context.Context, tokens []int, all bool) ([]float32,
 			return nil, fmt.Errorf("model: token id %d outside the vocabulary of %d", t, m.Vocab)
 		}
 	}
+	if b, ok := m.Experts.(moe.Batcher); ok {
+		b.Batch(n)
+	}
 	if s.hy != nil {
 		return s.forwardHybrid(ctx, tokens, all)
 	}

@@ -63,6 +63,14 @@ type Source interface {
 	Use(ctx context.Context, layer int, experts []int, fn func(i int, w Weights) error) error
 }
 
+// Batcher is implemented by Sources that want to know how many positions
+// the next forward pass feeds (1 in decode); the model calls Batch before
+// the pass's first Prefetch or Use. The expert store's device clock times
+// only decode.
+type Batcher interface {
+	Batch(positions int)
+}
+
 // Resident is a Source that serves every expert from memory. Data[l][e] holds
 // expert e of layer l. The zero value has no experts.
 type Resident struct {

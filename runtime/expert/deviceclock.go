@@ -1,0 +1,436 @@
+package expert
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/lesfarm/lesfarm/runtime/gguf"
+	"github.com/lesfarm/lesfarm/runtime/moe"
+)
+
+// Device time.
+//
+// A profile emulates a device's flash, but the model computes at the
+// host's speed, so without correction the ratio of read time to compute
+// time, and with it every LES speedup, belongs to the host (and to its
+// load: on a shared 2-core machine wall-clock compute varies by several
+// times). With device time (Options.DeviceTime) the store keeps a device
+// clock, a discrete-event clock in the device's own time, and the
+// emulated flash runs on it:
+//
+//   - Compute. The store sees the boundaries of each token's compute
+//     segments: per layer the non-expert part before its Use (attention or
+//     DeltaNet, norms, router, shared expert, the lookahead router; the
+//     output head and embedding at the start of each forward pass) and
+//     each expert inside Use. Each advances the clock by what it costs the
+//     device: the profile's Compute roofline applied to the segment's
+//     weight bytes and FLOPs (ComputeCosts, from the model file).
+//   - Flash. A read issued at device time T completes at T + latency plus
+//     its transfer through the device's bandwidth, demanded transfers
+//     first: a demanded read pauses the speculative transfers still
+//     running (their completion moves back by its transfer time), as the
+//     Throttle does in real time.
+//   - Waiting. An expert is ready when its read is done on the device
+//     clock (and the real pread has finished, which costs no device time).
+//     When the mode must wait, the clock jumps to the next completion:
+//     that jump is device stall.
+//
+// This is the emulated flash on a clock dilated per segment by the
+// host's compute time over the device's, without the host's scheduling
+// noise. Decisions (which expert is ready first) depend only on device
+// time, so results do not move with the host's speed. The host's time for
+// the same segments is measured and recorded: Stats.HostCompute, and the
+// dilation HostCompute / DeviceCompute.
+//
+// Only decode is reported (positions fed one at a time, moe.Batcher);
+// prefill segments advance the clock by their weight bytes (a batch's
+// FLOPs per expert are not known here). Dilation changes time, never what
+// is read or computed, so outputs stay exact. What the model leaves out:
+// attention over the context (FLOPs growing with position), the device's
+// queue-depth limit (latencies overlap without bound; transfers share the
+// bandwidth), the release of bandwidth reserved by speculative reads that
+// are cancelled, and the store's own host overheads.
+
+// ComputeCost is the work of one compute segment for one token.
+type ComputeCost struct {
+	Bytes int64   // weight bytes read
+	FLOPs float64 // floating-point operations
+}
+
+// ComputeCosts is the work of the segments of one decoded token. Gap[l] is
+// what the model computes before layer l's Use (Head is added to the first
+// layer with experts); experts are costed from the layer shapes.
+type ComputeCosts struct {
+	Gap  []ComputeCost
+	Head ComputeCost
+	// Router[l] is layer l's router; the lookahead modes run it once more,
+	// in layer l-1's gap, to predict.
+	Router []ComputeCost
+}
+
+// CostsFromGGUF returns the non-expert compute costs of f's layers (all
+// tensors of blk.L except the routed experts, two FLOPs per weight) and of
+// the output head (output.weight, or the tied embedding, plus one
+// embedding row).
+func CostsFromGGUF(f *gguf.File, layers int) *ComputeCosts {
+	c := &ComputeCosts{Gap: make([]ComputeCost, layers), Router: make([]ComputeCost, layers)}
+	var embed *gguf.TensorInfo
+	hasOutput := false
+	for _, t := range f.Tensors() {
+		name := t.Name
+		if rest, ok := strings.CutPrefix(name, "blk."); ok {
+			num, tail, _ := strings.Cut(rest, ".")
+			l, err := strconv.Atoi(num)
+			if err != nil || l < 0 || l >= layers || isRoutedExpertTensor(tail) {
+				continue
+			}
+			c.Gap[l].Bytes += t.Size
+			c.Gap[l].FLOPs += 2 * float64(t.Elements())
+			if tail == "ffn_gate_inp.weight" {
+				c.Router[l] = ComputeCost{Bytes: t.Size, FLOPs: 2 * float64(t.Elements())}
+			}
+			continue
+		}
+		switch name {
+		case "output.weight", "output_norm.weight":
+			hasOutput = hasOutput || name == "output.weight"
+			c.Head.Bytes += t.Size
+			c.Head.FLOPs += 2 * float64(t.Elements())
+		case "token_embd.weight":
+			embed = t
+		}
+	}
+	if embed != nil && len(embed.Dims) == 2 && embed.Dims[1] > 0 {
+		if !hasOutput { // tied: the head reads the whole table
+			c.Head.Bytes += embed.Size
+			c.Head.FLOPs += 2 * float64(embed.Elements())
+		}
+		c.Head.Bytes += embed.Size / int64(embed.Dims[1])
+	}
+	return c
+}
+
+// isRoutedExpertTensor reports whether the tensor name after "blk.L." is a
+// routed expert's (stacked ffn_*_exps, or a packed ffn_{gate,up,down}.E).
+func isRoutedExpertTensor(tail string) bool {
+	if strings.Contains(tail, "_exps") {
+		return true
+	}
+	for _, p := range []string{"ffn_gate.", "ffn_up.", "ffn_down."} {
+		if rest, ok := strings.CutPrefix(tail, p); ok {
+			num, _, _ := strings.Cut(rest, ".")
+			if _, err := strconv.Atoi(num); err == nil {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// deviceClock is the store's device clock, its flash model and its
+// accounting. Everything but totals runs on the model goroutine (Use,
+// Prefetch and Batch, and reads issued from them), most of it under the
+// store's lock; totals takes the clock's own lock.
+type deviceClock struct {
+	comp     *Compute
+	gap      []time.Duration // device time per layer before its Use (decode)
+	head     time.Duration   // output head + embedding row (decode)
+	gapCost  []ComputeCost   // for prefill
+	expert   []time.Duration // one expert for one token, per layer
+	expBytes []int64
+	slow     float64 // ComputeSlowdown
+
+	latency time.Duration
+	bw      float64 // flash bytes per second
+
+	now        time.Duration // the device clock
+	nextDemand time.Duration // the flash is free for demanded transfers
+	nextSpec   time.Duration // ... for speculative ones
+	specActive []*entry      // speculative reads not done on the clock
+	charged    []bool        // gap of layer l already charged (at a Prefetch)
+	batchN     int
+	last       time.Time // end of the latest store call in decode (host)
+
+	mu         sync.Mutex
+	hostTotal  time.Duration
+	devTotal   time.Duration
+	stallTotal time.Duration
+}
+
+func secs(x float64) time.Duration { return time.Duration(x * float64(time.Second)) }
+
+func newDeviceClock(p *Profile, costs *ComputeCosts, shapes []moe.LayerShape, slow float64, predicts bool) *deviceClock {
+	c := p.Compute
+	d := &deviceClock{
+		comp: c, gap: make([]time.Duration, len(shapes)), gapCost: make([]ComputeCost, len(shapes)),
+		expert: make([]time.Duration, len(shapes)), expBytes: make([]int64, len(shapes)), charged: make([]bool, len(shapes)),
+		slow: max(slow, 1), batchN: 1, latency: p.Latency, bw: p.Bandwidth,
+	}
+	for l, sh := range shapes {
+		if sh.Experts == 0 {
+			continue
+		}
+		d.expert[l] = secs(c.Seconds(sh.Bytes(), 6*float64(sh.Hidden)*float64(sh.FFN)))
+		d.expBytes[l] = sh.Bytes()
+		if costs != nil && l < len(costs.Gap) {
+			g := costs.Gap[l]
+			if predicts && l+1 < len(costs.Router) {
+				g.Bytes += costs.Router[l+1].Bytes
+				g.FLOPs += costs.Router[l+1].FLOPs
+			}
+			d.gapCost[l] = g
+			d.gap[l] = secs(c.Seconds(g.Bytes, g.FLOPs))
+		}
+	}
+	if costs != nil {
+		d.head = secs(c.Seconds(costs.Head.Bytes, costs.Head.FLOPs))
+	}
+	return d
+}
+
+// compute advances the clock by a compute segment: dev on the device; in
+// decode the host's time for it (measured from since, busy work of the
+// slowdown hook added) is counted too.
+func (d *deviceClock) compute(dev time.Duration, since time.Time) {
+	d.now += dev
+	if d.batchN != 1 || since.IsZero() {
+		return
+	}
+	h := time.Since(since)
+	if d.slow > 1 {
+		busy(time.Duration(float64(h) * (d.slow - 1)))
+		h = time.Since(since)
+	}
+	d.mu.Lock()
+	d.hostTotal += h
+	d.devTotal += dev
+	d.mu.Unlock()
+}
+
+// stall advances the clock to t (a read's completion) and counts the wait.
+func (d *deviceClock) stall(t time.Duration) {
+	if t <= d.now {
+		return
+	}
+	if d.batchN == 1 {
+		d.mu.Lock()
+		d.stallTotal += t - d.now
+		d.mu.Unlock()
+	}
+	d.now = t
+}
+
+// issue reserves the flash for a read of n bytes issued now and sets
+// e.devDone to its completion on the device clock.
+func (d *deviceClock) issue(e *entry, n int64, demand bool) {
+	xfer := secs(float64(n) / d.bw)
+	if demand {
+		start := max(d.now+d.latency, d.nextDemand)
+		e.devDone = start + xfer
+		d.nextDemand = e.devDone
+		// Speculative transfers still running pause for this one.
+		live := d.specActive[:0]
+		for _, x := range d.specActive {
+			if x.devDone <= d.now {
+				continue
+			}
+			if x.spec.Load() && x.devDone > start {
+				x.devDone += xfer
+			}
+			live = append(live, x)
+		}
+		clear(d.specActive[len(live):])
+		d.specActive = live
+		if d.nextSpec > start {
+			d.nextSpec += xfer
+		}
+		return
+	}
+	start := max(d.now+d.latency, d.nextSpec, d.nextDemand)
+	e.devDone = start + xfer
+	d.nextSpec = e.devDone
+	d.specActive = append(d.specActive, e)
+}
+
+// syncRead is a synchronous read of n bytes with the flash otherwise idle
+// (the naive mode's faults): the clock waits for it.
+func (d *deviceClock) syncRead(n int64) {
+	start := max(d.now+d.latency, d.nextDemand, d.nextSpec)
+	d.nextDemand = start + secs(float64(n)/d.bw)
+	d.stall(d.nextDemand)
+}
+
+// busy spins for d: the ComputeSlowdown test hook's busy work.
+func busy(d time.Duration) {
+	end := time.Now().Add(d)
+	x := 1.0
+	for time.Now().Before(end) {
+		for range 64 {
+			x = x*1.0000001 + 1e-9
+		}
+	}
+	_ = x
+}
+
+func (d *deviceClock) batch(n int) {
+	d.batchN = n
+	clear(d.charged)
+	if n != 1 {
+		d.last = time.Time{}
+		return
+	}
+	// The previous token's output head ran since the last Use.
+	d.compute(d.head, d.last)
+	d.last = time.Now()
+}
+
+// gapCharge charges the non-expert compute of layer once per token: at
+// the Prefetch issued from it (lookahead, after its attention) or at its
+// Use.
+func (d *deviceClock) gapCharge(layer int) {
+	if layer < 0 || layer >= len(d.gap) || d.charged[layer] {
+		return
+	}
+	d.charged[layer] = true
+	dev := d.gap[layer]
+	if d.batchN != 1 {
+		g := d.gapCost[layer]
+		dev = secs(d.comp.Seconds(g.Bytes, g.FLOPs*float64(max(d.batchN, 1))))
+	}
+	d.compute(dev, d.last)
+	if d.batchN == 1 {
+		d.last = time.Now()
+	}
+}
+
+// expertDone charges one expert's compute (host time since t0).
+func (d *deviceClock) expertDone(layer int, t0 time.Time) {
+	dev := d.expert[layer]
+	if d.batchN != 1 {
+		dev = secs(float64(d.expBytes[layer]) / d.comp.WeightBandwidth)
+	}
+	d.compute(dev, t0)
+}
+
+// endUse marks the end of a Use: the next segment starts here.
+func (d *deviceClock) endUse() {
+	if d.batchN == 1 {
+		d.last = time.Now()
+	}
+}
+
+// reset zeroes the totals (Store.ResetStats); the clock runs on.
+func (d *deviceClock) reset() {
+	d.mu.Lock()
+	d.hostTotal, d.devTotal, d.stallTotal = 0, 0, 0
+	d.mu.Unlock()
+}
+
+func (d *deviceClock) totals() (host, dev, stall time.Duration) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.hostTotal, d.devTotal, d.stallTotal
+}
+
+// Batch implements moe.Batcher: the model feeds n positions in the next
+// forward pass; device time counts only n == 1 (decode).
+func (s *Store) Batch(n int) {
+	if s.clock != nil {
+		s.mu.Lock()
+		s.clock.batch(n)
+		s.mu.Unlock()
+	}
+}
+
+// DeviceTime reports whether the store runs on device time.
+func (s *Store) DeviceTime() bool { return s.clock != nil }
+
+// vready reports whether e may be computed as far as the mode's decisions
+// go: read, or under device time done on the device clock (the real pread
+// may still run; the store waits for it without device time passing).
+func (s *Store) vready(e *entry) bool {
+	if s.clock == nil {
+		return e.state == stReady
+	}
+	return e.state != stFailed && e.issued && e.devDone <= s.clock.now
+}
+
+// nextDoneLocked returns the earliest device completion among the items
+// not done yet whose reads are issued and not done on the clock, or -1.
+func (s *Store) nextDoneLocked(items []*entry, done []bool) time.Duration {
+	best := time.Duration(-1)
+	for i, e := range items {
+		if e == nil || done[i] || !e.issued || e.state == stFailed || e.devDone <= s.clock.now {
+			continue
+		}
+		if best < 0 || e.devDone < best {
+			best = e.devDone
+		}
+	}
+	return best
+}
+
+// issuedLocked is the read queue's hook: a read of e was queued.
+func (s *Store) issuedLocked(e *entry, demand bool) {
+	e.issued = true
+	if s.clock != nil {
+		s.clock.issue(e, s.bufSize[e.key.Layer], demand)
+		// The cache policy learns of it in issue order, not in the
+		// host's completion order, so eviction is deterministic.
+		s.budget.policy.Insert(e.key)
+	}
+}
+
+// forgetIssuedLocked takes a cancelled read's key out of the cache policy,
+// which under device time learnt of it at issue.
+func (s *Store) forgetIssuedLocked(k Key) {
+	if s.clock != nil {
+		s.budget.policy.Remove(k)
+	}
+}
+
+// useClocked runs Use under the device clock.
+func (s *Store) useClocked(ctx context.Context, layer int, experts []int, fn func(int, moe.Weights) error) error {
+	c := s.clock
+	if layer < 0 || layer >= len(s.shapes) {
+		return s.use(ctx, layer, experts, fn)
+	}
+	s.mu.Lock()
+	c.gapCharge(layer)
+	s.mu.Unlock()
+	err := s.use(ctx, layer, experts, func(i int, w moe.Weights) error {
+		t0 := time.Now()
+		err := fn(i, w)
+		s.mu.Lock()
+		c.expertDone(layer, t0)
+		s.mu.Unlock()
+		return err
+	})
+	s.mu.Lock()
+	c.endUse()
+	s.mu.Unlock()
+	return err
+}
+
+// newClock validates the device-time options and returns the clock, or nil
+// without device time.
+func newClock(opts *Options, shapes []moe.LayerShape) (*deviceClock, error) {
+	if opts.ComputeSlowdown != 0 && (opts.ComputeSlowdown < 1 || opts.ComputeSlowdown > 100) {
+		return nil, fmt.Errorf("expert: compute slowdown %g must be between 1 and 100", opts.ComputeSlowdown)
+	}
+	if !opts.DeviceTime {
+		return nil, nil
+	}
+	if opts.Profile == nil {
+		return nil, fmt.Errorf("expert: device time needs a device profile with a compute section (direct storage runs at the host's speed)")
+	}
+	if opts.Profile.Compute == nil {
+		return nil, fmt.Errorf("expert: device time needs profile %s to declare its compute speed (a compute: section with weight_bandwidth and throughput)", opts.Profile.Name)
+	}
+	predicts := opts.Mode == Lookahead || opts.Mode == Scheduled
+	return newDeviceClock(opts.Profile, opts.Costs, shapes, opts.ComputeSlowdown, predicts), nil
+}
