@@ -8,12 +8,12 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/lesfarm/lesfarm/runtime/fixturetest"
+	"github.com/lesfarm/lesfarm/internal/fixture"
 )
 
 func TestPerplexityCLI(t *testing.T) {
-	model := fixturetest.Path(t, "trained/tiny-moe-kjv-f16.gguf")
-	text := fixturetest.Path(t, "trained/validation.txt")
+	model := fixture.Shared(t, "trained/tiny-moe-kjv-f16.gguf", "")
+	text := fixture.Shared(t, "trained/validation.txt", "")
 	dir := t.TempDir()
 	empty := filepath.Join(dir, "empty.txt")
 	short := filepath.Join(dir, "short.txt")

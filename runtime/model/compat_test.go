@@ -6,8 +6,8 @@ import (
 	"slices"
 	"testing"
 
+	fx "github.com/lesfarm/lesfarm/internal/fixture"
 	"github.com/lesfarm/lesfarm/runtime/expert"
-	"github.com/lesfarm/lesfarm/runtime/fixturetest"
 	"github.com/lesfarm/lesfarm/runtime/gguf"
 	"github.com/lesfarm/lesfarm/runtime/moe"
 	"github.com/lesfarm/lesfarm/runtime/pack"
@@ -47,7 +47,7 @@ func TestPackLayoutsExact(t *testing.T) {
 		if testing.Short() {
 			break
 		}
-		models = append(models, struct{ name, path string }{filepath.Base(rel), fixturetest.Path(t, rel)})
+		models = append(models, struct{ name, path string }{filepath.Base(rel), fx.Shared(t, rel, "")})
 	}
 	prompt := []int{1, 2, 3, 4, 5}
 	const n = 8

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/lesfarm/lesfarm/runtime/fixturetest"
+	fx "github.com/lesfarm/lesfarm/internal/fixture"
 	"github.com/lesfarm/lesfarm/runtime/gguf"
 	"github.com/lesfarm/lesfarm/runtime/tensor"
 )
@@ -42,7 +42,7 @@ func synthFile(t *testing.T, c SynthConfig) *gguf.File {
 // fixture (with the same value for every geometry key) and exactly the
 // fixture's tensors, names and dims, in the same order.
 func TestSynthQwen35MatchesFixture(t *testing.T) {
-	ref, err := gguf.Open(fixturetest.Path(t, "qwen35moe/tiny-qwen35moe-f32.gguf"))
+	ref, err := gguf.Open(fx.Shared(t, "qwen35moe/tiny-qwen35moe-f32.gguf", ""))
 	if err != nil {
 		t.Fatal(err)
 	}

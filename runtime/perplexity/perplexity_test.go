@@ -9,7 +9,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/lesfarm/lesfarm/runtime/fixturetest"
+	"github.com/lesfarm/lesfarm/internal/fixture"
 	"github.com/lesfarm/lesfarm/runtime/model"
 	"github.com/lesfarm/lesfarm/runtime/tokenizer"
 )
@@ -60,9 +60,9 @@ func TestNLL(t *testing.T) {
 // ref.json's perplexity_method) within 1%, from the text itself: the
 // tokenization must equal ref.json's ids too.
 func TestTrainedReference(t *testing.T) {
-	refPath := fixturetest.Path(t, "trained/ref.json")
-	modelPath := fixturetest.Path(t, "trained/tiny-moe-kjv-f16.gguf")
-	text, err := os.ReadFile(fixturetest.Path(t, "trained/validation.txt"))
+	refPath := fixture.Shared(t, "trained/ref.json", "")
+	modelPath := fixture.Shared(t, "trained/tiny-moe-kjv-f16.gguf", "")
+	text, err := os.ReadFile(fixture.Shared(t, "trained/validation.txt", ""))
 	if err != nil {
 		t.Fatal(err)
 	}
