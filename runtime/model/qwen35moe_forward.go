@@ -19,12 +19,13 @@ type hybridScratch struct {
 	u              []float32   // n × convDim: after conv, silu and L2 norms
 	bg             []float32   // n × 2·VHeads: β then g
 	work           [][]float32 // per recurrence worker: 2·HeadDim scratch
-	z              []float32   // n × Inner: DeltaNet output gate
-	b, a           []float32   // n × VHeads
-	y              []float32   // n × Inner: DeltaNet readout, then gated norm
-	acc            []float32   // HeadDim: rollback replay scratch
-	shg, shu, shd  []float32   // shared expert: n × SharedFFN, n × Hidden
-	normed         []float32   // n × Hidden: rms(x, output_norm) of the last pass
+	dn             dnJob
+	z              []float32 // n × Inner: DeltaNet output gate
+	b, a           []float32 // n × VHeads
+	y              []float32 // n × Inner: DeltaNet readout, then gated norm
+	acc            []float32 // HeadDim: rollback replay scratch
+	shg, shu, shd  []float32 // shared expert: n × SharedFFN, n × Hidden
+	normed         []float32 // n × Hidden: rms(x, output_norm) of the last pass
 	mmDst          [4][]float32
 	mmM            [4]tensor.Matrix
 	lastN, lastPos int
@@ -302,54 +303,76 @@ func (s *State) deltaNet(li, n int) error {
 	// The recurrence and gated norm of each v-head over all n tokens; the
 	// heads are independent, so with several threads they are split
 	// between goroutines (bit-identical whatever the split).
-	heads := func(w, h0, h1 int) {
-		scr := hsc.work[w]
-		qs, acc := scr[:D], scr[D:2*D]
-		scale := float32(1 / math.Sqrt(float64(D)))
-		for hd := h0; hd < h1; hd++ {
-			S := rs.S[hd*D*D : (hd+1)*D*D]
-			kh := hd % KH
-			for t := range n {
-				if t == hist.ckptAt {
-					copy(rs.ckS[hd*D*D:(hd+1)*D*D], S)
-				}
-				u := U[t*C : (t+1)*C]
-				q := u[kh*D : (kh+1)*D]
-				for i := range qs {
-					qs[i] = q[i] * scale
-				}
-				k := u[(KH+kh)*D : (KH+kh+1)*D]
-				v := u[2*KH*D+hd*D : 2*KH*D+(hd+1)*D]
-				bg := BG[t*2*VH : (t+1)*2*VH]
-				decay := float32(math.Exp(float64(bg[VH+hd])))
-				o := hsc.y[t*hc.Inner+hd*D : t*hc.Inner+(hd+1)*D]
-				deltaUpdate(S, k, v, qs, o, acc, decay, bg[hd])
-				rmsNorm(o, o, hl.Norm, m.Eps)
-				zz := z[t*hc.Inner+hd*D : t*hc.Inner+(hd+1)*D]
-				for j := range o {
-					o[j] *= silu(zz[j])
-				}
-			}
-		}
-	}
+	job := &hsc.dn
+	*job = dnJob{s: s, li: li, n: n, U: U, BG: BG, z: z}
 	T := min(m.threads, VH, len(hsc.work))
 	if T < 2 || n*VH*D*D < 1<<16 {
-		heads(0, 0, VH)
+		job.heads(0, 0, VH)
 	} else {
 		var wg sync.WaitGroup
 		for w := 1; w < T; w++ {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				heads(w, VH*w/T, VH*(w+1)/T)
+				job.heads(w, VH*w/T, VH*(w+1)/T)
 			}()
 		}
-		heads(0, 0, VH/T)
+		job.heads(0, 0, VH/T)
 		wg.Wait()
 	}
+	*job = dnJob{}
 	y := hsc.y[:n*hc.Inner]
 	if err := m.matmul(sc.h, &hl.Out, y, n); err != nil {
 		return fmt.Errorf("model: blk.%d.ssm_out: %w", li, err)
 	}
 	return nil
+}
+
+// dnJob is one DeltaNet layer's recurrence over a batch: the inputs
+// deltaNet prepared, shared by the head workers.
+type dnJob struct {
+	s     *State
+	li, n int
+	U, BG []float32 // n × convDim conv outputs, n × 2·VHeads gates
+	z     []float32 // n × Inner output gate
+}
+
+// heads runs the recurrence and gated norm of v-heads [h0, h1) over all
+// tokens with worker w's scratch.
+func (j *dnJob) heads(w, h0, h1 int) {
+	m := j.s.m
+	hc := m.hybrid.HybridConfig
+	hl := &m.hybrid.layers[j.li]
+	rs := &j.s.hy.layers[j.li]
+	hsc := &j.s.hy.sc
+	hist := &j.s.hy.plan
+	C, D, VH, KH := hc.convDim(), hc.HeadDim, hc.VHeads, hc.KHeads
+	scr := hsc.work[w]
+	qs, acc := scr[:D], scr[D:2*D]
+	scale := float32(1 / math.Sqrt(float64(D)))
+	for hd := h0; hd < h1; hd++ {
+		S := rs.S[hd*D*D : (hd+1)*D*D]
+		kh := hd % KH
+		for t := range j.n {
+			if t == hist.ckptAt {
+				copy(rs.ckS[hd*D*D:(hd+1)*D*D], S)
+			}
+			u := j.U[t*C : (t+1)*C]
+			q := u[kh*D : (kh+1)*D]
+			for i := range qs {
+				qs[i] = q[i] * scale
+			}
+			k := u[(KH+kh)*D : (KH+kh+1)*D]
+			v := u[2*KH*D+hd*D : 2*KH*D+(hd+1)*D]
+			bg := j.BG[t*2*VH : (t+1)*2*VH]
+			decay := float32(math.Exp(float64(bg[VH+hd])))
+			o := hsc.y[t*hc.Inner+hd*D : t*hc.Inner+(hd+1)*D]
+			deltaUpdate(S, k, v, qs, o, acc, decay, bg[hd])
+			rmsNorm(o, o, hl.Norm, m.Eps)
+			zz := j.z[t*hc.Inner+hd*D : t*hc.Inner+(hd+1)*D]
+			for i := range o {
+				o[i] *= silu(zz[i])
+			}
+		}
+	}
 }

@@ -198,3 +198,29 @@ func TestQwen35BatchMatchesStep(t *testing.T) {
 }
 
 func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
+
+// TestQwen35DecodeAllocs: a single-token qwen35moe decode step allocates
+// nothing (scratch is reused, the DeltaNet head workers are not closures).
+func TestQwen35DecodeAllocs(t *testing.T) {
+	m, err := Load(tinyQwen35File(t, defaultTinyQwen35(tensor.Q4_K)), Options{Threads: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	st, err := m.NewState(256)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := st.Forward(ctx, []int{1, 2, 3}, false); err != nil {
+		t.Fatal(err)
+	}
+	one := []int{5}
+	if a := testing.AllocsPerRun(50, func() {
+		if _, err := st.Forward(ctx, one, false); err != nil {
+			t.Fatal(err)
+		}
+	}); a != 0 {
+		t.Fatalf("%v allocations per decode step", a)
+	}
+}
