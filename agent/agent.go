@@ -808,7 +808,7 @@ func (a *Agent) check(asg *protocol.Assignment) (code, reason string) {
 	if len(spec.ResolvePrompts()) == 0 {
 		return protocol.RefuseUnsupported, fmt.Sprintf("prompt set %q is unknown to this agent build", spec.Prompts.Set)
 	}
-	if l := spec.Model.Layout; l != jobs.LayoutAsIs && l != jobs.LayoutPacked && l != "" {
+	if l := spec.Model.Layout; l != jobs.LayoutAsIs && l != jobs.LayoutPacked && l != jobs.LayoutPackedCompat && l != "" {
 		return protocol.RefuseUnsupported, fmt.Sprintf("model layout %q is not supported", l)
 	}
 	if asg.Model != nil {

@@ -44,15 +44,37 @@ func CheckModelSupport(f *protocol.ModelFacts) (code, reason string) {
 // RequiredModelRAM is the memory config c needs for a model with facts f:
 // all the weights for the resident mode (and for a model without routed
 // experts); otherwise the resident (non-expert) weights plus the config's
-// expert cache budget (at most all the experts). ModelRAMOverhead comes on
-// top. The second result explains the sum.
+// expert cache budget (at most all the experts). A hybrid model's
+// recurrent state for one sequence (RecurrentStateBytes) and
+// ModelRAMOverhead come on top. The second result explains the sum.
 func RequiredModelRAM(f *protocol.ModelFacts, c jobs.Config) (int64, string) {
+	state := RecurrentStateBytes(f)
+	var n int64
+	var why string
 	if c.Mode == jobs.ModeResident || f.ExpertBytes == 0 {
-		return f.TotalBytes + ModelRAMOverhead, fmt.Sprintf("weights %s + overhead %s", fmtBytes(f.TotalBytes), fmtBytes(ModelRAMOverhead))
+		n, why = f.TotalBytes, "weights "+fmtBytes(f.TotalBytes)
+	} else {
+		budget := min(max(c.Budget.Resolve(f.ExpertBytes), 0), f.ExpertBytes)
+		n, why = f.ResidentBytes+budget, fmt.Sprintf("resident weights %s + expert budget %s", fmtBytes(f.ResidentBytes), fmtBytes(budget))
 	}
-	budget := min(max(c.Budget.Resolve(f.ExpertBytes), 0), f.ExpertBytes)
-	return f.ResidentBytes + budget + ModelRAMOverhead, fmt.Sprintf("resident weights %s + expert budget %s + overhead %s",
-		fmtBytes(f.ResidentBytes), fmtBytes(budget), fmtBytes(ModelRAMOverhead))
+	if state > 0 {
+		n += state
+		why += " + recurrent state " + fmtBytes(state)
+	}
+	return n + ModelRAMOverhead, why + " + overhead " + fmtBytes(ModelRAMOverhead)
+}
+
+// RecurrentStateBytes is the per-sequence recurrent state of a hybrid
+// model (qwen35moe's Gated DeltaNet conv windows and state matrices, with
+// their rollback checkpoints and history) as the runtime allocates it
+// (model.RecurrentGeometry.SequenceStateBytes), or 0 for an attention-only
+// model.
+func RecurrentStateBytes(f *protocol.ModelFacts) int64 {
+	r := f.Recurrent
+	if r == nil {
+		return 0
+	}
+	return model.RecurrentGeometry{Layers: r.Layers, ConvKernel: r.ConvKernel, ConvChannels: r.ConvChannels, Heads: r.Heads, StateSize: r.StateSize}.SequenceStateBytes()
 }
 
 func contains(list []string, s string) bool {

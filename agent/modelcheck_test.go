@@ -97,9 +97,11 @@ func specFor(t *testing.T, data []byte, url string) *jobs.Spec {
 
 func TestCheckModelSupport(t *testing.T) {
 	t.Parallel()
-	ok := &protocol.ModelFacts{Architecture: "qwen3moe", TensorTypes: []string{"F32", "Q4_K", "Q6_K"}}
-	if code, reason := CheckModelSupport(ok); code != "" {
-		t.Fatalf("supported model refused: %s %s", code, reason)
+	for _, arch := range []string{"qwen3moe", "qwen35moe", "qwen3"} {
+		ok := &protocol.ModelFacts{Architecture: arch, TensorTypes: []string{"F32", "Q4_K", "Q5_0", "Q6_K", "Q8_0"}}
+		if code, reason := CheckModelSupport(ok); code != "" {
+			t.Fatalf("supported %s model refused: %s %s", arch, code, reason)
+		}
 	}
 	for _, tc := range []struct {
 		name string
@@ -133,6 +135,30 @@ func TestRequiredModelRAM(t *testing.T) {
 	} {
 		if got, why := RequiredModelRAM(f, tc.c); got != tc.want || why == "" {
 			t.Errorf("%+v: %d (%s), want %d", tc.c, got, why, tc.want)
+		}
+	}
+	// qwen35moe: the recurrent state of one sequence comes on top, in
+	// every mode. The published 35B-A3B: 30 DeltaNet layers, conv 4 over
+	// 2×16×128 + 32×128 = 8192 channels, 32 state heads of 128×128.
+	q35 := &protocol.ModelFacts{Architecture: "qwen35moe", TotalBytes: 1000 << 20, ExpertBytes: 800 << 20, ResidentBytes: 200 << 20,
+		Recurrent: &protocol.RecurrentFacts{Layers: 30, ConvKernel: 4, ConvChannels: 8192, Heads: 32, StateSize: 128}}
+	// per layer: 2 states of 32×128² + 2 conv windows of 3×8192 + 16
+	// rollback positions of 2×8192 + 2×32 floats, 4 bytes each.
+	state := int64(4 * 30 * (2*32*128*128 + 2*3*8192 + 16*(2*8192+2*32)))
+	if got := RecurrentStateBytes(q35); got != state {
+		t.Fatalf("35B-A3B recurrent state %d bytes, want %d", got, state)
+	}
+	t.Logf("35B-A3B recurrent state per sequence: %s", fmtBytes(state))
+	for _, tc := range []struct {
+		c    jobs.Config
+		want int64
+	}{
+		{jobs.Config{Mode: jobs.ModeResident}, 1000<<20 + state + ModelRAMOverhead},
+		{jobs.Config{Mode: "scheduled", Budget: jobs.Budget{Fraction: 0.25}}, 200<<20 + 200<<20 + state + ModelRAMOverhead},
+	} {
+		got, why := RequiredModelRAM(q35, tc.c)
+		if got != tc.want || !strings.Contains(why, "recurrent state 155.7 MiB") {
+			t.Errorf("qwen35moe %+v: %d (%s), want %d with the recurrent state named", tc.c, got, why, tc.want)
 		}
 	}
 	dense := &protocol.ModelFacts{Architecture: "qwen3", TotalBytes: 300 << 20, ResidentBytes: 300 << 20}

@@ -170,15 +170,26 @@ func (r *Runner) load(ctx context.Context, job *Job, c jobs.Config) (*loaded, er
 	}
 	l := &loaded{}
 	opts := model.Options{Threads: threads}
+	modelPath := job.ModelPath
 	if c.Mode != jobs.ModeResident {
 		mode, err := expert.ParseMode(string(c.Mode))
 		if err != nil {
 			return nil, err
 		}
 		expertsPath := ""
-		if job.Spec.Model.Layout == jobs.LayoutPacked {
-			if expertsPath, err = r.packed(ctx, job.ModelPath, job.Spec.Model.SHA256); err != nil {
+		switch job.Spec.Model.Layout {
+		case jobs.LayoutPacked:
+			if expertsPath, err = r.packed(ctx, job.ModelPath, job.Spec.Model.SHA256, pack.LayoutBlob); err != nil {
 				return nil, err
+			}
+		case jobs.LayoutPackedCompat:
+			// A compat file is a complete model (its expert FFN may be
+			// padded), so it is loaded itself rather than as an experts
+			// file beside the original.
+			if p, err := r.packed(ctx, job.ModelPath, job.Spec.Model.SHA256, pack.LayoutCompat); err != nil {
+				return nil, err
+			} else if p != "" {
+				modelPath = p
 			}
 		}
 		opts.Experts = func(f *gguf.File, shapes []moe.LayerShape) (moe.Source, error) {
@@ -189,14 +200,14 @@ func (r *Runner) load(ctx context.Context, job *Job, c jobs.Config) (*loaded, er
 				return nil, fmt.Errorf("mode %s needs a mixture-of-experts model; this model has no experts", c.Mode)
 			}
 			l.budget = c.Budget.Resolve(l.expertBytes)
-			s, err := expert.Open(job.ModelPath, f, shapes, expertsPath, expert.Options{
+			s, err := expert.Open(modelPath, f, shapes, expertsPath, expert.Options{
 				Mode: mode, Budget: l.budget, Profile: prof, Direct: r.Direct, Logger: r.Logger,
 			})
 			l.store = s
 			return s, err
 		}
 	}
-	m, err := model.Load(job.ModelPath, opts)
+	m, err := model.Load(modelPath, opts)
 	if err != nil {
 		if errors.Is(err, model.ErrUnsupported) {
 			return nil, fmt.Errorf("unsupported model: %w", err)
@@ -215,14 +226,17 @@ func (r *Runner) load(ctx context.Context, job *Job, c jobs.Config) (*loaded, er
 
 // packed returns the path of a packed copy of the model, packing it into
 // WorkDir once. A model that is packed already is used as it is.
-func (r *Runner) packed(ctx context.Context, modelPath, sha string) (string, error) {
+func (r *Runner) packed(ctx context.Context, modelPath, sha, layout string) (string, error) {
 	f, err := gguf.Open(modelPath)
 	if err != nil {
 		return "", err
 	}
-	isPacked := pack.IsPacked(f)
+	done := pack.IsPacked(f)
+	if layout == pack.LayoutCompat {
+		done = pack.IsCompat(f)
+	}
 	f.Close()
-	if isPacked {
+	if done {
 		return "", nil
 	}
 	if r.WorkDir == "" {
@@ -232,13 +246,17 @@ func (r *Runner) packed(ctx context.Context, modelPath, sha string) (string, err
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", err
 	}
-	out := filepath.Join(dir, sha+".gguf")
+	name := sha + ".gguf"
+	if layout == pack.LayoutCompat {
+		name = sha + ".compat.gguf"
+	}
+	out := filepath.Join(dir, name)
 	if _, err := os.Stat(out); err == nil {
 		return out, nil
 	}
-	cmp.Or(r.Logger, slog.Default()).InfoContext(ctx, "agent: packing model", "sha256", sha, "out", out)
+	cmp.Or(r.Logger, slog.Default()).InfoContext(ctx, "agent: packing model", "sha256", sha, "layout", layout, "out", out)
 	tmp := out + ".tmp"
-	if err := pack.Pack(ctx, modelPath, tmp, pack.Options{}); err != nil {
+	if err := pack.Pack(ctx, modelPath, tmp, pack.Options{Layout: layout}); err != nil {
 		os.Remove(tmp)
 		return "", err
 	}

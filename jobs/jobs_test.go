@@ -224,7 +224,7 @@ func TestExpandDeterministic(t *testing.T) {
 
 func TestBuiltins(t *testing.T) {
 	names := BuiltinNames()
-	if !reflect.DeepEqual(names, []string{"les-ladder", "smoke"}) {
+	if !reflect.DeepEqual(names, []string{"les-ladder", "les-ladder-qwen35moe", "smoke"}) {
 		t.Fatalf("builtins = %v", names)
 	}
 	for _, n := range names {
@@ -240,8 +240,15 @@ func TestBuiltins(t *testing.T) {
 	if n := len(ladder.Expand()); n != 1+4*3 {
 		t.Fatalf("les-ladder expands to %d configs, want 13", n)
 	}
-	if _, err := Builtin("nope"); err == nil || !strings.Contains(err.Error(), "have les-ladder, smoke") {
+	if _, err := Builtin("nope"); err == nil || !strings.Contains(err.Error(), "have les-ladder, les-ladder-qwen35moe, smoke") {
 		t.Fatalf("got %v", err)
+	}
+	q35, _ := Builtin("les-ladder-qwen35moe")
+	if q35.Model.Layout != LayoutPackedCompat || len(q35.Expand()) != 1+3*2 {
+		t.Fatalf("les-ladder-qwen35moe: layout %q, %d configs", q35.Model.Layout, len(q35.Expand()))
+	}
+	if st, err := os.Stat(filepath.Join("..", "..", "shared", "testdata", "qwen35moe", q35.Model.Name)); err == nil && st.Size() != int64(q35.Model.Size) {
+		t.Fatalf("les-ladder-qwen35moe: fixture has %d bytes, the suite says %d", st.Size(), q35.Model.Size)
 	}
 	// The built-in suites reference the trained fixture model; check the
 	// digest still matches when the fixture is present.

@@ -59,6 +59,12 @@ const (
 	// LayoutPacked asks the agent to pack the model (one contiguous blob per
 	// expert) before running, when it is not packed already.
 	LayoutPacked = "packed"
+	// LayoutPackedCompat asks the agent to pack the model in the compat
+	// layout (lesfarm pack --layout compat: llama.cpp's stacked expert
+	// tensors, merged gate+up for qwen35moe, every expert slice
+	// page-aligned) and run that file: two or three aligned reads per
+	// expert, in a file llama.cpp also loads.
+	LayoutPackedCompat = "packed-compat"
 )
 
 // Defaults applied by Normalize to fields left zero.
@@ -134,7 +140,7 @@ type Model struct {
 	Path   string   `json:"path,omitempty" yaml:"path,omitempty"`
 	SHA256 string   `json:"sha256" yaml:"sha256"`
 	Size   ByteSize `json:"size" yaml:"size"`
-	// Layout is LayoutAsIs (default) or LayoutPacked.
+	// Layout is LayoutAsIs (default), LayoutPacked or LayoutPackedCompat.
 	Layout string `json:"layout,omitempty" yaml:"layout,omitempty"`
 }
 

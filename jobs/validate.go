@@ -174,8 +174,8 @@ func (m *Model) validate(is *issues) {
 	if len(m.Name) > 256 {
 		is.add("model.name", "too long (%d bytes, max 256)", len(m.Name))
 	}
-	if m.Layout != LayoutAsIs && m.Layout != LayoutPacked {
-		is.add("model.layout", "unknown layout %q (want one of %s, %s)", clip(m.Layout), LayoutAsIs, LayoutPacked)
+	if m.Layout != LayoutAsIs && m.Layout != LayoutPacked && m.Layout != LayoutPackedCompat {
+		is.add("model.layout", "unknown layout %q (want one of %s, %s, %s)", clip(m.Layout), LayoutAsIs, LayoutPacked, LayoutPackedCompat)
 	}
 }
 

@@ -198,6 +198,9 @@ type Artifact struct {
 const (
 	MaxTensorTypes  = 64
 	MaxArchitecture = 64
+	// MaxRecurrentDim bounds every RecurrentFacts field, so the state
+	// size computed from them cannot overflow.
+	MaxRecurrentDim = 1 << 16
 )
 
 // ModelFacts describes a GGUF model file from its header alone: what an
@@ -227,6 +230,24 @@ type ModelFacts struct {
 	ResidentBytes int64 `json:"resident_bytes" doc:"Bytes of non-expert tensors (always resident)."`
 	// Packed is true for a file written by lesfarm pack (les.pack.* keys).
 	Packed bool `json:"packed" doc:"Written by lesfarm pack (les.pack.* metadata present)."`
+	// Recurrent is the recurrent-state geometry of a hybrid model
+	// (qwen35moe's Gated DeltaNet layers), from which the agent sizes the
+	// per-sequence state it must hold beside the weights; nil for models
+	// with attention layers only.
+	Recurrent *RecurrentFacts `json:"recurrent,omitempty" doc:"Recurrent (DeltaNet) state geometry of a hybrid model; absent for attention-only models."`
+}
+
+// RecurrentFacts is the geometry of a hybrid model's recurrent layers, as
+// GGUF metadata gives it (qwen35moe: ssm.* keys and the layer pattern of
+// full_attention_interval). Each recurrent layer keeps, per sequence, a
+// conv window of (ConvKernel-1) × ConvChannels values and Heads state
+// matrices of StateSize × StateSize values.
+type RecurrentFacts struct {
+	Layers       int `json:"layers" doc:"Recurrent (DeltaNet) layers."`
+	ConvKernel   int `json:"conv_kernel" doc:"Causal conv width (ssm.conv_kernel)."`
+	ConvChannels int `json:"conv_channels" doc:"Conv channels: 2 x k-heads x state size + v-heads x state size."`
+	Heads        int `json:"heads" doc:"Recurrent state heads (ssm.time_step_rank, the v-heads)."`
+	StateSize    int `json:"state_size" doc:"Head width of the recurrent state (ssm.state_size)."`
 }
 
 // Assignment gives a run to a device. It travels signed, as a

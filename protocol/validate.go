@@ -324,6 +324,13 @@ func (f *ModelFacts) Validate() error {
 			return fmt.Errorf("tensor type %q invalid", clip(t))
 		}
 	}
+	if r := f.Recurrent; r != nil {
+		for _, v := range []int{r.Layers, r.ConvKernel, r.ConvChannels, r.Heads, r.StateSize} {
+			if v < 0 || v > MaxRecurrentDim {
+				return fmt.Errorf("recurrent geometry %+v out of range [0, %d]", *r, MaxRecurrentDim)
+			}
+		}
+	}
 	return nil
 }
 

@@ -75,6 +75,11 @@ func ReadModelFacts(r io.ReaderAt, size int64) (*protocol.ModelFacts, error) {
 		return nil, fmt.Errorf("gguf: general.architecture %q is not a short printable name", clipName(arch))
 	}
 	facts := &protocol.ModelFacts{Architecture: arch, ExpertCount: metaCount(f, arch+".expert_count"), ExpertsUsed: metaCount(f, arch+".expert_used_count")}
+	if arch == "qwen35moe" {
+		if facts.Recurrent, err = qwen35Facts(f); err != nil {
+			return nil, fmt.Errorf("gguf: %w", err)
+		}
+	}
 	types := map[string]bool{}
 	for _, t := range f.Tensors() {
 		types[t.Type.String()] = true
@@ -120,7 +125,9 @@ func metaCount(f *gguf.File, key string) int {
 }
 
 // isExpertTensor reports whether name is a routed expert's weight: the
-// stacked blk.L.ffn_{gate,up,down}_exps.* of an ordinary GGUF, or the
+// stacked blk.L.ffn_{gate,up,down,gate_up}_exps.* of an ordinary GGUF
+// (gate_up: llama.cpp's merged gate+up, as pack --layout compat writes it
+// for qwen35moe), or the
 // per-expert blk.L.ffn_{gate,up,down}.E.weight of a packed one (shared
 // experts, *_shexp, stay resident).
 func isExpertTensor(name string) bool {
@@ -131,6 +138,9 @@ func isExpertTensor(name string) bool {
 	layer, rest, ok := strings.Cut(rest, ".")
 	if !ok || !allDigits(layer) {
 		return false
+	}
+	if strings.HasPrefix(rest, "ffn_gate_up_exps.") {
+		return true
 	}
 	for _, part := range [...]string{"ffn_gate", "ffn_up", "ffn_down"} {
 		tail, ok := strings.CutPrefix(rest, part)

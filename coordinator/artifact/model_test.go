@@ -254,26 +254,29 @@ func TestReadModelFactsReadsOnlyTheHeader(t *testing.T) {
 func TestIsExpertTensor(t *testing.T) {
 	t.Parallel()
 	for name, want := range map[string]bool{
-		"blk.0.ffn_gate_exps.weight":   true,
-		"blk.12.ffn_down_exps.weight":  true,
-		"blk.3.ffn_up.17.weight":       true,
-		"blk.3.ffn_gate.0.weight":      true,
-		"blk.0.ffn_gate.weight":        false, // dense FFN
-		"blk.0.ffn_gate_shexp.weight":  false, // shared expert
-		"blk.0.ffn_gate_inp.weight":    false, // router
-		"blk.x.ffn_up_exps.weight":     false,
-		"token_embd.weight":            false,
-		"blk.3.ffn_up.17.bias":         false,
-		"blk.3.ffn_up.a.weight":        false,
-		"output.ffn_up_exps.weight":    false,
-		"blk.0.attn_q.weight":          false,
-		"blk..ffn_up_exps.weight":      false,
-		"blk.0.ffn_down_exps.bias":     true,
-		"blk.0.ffn_down_exps":          false,
-		"blk.0.ffn_downward.0.weight":  false,
-		"blk.0.ffn_up.0.weight.extra":  false,
-		"blk.0.ffn_up.0.0.weight":      false,
-		"blk.99999.ffn_up_exps.weight": true,
+		"blk.7.ffn_gate_up_exps.weight":   true,
+		"blk.7.ffn_gate_inp_shexp.weight": false,
+		"blk.7.ffn_up_shexp.weight":       false,
+		"blk.0.ffn_gate_exps.weight":      true,
+		"blk.12.ffn_down_exps.weight":     true,
+		"blk.3.ffn_up.17.weight":          true,
+		"blk.3.ffn_gate.0.weight":         true,
+		"blk.0.ffn_gate.weight":           false, // dense FFN
+		"blk.0.ffn_gate_shexp.weight":     false, // shared expert
+		"blk.0.ffn_gate_inp.weight":       false, // router
+		"blk.x.ffn_up_exps.weight":        false,
+		"token_embd.weight":               false,
+		"blk.3.ffn_up.17.bias":            false,
+		"blk.3.ffn_up.a.weight":           false,
+		"output.ffn_up_exps.weight":       false,
+		"blk.0.attn_q.weight":             false,
+		"blk..ffn_up_exps.weight":         false,
+		"blk.0.ffn_down_exps.bias":        true,
+		"blk.0.ffn_down_exps":             false,
+		"blk.0.ffn_downward.0.weight":     false,
+		"blk.0.ffn_up.0.weight.extra":     false,
+		"blk.0.ffn_up.0.0.weight":         false,
+		"blk.99999.ffn_up_exps.weight":    true,
 	} {
 		if got := isExpertTensor(name); got != want {
 			t.Errorf("isExpertTensor(%q) = %v, want %v", name, got, want)
@@ -289,6 +292,9 @@ func FuzzReadModelFacts(f *testing.F) {
 	syn := synthModel(f, "qwen3moe", tensor.F32)
 	sf, _ := gguf.Parse(bytes.NewReader(syn), int64(len(syn)))
 	f.Add(syn[:sf.DataOffset]) // header only: tensors run past the end
+	q35 := qwen35Model(f)
+	qf, _ := gguf.Parse(bytes.NewReader(q35), int64(len(q35)))
+	f.Add(q35[:qf.DataOffset])
 	f.Add([]byte("GGUF\x03\x00\x00\x00"))
 	f.Add([]byte("not gguf"))
 	f.Fuzz(func(t *testing.T, data []byte) {

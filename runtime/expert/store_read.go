@@ -14,9 +14,12 @@ import (
 // profile, waits as long as the emulated device would take.
 func (s *Store) fetch(e *entry, buf []byte) readResult {
 	start := time.Now()
-	w, n, err := s.read(e, buf)
+	w, n, runs, err := s.read(e, buf)
 	if err == nil && s.throttle != nil {
-		err = s.throttle.Wait(s.ctx, start, n, &e.spec)
+		// The runs are issued one after the other, so each costs the
+		// device's per-read latency: a compat-layout expert (two runs)
+		// pays it twice, a packed blob once.
+		err = s.throttle.Wait(s.ctx, start.Add(time.Duration(runs-1)*s.throttle.latency), n, &e.spec)
 	}
 	return readResult{w: w, n: n, err: err, latency: time.Since(start)}
 }
@@ -59,8 +62,9 @@ func (s *Store) reported(e *entry, r readResult) {
 	}
 }
 
-// read preads expert e into buf and returns its weights and the bytes read.
-func (s *Store) read(e *entry, buf []byte) (moe.Weights, int64, error) {
+// read preads expert e into buf and returns its weights, the bytes read
+// and the number of preads.
+func (s *Store) read(e *entry, buf []byte) (moe.Weights, int64, int, error) {
 	parts := s.layout.Experts[e.key.Layer][e.key.Expert]
 	p := planRead(parts, s.align)
 	var total int64
@@ -80,9 +84,9 @@ func (s *Store) read(e *entry, buf []byte) (moe.Weights, int64, error) {
 			if err == nil || errors.Is(err, io.EOF) {
 				err = io.ErrUnexpectedEOF
 			}
-			return moe.Weights{}, total, fmt.Errorf("expert: reading %v from %s (bytes %d-%d): %w (file truncated or changed under the runtime?)", e.key, s.path, r.off, r.off+need, err)
+			return moe.Weights{}, total, len(p.runs), fmt.Errorf("expert: reading %v from %s (bytes %d-%d): %w (file truncated or changed under the runtime?)", e.key, s.path, r.off, r.off+need, err)
 		}
 	}
 	part := func(i int) []byte { x := p.parts[i]; return buf[x.Off : x.Off+x.Len : x.Off+x.Len] }
-	return moe.Weights{Gate: part(0), Up: part(1), Down: part(2)}, total, nil
+	return moe.Weights{Gate: part(0), Up: part(1), Down: part(2)}, total, len(p.runs), nil
 }

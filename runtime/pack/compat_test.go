@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/lesfarm/lesfarm/runtime/gguf"
+	"github.com/lesfarm/lesfarm/runtime/tensor"
 )
 
 // expertBytes returns part i (0 gate, 1 up, 2 down) of expert e of layer
@@ -316,3 +317,48 @@ func rewriteTensors(t *testing.T, in, out string, edit func(name string, dims []
 }
 
 func writeFile(p string, b []byte) error { return os.WriteFile(p, b, 0o644) }
+
+// FuzzExpertLayers: ExpertLayers never panics on hostile expert tensor
+// infos, and every part of every expert it accepts lies inside its tensor.
+func FuzzExpertLayers(f *testing.F) {
+	f.Add(uint64(256), uint64(64), uint64(16), uint64(64), uint64(256), uint64(16), true, uint8(0))
+	f.Add(uint64(256), uint64(63), uint64(16), uint64(64), uint64(256), uint64(8), false, uint8(2))
+	f.Add(uint64(0), uint64(0), uint64(0), uint64(1<<40), uint64(1), uint64(1<<20), true, uint8(8))
+	f.Fuzz(func(t *testing.T, c0, r0, e0, c1, r1, e1 uint64, merged bool, typ uint8) {
+		var buf bytes.Buffer
+		w := gguf.NewWriter(&buf)
+		names := []string{StackedName(0, 0), StackedName(0, 1), StackedName(0, 2)}
+		dims := [][]uint64{{c0, r0, e0}, {c0, r0, e0}, {c1, r1, e1}}
+		if merged {
+			names, dims = []string{MergedName(0), StackedName(0, 2)}, [][]uint64{{c0, 2 * r0, e0}, {c1, r1, e1}}
+		}
+		for i, n := range names {
+			tt := []tensor.Type{tensor.F32, tensor.F16, tensor.Q8_0, tensor.Q4_K, tensor.Q6_K, tensor.Q5_0}[typ%6]
+			if w.AddTensor(n, tt, dims[i]) != nil {
+				return
+			}
+		}
+		if w.WriteHeader() != nil {
+			return
+		}
+		// Only the header is needed: claim the data section's size.
+		g, err := gguf.Parse(bytes.NewReader(buf.Bytes()), int64(buf.Len())+w.DataSize())
+		if err != nil {
+			return
+		}
+		layers, _, err := ExpertLayers(g)
+		if err != nil {
+			return
+		}
+		for _, le := range layers {
+			for e := range le.Experts {
+				for i := range 3 {
+					ti, off, size := le.Part(e, i)
+					if off < 0 || size <= 0 || off+size > ti.Size {
+						t.Fatalf("expert %d part %d at [%d, %d) outside %s of %d bytes", e, i, off, off+size, ti.Name, ti.Size)
+					}
+				}
+			}
+		}
+	})
+}
