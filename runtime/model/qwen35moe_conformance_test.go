@@ -2,6 +2,7 @@ package model
 
 import (
 	"context"
+	"math"
 	"slices"
 	"testing"
 
@@ -16,7 +17,13 @@ type qwen35Ref struct {
 	NLayer              int   `json:"n_layer"`
 	RecurrentLayers     []int `json:"recurrent_layers"`
 	FullAttentionLayers []int `json:"full_attention_layers"`
-	Prompts             []struct {
+	Perplexity          struct {
+		TokenIDs []int     `json:"token_ids"`
+		MeanNLL  float64   `json:"mean_nll"`
+		PPL      float64   `json:"ppl"`
+		TokenNLL []float64 `json:"token_nll"`
+	} `json:"perplexity"`
+	Prompts []struct {
 		Text     string `json:"text"`
 		TokenIDs []int  `json:"token_ids"`
 		Greedy   struct {
@@ -185,6 +192,31 @@ func TestQwen35Conformance(t *testing.T) {
 				t.Logf("%s prompt %d (%d tokens): greedy %d/%d matched (required %d)", tc.name, pi, len(pr.TokenIDs), matched, len(pr.Greedy.TokenIDs), limit)
 			}
 			t.Logf("%s: max |Δlogit| %.3g, min cosine %.7f; routing %d sets compared, %d differ, %d skipped (margin < %g)", tc.name, worst, worstCos, routed, diffs, skipped, tc.tol.routeMargin)
+
+			// Perplexity as llama.cpp computed it: one batch with logits at
+			// every position, mean NLL of x_{p+1}.
+			pp := ref.Perplexity
+			st, err := m.NewState(len(pp.TokenIDs))
+			if err != nil {
+				t.Fatal(err)
+			}
+			all, err := st.Forward(ctx, pp.TokenIDs, true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var sum, worstTok float64
+			for p := 0; p+1 < len(pp.TokenIDs); p++ {
+				nll := nllOf(all[p*m.Vocab:(p+1)*m.Vocab], pp.TokenIDs[p+1])
+				sum += nll
+				if p < len(pp.TokenNLL) {
+					worstTok = max(worstTok, math.Abs(nll-pp.TokenNLL[p]))
+				}
+			}
+			mean := sum / float64(len(pp.TokenIDs)-1)
+			if d := math.Abs(mean - pp.MeanNLL); d > tc.tol.maxAbsLogit {
+				t.Errorf("perplexity: mean NLL %.6f, ref %.6f (|Δ| %.3g > %g)", mean, pp.MeanNLL, d, tc.tol.maxAbsLogit)
+			}
+			t.Logf("%s perplexity: %.1f (ref %.1f), mean NLL |Δ| %.3g, worst token |Δ| %.3g", tc.name, math.Exp(mean), pp.PPL, math.Abs(mean-pp.MeanNLL), worstTok)
 		})
 	}
 }
@@ -282,4 +314,17 @@ func TestQwen35MTPConformance(t *testing.T) {
 			t.Logf("%s MTP: top-5 max |Δlogit| %.3g, full-vector %.3g, %d argmaxes compared; step vs batch %.3g", tc.name, worst, worstFull, checked, worstStep)
 		})
 	}
+}
+
+// nllOf returns −log softmax(logits)[target] in float64.
+func nllOf(logits []float32, target int) float64 {
+	mx := math.Inf(-1)
+	for _, v := range logits {
+		mx = max(mx, float64(v))
+	}
+	var sum float64
+	for _, v := range logits {
+		sum += math.Exp(float64(v) - mx)
+	}
+	return math.Log(sum) + mx - float64(logits[target])
 }

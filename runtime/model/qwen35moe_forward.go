@@ -59,14 +59,23 @@ func (hs *hybridState) ensure(m *Model, n int) {
 	sc.normed = grow(sc.normed, n*m.Hidden)
 }
 
-// forwardHybrid is Forward for qwen35moe (tokens already validated).
-func (s *State) forwardHybrid(ctx context.Context, tokens []int, all bool) ([]float32, error) {
+// forwardHybrid is Forward for qwen35moe (tokens already validated). A
+// pass that fails part-way (cancelled, an expert read error) has advanced
+// some layers' recurrent state: the state is then marked for
+// recomputation from the token history, so the next Forward is exact.
+func (s *State) forwardHybrid(ctx context.Context, tokens []int, all bool) (logits []float32, err error) {
 	hs := s.hy
 	if hs.stale >= 0 {
 		if err := s.recompute(ctx); err != nil {
 			return nil, err
 		}
 	}
+	defer func() {
+		if err != nil {
+			hs.tokens = hs.tokens[:s.pos]
+			hs.stale = s.pos
+		}
+	}()
 	m := s.m
 	n := len(tokens)
 	s.ensure(n)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/lesfarm/lesfarm/runtime/sample"
 	"github.com/lesfarm/lesfarm/runtime/tensor"
+	"github.com/lesfarm/lesfarm/runtime/trace"
 )
 
 // qwen35Models returns the qwen35moe models the state tests run on: the
@@ -222,5 +223,54 @@ func TestQwen35DecodeAllocs(t *testing.T) {
 		}
 	}); a != 0 {
 		t.Fatalf("%v allocations per decode step", a)
+	}
+}
+
+// cancelAfter cancels its context after n layer events.
+type cancelAfter struct {
+	n      int
+	cancel context.CancelFunc
+}
+
+func (c *cancelAfter) Token(*trace.TokenEvent) {}
+func (c *cancelAfter) Read(*trace.ReadEvent)   {}
+func (c *cancelAfter) Layer(*trace.LayerEvent) {
+	if c.n--; c.n == 0 {
+		c.cancel()
+	}
+}
+
+// TestQwen35CancelledPassRecovers: a pass cancelled after some layers
+// advanced their recurrent state leaves the sequence exact: the next
+// Forward gives a fresh decode's logits.
+func TestQwen35CancelledPassRecovers(t *testing.T) {
+	m, err := Load(tinyQwen35File(t, defaultTinyQwen35(tensor.F32)), Options{Threads: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	st, err := m.NewState(64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prompt := []int{3, 1, 4, 1, 5, 9, 2, 6}
+	if _, err := st.Forward(context.Background(), prompt, false); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	st.Sink = &cancelAfter{n: 2, cancel: cancel} // after DeltaNet layers 0 and 1
+	if _, err := st.Forward(ctx, []int{100, 200}, false); err == nil {
+		t.Fatal("cancelled pass succeeded")
+	}
+	st.Sink = nil
+	if st.Pos() != len(prompt) {
+		t.Fatalf("pos %d after a failed pass, want %d", st.Pos(), len(prompt))
+	}
+	got, err := st.Forward(context.Background(), []int{7}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := decodeFresh(t, m, append(slices.Clone(prompt), 7)); !slices.Equal(got, want) {
+		t.Fatal("logits after a cancelled pass differ from a fresh decode")
 	}
 }
