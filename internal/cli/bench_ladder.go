@@ -29,6 +29,7 @@ type ladderFlags struct {
 	replay   time.Duration
 	record   string
 	timeBase string
+	all      bool
 }
 
 const ladderHelp = `
@@ -62,8 +63,10 @@ row records the dilation and the compute time per token on host and device.
 JSON: {"model","profile","budget_bytes","rows":[{"mode",
 "decode_tokens_per_second","stddev","speedup_vs_on_demand",
 "speedup_vs_on_demand_parallel","hit_rate","predictor_precision",
-"predictor_recall","stall_fraction","bytes_read_per_token","oracle_fraction",
-"peak_rss_bytes","identical_output"}],"oracle":{"decode_tokens_per_second"}}.`
+"predictor_recall","stall_fraction","bytes_read_per_token","bytes_vs_oracle",
+"oracle_fraction","peak_rss_bytes","identical_output"}],"oracle":{"decode_tokens_per_second"}}.
+--record-trace FILE writes the routing of the first warm-up run for
+lesfarm replay (cache-only replay of any policy against Belady's MIN).`
 
 const ladderExample = `
   lesfarm bench --model /tmp/phone.gguf --experts /tmp/phone.packed.gguf --ladder \
@@ -81,6 +84,7 @@ func addLadderFlags(f *pflag.FlagSet) *ladderFlags {
 	f.StringVar(&lf.modes, "modes", "", "ladder modes, comma-separated (default: all four)")
 	f.IntVar(&lf.predictK, "predict-k", 0, "ladder: experts the lookahead modes prefetch per token (0 = three quarters of the model's experts per token, rounded up)")
 	f.BoolVar(&lf.noOracle, "no-oracle", false, "ladder: skip the oracle run")
+	f.BoolVar(&lf.all, "prefetch-all", false, "ladder: prefetch every prediction the budget allows, without weighing its measured precision against its read and eviction")
 	f.StringVar(&lf.record, "record-trace", "", "ladder: write the routing of the first warm-up run (prefill and decode, with the lookahead predictions) to this file, for lesfarm replay")
 	f.StringVar(&lf.timeBase, "time", "", "ladder: device (dilate the emulated flash to the profile's compute speed; default when the profile has a compute section) or host")
 	f.DurationVar(&lf.replay, "replay-compute", 0, "ladder: record the model's routing once, then replay it through each mode with this emulated compute time per token (e.g. 50ms) instead of running the model")
@@ -99,7 +103,7 @@ func runLadder(env *Env, lf *ladderFlags, cfg bench.Config, format string) error
 		return usagef("--format %q is not supported: use %s", format, strings.Join(bench.Formats, ", "))
 	}
 	lc := bench.LadderConfig{
-		Model: cfg.Model, ExpertsPath: lf.experts, Policy: lf.policy, NoOracle: lf.noOracle, PredictK: lf.predictK, RecordTrace: lf.record,
+		Model: cfg.Model, ExpertsPath: lf.experts, Policy: lf.policy, NoOracle: lf.noOracle, PredictK: lf.predictK, RecordTrace: lf.record, PrefetchAll: lf.all,
 		Repetitions: cfg.Repetitions, Warmup: cfg.Warmup, PromptTokens: cfg.PromptTokens, GenTokens: cfg.GenTokens,
 	}
 	if len(cfg.Threads) != 1 {

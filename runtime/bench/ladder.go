@@ -35,6 +35,7 @@ type LadderConfig struct {
 	BudgetFraction float64
 	Policy         string        // cache policy (default lfu)
 	PredictK       int           // experts predicted per token (default expert.DefaultPredictK of the model's)
+	PrefetchAll    bool          // prefetch every prediction (expert.Options.PrefetchAll)
 	Modes          []expert.Mode // default expert.Modes()
 	Threads        int           // default 1
 	Repetitions    int           // measured runs per mode (default 3)
@@ -522,7 +523,7 @@ func argmax(x []float32) int {
 // store records its routing; the oracle mode replays tr (one run's routing,
 // repeated for every run the ladder makes).
 func loadMode(cfg LadderConfig, mode expert.Mode, budget int64, record bool, tr *expert.RoutingTrace) (*model.Model, *expert.Store, error) {
-	opts := expert.Options{Mode: mode, Budget: budget, Policy: cfg.Policy, Profile: cfg.Profile, Direct: cfg.Direct, Record: record, PredictK: cfg.PredictK,
+	opts := expert.Options{Mode: mode, Budget: budget, Policy: cfg.Policy, Profile: cfg.Profile, Direct: cfg.Direct, Record: record, PredictK: cfg.PredictK, PrefetchAll: cfg.PrefetchAll,
 		DeviceTime: cfg.DeviceTime, ComputeSlowdown: cfg.ComputeSlowdown}
 	expertsPath := cfg.ExpertsPath
 	if mode == expert.Naive {

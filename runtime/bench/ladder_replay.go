@@ -122,7 +122,7 @@ func RunReplay(ctx context.Context, cfg ReplayConfig) (*LadderReport, error) {
 		modes = append(modes[:len(modes):len(modes)], expert.OracleMode)
 	}
 	for _, mode := range modes {
-		s, err := base.Clone(expert.Options{Mode: mode, Budget: budget, Policy: cfg.Policy, Profile: cfg.Profile, Direct: cfg.Direct, Trace: uses})
+		s, err := base.Clone(expert.Options{Mode: mode, Budget: budget, Policy: cfg.Policy, Profile: cfg.Profile, Direct: cfg.Direct, Trace: uses, PrefetchAll: cfg.PrefetchAll})
 		if err != nil {
 			return nil, fmt.Errorf("bench: %s: %w", mode, err)
 		}

@@ -21,6 +21,7 @@ type Stats struct {
 	PrefetchUsed      int64 // speculative reads later demanded
 	PrefetchWasted    int64 // speculative reads not demanded by their layer
 	PrefetchCancelled int64 // speculative reads cancelled before they started
+	PrefetchSkipped   int64 // predictions not worth their read (prefetchGate)
 	Reads             int64 // completed reads
 	SpecReads         int64 // of which speculative
 	BytesRead         int64

@@ -46,6 +46,10 @@ type Options struct {
 	// SpecInFlight bounds speculative reads in flight; default a quarter
 	// of Workers, at least 1.
 	SpecInFlight int
+	// PrefetchAll makes the lookahead modes prefetch every prediction the
+	// budget allows, without weighing its measured precision against the
+	// read and the eviction it costs (prefetchGate); for comparison.
+	PrefetchAll bool
 	// Trace is the recorded routing the oracle mode replays.
 	Trace *RoutingTrace
 	// Record makes the store record its routing (RecordedTrace).
@@ -127,8 +131,9 @@ type Store struct {
 	stats      Stats
 	step       stepAcc
 	rec        *RoutingTrace
-	clock      *deviceClock // device time, or nil
-	naive      *naiveState  // the naive mode's page cache, or nil
+	clock      *deviceClock  // device time, or nil
+	naive      *naiveState   // the naive mode's page cache, or nil
+	gate       *prefetchGate // nil: prefetch every prediction
 }
 
 // entry states.
@@ -299,6 +304,9 @@ func New(path string, layout Layout, shapes []moe.LayerShape, opts Options) (*St
 		}
 	}
 	s.strat = newStrategy(opts.Mode, oracle, plan)
+	if s.strat.speculative() && !opts.PrefetchAll {
+		s.gate = newPrefetchGate(len(shapes), opts.PredictK)
+	}
 	emulated := s.throttle != nil || s.clock != nil
 	s.q = newReadQueue(&s.mu, opts.SpecInFlight, emulated || oracle != nil, emulated)
 	s.q.onPush = s.issuedLocked
@@ -451,7 +459,11 @@ func (s *Store) Prefetch(layer int, experts []int) {
 		s.clock.gapCharge(layer - 1) // predicted after layer-1's attention
 	}
 	queued := 0
-	for _, x := range experts {
+	// One token's predictions come in rank order; a union (prefill) has
+	// no ranks and is not gated.
+	ranked := len(experts) <= s.opts.PredictK
+	specOK := func(e *entry) bool { return s.specEvictable(e, layer) }
+	for rank, x := range experts {
 		if x < 0 || x >= s.shapes[layer].Experts {
 			continue
 		}
@@ -459,7 +471,21 @@ func (s *Store) Prefetch(layer int, experts []int) {
 		if _, ok := s.entries[k]; ok {
 			continue
 		}
-		buf, ok := s.allocLocked(s.bufSize[layer], func(e *entry) bool { return s.specEvictable(e, layer) })
+		if s.gate != nil && ranked {
+			q := 0.0
+			if s.budget.used+s.bufSize[layer] > s.budget.limit {
+				v, ok := s.budget.policy.Victim(func(k Key) bool { e := s.entries[k]; return e != nil && specOK(e) })
+				if !ok {
+					break
+				}
+				q = s.gate.reuse(v)
+			}
+			if !s.gate.worth(layer, rank, q) {
+				s.stats.PrefetchSkipped++
+				continue
+			}
+		}
+		buf, ok := s.allocLocked(s.bufSize[layer], specOK)
 		if !ok {
 			break
 		}

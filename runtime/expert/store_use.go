@@ -92,6 +92,12 @@ func (s *Store) beginUseLocked(layer int, experts []int, items []*entry) error {
 			}
 		}
 		s.hasPred[layer] = false
+		if s.gate != nil && len(p) <= s.opts.PredictK {
+			s.gate.observe(layer, p, experts)
+		}
+	}
+	if s.gate != nil {
+		s.gate.demand(layer, experts)
 	}
 	s.stats.Uses++
 	s.stats.Demanded += int64(len(experts))

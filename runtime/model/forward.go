@@ -435,7 +435,8 @@ func (s *State) route(li int, in []float32, n int) error {
 
 // predict applies layer target's ffn_norm and router to the n rows of x
 // (the previous layer's post-attention residual, or the embeddings for
-// layer 0), takes the top k per row and prefetches their union.
+// layer 0), takes the top k per row and prefetches their union (for one
+// row, the top k in rank order).
 func (s *State) predict(target int, x []float32, n, k int) error {
 	m := s.m
 	sc := &s.sc
@@ -460,9 +461,15 @@ func (s *State) predict(target int, x []float32, n, k int) error {
 		}
 	}
 	pred := s.pred[target][:0]
-	for e, ok := range mark {
-		if ok {
-			pred = append(pred, e)
+	if n == 1 {
+		// One row (decode): in rank order, so the store can weigh each
+		// prediction by its rank's measured precision.
+		pred = append(pred, sc.predIdx...)
+	} else {
+		for e, ok := range mark {
+			if ok {
+				pred = append(pred, e)
+			}
 		}
 	}
 	s.pred[target] = pred
