@@ -25,6 +25,7 @@ import (
 	"github.com/lesfarm/lesfarm/runtime/model"
 	"github.com/lesfarm/lesfarm/runtime/moe"
 	"github.com/lesfarm/lesfarm/runtime/pack"
+	speculative "github.com/lesfarm/lesfarm/runtime/spec"
 	"github.com/lesfarm/lesfarm/runtime/tokenizer"
 	"github.com/lesfarm/lesfarm/runtime/trace"
 )
@@ -154,6 +155,7 @@ type loaded struct {
 	tok         *tokenizer.Tokenizer
 	expertBytes int64
 	budget      int64
+	spec        *speculative.Decoder // the speculative mode's decoder, made on first use
 }
 
 func (l *loaded) close() {
@@ -172,7 +174,11 @@ func (r *Runner) load(ctx context.Context, job *Job, c jobs.Config) (*loaded, er
 	opts := model.Options{Threads: threads}
 	modelPath := job.ModelPath
 	if c.Mode != jobs.ModeResident {
-		mode, err := expert.ParseMode(string(c.Mode))
+		em := string(c.Mode)
+		if c.Mode == jobs.ModeSpeculative {
+			em = string(jobs.ModeScheduled)
+		}
+		mode, err := expert.ParseMode(em)
 		if err != nil {
 			return nil, err
 		}
@@ -350,7 +356,7 @@ func (r *Runner) runConfig(ctx context.Context, job *Job, c jobs.Config, res *pr
 		var m repMeasure
 		var ttft time.Duration
 		for _, p := range ps {
-			gr, err := generate.Run(ctx, l.m, generate.Params{PromptIDs: p, MaxTokens: spec.DecodeTokens, Sink: job.Sink, State: st})
+			gr, err := r.decode(ctx, l, c, job, p, spec.DecodeTokens, st)
 			if err != nil {
 				return err
 			}
@@ -550,4 +556,25 @@ func peakRSS() int64 {
 		}
 	}
 	return 0
+}
+
+// decode runs one prompt of a measurement: plain decoding, or for the
+// speculative mode speculative decoding (n-gram drafter, adaptive k) on the
+// scheduled store, whose greedy tokens are plain decoding's.
+func (r *Runner) decode(ctx context.Context, l *loaded, c jobs.Config, job *Job, prompt []int, n int, st *model.State) (*generate.Result, error) {
+	if c.Mode != jobs.ModeSpeculative {
+		return generate.Run(ctx, l.m, generate.Params{PromptIDs: prompt, MaxTokens: n, Sink: job.Sink, State: st})
+	}
+	if l.spec == nil {
+		dec, err := speculative.NewWithDrafter(l.m, &speculative.NGramDrafter{})
+		if err != nil {
+			return nil, err
+		}
+		l.spec = dec
+	}
+	res, err := l.spec.Run(ctx, speculative.Params{PromptIDs: prompt, MaxTokens: n, K: speculative.AdaptiveMaxK, Adaptive: true, Sink: job.Sink})
+	if err != nil {
+		return nil, err
+	}
+	return &res.Result, nil
 }

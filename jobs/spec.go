@@ -22,10 +22,13 @@ const (
 	// ModeScheduled is lookahead plus compute scheduling: resident experts
 	// first, missing ones in read-completion order.
 	ModeScheduled Mode = "scheduled"
+	// ModeSpeculative is scheduled plus speculative decoding: the model-free
+	// n-gram drafter with adaptive draft length (greedy output unchanged).
+	ModeSpeculative Mode = "speculative"
 )
 
 // Modes lists every valid mode in ladder order.
-var Modes = []Mode{ModeResident, ModeOnDemand, ModeOnDemandParallel, ModeLookahead, ModeScheduled}
+var Modes = []Mode{ModeResident, ModeOnDemand, ModeOnDemandParallel, ModeLookahead, ModeScheduled, ModeSpeculative}
 
 // Valid reports whether m is one of Modes.
 func (m Mode) Valid() bool {

@@ -63,12 +63,13 @@ rounds.` + ladderHelp,
   lesfarm bench --model tiny-moe.gguf --draft tiny-draft.gguf --draft-k 2,4 --threads 1` + ladderExample,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if draft != "" {
-				if lf.ladder {
-					return usagef("--draft and --ladder measure different things: give one")
-				}
+			if draft != "" && !lf.ladder {
 				return runSpecBench(env, cmd, cfg, threads, draft, draftK, format)
 			}
+			if draft != "" && lf.noSpec {
+				return usagef("--draft chooses the speculative rung's drafter, which --no-speculative skips: give one")
+			}
+			lf.draft = draft
 			if cmd.Flags().Changed("draft-k") {
 				return usagef("--draft-k needs --draft PATH")
 			}

@@ -30,6 +30,8 @@ type ladderFlags struct {
 	record   string
 	timeBase string
 	all      bool
+	noSpec   bool
+	draft    string // bench --draft: the speculative rung's drafter
 }
 
 const ladderHelp = `
@@ -42,6 +44,9 @@ expert store instead of holding them in RAM, and measures each mode:
   on-demand-parallel  read a layer's missing experts in parallel, then compute
   lookahead           + prefetch the experts the next layer's router predicts
   scheduled           + ready-first compute (resident first, then by arrival)
+  +speculative        + speculative decoding with adaptive k on the last mode
+                      (drafter: --draft ngram (default), mtp or a draft file;
+                      --no-speculative skips it)
 plus the oracle (Belady eviction and perfect prefetch over the recorded
 routing), the upper bound. Each mode: --warmup + --repetitions greedy runs of
 --prompt-tokens + --gen-tokens, checked token for token against an
@@ -64,7 +69,10 @@ JSON: {"model","profile","budget_bytes","rows":[{"mode",
 "decode_tokens_per_second","stddev","speedup_vs_on_demand",
 "speedup_vs_on_demand_parallel","hit_rate","predictor_precision",
 "predictor_recall","stall_fraction","bytes_read_per_token","bytes_vs_oracle",
-"oracle_fraction","peak_rss_bytes","identical_output"}],"oracle":{"decode_tokens_per_second"}}.
+"oracle_fraction","speedup_vs_previous","peak_rss_bytes","identical_output"}],
+"oracle":{"decode_tokens_per_second"}}; the speculative row adds
+"speculative":{"drafter","acceptance_rate","mean_accepted",
+"tokens_per_target_pass","verify_us","experts_per_verify","off_share"}.
 --record-trace FILE writes the routing of the first warm-up run for
 lesfarm replay (cache-only replay of any policy against Belady's MIN).`
 
@@ -81,10 +89,11 @@ func addLadderFlags(f *pflag.FlagSet) *ladderFlags {
 	f.StringVar(&lf.budget, "expert-budget", "", "ladder expert budget: bytes (e.g. 512MiB) or a fraction of the expert bytes (0.2, 20%)")
 	f.StringVar(&lf.experts, "experts", "", "ladder: stream experts from this file (e.g. the packed model) instead of --model")
 	f.StringVar(&lf.policy, "cache-policy", "lfu", "ladder cache policy: "+strings.Join(expert.PolicyNames(), ", "))
-	f.StringVar(&lf.modes, "modes", "", "ladder modes, comma-separated (default: all four)")
+	f.StringVar(&lf.modes, "modes", "", "ladder modes, comma-separated (default: all, speculative last)")
 	f.IntVar(&lf.predictK, "predict-k", 0, "ladder: experts the lookahead modes prefetch per token (0 = three quarters of the model's experts per token, rounded up)")
 	f.BoolVar(&lf.noOracle, "no-oracle", false, "ladder: skip the oracle run")
 	f.BoolVar(&lf.all, "prefetch-all", false, "ladder: prefetch every prediction the budget allows, without weighing its measured precision against its read and eviction")
+	f.BoolVar(&lf.noSpec, "no-speculative", false, "ladder: skip the speculative rung")
 	f.StringVar(&lf.record, "record-trace", "", "ladder: write the routing of the first warm-up run (prefill and decode, with the lookahead predictions) to this file, for lesfarm replay")
 	f.StringVar(&lf.timeBase, "time", "", "ladder: device (dilate the emulated flash to the profile's compute speed; default when the profile has a compute section) or host")
 	f.DurationVar(&lf.replay, "replay-compute", 0, "ladder: record the model's routing once, then replay it through each mode with this emulated compute time per token (e.g. 50ms) instead of running the model")
@@ -104,6 +113,7 @@ func runLadder(env *Env, lf *ladderFlags, cfg bench.Config, format string) error
 	}
 	lc := bench.LadderConfig{
 		Model: cfg.Model, ExpertsPath: lf.experts, Policy: lf.policy, NoOracle: lf.noOracle, PredictK: lf.predictK, RecordTrace: lf.record, PrefetchAll: lf.all,
+		NoSpeculative: lf.noSpec, Draft: lf.draft,
 		Repetitions: cfg.Repetitions, Warmup: cfg.Warmup, PromptTokens: cfg.PromptTokens, GenTokens: cfg.GenTokens,
 	}
 	if len(cfg.Threads) != 1 {
@@ -149,12 +159,21 @@ func runLadder(env *Env, lf *ladderFlags, cfg bench.Config, format string) error
 		return usagef("--cache-policy: %v", err)
 	}
 	if lf.modes != "" {
+		// Listed modes only: the speculative rung when it is listed.
+		lc.NoSpeculative = true
 		for _, s := range strings.Split(lf.modes, ",") {
+			if strings.TrimSpace(s) == bench.SpeculativeRow {
+				lc.NoSpeculative = lf.noSpec
+				continue
+			}
 			m, err := expert.ParseMode(strings.TrimSpace(s))
 			if err != nil || m == expert.OracleMode {
-				return usagef("--modes: %q is not a ladder mode (use naive, on-demand, on-demand-parallel, lookahead, scheduled)", s)
+				return usagef("--modes: %q is not a ladder mode (use naive, on-demand, on-demand-parallel, lookahead, scheduled, speculative)", s)
 			}
 			lc.Modes = append(lc.Modes, m)
+		}
+		if len(lc.Modes) == 0 {
+			lc.Modes = []expert.Mode{expert.Scheduled} // speculative alone: on scheduled
 		}
 	}
 	if lf.predictK < 0 {

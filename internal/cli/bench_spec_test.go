@@ -22,7 +22,7 @@ func TestBenchDraft(t *testing.T) {
 		want string
 	}{
 		{[]string{"--model", goldenQ4, "--draft-k", "2"}, "--draft-k needs --draft"},
-		{[]string{"--model", goldenQ4, "--draft", goldenQ4, "--ladder"}, "--draft and --ladder"},
+		{[]string{"--model", goldenQ4, "--draft", "ngram", "--ladder", "--no-speculative"}, "--no-speculative skips"},
 		{[]string{"--model", goldenQ4, "--draft", goldenQ4, "--draft-k", "0"}, "--draft-k \"0\""},
 		{[]string{"--model", goldenQ4, "--draft", goldenQ4, "--threads", "1,2"}, "one thread count"},
 		{[]string{"--model", goldenQ4, "--draft", "/nonexistent.gguf"}, "does not exist"},

@@ -17,6 +17,7 @@ import (
 	"github.com/lesfarm/lesfarm/runtime/gguf"
 	"github.com/lesfarm/lesfarm/runtime/model"
 	"github.com/lesfarm/lesfarm/runtime/moe"
+	"github.com/lesfarm/lesfarm/runtime/spec"
 )
 
 // LadderConfig configures RunLadder. Zero fields get the defaults noted.
@@ -57,6 +58,11 @@ type LadderConfig struct {
 	ComputeSlowdown float64
 	// Progress, if set, receives one line per finished measurement.
 	Progress func(line string)
+	// NoSpeculative skips the speculative rung; Draft chooses its
+	// drafter: "" or "ngram" (prompt lookup), "mtp" (the model's MTP
+	// block) or a draft model file.
+	NoSpeculative bool
+	Draft         string
 }
 
 // LadderRow is one mode's line of the ladder (JSON names as in issue 4).
@@ -80,6 +86,8 @@ type LadderRow struct {
 	BytesVsOracle   float64 `json:"bytes_vs_oracle"`
 	PeakRSSBytes    int64   `json:"peak_rss_bytes"`
 	IdenticalOutput bool    `json:"identical_output"`
+	// Speculative is the +speculative row's telemetry.
+	Speculative *LadderSpec `json:"speculative,omitempty"`
 
 	samples []float64
 }
@@ -296,6 +304,25 @@ func RunLadder(ctx context.Context, cfg LadderConfig) (*LadderReport, error) {
 			return nil, fmt.Errorf("bench: %s: %w", mode, err)
 		}
 	}
+	var sp *specLadder
+	if !cfg.NoSpeculative {
+		before := currentRSS()
+		resetPeakRSS()
+		if sp, err = loadSpecLadder(cfg, cfg.Modes[len(cfg.Modes)-1], budget); err != nil {
+			return nil, fmt.Errorf("bench: %s: %w", SpeculativeRow, err)
+		}
+		defer sp.close()
+		for range cfg.Warmup {
+			toks, _, err := sp.run(ctx, prompt, cfg.GenTokens, nil)
+			if err != nil {
+				return nil, fmt.Errorf("bench: %s: %w", SpeculativeRow, err)
+			}
+			sp.r.identical = sp.r.identical && slices.Equal(toks, ref)
+		}
+		sp.stats = spec.Stats{}
+		sp.r.peakRSS = base + max(0, peakRSS()-before)
+		progress("%-18s loaded and warmed up (%d runs)", SpeculativeRow, cfg.Warmup)
+	}
 	if !cfg.NoOracle || cfg.RecordTrace != "" {
 		if recorded == nil {
 			// No warm-up recorded the routing: record it now.
@@ -345,6 +372,23 @@ func RunLadder(ctx context.Context, cfg LadderConfig) (*LadderReport, error) {
 			r.tokens += len(toks) - 1
 			r.samples = append(r.samples, float64(len(toks)-1)/d.Seconds())
 		}
+		if sp != nil {
+			var before expert.Stats
+			toks, d, err := sp.run(ctx, prompt, cfg.GenTokens, func() { before = sp.store.Stats() })
+			if err != nil {
+				return nil, fmt.Errorf("bench: %s: %w", SpeculativeRow, err)
+			}
+			after := sp.store.Stats()
+			r := sp.r
+			r.identical = r.identical && slices.Equal(toks, ref)
+			addDelta(&r.stats, before, after)
+			if cfg.DeviceTime {
+				d = after.DeviceTime() - before.DeviceTime()
+			}
+			r.decode += d
+			r.tokens += len(toks) - 1
+			r.samples = append(r.samples, float64(len(toks)-1)/d.Seconds())
+		}
 		progress("repetition %d/%d done", rep+1, cfg.Repetitions)
 	}
 	runs := map[expert.Mode]*ladderRun{}
@@ -358,6 +402,11 @@ func RunLadder(ctx context.Context, cfg LadderConfig) (*LadderReport, error) {
 		rep.Oracle = &LadderOracle{DecodeTokensPerSecond: mean, Stddev: sd, HitRate: o.stats.HitRate(), BytesReadPerToken: o.bytesPerToken(), PeakRSSBytes: o.peakRSS, IdenticalOutput: o.identical}
 	}
 	fillRows(rep, cfg.Modes, runs)
+	if sp != nil {
+		rep.Rows = append(rep.Rows, sp.row(rep, &rep.Rows[len(rep.Rows)-1]))
+		mean, sd := meanStd(sp.r.samples)
+		progress("%-18s %7.2f ± %.2f tok/s, %.2f tokens per target pass, identical %v", SpeculativeRow, mean, sd, sp.stats.TokensPerTargetPass(), sp.r.identical)
+	}
 	return rep, nil
 }
 

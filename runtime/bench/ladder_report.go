@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+
+	"github.com/lesfarm/lesfarm/runtime/spec"
 )
 
 // Write writes the ladder in format md, csv, json (one object, the shape of
@@ -41,16 +43,23 @@ func (r *LadderReport) Write(w io.Writer, format string) error {
 		return nil
 	case "csv":
 		cw := csv.NewWriter(w)
-		cw.Write([]string{"model", "profile", "budget_bytes", "mode", "decode_tokens_per_second", "stddev", "speedup_vs_on_demand", "speedup_vs_on_demand_parallel", "hit_rate", "predictor_precision", "predictor_recall", "stall_fraction", "bytes_read_per_token", "bytes_vs_oracle", "oracle_fraction", "peak_rss_bytes", "identical_output", "speedup_vs_naive", "speedup_vs_previous", "time_base", "dilation", "host_compute_ms_per_token", "device_compute_ms_per_token"})
+		cw.Write([]string{"model", "profile", "budget_bytes", "mode", "decode_tokens_per_second", "stddev", "speedup_vs_on_demand", "speedup_vs_on_demand_parallel", "hit_rate", "predictor_precision", "predictor_recall", "stall_fraction", "bytes_read_per_token", "bytes_vs_oracle", "oracle_fraction", "peak_rss_bytes", "identical_output", "speedup_vs_naive", "speedup_vs_previous", "time_base", "dilation", "host_compute_ms_per_token", "device_compute_ms_per_token",
+			"spec_drafter", "spec_acceptance_rate", "spec_mean_accepted", "spec_tokens_per_target_pass", "spec_verify_us", "spec_experts_per_verify", "spec_off_share"})
 		f := func(x float64) string { return strconv.FormatFloat(x, 'g', 6, 64) }
 		b := strconv.FormatInt(r.BudgetBytes, 10)
 		for _, row := range r.Rows {
-			cw.Write([]string{r.Model, r.Profile, b, row.Mode, f(row.DecodeTokensPerSecond), f(row.Stddev), f(row.SpeedupVsOnDemand), f(row.SpeedupVsOnDemandParallel), f(row.HitRate), f(row.PredictorPrecision), f(row.PredictorRecall), f(row.StallFraction), f(row.BytesReadPerToken), f(row.BytesVsOracle), f(row.OracleFraction), strconv.FormatInt(row.PeakRSSBytes, 10), strconv.FormatBool(row.IdenticalOutput),
-				f(row.SpeedupVsNaive), f(row.SpeedupVsPrevious), r.timeBase(), f(row.Dilation), f(row.HostComputeMSPerToken), f(row.DeviceComputeMSPerToken)})
+			rec := []string{r.Model, r.Profile, b, row.Mode, f(row.DecodeTokensPerSecond), f(row.Stddev), f(row.SpeedupVsOnDemand), f(row.SpeedupVsOnDemandParallel), f(row.HitRate), f(row.PredictorPrecision), f(row.PredictorRecall), f(row.StallFraction), f(row.BytesReadPerToken), f(row.BytesVsOracle), f(row.OracleFraction), strconv.FormatInt(row.PeakRSSBytes, 10), strconv.FormatBool(row.IdenticalOutput),
+				f(row.SpeedupVsNaive), f(row.SpeedupVsPrevious), r.timeBase(), f(row.Dilation), f(row.HostComputeMSPerToken), f(row.DeviceComputeMSPerToken)}
+			if sp := row.Speculative; sp != nil {
+				rec = append(rec, sp.Drafter, f(sp.AcceptanceRate), f(sp.MeanAccepted), f(sp.TokensPerTargetPass), f(sp.VerifyUS), f(sp.ExpertsPerVerify), f(sp.OffShare))
+			} else {
+				rec = append(rec, "", "", "", "", "", "", "")
+			}
+			cw.Write(rec)
 		}
 		if o := r.Oracle; o != nil {
 			cw.Write([]string{r.Model, r.Profile, b, "oracle", f(o.DecodeTokensPerSecond), f(o.Stddev), "", "", f(o.HitRate), "", "", "", f(o.BytesReadPerToken), "1", "1", strconv.FormatInt(o.PeakRSSBytes, 10), strconv.FormatBool(o.IdenticalOutput),
-				f(o.SpeedupVsNaive), "", r.timeBase(), f(o.Dilation), f(o.HostComputeMSPerToken), f(o.DeviceComputeMSPerToken)})
+				f(o.SpeedupVsNaive), "", r.timeBase(), f(o.Dilation), f(o.HostComputeMSPerToken), f(o.DeviceComputeMSPerToken), "", "", "", "", "", "", ""})
 		}
 		cw.Flush()
 		return cw.Error()
@@ -74,6 +83,12 @@ func (r *LadderReport) Write(w io.Writer, format string) error {
 			fmt.Fprintln(w, "\nDevice time: the emulated flash ran on a clock dilated by the host's compute time over the device's.")
 			for _, row := range r.Rows {
 				fmt.Fprintf(w, "- %s: dilation %.2f, compute %.2f ms/token on the host, %.2f ms/token on the device\n", row.Mode, row.Dilation, row.HostComputeMSPerToken, row.DeviceComputeMSPerToken)
+			}
+		}
+		for _, row := range r.Rows {
+			if sp := row.Speculative; sp != nil {
+				fmt.Fprintf(w, "\n%s: drafter %s, adaptive k ≤ %d; acceptance %.3f, mean accepted %.2f, %.2f tokens per target pass, verify %.0f µs, %.1f experts per verify pass, plain rounds %.0f%%.\n",
+					row.Mode, sp.Drafter, spec.AdaptiveMaxK, sp.AcceptanceRate, sp.MeanAccepted, sp.TokensPerTargetPass, sp.VerifyUS, sp.ExpertsPerVerify, 100*sp.OffShare)
 			}
 		}
 		if r.ResidentRSS > 0 {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"github.com/lesfarm/lesfarm/internal/fixture"
+	"math"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -37,15 +38,26 @@ func TestLadderReport(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rep.Rows) != len(expert.Modes()) || rep.Oracle == nil || rep.Profile != "laptop-nvme" || rep.TimeBase != "" {
+	if len(rep.Rows) != len(expert.Modes())+1 || rep.Oracle == nil || rep.Profile != "laptop-nvme" || rep.TimeBase != "" {
 		t.Fatalf("report %+v", rep)
 	}
 	if want := int64(0.25 * float64(rep.ExpertBytes)); rep.BudgetBytes != want {
 		t.Fatalf("budget %d, want %d", rep.BudgetBytes, want)
 	}
+	modes := append(expert.Modes(), -1)
 	for i, row := range rep.Rows {
-		if row.Mode != expert.Modes()[i].String() || !row.IdenticalOutput || row.DecodeTokensPerSecond <= 0 {
+		want := SpeculativeRow
+		if modes[i] >= 0 {
+			want = modes[i].String()
+		}
+		if row.Mode != want || !row.IdenticalOutput || row.DecodeTokensPerSecond <= 0 {
 			t.Fatalf("row %+v", row)
+		}
+		if i > 0 && math.Abs(row.SpeedupVsPrevious-row.DecodeTokensPerSecond/rep.Rows[i-1].DecodeTokensPerSecond) > 1e-9 {
+			t.Fatalf("row %s: speedup over the row before %v", row.Mode, row.SpeedupVsPrevious)
+		}
+		if (row.Speculative != nil) != (row.Mode == SpeculativeRow) {
+			t.Fatalf("row %s: speculative telemetry %+v", row.Mode, row.Speculative)
 		}
 		if row.HitRate < 0 || row.HitRate > 1 || row.StallFraction < 0 || row.StallFraction > 1 || row.BytesReadPerToken <= 0 {
 			t.Fatalf("row %s out of range: %+v", row.Mode, row)
@@ -53,7 +65,7 @@ func TestLadderReport(t *testing.T) {
 		if row.PeakRSSBytes <= 0 && runtime.GOOS == "linux" {
 			t.Fatalf("row %s: no peak RSS", row.Mode)
 		}
-		spec := row.Mode == "lookahead" || row.Mode == "scheduled"
+		spec := row.Mode == "lookahead" || row.Mode == "scheduled" || row.Mode == SpeculativeRow
 		if spec != (row.PredictorRecall > 0) {
 			t.Fatalf("row %s: predictor recall %v", row.Mode, row.PredictorRecall)
 		}
@@ -82,6 +94,11 @@ func TestLadderReport(t *testing.T) {
 	if got := keys(rows[0]); got != "bytes_read_per_token,bytes_vs_oracle,decode_tokens_per_second,hit_rate,identical_output,mode,oracle_fraction,peak_rss_bytes,predictor_precision,predictor_recall,speedup_vs_naive,speedup_vs_on_demand,speedup_vs_on_demand_parallel,stall_fraction,stddev" {
 		t.Fatalf("row keys %s", got)
 	}
+	var sp map[string]json.RawMessage
+	json.Unmarshal(rows[len(rows)-1]["speculative"], &sp)
+	if got := keys(sp); got != "acceptance_rate,drafter,experts_per_verify,mean_accepted,off_share,tokens_per_target_pass,verify_us" {
+		t.Fatalf("speculative keys %s", got)
+	}
 	for _, r := range rep.Rows {
 		if want := r.BytesReadPerToken / rep.Oracle.BytesReadPerToken; r.BytesVsOracle != want || want <= 0 {
 			t.Fatalf("%s: bytes_vs_oracle %v, want %v", r.Mode, r.BytesVsOracle, want)
@@ -97,8 +114,8 @@ func TestLadderReport(t *testing.T) {
 		if err := rep.Write(&buf, f); err != nil {
 			t.Fatal(err)
 		}
-		if n := strings.Count(buf.String(), "\n"); n < 5 {
-			t.Fatalf("%s output has %d lines", f, n)
+		if n := strings.Count(buf.String(), "\n"); n < 6 || !strings.Contains(buf.String(), SpeculativeRow) {
+			t.Fatalf("%s output has %d lines, or no %s row", f, n, SpeculativeRow)
 		}
 	}
 }
