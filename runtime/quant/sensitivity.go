@@ -204,9 +204,11 @@ func logProbs(ctx context.Context, st *model.State, toks []int, windows, c, V in
 func groupParts(f *gguf.File, types []tensor.Type) ([]PartSensitivity, int64, error) {
 	byKey := map[string]*PartSensitivity{}
 	var order []string
-	fixed := f.DataOffset + 8192 // header, plus room for the plan's metadata
+	// The input's header, room for the plan's metadata (about 100 bytes
+	// per part), and worst-case alignment padding per tensor.
+	fixed := f.DataOffset + 2048
 	for _, t := range f.Tensors() {
-		fixed += f.Alignment // worst-case padding
+		fixed += f.Alignment - 1
 		if !Quantizable(t.Name, len(t.Dims)) {
 			fixed += t.Size
 			continue
