@@ -56,6 +56,13 @@ type LadderConfig struct {
 	// ComputeSlowdown (test hook, >= 1) adds busy work to every compute
 	// segment; device-time results must not move with it.
 	ComputeSlowdown float64
+	// Mixed, if set, adds the +mixed-precision row (ladder_mixed.go): the
+	// planner's model (lesfarm quantize --budget) run in the scheduled mode
+	// with the same budget and storage; MixedExperts streams its experts
+	// from another file (its packed form). PerplexityIDs, if set, is the
+	// text whose perplexity the row reports for it and for Model.
+	Mixed, MixedExperts string
+	PerplexityIDs       []int
 	// Progress, if set, receives one line per finished measurement.
 	Progress func(line string)
 	// NoSpeculative skips the speculative rung; Draft chooses its
@@ -88,6 +95,8 @@ type LadderRow struct {
 	IdenticalOutput bool    `json:"identical_output"`
 	// Speculative is the +speculative row's telemetry.
 	Speculative *LadderSpec `json:"speculative,omitempty"`
+	// +mixed-precision row only (see MixedRow).
+	*MixedRow
 
 	samples []float64
 }
@@ -216,6 +225,8 @@ type ladderRun struct {
 	decode    time.Duration
 	tokens    int // decoded tokens over repetitions
 	peakRSS   int64
+	// expertBytes is the loaded model's expert bytes.
+	expertBytes int64
 }
 
 // RunLadder measures the LES ladder: an all-resident reference run for the
@@ -264,6 +275,8 @@ func RunLadder(ctx context.Context, cfg LadderConfig) (*LadderReport, error) {
 	base := currentRSS()
 	type loaded struct {
 		mode  expert.Mode
+		mixed bool   // the +mixed-precision row: cfg.Mixed in the scheduled mode
+		name  string // the row's mode name
 		m     *model.Model
 		store *expert.Store
 		r     *ladderRun
@@ -276,32 +289,45 @@ func RunLadder(ctx context.Context, cfg LadderConfig) (*LadderReport, error) {
 	}()
 	var recorded *expert.RoutingTrace
 	var recordedFrom expert.TraceModel
-	load := func(mode expert.Mode) error {
+	load := func(mode expert.Mode, mixed bool) error {
 		before := currentRSS()
 		resetPeakRSS()
-		m, s, err := loadMode(cfg, mode, budget, recorded == nil && mode != expert.OracleMode, recorded)
+		lc := cfg
+		if mixed {
+			lc.Model, lc.ExpertsPath = cfg.Mixed, cfg.MixedExperts
+		}
+		m, s, err := loadMode(lc, mode, budget, !mixed && recorded == nil && mode != expert.OracleMode, recorded)
 		if err != nil {
 			return err
 		}
-		l := &loaded{mode: mode, m: m, store: s, r: &ladderRun{identical: true}}
+		l := &loaded{mode: mode, mixed: mixed, name: mode.String(), m: m, store: s, r: &ladderRun{identical: true}}
+		if mixed {
+			l.name = MixedMode
+		}
+		l.r.expertBytes = m.ExpertBytes
 		all = append(all, l)
 		for i := range cfg.Warmup {
 			toks, _, err := greedyRun(ctx, m, prompt, cfg.GenTokens, nil)
 			if err != nil {
 				return err
 			}
-			if i == 0 && recorded == nil {
+			if i == 0 && recorded == nil && !mixed {
 				recorded, recordedFrom = s.RecordedTrace(), s.TraceModel()
 			}
 			l.r.identical = l.r.identical && slices.Equal(toks, ref)
 		}
 		l.r.peakRSS = base + max(0, peakRSS()-before)
-		progress("%-18s loaded and warmed up (%d runs)", mode, cfg.Warmup)
+		progress("%-18s loaded and warmed up (%d runs)", l.name, cfg.Warmup)
 		return nil
 	}
 	for _, mode := range cfg.Modes {
-		if err := load(mode); err != nil {
+		if err := load(mode, false); err != nil {
 			return nil, fmt.Errorf("bench: %s: %w", mode, err)
+		}
+	}
+	if cfg.Mixed != "" {
+		if err := load(expert.Scheduled, true); err != nil {
+			return nil, fmt.Errorf("bench: %s (%s): %w", MixedMode, cfg.Mixed, err)
 		}
 	}
 	var sp *specLadder
@@ -350,7 +376,7 @@ func RunLadder(ctx context.Context, cfg LadderConfig) (*LadderReport, error) {
 		progress("recorded routing (%d calls, %d demands) written to %s", len(recorded.Calls), recorded.Len(), cfg.RecordTrace)
 	}
 	if !cfg.NoOracle {
-		if err := load(expert.OracleMode); err != nil {
+		if err := load(expert.OracleMode, false); err != nil {
 			return nil, fmt.Errorf("bench: oracle: %w", err)
 		}
 	}
@@ -359,7 +385,7 @@ func RunLadder(ctx context.Context, cfg LadderConfig) (*LadderReport, error) {
 			var before expert.Stats
 			toks, d, err := greedyRun(ctx, l.m, prompt, cfg.GenTokens, func() { before = l.store.Stats() })
 			if err != nil {
-				return nil, fmt.Errorf("bench: %s: %w", l.mode, err)
+				return nil, fmt.Errorf("bench: %s: %w", l.name, err)
 			}
 			after := l.store.Stats()
 			r := l.r
@@ -392,18 +418,29 @@ func RunLadder(ctx context.Context, cfg LadderConfig) (*LadderReport, error) {
 		progress("repetition %d/%d done", rep+1, cfg.Repetitions)
 	}
 	runs := map[expert.Mode]*ladderRun{}
+	var mixedRun *ladderRun
 	for _, l := range all {
-		runs[l.mode] = l.r
+		if l.mixed {
+			mixedRun = l.r
+		} else {
+			runs[l.mode] = l.r
+		}
 		mean, sd := meanStd(l.r.samples)
-		progress("%-18s %7.2f ± %.2f tok/s, hit %.3f, stall %.2f, %.1f MB read/token, identical %v", l.mode, mean, sd, l.r.stats.HitRate(), l.r.stallFraction(), l.r.bytesPerToken()/1e6, l.r.identical)
+		progress("%-18s %7.2f ± %.2f tok/s, hit %.3f, stall %.2f, %.1f MB read/token, identical %v", l.name, mean, sd, l.r.stats.HitRate(), l.r.stallFraction(), l.r.bytesPerToken()/1e6, l.r.identical)
 	}
 	if o := runs[expert.OracleMode]; o != nil {
 		mean, sd := meanStd(o.samples)
 		rep.Oracle = &LadderOracle{DecodeTokensPerSecond: mean, Stddev: sd, HitRate: o.stats.HitRate(), BytesReadPerToken: o.bytesPerToken(), PeakRSSBytes: o.peakRSS, IdenticalOutput: o.identical}
 	}
 	fillRows(rep, cfg.Modes, runs)
+	last := len(rep.Rows) - 1 // the last expert mode's row: the speculative rung builds on it
+	if mixedRun != nil {
+		if err := addMixedRow(ctx, cfg, rep, runs, mixedRun); err != nil {
+			return nil, err
+		}
+	}
 	if sp != nil {
-		rep.Rows = append(rep.Rows, sp.row(rep, &rep.Rows[len(rep.Rows)-1]))
+		rep.Rows = append(rep.Rows, sp.row(rep, &rep.Rows[last]))
 		mean, sd := meanStd(sp.r.samples)
 		progress("%-18s %7.2f ± %.2f tok/s, %.2f tokens per target pass, identical %v", SpeculativeRow, mean, sd, sp.stats.TokensPerTargetPass(), sp.r.identical)
 	}

@@ -43,23 +43,35 @@ func (r *LadderReport) Write(w io.Writer, format string) error {
 		return nil
 	case "csv":
 		cw := csv.NewWriter(w)
-		cw.Write([]string{"model", "profile", "budget_bytes", "mode", "decode_tokens_per_second", "stddev", "speedup_vs_on_demand", "speedup_vs_on_demand_parallel", "hit_rate", "predictor_precision", "predictor_recall", "stall_fraction", "bytes_read_per_token", "bytes_vs_oracle", "oracle_fraction", "peak_rss_bytes", "identical_output", "speedup_vs_naive", "speedup_vs_previous", "time_base", "dilation", "host_compute_ms_per_token", "device_compute_ms_per_token",
-			"spec_drafter", "spec_acceptance_rate", "spec_mean_accepted", "spec_tokens_per_target_pass", "spec_verify_us", "spec_experts_per_verify", "spec_off_share"})
+		head := []string{"model", "profile", "budget_bytes", "mode", "decode_tokens_per_second", "stddev", "speedup_vs_on_demand", "speedup_vs_on_demand_parallel", "hit_rate", "predictor_precision", "predictor_recall", "stall_fraction", "bytes_read_per_token", "bytes_vs_oracle", "oracle_fraction", "peak_rss_bytes", "identical_output", "speedup_vs_naive", "speedup_vs_previous", "time_base", "dilation", "host_compute_ms_per_token", "device_compute_ms_per_token",
+			"spec_drafter", "spec_acceptance_rate", "spec_mean_accepted", "spec_tokens_per_target_pass", "spec_verify_us", "spec_experts_per_verify", "spec_off_share"}
+		mixed := r.mixedRow() != nil
+		if mixed {
+			head = append(head, mixedCSVHead...)
+		}
+		cw.Write(head)
 		f := func(x float64) string { return strconv.FormatFloat(x, 'g', 6, 64) }
 		b := strconv.FormatInt(r.BudgetBytes, 10)
 		for _, row := range r.Rows {
-			rec := []string{r.Model, r.Profile, b, row.Mode, f(row.DecodeTokensPerSecond), f(row.Stddev), f(row.SpeedupVsOnDemand), f(row.SpeedupVsOnDemandParallel), f(row.HitRate), f(row.PredictorPrecision), f(row.PredictorRecall), f(row.StallFraction), f(row.BytesReadPerToken), f(row.BytesVsOracle), f(row.OracleFraction), strconv.FormatInt(row.PeakRSSBytes, 10), strconv.FormatBool(row.IdenticalOutput),
+			rec := []string{r.Model, r.Profile, b, row.Mode, f(row.DecodeTokensPerSecond), f(row.Stddev), f(row.SpeedupVsOnDemand), f(row.SpeedupVsOnDemandParallel), f(row.HitRate), f(row.PredictorPrecision), f(row.PredictorRecall), f(row.StallFraction), f(row.BytesReadPerToken), f(row.BytesVsOracle), f(row.OracleFraction), strconv.FormatInt(row.PeakRSSBytes, 10), identical(row),
 				f(row.SpeedupVsNaive), f(row.SpeedupVsPrevious), r.timeBase(), f(row.Dilation), f(row.HostComputeMSPerToken), f(row.DeviceComputeMSPerToken)}
 			if sp := row.Speculative; sp != nil {
 				rec = append(rec, sp.Drafter, f(sp.AcceptanceRate), f(sp.MeanAccepted), f(sp.TokensPerTargetPass), f(sp.VerifyUS), f(sp.ExpertsPerVerify), f(sp.OffShare))
 			} else {
 				rec = append(rec, "", "", "", "", "", "", "")
 			}
+			if mixed {
+				rec = append(rec, mixedCSV(row)...)
+			}
 			cw.Write(rec)
 		}
 		if o := r.Oracle; o != nil {
-			cw.Write([]string{r.Model, r.Profile, b, "oracle", f(o.DecodeTokensPerSecond), f(o.Stddev), "", "", f(o.HitRate), "", "", "", f(o.BytesReadPerToken), "1", "1", strconv.FormatInt(o.PeakRSSBytes, 10), strconv.FormatBool(o.IdenticalOutput),
-				f(o.SpeedupVsNaive), "", r.timeBase(), f(o.Dilation), f(o.HostComputeMSPerToken), f(o.DeviceComputeMSPerToken), "", "", "", "", "", "", ""})
+			rec := []string{r.Model, r.Profile, b, "oracle", f(o.DecodeTokensPerSecond), f(o.Stddev), "", "", f(o.HitRate), "", "", "", f(o.BytesReadPerToken), "1", "1", strconv.FormatInt(o.PeakRSSBytes, 10), strconv.FormatBool(o.IdenticalOutput),
+				f(o.SpeedupVsNaive), "", r.timeBase(), f(o.Dilation), f(o.HostComputeMSPerToken), f(o.DeviceComputeMSPerToken), "", "", "", "", "", "", ""}
+			if mixed {
+				rec = append(rec, make([]string, len(mixedCSVHead))...)
+			}
+			cw.Write(rec)
 		}
 		cw.Flush()
 		return cw.Error()
@@ -68,9 +80,13 @@ func (r *LadderReport) Write(w io.Writer, format string) error {
 		fmt.Fprintln(w, "| mode | decode t/s | × naive | × prev. row | × on-demand | × parallel | hit rate | pred. precision | pred. recall | stall | MB read/token | × oracle bytes | of oracle | peak RSS | identical |")
 		fmt.Fprintln(w, "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | :---: |")
 		for _, row := range r.Rows {
-			fmt.Fprintf(w, "| %s | %.2f ± %.2f | %s | %s | %s | %s | %.3f | %s | %s | %.2f | %.1f | %s | %s | %s | %v |\n",
-				row.Mode, row.DecodeTokensPerSecond, row.Stddev, times(row.SpeedupVsNaive), times(row.SpeedupVsPrevious), times(row.SpeedupVsOnDemand), times(row.SpeedupVsOnDemandParallel), row.HitRate,
-				dash(row.PredictorPrecision), dash(row.PredictorRecall), row.StallFraction, row.BytesReadPerToken/1e6, times(row.BytesVsOracle), pct(row.OracleFraction), rss(row.PeakRSSBytes), row.IdenticalOutput)
+			mode := row.Mode
+			if row.MixedRow != nil {
+				mode = "+" + mode
+			}
+			fmt.Fprintf(w, "| %s | %.2f ± %.2f | %s | %s | %s | %s | %.3f | %s | %s | %.2f | %.1f | %s | %s | %s | %s |\n",
+				mode, row.DecodeTokensPerSecond, row.Stddev, times(row.SpeedupVsNaive), times(row.SpeedupVsPrevious), times(row.SpeedupVsOnDemand), times(row.SpeedupVsOnDemandParallel), row.HitRate,
+				dash(row.PredictorPrecision), dash(row.PredictorRecall), row.StallFraction, row.BytesReadPerToken/1e6, times(row.BytesVsOracle), pct(row.OracleFraction), rss(row.PeakRSSBytes), identical(row))
 		}
 		if o := r.Oracle; o != nil {
 			prev := ""
@@ -84,6 +100,9 @@ func (r *LadderReport) Write(w io.Writer, format string) error {
 			for _, row := range r.Rows {
 				fmt.Fprintf(w, "- %s: dilation %.2f, compute %.2f ms/token on the host, %.2f ms/token on the device\n", row.Mode, row.Dilation, row.HostComputeMSPerToken, row.DeviceComputeMSPerToken)
 			}
+		}
+		if x := r.mixedRow(); x != nil {
+			writeMixedNote(w, x)
 		}
 		for _, row := range r.Rows {
 			if sp := row.Speculative; sp != nil {
@@ -104,6 +123,43 @@ func (r *LadderReport) timeBase() string {
 		return "host"
 	}
 	return r.TimeBase
+}
+
+// identical is the identical_output cell: "n/a" for the mixed row.
+func identical(row LadderRow) string {
+	if row.MixedRow != nil {
+		return "n/a"
+	}
+	return strconv.FormatBool(row.IdenticalOutput)
+}
+
+var mixedCSVHead = []string{"speedup_vs_scheduled", "mixed_model_bytes", "reference_model_bytes", "plan_budget_bytes", "perplexity", "reference_perplexity", "identical_output_applies"}
+
+func mixedCSV(row LadderRow) []string {
+	x := row.MixedRow
+	if x == nil {
+		return make([]string, len(mixedCSVHead))
+	}
+	f := func(v float64) string { return strconv.FormatFloat(v, 'g', 6, 64) }
+	return []string{f(x.SpeedupVsScheduled), strconv.FormatInt(x.MixedModelBytes, 10), strconv.FormatInt(x.ReferenceModelBytes, 10), strconv.FormatInt(x.PlanBudgetBytes, 10), f(x.Perplexity), f(x.ReferencePerplexity), "false"}
+}
+
+func (r *LadderReport) mixedRow() *MixedRow {
+	for _, row := range r.Rows {
+		if row.MixedRow != nil {
+			return row.MixedRow
+		}
+	}
+	return nil
+}
+
+func writeMixedNote(w io.Writer, x *MixedRow) {
+	fmt.Fprintf(w, "\n+mixed-precision: %s (%s, %.1f%% of the reference's %s; planner budget %s; experts %s), scheduled mode, same expert budget and storage: %.2f× scheduled.",
+		x.MixedModel, humanBytes(x.MixedModelBytes), 100*float64(x.MixedModelBytes)/float64(max(x.ReferenceModelBytes, 1)), humanBytes(x.ReferenceModelBytes), humanBytes(x.PlanBudgetBytes), humanBytes(x.ExpertBytes), x.SpeedupVsScheduled)
+	if x.ReferencePerplexity > 0 {
+		fmt.Fprintf(w, " Perplexity %.4f vs reference %.4f (%+.2f%%; %s).", x.Perplexity, x.ReferencePerplexity, 100*(x.Perplexity/x.ReferencePerplexity-1), x.PerplexityMethod)
+	}
+	fmt.Fprintf(w, " %s.\n", MixedNote)
 }
 
 func rss(n int64) string {
