@@ -826,7 +826,7 @@ func (a *Agent) check(asg *protocol.Assignment) (code, reason string) {
 			return protocol.RefuseUnsupported, fmt.Sprintf("config %s: mode %q is not supported", c.Key, c.Mode)
 		}
 		if c.Mode != jobs.ModeResident {
-			if _, err := expert.ParseMode(string(c.Mode)); err != nil {
+			if _, err := runtimeMode(c.Mode); err != nil {
 				return protocol.RefuseUnsupported, fmt.Sprintf("config %s: %v", c.Key, err)
 			}
 		}
@@ -857,7 +857,7 @@ func (a *Agent) check(asg *protocol.Assignment) (code, reason string) {
 // model for the resident weights otherwise.
 func RequiredRAM(spec *jobs.Spec, c jobs.Config) int64 {
 	size := int64(spec.Model.Size)
-	if c.Mode == jobs.ModeResident {
+	if c.Mode == jobs.ModeResident || c.Mode == jobs.ModeMixedPrecision { // the planner holds all weights
 		return size
 	}
 	return min(c.Budget.Resolve(size), size) + size/10

@@ -51,7 +51,8 @@ func RequiredModelRAM(f *protocol.ModelFacts, c jobs.Config) (int64, string) {
 	state := RecurrentStateBytes(f)
 	var n int64
 	var why string
-	if c.Mode == jobs.ModeResident || f.ExpertBytes == 0 {
+	// The mixed-precision planner holds every weight while it measures.
+	if c.Mode == jobs.ModeResident || c.Mode == jobs.ModeMixedPrecision || f.ExpertBytes == 0 {
 		n, why = f.TotalBytes, "weights "+fmtBytes(f.TotalBytes)
 	} else {
 		budget := min(max(c.Budget.Resolve(f.ExpertBytes), 0), f.ExpertBytes)

@@ -173,17 +173,23 @@ func (r *Runner) load(ctx context.Context, job *Job, c jobs.Config) (*loaded, er
 	l := &loaded{}
 	opts := model.Options{Threads: threads}
 	modelPath := job.ModelPath
-	if c.Mode != jobs.ModeResident {
-		em := string(c.Mode)
-		if c.Mode == jobs.ModeSpeculative {
-			em = string(jobs.ModeScheduled)
+	var refExperts int64 // mixed-precision: the budget is the original model's
+	if c.Mode == jobs.ModeMixedPrecision {
+		if modelPath, refExperts, err = r.mixed(ctx, job); err != nil {
+			return nil, err
 		}
-		mode, err := expert.ParseMode(em)
+	}
+	if c.Mode != jobs.ModeResident {
+		mode, err := runtimeMode(c.Mode)
 		if err != nil {
 			return nil, err
 		}
 		expertsPath := ""
-		switch job.Spec.Model.Layout {
+		layout := job.Spec.Model.Layout
+		if c.Mode == jobs.ModeMixedPrecision {
+			layout = jobs.LayoutAsIs // the planned file is packed already when asked
+		}
+		switch layout {
 		case jobs.LayoutPacked:
 			if expertsPath, err = r.packed(ctx, job.ModelPath, job.Spec.Model.SHA256, pack.LayoutBlob); err != nil {
 				return nil, err
@@ -205,7 +211,7 @@ func (r *Runner) load(ctx context.Context, job *Job, c jobs.Config) (*loaded, er
 			if l.expertBytes == 0 {
 				return nil, fmt.Errorf("mode %s needs a mixture-of-experts model; this model has no experts", c.Mode)
 			}
-			l.budget = c.Budget.Resolve(l.expertBytes)
+			l.budget = c.Budget.Resolve(cmp.Or(refExperts, l.expertBytes))
 			s, err := expert.Open(modelPath, f, shapes, expertsPath, expert.Options{
 				Mode: mode, Budget: l.budget, Profile: prof, Direct: r.Direct, Logger: r.Logger,
 			})

@@ -14,7 +14,7 @@
 // reported as a list of Issues, each with a dotted path such as
 // "matrix.modes[2]" and, for YAML and JSON text, the line and column:
 //
-//	smoke.yaml:12:7: matrix.modes[2]: unknown mode "lookahed" (want one of resident, on-demand, on-demand-parallel, lookahead, scheduled, speculative)
+//	smoke.yaml:12:7: matrix.modes[2]: unknown mode "lookahed" (want one of resident, on-demand, on-demand-parallel, lookahead, scheduled, mixed-precision, speculative)
 //
 // Expansion is deterministic: the same spec always yields the same configs in
 // the same order with the same keys (modes outermost, then budgets, then

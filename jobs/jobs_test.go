@@ -100,7 +100,7 @@ func TestJSONRoundTrip(t *testing.T) {
 }
 
 func TestParseErrors(t *testing.T) {
-	modes := "resident, on-demand, on-demand-parallel, lookahead, scheduled, speculative"
+	modes := "resident, on-demand, on-demand-parallel, lookahead, scheduled, mixed-precision, speculative"
 	tests := []struct {
 		name   string
 		edit   func(string) string
@@ -237,8 +237,8 @@ func TestBuiltins(t *testing.T) {
 		}
 	}
 	ladder, _ := Builtin("les-ladder")
-	if n := len(ladder.Expand()); n != 1+5*3 {
-		t.Fatalf("les-ladder expands to %d configs, want 16", n)
+	if n := len(ladder.Expand()); n != 1+6*3 {
+		t.Fatalf("les-ladder expands to %d configs, want 19", n)
 	}
 	if _, err := Builtin("nope"); err == nil || !strings.Contains(err.Error(), "have les-ladder, les-ladder-qwen35moe, smoke") {
 		t.Fatalf("got %v", err)
@@ -269,7 +269,7 @@ func TestApplyOverride(t *testing.T) {
 	if len(c.Expand()) != 1 || c.Repetitions != 1 {
 		t.Fatalf("override not applied: %+v", c.Expand())
 	}
-	if len(s.Expand()) != 16 {
+	if len(s.Expand()) != 19 {
 		t.Fatal("Apply modified the original")
 	}
 	_, err = s.Apply(&Override{Modes: []Mode{"warp"}})

@@ -52,3 +52,12 @@ func (s *Spec) ResolvePrompts() []string {
 	p, _ := PromptSet(s.Prompts.Set)
 	return p
 }
+
+//go:embed calib/kjv.txt
+var calibKJV string
+
+// CalibrationText is the text the agent's mixed-precision planner measures
+// sensitivity on: KJV Ruth 1-4 and Jonah 1-4 (public domain, one chapter
+// per line), training-distribution text for the trained fixture that its
+// validation text does not contain.
+func CalibrationText() string { return calibKJV }

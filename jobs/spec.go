@@ -25,10 +25,15 @@ const (
 	// ModeSpeculative is scheduled plus speculative decoding: the model-free
 	// n-gram drafter with adaptive draft length (greedy output unchanged).
 	ModeSpeculative Mode = "speculative"
+	// ModeMixedPrecision is scheduled on the layer-wise mixed-precision
+	// form of the model, which the agent derives once with the planner
+	// (lesfarm quantize --budget, see MixedPrecision) and caches. Its
+	// tokens may differ from the resident model's.
+	ModeMixedPrecision Mode = "mixed-precision"
 )
 
 // Modes lists every valid mode in ladder order.
-var Modes = []Mode{ModeResident, ModeOnDemand, ModeOnDemandParallel, ModeLookahead, ModeScheduled, ModeSpeculative}
+var Modes = []Mode{ModeResident, ModeOnDemand, ModeOnDemandParallel, ModeLookahead, ModeScheduled, ModeMixedPrecision, ModeSpeculative}
 
 // Valid reports whether m is one of Modes.
 func (m Mode) Valid() bool {
@@ -127,9 +132,45 @@ type Spec struct {
 	// Timeout bounds one run of the whole job on one device.
 	Timeout Duration `json:"timeout,omitempty" yaml:"timeout,omitempty"`
 
+	// MixedPrecision configures the planner for the mixed-precision mode
+	// (nil: the defaults of MixedPrecision).
+	MixedPrecision *MixedPrecision `json:"mixed_precision,omitempty" yaml:"mixed_precision,omitempty"`
+
 	Devices  Selector    `json:"devices,omitempty" yaml:"devices,omitempty"`
 	Retry    RetryPolicy `json:"retry,omitempty" yaml:"retry,omitempty"`
 	Priority int         `json:"priority,omitempty" yaml:"priority,omitempty"`
+}
+
+// MixedPrecision configures how the agent derives the mixed-precision model
+// of the mixed-precision mode: the planner's file-size budget (a fraction of
+// the model file, or bytes; default DefaultMixedBudget) and the number of
+// calibration tokens of CalibrationText it measures on (default
+// DefaultCalibTokens).
+type MixedPrecision struct {
+	Budget      Budget `json:"budget,omitempty" yaml:"budget,omitempty"`
+	CalibTokens int    `json:"calib_tokens,omitempty" yaml:"calib_tokens,omitempty"`
+}
+
+// Defaults of MixedPrecision.
+const (
+	DefaultMixedFraction = 0.3
+	DefaultCalibTokens   = 512
+	MaxCalibTokens       = 1 << 14
+)
+
+// Resolved returns p with defaults filled (p may be nil).
+func (p *MixedPrecision) Resolved() MixedPrecision {
+	var out MixedPrecision
+	if p != nil {
+		out = *p
+	}
+	if out.Budget.IsZero() {
+		out.Budget = Budget{Fraction: DefaultMixedFraction}
+	}
+	if out.CalibTokens == 0 {
+		out.CalibTokens = DefaultCalibTokens
+	}
+	return out
 }
 
 // Model is the model artifact a job runs. SHA256 and Size are required: the
@@ -223,6 +264,10 @@ func (s *Spec) Clone() *Spec {
 	c.Matrix.Modes = append([]Mode(nil), s.Matrix.Modes...)
 	c.Matrix.Budgets = append([]Budget(nil), s.Matrix.Budgets...)
 	c.Matrix.Profiles = append([]string(nil), s.Matrix.Profiles...)
+	if s.MixedPrecision != nil {
+		mp := *s.MixedPrecision
+		c.MixedPrecision = &mp
+	}
 	if s.Devices.Labels != nil {
 		c.Devices.Labels = make(map[string]string, len(s.Devices.Labels))
 		for k, v := range s.Devices.Labels {

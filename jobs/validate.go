@@ -111,6 +111,14 @@ func (s *Spec) Validate() error {
 		is.add("decode_tokens", "%d out of range [1, %d]", s.DecodeTokens, MaxTokens)
 	}
 	s.Matrix.validate(&is)
+	if mp := s.MixedPrecision; mp != nil {
+		if mp.Budget.Bytes < 0 || mp.Budget.Fraction < 0 || mp.Budget.Fraction > 1 {
+			is.add("mixed_precision.budget", "%s out of range (a fraction in (0, 1] of the model file, or bytes)", mp.Budget)
+		}
+		if mp.CalibTokens < 0 || mp.CalibTokens > MaxCalibTokens {
+			is.add("mixed_precision.calib_tokens", "%d out of range [0, %d]", mp.CalibTokens, MaxCalibTokens)
+		}
+	}
 	if s.Warmup < 0 || s.Warmup > MaxWarmup {
 		is.add("warmup", "%d out of range [0, %d]", s.Warmup, MaxWarmup)
 	}

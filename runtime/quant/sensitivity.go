@@ -46,7 +46,8 @@ type Sensitivity struct {
 type MeasureConfig struct {
 	// Tokens is the tokenized calibration text.
 	Tokens []int
-	// Context is the window length (default min(model context, 256)).
+	// Context is the window length (default min(model context, 256,
+	// MaxTokens)).
 	Context int
 	// MaxTokens caps the calibration tokens used (default 1024).
 	MaxTokens int
@@ -83,7 +84,7 @@ func Measure(ctx context.Context, path string, cfg MeasureConfig) (*Sensitivity,
 	}
 	f := m.File
 	if cfg.Context <= 0 {
-		cfg.Context = min(m.Context, 256)
+		cfg.Context = min(m.Context, 256, cfg.MaxTokens)
 	}
 	if cfg.Context > m.Context {
 		return nil, fmt.Errorf("quant: calibration window %d exceeds the model's context %d", cfg.Context, m.Context)
