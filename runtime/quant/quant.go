@@ -89,7 +89,7 @@ func SamePath(a, b string) bool {
 	return err1 == nil && err2 == nil && os.SameFile(sa, sb)
 }
 
-// Plan returns, without writing, the type every tensor of f would get:
+// PlanTypes returns, without writing, the type every tensor of f would get:
 // the same decisions Quantize makes.
 func PlanTypes(f *gguf.File, opts Options) ([]TensorResult, error) {
 	var out []TensorResult
@@ -239,6 +239,9 @@ func write(ctx context.Context, f *gguf.File, in, out string, opts Options, plan
 	}
 	if err := bw.Flush(); err != nil {
 		return fmt.Errorf("quant: write %s: %w", out, err)
+	}
+	if err := tmp.Chmod(0o644); err != nil {
+		return fmt.Errorf("quant: %w", err)
 	}
 	if err := tmp.Close(); err != nil {
 		return fmt.Errorf("quant: write %s: %w", out, err)
