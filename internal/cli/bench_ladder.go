@@ -13,6 +13,9 @@ import (
 
 	"github.com/lesfarm/lesfarm/runtime/bench"
 	"github.com/lesfarm/lesfarm/runtime/expert"
+	"github.com/lesfarm/lesfarm/runtime/gguf"
+	"github.com/lesfarm/lesfarm/runtime/quant"
+	"github.com/lesfarm/lesfarm/runtime/tokenizer"
 )
 
 // ladderFlags are the bench flags of the LES ladder (bench --ladder).
@@ -32,6 +35,8 @@ type ladderFlags struct {
 	all      bool
 	noSpec   bool
 	draft    string // bench --draft: the speculative rung's drafter
+	// +mixed-precision row
+	mixed, mixedExperts, pplFile string
 }
 
 const ladderHelp = `
@@ -74,9 +79,20 @@ JSON: {"model","profile","budget_bytes","rows":[{"mode",
 "speculative":{"drafter","acceptance_rate","mean_accepted",
 "tokens_per_target_pass","verify_us","experts_per_verify","off_share"}.
 --record-trace FILE writes the routing of the first warm-up run for
-lesfarm replay (cache-only replay of any policy against Belady's MIN).`
+lesfarm replay (cache-only replay of any policy against Belady's MIN).
+
+--mixed PATH adds the +mixed-precision row after scheduled: the planner's
+model (lesfarm quantize --budget --calib) in the scheduled mode with the same
+expert budget (bytes) and storage; it gives speedup_vs_on_demand and
+speedup_vs_scheduled, the files' sizes, the planner's budget and, with
+--perplexity-file TEXT, its perplexity and the reference's (ref.json's
+method: non-overlapping windows of min(context, 256) tokens). Its tokens may
+differ from the reference's, so identical_output does not apply: the row has
+"identical_output_applies": false and a "note" saying so ("n/a" in md/csv).`
 
 const ladderExample = `
+  lesfarm bench --model tiny.gguf --experts tiny.packed.gguf --ladder --profile phone-flagship \
+    --expert-budget 0.2 --mixed tiny-mixed.packed.gguf --perplexity-file validation.txt
   lesfarm bench --model /tmp/phone.gguf --experts /tmp/phone.packed.gguf --ladder \
     --profile phone-flagship --expert-budget 0.2 --threads 1 --format json
   lesfarm bench --model /tmp/phone.gguf --ladder --storage direct --expert-budget 600MiB`
@@ -96,6 +112,9 @@ func addLadderFlags(f *pflag.FlagSet) *ladderFlags {
 	f.BoolVar(&lf.noSpec, "no-speculative", false, "ladder: skip the speculative rung")
 	f.StringVar(&lf.record, "record-trace", "", "ladder: write the routing of the first warm-up run (prefill and decode, with the lookahead predictions) to this file, for lesfarm replay")
 	f.StringVar(&lf.timeBase, "time", "", "ladder: device (dilate the emulated flash to the profile's compute speed; default when the profile has a compute section) or host")
+	f.StringVar(&lf.mixed, "mixed", "", "ladder: add the +mixed-precision row: this model (lesfarm quantize --budget output) in the scheduled mode, same budget and storage")
+	f.StringVar(&lf.mixedExperts, "mixed-experts", "", "ladder: stream the --mixed model's experts from this file (e.g. its packed form)")
+	f.StringVar(&lf.pplFile, "perplexity-file", "", "ladder: text whose perplexity the +mixed-precision row reports for --mixed and --model")
 	f.DurationVar(&lf.replay, "replay-compute", 0, "ladder: record the model's routing once, then replay it through each mode with this emulated compute time per token (e.g. 50ms) instead of running the model")
 	return lf
 }
@@ -182,6 +201,9 @@ func runLadder(env *Env, lf *ladderFlags, cfg bench.Config, format string) error
 	if lc.PromptTokens < 1 || lc.GenTokens < 2 {
 		return usagef("--ladder needs --prompt-tokens >= 1 and --gen-tokens >= 2")
 	}
+	if err := mixedFlags(lf, &lc); err != nil {
+		return err
+	}
 	if cfg.Progress != nil {
 		lc.Progress = cfg.Progress
 	}
@@ -189,6 +211,9 @@ func runLadder(env *Env, lf *ladderFlags, cfg bench.Config, format string) error
 	if lf.replay != 0 {
 		if lf.replay < 0 {
 			return usagef("--replay-compute %v must be positive", lf.replay)
+		}
+		if lf.mixed != "" {
+			return usagef("--mixed runs the planner's model and cannot be replayed: drop --replay-compute or --mixed")
 		}
 		if lf.record != "" {
 			return usagef("--record-trace records the model's own run: give it without --replay-compute")
@@ -207,4 +232,48 @@ func runLadder(env *Env, lf *ladderFlags, cfg bench.Config, format string) error
 		return err
 	}
 	return rep.Write(env.Stdout, format)
+}
+
+// mixedFlags checks the +mixed-precision flags and tokenizes the
+// perplexity text with the reference model's tokenizer.
+func mixedFlags(lf *ladderFlags, lc *bench.LadderConfig) error {
+	if lf.mixed == "" {
+		if lf.mixedExperts != "" || lf.pplFile != "" {
+			return usagef("--mixed-experts and --perplexity-file belong to the +mixed-precision row: add --mixed PATH")
+		}
+		return nil
+	}
+	for _, p := range []string{lf.mixed, lf.mixedExperts} {
+		if p == "" {
+			continue
+		}
+		if _, err := os.Stat(p); err != nil {
+			return usagef("--mixed model %s: %v: check the path", p, err)
+		}
+	}
+	if quant.SamePath(lf.mixed, lc.Model) {
+		return usagef("--mixed %s is the reference --model: give the planner's model (lesfarm quantize --budget)", lf.mixed)
+	}
+	lc.Mixed, lc.MixedExperts = lf.mixed, lf.mixedExperts
+	if lf.pplFile == "" {
+		return nil
+	}
+	text, err := os.ReadFile(lf.pplFile)
+	if err != nil {
+		return usagef("--perplexity-file: %v: check the path", err)
+	}
+	if len(strings.TrimSpace(string(text))) == 0 {
+		return usagef("--perplexity-file %s is empty: give a text of at least 257 tokens", lf.pplFile)
+	}
+	f, err := gguf.Open(lc.Model)
+	if err != nil {
+		return usagef("%v", err)
+	}
+	defer f.Close()
+	tok, err := tokenizer.FromGGUF(f)
+	if err != nil {
+		return usagef("model %s has no usable tokenizer (%v) to read --perplexity-file", lc.Model, err)
+	}
+	lc.PerplexityIDs = tok.Tokenize(string(text), true, false)
+	return nil
 }

@@ -145,3 +145,26 @@ func TestQuantizePlannerCLI(t *testing.T) {
 		t.Fatalf("exit %d: %s%s", code, stdout, errOut)
 	}
 }
+
+// TestLadderMixedFlags: the +mixed-precision flags are checked before the
+// ladder runs.
+func TestLadderMixedFlags(t *testing.T) {
+	dir := t.TempDir()
+	in := synthModel(t, dir)
+	base := []string{"bench", "--model", in, "--ladder", "--profile", "phone-flagship", "--expert-budget", "0.25", "--threads", "1", "--quiet"}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--mixed-experts", in}, "add --mixed PATH"},
+		{[]string{"--perplexity-file", in}, "add --mixed PATH"},
+		{[]string{"--mixed", filepath.Join(dir, "nope.gguf")}, "check the path"},
+		{[]string{"--mixed", in}, "is the reference --model"},
+		{[]string{"--mixed", in + ".x", "--replay-compute", "10ms"}, "check the path"},
+	} {
+		code, _, errOut := run(t, append(base, tc.args...)...)
+		if code != 2 || !strings.Contains(errOut, tc.want) {
+			t.Errorf("%v: exit %d, %q; want exit 2 and %q", tc.args, code, errOut, tc.want)
+		}
+	}
+}
