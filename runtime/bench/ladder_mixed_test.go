@@ -42,7 +42,7 @@ func TestLadderMixedRow(t *testing.T) {
 		ids[i] = (i * 37) % 512
 	}
 	rep, err := RunLadder(context.Background(), LadderConfig{Model: ref, Profile: prof, BudgetFraction: 0.25, Repetitions: 1, Warmup: 1, PromptTokens: 4, GenTokens: 6,
-		Modes: []expert.Mode{expert.OnDemand, expert.Scheduled}, NoOracle: true, Mixed: mixed, PerplexityIDs: ids})
+		Modes: []expert.Mode{expert.OnDemand, expert.Scheduled}, NoOracle: true, NoSpeculative: true, Mixed: mixed, PerplexityIDs: ids})
 	if err != nil {
 		t.Fatal(err)
 	}
