@@ -44,6 +44,10 @@ type qwen35Ref struct {
 				RouterProbs      []float32 `json:"router_probs"`
 				SelectionMargin  float64   `json:"selection_margin"`
 				SharedExpertGate float32   `json:"shared_expert_gate"`
+				GDNBeta          []float32 `json:"gdn_beta"`
+				GDNG             []float32 `json:"gdn_g"`
+				AttnResidualRMS  float64   `json:"attn_residual_rms"`
+				LOutRMS          float64   `json:"l_out_rms"`
 			} `json:"layers"`
 		} `json:"positions"`
 		MTP struct {
@@ -74,9 +78,10 @@ type qwen35Ref struct {
 var qwen35Cases = []struct {
 	name, model, ref string
 	tol              tolerances
+	probe            float64 // per-layer intermediates (RMS relative)
 }{
-	{"f32", "qwen35moe/tiny-qwen35moe-f32.gguf", "qwen35moe/tiny-qwen35moe-f32.ref.json", tolerances{1e-4, 2, 0, 0}},
-	{"q4_k_m", "qwen35moe/tiny-qwen35moe-q4_k_m.gguf", "qwen35moe/tiny-qwen35moe-q4_k_m.ref.json", tolerances{0.3, 2, 5e-3, 0.1}},
+	{"f32", "qwen35moe/tiny-qwen35moe-f32.gguf", "qwen35moe/tiny-qwen35moe-f32.ref.json", tolerances{1e-4, 2, 0, 0}, 1e-5},
+	{"q4_k_m", "qwen35moe/tiny-qwen35moe-q4_k_m.gguf", "qwen35moe/tiny-qwen35moe-q4_k_m.ref.json", tolerances{0.3, 2, 5e-3, 0.1}, 0.1},
 }
 
 func TestQwen35Conformance(t *testing.T) {
@@ -114,6 +119,7 @@ func TestQwen35Conformance(t *testing.T) {
 				}
 			}
 			ctx := context.Background()
+			worstProbe := map[string]float64{}
 			worst, worstCos := 0.0, 1.0
 			routed, skipped, diffs := 0, 0, 0
 			for pi, pr := range ref.Prompts {
@@ -125,6 +131,14 @@ func TestQwen35Conformance(t *testing.T) {
 				}
 				st.OnRoute = func(pos, layer int, experts []int, _ []float32) {
 					got[key{pos, layer}] = slices.Clone(experts)
+				}
+				type pkey struct {
+					pos, layer int
+					kind       probeKind
+				}
+				probed := map[pkey][]float32{}
+				st.hy.probe = func(pos, layer int, kind probeKind, vals []float32) {
+					probed[pkey{pos, layer, kind}] = slices.Clone(vals)
 				}
 				logits, err := st.Forward(ctx, pr.TokenIDs, false)
 				if err != nil {
@@ -145,6 +159,36 @@ func TestQwen35Conformance(t *testing.T) {
 						t.Errorf("prompt %d pos %d: max |Δlogit| %.3g (tol %g), cosine %.6f", pi, lg.Position, d, tc.tol.maxAbsLogit, c)
 					}
 				}
+				// Per-layer intermediates: shared-expert gate, DeltaNet β and g,
+				// and the residual stream's RMS after each half of the block.
+				for _, p := range pr.Positions {
+					for l, lr := range p.Layers {
+						diff := func(what string, got, want float64) {
+							d := math.Abs(got - want)
+							if what == "rms" {
+								d /= max(want, 1e-6)
+							}
+							worstProbe[what] = max(worstProbe[what], d)
+							if d > tc.probe {
+								t.Errorf("prompt %d pos %d layer %d: %s %.7g, ref %.7g", pi, p.Pos, l, what, got, want)
+							}
+						}
+						diff("shared_gate", float64(probed[pkey{p.Pos, l, probeSharedGate}][0]), float64(lr.SharedExpertGate))
+						diff("rms", rms(probed[pkey{p.Pos, l, probeAttnResidual}]), lr.AttnResidualRMS)
+						diff("rms", rms(probed[pkey{p.Pos, l, probeLayerOut}]), lr.LOutRMS)
+						if bg := probed[pkey{p.Pos, l, probeBetaG}]; lr.GDNBeta != nil {
+							vh := len(lr.GDNBeta)
+							if len(bg) != 2*vh {
+								t.Fatalf("prompt %d pos %d layer %d: no DeltaNet gates captured", pi, p.Pos, l)
+							}
+							for h := range vh {
+								diff("beta", float64(bg[h]), float64(lr.GDNBeta[h]))
+								diff("g", float64(bg[vh+h]), float64(lr.GDNG[h]))
+							}
+						}
+					}
+				}
+				st.hy.probe = nil
 				for _, p := range pr.Positions {
 					for l, lr := range p.Layers {
 						g, ok := got[key{p.Pos, l}]
@@ -191,6 +235,7 @@ func TestQwen35Conformance(t *testing.T) {
 				}
 				t.Logf("%s prompt %d (%d tokens): greedy %d/%d matched (required %d)", tc.name, pi, len(pr.TokenIDs), matched, len(pr.Greedy.TokenIDs), limit)
 			}
+			t.Logf("%s: per-layer max |Δ| (rms relative): %v", tc.name, worstProbe)
 			t.Logf("%s: max |Δlogit| %.3g, min cosine %.7f; routing %d sets compared, %d differ, %d skipped (margin < %g)", tc.name, worst, worstCos, routed, diffs, skipped, tc.tol.routeMargin)
 
 			// Perplexity as llama.cpp computed it: one batch with logits at
@@ -327,4 +372,12 @@ func nllOf(logits []float32, target int) float64 {
 		sum += math.Exp(float64(v) - mx)
 	}
 	return math.Log(sum) + mx - float64(logits[target])
+}
+
+func rms(x []float32) float64 {
+	var s float64
+	for _, v := range x {
+		s += float64(v) * float64(v)
+	}
+	return math.Sqrt(s / float64(max(len(x), 1)))
 }

@@ -171,12 +171,38 @@ func (s *State) hybridLayer(ctx context.Context, li, n int) error {
 	for i := range x {
 		x[i] += h[i]
 	}
+	s.hy.probeRows(s.pos, li, probeAttnResidual, x, H)
 	if k := m.Experts.PredictK(); k > 0 && li+1 < len(m.Layers) {
 		if err := s.predict(li+1, x, n, k); err != nil {
 			return err
 		}
 	}
-	return s.moeShared(ctx, li, L, hl, n)
+	if err := s.moeShared(ctx, li, L, hl, n); err != nil {
+		return err
+	}
+	s.hy.probeRows(s.pos, li, probeLayerOut, x, H)
+	return nil
+}
+
+// probeKind names a value a test probe observes (see hybridState.probe).
+type probeKind int
+
+const (
+	probeAttnResidual probeKind = iota // x after the attention/DeltaNet residual (Hidden)
+	probeLayerOut                      // x after the FFN (Hidden)
+	probeSharedGate                    // the shared expert's sigmoid gate (1)
+	probeBetaG                         // DeltaNet β then g (2·VHeads)
+)
+
+// probeRows reports n rows of width w of x, at positions pos.., to the
+// test probe, if any.
+func (hs *hybridState) probeRows(pos, layer int, kind probeKind, x []float32, w int) {
+	if hs.probe == nil {
+		return
+	}
+	for i := 0; i*w < len(x); i++ {
+		hs.probe(pos+i, layer, kind, x[i*w:(i+1)*w])
+	}
 }
 
 // moeShared runs the FFN of a qwen35moe block: rms(x, post_attention_norm),
@@ -209,6 +235,9 @@ func (s *State) moeShared(ctx context.Context, li int, L *Layer, hl *hybridLayer
 	}
 	for i := range n {
 		gate := sigmoid(tensor.Dot(hl.ShGateInp, h[i*H:(i+1)*H]))
+		if s.hy.probe != nil {
+			s.hy.probe(s.pos+i, li, probeSharedGate, []float32{gate})
+		}
 		xi, di := x[i*H:(i+1)*H], d[i*H:(i+1)*H]
 		for j := range xi {
 			xi[j] += di[j] * gate
@@ -303,6 +332,9 @@ func (s *State) deltaNet(li, n int) error {
 		for hd := range VH {
 			bg[hd] = sigmoid(b[t*VH+hd])
 			bg[VH+hd] = softplus(a[t*VH+hd]+hl.DtBias[hd]) * hl.A[hd]
+		}
+		if s.hy.probe != nil {
+			s.hy.probe(s.pos+t, li, probeBetaG, bg)
 		}
 		if slot >= 0 {
 			copy(rs.recU[slot*C:(slot+1)*C], u)

@@ -31,6 +31,9 @@ type hybridState struct {
 	tokens  []int // every cached token (recomputation after a deep Truncate)
 	stale   int   // >= 0: recurrent state must be recomputed for tokens[:stale]
 	sc      hybridScratch
+	// probe, if set (tests), observes intermediate values per position
+	// and layer; the slice is only valid during the call.
+	probe func(pos, layer int, kind probeKind, vals []float32)
 }
 
 // recState is one DeltaNet layer's state and rollback history.
