@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strconv"
 	"strings"
 )
 
@@ -155,6 +156,6 @@ func MarshalProfile(p *Profile, header string) []byte {
 }
 
 // exact formats x so that parsing gives x back bit for bit.
-func exact(x float64) string { return fmt.Sprintf("%v", x) }
+func exact(x float64) string { return strconv.FormatFloat(x, 'f', -1, 64) }
 
 func yamlString(s string) string { return fmt.Sprintf("%q", s) }

@@ -107,6 +107,7 @@ func FuzzParseProfile(f *testing.F) {
 	}
 	f.Add([]byte("name: x\nbandwidth: 1e400GB/s\nlatency: 1us\nmax_in_flight: 4\n"))
 	f.Add([]byte("name: x\nbandwidth: NaNGB/s\n"))
+	f.Add([]byte("name: x\nbandwidth: 1GB/s\nlatency: 1us\nmax_in_flight: 4\npage_size: 16KiB\nread_ahead: 100KiB\ncompute:\n  weight_bandwidth: NaNGB/s\n  throughput: -1TFLOP/s\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		p, err := ParseProfile(data)
 		if err != nil {
@@ -114,6 +115,20 @@ func FuzzParseProfile(f *testing.F) {
 		}
 		if p.Bandwidth <= 0 || p.MaxInFlight < 1 || p.Latency < 0 {
 			t.Fatalf("accepted invalid profile %+v", p)
+		}
+		if p.PageSize < 4096 || p.PageSize&(p.PageSize-1) != 0 || p.ReadAhead < 0 || p.ReadAhead%p.PageSize != 0 {
+			t.Fatalf("accepted invalid page size / read-ahead %+v", p)
+		}
+		if c := p.Compute; c != nil && (!(c.WeightBandwidth >= minWeightBandwidth && c.WeightBandwidth <= maxWeightBandwidth) || !(c.Throughput >= minThroughput && c.Throughput <= maxThroughput)) {
+			t.Fatalf("accepted invalid compute %+v", c)
+		}
+		// What parses marshals back to the same profile.
+		q, err := ParseProfile(MarshalProfile(p, "fuzz"))
+		if err != nil {
+			t.Fatalf("marshalled profile does not parse: %v", err)
+		}
+		if q.Name != p.Name || q.Bandwidth != p.Bandwidth || q.Latency != p.Latency || q.PageSize != p.PageSize || q.ReadAhead != p.ReadAhead || (p.Compute == nil) != (q.Compute == nil) || (p.Compute != nil && *p.Compute != *q.Compute) {
+			t.Fatalf("round trip %+v -> %+v", p, q)
 		}
 	})
 }

@@ -1,0 +1,104 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/lesfarm/lesfarm/runtime/calibrate"
+	"github.com/lesfarm/lesfarm/runtime/expert"
+)
+
+func init() { register("profile", newProfileCmd) }
+
+func newProfileCmd(env *Env) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "profile",
+		Short: "Device profiles: measure this device into a profile YAML",
+	}
+	cmd.AddCommand(newProfileMeasureCmd(env))
+	return cmd
+}
+
+func newProfileMeasureCmd(env *Env) *cobra.Command {
+	var (
+		name, out, dir, fileSize, refModel string
+		cellTime                           time.Duration
+		threads                            int
+		quiet                              bool
+	)
+	cmd := &cobra.Command{
+		Use:   "measure --name NAME -o FILE",
+		Short: "Measure this device's flash, memory and compute into a storage profile",
+		Long: `Measure runs on the device to profile (a host, or a phone through the agent's
+host binary) and writes a profile YAML that --profile FILE reads back:
+
+  flash    O_DIRECT random reads of a test file in --dir (it must be on the
+           storage to measure) from 4 KiB to 4 MiB at queue depths 1 to 32:
+           bandwidth is the best throughput, latency the QD 1 4 KiB read
+           less its transfer, max_in_flight the smallest queue depth within
+           90% of the best 4 KiB throughput
+  memory   memory copy bandwidth (recorded in the file's comments)
+  compute  decode of a reference model (--model, or a small synthetic
+           qwen3moe): its weight bytes and FLOPs per second become the
+           compute section that device time uses
+  naive    the OS page size and the block device's read_ahead_kb
+
+Every cell of the read grid is written as a comment. An interrupted
+measurement writes nothing (the file is renamed into place when complete)
+and removes its test files.`,
+		Example: `  lesfarm profile measure --name my-laptop -o my-laptop.yaml
+  lesfarm bench --model m.gguf --experts m.packed.gguf --ladder --profile my-laptop.yaml --expert-budget 20%`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if name == "" || out == "" {
+				return usagef("profile measure needs --name NAME and -o FILE")
+			}
+			size, err := expert.ParseSize(fileSize)
+			if err != nil || size < 16<<20 {
+				return usagef("--file-size %q must be a size of at least 16MiB (e.g. 512MiB)", fileSize)
+			}
+			if cellTime < time.Millisecond || cellTime > time.Minute {
+				return usagef("--cell-time %v must be between 1ms and 1m", cellTime)
+			}
+			if threads < 1 {
+				return usagef("--threads must be at least 1")
+			}
+			if refModel != "" {
+				if _, err := os.Stat(refModel); err != nil {
+					return usagef("--model %s: %v", refModel, err)
+				}
+			}
+			cfg := calibrate.Config{Name: name, Dir: dir, FileBytes: size, CellTime: cellTime, Model: refModel, Threads: threads}
+			if !quiet {
+				cfg.Progress = func(line string) { fmt.Fprintln(env.Stderr, "profile: "+line) }
+			}
+			res, err := calibrate.Measure(env.Ctx, cfg)
+			if err != nil {
+				if env.Ctx.Err() != nil || errors.Is(err, env.Ctx.Err()) {
+					return fmt.Errorf("profile measure: interrupted; no profile written")
+				}
+				return fmt.Errorf("profile measure: %w", err)
+			}
+			if err := calibrate.WriteFile(out, res.YAML()); err != nil {
+				return err
+			}
+			fmt.Fprintf(env.Stdout, "wrote %s: bandwidth %.2f GB/s, latency %v, max_in_flight %d; compute %.2f GB/s of weights, %.2f GFLOP/s\n",
+				out, res.Profile.Bandwidth/1e9, res.Profile.Latency, res.Profile.MaxInFlight, res.Profile.Compute.WeightBandwidth/1e9, res.Profile.Compute.Throughput/1e9)
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&name, "name", "", "profile name (required)")
+	f.StringVarP(&out, "output", "o", "", "profile YAML to write (required)")
+	f.StringVar(&dir, "dir", "", "directory on the storage to measure (default: the temp dir)")
+	f.StringVar(&fileSize, "file-size", "512MiB", "size of the flash test file")
+	f.DurationVar(&cellTime, "cell-time", 150*time.Millisecond, "how long each (block size, queue depth) cell reads")
+	f.StringVar(&refModel, "model", "", "reference model for the compute speed (default: a small synthetic qwen3moe)")
+	f.IntVar(&threads, "threads", 1, "decode threads for the compute measurement")
+	f.BoolVar(&quiet, "quiet", false, "no progress lines")
+	return cmd
+}

@@ -1,0 +1,354 @@
+// Package calibrate measures the device it runs on and writes what it
+// measured as an expert storage profile (lesfarm profile measure), so a
+// farm's emulated twin of a real device runs with that device's flash and
+// compute: O_DIRECT random reads from 4 KiB to 4 MiB at queue depths 1 to
+// 32, memory copy bandwidth, and decode compute speed on a reference
+// model.
+package calibrate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/lesfarm/lesfarm/runtime/bench"
+	"github.com/lesfarm/lesfarm/runtime/expert"
+	"github.com/lesfarm/lesfarm/runtime/model"
+	"github.com/lesfarm/lesfarm/runtime/tensor"
+)
+
+// Config configures Measure. Zero fields get the defaults noted.
+type Config struct {
+	Name string // profile name (required)
+	// Dir is where the flash test file is written (default os.TempDir());
+	// it must be on the storage to measure.
+	Dir string
+	// FileBytes is the size of the flash test file (default 512 MiB). The
+	// reads are random over it; larger than the device's cache is better.
+	FileBytes int64
+	// BlockSizes and QueueDepths are the read grid (default 4 KiB to
+	// 4 MiB by ×4, and 1, 2, 4, 8, 16, 32).
+	BlockSizes  []int64
+	QueueDepths []int
+	// CellTime is how long each (block size, queue depth) cell reads
+	// (default 150 ms; at least 8 reads per reader).
+	CellTime time.Duration
+	// CopyBytes is the memory copy benchmark's buffer (default 256 MiB).
+	CopyBytes int64
+	// Model is the reference model whose decode gives the compute speed;
+	// empty synthesizes a small qwen3moe (4 layers, 16 experts, hidden
+	// 1024, Q4_K) in Dir.
+	Model   string
+	Threads int // decode threads (default 1, as the ladder)
+	// Progress, if set, receives one line per finished step.
+	Progress func(string)
+}
+
+// Cell is one measured point of the read grid.
+type Cell struct {
+	Block       int64
+	QD          int
+	Reads       int64
+	BytesPerS   float64
+	MeanLatency time.Duration
+}
+
+// Result is everything Measure measured; Profile is derived from it.
+type Result struct {
+	Profile     *expert.Profile
+	Direct      bool // the flash reads bypassed the page cache
+	Cells       []Cell
+	CopyGBps    float64
+	DecodeTPS   float64
+	WeightGBTok float64 // weight GB read per decoded token of the reference
+	RefModel    string
+	Measured    time.Time
+}
+
+func (c *Config) defaults() error {
+	if c.Name == "" {
+		return errors.New("calibrate: the profile needs a name")
+	}
+	if c.Dir == "" {
+		c.Dir = os.TempDir()
+	}
+	if c.FileBytes == 0 {
+		c.FileBytes = 512 << 20
+	}
+	if len(c.BlockSizes) == 0 {
+		c.BlockSizes = []int64{4 << 10, 16 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20}
+	}
+	if len(c.QueueDepths) == 0 {
+		c.QueueDepths = []int{1, 2, 4, 8, 16, 32}
+	}
+	if c.CellTime == 0 {
+		c.CellTime = 150 * time.Millisecond
+	}
+	if c.CopyBytes == 0 {
+		c.CopyBytes = 256 << 20
+	}
+	c.Threads = max(c.Threads, 1)
+	maxBlock := int64(0)
+	for _, b := range c.BlockSizes {
+		if b < expert.DirectAlign || b%expert.DirectAlign != 0 {
+			return fmt.Errorf("calibrate: block size %d must be a positive multiple of %d", b, expert.DirectAlign)
+		}
+		maxBlock = max(maxBlock, b)
+	}
+	for _, q := range c.QueueDepths {
+		if q < 1 || q > 1024 {
+			return fmt.Errorf("calibrate: queue depth %d must be between 1 and 1024", q)
+		}
+	}
+	if c.FileBytes < 4*maxBlock {
+		return fmt.Errorf("calibrate: test file of %d bytes is too small for %d-byte reads", c.FileBytes, maxBlock)
+	}
+	return nil
+}
+
+// Measure measures the device and returns the result and the derived
+// profile. It honours ctx: an interrupted measurement returns ctx's error
+// and no result, and removes its temporary files.
+func Measure(ctx context.Context, cfg Config) (*Result, error) {
+	if err := cfg.defaults(); err != nil {
+		return nil, err
+	}
+	progress := func(format string, args ...any) {
+		if cfg.Progress != nil {
+			cfg.Progress(fmt.Sprintf(format, args...))
+		}
+	}
+	tmp, err := os.MkdirTemp(cfg.Dir, "lesfarm-calibrate-")
+	if err != nil {
+		return nil, fmt.Errorf("calibrate: %w", err)
+	}
+	defer os.RemoveAll(tmp)
+	res := &Result{Measured: time.Now().UTC()}
+
+	// Flash.
+	path := filepath.Join(tmp, "flash.bin")
+	if err := writeTestFile(ctx, path, cfg.FileBytes); err != nil {
+		return nil, err
+	}
+	progress("flash: wrote a %d MiB test file in %s", cfg.FileBytes>>20, cfg.Dir)
+	f, direct, err := expert.OpenForReads(path, true)
+	if err != nil {
+		return nil, fmt.Errorf("calibrate: %w", err)
+	}
+	res.Direct = direct
+	if !direct {
+		progress("flash: O_DIRECT is not supported here; reads go through the page cache and measure it, not the flash")
+	}
+	for _, b := range cfg.BlockSizes {
+		for _, qd := range cfg.QueueDepths {
+			cell, err := readCell(ctx, f, cfg.FileBytes, b, qd, cfg.CellTime)
+			if err != nil {
+				f.Close()
+				return nil, err
+			}
+			res.Cells = append(res.Cells, cell)
+			progress("flash: %7d B × QD %2d: %8.1f MB/s, %7.1f µs per read", b, qd, cell.BytesPerS/1e6, float64(cell.MeanLatency.Nanoseconds())/1e3)
+		}
+	}
+	f.Close()
+
+	// Memory.
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	res.CopyGBps = bench.CopyBandwidth(cfg.CopyBytes, 5)
+	progress("memory copy: %.2f GB/s", res.CopyGBps)
+
+	// Compute.
+	ref := cfg.Model
+	if ref == "" {
+		ref = filepath.Join(tmp, "reference.gguf")
+		if err := writeReference(ref); err != nil {
+			return nil, err
+		}
+		res.RefModel = "synthetic qwen3moe: 4 layers, 16 experts top-4, hidden 1024, expert FFN 512, Q4_K"
+	} else {
+		res.RefModel = ref
+	}
+	rep, err := bench.Run(ctx, bench.Config{Model: ref, Threads: []int{cfg.Threads}, Repetitions: 3, Warmup: 1, GenTokens: 16})
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, fmt.Errorf("calibrate: reference model: %w", err)
+	}
+	var tg *bench.Row
+	for i := range rep.Rows {
+		if strings.HasPrefix(rep.Rows[i].Test, "tg") {
+			tg = &rep.Rows[i]
+		}
+	}
+	if tg == nil || tg.GBps <= 0 || tg.GFLOPs <= 0 {
+		return nil, errors.New("calibrate: the reference model's decode measured nothing")
+	}
+	res.DecodeTPS, res.WeightGBTok = tg.TPS, tg.WeightGB
+	progress("compute: %.2f tok/s decode of the reference, %.2f GB/s of weights, %.2f GFLOP/s", tg.TPS, tg.GBps, tg.GFLOPs)
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	res.Profile = derive(cfg, res, tg)
+	return res, nil
+}
+
+// writeTestFile fills path with n random bytes and syncs it, so direct
+// reads find real data on the device.
+func writeTestFile(ctx context.Context, path string, n int64) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("calibrate: %w", err)
+	}
+	defer f.Close()
+	r := rand.NewChaCha8([32]byte{1, 2, 3})
+	buf := make([]byte, 4<<20)
+	for done := int64(0); done < n; {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		r.Read(buf)
+		k := min(int64(len(buf)), n-done)
+		if _, err := f.Write(buf[:k]); err != nil {
+			return fmt.Errorf("calibrate: writing the test file: %w", err)
+		}
+		done += k
+	}
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("calibrate: %w", err)
+	}
+	return f.Close()
+}
+
+// readCell reads block-sized pieces at random aligned offsets with qd
+// readers for d, and returns the throughput and mean latency.
+func readCell(ctx context.Context, f *os.File, size, block int64, qd int, d time.Duration) (Cell, error) {
+	slots := (size - block) / block
+	var mu sync.Mutex
+	var reads int64
+	var lat time.Duration
+	var firstErr error
+	var wg sync.WaitGroup
+	start := time.Now()
+	deadline := start.Add(d)
+	for w := range qd {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			buf := expert.AlignedBuffer(block)
+			rng := rand.New(rand.NewPCG(uint64(block), uint64(w)))
+			var n int64
+			var l time.Duration
+			for n < 8 || time.Now().Before(deadline) {
+				if ctx.Err() != nil {
+					break
+				}
+				off := rng.Int64N(slots) * block
+				t0 := time.Now()
+				if _, err := f.ReadAt(buf, off); err != nil {
+					mu.Lock()
+					firstErr = cmpErr(firstErr, err)
+					mu.Unlock()
+					return
+				}
+				l += time.Since(t0)
+				n++
+			}
+			mu.Lock()
+			reads += n
+			lat += l
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	if err := ctx.Err(); err != nil {
+		return Cell{}, err
+	}
+	if firstErr != nil {
+		return Cell{}, fmt.Errorf("calibrate: reading the test file: %w", firstErr)
+	}
+	el := time.Since(start)
+	return Cell{Block: block, QD: qd, Reads: reads, BytesPerS: float64(reads*block) / el.Seconds(), MeanLatency: lat / time.Duration(max(reads, 1))}, nil
+}
+
+func cmpErr(a, b error) error {
+	if a != nil {
+		return a
+	}
+	return b
+}
+
+func writeReference(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("calibrate: %w", err)
+	}
+	c := model.SynthConfig{Layers: 4, Experts: 16, ExpertsUsed: 4, Hidden: 1024, ExpertFFN: 512, Heads: 8, KVHeads: 2, Vocab: 4096, Context: 256, Type: tensor.Q4_K, Seed: 1}
+	if err := model.WriteSynthetic(f, c); err != nil {
+		f.Close()
+		return fmt.Errorf("calibrate: reference model: %w", err)
+	}
+	return f.Close()
+}
+
+// derive turns the measurements into a profile: bandwidth is the best
+// throughput of the grid, latency the mean QD 1 read of the smallest block
+// less its transfer time, max_in_flight the smallest queue depth whose
+// smallest-block IOPS reach 90% of the best, RAM the machine's memory,
+// page size the OS's, read-ahead the block device's read_ahead_kb, and
+// compute the reference decode's weight bandwidth and arithmetic rate.
+func derive(cfg Config, res *Result, tg *bench.Row) *expert.Profile {
+	p := &expert.Profile{Name: cfg.Name}
+	var best float64
+	small := cfg.BlockSizes[0]
+	for _, b := range cfg.BlockSizes {
+		small = min(small, b)
+	}
+	var bestSmall float64
+	for _, c := range res.Cells {
+		best = max(best, c.BytesPerS)
+		if c.Block == small {
+			bestSmall = max(bestSmall, c.BytesPerS)
+		}
+	}
+	p.Bandwidth = math.Round(max(best, 1<<20))
+	p.MaxInFlight = 1
+	for _, c := range res.Cells {
+		if c.Block == small && c.BytesPerS >= 0.9*bestSmall {
+			if p.MaxInFlight == 1 || c.QD < p.MaxInFlight {
+				p.MaxInFlight = c.QD
+			}
+		}
+	}
+	for _, c := range res.Cells {
+		if c.Block == small && c.QD == 1 {
+			l := c.MeanLatency - time.Duration(float64(small)/p.Bandwidth*float64(time.Second))
+			p.Latency = max(l, 0).Round(time.Microsecond)
+		}
+	}
+	// The smallest queue depth at 90% of the best IOPS can be the largest
+	// measured when the device keeps scaling; never below the QD-1 cell.
+	p.MaxInFlight = max(p.MaxInFlight, 1)
+	p.RAMBudget = memTotal()
+	p.PageSize = int64(os.Getpagesize())
+	if p.PageSize < 4096 || p.PageSize&(p.PageSize-1) != 0 {
+		p.PageSize = expert.DefaultPageSize
+	}
+	p.ReadAhead = readAhead(cfg.Dir, p.PageSize)
+	p.Compute = &expert.Compute{
+		WeightBandwidth: math.Round(tg.GBps * 1e9),
+		Throughput:      math.Round(tg.GFLOPs * 1e9),
+	}
+	p.Description = fmt.Sprintf("measured on %s/%s, %d CPUs, %s", runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), res.Measured.Format("2006-01-02"))
+	return p
+}
