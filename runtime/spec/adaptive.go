@@ -12,7 +12,8 @@ import "time"
 //
 //	rate(k) = (1 + α + … + α^k) / (verify(k+1) + k·draft)
 //
-// where rate(0) is plain decoding. When k = 0 wins, speculation is off; it
+// where rate(0) is plain decoding, and costs are the smallest of the last 8
+// measurements (see estimate). When k = 0 wins, speculation is off; it
 // probes the best k > 0 once after 8 plain rounds, then after 16, 32 and
 // at most 64 while it keeps losing, so a drafter that does not pay costs a
 // bounded share of the rounds.
@@ -25,22 +26,34 @@ type controller struct {
 	draft      estimate   // per proposed token
 	plain      int        // plain rounds since the last probe
 	probeGap   int
+	rounds     int
 }
 
-// estimate is an exponentially weighted mean of measured seconds.
+// calibrate is how often (in rounds) a drafting controller decodes one
+// round plainly to re-measure the plain pass.
+const calibrate = 16
+
+// estimate is a measured cost in seconds: the smallest of the last
+// window samples. Another process taking the CPU, or the garbage
+// collector, only ever lengthens a pass, so a low order statistic of
+// recent passes tracks the pass's own cost on a shared machine far better
+// than a mean; the window still follows real changes (a growing context,
+// a colder cache).
 type estimate struct {
-	v float64
-	n int
+	v    float64
+	n    int
+	last [window]float64
 }
+
+const window = 8
 
 func (e *estimate) add(x float64) {
+	e.last[e.n%window] = x
 	e.n++
-	if e.n == 1 {
-		e.v = x
-		return
+	e.v = x
+	for _, y := range e.last[:min(e.n, window)] {
+		e.v = min(e.v, y)
 	}
-	w := max(0.15, 1/float64(e.n))
-	e.v += w * (x - e.v)
 }
 
 // decay weights old acceptance observations (a window of about 20 rounds).
@@ -91,12 +104,19 @@ func (c *controller) next() int {
 	if !c.adaptive {
 		return c.k
 	}
-	// Measure a plain pass and a speculative one before choosing.
-	if c.verify[1].n == 0 {
+	// Measure plain passes and speculative ones before choosing (two of
+	// each: the first pass after the prompt is cold), and re-measure the
+	// plain pass every calibrate rounds while drafting, so the baseline
+	// that decides stays current.
+	c.rounds++
+	if c.verify[1].n < 2 {
 		return 0
 	}
-	if c.draft.n == 0 {
+	if c.draft.n < 2 {
 		return min(2, c.k)
+	}
+	if c.plain == 0 && c.rounds%calibrate == 0 {
+		return 0
 	}
 	best, bestRate := 0, c.rate(0)
 	bestSpec, bestSpecRate := 1, 0.0
