@@ -46,6 +46,20 @@ type UsageError struct{ Err error }
 func (e *UsageError) Error() string { return e.Err.Error() }
 func (e *UsageError) Unwrap() error { return e.Err }
 
+// ExitError makes Main exit with Code after printing Msg (when not empty)
+// as its one-line error: for outcomes that are not failures of the
+// command itself, such as regressions found (ExitRegression).
+type ExitError struct {
+	Code int
+	Msg  string
+}
+
+func (e *ExitError) Error() string { return e.Msg }
+
+// ExitRegression is the exit code of a command that ran fine and found a
+// regression (regress detect, run --wait), so CI can fail the build.
+const ExitRegression = 3
+
 // usagef returns a UsageError with a formatted message.
 func usagef(format string, args ...any) error {
 	return &UsageError{Err: fmt.Errorf(format, args...)}
@@ -93,7 +107,8 @@ Run 'lesfarm COMMAND --help' for the details of each command.`,
 }
 
 // Main runs the command line with args and returns the process exit code:
-// 0 on success, 2 for usage errors and 1 for any other failure. Errors are
+// 0 on success, 2 for usage errors, ExitRegression (3) when a command
+// found a regression, and 1 for any other failure. Errors are
 // printed as one line, never as a stack trace.
 func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -104,6 +119,13 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	err := root.ExecuteContext(ctx)
 	if err == nil {
 		return 0
+	}
+	var xe *ExitError
+	if errors.As(err, &xe) {
+		if xe.Msg != "" {
+			fmt.Fprintf(stderr, "lesfarm: %s\n", xe.Msg)
+		}
+		return xe.Code
 	}
 	fmt.Fprintf(stderr, "lesfarm: %v\n", err)
 	var ue *UsageError

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/lesfarm/lesfarm/coordinator/regress"
@@ -28,6 +29,21 @@ triage the alert groups in its database. See docs/regressions.md.`,
 	}
 	cmd.AddCommand(newRegressDetectCmd(env), newRegressEvalCmd(env), newRegressPolicyCmd(env), newRegressAlertsCmd(env), newRegressTriageCmd(env))
 	return cmd
+}
+
+// regressionExit returns an ExitError with ExitRegression when rep holds a
+// regression, naming how many and in which series.
+func regressionExit(rep *regress.Report) error {
+	var names []string
+	for _, cp := range rep.ChangePoints {
+		if cp.Direction == regress.Regression && !slices.Contains(names, cp.Series) {
+			names = append(names, cp.Series)
+		}
+	}
+	if len(names) == 0 {
+		return nil
+	}
+	return &ExitError{Code: ExitRegression, Msg: fmt.Sprintf("regression found in %d series: %s", len(names), strings.Join(names, ", "))}
 }
 
 // detectorFlags registers the detector's tuning flags on cmd.
@@ -72,6 +88,10 @@ Direction: by default higher values are better (throughput), so a drop is a
 "regression". Give --metric to use a known metric's direction, or
 --higher-is-better=false for metrics where lower is better. Known metrics:
 ` + regress.KnownMetrics() + `
+Exit status: 0 when no regression is found (improvements only, or no
+change), 3 when at least one change point is a regression, so CI can fail
+the build; 2 for bad flags and 1 for other errors.
+
 Output (json): {"change_points":[{"series":..,"seq":..,"direction":"regression|improvement",
 "relative_change":..,"p_value":..,"before_mean":..,"after_mean":..,...}]}`,
 		Example: `  lesfarm regress detect --input decode.csv
@@ -122,11 +142,16 @@ Output (json): {"change_points":[{"series":..,"seq":..,"direction":"regression|i
 				return err
 			}
 			if format == "md" {
-				return rep.WriteMarkdown(env.Stdout)
+				err = rep.WriteMarkdown(env.Stdout)
+			} else {
+				enc := json.NewEncoder(env.Stdout)
+				enc.SetIndent("", "  ")
+				err = enc.Encode(rep)
 			}
-			enc := json.NewEncoder(env.Stdout)
-			enc.SetIndent("", "  ")
-			return enc.Encode(rep)
+			if err != nil {
+				return err
+			}
+			return regressionExit(rep)
 		},
 	}
 	f := cmd.Flags()
@@ -170,6 +195,14 @@ n5-cv-per-rep (5 repetitions, the grid's CV is one repetition's) and
 n5-cv-per-result (5 repetitions, the CV is that of their mean: the harder
 reading). Every design is evaluated unless --design picks some.
 
+--design series is a different evaluation: each point is one result whose
+own noise is the CV, series of 30–60 points, steps of 3–10% placed
+anywhere (>= 8 points before); Detect runs on the whole series. It reports
+recall for settled steps (>= 4 points after) and fresh ones (exactly 2
+after), and false alerts on null series with plain, outlier, bimodal and
+slow-drift noise (whole series, and online: any prefix). --histories is
+the number of series per cell.
+
 Settings: the built-in ones (` + settingNames() + `)
 and "custom", built from the detector flags.`,
 		Example: `  lesfarm regress eval --format md
@@ -194,6 +227,12 @@ and "custom", built from the detector flags.`,
 					return usagef("regress eval: unknown setting %q (want %s or custom)", name, settingNames())
 				}
 				ec.Settings = append(ec.Settings, s)
+			}
+			if slices.Contains(designs, regress.DesignSeries.Name) {
+				if len(designs) > 1 {
+					return usagef("regress eval: --design series is its own evaluation; give it alone")
+				}
+				return evalPlaced(env, format, histories, seed, ec.Settings)
 			}
 			for _, d := range designs {
 				ok := false
@@ -241,8 +280,36 @@ and "custom", built from the detector flags.`,
 	return cmd
 }
 
+// evalPlaced runs the placed-step evaluation for each setting (default:
+// the default configuration) and prints it.
+func evalPlaced(env *Env, format string, series int, seed uint64, settings []regress.Setting) error {
+	if len(settings) == 0 {
+		settings = []regress.Setting{{Name: "pelt-default"}}
+	}
+	var all []*regress.PlacedResult
+	for _, set := range settings {
+		res, err := regress.EvaluatePlaced(env.Ctx, regress.PlacedConfig{Series: series, Seed: seed, Setting: set})
+		if err != nil {
+			return err
+		}
+		if format == "md" {
+			if err := res.WriteMarkdown(env.Stdout); err != nil {
+				return err
+			}
+			fmt.Fprintln(env.Stdout)
+		}
+		all = append(all, res)
+	}
+	if format == "md" {
+		return nil
+	}
+	enc := json.NewEncoder(env.Stdout)
+	enc.SetIndent("", "  ")
+	return enc.Encode(all)
+}
+
 func designNames() string {
-	var names []string
+	names := []string{regress.DesignSeries.Name}
 	for _, d := range regress.AllDesigns {
 		names = append(names, d.Name)
 	}

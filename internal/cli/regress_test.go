@@ -25,8 +25,9 @@ func TestRegressDetectCLI(t *testing.T) {
 	if err := os.WriteFile(in, []byte(b.String()), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// A regression exits 3 (CI fails the build), naming the series.
 	code, out, errOut := run(t, "regress", "detect", "--input", in)
-	if code != 0 {
+	if code != 3 || !strings.Contains(errOut, "regression found in 1 series: decode") {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
 	var rep struct {
@@ -43,6 +44,7 @@ func TestRegressDetectCLI(t *testing.T) {
 		t.Fatalf("change point %+v", cp)
 	}
 	// Lower-is-better flips the direction; md renders a table.
+	// Lower is better: the same drop is an improvement, exit 0.
 	code, out, _ = run(t, "regress", "detect", "--input", in, "--metric", "ttft_ms", "--format", "md")
 	if code != 0 || !strings.Contains(out, "| decode | 21 | improvement |") {
 		t.Fatalf("md (%d):\n%s", code, out)
@@ -81,5 +83,32 @@ func TestRegressEvalCLI(t *testing.T) {
 	}
 	if err := json.Unmarshal([]byte(out), &res); err != nil || len(res.Cells) != 25 || len(res.Summaries) != 3 {
 		t.Fatalf("eval json: %d cells, %d summaries, %v", len(res.Cells), len(res.Summaries), err)
+	}
+}
+
+func TestRegressEvalSeriesCLI(t *testing.T) {
+	t.Parallel()
+	code, out, errOut := run(t, "regress", "eval", "--design", "series", "--histories", "3", "--format", "json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var res []struct {
+		Setting   string           `json:"setting"`
+		Cells     []map[string]any `json:"cells"`
+		Summaries []struct {
+			Region        string  `json:"region"`
+			SettledRecall float64 `json:"settled_recall"`
+		} `json:"summaries"`
+	}
+	// 4 null kinds × 3 CVs + 4 steps × 3 CVs.
+	if err := json.Unmarshal([]byte(out), &res); err != nil || len(res) != 1 || len(res[0].Cells) != 24 || len(res[0].Summaries) != 2 {
+		t.Fatalf("eval series json %.300s: %v", out, err)
+	}
+	code, out, _ = run(t, "regress", "eval", "--design", "series", "--histories", "3")
+	if code != 0 || !strings.Contains(out, "settled recall") {
+		t.Fatalf("md (%d):\n%s", code, out)
+	}
+	if code, _, errOut := run(t, "regress", "eval", "--design", "series", "--design", "n1"); code != 2 || !strings.Contains(errOut, "alone") {
+		t.Fatalf("series with n1: exit %d, %s", code, errOut)
 	}
 }
