@@ -66,6 +66,7 @@ type PlacedCell struct {
 	CV                float64 `json:"cv"`
 	Series            int     `json:"series"`
 	Settled           int     `json:"settled_hits"`
+	OnlineSettled     int     `json:"online_settled_hits"` // raised on some night of the replay
 	Fresh             int     `json:"fresh_hits"`
 	ExtraChanges      int     `json:"extra_changes"` // change points away from the step
 	FalseSeries       int     `json:"false_series"`
@@ -77,6 +78,7 @@ type PlacedSummary struct {
 	Region         string  `json:"region"`
 	Series         int     `json:"series"`
 	SettledRecall  float64 `json:"settled_recall"`
+	OnlineSettled  float64 `json:"online_settled_recall"` // the monitor's replay
 	FreshRecall    float64 `json:"fresh_recall"`
 	NullSeries     int     `json:"null_series"`
 	FalseRate      float64 `json:"false_rate"`        // null series with a change, whole series
@@ -119,11 +121,13 @@ func placedSeries(rng *rand.Rand, noise Noise, n, after int, step, cv float64) (
 // EvaluatePlaced runs the placed-step evaluation: series of MinLen–MaxLen
 // single results, each with its own noise as the CV. A settled step sits
 // anywhere with at least MinBefore points before and 4 or more after; a
-// fresh step has exactly 2 points after. Detect runs once on the whole
-// series (what a user sees on the dashboard the morning after); a hit is a
-// change point of the step's direction within Tolerance points of it.
-// Null series (no step) of every Nulls kind measure false alerts, whole
-// series and, as the coordinator replays them, every prefix. It is
+// fresh step has exactly 2 points after. Detect judges the whole series
+// once (Config.Once, as regress detect does); a hit is a change point of
+// the step's direction within Tolerance points of it. Null series (no
+// step) of every Nulls kind measure false alerts. Each settled and null
+// series is also replayed result by result with the monitor's sequential
+// schedule (Once false): was the step raised on some night, did a null
+// series alert on some night. It is
 // deterministic for a given config and stops with ctx's error when ctx is
 // cancelled.
 func EvaluatePlaced(ctx context.Context, cfg PlacedConfig) (*PlacedResult, error) {
@@ -149,8 +153,13 @@ func EvaluatePlaced(ctx context.Context, cfg PlacedConfig) (*PlacedResult, error
 	jobs := make(chan job)
 	var mu sync.Mutex
 	var wg sync.WaitGroup
+	// The whole series is judged once; the online replay uses the
+	// monitor's sequential schedule.
+	whole, seq := cfg.Setting.Config, cfg.Setting.Config
+	whole.Once, seq.Once = true, false
+	minLen := 2 * max(seq.withDefaults().MinSegment, 2)
 	caught := func(pts []Point, after int, want Direction) (hit bool, extra int) {
-		cps, _ := Detect(pts, true, cfg.Setting.Config)
+		cps, _ := Detect(pts, true, whole)
 		at := len(pts) - after
 		for _, cp := range cps {
 			if !hit && cp.Direction == want && abs(cp.Index-at) <= cfg.Tolerance {
@@ -171,11 +180,11 @@ func EvaluatePlaced(ctx context.Context, cfg PlacedConfig) (*PlacedResult, error
 				var d PlacedCell
 				if c.Step == 0 {
 					pts, _ := placedSeries(rng, c.Noise, n, 0, 0, c.CV)
-					if cps, _ := Detect(pts, true, cfg.Setting.Config); len(cps) > 0 {
+					if cps, _ := Detect(pts, true, whole); len(cps) > 0 {
 						d.FalseSeries = 1
 					}
-					for k := 2 * max(cfg.Setting.Config.withDefaults().MinSegment, 2); k <= n; k++ {
-						if cps, _ := Detect(pts[:k], true, cfg.Setting.Config); len(cps) > 0 {
+					for k := minLen; k <= n; k++ {
+						if cps, _ := Detect(pts[:k], true, seq); len(cps) > 0 {
 							d.OnlineFalseSeries = 1
 							break
 						}
@@ -187,6 +196,19 @@ func EvaluatePlaced(ctx context.Context, cfg PlacedConfig) (*PlacedResult, error
 					d.ExtraChanges += extra
 					if hit {
 						d.Settled = 1
+					}
+					// The monitor's view: replayed result by result, was
+					// the step raised on some night?
+					at := n - after
+				replay:
+					for k := max(at+2, minLen); k <= n; k++ {
+						cps, _ := Detect(pts[:k], true, seq)
+						for _, cp := range cps {
+							if cp.Direction == want && abs(cp.Index-at) <= cfg.Tolerance {
+								d.OnlineSettled = 1
+								break replay
+							}
+						}
 					}
 					// Fresh: the same kind of series cut 2 points after a step.
 					pts, want = placedSeries(rng, c.Noise, n, 2, c.Step, c.CV)
@@ -200,6 +222,7 @@ func EvaluatePlaced(ctx context.Context, cfg PlacedConfig) (*PlacedResult, error
 				cc := &cells[j.cell]
 				cc.Series++
 				cc.Settled += d.Settled
+				cc.OnlineSettled += d.OnlineSettled
 				cc.Fresh += d.Fresh
 				cc.ExtraChanges += d.ExtraChanges
 				cc.FalseSeries += d.FalseSeries
@@ -235,7 +258,7 @@ feed:
 
 func (r *PlacedResult) summarize(region string, in func(PlacedCell) bool) PlacedSummary {
 	s := PlacedSummary{Region: region}
-	var settled, fresh, extra, fs, ofs int
+	var settled, osettled, fresh, extra, fs, ofs int
 	for _, c := range r.Cells {
 		if !in(c) {
 			continue
@@ -248,10 +271,12 @@ func (r *PlacedResult) summarize(region string, in func(PlacedCell) bool) Placed
 		}
 		s.Series += c.Series
 		settled += c.Settled
+		osettled += c.OnlineSettled
 		fresh += c.Fresh
 		extra += c.ExtraChanges
 	}
 	s.SettledRecall, s.FreshRecall = ratio(settled, s.Series), ratio(fresh, s.Series)
+	s.OnlineSettled = ratio(osettled, s.Series)
 	s.FalseRate, s.OnlineFalse = ratio(fs, s.NullSeries), ratio(ofs, s.NullSeries)
 	s.ExtraPerSeries = ratio(extra, 2*s.Series)
 	return s
@@ -262,20 +287,20 @@ func (r *PlacedResult) WriteMarkdown(w io.Writer) error {
 	c := r.Config
 	var b strings.Builder
 	fmt.Fprintf(&b, "# Placed-step evaluation (setting %s)\n\n%d series per cell of %d–%d single results, each with its own noise as the CV; "+
-		"settled steps have >= %d points before and >= 4 after, fresh steps exactly 2 after; Detect runs on the whole series and a hit is a change of the right direction within %d points of the step. "+
-		"Null series: false = a change on the whole series, online = a change on any prefix.\n\n",
+		"settled steps have >= %d points before and >= 4 after, fresh steps exactly 2 after. Detect judges the whole series once (Config.Once); a hit is a change of the right direction within %d points of the step. "+
+		"Online columns replay each series result by result with the monitor's sequential schedule: a settled step counts if some night raised it, a null series is false if some night alerted.\n\n",
 		r.Setting, c.Series, c.MinLen, c.MaxLen, c.MinBefore, c.Tolerance)
-	b.WriteString("| region | step series | settled recall (>=4 after) | fresh recall (2 after) | extra changes / series | null series | false alerts | online false alerts |\n|---|---:|---:|---:|---:|---:|---:|---:|\n")
+	b.WriteString("| region | step series | settled recall (>=4 after) | fresh recall (2 after) | extra changes / series | null series | false alerts | online settled recall | online false alerts |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, s := range r.Summaries {
-		fmt.Fprintf(&b, "| %s | %d | %s | %s | %.3f | %d | %s | %s |\n", s.Region, s.Series, pct(s.SettledRecall), pct(s.FreshRecall), s.ExtraPerSeries, s.NullSeries, pct(s.FalseRate), pct(s.OnlineFalse))
+		fmt.Fprintf(&b, "| %s | %d | %s | %s | %.3f | %d | %s | %s | %s |\n", s.Region, s.Series, pct(s.SettledRecall), pct(s.FreshRecall), s.ExtraPerSeries, s.NullSeries, pct(s.FalseRate), pct(s.OnlineSettled), pct(s.OnlineFalse))
 	}
-	b.WriteString("\n| noise | step | CV | series | settled | fresh | false (whole) | false (online) |\n|---|---:|---:|---:|---:|---:|---:|---:|\n")
+	b.WriteString("\n| noise | step | CV | series | settled | fresh | false | online settled | online false |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, x := range r.Cells {
 		if x.Step == 0 {
-			fmt.Fprintf(&b, "| %s | null | %g%% | %d | | | %s | %s |\n", x.Noise, 100*x.CV, x.Series, pct(ratio(x.FalseSeries, x.Series)), pct(ratio(x.OnlineFalseSeries, x.Series)))
+			fmt.Fprintf(&b, "| %s | null | %g%% | %d | | | %s | | %s |\n", x.Noise, 100*x.CV, x.Series, pct(ratio(x.FalseSeries, x.Series)), pct(ratio(x.OnlineFalseSeries, x.Series)))
 			continue
 		}
-		fmt.Fprintf(&b, "| %s | %.3g%% | %g%% | %d | %s | %s | | |\n", x.Noise, 100*x.Step, 100*x.CV, x.Series, pct(ratio(x.Settled, x.Series)), pct(ratio(x.Fresh, x.Series)))
+		fmt.Fprintf(&b, "| %s | %.3g%% | %g%% | %d | %s | %s | | %s | |\n", x.Noise, 100*x.Step, 100*x.CV, x.Series, pct(ratio(x.Settled, x.Series)), pct(ratio(x.Fresh, x.Series)), pct(ratio(x.OnlineSettled, x.Series)))
 	}
 	_, err := io.WriteString(w, b.String())
 	return err

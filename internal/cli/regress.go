@@ -69,6 +69,7 @@ func newRegressDetectCmd(env *Env) *cobra.Command {
 		format       string
 		metric       string
 		higherBetter string
+		sequential   bool
 	)
 	cmd := &cobra.Command{
 		Use:   "detect --input FILE.csv [--format json|md] [--metric NAME | --higher-is-better=false]",
@@ -83,6 +84,9 @@ ordered by seq within each series. Use --input - for standard input.
 A change point is found by PELT (or E-divisive), then confirmed by a t-test
 between the segments that weights each point by its repetitions, a
 Mann-Whitney test, a minimum relative effect and a minimum segment length.
+Each series is judged once as a whole; --sequential uses the monitor's
+schedule instead, which is stricter for old change points because the
+monitor re-tests every position after every new result.
 
 Direction: by default higher values are better (throughput), so a drop is a
 "regression". Give --metric to use a known metric's direction, or
@@ -107,6 +111,7 @@ Output (json): {"change_points":[{"series":..,"seq":..,"direction":"regression|i
 			if err := cfg.Validate(); err != nil {
 				return usagef("regress detect: %v", err)
 			}
+			cfg.Once = !sequential
 			higher := true
 			if metric != "" {
 				h, known := regress.HigherIsBetter(metric)
@@ -160,6 +165,7 @@ Output (json): {"change_points":[{"series":..,"seq":..,"direction":"regression|i
 	f.StringVar(&metric, "metric", "", "metric name, which sets the direction (e.g. decode_tps, ttft_ms)")
 	f.StringVar(&higherBetter, "higher-is-better", "", "true or false: overrides the direction (default true)")
 	f.Lookup("higher-is-better").NoOptDefVal = "true"
+	f.BoolVar(&sequential, "sequential", false, "judge the series as the coordinator's monitor does, re-tested after every result (stricter for old change points); default: the whole series is judged once")
 	detectorFlags(cmd, &cfg)
 	return cmd
 }
