@@ -5,7 +5,6 @@ import (
 	"github.com/lesfarm/lesfarm/internal/fixture"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -20,8 +19,7 @@ import (
 // shared fixtures are not there.
 func trainedModel(t testing.TB) string {
 	t.Helper()
-	_, file, _, _ := runtime.Caller(0)
-	p := filepath.Join(filepath.Dir(file), "..", "..", "shared", "testdata", "trained", "tiny-moe-kjv-f16.gguf")
+	p := filepath.Join(fixture.SharedDir(), "trained", "tiny-moe-kjv-f16.gguf")
 	if _, err := os.Stat(p); err != nil {
 		fixture.Missing(t, p, err, "the agent's runtime tests")
 	}

@@ -3,6 +3,7 @@ package jobs
 import (
 	"encoding/json"
 	"errors"
+	fxdir "github.com/lesfarm/lesfarm/internal/fixture"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -253,7 +254,7 @@ func TestBuiltins(t *testing.T) {
 	// The built-in suites reference the trained fixture model; check the
 	// digest still matches when the fixture is present.
 	smoke, _ := Builtin("smoke")
-	fixture := filepath.Join("..", "..", "shared", "testdata", "trained", smoke.Model.Name)
+	fixture := filepath.Join(fxdir.SharedDir(), "trained", smoke.Model.Name)
 	if st, err := os.Stat(fixture); err == nil && st.Size() != int64(smoke.Model.Size) {
 		t.Fatalf("fixture %s is %d bytes, suite says %d", fixture, st.Size(), smoke.Model.Size)
 	}

@@ -5,7 +5,6 @@ import (
 	"github.com/lesfarm/lesfarm/internal/fixture"
 	"os"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -107,8 +106,7 @@ func TestGenerateDraftUsage(t *testing.T) {
 
 // TestGenerateDraftTrained runs the trained MoE with its trained draft.
 func TestGenerateDraftTrained(t *testing.T) {
-	_, file, _, _ := runtime.Caller(0)
-	dir := filepath.Join(filepath.Dir(file), "..", "..", "..", "shared", "testdata", "trained")
+	dir := filepath.Join(fixture.SharedDir(), "trained")
 	moe, draft := filepath.Join(dir, "tiny-moe-kjv-f16.gguf"), filepath.Join(dir, "tiny-draft-kjv-f32.gguf")
 	if _, err := os.Stat(draft); err != nil {
 		fixture.Missing(t, draft, err, "generate --draft on the trained pair")
@@ -176,8 +174,7 @@ func TestGenerateDraftNGram(t *testing.T) {
 	if got := tokenIDs(t, raw); len(got) != 24 {
 		t.Fatalf("sampled: %d tokens", len(got))
 	}
-	_, file, _, _ := runtime.Caller(0)
-	q35 := filepath.Join(filepath.Dir(file), "..", "..", "..", "shared", "testdata", "qwen35moe", "tiny-qwen35moe-q4_k_m.gguf")
+	q35 := filepath.Join(fixture.SharedDir(), "qwen35moe", "tiny-qwen35moe-q4_k_m.gguf")
 	if _, err := os.Stat(q35); err != nil {
 		fixture.Missing(t, q35, err, "generate --draft with a draft of another architecture")
 	}

@@ -5,15 +5,13 @@ import (
 	"github.com/lesfarm/lesfarm/internal/fixture"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 )
 
 func lesFixture(t *testing.T, rel string) string {
 	t.Helper()
-	_, file, _, _ := runtime.Caller(0)
-	p := filepath.Join(filepath.Dir(file), "..", "..", "..", "shared", "testdata", rel)
+	p := filepath.Join(fixture.SharedDir(), rel)
 	if _, err := os.Stat(p); err != nil {
 		fixture.Missing(t, p, err, "the pack/ladder CLI test")
 	}

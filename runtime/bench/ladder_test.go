@@ -20,8 +20,7 @@ import (
 
 func ladderFixture(t *testing.T, rel string) string {
 	t.Helper()
-	_, file, _, _ := runtime.Caller(0)
-	p := filepath.Join(filepath.Dir(file), "..", "..", "..", "shared", "testdata", rel)
+	p := filepath.Join(fixture.SharedDir(), rel)
 	if _, err := os.Stat(p); err != nil {
 		fixture.Missing(t, p, err, "the LES ladder on this fixture")
 	}

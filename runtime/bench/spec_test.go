@@ -98,7 +98,7 @@ func TestRunSpecTrained(t *testing.T) {
 	if os.Getenv("LESFARM_FULL") == "" {
 		t.Skip("set LESFARM_FULL=1 to measure the trained pair")
 	}
-	dir := filepath.Join("..", "..", "..", "shared", "testdata", "trained")
+	dir := filepath.Join(fixture.SharedDir(), "trained")
 	m, d := filepath.Join(dir, "tiny-moe-kjv-f16.gguf"), filepath.Join(dir, "tiny-draft-kjv-f32.gguf")
 	if _, err := os.Stat(d); err != nil {
 		fixture.Missing(t, d, err, "the trained-pair speculative benchmark")

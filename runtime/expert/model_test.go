@@ -7,8 +7,8 @@ import (
 	fx "github.com/lesfarm/lesfarm/internal/fixture"
 	"os"
 	"path/filepath"
-	"runtime"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/lesfarm/lesfarm/runtime/expert"
@@ -17,15 +17,35 @@ import (
 	"github.com/lesfarm/lesfarm/runtime/model"
 	"github.com/lesfarm/lesfarm/runtime/moe"
 	"github.com/lesfarm/lesfarm/runtime/pack"
+	"github.com/lesfarm/lesfarm/runtime/tensor"
 	"github.com/lesfarm/lesfarm/runtime/trace"
 )
 
-// fixture returns the path of a shared test fixture, skipping loudly when
-// it is missing.
+// fixture returns the path of a test model: "repo/PATH" is a fixture the
+// repository owns and "synth/q8_0" a random-weight qwen3moe written here
+// (both never skipped); anything else is in the shared tier, which skips
+// loudly when missing (fails under LESFARM_FIXTURES=require).
 func fixture(t *testing.T, rel string) string {
 	t.Helper()
-	_, file, _, _ := runtime.Caller(0)
-	p := filepath.Join(filepath.Dir(file), "..", "..", "..", "shared", "testdata", rel)
+	if r, ok := strings.CutPrefix(rel, "repo/"); ok {
+		return fx.Repo(t, r)
+	}
+	if rel == "synth/q8_0" {
+		p := filepath.Join(t.TempDir(), "synth-q8_0.gguf")
+		f, err := os.Create(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := model.SynthConfig{Layers: 3, Experts: 8, ExpertsUsed: 2, Hidden: 64, ExpertFFN: 64, Heads: 2, Vocab: 300, Type: tensor.Q8_0, Seed: 7}
+		if err := model.WriteSynthetic(f, c); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.Close(); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	p := filepath.Join(fx.SharedDir(), rel)
 	if _, err := os.Stat(p); err != nil {
 		fx.Missing(t, p, err, "LES exactness on the shared fixtures")
 	}
@@ -36,9 +56,12 @@ var fixtures = []struct {
 	name, path string
 	prompt     []int
 }{
+	// The repository's own fixtures: these run in a fresh clone.
+	{"repo-q4_k_m", "repo/" + fx.RepoQ4KM, []int{1, 2, 3, 4, 5}},
+	{"synth-q8_0", "synth/q8_0", []int{1, 2, 3, 4, 5}},
+	// The shared tier.
 	{"golden-f32", "golden/tiny-qwen3moe-f32.gguf", []int{1, 2, 3, 4, 5}},
 	{"golden-q8_0", "golden/tiny-qwen3moe-q8_0.gguf", []int{1, 2, 3, 4, 5}},
-	{"golden-q4_k_m", "golden/tiny-qwen3moe-q4_k_m.gguf", []int{1, 2, 3, 4, 5}},
 	{"golden-mixed", "golden/tiny-qwen3moe-mixed.gguf", []int{1, 2, 3, 4, 5}},
 	{"trained", "trained/tiny-moe-kjv-f16.gguf", []int{818, 262, 3726}}, // "In the beginning"
 }
@@ -88,8 +111,8 @@ func storeSource(t *testing.T, path, expertsPath string, opts expert.Options, bu
 func TestModesMatchResident(t *testing.T) {
 	for _, fx := range fixtures {
 		t.Run(fx.name, func(t *testing.T) {
-			if raceEnabled && fx.name != "golden-q4_k_m" {
-				t.Skip("under -race only the golden-q4_k_m fixture runs (the race detector makes the model 10× slower)")
+			if raceEnabled && fx.name != "repo-q4_k_m" {
+				t.Skip("under -race only the repo-q4_k_m fixture runs (the race detector makes the model 10× slower)")
 			}
 			path := fixture(t, fx.path)
 			want := greedy(t, path, fx.prompt, nil, nil)
@@ -233,8 +256,8 @@ func TestTrainedPredictorRecall(t *testing.T) {
 // TestExpertsFileMismatch: streaming experts from another model's packed
 // file fails at load with a clear error, never a wrong answer.
 func TestExpertsFileMismatch(t *testing.T) {
-	model1 := fixture(t, "golden/tiny-qwen3moe-q4_k_m.gguf")
-	other := fixture(t, "trained/tiny-moe-kjv-f16.gguf")
+	model1 := fixture(t, "repo/"+fx.RepoQ4KM)
+	other := fixture(t, "synth/q8_0")
 	packed := filepath.Join(t.TempDir(), "other.packed.gguf")
 	if err := pack.Pack(context.Background(), other, packed, pack.Options{}); err != nil {
 		t.Fatal(err)

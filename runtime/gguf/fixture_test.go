@@ -4,7 +4,6 @@ import (
 	"github.com/lesfarm/lesfarm/internal/fixture"
 	"os"
 	"path/filepath"
-	"runtime"
 	"testing"
 )
 
@@ -12,8 +11,7 @@ import (
 // or skips loudly when it is missing.
 func sharedTestdata(t testing.TB) string {
 	t.Helper()
-	_, file, _, _ := runtime.Caller(0)
-	dir := filepath.Join(filepath.Dir(file), "..", "..", "..", "shared", "testdata")
+	dir := filepath.Join(fixture.SharedDir())
 	if _, err := os.Stat(dir); err != nil {
 		fixture.Missing(t, dir, err, "the real-model GGUF checks")
 	}

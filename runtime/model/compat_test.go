@@ -4,6 +4,7 @@ import (
 	"context"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	fx "github.com/lesfarm/lesfarm/internal/fixture"
@@ -47,12 +48,16 @@ func TestPackLayoutsExact(t *testing.T) {
 		if testing.Short() {
 			break
 		}
-		models = append(models, struct{ name, path string }{filepath.Base(rel), fx.Shared(t, rel, "")})
+		models = append(models, struct{ name, path string }{filepath.Base(rel), rel}) // resolved in its subtest
 	}
 	prompt := []int{1, 2, 3, 4, 5}
 	const n = 8
 	for _, mdl := range models {
 		t.Run(mdl.name, func(t *testing.T) {
+			if strings.HasPrefix(mdl.path, "qwen35moe/") {
+				// The shared tier: skips (or fails under require) alone.
+				mdl.path = fx.Shared(t, mdl.path, "")
+			}
 			base, err := Load(mdl.path, Options{Threads: 1})
 			if err != nil {
 				t.Fatal(err)

@@ -7,7 +7,6 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"testing"
 
@@ -56,9 +55,7 @@ type tolerances struct {
 // sharedTestdata returns ../shared/testdata seen from the repo root.
 func sharedTestdata(t testing.TB) string {
 	t.Helper()
-	_, file, _, _ := runtime.Caller(0)
-	root := filepath.Join(filepath.Dir(file), "..", "..")
-	return filepath.Join(root, "..", "shared", "testdata")
+	return fx.SharedDir()
 }
 
 func fixture(t testing.TB, rel string) string {

@@ -3,6 +3,7 @@ package pack
 import (
 	"bytes"
 	"context"
+	fx "github.com/lesfarm/lesfarm/internal/fixture"
 	"os"
 	"path/filepath"
 	"strings"
@@ -86,12 +87,12 @@ func TestPackCompatRoundTrip(t *testing.T) {
 		padFrom int // expert FFN padded from this width (0: no padding)
 		padTo   int
 	}{
-		{"golden/tiny-qwen3moe-q4_k_m.gguf", false, 128, 256},
+		{"repo/" + fx.RepoQ4KM, false, 128, 256},
 		{"trained/tiny-moe-kjv-f16.gguf", false, 0, 0},
 		{"qwen35moe/tiny-qwen35moe-f32.gguf", true, 0, 0},
 		{"qwen35moe/tiny-qwen35moe-q4_k_m.gguf", true, 64, 256},
 	} {
-		t.Run(filepath.Base(tc.rel), func(t *testing.T) {
+		t.Run(fixtureName(tc.rel), func(t *testing.T) {
 			t.Parallel()
 			in := fixture(t, tc.rel)
 			dir := t.TempDir()

@@ -6,27 +6,38 @@ import (
 	fx "github.com/lesfarm/lesfarm/internal/fixture"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 
 	"github.com/lesfarm/lesfarm/runtime/gguf"
 )
 
+// fixture returns a test model: "repo/PATH" is a fixture the repository
+// owns (never skipped), anything else is in the shared tier.
 func fixture(t *testing.T, rel string) string {
 	t.Helper()
-	_, file, _, _ := runtime.Caller(0)
-	p := filepath.Join(filepath.Dir(file), "..", "..", "..", "shared", "testdata", rel)
+	if r, ok := strings.CutPrefix(rel, "repo/"); ok {
+		return fx.Repo(t, r)
+	}
+	p := filepath.Join(fx.SharedDir(), rel)
 	if _, err := os.Stat(p); err != nil {
 		fx.Missing(t, p, err, "pack on this fixture")
 	}
 	return p
 }
 
+// fixtureName names a subtest after its fixture, marking the repo's own.
+func fixtureName(rel string) string {
+	if strings.HasPrefix(rel, "repo/") {
+		return "repo-" + filepath.Base(rel)
+	}
+	return filepath.Base(rel)
+}
+
 func TestPackLayout(t *testing.T) {
 	t.Parallel()
-	for _, rel := range []string{"golden/tiny-qwen3moe-q4_k_m.gguf", "golden/tiny-qwen3moe-mixed.gguf", "trained/tiny-moe-kjv-f16.gguf"} {
-		t.Run(filepath.Base(rel), func(t *testing.T) {
+	for _, rel := range []string{"repo/" + fx.RepoQ4KM, "golden/tiny-qwen3moe-mixed.gguf", "trained/tiny-moe-kjv-f16.gguf"} {
+		t.Run(fixtureName(rel), func(t *testing.T) {
 			t.Parallel()
 			in := fixture(t, rel)
 			out := filepath.Join(t.TempDir(), "p.gguf")
@@ -128,14 +139,16 @@ func TestPackBadInput(t *testing.T) {
 	if err := Pack(context.Background(), bad, filepath.Join(dir, "o.gguf"), Options{}); err == nil {
 		t.Fatal("garbage accepted")
 	}
-	dense := fixture(t, "trained/tiny-draft-kjv-f32.gguf")
-	if err := Pack(context.Background(), dense, filepath.Join(dir, "o.gguf"), Options{}); err == nil || !strings.Contains(err.Error(), "no stacked expert") {
-		t.Fatalf("dense model: %v", err)
-	}
-	if _, err := os.Stat(filepath.Join(dir, "o.gguf")); err == nil {
-		t.Fatal("a failed pack left an output file")
-	}
-	in := fixture(t, "golden/tiny-qwen3moe-q4_k_m.gguf")
+	t.Run("dense", func(t *testing.T) {
+		dense := fixture(t, "trained/tiny-draft-kjv-f32.gguf")
+		if err := Pack(context.Background(), dense, filepath.Join(dir, "o.gguf"), Options{}); err == nil || !strings.Contains(err.Error(), "no stacked expert") {
+			t.Fatalf("dense model: %v", err)
+		}
+		if _, err := os.Stat(filepath.Join(dir, "o.gguf")); err == nil {
+			t.Fatal("a failed pack left an output file")
+		}
+	})
+	in := fixture(t, "repo/"+fx.RepoQ4KM)
 	if err := Pack(context.Background(), in, in, Options{}); err == nil {
 		t.Fatal("in-place pack accepted")
 	}

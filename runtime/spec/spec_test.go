@@ -6,7 +6,6 @@ import (
 	"github.com/lesfarm/lesfarm/internal/fixture"
 	"os"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"testing"
 
@@ -272,8 +271,7 @@ func TestBadParams(t *testing.T) {
 // skipping loudly when it is missing.
 func sharedTestdata(t testing.TB, rel string) string {
 	t.Helper()
-	_, file, _, _ := runtime.Caller(0)
-	p := filepath.Join(filepath.Dir(file), "..", "..", "..", "shared", "testdata", rel)
+	p := filepath.Join(fixture.SharedDir(), rel)
 	if _, err := os.Stat(p); err != nil {
 		fixture.Missing(t, p, err, "speculative decoding on the trained MoE")
 	}

@@ -5,11 +5,11 @@ import (
 	"encoding/binary"
 	"flag"
 	"fmt"
+	fxdir "github.com/lesfarm/lesfarm/internal/fixture"
 	"io"
 	"math"
 	"os"
 	"path/filepath"
-	"runtime"
 	"testing"
 )
 
@@ -48,9 +48,7 @@ var fixtureWanted = []struct {
 }
 
 func sharedGolden(t *testing.T) string {
-	_, file, _, _ := runtime.Caller(0)
-	// runtime/tensor -> repo root -> ../shared
-	return filepath.Join(filepath.Dir(file), "..", "..", "..", "shared", "testdata", "golden")
+	return filepath.Join(fxdir.SharedDir(), "golden")
 }
 
 func TestGGMLFixture(t *testing.T) {

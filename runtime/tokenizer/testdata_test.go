@@ -6,7 +6,6 @@ import (
 	"github.com/lesfarm/lesfarm/internal/fixture"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 
@@ -19,8 +18,7 @@ var update = flag.Bool("update", false, "regenerate testdata/ from ../shared/tes
 // or skips loudly when it is missing.
 func sharedTestdata(t testing.TB) string {
 	t.Helper()
-	_, file, _, _ := runtime.Caller(0)
-	dir := filepath.Join(filepath.Dir(file), "..", "..", "..", "shared", "testdata")
+	dir := filepath.Join(fixture.SharedDir())
 	if _, err := os.Stat(dir); err != nil {
 		fixture.Missing(t, dir, err, "tokenizer conformance against the shared references")
 	}
