@@ -49,25 +49,42 @@ func TestPlacedGoals(t *testing.T) {
 }
 
 // TestDetectLongSettledStep is the missed case: a +5.2% step at
-// CV 3% with 35 points before and 22 after (t ≈ 6) must be found.
+// CV 3% with 35 points before and 22 after (t ≈ 6) must be found when the
+// series is judged once (regress detect), and raised on some night when
+// it is replayed result by result as the monitor does.
 func TestDetectLongSettledStep(t *testing.T) {
 	t.Parallel()
-	caught := 0
+	caught, raised := 0, 0
+	near := func(cps []ChangePoint) bool {
+		// At CV 3% a 5% step's estimated place is often 2–4 points off;
+		// the monitor merges change points within 4 (its Tolerance).
+		for _, cp := range cps {
+			if cp.Direction == Improvement && abs(int(cp.Seq)-135) <= 4 {
+				return true
+			}
+		}
+		return false
+	}
 	for seed := range uint64(50) {
 		pts := drawn(seed+900, DesignSeries, 0.03, steps(100, 35, 105.2, 22)...)
-		cps, err := Detect(pts, true, Config{})
+		cps, err := Detect(pts, true, Config{Once: true})
 		if err != nil {
 			t.Fatal(err)
 		}
-		// At CV 3% a 5% step's estimated place is often 2–4 points off;
-		// the monitor merges change points within 4 (its Tolerance).
-		if len(cps) == 1 && cps[0].Direction == Improvement && abs(int(cps[0].Seq)-135) <= 4 {
+		if len(cps) == 1 && near(cps) {
 			caught++
 		}
+		for n := 37; n <= len(pts); n++ {
+			if cps, _ := Detect(pts[:n], true, Config{}); near(cps) {
+				raised++
+				break
+			}
+		}
 	}
-	// Measured 46/50: the misses are a change placed 6–7 points off, one
-	// read as two smaller steps, and one not found.
-	if caught < 45 {
-		t.Errorf("+5.2%% step at CV 3%%, 35 before and 22 after: caught in %d/50 series", caught)
+	t.Logf("judged once: %d/50; monitor replay: raised in %d/50", caught, raised)
+	// Measured 47/50 and 44/50 (a change placed 6–7 points off, or read
+	// as two smaller steps, is a miss).
+	if caught < 45 || raised < 42 {
+		t.Errorf("+5.2%% step at CV 3%%, 35 before and 22 after: caught in %d/50 series judged once, raised in %d/50 replays", caught, raised)
 	}
 }

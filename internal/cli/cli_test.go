@@ -2,6 +2,7 @@ package cli_test
 
 import (
 	"bytes"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -48,5 +49,19 @@ func TestExitCodesAndHelp(t *testing.T) {
 				t.Errorf("stack trace on stderr: %s", errOut)
 			}
 		})
+	}
+}
+
+// TestNATSAuthDefaultAgrees: 'token --help' names the same default NATS
+// auth mode as 'serve --help' has for --nats-auth.
+func TestNATSAuthDefaultAgrees(t *testing.T) {
+	_, serve, _ := run(t, "serve", "--help")
+	m := regexp.MustCompile(`--nats-auth string +.*\(default "(\w+)"\)`).FindStringSubmatch(serve)
+	if m == nil {
+		t.Fatalf("serve --help has no --nats-auth default:\n%s", serve)
+	}
+	_, token, _ := run(t, "token", "--help")
+	if want := "--nats-auth " + m[1] + ", the default"; !strings.Contains(token, want) {
+		t.Fatalf("token --help lacks %q (serve's default is %s):\n%s", want, m[1], token)
 	}
 }

@@ -28,7 +28,7 @@ needs 'Authorization: Bearer <token>'; reads are open unless the coordinator
 is configured to require tokens for them too.
 
 Device credentials (--device ID) let one device's agent connect to the
-embedded NATS server of 'lesfarm serve' (--nats-auth devices, the default).
+embedded NATS server of 'lesfarm serve' (--nats-auth strict, the default, or devices).
 A credential is bound to its device id: with it an agent may publish only
 that device's hello, heartbeat, telemetry and results and receive only its
 assignments and cancels. The agent passes it as its NATS token:
