@@ -534,7 +534,8 @@ func defaultHandler(mount func(*http.ServeMux), version string, authReads bool) 
 			}
 		}
 		h, _, err := api.New(api.Deps{Store: d.Store, Files: files, Canceller: d.Coordinator, Ready: d.Ready,
-			Registry: d.Registry, Logger: d.Logger, Version: version, Mount: mount, RequireAuthForReads: authReads, RunListener: d.RunListener})
+			Registry: d.Registry, Logger: d.Logger, Version: version, Mount: mount, RequireAuthForReads: authReads, RunListener: d.RunListener,
+			RequireModelArtifacts: true})
 		return h, err
 	}
 }

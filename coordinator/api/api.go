@@ -83,6 +83,11 @@ type Deps struct {
 	// runs without a notification: default 5s with a RunListener, 500ms
 	// without.
 	WaitPoll time.Duration
+	// RequireModelArtifacts makes POST /v1/runs refuse (422, with the
+	// 'lesfarm artifact add' hint) a suite whose model has no url or path
+	// and was never uploaded, instead of queueing runs that all fail on
+	// the download. The coordinator sets it.
+	RequireModelArtifacts bool
 }
 
 // Server is the assembled API. Use Handler to serve it.
@@ -209,7 +214,8 @@ func (s *Server) registerAll() {
 	jobsH.RegisterGet(s.api)
 	jobsH.RegisterValidate(s.api)
 
-	runs := &runHandler{st: s.deps.Store, canceller: s.deps.Canceller, poll: s.deps.WaitPoll, notify: s.deps.RunListener, log: s.log, created: s.deps.RunsCreated}
+	runs := &runHandler{st: s.deps.Store, canceller: s.deps.Canceller, poll: s.deps.WaitPoll, notify: s.deps.RunListener, log: s.log, created: s.deps.RunsCreated,
+		requireModel: s.deps.RequireModelArtifacts}
 	runs.RegisterTrigger(s.api)
 	runs.RegisterList(s.api)
 	runs.RegisterEvents(s.api) // before {id}, so "events" is not taken for an id

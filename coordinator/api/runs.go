@@ -29,6 +29,9 @@ type runHandler struct {
 	notify  *store.RunListener
 	log     *slog.Logger
 	created func()
+	// requireModel refuses triggers whose model was never uploaded
+	// (Deps.RequireModelArtifacts).
+	requireModel bool
 }
 
 // TriggerBody asks for runs of a suite on a build.
@@ -88,6 +91,9 @@ func (h *runHandler) RegisterTrigger(api huma.API) {
 		spec, err := base.Apply(ov)
 		if err != nil {
 			return nil, specProblem(err, "body.override", false)
+		}
+		if err := h.modelProblem(ctx, spec); err != nil {
+			return nil, err
 		}
 		tr, runs, err := h.st.CreateRuns(ctx, &store.CreateRunsParams{
 			Spec: spec, Build: in.Body.Build, GitSHA: in.Body.GitSHA, Lineage: in.Body.Lineage, Selector: sel, Fanout: in.Body.Fanout, Source: "api",

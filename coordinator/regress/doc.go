@@ -15,7 +15,9 @@
 //	            t-test on repetition-weighted means (within-run
 //	            variances shrunk toward the window's) with the window's
 //	            residual variance, at a level that depends on the
-//	            points after the boundary (alphaWeight); a step beyond
+//	            points after the boundary and on whether the series is
+//	            judged once or re-tested after every result
+//	            (alphaWeight); a step beyond
 //	            a linear trend (drift check); Mann-Whitney; minimum
 //	            effect; minimum segment length; consistent short new
 //	            segment; no transient blips
@@ -31,5 +33,8 @@
 // the coordinator does, scored for recall at 2, 4 and 8 results after the
 // step, detection delay and false alerts, for results with and without
 // repetitions (Design). The default settings were chosen
-// with it; docs/regressions.md has the measured grid.
+// with it; docs/regressions.md has the measured grid. EvaluatePlaced is
+// the placed-step evaluation: single results, steps anywhere in series of
+// 30–60 points, recall for settled and fresh steps and false alerts on
+// null series, judged once and replayed as the monitor does.
 package regress
