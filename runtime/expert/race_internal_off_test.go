@@ -1,0 +1,5 @@
+//go:build !race
+
+package expert
+
+const raceBuild = false
