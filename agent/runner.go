@@ -214,6 +214,8 @@ func (r *Runner) load(ctx context.Context, job *Job, c jobs.Config) (*loaded, er
 			l.budget = c.Budget.Resolve(cmp.Or(refExperts, l.expertBytes))
 			s, err := expert.Open(modelPath, f, shapes, expertsPath, expert.Options{
 				Mode: mode, Budget: l.budget, Profile: prof, Direct: r.Direct, Logger: r.Logger,
+				// A profile that declares its compute runs on device time.
+				DeviceTime: prof != nil && prof.Compute != nil && !r.Direct,
 			})
 			l.store = s
 			return s, err
@@ -361,6 +363,10 @@ func (r *Runner) runConfig(ctx context.Context, job *Job, c jobs.Config, res *pr
 		}
 		var m repMeasure
 		var ttft time.Duration
+		var dev0 time.Duration
+		if l.store != nil {
+			dev0 = l.store.Stats().DeviceTime()
+		}
 		for _, p := range ps {
 			gr, err := r.decode(ctx, l, c, job, p, spec.DecodeTokens, st)
 			if err != nil {
@@ -378,6 +384,12 @@ func (r *Runner) runConfig(ctx context.Context, job *Job, c jobs.Config, res *pr
 		}
 		if m.decode > 0 {
 			m.decodeTPS = float64(m.decodeTokens) / m.decode.Seconds()
+		}
+		if l.store != nil && l.store.DeviceTime() {
+			// Device time: decode as the emulated device would take it.
+			if d := l.store.Stats().DeviceTime() - dev0; d > 0 {
+				m.decodeTPS = float64(m.decodeTokens) / d.Seconds()
+			}
 		}
 		if m.prefill > 0 {
 			m.prefillTPS /= m.prefill.Seconds()
@@ -436,6 +448,9 @@ func (r *Runner) runConfig(ctx context.Context, job *Job, c jobs.Config, res *pr
 		if busy > 0 {
 			res.StallFraction = min(float64(after.Stall-before.Stall)/float64(busy), 1)
 		}
+		if dt := after.DeviceTime() - before.DeviceTime(); l.store.DeviceTime() && dt > 0 {
+			res.StallFraction = min(float64(after.DeviceStall-before.DeviceStall)/float64(dt), 1)
+		}
 		if decodeTokens > 0 {
 			res.BytesPerToken = float64(after.BytesRead-before.BytesRead) / float64(decodeTokens)
 		}
@@ -449,6 +464,16 @@ func (r *Runner) runConfig(ctx context.Context, job *Job, c jobs.Config, res *pr
 		"thermal_gate_wait_s":    sum(gateWait),
 		"thermal_gate_timeouts":  float64(gateTimeouts),
 		"decode_tokens_measured": float64(decodeTokens),
+	}
+	if l.store != nil && l.store.DeviceTime() && decodeTokens > 0 {
+		after := l.store.Stats()
+		dh, dd := after.HostCompute-before.HostCompute, after.DeviceCompute-before.DeviceCompute
+		res.Extra["device_time"] = 1
+		res.Extra["host_compute_ms_per_token"] = dh.Seconds() * 1e3 / float64(decodeTokens)
+		res.Extra["device_compute_ms_per_token"] = dd.Seconds() * 1e3 / float64(decodeTokens)
+		if dd > 0 {
+			res.Extra["dilation"] = dh.Seconds() / dd.Seconds()
+		}
 	}
 	if thermalReads > 0 {
 		res.Extra["thermal_start_c_mean"] = Summarize(tStart).Mean

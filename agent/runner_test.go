@@ -13,6 +13,7 @@ import (
 	"github.com/lesfarm/lesfarm/agent/telemetry"
 	"github.com/lesfarm/lesfarm/jobs"
 	"github.com/lesfarm/lesfarm/protocol"
+	"github.com/lesfarm/lesfarm/runtime/expert"
 )
 
 // trainedModel returns the trained fixture model, skipping loudly when the
@@ -162,5 +163,39 @@ func TestRunnerPacksWhenAsked(t *testing.T) {
 	res, _ = (&Runner{Threads: 1, Gate: ThermalGate{Disabled: true}}).Run(context.Background(), &Job{Spec: spec, Configs: spec.Expand(), ModelPath: path})
 	if !strings.Contains(res[0].Error, "work dir") {
 		t.Fatalf("error %q", res[0].Error)
+	}
+}
+
+// TestRunnerDeviceTime: an emulated device whose profile declares its
+// compute reports decode in device time, with the dilation and the
+// compute time per token on host and device in the result's metrics.
+func TestRunnerDeviceTime(t *testing.T) {
+	path := trainedModel(t)
+	spec := smokeSpec(t)
+	spec.Repetitions, spec.Warmup = 1, 0
+	prof, err := expert.LoadProfile("phone-flagship-2025")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &Runner{Threads: 1, Gate: ThermalGate{Disabled: true}, Profile: prof}
+	res, err := r.Run(context.Background(), &Job{Spec: spec, Configs: spec.Expand(), ModelPath: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	streamed := 0
+	for _, c := range res {
+		if c.Error != "" || !c.Valid {
+			t.Fatalf("config %s: %+v", c.ConfigKey, c)
+		}
+		if c.HitRate >= 1 { // resident: no store, host time
+			continue
+		}
+		streamed++
+		if c.Extra["device_time"] != 1 || c.Extra["dilation"] <= 0 || c.Extra["device_compute_ms_per_token"] <= 0 || c.Extra["host_compute_ms_per_token"] <= 0 || c.DecodeTPS.Mean <= 0 {
+			t.Fatalf("config %s: no device-time metrics: %+v", c.ConfigKey, c.Extra)
+		}
+	}
+	if streamed == 0 {
+		t.Fatal("no config streamed experts")
 	}
 }
