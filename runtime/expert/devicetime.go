@@ -47,6 +47,9 @@ const (
 	// DefaultPageSize is the naive mode's page when a profile sets none.
 	DefaultPageSize = 4 << 10
 	maxPageSize     = 2 << 20
+	// DirectReadAhead is the naive mode's read-ahead on direct storage
+	// (no profile): Linux's default read_ahead_kb.
+	DirectReadAhead = 128 << 10
 	maxReadAhead    = 64 << 20
 )
 

@@ -55,7 +55,9 @@ type naivePage struct {
 }
 
 func newNaive(p *Profile, budget, maxExpert, fileSize int64) (*naiveState, error) {
-	page, ahead := int64(DefaultPageSize), int64(0)
+	// Without a profile (direct storage): 4 KiB pages and Linux's default
+	// read_ahead_kb of 128.
+	page, ahead := int64(DefaultPageSize), int64(DirectReadAhead)
 	if p != nil {
 		if p.PageSize > 0 {
 			page = p.PageSize
