@@ -5,6 +5,8 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
+	"fmt"
 	"log/slog"
 	"net/http/httptest"
 	"os"
@@ -127,10 +129,36 @@ func TestCLIAgainstRealCoordinatorAPI(t *testing.T) {
 					VALUES ('smoke', 'main', 1, $1, 'global', 'decode_tps -12% on every device', true)`, tc.build)
 			}
 			go agent(tc.build, tc.final)
+			junit, summary := filepath.Join(t.TempDir(), "junit.xml"), filepath.Join(t.TempDir(), "summary.md")
 			code, out, errOut := lesfarm(t, append([]string{"run", "--suite", "smoke", "--devices", "platform=android,model=Pixel 8",
-				"--fanout", "--build", tc.build, "--wait", "--alert-grace", "0s", "--timeout", "30s"}, server...)...)
+				"--fanout", "--build", tc.build, "--wait", "--alert-grace", "0s", "--timeout", "30s", "--junit", junit, "--summary", summary, "--json=" + fmt.Sprint(tc.alert)}, server...)...)
 			if code != tc.code || !strings.Contains(out+errOut, tc.want) {
 				t.Fatalf("exit %d (want %d)\nstdout:\n%s\nstderr:\n%s", code, tc.code, out, errOut)
+			}
+			// JUnit: one case per run (no results here) plus one per alert;
+			// failures for failed runs and alerts.
+			x, _ := os.ReadFile(junit)
+			wantFail := map[string]int{"all succeed": 0, "a run fails": 2, "regression alert": 1}[tc.name]
+			wantTests := map[bool]int{false: 2, true: 3}[tc.alert]
+			if !strings.Contains(string(x), fmt.Sprintf(`tests="%d" failures="%d"`, wantTests, wantFail)) {
+				t.Fatalf("junit:\n%s", x)
+			}
+			md, _ := os.ReadFile(summary)
+			if !strings.Contains(string(md), "## lesfarm: smoke on build `"+tc.build+"`") || !strings.Contains(string(md), "### p1") ||
+				tc.alert != strings.Contains(string(md), "decode_tps -12% on every device") {
+				t.Fatalf("summary:\n%s", md)
+			}
+			if tc.alert { // --json: the report on stdout, progress on stderr
+				var rep struct {
+					Build  string            `json:"build"`
+					Runs   []json.RawMessage `json:"runs"`
+					Alerts []json.RawMessage `json:"alerts"`
+					OK     bool              `json:"ok"`
+				}
+				if err := json.Unmarshal([]byte(out), &rep); err != nil || rep.Build != tc.build || len(rep.Runs) != 2 || len(rep.Alerts) != 1 || rep.OK {
+					t.Fatalf("--json report %+v (%v):\n%s", rep, err, out)
+				}
+				out = errOut
 			}
 			if !strings.Contains(out, "2 run(s) of smoke") || !strings.Contains(out, "running on p") {
 				t.Fatalf("progress not streamed:\n%s", out)

@@ -181,7 +181,7 @@ to the same series.`,
 				}
 				if last[ev.RunID] != msg {
 					last[ev.RunID] = msg
-					fmt.Fprintf(env.Stdout, "    run %d on %s: %s\n", ev.RunID, ev.DeviceID, msg)
+					fmt.Fprintf(env.Stdout, "    %s\n", demoProgressLine(ev.RunID, ev.DeviceID, msg))
 				}
 			})
 			if err != nil {
@@ -210,6 +210,16 @@ to the same series.`,
 	f.BoolVar(&exit, "exit", false, "stop after printing the results instead of serving the dashboard")
 	f.DurationVar(&timeout, "timeout", 10*time.Minute, "give up when the runs take longer than this")
 	return cmd
+}
+
+// demoProgressLine is one progress line of the demo: the run, the device
+// it runs on (its name, the emulated agent's) or "waiting for a device"
+// while it is queued, and the state.
+func demoProgressLine(runID int64, device, msg string) string {
+	if device == "" {
+		return fmt.Sprintf("run %d (waiting for a device): %s", runID, msg)
+	}
+	return fmt.Sprintf("run %d on %s: %s", runID, device, msg)
 }
 
 func splitList(s string) []string {

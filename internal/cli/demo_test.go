@@ -32,6 +32,10 @@ func TestDemoRunsSmokeSuiteEndToEnd(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("demo exit code %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
 	}
+	// Progress lines name the device, or say the run waits for one.
+	if strings.Contains(out, " on : ") || !strings.Contains(out, "on emu-phone-flagship-1: ") {
+		t.Errorf("demo progress lines without a device name:\n%s", out)
+	}
 	for _, want := range []string{"coordinator up", "succeeded", "decode tok/s", "resident", "on-demand", "dashboard: http://"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("demo output lacks %q:\n%s", want, out)

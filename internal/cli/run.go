@@ -21,7 +21,8 @@ func init() { register("run", newRunCmd) }
 func newRunCmd(env *Env) *cobra.Command {
 	var sf serverFlags
 	var suite, devices, build, gitSHA, lineage, override string
-	var wait, fanout bool
+	var wait, fanout, jsonOut bool
+	var junitPath, summaryPath string
 	var timeout, alertGrace time.Duration
 	cmd := &cobra.Command{
 		Use:   "run --suite S --devices SELECTOR --build B [--lineage L] [--wait]",
@@ -49,7 +50,18 @@ did not succeed or a regression alert was raised for this build:
   exit 0  all runs succeeded, no regression alert
   exit 1  a run failed (or was cancelled, or timed out), a regression alert
           fired, or the coordinator could not be reached
-  exit 2  bad flags`,
+  exit 2  bad flags
+
+Reports for CI (with --wait; FILE - means standard output):
+  --junit FILE    JUnit XML: one test case per run × config (a failure for
+                  a run that did not succeed or an invalid result) and one
+                  failing case per regression alert
+  --json          the report as JSON on standard output (progress lines go
+                  to standard error): runs, results, the previous build's
+                  results on each device, alerts, ok
+  --summary FILE  markdown for a pull-request comment: the ladder per
+                  device with deltas against the previous build of the
+                  lineage on that device, and the alerts`,
 		Example: `  lesfarm run --suite smoke --devices platform=android --build ci-4812 --wait
   lesfarm run --suite les-ladder --devices 'model=Pixel 8' --fanout --build $(git rev-parse --short HEAD) \
       --git-sha $(git rev-parse HEAD) --override '{"repetitions": 5}' --wait --server https://farm:8080
@@ -61,6 +73,13 @@ did not succeed or a regression alert was raised for this build:
 			}
 			if build == "" {
 				return usagef("run: --build is required")
+			}
+			if !wait && (jsonOut || junitPath != "" || summaryPath != "") {
+				return usagef("run: --json, --junit and --summary need --wait")
+			}
+			out := env.Stdout
+			if jsonOut {
+				out = env.Stderr // stdout carries the JSON report
 			}
 			if lineage == "" {
 				lineage = store.DefaultLineage
@@ -99,11 +118,11 @@ did not succeed or a regression alert was raised for this build:
 			if err != nil {
 				return fmt.Errorf("run: %w", err)
 			}
-			fmt.Fprintf(env.Stdout, "trigger %d: %d run(s) of %s for build %s (lineage %s):", set.Trigger.ID, len(set.Runs), set.Trigger.Suite, set.Trigger.Build, cmp.Or(set.Trigger.Lineage, lineage))
+			fmt.Fprintf(out, "trigger %d: %d run(s) of %s for build %s (lineage %s):", set.Trigger.ID, len(set.Runs), set.Trigger.Suite, set.Trigger.Build, cmp.Or(set.Trigger.Lineage, lineage))
 			for _, r := range set.Runs {
-				fmt.Fprintf(env.Stdout, " %d", r.ID)
+				fmt.Fprintf(out, " %d", r.ID)
 			}
-			fmt.Fprintln(env.Stdout)
+			fmt.Fprintln(out)
 			if !wait {
 				return nil
 			}
@@ -124,7 +143,7 @@ did not succeed or a regression alert was raised for this build:
 				if ev.Error != "" {
 					line += ": " + ev.Error
 				}
-				fmt.Fprintf(env.Stdout, "%s %s\n", time.Now().UTC().Format("15:04:05"), line)
+				fmt.Fprintf(out, "%s %s\n", time.Now().UTC().Format("15:04:05"), line)
 			})
 			if err != nil {
 				if errors.Is(err, context.DeadlineExceeded) {
@@ -132,39 +151,55 @@ did not succeed or a regression alert was raised for this build:
 				}
 				return fmt.Errorf("run: %w", err)
 			}
-			fmt.Fprintf(env.Stdout, "finished: %s\n", stateSummary(done.States))
-			for _, id := range set.Trigger.RunIDs {
-				d, err := c.GetRun(ctx, id)
-				if err != nil {
-					return fmt.Errorf("run: %w", err)
-				}
-				for _, r := range d.Results {
+			fmt.Fprintf(out, "finished: %s\n", stateSummary(done.States))
+			rep := &runReport{Trigger: set.Trigger.ID, Suite: set.Trigger.Suite, Build: build, Lineage: cmp.Or(set.Trigger.Lineage, lineage)}
+			if err := collectReport(ctx, c, rep, set.Trigger.RunIDs); err != nil {
+				return fmt.Errorf("run: %w", err)
+			}
+			for _, r := range rep.Runs {
+				for _, res := range r.Results {
 					line := fmt.Sprintf("  run %d %s %s: %.2f ± %.2f decode tok/s, TTFT %.1f ms, hit rate %.3f, stall %.3f",
-						id, d.DeviceID, r.ConfigKey, r.DecodeTPS.Mean, r.DecodeTPS.Stddev, r.TTFTms.Mean, r.HitRate, r.StallFraction)
-					if !r.Valid {
-						line += " (invalid: " + r.InvalidReason + r.Error + ")"
+						r.ID, r.Device, res.ConfigKey, res.DecodeTPS.Mean, res.DecodeTPS.Stddev, res.TTFTms.Mean, res.HitRate, res.StallFraction)
+					if !res.Valid {
+						line += " (invalid: " + res.InvalidReason + res.Error + ")"
 					}
-					fmt.Fprintln(env.Stdout, line)
+					fmt.Fprintln(out, line)
 				}
 			}
-			var problems []string
 			if !done.Succeeded {
-				problems = append(problems, fmt.Sprintf("%d of %d run(s) did not succeed", done.Runs-done.States["succeeded"], done.Runs))
+				rep.Problems = append(rep.Problems, fmt.Sprintf("%d of %d run(s) did not succeed", done.Runs-done.States["succeeded"], done.Runs))
 			}
 			alerts, err := waitAlerts(ctx, c, suite, build, lineage, alertGrace)
 			if err != nil {
 				return fmt.Errorf("run: checking regression alerts: %w", err)
 			}
+			rep.Alerts = alerts
 			for _, a := range alerts {
-				fmt.Fprintf(env.Stdout, "regression alert %d (%s): %s\n", a.ID, a.Scope, a.Summary)
+				fmt.Fprintf(out, "regression alert %d (%s): %s\n", a.ID, a.Scope, a.Summary)
 			}
 			if len(alerts) > 0 {
-				problems = append(problems, fmt.Sprintf("%d regression alert(s) for build %s", len(alerts), build))
+				rep.Problems = append(rep.Problems, fmt.Sprintf("%d regression alert(s) for build %s", len(alerts), build))
 			}
-			if len(problems) > 0 {
-				return errors.New(strings.Join(problems, "; "))
+			rep.OK = len(rep.Problems) == 0
+			if junitPath != "" {
+				if err := writeReportFile(junitPath, env.Stdout, rep.writeJUnit); err != nil {
+					return fmt.Errorf("run: --junit: %w", err)
+				}
 			}
-			fmt.Fprintln(env.Stdout, "ok: all runs succeeded, no regression alert")
+			if summaryPath != "" {
+				if err := writeReportFile(summaryPath, env.Stdout, rep.writeSummary); err != nil {
+					return fmt.Errorf("run: --summary: %w", err)
+				}
+			}
+			if jsonOut {
+				if err := rep.writeJSON(env.Stdout); err != nil {
+					return err
+				}
+			}
+			if !rep.OK {
+				return errors.New(strings.Join(rep.Problems, "; "))
+			}
+			fmt.Fprintln(out, "ok: all runs succeeded, no regression alert")
 			return nil
 		},
 	}
@@ -177,6 +212,9 @@ did not succeed or a regression alert was raised for this build:
 	cmd.Flags().BoolVar(&fanout, "fanout", false, "one run per matching online device")
 	cmd.Flags().BoolVar(&wait, "wait", false, "stream progress and exit non-zero if a run fails or a regression alert fires")
 	cmd.Flags().DurationVar(&timeout, "timeout", 0, "give up after this long (0: no limit)")
+	cmd.Flags().StringVar(&junitPath, "junit", "", "with --wait, write a JUnit XML report to FILE (- for stdout)")
+	cmd.Flags().StringVar(&summaryPath, "summary", "", "with --wait, write a markdown summary (ladder per device, deltas vs the previous build, alerts) to FILE (- for stdout)")
+	cmd.Flags().BoolVar(&jsonOut, "json", false, "with --wait, print the report as JSON on stdout (progress goes to stderr)")
 	cmd.Flags().DurationVar(&alertGrace, "alert-grace", 30*time.Second, "with --wait, how long to wait for regression alerts after the runs finish")
 	addServerFlags(cmd, &sf)
 	return cmd

@@ -271,3 +271,29 @@ func (c *Client) GetRun(ctx context.Context, id int64) (*RunDetail, error) {
 	}
 	return &out, nil
 }
+
+// RunFilter selects runs for ListRuns; zero fields do not filter.
+type RunFilter struct {
+	Suite, Build, Lineage, DeviceID, State string
+	Limit                                  int // default 50
+}
+
+// ListRuns calls GET /v1/runs (newest first, one page).
+func (c *Client) ListRuns(ctx context.Context, f RunFilter) ([]Run, error) {
+	q := url.Values{}
+	for k, v := range map[string]string{"suite": f.Suite, "build": f.Build, "lineage": f.Lineage, "device_id": f.DeviceID, "state": f.State} {
+		if v != "" {
+			q.Set(k, v)
+		}
+	}
+	if f.Limit > 0 {
+		q.Set("limit", strconv.Itoa(f.Limit))
+	}
+	var out struct {
+		Items []Run `json:"items"`
+	}
+	if err := c.doJSON(ctx, http.MethodGet, "/v1/runs", q, nil, &out); err != nil {
+		return nil, err
+	}
+	return out.Items, nil
+}
