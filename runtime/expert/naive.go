@@ -67,6 +67,11 @@ func newNaive(p *Profile, budget, maxExpert, fileSize int64) (*naiveState, error
 	win := max(page, roundUp(ahead, page))
 	// The assembly buffer holds whole pages of each part.
 	scratch := roundUp(maxExpert, page) + 3*page
+	// A read-ahead larger than what the budget leaves shrinks to fit (the
+	// kernel's window cannot exceed the memory it may use either).
+	if room := (budget - scratch) / page * page; win > room {
+		win = max(room, page)
+	}
 	limit := budget - scratch - win
 	if limit < 0 {
 		return nil, fmt.Errorf("%w: the naive mode needs %d bytes for one expert's pages and a %d-byte read window, budget %d", ErrBudgetTooSmall, scratch, win, budget)
