@@ -291,6 +291,9 @@ func packCompat(ctx context.Context, f *gguf.File, in, out string, layers []*Exp
 	if err := bw.Flush(); err != nil {
 		return fmt.Errorf("pack: write %s: %w", out, err)
 	}
+	if err := tmp.Chmod(0o644); err != nil { // CreateTemp makes 0600; a model is not secret
+		return fmt.Errorf("pack: write %s: %w", out, err)
+	}
 	if err := tmp.Close(); err != nil {
 		return fmt.Errorf("pack: write %s: %w", out, err)
 	}

@@ -363,3 +363,19 @@ func FuzzExpertLayers(f *testing.F) {
 		}
 	})
 }
+
+// TestPackOutputReadable: packed files are readable by others (a model is
+// not secret), in both layouts.
+func TestPackOutputReadable(t *testing.T) {
+	t.Parallel()
+	in := fixture(t, "qwen35moe/tiny-qwen35moe-f32.gguf")
+	for _, lay := range []string{LayoutBlob, LayoutCompat} {
+		out := filepath.Join(t.TempDir(), lay+".gguf")
+		if err := Pack(context.Background(), in, out, Options{Layout: lay}); err != nil {
+			t.Fatal(err)
+		}
+		if st, err := os.Stat(out); err != nil || st.Mode().Perm() != 0o644 {
+			t.Fatalf("%s: mode %v (%v), want 0644", lay, st.Mode().Perm(), err)
+		}
+	}
+}
