@@ -224,10 +224,13 @@ func (d *deviceClock) stall(t time.Duration) {
 	d.now = t
 }
 
-// issue reserves the flash for a read of n bytes issued now and sets
-// e.devDone to its completion on the device clock.
-func (d *deviceClock) issue(e *entry, n int64, demand bool) {
-	xfer := secs(float64(n) / d.bw)
+// issue reserves the flash for a read of n bytes in runs preads issued now
+// and sets e.devDone to its completion on the device clock. A worker issues
+// an expert's preads one after the other, so each pread after the first
+// adds the profile's latency (the compat layout's second read; an unpacked
+// file's third), counted as part of the read's occupancy of the flash.
+func (d *deviceClock) issue(e *entry, n int64, runs int, demand bool) {
+	xfer := secs(float64(n)/d.bw) + time.Duration(max(runs-1, 0))*d.latency
 	if demand {
 		start := max(d.now+d.latency, d.nextDemand)
 		e.devDone = start + xfer
@@ -378,7 +381,8 @@ func (s *Store) nextDoneLocked(items []*entry, done []bool) time.Duration {
 func (s *Store) issuedLocked(e *entry, demand bool) {
 	e.issued = true
 	if s.clock != nil {
-		s.clock.issue(e, s.bufSize[e.key.Layer], demand)
+		runs := len(planRead(s.layout.Experts[e.key.Layer][e.key.Expert], s.align).runs)
+		s.clock.issue(e, s.bufSize[e.key.Layer], runs, demand)
 		// The cache policy learns of it in issue order, not in the
 		// host's completion order, so eviction is deterministic.
 		s.budget.policy.Insert(e.key)
