@@ -227,14 +227,17 @@ func (d *deviceClock) stall(t time.Duration) {
 // issue reserves the flash for a read of n bytes in runs preads issued now
 // and sets e.devDone to its completion on the device clock. A worker issues
 // an expert's preads one after the other, so each pread after the first
-// adds the profile's latency (the compat layout's second read; an unpacked
-// file's third), counted as part of the read's occupancy of the flash.
+// delays the expert by the profile's latency (the compat layout's second
+// read; an unpacked file's third). Like the first read's latency, that
+// delay does not occupy the flash's bandwidth: other reads transfer
+// meanwhile.
 func (d *deviceClock) issue(e *entry, n int64, runs int, demand bool) {
-	xfer := secs(float64(n)/d.bw) + time.Duration(max(runs-1, 0))*d.latency
+	xfer := secs(float64(n) / d.bw)
+	extra := time.Duration(max(runs-1, 0)) * d.latency
 	if demand {
 		start := max(d.now+d.latency, d.nextDemand)
-		e.devDone = start + xfer
-		d.nextDemand = e.devDone
+		e.devDone = start + xfer + extra
+		d.nextDemand = start + xfer
 		// Speculative transfers still running pause for this one.
 		live := d.specActive[:0]
 		for _, x := range d.specActive {
@@ -254,8 +257,8 @@ func (d *deviceClock) issue(e *entry, n int64, runs int, demand bool) {
 		return
 	}
 	start := max(d.now+d.latency, d.nextSpec, d.nextDemand)
-	e.devDone = start + xfer
-	d.nextSpec = e.devDone
+	e.devDone = start + xfer + extra
+	d.nextSpec = start + xfer
 	d.specActive = append(d.specActive, e)
 }
 

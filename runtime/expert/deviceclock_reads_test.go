@@ -30,4 +30,14 @@ func TestDeviceClockChargesEachPread(t *testing.T) {
 			}
 		}
 	}
+	// The extra latency does not hold the flash: a second demanded read
+	// issued at once transfers right after the first's bytes.
+	d := &deviceClock{latency: lat, bw: 1e9, batchN: 1}
+	a, b := &entry{}, &entry{}
+	d.issue(a, 1<<20, 2, true)
+	d.issue(b, 1<<20, 1, true)
+	xfer := secs(float64(1<<20) / 1e9)
+	if want := lat + 2*xfer; b.devDone != want {
+		t.Fatalf("second read done at %v, want %v (the first's extra latency must not occupy the flash)", b.devDone, want)
+	}
 }
