@@ -40,6 +40,7 @@ func newReplayCmd(env *Env) *cobra.Command {
 	var (
 		tracePath, policies, budget, modelPath, format, horizons string
 		repeat                                                   int
+		precision                                                bool
 	)
 	cmd := &cobra.Command{
 		Use:   "replay --trace FILE --policy P --budget B",
@@ -154,7 +155,13 @@ a model with M's layers, experts and expert sizes. Policies: ` + strings.Join(ex
 				fmt.Fprintf(tw, "%s\t%d\t%.3f\t%d\t%.1f\t%.2f\t\n", l.Policy, l.Hits, l.HitRate, l.Reads, float64(l.BytesRead)/1e6, l.BytesVsMIN)
 			}
 			fmt.Fprintf(tw, "min (Belady)\t%d\t%.3f\t%d\t%.1f\t1.00\t\n", min.Hits, min.HitRate(), min.Reads, float64(min.BytesRead)/1e6)
-			return tw.Flush()
+			if err := tw.Flush(); err != nil {
+				return err
+			}
+			if precision {
+				printRankPrecision(env, tf)
+			}
+			return nil
 		},
 	}
 	f := cmd.Flags()
@@ -163,9 +170,45 @@ a model with M's layers, experts and expert sizes. Policies: ` + strings.Join(ex
 	f.StringVar(&budget, "budget", "", "expert budget: bytes (512MiB) or a fraction of the expert bytes (0.2, 20%)")
 	f.StringVar(&modelPath, "model", "", "check that the trace was recorded from this model's geometry")
 	f.StringVar(&horizons, "horizon", "", "also print the bound of a predictor that sees this many calls (layers) ahead, comma-separated: Belady within the horizon, true popularity beyond it (0 = popularity only)")
+	f.BoolVar(&precision, "precision", false, "also print the recorded lookahead predictor's precision per rank (mean, worst and best layer)")
 	f.IntVar(&repeat, "repeat", 1, "replay the trace this many times back to back")
 	f.StringVar(&format, "format", "text", "output: text or json (one object per policy)")
 	return cmd
+}
+
+// printRankPrecision prints the precision of each rank of the trace's
+// one-token predictions: over all layers, and the worst and best layer.
+func printRankPrecision(env *Env, tf *expert.TraceFile) {
+	hits, seen := tf.Trace.RankPrecision(len(tf.Model.Layers), max(tf.Model.ExpertsUsed, 1))
+	ranks := 0
+	for _, s := range seen {
+		ranks = max(ranks, len(s))
+	}
+	if ranks == 0 {
+		fmt.Fprintln(env.Stdout, "\nno ranked predictions in the trace (record it in a lookahead mode)")
+		return
+	}
+	fmt.Fprintln(env.Stdout, "\nlookahead predictor, precision per rank (all layers; worst and best layer):")
+	for r := range ranks {
+		var h, n int64
+		worst, best := 2.0, -1.0
+		wl, bl := 0, 0
+		for l := range seen {
+			if r >= len(seen[l]) || seen[l][r] == 0 {
+				continue
+			}
+			h += hits[l][r]
+			n += seen[l][r]
+			p := float64(hits[l][r]) / float64(seen[l][r])
+			if p < worst {
+				worst, wl = p, l
+			}
+			if p > best {
+				best, bl = p, l
+			}
+		}
+		fmt.Fprintf(env.Stdout, "  rank %d: %.3f (layer %d %.3f, layer %d %.3f; %d predictions)\n", r+1, float64(h)/float64(max(n, 1)), wl, worst, bl, best, n)
+	}
 }
 
 func mib(n int64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }

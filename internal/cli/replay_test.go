@@ -49,8 +49,8 @@ func TestRecordTraceThenReplay(t *testing.T) {
 			t.Fatalf("replay line %+v", r)
 		}
 	}
-	code, out, _ = runCLI("replay", "--trace", tr, "--policy", "lfu", "--budget", "1MiB", "--repeat", "2")
-	if code != 0 || !strings.Contains(out, "min (Belady)") || !strings.Contains(out, "lfu") {
+	code, out, _ = runCLI("replay", "--trace", tr, "--policy", "lfu", "--budget", "1MiB", "--repeat", "2", "--precision")
+	if code != 0 || !strings.Contains(out, "min (Belady)") || !strings.Contains(out, "lfu") || !strings.Contains(out, "rank 1: ") {
 		t.Fatalf("replay text: exit %d: %s", code, out)
 	}
 

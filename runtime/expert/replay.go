@@ -108,3 +108,37 @@ func (t *RoutingTrace) Repeat(n int) *RoutingTrace {
 	}
 	return out
 }
+
+// RankPrecision measures the lookahead predictor recorded in t: for each
+// layer and rank, how many of the ranked predictions (Prefetch calls of at
+// most maxRanked experts, one token's, in rank order) the layer's next Use
+// demanded. It returns hits[layer][rank] and seen[layer][rank].
+func (t *RoutingTrace) RankPrecision(layers, maxRanked int) (hits, seen [][]int64) {
+	hits, seen = make([][]int64, layers), make([][]int64, layers)
+	pending := make([][]int, layers)
+	for _, c := range t.Calls {
+		if c.Layer < 0 || c.Layer >= layers {
+			continue
+		}
+		if c.Prefetch {
+			pending[c.Layer] = nil
+			if len(c.Experts) <= maxRanked {
+				pending[c.Layer] = c.Experts
+			}
+			continue
+		}
+		p := pending[c.Layer]
+		pending[c.Layer] = nil
+		for len(seen[c.Layer]) < len(p) {
+			seen[c.Layer] = append(seen[c.Layer], 0)
+			hits[c.Layer] = append(hits[c.Layer], 0)
+		}
+		for r, x := range p {
+			seen[c.Layer][r]++
+			if slices.Contains(c.Experts, x) {
+				hits[c.Layer][r]++
+			}
+		}
+	}
+	return hits, seen
+}

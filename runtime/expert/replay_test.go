@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -67,6 +68,26 @@ func TestReplayMINIsOptimal(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+func TestRankPrecision(t *testing.T) {
+	t.Parallel()
+	tr := &RoutingTrace{Calls: []TraceCall{
+		{Layer: 0, Experts: []int{1, 2}, Prefetch: true},
+		{Layer: 0, Experts: []int{1, 3}},
+		{Layer: 1, Experts: []int{0, 1, 2, 3}, Prefetch: true}, // a union: not ranked
+		{Layer: 1, Experts: []int{0}},
+		{Layer: 0, Experts: []int{2, 1}, Prefetch: true},
+		{Layer: 0, Experts: []int{2, 1}},
+		{Layer: 0, Experts: []int{2, 1}}, // no prediction
+	}}
+	hits, seen := tr.RankPrecision(2, 2)
+	if want := [][]int64{{2, 1}, nil}; !reflect.DeepEqual(hits, want) {
+		t.Fatalf("hits %v, want %v", hits, want)
+	}
+	if want := [][]int64{{2, 2}, nil}; !reflect.DeepEqual(seen, want) {
+		t.Fatalf("seen %v, want %v", seen, want)
 	}
 }
 
