@@ -80,6 +80,12 @@ type Config struct {
 	// ArtifactDir holds the content-addressed artifact store (default
 	// DataDir/artifacts; without either, the artifact endpoints answer 503).
 	ArtifactDir string
+	// HTTPReadTimeout, HTTPWriteTimeout and HTTPIdleTimeout are the HTTP
+	// server's timeouts (defaults 60s, 60s and 120s): a client that sends
+	// or reads too slowly, or an idle keep-alive connection, is cut off.
+	// The API lifts the read and write timeouts for its streams, uploads
+	// and waits.
+	HTTPReadTimeout, HTTPWriteTimeout, HTTPIdleTimeout time.Duration
 	// Mount adds routes (e.g. the dashboard at "/") to the default API mux.
 	Mount func(*http.ServeMux)
 	// Version is shown in the OpenAPI document and logs.
@@ -403,7 +409,10 @@ func (c *Coordinator) startHTTP(ctx context.Context) error {
 		ln.Close()
 		return fmt.Errorf("coordinator: http handler: %w", err)
 	}
-	c.httpSrv = &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	c.httpSrv = &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:  cmp.Or(c.cfg.HTTPReadTimeout, 60*time.Second),
+		WriteTimeout: cmp.Or(c.cfg.HTTPWriteTimeout, 60*time.Second),
+		IdleTimeout:  cmp.Or(c.cfg.HTTPIdleTimeout, 120*time.Second)}
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()

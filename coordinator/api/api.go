@@ -88,6 +88,14 @@ type Deps struct {
 	// and was never uploaded, instead of queueing runs that all fail on
 	// the download. The coordinator sets it.
 	RequireModelArtifacts bool
+	// RequestTimeout bounds an ordinary request's database work (and each
+	// database call of a stream or wait); default DefaultRequestTimeout.
+	RequestTimeout time.Duration
+	// MaxInFlight bounds the ordinary requests served at once; one that
+	// cannot start within QueueWait gets 503 with Retry-After. Defaults
+	// DefaultMaxInFlight and DefaultQueueWait.
+	MaxInFlight int
+	QueueWait   time.Duration
 }
 
 // Server is the assembled API. Use Handler to serve it.
@@ -97,6 +105,8 @@ type Server struct {
 	mux     *http.ServeMux
 	log     *slog.Logger
 	metrics *metrics
+	// inflight holds one token per ordinary request being served.
+	inflight chan struct{}
 }
 
 // New builds the API. The returned handler serves every route; the
@@ -121,6 +131,9 @@ func NewServer(d Deps) (*Server, error) {
 		d.WaitPoll = cmp.Or(d.WaitPoll, 5*time.Second)
 	}
 	d.WaitPoll = cmp.Or(d.WaitPoll, 500*time.Millisecond)
+	d.RequestTimeout = cmp.Or(d.RequestTimeout, DefaultRequestTimeout)
+	d.MaxInFlight = cmp.Or(d.MaxInFlight, DefaultMaxInFlight)
+	d.QueueWait = cmp.Or(d.QueueWait, DefaultQueueWait)
 	if d.Registry == nil {
 		d.Registry = prometheus.NewRegistry()
 		d.Registry.MustRegister(prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
@@ -131,7 +144,7 @@ func NewServer(d Deps) (*Server, error) {
 			return orig(status, msg, pinRequiredLocations(errs)...)
 		}
 	})
-	s := &Server{deps: d, mux: http.NewServeMux(), log: d.Logger}
+	s := &Server{deps: d, mux: http.NewServeMux(), log: d.Logger, inflight: make(chan struct{}, d.MaxInFlight)}
 	m, err := newMetrics(d.Registry)
 	if err != nil {
 		return nil, fmt.Errorf("api config: %w", err)
@@ -151,7 +164,7 @@ func NewServer(d Deps) (*Server, error) {
 	reg := s.api.OpenAPI().Components.Schemas
 	reg.RegisterTypeAlias(reflect.TypeFor[jobs.Budget](), reflect.TypeFor[string]())
 	reg.RegisterTypeAlias(reflect.TypeFor[jobs.Duration](), reflect.TypeFor[string]())
-	s.api.UseMiddleware(s.metricsMiddleware, s.authMiddleware)
+	s.api.UseMiddleware(s.metricsMiddleware, s.limitMiddleware, s.authMiddleware, s.nulMiddleware)
 
 	s.registerAll()
 	s.mux.Handle("GET /metrics", promhttp.HandlerFor(d.Registry, promhttp.HandlerOpts{}))
@@ -215,7 +228,7 @@ func (s *Server) registerAll() {
 	jobsH.RegisterValidate(s.api)
 
 	runs := &runHandler{st: s.deps.Store, canceller: s.deps.Canceller, poll: s.deps.WaitPoll, notify: s.deps.RunListener, log: s.log, created: s.deps.RunsCreated,
-		requireModel: s.deps.RequireModelArtifacts}
+		requireModel: s.deps.RequireModelArtifacts, dbTimeout: s.deps.RequestTimeout}
 	runs.RegisterTrigger(s.api)
 	runs.RegisterList(s.api)
 	runs.RegisterEvents(s.api) // before {id}, so "events" is not taken for an id
@@ -296,6 +309,7 @@ func (s *Server) authMiddleware(ctx huma.Context, next func(huma.Context)) {
 			return
 		}
 		s.log.ErrorContext(ctx.Context(), "api: token check failed", "err", err)
+		ctx.SetHeader("Retry-After", strconv.Itoa(RetryAfter))
 		huma.WriteErr(s.api, ctx, http.StatusServiceUnavailable, "cannot check the API token now")
 		return
 	}
@@ -306,6 +320,7 @@ func (s *Server) authMiddleware(ctx huma.Context, next func(huma.Context)) {
 type metrics struct {
 	requests *prometheus.CounterVec
 	latency  *prometheus.HistogramVec
+	shed     prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -319,8 +334,12 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help:    "REST API request latency by operation (streams excluded).",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
 		}, []string{"operation"}),
+		shed: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "lesfarm_api_shed_total",
+			Help: "REST API requests refused with 503 because MaxInFlight requests were already being served.",
+		}),
 	}
-	for _, c := range []prometheus.Collector{m.requests, m.latency} {
+	for _, c := range []prometheus.Collector{m.requests, m.latency, m.shed} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -339,7 +358,8 @@ func (s *Server) metricsMiddleware(ctx huma.Context, next func(huma.Context)) {
 }
 
 // storeErr maps a store error to an API error: ErrNotFound → 404,
-// ErrConflict → 409, anything else → 500 (logged, details hidden).
+// ErrConflict → 409, the database unavailable or too slow → 503 with
+// Retry-After, anything else → 500 (logged, details hidden).
 func storeErr(ctx context.Context, log *slog.Logger, what string, err error) error {
 	switch {
 	case errors.Is(err, store.ErrNotFound):
@@ -348,9 +368,20 @@ func storeErr(ctx context.Context, log *slog.Logger, what string, err error) err
 		return huma.Error409Conflict(what + " conflicts with an existing one")
 	case errors.Is(err, context.Canceled):
 		return huma.NewError(499, "request cancelled")
+	case store.Unavailable(err):
+		log.WarnContext(ctx, "api: database unavailable", "what", what, "err", err)
+		return unavailable("database unavailable while handling " + what + ", retry later")
 	}
 	log.ErrorContext(ctx, "api: store error", "what", what, "err", err)
 	return huma.Error500InternalServerError("internal error while handling " + what)
+}
+
+// RetryAfter is the Retry-After (seconds) sent with a 503.
+const RetryAfter = 2
+
+// unavailable is a 503 with Retry-After.
+func unavailable(msg string) error {
+	return huma.ErrorWithHeaders(huma.Error503ServiceUnavailable(msg), http.Header{"Retry-After": {strconv.Itoa(RetryAfter)}})
 }
 
 // healthHandler serves /healthz and /readyz.
@@ -400,7 +431,7 @@ func (h *healthHandler) RegisterReadyz(api huma.API) {
 			err = h.st.Ping(ctx)
 		}
 		if err != nil {
-			return nil, huma.Error503ServiceUnavailable("not ready: " + err.Error())
+			return nil, unavailable("not ready: " + err.Error())
 		}
 		out := &healthOutput{}
 		out.Body.Status = "ready"

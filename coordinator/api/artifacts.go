@@ -73,6 +73,7 @@ type artifactUploadOutput struct {
 func (h *artifactHandler) RegisterUpload(api huma.API) {
 	op := write(huma.Operation{
 		OperationID: "upload-artifact",
+		Metadata:    map[string]any{"long": true},
 		Method:      http.MethodPost,
 		Path:        "/v1/artifacts",
 		Summary:     "Upload an artifact (streamed)",

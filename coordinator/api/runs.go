@@ -1,6 +1,7 @@
 package api
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -8,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -32,6 +34,8 @@ type runHandler struct {
 	// requireModel refuses triggers whose model was never uploaded
 	// (Deps.RequireModelArtifacts).
 	requireModel bool
+	// dbTimeout bounds each database read of a wait or stream.
+	dbTimeout time.Duration
 }
 
 // TriggerBody asks for runs of a suite on a build.
@@ -172,7 +176,9 @@ func (h *runHandler) waitDoneIdle(ctx context.Context, ids []int64, onIdle func(
 	t := time.NewTimer(poll)
 	defer t.Stop()
 	for {
-		runs, err := h.st.RunsByIDs(ctx, ids)
+		rctx, cancel := context.WithTimeout(ctx, cmp.Or(h.dbTimeout, DefaultRequestTimeout))
+		runs, err := h.st.RunsByIDs(rctx, ids)
+		cancel()
 		if err != nil {
 			return last, err
 		}
@@ -371,7 +377,10 @@ func (h *runHandler) RegisterEvents(api huma.API) {
 	sse.Register(api, huma.Operation{
 		OperationID: "run-events", Method: http.MethodGet, Path: "/v1/runs/events",
 		Summary: "Stream run progress (SSE)", Tags: []string{"runs"},
-		Metadata: map[string]any{"stream": true},
+		Description: "An unknown trigger is a 404 and a database outage a 503 (with Retry-After) before the stream starts.",
+		Errors:      []int{http.StatusNotFound, http.StatusServiceUnavailable},
+		Metadata:    map[string]any{"stream": true},
+		Middlewares: huma.Middlewares{func(ctx huma.Context, next func(huma.Context)) { h.checkTrigger(api, ctx, next) }},
 	}, map[string]any{
 		"run":   RunEvent{},
 		"done":  DoneEvent{},
@@ -382,7 +391,12 @@ func (h *runHandler) RegisterEvents(api huma.API) {
 		if in.Trigger != 0 {
 			tr, err := h.st.GetTrigger(ctx, in.Trigger)
 			if err != nil {
-				send(sse.Message{Data: &huma.ErrorModel{Status: http.StatusNotFound, Title: "Not Found", Detail: "trigger not found"}})
+				// checkTrigger found it a moment ago: the database failed.
+				status, title := http.StatusNotFound, "Not Found"
+				if !errors.Is(err, store.ErrNotFound) {
+					status, title = http.StatusServiceUnavailable, "Service Unavailable"
+				}
+				send(sse.Message{Data: &huma.ErrorModel{Status: status, Title: title, Detail: "trigger: " + err.Error()}})
 				return
 			}
 			ids = append(ids, tr.RunIDs...)
@@ -468,4 +482,33 @@ func (h *resultHandler) RegisterList(api huma.API) {
 		out.Body.Items = nonNil(items)
 		return out, nil
 	})
+}
+
+// checkTrigger answers the events request with a plain HTTP error before
+// the stream starts when ?trigger= names no trigger (404) or the database
+// cannot say (503 with Retry-After), so clients can tell "wrong id" from
+// "retry later" by status code.
+func (h *runHandler) checkTrigger(api huma.API, ctx huma.Context, next func(huma.Context)) {
+	id, err := strconv.ParseInt(ctx.Query("trigger"), 10, 64)
+	if err != nil || id <= 0 {
+		next(ctx) // absent or invalid: the handler and validation answer
+		return
+	}
+	if _, err := h.st.GetTrigger(ctx.Context(), id); err != nil {
+		herr := storeErr(ctx.Context(), h.log, "trigger", err)
+		var se huma.StatusError
+		if errors.As(herr, &se) {
+			var he huma.HeadersError
+			if errors.As(herr, &he) {
+				for k, vs := range he.GetHeaders() {
+					for _, v := range vs {
+						ctx.AppendHeader(k, v)
+					}
+				}
+			}
+			huma.WriteErr(api, ctx, se.GetStatus(), se.Error())
+			return
+		}
+	}
+	next(ctx)
 }

@@ -9,10 +9,12 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -51,7 +53,17 @@ type Config struct {
 	MaxConns int32
 	// ConnectTimeout bounds the first ping; 0 means 10s.
 	ConnectTimeout time.Duration
+	// StatementTimeout is the server-side statement_timeout of every
+	// connection (and idle_in_transaction_session_timeout, twice it), so a
+	// statement stuck behind a lock or on a slow disk ends with an error
+	// instead of holding a connection; 0 means DefaultStatementTimeout,
+	// negative means none. Callers still bound their own waits with
+	// context deadlines: a frozen server enforces nothing.
+	StatementTimeout time.Duration
 }
+
+// DefaultStatementTimeout is Config.StatementTimeout's default.
+const DefaultStatementTimeout = 30 * time.Second
 
 // Open connects to databaseURL and checks the connection with a ping.
 func Open(ctx context.Context, databaseURL string, cfg Config) (*Store, error) {
@@ -61,6 +73,18 @@ func Open(ctx context.Context, databaseURL string, cfg Config) (*Store, error) {
 	}
 	if cfg.MaxConns > 0 {
 		pc.MaxConns = cfg.MaxConns
+	}
+	if st := cmp.Or(cfg.StatementTimeout, DefaultStatementTimeout); st > 0 {
+		if pc.ConnConfig.RuntimeParams == nil {
+			pc.ConnConfig.RuntimeParams = map[string]string{}
+		}
+		// A URL's own options win.
+		if _, ok := pc.ConnConfig.RuntimeParams["statement_timeout"]; !ok {
+			pc.ConnConfig.RuntimeParams["statement_timeout"] = strconv.FormatInt(st.Milliseconds(), 10)
+		}
+		if _, ok := pc.ConnConfig.RuntimeParams["idle_in_transaction_session_timeout"]; !ok {
+			pc.ConnConfig.RuntimeParams["idle_in_transaction_session_timeout"] = strconv.FormatInt(2*st.Milliseconds(), 10)
+		}
 	}
 	timeout := cfg.ConnectTimeout
 	if timeout == 0 {

@@ -13,6 +13,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -23,6 +24,16 @@ type Client struct {
 	base  *url.URL
 	token string
 	http  *http.Client
+
+	// FollowOutage is how long FollowTrigger keeps reconnecting while the
+	// coordinator is unreachable or answers 5xx, counted from the last
+	// time the stream worked (default 2 min: a coordinator restart or a
+	// short database outage is waited out). Set before use.
+	FollowOutage time.Duration
+	// RetryMin and RetryMax bound the wait between reconnects (doubling;
+	// a Retry-After from the server is honoured up to RetryMax); default
+	// 500 ms and 5 s. Set before use.
+	RetryMin, RetryMax time.Duration
 }
 
 // New returns a client of the coordinator at server (e.g.
@@ -45,6 +56,10 @@ func New(server, token string) (*Client, error) {
 
 // Problem is an RFC 9457 error returned by the API.
 type Problem struct {
+	// RetryAfter is the server's Retry-After (503 while a dependency is
+	// down), zero when absent.
+	RetryAfter time.Duration `json:"-"`
+
 	Status int    `json:"status"`
 	Title  string `json:"title"`
 	Detail string `json:"detail"`
@@ -117,6 +132,9 @@ func decodeProblem(resp *http.Response) error {
 	p := &Problem{Status: resp.StatusCode}
 	if err := json.Unmarshal(b, p); err != nil || p.Status == 0 {
 		p = &Problem{Status: resp.StatusCode, Detail: strings.TrimSpace(string(b))}
+	}
+	if secs, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && secs > 0 {
+		p.RetryAfter = time.Duration(secs) * time.Second
 	}
 	return p
 }

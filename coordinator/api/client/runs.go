@@ -2,8 +2,10 @@ package client
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -83,28 +85,48 @@ type DoneEvent struct {
 }
 
 // FollowTrigger streams GET /v1/runs/events?trigger=ID, calling onRun for
-// each run event, until the done event, which it returns. A dropped stream
-// is reopened (the server resends current states) up to a few times.
+// each run event, until the done event, which it returns. A dropped stream,
+// an unreachable coordinator or a 5xx answer (503 while its database is
+// down) is retried with backoff, honouring Retry-After, for up to
+// FollowOutage since the stream last delivered an event; reopening resends
+// the current states. A 4xx answer ends the wait at once.
 func (c *Client) FollowTrigger(ctx context.Context, triggerID int64, onRun func(RunEvent)) (*DoneEvent, error) {
-	var lastErr error
-	for attempt := 0; attempt < 5; attempt++ {
-		if attempt > 0 {
-			select {
-			case <-ctx.Done():
-				return nil, ctx.Err()
-			case <-time.After(time.Duration(attempt) * time.Second):
+	outage := cmp.Or(c.FollowOutage, 2*time.Minute)
+	lo, hi := cmp.Or(c.RetryMin, 500*time.Millisecond), cmp.Or(c.RetryMax, 5*time.Second)
+	wait := lo
+	workedAt := time.Now()
+	for {
+		progressed := false
+		done, err := c.followOnce(ctx, triggerID, func(ev RunEvent) {
+			progressed = true
+			if onRun != nil {
+				onRun(ev)
 			}
-		}
-		done, err := c.followOnce(ctx, triggerID, onRun)
+		})
 		if done != nil || ctx.Err() != nil {
 			return done, err
 		}
-		if p, ok := err.(*Problem); ok && p.Status < 500 {
-			return nil, err
+		var p *Problem
+		if errors.As(err, &p) && p.Status < 500 {
+			return nil, err // the request is wrong, retrying will not help
 		}
-		lastErr = err
+		if progressed {
+			workedAt, wait = time.Now(), lo
+		}
+		if time.Since(workedAt) > outage {
+			return nil, fmt.Errorf("client: progress stream kept failing for %v: %w", outage.Round(time.Second), err)
+		}
+		d := wait
+		if p != nil && p.RetryAfter > 0 {
+			d = min(p.RetryAfter, hi)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(d):
+		}
+		wait = min(2*wait, hi)
 	}
-	return nil, fmt.Errorf("client: progress stream kept failing: %w", lastErr)
 }
 
 func (c *Client) followOnce(ctx context.Context, triggerID int64, onRun func(RunEvent)) (*DoneEvent, error) {
