@@ -99,6 +99,10 @@ type Config struct {
 	OnState func(state string)
 	// DeviceOptions overrides how the fingerprint is read (tests).
 	DeviceOptions *device.Options
+	// Clock is the device's wall clock; nil means time.Now. Tests set a
+	// skewed one: the agent must not depend on it agreeing with the
+	// coordinator's (see clock.go).
+	Clock func() time.Time
 }
 
 // Agent states reported by Status.
@@ -148,6 +152,10 @@ type Agent struct {
 	lastError   string
 	hbSeq       uint64
 	runsDone    int
+	// clockOffset is the coordinator's clock minus the device's, from the
+	// ServerTime of the last hello or heartbeat reply (see clock.go).
+	clockOffset time.Duration
+	offsetKnown bool
 	// unreported are finished runs whose result the coordinator has not
 	// committed yet (see unreported.go).
 	unreported []unreportedRun
@@ -164,6 +172,9 @@ type activeRun struct {
 	// abandoned is set when the lease is gone (cut off past the TTL): the
 	// run is stopping and is neither reported nor listed in heartbeats.
 	abandoned bool
+	// deadline is the run's deadline on this process's monotonic clock
+	// (zero: none).
+	deadline time.Time
 }
 
 // New validates cfg, reads the device fingerprint and opens the artifact
@@ -575,7 +586,8 @@ func (a *Agent) hello(ctx context.Context) (ok, refused bool) {
 		a.log.Error("agent: fingerprint", "err", err)
 		return false, true
 	}
-	msg := &protocol.Hello{DeviceID: a.cfg.Name, Fingerprint: *fp, Labels: a.cfg.Labels, Runs: runs, SentAt: time.Now().UTC()}
+	sent := a.now()
+	msg := &protocol.Hello{DeviceID: a.cfg.Name, Fingerprint: *fp, Labels: a.cfg.Labels, Runs: runs, SentAt: sent.UTC()}
 	data, err := protocol.Encode(msg)
 	if err != nil {
 		a.log.Error("agent: hello not encodable", "err", err)
@@ -601,6 +613,7 @@ func (a *Agent) hello(ctx context.Context) (ok, refused bool) {
 		return false, true
 	}
 	a.mu.Lock()
+	a.noteServerTimeLocked(sent, rep.ServerTime)
 	a.registered = true
 	a.signingKey = ed25519.PublicKey(rep.SigningKey)
 	a.ttl = rep.TTL()
@@ -632,7 +645,8 @@ func (a *Agent) heartbeat(ctx context.Context) bool {
 	ps := toProtocolState(st)
 	a.mu.Lock()
 	a.hbSeq++
-	msg := &protocol.Heartbeat{DeviceID: a.cfg.Name, Seq: a.hbSeq, Runs: a.runStatusLocked(), State: ps, SentAt: time.Now().UTC()}
+	sent := a.now()
+	msg := &protocol.Heartbeat{DeviceID: a.cfg.Name, Seq: a.hbSeq, Runs: a.runStatusLocked(), State: ps, SentAt: sent.UTC()}
 	a.mu.Unlock()
 	data, err := protocol.Encode(msg)
 	if err != nil {
@@ -653,6 +667,7 @@ func (a *Agent) heartbeat(ctx context.Context) bool {
 	}
 	a.mu.Lock()
 	a.lastContact = time.Now()
+	a.noteServerTimeLocked(sent, rep.ServerTime)
 	if rep.TTLMS > 0 {
 		a.ttl = rep.TTL()
 	}
@@ -785,13 +800,15 @@ func (a *Agent) handleAssign(data []byte) (rep *protocol.AssignReply) {
 		return refuse(asg.RunID, asg.Token, protocol.RefuseBusy, fmt.Sprintf("already running run %d", a.current.asg.RunID))
 	}
 	ctx, cancel := context.WithCancelCause(context.Background())
-	if !asg.Deadline.IsZero() {
+	var deadline time.Time
+	if left, ok := a.runTimeLeftLocked(asg); ok {
+		deadline = time.Now().Add(left)
 		var c2 context.CancelFunc
-		ctx, c2 = context.WithDeadlineCause(ctx, asg.Deadline, errors.New("run deadline passed"))
+		ctx, c2 = context.WithDeadlineCause(ctx, deadline, errors.New("run deadline passed"))
 		inner := cancel
 		cancel = func(err error) { inner(err); c2() }
 	}
-	r := &activeRun{asg: asg, cancel: cancel, done: make(chan struct{}), state: protocol.RunStateAccepted}
+	r := &activeRun{asg: asg, cancel: cancel, done: make(chan struct{}), state: protocol.RunStateAccepted, deadline: deadline}
 	a.current = r
 	a.wg.Add(1)
 	go a.execute(ctx, r)

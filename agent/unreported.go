@@ -35,7 +35,7 @@ type unreportedRun struct {
 // noteUnreportedLocked records that run r's result was handed to the
 // outbox. a.mu must be held.
 func (a *Agent) noteUnreportedLocked(r *activeRun) {
-	until := r.asg.Deadline
+	until := r.deadline
 	if until.IsZero() {
 		until = time.Now().Add(unreportedKeep)
 	}

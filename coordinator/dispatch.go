@@ -257,7 +257,10 @@ func (c *Coordinator) sendAssignment(g *store.Grant) {
 	spec := g.Job.Spec
 	a := &protocol.Assignment{RunID: g.Run.ID, Token: g.Token, Attempt: g.Run.Attempts, DeviceID: g.Run.DeviceID, JobID: g.Job.ID,
 		Suite: g.Run.Suite, Build: g.Run.Build, GitSHA: g.Run.GitSHA, Spec: spec, Configs: spec.Expand(),
-		Artifact: c.artifactFor(&spec), Model: c.modelFacts(ctx, &spec), LeaseExpiresAt: g.LeaseExpiresAt, Deadline: g.Deadline, IssuedAt: time.Now()}
+		Artifact: c.artifactFor(&spec), Model: c.modelFacts(ctx, &spec), LeaseExpiresAt: g.LeaseExpiresAt, Deadline: g.Deadline, IssuedAt: time.Now(),
+		// The run's timeout, counted from now: the grant was made a
+		// moment ago, so this errs late by that moment, never early.
+		DeadlineInMS: g.Run.Timeout.Milliseconds()}
 	data, err := protocol.SignAssignment(a, c.signKey)
 	if err != nil {
 		release("cannot build assignment: "+err.Error(), "invalid", true)

@@ -276,8 +276,16 @@ type Assignment struct {
 	// LeaseExpiresAt is when the lease ends unless renewed by heartbeats.
 	LeaseExpiresAt time.Time `json:"lease_expires_at"`
 	// Deadline is the run's timeout: past it the coordinator fails the run.
+	// It is on the coordinator's clock (Postgres's, in fact), which the
+	// device's clock may not match: agents use DeadlineInMS.
 	Deadline time.Time `json:"deadline"`
 	IssuedAt time.Time `json:"issued_at"`
+	// DeadlineInMS is how long after IssuedAt the deadline falls, as the
+	// coordinator measured it: the agent counts it from when it receives
+	// the assignment, so a device clock minutes off neither aborts the run
+	// early nor lets it overrun. Zero from older coordinators (agents
+	// then correct Deadline by the clock offset of ServerTime).
+	DeadlineInMS int64 `json:"deadline_in_ms,omitempty"`
 }
 
 // SignedAssignment is what travels on the assign subject: the Assignment's

@@ -299,6 +299,9 @@ func (m *Assignment) Validate() error {
 	if m.LeaseExpiresAt.IsZero() || m.Deadline.IsZero() {
 		return errors.New("lease_expires_at and deadline required")
 	}
+	if m.DeadlineInMS < 0 {
+		return fmt.Errorf("deadline_in_ms %d negative", m.DeadlineInMS)
+	}
 	if m.Model != nil {
 		if err := m.Model.Validate(); err != nil {
 			return fmt.Errorf("model: %w", err)
