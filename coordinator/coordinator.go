@@ -41,6 +41,7 @@ import (
 	"github.com/lesfarm/lesfarm/coordinator/ingest"
 	"github.com/lesfarm/lesfarm/coordinator/nightly"
 	"github.com/lesfarm/lesfarm/coordinator/regress/monitor"
+	"github.com/lesfarm/lesfarm/coordinator/scheduler"
 	"github.com/lesfarm/lesfarm/coordinator/store"
 	"github.com/lesfarm/lesfarm/internal/pglocal"
 	"github.com/lesfarm/lesfarm/jobs"
@@ -182,6 +183,8 @@ type Coordinator struct {
 	stopping bool
 
 	db            *dbHealth
+	limits        *deviceLimiter
+	logs          *logLimiter
 	sweeps        atomic.Uint64
 	assignLatency latency
 	stopOnce      sync.Once
@@ -227,7 +230,10 @@ func New(cfg Config) (*Coordinator, error) {
 	}
 	log := cmp.Or(cfg.Logger, slog.Default())
 	return &Coordinator{cfg: cfg, log: log, rejects: &protocol.RejectCounter{}, timers: map[string]*time.Timer{},
-		wake: make(chan struct{}, 1), sem: make(chan struct{}, 32), db: newDBHealth(time.Now)}, nil
+		wake: make(chan struct{}, 1), sem: make(chan struct{}, 32), db: newDBHealth(time.Now),
+		// Four requests per heartbeat interval on average, bursts of 20.
+		limits: newDeviceLimiter(4/scheduler.HeartbeatInterval(cfg.HeartbeatTTL).Seconds(), 20),
+		logs:   newLogLimiter(time.Second)}, nil
 }
 
 // Start brings the coordinator up: NATS (embedded or remote), Postgres
@@ -316,11 +322,18 @@ func (c *Coordinator) Start(ctx context.Context) (err error) {
 		return err
 	}
 	for _, s := range []struct {
-		subject string
-		handle  func(*nats.Msg)
-	}{{protocol.HelloWildcard, c.handleHello}, {protocol.HeartbeatWildcard, c.handleHeartbeat}} {
-		handle := s.handle
+		subject, kind string
+		handle        func(*nats.Msg)
+	}{{protocol.HelloWildcard, "hello", c.handleHello}, {protocol.HeartbeatWildcard, "heartbeat", c.handleHeartbeat}} {
+		handle, kind := s.handle, s.kind
 		sub, err := c.nc.QueueSubscribe(s.subject, QueueGroup, func(m *nats.Msg) {
+			// A flooding device is cut off here, before it costs a
+			// goroutine slot or any database work.
+			if !c.limits.allow(m.Subject, time.Now()) {
+				c.rejects.Add(kind, RejectRateLimited)
+				c.logs.warn(c.ctx, c.log, "rate:"+m.Subject, "coordinator: device request over its rate, dropped", "subject", m.Subject)
+				return
+			}
 			select {
 			case c.sem <- struct{}{}:
 			case <-c.ctx.Done():

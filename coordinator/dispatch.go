@@ -368,6 +368,7 @@ func (c *Coordinator) sweepLoop(ctx context.Context) {
 
 func (c *Coordinator) sweep(ctx context.Context) {
 	defer c.sweeps.Add(1)
+	c.limits.prune(time.Now())
 	// Expired leases and silent devices are only failed over once the
 	// database has answered for a TTL (see dbHealth); run timeouts are
 	// the runs' own deadlines and go on.

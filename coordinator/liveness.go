@@ -3,6 +3,7 @@ package coordinator
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -39,7 +40,7 @@ func (c *Coordinator) handleHello(m *nats.Msg) {
 		if derr == nil {
 			c.rejects.Add("hello", protocol.RejectInvalid)
 		}
-		c.log.WarnContext(ctx, "coordinator: hello rejected", "subject", m.Subject, "err", errors.Join(derr, err))
+		c.logs.warn(ctx, c.log, "hello-rejected:"+m.Subject, "coordinator: hello rejected", "subject", m.Subject, "err", rejectReason(derr, err, id, bodyID(h)))
 		if id != "" {
 			c.respond(m, &protocol.HelloReply{DeviceID: id, Accepted: false, Reason: "malformed hello", ServerTime: time.Now()})
 		}
@@ -77,7 +78,7 @@ func (c *Coordinator) handleHeartbeat(m *nats.Msg) {
 		if derr == nil {
 			c.rejects.Add("heartbeat", protocol.RejectInvalid)
 		}
-		c.log.WarnContext(ctx, "coordinator: heartbeat rejected", "subject", m.Subject, "err", errors.Join(derr, err))
+		c.logs.warn(ctx, c.log, "heartbeat-rejected:"+m.Subject, "coordinator: heartbeat rejected", "subject", m.Subject, "err", rejectReason(derr, err, id, bodyID(hb)))
 		return
 	}
 	ttl := c.cfg.HeartbeatTTL
@@ -166,4 +167,29 @@ func (c *Coordinator) stopTimers() {
 		t.Stop()
 		delete(c.timers, id)
 	}
+}
+
+// rejectReason says why a hello or heartbeat was rejected: the decode
+// error, the subject error, or a body naming another device than its
+// subject (which left both errors nil and logged "err=<nil>").
+func rejectReason(derr, serr error, subjectID, bodyID string) error {
+	if err := errors.Join(derr, serr); err != nil {
+		return err
+	}
+	return fmt.Errorf("body device_id %q differs from the subject's %q", bodyID, subjectID)
+}
+
+// bodyID is the device id a decoded hello or heartbeat names ("" if none).
+func bodyID[M *protocol.Hello | *protocol.Heartbeat](m M) string {
+	switch v := any(m).(type) {
+	case *protocol.Hello:
+		if v != nil {
+			return v.DeviceID
+		}
+	case *protocol.Heartbeat:
+		if v != nil {
+			return v.DeviceID
+		}
+	}
+	return ""
 }
