@@ -67,7 +67,8 @@ func (c *Coordinator) mayFailOver(ctx context.Context) bool {
 	return err == nil && c.db.settled(c.failoverGrace())
 }
 
-// dbTimeout bounds one database call of the liveness and sweep paths.
-func (c *Coordinator) dbTimeout() time.Duration {
-	return min(5*time.Second, max(c.cfg.HeartbeatTTL/2, time.Second))
-}
+// dbTimeout bounds one database call of the sweep and the failover
+// probe. It is generous on purpose: a database that is merely slow under
+// load must not count as down (that would postpone failover without end);
+// only one that does not answer for seconds does.
+func (c *Coordinator) dbTimeout() time.Duration { return 5 * time.Second }

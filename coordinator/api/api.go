@@ -19,6 +19,7 @@ package api
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -186,6 +187,7 @@ func pinRequiredLocations(errs []error) []error {
 		if !errors.As(err, &d) {
 			continue
 		}
+		d.Value = clipValue(d.Value)
 		rest, ok := strings.CutPrefix(d.Message, "expected required property ")
 		if !ok {
 			continue
@@ -196,6 +198,29 @@ func pinRequiredLocations(errs []error) []error {
 		}
 	}
 	return errs
+}
+
+// maxErrorValue bounds the JSON size of the offending value echoed in a
+// validation error (an unknown field's whole object, a huge string).
+const maxErrorValue = 256
+
+// clipValue returns v, or when its JSON is longer than maxErrorValue a
+// string of its first bytes, so a 422 never echoes a megabyte body.
+func clipValue(v any) any {
+	if v == nil {
+		return nil
+	}
+	if s, ok := v.(string); ok {
+		if len(s) <= maxErrorValue {
+			return s
+		}
+		return s[:maxErrorValue] + fmt.Sprintf("… (%d bytes)", len(s))
+	}
+	b, err := json.Marshal(v)
+	if err != nil || len(b) <= maxErrorValue {
+		return v
+	}
+	return string(b[:maxErrorValue]) + fmt.Sprintf("… (%d bytes)", len(b))
 }
 
 // Handler returns the HTTP handler serving every route.

@@ -53,3 +53,17 @@ func TestNULBytesAre422(t *testing.T) {
 		t.Fatalf("clean trigger after the NUL checks: %d", resp.StatusCode)
 	}
 }
+
+// TestValidationErrorDoesNotEchoBody: a 422 for an unknown field names
+// it, but does not echo a body of almost a megabyte back.
+func TestValidationErrorDoesNotEchoBody(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	body := `{"suite":"smoke","build":"b","junk":"` + strings.Repeat("x", 900<<10) + `"}`
+	resp := e.do("POST", "/v1/runs", strings.NewReader(body), "Authorization", "Bearer "+e.token, "Content-Type", "application/json")
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnprocessableEntity || len(b) > 4<<10 || !strings.Contains(string(b), "junk") {
+		t.Fatalf("%d, %d bytes: %.300s; want a short 422 naming junk", resp.StatusCode, len(b), b)
+	}
+}

@@ -32,6 +32,7 @@ func newAgentCmd(env *Env) *cobra.Command {
 		logLevel  string
 		printInfo bool
 	)
+	var secrets []secretFlag // filled in with the flags below
 	cmd := &cobra.Command{
 		Use:   "agent --nats-url URL --name NAME [--profile phone-flagship] [--labels k=v,...] [--cache-dir DIR]",
 		Short: "Run a host agent: register a device, take benchmark runs, stream telemetry",
@@ -52,7 +53,8 @@ flushes telemetry and exits.
 
 lesfarm serve's embedded NATS authenticates devices: give the agent its
 device's credential ('lesfarm token create --device NAME' prints it once)
-with --token (or --user NAME --password SECRET). Before starting, the agent
+with --token-file FILE, LESFARM_DEVICE_TOKEN or --token (which shows in ps),
+or --user NAME --password-file FILE. Before starting, the agent
 connects once to check it and exits with a hint when NATS refuses it.
 
 Examples:
@@ -67,6 +69,11 @@ Examples:
 			}
 			cfg.Logger = slog.New(slog.NewTextHandler(env.Stderr, &slog.HandlerOptions{Level: lv}))
 			var err error
+			for _, sf := range secrets {
+				if *sf.value, err = resolveSecret(*sf.value, *sf.file, sf.env, sf.flag); err != nil {
+					return usagef("%v", err)
+				}
+			}
 			if cfg.Labels, err = parseLabels(labels); err != nil {
 				return usagef("--labels: %v", err)
 			}
@@ -128,6 +135,17 @@ Examples:
 		},
 	}
 	f := cmd.Flags()
+	// Secrets given as flags show in ps and shell history: each has a
+	// -file flag and an environment variable too.
+	var tokenFile, passwordFile, artifactTokenFile string
+	secrets = []secretFlag{
+		{&cfg.Token, &tokenFile, "LESFARM_DEVICE_TOKEN", "token"},
+		{&cfg.Password, &passwordFile, "LESFARM_NATS_PASSWORD", "password"},
+		{&cfg.ArtifactToken, &artifactTokenFile, "LESFARM_ARTIFACT_TOKEN", "artifact-token"},
+	}
+	f.StringVar(&tokenFile, "token-file", "", "file holding the NATS auth token / device credential (keeps it out of ps; env LESFARM_DEVICE_TOKEN works too)")
+	f.StringVar(&passwordFile, "password-file", "", "file holding the NATS password (env LESFARM_NATS_PASSWORD works too)")
+	f.StringVar(&artifactTokenFile, "artifact-token-file", "", "file holding the artifact download token (env LESFARM_ARTIFACT_TOKEN works too)")
 	f.StringVar(&cfg.NATSURL, "nats-url", "", "NATS server URL of the farm (required), e.g. nats://127.0.0.1:4222")
 	f.StringVar(&cfg.Name, "name", "", "device id, unique in the farm (required): letters, digits, '_' or '-'")
 	f.StringVar(&cfg.Profile, "profile", "", "emulate a device: storage profile name (phone-flagship, phone-mid, laptop-nvme) or YAML file")
@@ -139,7 +157,7 @@ Examples:
 	f.StringVar(&cfg.NKeySeedFile, "nkey", "", "file holding an nkey seed to authenticate with")
 	f.StringVar(&cfg.User, "user", "", "NATS user name")
 	f.StringVar(&cfg.Password, "password", "", "NATS password (prefer --creds)")
-	f.StringVar(&cfg.Token, "token", "", "NATS auth token; for lesfarm serve's embedded NATS, the device credential from 'lesfarm token create --device NAME'")
+	f.StringVar(&cfg.Token, "token", "", "NATS auth token (visible in ps: prefer --token-file or LESFARM_DEVICE_TOKEN); for lesfarm serve's embedded NATS, the device credential from 'lesfarm token create --device NAME'")
 	f.StringVar(&cfg.TLSCAFile, "tls-ca", "", "CA certificate (PEM) to verify the NATS server; enables TLS")
 	f.StringVar(&cfg.TLSCertFile, "tls-cert", "", "client certificate (PEM) for NATS mutual TLS")
 	f.StringVar(&cfg.TLSKeyFile, "tls-key", "", "client key (PEM) for NATS mutual TLS")
@@ -235,4 +253,34 @@ func checkNATSCredentials(cfg *agent.Config) error {
 	case <-time.After(200 * time.Millisecond):
 	}
 	return nil
+}
+
+// secretFlag is a secret that may come from a flag, a file or the
+// environment.
+type secretFlag struct {
+	value, file *string
+	env, flag   string
+}
+
+// resolveSecret returns the secret from exactly one of the flag value, the
+// file (trimmed) or the environment variable, in that order of precedence
+// except that the flag and the file together are an error.
+func resolveSecret(value, file, env, flag string) (string, error) {
+	switch {
+	case value != "" && file != "":
+		return "", fmt.Errorf("give --%s or --%s-file, not both", flag, flag)
+	case file != "":
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return "", fmt.Errorf("--%s-file: %v", flag, err)
+		}
+		v := strings.TrimSpace(string(b))
+		if v == "" {
+			return "", fmt.Errorf("--%s-file %s is empty", flag, file)
+		}
+		return v, nil
+	case value != "":
+		return value, nil
+	}
+	return strings.TrimSpace(os.Getenv(env)), nil
 }
