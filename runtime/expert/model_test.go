@@ -36,7 +36,8 @@ func fixture(t *testing.T, rel string) string {
 		if err != nil {
 			t.Fatal(err)
 		}
-		c := model.SynthConfig{Layers: 3, Experts: 8, ExpertsUsed: 2, Hidden: 64, ExpertFFN: 64, Heads: 2, Vocab: 300, Type: tensor.Q8_0, Seed: 7}
+		// Large enough that a 25% budget holds the naive mode's 128 KiB read window.
+		c := model.SynthConfig{Layers: 3, Experts: 8, ExpertsUsed: 2, Hidden: 128, ExpertFFN: 256, Heads: 2, Vocab: 300, Type: tensor.Q8_0, Seed: 7}
 		if err := model.WriteSynthetic(f, c); err != nil {
 			t.Fatal(err)
 		}
