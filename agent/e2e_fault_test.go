@@ -2,12 +2,14 @@ package agent
 
 import (
 	"context"
+	"net/http"
 	"net/url"
 	"testing"
 	"time"
 
 	"github.com/lesfarm/lesfarm/coordinator"
 	"github.com/lesfarm/lesfarm/coordinator/store"
+	"github.com/lesfarm/lesfarm/internal/testenv"
 )
 
 // TestE2EFinishedWhileDisconnected: the agent's link to NATS is cut while
@@ -85,5 +87,52 @@ func TestE2EFinishedWhileDisconnected(t *testing.T) {
 	})
 	if proxy.forwarded() < 2 {
 		t.Fatalf("the agent reconnected %d times, want a new connection after the cut", proxy.forwarded()-1)
+	}
+}
+
+// TestE2EPostgresFrozenMidRun: Postgres stops answering (SIGSTOP) for 3 s
+// in the middle of a run, shorter than the TTL. /readyz says 503 while it
+// is frozen; afterwards the run succeeds in its first attempt with every
+// sample, and nothing was failed over.
+func TestE2EPostgresFrozenMidRun(t *testing.T) {
+	pg := testenv.NewOwnPostgres(t)
+	f := newE2EFarmWith(t, coordinator.Config{DatabaseURL: pg.URL(), HeartbeatTTL: 8 * time.Second})
+	ra := startAgent(t, Config{NATSURL: f.url, Name: "e2e-frozen"})
+	spec := f.spec.Clone()
+	spec.Retry.MaxAttempts = 2
+	_, runs, err := f.c.Store().CreateRuns(context.Background(), &store.CreateRunsParams{Spec: spec, Build: "e2e", Fanout: true, Source: "test"})
+	if err != nil || len(runs) != 1 {
+		t.Fatalf("runs %v err %v", runs, err)
+	}
+	id := runs[0].ID
+	first := f.waitRun(t, id, store.RunRunning, 2*time.Minute)
+	waitFor(t, time.Minute, "agent running the run", func() bool { return ra.a.Status().RunState == "running" })
+	pg.Freeze()
+	frozen := time.Now()
+	ready := func() int {
+		resp, err := http.Get("http://" + f.c.HTTPAddr() + "/readyz")
+		if err != nil {
+			return -1
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if code := ready(); code != http.StatusServiceUnavailable || time.Since(frozen) > 2500*time.Millisecond {
+		pg.Thaw()
+		t.Fatalf("/readyz with Postgres frozen: %d after %v, want 503 within the 2 s probe timeout", code, time.Since(frozen))
+	}
+	time.Sleep(time.Until(frozen.Add(3 * time.Second))) // the outage itself
+	pg.Thaw()
+	done := f.waitRun(t, id, store.RunSucceeded, 2*time.Minute)
+	if done.Attempts != 1 || done.Token != first.Token {
+		t.Fatalf("run %d: attempts %d token %d, want 1 attempt under token %d (error %q)", id, done.Attempts, done.Token, first.Token, done.Error)
+	}
+	want := expectedSamples(spec)
+	waitFor(t, 30*time.Second, "every sample ingested", func() bool {
+		n, err := f.c.Store().CountSamples(context.Background(), id)
+		return err == nil && n == want
+	})
+	if code := ready(); code != http.StatusOK {
+		t.Fatalf("/readyz after the thaw: %d", code)
 	}
 }

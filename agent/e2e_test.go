@@ -83,7 +83,10 @@ func newE2EFarmWith(t *testing.T, base coordinator.Config) *e2eFarm {
 	t.Helper()
 	model := trainedModel(t)
 	spec := smokeSpec(t)
-	dbURL := testenv.MigratedPostgresURL(t)
+	dbURL := base.DatabaseURL // a database of the test's own (fault tests)
+	if dbURL == "" {
+		dbURL = testenv.MigratedPostgresURL(t)
+	}
 	ns := testenv.NATS(t)
 	artDir := t.TempDir()
 	files, err := coordartifact.New(coordartifact.Config{Dir: artDir})

@@ -490,7 +490,11 @@ func (c *Coordinator) Ready(ctx context.Context) error {
 	if !c.nc.IsConnected() {
 		return errors.New("coordinator: NATS disconnected")
 	}
-	return c.store.Ping(ctx)
+	// A readiness probe answers fast: a database that does not answer a
+	// ping within 2 s is not ready.
+	pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	return c.store.Ping(pctx)
 }
 
 // Stop shuts down in order: HTTP, device handlers, dispatcher and sweeps,

@@ -5,8 +5,10 @@ package pglocal
 import (
 	"errors"
 	"io/fs"
+	"os"
 	"os/user"
 	"strconv"
+	"strings"
 	"syscall"
 )
 
@@ -42,12 +44,38 @@ func sysProcAttr(cred *credential, server bool) *syscall.SysProcAttr {
 	return a
 }
 
-// SignalGroup sends sig to the server's whole process group (the
-// postmaster and every backend), e.g. SIGSTOP and SIGCONT to freeze and
-// thaw the database in fault tests. A shared server is not signalled.
+// SignalGroup sends sig to the server's processes: the postmaster and
+// each of its children (backends call setsid, so they are not in its
+// process group; children are found in /proc where it exists), e.g.
+// SIGSTOP and SIGCONT to freeze and thaw the database in fault tests. A
+// shared server is not signalled.
 func (s *Server) SignalGroup(sig syscall.Signal) error {
 	if s.shared || s.cmd == nil || s.cmd.Process == nil {
 		return errors.New("pglocal: server not started by this process")
 	}
-	return syscall.Kill(-s.cmd.Process.Pid, sig)
+	pid := s.cmd.Process.Pid
+	if err := syscall.Kill(pid, sig); err != nil {
+		return err
+	}
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		child, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ...: comm may hold spaces, so split after ')'.
+		i := strings.LastIndexByte(string(b), ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(string(b[i+1:]))
+		if len(f) > 1 && f[1] == strconv.Itoa(pid) {
+			_ = syscall.Kill(child, sig)
+		}
+	}
+	return nil
 }
