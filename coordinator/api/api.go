@@ -241,6 +241,10 @@ func (s *Server) registerAll() {
 	dev.RegisterDrain(s.api)
 	dev.RegisterUndrain(s.api)
 
+	prof := &profileHandler{st: s.deps.Store, log: s.log}
+	prof.RegisterPut(s.api)
+	prof.RegisterGet(s.api)
+
 	suites := &suiteHandler{st: s.deps.Store, log: s.log}
 	suites.RegisterList(s.api)
 	suites.RegisterGet(s.api)

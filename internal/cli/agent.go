@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -13,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/lesfarm/lesfarm/agent"
+	"github.com/lesfarm/lesfarm/coordinator/api/client"
 	"github.com/lesfarm/lesfarm/jobs"
 	"github.com/lesfarm/lesfarm/protocol"
 )
@@ -31,6 +33,7 @@ func newAgentCmd(env *Env) *cobra.Command {
 		noGate    bool
 		logLevel  string
 		printInfo bool
+		server    string
 	)
 	var secrets []secretFlag // filled in with the flags below
 	cmd := &cobra.Command{
@@ -46,7 +49,9 @@ With --profile the agent emulates a phone's flash (a built-in storage profile:
 phone-flagship, phone-mid, laptop-nvme, or a YAML file): experts are read at
 the profile's speed, RAM is capped at the profile's budget, and the
 fingerprint marks the device as emulated ("emulated:<profile>") so its
-results never mix with real devices' series.
+results never mix with real devices' series. --profile twin:DEVICE_ID emulates
+a fleet device from the profile it measured on itself ('lesfarm profile
+measure --upload'), fetched from the coordinator at --server.
 
 Stop it with Ctrl-C (SIGINT/SIGTERM): it aborts the current run, reports it,
 flushes telemetry and exits.
@@ -106,6 +111,15 @@ Examples:
 				}
 				cfg.CacheDir = filepath.Join(base, "lesfarm", "agent-"+cfg.Name)
 			}
+			if id, ok := twinDevice(cfg.Profile); ok {
+				c, err := client.New(server, cfg.ArtifactToken)
+				if err != nil {
+					return usagef("--server: %v", err)
+				}
+				if cfg.Profile, err = resolveTwin(env.Ctx, c, server, id, cfg.CacheDir); err != nil {
+					return err
+				}
+			}
 			if printInfo {
 				if cfg.NATSURL == "" {
 					cfg.NATSURL = "nats://unused"
@@ -148,7 +162,8 @@ Examples:
 	f.StringVar(&artifactTokenFile, "artifact-token-file", "", "file holding the artifact download token (env LESFARM_ARTIFACT_TOKEN works too)")
 	f.StringVar(&cfg.NATSURL, "nats-url", "", "NATS server URL of the farm (required), e.g. nats://127.0.0.1:4222")
 	f.StringVar(&cfg.Name, "name", "", "device id, unique in the farm (required): letters, digits, '_' or '-'")
-	f.StringVar(&cfg.Profile, "profile", "", "emulate a device: storage profile name (phone-flagship, phone-mid, laptop-nvme) or YAML file")
+	f.StringVar(&cfg.Profile, "profile", "", "emulate a device: storage profile name (phone-flagship, phone-mid, laptop-nvme), YAML file, or twin:DEVICE_ID (the fleet device's measured profile, from --server)")
+	f.StringVar(&server, "server", cmp.Or(os.Getenv("LESFARM_SERVER"), "http://127.0.0.1:8080"), "coordinator base URL for --profile twin:ID (env LESFARM_SERVER); --artifact-token is its bearer token")
 	f.StringVar(&labels, "labels", "", "device labels as k=v,k=v (used by job device selectors)")
 	f.StringVar(&cfg.CacheDir, "cache-dir", "", "directory for the model cache, packed models and the telemetry buffer (default: user cache dir/lesfarm/agent-NAME)")
 	f.StringVar(&cacheMax, "cache-max", "20GiB", "size cap of the model cache (LRU eviction)")

@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/lesfarm/lesfarm/protocol"
 	"github.com/lesfarm/lesfarm/runtime/calibrate"
 	"github.com/lesfarm/lesfarm/runtime/expert"
 )
@@ -19,7 +20,7 @@ func newProfileCmd(env *Env) *cobra.Command {
 		Use:   "profile",
 		Short: "Device profiles: measure this device into a profile YAML",
 	}
-	cmd.AddCommand(newProfileMeasureCmd(env))
+	cmd.AddCommand(newProfileMeasureCmd(env), newProfileUploadCmd(env))
 	return cmd
 }
 
@@ -28,7 +29,9 @@ func newProfileMeasureCmd(env *Env) *cobra.Command {
 		name, out, dir, fileSize, refModel string
 		cellTime                           time.Duration
 		threads                            int
-		quiet                              bool
+		quiet, upload                      bool
+		device                             string
+		sf                                 serverFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "measure --name NAME -o FILE",
@@ -49,9 +52,14 @@ host binary) and writes a profile YAML that --profile FILE reads back:
 
 Every cell of the read grid is written as a comment. An interrupted
 measurement writes nothing (the file is renamed into place when complete)
-and removes its test files.`,
+and removes its test files.
+
+With --upload --device ID the profile is then stored on the coordinator
+(--server, --token) as device ID's measured profile, so any host can run
+an emulated twin of it: lesfarm agent --profile twin:ID.`,
 		Example: `  lesfarm profile measure --name my-laptop -o my-laptop.yaml
-  lesfarm bench --model m.gguf --experts m.packed.gguf --ladder --profile my-laptop.yaml --expert-budget 20%`,
+  lesfarm bench --model m.gguf --experts m.packed.gguf --ladder --profile my-laptop.yaml --expert-budget 20%
+  lesfarm profile measure --name pixel-8-a -o pixel-8-a.yaml --upload --device pixel-8-a --server http://farm:8080`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if name == "" || out == "" {
@@ -63,6 +71,9 @@ and removes its test files.`,
 			}
 			if cellTime < time.Millisecond || cellTime > time.Minute {
 				return usagef("--cell-time %v must be between 1ms and 1m", cellTime)
+			}
+			if upload && !protocol.ValidDeviceID(device) {
+				return usagef("--upload needs --device ID: the fleet id of this device (1-64 letters, digits, '_' or '-')")
 			}
 			if threads < 1 {
 				return usagef("--threads must be at least 1")
@@ -88,6 +99,9 @@ and removes its test files.`,
 			}
 			fmt.Fprintf(env.Stdout, "wrote %s: bandwidth %.2f GB/s, latency %v, max_in_flight %d; compute %.2f GB/s of weights, %.2f GFLOP/s\n",
 				out, res.Profile.Bandwidth/1e9, res.Profile.Latency, res.Profile.MaxInFlight, res.Profile.Compute.WeightBandwidth/1e9, res.Profile.Compute.Throughput/1e9)
+			if upload {
+				return uploadProfile(env, &sf, device, out)
+			}
 			return nil
 		},
 	}
@@ -100,5 +114,8 @@ and removes its test files.`,
 	f.StringVar(&refModel, "model", "", "reference model for the compute speed (default: a small synthetic qwen3moe)")
 	f.IntVar(&threads, "threads", 1, "decode threads for the compute measurement")
 	f.BoolVar(&quiet, "quiet", false, "no progress lines")
+	f.BoolVar(&upload, "upload", false, "store the profile on the coordinator as --device's measured profile (for agent --profile twin:ID)")
+	f.StringVar(&device, "device", "", "with --upload: the fleet device id of this device")
+	addServerFlags(cmd, &sf)
 	return cmd
 }
