@@ -1,11 +1,9 @@
 package pack
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"strings"
 
@@ -171,14 +169,12 @@ func packCompat(ctx context.Context, f *gguf.File, in, out string, layers []*Exp
 		return fmt.Errorf("pack: the experts need padding to %d but %s has no %s to record it; use --no-pad", ffn, in, ffnKey)
 	}
 
-	tmp, err := os.CreateTemp(filepath.Dir(out), "."+filepath.Base(out)+".tmp*")
+	dst, err := gguf.CreateOutput(out)
 	if err != nil {
 		return fmt.Errorf("pack: %w", err)
 	}
-	defer os.Remove(tmp.Name())
-	defer tmp.Close()
-	bw := bufio.NewWriterSize(tmp, 1<<20)
-	w := gguf.NewWriter(bw)
+	defer dst.Close()
+	w := gguf.NewWriter(dst)
 	for _, kv := range f.KVs() {
 		if kv.Key == "general.alignment" || strings.HasPrefix(kv.Key, "les.pack.") {
 			continue
@@ -288,16 +284,7 @@ func packCompat(ctx context.Context, f *gguf.File, in, out string, layers []*Exp
 	if err := w.Close(); err != nil {
 		return fmt.Errorf("pack: %w", err)
 	}
-	if err := bw.Flush(); err != nil {
-		return fmt.Errorf("pack: write %s: %w", out, err)
-	}
-	if err := tmp.Chmod(0o644); err != nil { // CreateTemp makes 0600; a model is not secret
-		return fmt.Errorf("pack: write %s: %w", out, err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("pack: write %s: %w", out, err)
-	}
-	if err := os.Rename(tmp.Name(), out); err != nil {
+	if err := dst.Commit(); err != nil {
 		return fmt.Errorf("pack: %w", err)
 	}
 	return nil

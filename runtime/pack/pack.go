@@ -15,12 +15,10 @@
 package pack
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -208,14 +206,12 @@ func Pack(ctx context.Context, in, out string, opts Options) error {
 
 	// Write to a temporary file next to out, then rename, so a failed or
 	// interrupted pack never leaves a truncated model under the final name.
-	tmp, err := os.CreateTemp(filepath.Dir(out), "."+filepath.Base(out)+".tmp*")
+	dst, err := gguf.CreateOutput(out)
 	if err != nil {
 		return fmt.Errorf("pack: %w", err)
 	}
-	defer os.Remove(tmp.Name())
-	defer tmp.Close()
-	bw := bufio.NewWriterSize(tmp, 1<<20)
-	w := gguf.NewWriter(bw)
+	defer dst.Close()
+	w := gguf.NewWriter(dst)
 	// Metadata: everything but the alignment (ours is 4096) and any
 	// earlier pack keys.
 	for _, kv := range f.KVs() {
@@ -348,16 +344,7 @@ func Pack(ctx context.Context, in, out string, opts Options) error {
 	if err := w.Close(); err != nil {
 		return fmt.Errorf("pack: %w", err)
 	}
-	if err := bw.Flush(); err != nil {
-		return fmt.Errorf("pack: write %s: %w", out, err)
-	}
-	if err := tmp.Chmod(0o644); err != nil { // CreateTemp makes 0600; a model is not secret
-		return fmt.Errorf("pack: write %s: %w", out, err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("pack: write %s: %w", out, err)
-	}
-	if err := os.Rename(tmp.Name(), out); err != nil {
+	if err := dst.Commit(); err != nil {
 		return fmt.Errorf("pack: %w", err)
 	}
 	return nil

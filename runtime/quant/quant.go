@@ -1,7 +1,6 @@
 package quant
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -168,14 +167,12 @@ func slicesContains(ts []tensor.Type, t tensor.Type) bool {
 }
 
 func write(ctx context.Context, f *gguf.File, in, out string, opts Options, plan []TensorResult) error {
-	tmp, err := os.CreateTemp(filepath.Dir(out), "."+filepath.Base(out)+".tmp*")
+	dst, err := gguf.CreateOutput(out)
 	if err != nil {
 		return fmt.Errorf("quant: %w", err)
 	}
-	defer os.Remove(tmp.Name())
-	defer tmp.Close()
-	bw := bufio.NewWriterSize(tmp, 1<<20)
-	w := gguf.NewWriter(bw)
+	defer dst.Close()
+	w := gguf.NewWriter(dst)
 	skip := map[string]bool{"general.file_type": true, "general.quantization_version": true, KeyType: true, KeySource: true}
 	for _, kv := range opts.Meta {
 		skip[kv.Key] = true
@@ -237,16 +234,7 @@ func write(ctx context.Context, f *gguf.File, in, out string, opts Options, plan
 	if err := w.Close(); err != nil {
 		return fmt.Errorf("quant: %w", err)
 	}
-	if err := bw.Flush(); err != nil {
-		return fmt.Errorf("quant: write %s: %w", out, err)
-	}
-	if err := tmp.Chmod(0o644); err != nil {
-		return fmt.Errorf("quant: %w", err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("quant: write %s: %w", out, err)
-	}
-	if err := os.Rename(tmp.Name(), out); err != nil {
+	if err := dst.Commit(); err != nil {
 		return fmt.Errorf("quant: %w", err)
 	}
 	return nil
