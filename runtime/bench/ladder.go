@@ -460,43 +460,55 @@ func fillRows(rep *LadderReport, modes []expert.Mode, runs map[expert.Mode]*ladd
 			rep.Oracle.SpeedupVsNaive = rep.Oracle.DecodeTokensPerSecond / b
 		}
 	}
-	tps := func(m expert.Mode) float64 {
-		if r := runs[m]; r != nil {
-			mean, _ := meanStd(r.samples)
-			return mean
-		}
-		return 0
-	}
 	for _, mode := range modes {
-		r := runs[mode]
-		mean, sd := meanStd(r.samples)
-		pred := r.stats.Prediction()
-		row := LadderRow{
-			Mode: mode.String(), DecodeTokensPerSecond: mean, Stddev: sd,
-			HitRate: r.stats.HitRate(), PredictorPrecision: pred.Precision(), PredictorRecall: pred.Recall(),
-			StallFraction: r.stallFraction(), BytesReadPerToken: r.bytesPerToken(),
-			PeakRSSBytes: r.peakRSS, IdenticalOutput: r.identical, samples: r.samples,
-			DeviceTimeFields: deviceFields(r.stats, r.tokens),
+		row := runs[mode].row(mode.String())
+		var prev *LadderRow
+		if n := len(rep.Rows); n > 0 {
+			prev = &rep.Rows[n-1]
 		}
-		if b := tps(expert.Naive); b > 0 {
-			row.SpeedupVsNaive = mean / b
-		}
-		if n := len(rep.Rows); n > 0 && rep.Rows[n-1].DecodeTokensPerSecond > 0 {
-			row.SpeedupVsPrevious = mean / rep.Rows[n-1].DecodeTokensPerSecond
-		}
-		if b := tps(expert.OnDemand); b > 0 {
-			row.SpeedupVsOnDemand = mean / b
-		}
-		if b := tps(expert.OnDemandParallel); b > 0 {
-			row.SpeedupVsOnDemandParallel = mean / b
-		}
-		if rep.Oracle != nil && rep.Oracle.DecodeTokensPerSecond > 0 {
-			row.OracleFraction = mean / rep.Oracle.DecodeTokensPerSecond
-		}
-		if rep.Oracle != nil && rep.Oracle.BytesReadPerToken > 0 {
-			row.BytesVsOracle = row.BytesReadPerToken / rep.Oracle.BytesReadPerToken
-		}
+		rep.relate(&row, prev, func(m expert.Mode) float64 { return tpsOf(runs, m) })
 		rep.Rows = append(rep.Rows, row)
+	}
+}
+
+// row is the ladder row of one measured run, before the figures relative to
+// other rows (see relate).
+func (r *ladderRun) row(mode string) LadderRow {
+	mean, sd := meanStd(r.samples)
+	pred := r.stats.Prediction()
+	return LadderRow{
+		Mode: mode, DecodeTokensPerSecond: mean, Stddev: sd,
+		HitRate: r.stats.HitRate(), PredictorPrecision: pred.Precision(), PredictorRecall: pred.Recall(),
+		StallFraction: r.stallFraction(), BytesReadPerToken: r.bytesPerToken(),
+		PeakRSSBytes: r.peakRSS, IdenticalOutput: r.identical, samples: r.samples,
+		DeviceTimeFields: deviceFields(r.stats, r.tokens),
+	}
+}
+
+// relate fills row's speedups over the naive, on-demand and
+// on-demand-parallel rows (base gives a mode's decode tok/s, 0 when it was
+// not measured) and over prev (the row before it, nil for the first), and
+// its fractions of the oracle's tok/s and bytes. It is the one definition of
+// every relative ladder figure, used by each kind of row.
+func (rep *LadderReport) relate(row *LadderRow, prev *LadderRow, base func(expert.Mode) float64) {
+	mean := row.DecodeTokensPerSecond
+	if b := base(expert.Naive); b > 0 {
+		row.SpeedupVsNaive = mean / b
+	}
+	if prev != nil && prev.DecodeTokensPerSecond > 0 {
+		row.SpeedupVsPrevious = mean / prev.DecodeTokensPerSecond
+	}
+	if b := base(expert.OnDemand); b > 0 {
+		row.SpeedupVsOnDemand = mean / b
+	}
+	if b := base(expert.OnDemandParallel); b > 0 {
+		row.SpeedupVsOnDemandParallel = mean / b
+	}
+	if rep.Oracle != nil && rep.Oracle.DecodeTokensPerSecond > 0 {
+		row.OracleFraction = mean / rep.Oracle.DecodeTokensPerSecond
+	}
+	if rep.Oracle != nil && rep.Oracle.BytesReadPerToken > 0 {
+		row.BytesVsOracle = row.BytesReadPerToken / rep.Oracle.BytesReadPerToken
 	}
 }
 

@@ -45,41 +45,18 @@ type MixedRow struct {
 
 // addMixedRow appends the +mixed-precision row measured in mr to rep.
 func addMixedRow(ctx context.Context, cfg LadderConfig, rep *LadderReport, runs map[expert.Mode]*ladderRun, mr *ladderRun) error {
-	mean, sd := meanStd(mr.samples)
-	pred := mr.stats.Prediction()
-	row := LadderRow{
-		Mode: MixedMode, DecodeTokensPerSecond: mean, Stddev: sd,
-		HitRate: mr.stats.HitRate(), PredictorPrecision: pred.Precision(), PredictorRecall: pred.Recall(),
-		StallFraction: mr.stallFraction(), BytesReadPerToken: mr.bytesPerToken(), PeakRSSBytes: mr.peakRSS,
-		samples:          mr.samples,
-		DeviceTimeFields: deviceFields(mr.stats, mr.tokens),
-		MixedRow:         &MixedRow{MixedModel: cfg.Mixed, Note: MixedNote, PerplexityMethod: "-"},
-	}
+	row := mr.row(MixedMode)
+	row.IdenticalOutput = false // does not apply: the mixed model is another model (MixedNote)
+	row.MixedRow = &MixedRow{MixedModel: cfg.Mixed, Note: MixedNote, PerplexityMethod: "-"}
 	x := row.MixedRow
-	tps := func(m expert.Mode) float64 {
-		if r := runs[m]; r != nil {
-			v, _ := meanStd(r.samples)
-			return v
-		}
-		return 0
+	var prev *LadderRow
+	if n := len(rep.Rows); n > 0 {
+		prev = &rep.Rows[n-1]
 	}
-	if b := tps(expert.Naive); b > 0 {
-		row.SpeedupVsNaive = mean / b
-	}
-	if n := len(rep.Rows); n > 0 && rep.Rows[n-1].DecodeTokensPerSecond > 0 {
-		row.SpeedupVsPrevious = mean / rep.Rows[n-1].DecodeTokensPerSecond
-	}
-	if b := tps(expert.OnDemand); b > 0 {
-		row.SpeedupVsOnDemand = mean / b
-	}
-	if b := tps(expert.OnDemandParallel); b > 0 {
-		row.SpeedupVsOnDemandParallel = mean / b
-	}
-	if b := tps(expert.Scheduled); b > 0 {
-		x.SpeedupVsScheduled = mean / b
-	}
-	if rep.Oracle != nil && rep.Oracle.DecodeTokensPerSecond > 0 {
-		row.OracleFraction = mean / rep.Oracle.DecodeTokensPerSecond
+	base := func(m expert.Mode) float64 { return tpsOf(runs, m) }
+	rep.relate(&row, prev, base)
+	if b := base(expert.Scheduled); b > 0 {
+		x.SpeedupVsScheduled = row.DecodeTokensPerSecond / b
 	}
 	if st, err := os.Stat(cfg.Mixed); err == nil {
 		x.MixedModelBytes = st.Size()

@@ -96,35 +96,15 @@ func (s *specLadder) run(ctx context.Context, prompt []int, n int, decodeStart f
 // row is the speculative rung's ladder row; prev is the row before it.
 func (s *specLadder) row(rep *LadderReport, prev *LadderRow) LadderRow {
 	r := s.r
-	mean, sd := meanStd(r.samples)
-	pred := r.stats.Prediction()
-	row := LadderRow{
-		Mode: SpeculativeRow, DecodeTokensPerSecond: mean, Stddev: sd,
-		HitRate: r.stats.HitRate(), PredictorPrecision: pred.Precision(), PredictorRecall: pred.Recall(),
-		StallFraction: r.stallFraction(), BytesReadPerToken: r.bytesPerToken(),
-		PeakRSSBytes: r.peakRSS, IdenticalOutput: r.identical, samples: r.samples,
-		DeviceTimeFields: deviceFields(r.stats, r.tokens),
-	}
-	for _, o := range rep.Rows {
-		if o.Mode == expert.Naive.String() && o.DecodeTokensPerSecond > 0 {
-			row.SpeedupVsNaive = mean / o.DecodeTokensPerSecond
+	row := r.row(SpeculativeRow)
+	rep.relate(&row, prev, func(m expert.Mode) float64 {
+		for _, o := range rep.Rows {
+			if o.Mode == m.String() {
+				return o.DecodeTokensPerSecond
+			}
 		}
-		if o.Mode == expert.OnDemand.String() && o.DecodeTokensPerSecond > 0 {
-			row.SpeedupVsOnDemand = mean / o.DecodeTokensPerSecond
-		}
-		if o.Mode == expert.OnDemandParallel.String() && o.DecodeTokensPerSecond > 0 {
-			row.SpeedupVsOnDemandParallel = mean / o.DecodeTokensPerSecond
-		}
-	}
-	if prev != nil && prev.DecodeTokensPerSecond > 0 {
-		row.SpeedupVsPrevious = mean / prev.DecodeTokensPerSecond
-	}
-	if rep.Oracle != nil && rep.Oracle.DecodeTokensPerSecond > 0 {
-		row.OracleFraction = mean / rep.Oracle.DecodeTokensPerSecond
-	}
-	if rep.Oracle != nil && rep.Oracle.BytesReadPerToken > 0 {
-		row.BytesVsOracle = row.BytesReadPerToken / rep.Oracle.BytesReadPerToken
-	}
+		return 0
+	})
 	st := &s.stats
 	ls := &LadderSpec{Drafter: st.Drafter, AcceptanceRate: st.AcceptanceRate(), MeanAccepted: st.MeanAccepted(),
 		TokensPerTargetPass: st.TokensPerTargetPass(), VerifyUS: float64(st.MeanVerify().Nanoseconds()) / 1e3,
