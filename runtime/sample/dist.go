@@ -1,9 +1,6 @@
 package sample
 
-import (
-	"math"
-	"sort"
-)
+import "math"
 
 // Dist sets dst (len(logits) values) to the distribution Sample draws
 // from: the softmax of logits/Temperature restricted to the top-k and top-p
@@ -16,20 +13,7 @@ func (s *Sampler) Dist(logits []float32, dst []float64) {
 		dst[Argmax(logits)] = 1
 		return
 	}
-	c := s.cand[:0]
-	for i, v := range logits {
-		c = append(c, cand{i, v})
-	}
-	s.cand = c
-	sort.Slice(c, func(i, j int) bool {
-		if c[i].logit != c[j].logit {
-			return c[i].logit > c[j].logit
-		}
-		return c[i].id < c[j].id
-	})
-	if k := s.p.TopK; k > 0 && k < len(c) {
-		c = c[:k]
-	}
+	c := s.topK(logits)
 	mx := float64(c[0].logit)
 	var sum float64
 	for _, x := range c {

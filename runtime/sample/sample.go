@@ -76,22 +76,7 @@ func (s *Sampler) Sample(logits []float32) int {
 	if s.Greedy() || len(logits) < 2 {
 		return Argmax(logits)
 	}
-	c := s.cand[:0]
-	for i, v := range logits {
-		c = append(c, cand{i, v})
-	}
-	s.cand = c
-	// Sort by logit descending, ids ascending on ties, so results do not
-	// depend on the sort algorithm.
-	sort.Slice(c, func(i, j int) bool {
-		if c[i].logit != c[j].logit {
-			return c[i].logit > c[j].logit
-		}
-		return c[i].id < c[j].id
-	})
-	if k := s.p.TopK; k > 0 && k < len(c) {
-		c = c[:k]
-	}
+	c := s.topK(logits)
 	probs := s.probs[:0]
 	mx := float64(c[0].logit)
 	var sum float64
@@ -126,4 +111,26 @@ func (s *Sampler) Sample(logits []float32) int {
 		}
 	}
 	return c[len(probs)-1].id
+}
+
+// topK returns the sampler's candidates: every token sorted by logit
+// descending, ids ascending on ties (so results do not depend on the sort
+// algorithm), cut to TopK when it is set. The slice is the sampler's buffer,
+// valid until the next call.
+func (s *Sampler) topK(logits []float32) []cand {
+	c := s.cand[:0]
+	for i, v := range logits {
+		c = append(c, cand{i, v})
+	}
+	s.cand = c
+	sort.Slice(c, func(i, j int) bool {
+		if c[i].logit != c[j].logit {
+			return c[i].logit > c[j].logit
+		}
+		return c[i].id < c[j].id
+	})
+	if k := s.p.TopK; k > 0 && k < len(c) {
+		c = c[:k]
+	}
+	return c
 }
