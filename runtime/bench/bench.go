@@ -110,20 +110,23 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, err
 	}
 	rep := &Report{Model: cfg.Model, GoVersion: runtime.Version(), CPUs: runtime.NumCPU()}
-	if cfg.CopyBytes > 0 {
-		rep.CopyGBps, rep.CopyGBpsCPU = copyBandwidth(cfg.CopyBytes, 5)
-		if cfg.Progress != nil {
-			cfg.Progress(fmt.Sprintf("memory copy: %.2f GB/s read (%.2f GB per CPU-s)", rep.CopyGBps, rep.CopyGBpsCPU))
-		}
-	}
 	fi, err := os.Stat(cfg.Model)
 	if err != nil {
 		return nil, fmt.Errorf("bench: %w", err)
 	}
-	for _, th := range cfg.Threads {
+	for i, th := range cfg.Threads {
 		m, err := model.Load(cfg.Model, model.Options{Threads: th})
 		if err != nil {
 			return nil, err
+		}
+		// The copy benchmark's two buffers (CopyBytes each, 1 GiB at
+		// bench's default) are allocated only once the model has loaded:
+		// a bad model file fails at once, without them.
+		if i == 0 && cfg.CopyBytes > 0 {
+			rep.CopyGBps, rep.CopyGBpsCPU = copyBandwidth(cfg.CopyBytes, 5)
+			if cfg.Progress != nil {
+				cfg.Progress(fmt.Sprintf("memory copy: %.2f GB/s read (%.2f GB per CPU-s)", rep.CopyGBps, rep.CopyGBpsCPU))
+			}
 		}
 		base := Row{
 			Model: modelName(m, cfg.Model), Arch: m.Arch, Type: modelType(m), SizeBytes: fi.Size(),

@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"math"
+	"os"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -65,6 +67,33 @@ func TestConfigErrors(t *testing.T) {
 	for _, c := range []Config{{}, {Model: "x", Threads: []int{0}}, {Model: "x", PromptTokens: -1}} {
 		if _, err := Run(context.Background(), c); err == nil {
 			t.Errorf("Run(%+v) accepted a bad config", c)
+		}
+	}
+}
+
+// TestRunRejectsBadModelBeforeCopyBuffers: a file that is not a loadable
+// model fails before the memory copy benchmark allocates its buffers
+// (2 × CopyBytes: 1 GiB at bench's default), so a typo in --model costs
+// neither the memory nor the seconds of filling them.
+func TestRunRejectsBadModelBeforeCopyBuffers(t *testing.T) {
+	dir := t.TempDir()
+	for name, body := range map[string]string{
+		"not-gguf.gguf":  "this is not a GGUF file at all",
+		"truncated.gguf": "GGUF\x03\x00\x00\x00\x05",
+	} {
+		path := dir + "/" + name
+		if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		_, err := Run(context.Background(), Config{Model: path, Threads: []int{1}, Repetitions: 1, GenTokens: 1, CopyBytes: 512 << 20})
+		runtime.ReadMemStats(&after)
+		if err == nil {
+			t.Fatalf("%s: no error", name)
+		}
+		if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 16<<20 {
+			t.Errorf("%s: %d MiB allocated before the error %v; want the model checked before the copy buffers", name, alloc>>20, err)
 		}
 	}
 }
