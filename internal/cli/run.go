@@ -126,6 +126,9 @@ Reports for CI (with --wait; FILE - means standard output):
 			if !wait {
 				return nil
 			}
+			// The report after the wait (runs, results, alerts) rides out
+			// a coordinator restart as the wait itself does.
+			c.ReadOutage = 2 * time.Minute
 			done, err := c.FollowTrigger(ctx, set.Trigger.ID, func(ev client.RunEvent) {
 				line := fmt.Sprintf("run %d: %s", ev.RunID, ev.State)
 				if ev.DeviceID != "" {

@@ -30,6 +30,12 @@ type Client struct {
 	// time the stream worked (default 2 min: a coordinator restart or a
 	// short database outage is waited out). Set before use.
 	FollowOutage time.Duration
+	// ReadOutage is how long GetRun, ListRuns and AlertsForBuild retry
+	// while the coordinator is unreachable or answers 5xx, as
+	// FollowTrigger does (zero: no retries). lesfarm run --wait sets it so
+	// that the report after the wait rides out a restart too. Set before
+	// use.
+	ReadOutage time.Duration
 	// RetryMin and RetryMax bound the wait between reconnects (doubling;
 	// a Retry-After from the server is honoured up to RetryMax); default
 	// 500 ms and 5 s. Set before use.

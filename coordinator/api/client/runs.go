@@ -5,7 +5,6 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -91,10 +90,7 @@ type DoneEvent struct {
 // FollowOutage since the stream last delivered an event; reopening resends
 // the current states. A 4xx answer ends the wait at once.
 func (c *Client) FollowTrigger(ctx context.Context, triggerID int64, onRun func(RunEvent)) (*DoneEvent, error) {
-	outage := cmp.Or(c.FollowOutage, 2*time.Minute)
-	lo, hi := cmp.Or(c.RetryMin, 500*time.Millisecond), cmp.Or(c.RetryMax, 5*time.Second)
-	wait := lo
-	workedAt := time.Now()
+	r := c.newRetrier(cmp.Or(c.FollowOutage, 2*time.Minute))
 	for {
 		progressed := false
 		done, err := c.followOnce(ctx, triggerID, func(ev RunEvent) {
@@ -106,26 +102,12 @@ func (c *Client) FollowTrigger(ctx context.Context, triggerID int64, onRun func(
 		if done != nil || ctx.Err() != nil {
 			return done, err
 		}
-		var p *Problem
-		if errors.As(err, &p) && p.Status < 500 {
-			return nil, err // the request is wrong, retrying will not help
-		}
 		if progressed {
-			workedAt, wait = time.Now(), lo
+			r.worked()
 		}
-		if time.Since(workedAt) > outage {
-			return nil, fmt.Errorf("client: progress stream kept failing for %v: %w", outage.Round(time.Second), err)
+		if ok, err := r.again(ctx, err); !ok {
+			return nil, err
 		}
-		d := wait
-		if p != nil && p.RetryAfter > 0 {
-			d = min(p.RetryAfter, hi)
-		}
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(d):
-		}
-		wait = min(2*wait, hi)
 	}
 }
 
@@ -202,7 +184,7 @@ func (c *Client) AlertsForBuild(ctx context.Context, suite, build string) ([]Ale
 	if suite != "" {
 		q.Set("suite", suite)
 	}
-	if err := c.doJSON(ctx, http.MethodGet, "/v1/alerts", q, nil, &out); err != nil {
+	if err := c.getJSON(ctx, "/v1/alerts", q, &out); err != nil {
 		return nil, err
 	}
 	return out.Items, nil
@@ -288,7 +270,7 @@ type RunDetail struct {
 // GetRun calls GET /v1/runs/{id}.
 func (c *Client) GetRun(ctx context.Context, id int64) (*RunDetail, error) {
 	var out RunDetail
-	if err := c.doJSON(ctx, http.MethodGet, "/v1/runs/"+strconv.FormatInt(id, 10), nil, nil, &out); err != nil {
+	if err := c.getJSON(ctx, "/v1/runs/"+strconv.FormatInt(id, 10), nil, &out); err != nil {
 		return nil, err
 	}
 	return &out, nil
@@ -314,7 +296,7 @@ func (c *Client) ListRuns(ctx context.Context, f RunFilter) ([]Run, error) {
 	var out struct {
 		Items []Run `json:"items"`
 	}
-	if err := c.doJSON(ctx, http.MethodGet, "/v1/runs", q, nil, &out); err != nil {
+	if err := c.getJSON(ctx, "/v1/runs", q, &out); err != nil {
 		return nil, err
 	}
 	return out.Items, nil
