@@ -19,6 +19,7 @@ import (
 	"cmp"
 	"context"
 	"crypto/ed25519"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -74,6 +75,10 @@ type Config struct {
 	// HTTPAddr is where the REST API listens (empty: no HTTP server; port 0
 	// picks a free one, see HTTPAddr()).
 	HTTPAddr string
+	// HTTPTLS, when set, serves the REST API over HTTPS only (a plaintext
+	// request gets Go's "400 Client sent an HTTP request to an HTTPS
+	// server"); ArtifactBaseURL then defaults to https://<HTTPAddr>.
+	HTTPTLS *tls.Config
 	// HTTPHandler builds the HTTP handler from the running pieces. Nil
 	// means the REST API (coordinator/api) with the artifact store in
 	// ArtifactDir.
@@ -412,9 +417,12 @@ func (c *Coordinator) startHTTP(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("coordinator: listen on %s: %w", c.cfg.HTTPAddr, err)
 	}
+	if c.cfg.HTTPTLS != nil {
+		ln = tls.NewListener(ln, c.cfg.HTTPTLS)
+	}
 	c.httpLn = ln
 	if c.cfg.ArtifactBaseURL == "" {
-		c.cfg.ArtifactBaseURL = "http://" + ln.Addr().String()
+		c.cfg.ArtifactBaseURL = c.HTTPURL()
 	}
 	h, err := c.cfg.HTTPHandler(&HTTPDeps{Store: c.store, DataDir: c.cfg.DataDir, ArtifactDir: c.cfg.ArtifactDir, Coordinator: c, Registry: c.cfg.Registry,
 		Logger: c.log, Ready: c.Ready, RunListener: c.runs})
@@ -433,8 +441,20 @@ func (c *Coordinator) startHTTP(ctx context.Context) error {
 			c.log.Error("coordinator: http server", "err", err)
 		}
 	}()
-	c.log.InfoContext(ctx, "coordinator: http listening", "addr", ln.Addr().String(), "url", "http://"+ln.Addr().String())
+	c.log.InfoContext(ctx, "coordinator: http listening", "addr", ln.Addr().String(), "url", c.HTTPURL())
 	return nil
+}
+
+// HTTPURL returns the base URL of the HTTP server (https:// when it serves
+// TLS), or "".
+func (c *Coordinator) HTTPURL() string {
+	if c.httpLn == nil {
+		return ""
+	}
+	if c.cfg.HTTPTLS != nil {
+		return "https://" + c.httpLn.Addr().String()
+	}
+	return "http://" + c.httpLn.Addr().String()
 }
 
 // HTTPAddr returns the address the HTTP server listens on, or "".

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"cmp"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -112,7 +113,7 @@ Examples:
 				cfg.CacheDir = filepath.Join(base, "lesfarm", "agent-"+cfg.Name)
 			}
 			if id, ok := twinDevice(cfg.Profile); ok {
-				c, err := client.New(server, cfg.ArtifactToken)
+				c, err := client.New(server, cfg.ArtifactToken, client.WithCAFile(cfg.TLSCAFile))
 				if err != nil {
 					return usagef("--server: %v", err)
 				}
@@ -173,7 +174,7 @@ Examples:
 	f.StringVar(&cfg.User, "user", "", "NATS user name")
 	f.StringVar(&cfg.Password, "password", "", "NATS password (prefer --creds)")
 	f.StringVar(&cfg.Token, "token", "", "NATS auth token (visible in ps: prefer --token-file or LESFARM_DEVICE_TOKEN); for lesfarm serve's embedded NATS, the device credential from 'lesfarm token create --device NAME'")
-	f.StringVar(&cfg.TLSCAFile, "tls-ca", "", "CA certificate (PEM) to verify the NATS server; enables TLS")
+	f.StringVar(&cfg.TLSCAFile, "tls-ca", os.Getenv("LESFARM_CA"), "CA certificate (PEM) that signed the coordinator's certificate, e.g. the ca.pem of 'lesfarm tls init' (env LESFARM_CA): verifies the NATS server (enables TLS) and https:// artifact downloads")
 	f.StringVar(&cfg.TLSCertFile, "tls-cert", "", "client certificate (PEM) for NATS mutual TLS")
 	f.StringVar(&cfg.TLSKeyFile, "tls-key", "", "client key (PEM) for NATS mutual TLS")
 	f.StringVar(&cfg.ArtifactToken, "artifact-token", "", "bearer token sent with model downloads from the coordinator")
@@ -253,6 +254,9 @@ func checkNATSCredentials(cfg *agent.Config) error {
 		if errors.Is(err, nats.ErrAuthorization) || strings.Contains(strings.ToLower(err.Error()), "authorization violation") {
 			return fmt.Errorf("agent: NATS at %s refused the credentials: %v; %s", cfg.NATSURL, err, hint)
 		}
+		if err := tlsMismatch(cfg.NATSURL, err); err != nil {
+			return err
+		}
 		return nil
 	}
 	defer nc.Close()
@@ -298,4 +302,24 @@ func resolveSecret(value, file, env, flag string) (string, error) {
 		return value, nil
 	}
 	return strings.TrimSpace(os.Getenv(env)), nil
+}
+
+// tlsMismatch returns a clear error when err (from connecting to NATS at
+// url) says the agent's TLS settings do not fit the server's, which no
+// retry would fix; nil otherwise.
+func tlsMismatch(url string, err error) error {
+	var ua x509.UnknownAuthorityError
+	var hn x509.HostnameError
+	var ci x509.CertificateInvalidError
+	switch {
+	case errors.As(err, &ua):
+		return fmt.Errorf("agent: NATS at %s speaks TLS with a certificate this agent does not trust: give the farm's CA with --tls-ca FILE or LESFARM_CA (the ca.pem of 'lesfarm tls init'): %v", url, err)
+	case errors.As(err, &hn):
+		return fmt.Errorf("agent: NATS at %s: its TLS certificate is not for this host name; use a name it was issued for ('lesfarm tls init --host'): %v", url, err)
+	case errors.As(err, &ci):
+		return fmt.Errorf("agent: NATS at %s: its TLS certificate is not valid (expired?): %v", url, err)
+	case errors.Is(err, nats.ErrSecureConnWanted):
+		return fmt.Errorf("agent: NATS at %s does not speak TLS, but --tls-ca (or LESFARM_CA) asks for it: %v", url, err)
+	}
+	return nil
 }

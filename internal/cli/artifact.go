@@ -21,6 +21,7 @@ func init() { register("artifact", newArtifactCmd) }
 type serverFlags struct {
 	Server string
 	Token  string
+	CA     string // PEM CA file for an https:// server (lab CA)
 }
 
 func addServerFlags(cmd *cobra.Command, f *serverFlags) {
@@ -30,10 +31,11 @@ func addServerFlags(cmd *cobra.Command, f *serverFlags) {
 	}
 	cmd.Flags().StringVar(&f.Server, "server", def, "coordinator base URL (env LESFARM_SERVER)")
 	cmd.Flags().StringVar(&f.Token, "token", os.Getenv("LESFARM_TOKEN"), "API token from 'lesfarm token create' (env LESFARM_TOKEN)")
+	cmd.Flags().StringVar(&f.CA, "ca", os.Getenv("LESFARM_CA"), "PEM CA certificate that signed an https:// server's certificate, e.g. the ca.pem of 'lesfarm tls init' (env LESFARM_CA)")
 }
 
 func (f *serverFlags) client() (*client.Client, error) {
-	c, err := client.New(f.Server, f.Token)
+	c, err := client.New(f.Server, f.Token, client.WithCAFile(f.CA))
 	if err != nil {
 		return nil, usagef("%v", err)
 	}

@@ -89,7 +89,7 @@ to the same series.`,
 			}
 			// The embedded NATS authenticates devices as 'lesfarm serve'
 			// does by default: each emulated agent gets its own credential.
-			ns, auth, err := startEmbeddedNATS("127.0.0.1:0", dataDir, "devices", log)
+			ns, auth, err := startEmbeddedNATS("127.0.0.1:0", dataDir, "devices", nil, log)
 			if err != nil {
 				return err
 			}

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"log/slog"
 	"net"
@@ -18,6 +19,7 @@ import (
 	"github.com/lesfarm/lesfarm/coordinator"
 	"github.com/lesfarm/lesfarm/coordinator/natsauth"
 	"github.com/lesfarm/lesfarm/dashboard"
+	"github.com/lesfarm/lesfarm/internal/labca"
 )
 
 func init() { register("serve", newServeCmd) }
@@ -36,6 +38,7 @@ func newServeCmd(env *Env) *cobra.Command {
 		natsCreds   string
 		natsCA      string
 		natsAuth    string
+		tlsFlags    serveTLSFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "serve [--http-addr 127.0.0.1:8080] [--data-dir DIR] [--nats-url URL] [--database-url URL]",
@@ -103,6 +106,10 @@ REST mutations need a token: lesfarm token create --name NAME.`,
 			if natsURL != "" && cmd.Flags().Changed("nats-auth") {
 				return usagef("--nats-auth applies to the embedded NATS server; with --nats-url the server's own authorization applies (see --nats-creds)")
 			}
+			httpTLS, natsTLS, err := tlsFlags.configs(natsURL != "")
+			if err != nil {
+				return err
+			}
 			var natsOpts []nats.Option
 			if natsCreds != "" || natsCA != "" {
 				if natsURL == "" {
@@ -122,9 +129,18 @@ REST mutations need a token: lesfarm token create --name NAME.`,
 				}
 			}
 			if natsURL == "" {
-				ns, a, err := startEmbeddedNATS(natsListen, db.DataDir, natsAuth, log)
+				ns, a, err := startEmbeddedNATS(natsListen, db.DataDir, natsAuth, natsTLS, log)
 				if err != nil {
 					return err
+				}
+				if natsTLS != nil {
+					// The coordinator's own connection trusts exactly the
+					// listener's certificate, whatever names it carries.
+					pin, err := labca.PinnedClientConfig(natsTLS)
+					if err != nil {
+						return err
+					}
+					natsOpts = append(natsOpts, nats.Secure(pin))
 				}
 				defer func() { ns.Shutdown(); ns.WaitForShutdown() }()
 				natsURL, auth = ns.ClientURL(), a
@@ -137,7 +153,7 @@ REST mutations need a token: lesfarm token create --name NAME.`,
 			}
 			c, err := coordinator.New(coordinator.Config{
 				DataDir: db.DataDir, DatabaseURL: db.DatabaseURL, NATSURL: natsURL, EmbeddedNATSAddr: natsListen,
-				NATSOptions: natsOpts, HTTPAddr: httpAddr, ArtifactBaseURL: artifactURL, Name: name, HeartbeatTTL: ttl,
+				NATSOptions: natsOpts, HTTPAddr: httpAddr, HTTPTLS: httpTLS, ArtifactBaseURL: artifactURL, Name: name, HeartbeatTTL: ttl,
 				RequireAuthForReads: authReads, Version: BuildVersion(), Logger: log, Mount: dashboard.Mount,
 			})
 			if err != nil {
@@ -149,7 +165,7 @@ REST mutations need a token: lesfarm token create --name NAME.`,
 			if auth != nil {
 				auth.SetVerifier(c.Store())
 			}
-			fmt.Fprintf(env.Stdout, "lesfarm coordinator %s\n  http: http://%s\n  nats: %s\n", c.Name(), c.HTTPAddr(), c.NATSURL())
+			fmt.Fprintf(env.Stdout, "lesfarm coordinator %s\n  http: %s\n  nats: %s\n", c.Name(), c.HTTPURL(), c.NATSURL())
 			<-env.Ctx.Done()
 			log.Info("serve: shutting down")
 			return c.Stop()
@@ -168,6 +184,7 @@ REST mutations need a token: lesfarm token create --name NAME.`,
 	f.DurationVar(&ttl, "heartbeat-ttl", 15*time.Second, "device TTL: a device silent this long is lost and its run requeued")
 	f.BoolVar(&authReads, "auth-reads", false, "require an API token for reads (GET) too")
 	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	tlsFlags.add(cmd)
 	return cmd
 }
 
@@ -176,7 +193,7 @@ REST mutations need a token: lesfarm token create --name NAME.`,
 // mode "devices" or "strict" installs a device authenticator (returned; the
 // coordinator connects with its CoordinatorOptions and sets its verifier
 // once the store is open), "none" leaves the server open.
-func startEmbeddedNATS(addr, dataDir, mode string, log *slog.Logger) (*server.Server, *natsauth.Authenticator, error) {
+func startEmbeddedNATS(addr, dataDir, mode string, tlsConfig *tls.Config, log *slog.Logger) (*server.Server, *natsauth.Authenticator, error) {
 	host, portStr, err := net.SplitHostPort(addr)
 	if err != nil {
 		return nil, nil, usagef("--nats-listen %q: %v", addr, err)
@@ -192,7 +209,11 @@ func startEmbeddedNATS(addr, dataDir, mode string, log *slog.Logger) (*server.Se
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, nil, fmt.Errorf("embedded NATS: %w", err)
 	}
-	opts := &server.Options{Host: host, Port: port, JetStream: true, StoreDir: dir, NoSigs: true, NoLog: true, ServerName: "lesfarm-embedded"}
+	opts := &server.Options{Host: host, Port: port, JetStream: true, StoreDir: dir, NoSigs: true, NoLog: true, ServerName: "lesfarm-embedded",
+		// With a certificate every client must speak TLS (tls_required in
+		// the server's INFO); a plaintext one is cut off after the
+		// handshake timeout.
+		TLSConfig: tlsConfig, TLSTimeout: 5}
 	var auth *natsauth.Authenticator
 	if mode != "none" {
 		if auth, err = natsauth.New(natsauth.Config{RunOnlySubjects: mode != "strict", Logger: log}); err != nil {
@@ -209,6 +230,6 @@ func startEmbeddedNATS(addr, dataDir, mode string, log *slog.Logger) (*server.Se
 		ns.Shutdown()
 		return nil, nil, fmt.Errorf("embedded NATS on %s not ready (port in use?)", addr)
 	}
-	log.Info("serve: embedded NATS with JetStream", "url", ns.ClientURL(), "store_dir", dir, "auth", mode)
+	log.Info("serve: embedded NATS with JetStream", "url", ns.ClientURL(), "store_dir", dir, "auth", mode, "tls", tlsConfig != nil)
 	return ns, auth, nil
 }

@@ -43,8 +43,9 @@ type Client struct {
 }
 
 // New returns a client of the coordinator at server (e.g.
-// "http://127.0.0.1:8080"), sending token (may be empty for reads).
-func New(server, token string) (*Client, error) {
+// "http://127.0.0.1:8080", or https:// with WithCAFile for a lab CA),
+// sending token (may be empty for reads).
+func New(server, token string, opts ...Option) (*Client, error) {
 	if server == "" {
 		return nil, errors.New("client: server URL is empty")
 	}
@@ -57,7 +58,13 @@ func New(server, token string) (*Client, error) {
 	}
 	u.Path = strings.TrimSuffix(u.Path, "/")
 	// No overall timeout: uploads and waits are long; callers use ctx.
-	return &Client{base: u, token: token, http: &http.Client{}}, nil
+	c := &Client{base: u, token: token, http: &http.Client{}}
+	for _, o := range opts {
+		if err := o(c); err != nil {
+			return nil, err
+		}
+	}
+	return c, nil
 }
 
 // Problem is an RFC 9457 error returned by the API.
@@ -115,7 +122,7 @@ func (c *Client) newRequest(ctx context.Context, method, path string, q url.Valu
 // send performs req and decodes a JSON response into out (when not nil).
 // Non-2xx answers become *Problem.
 func (c *Client) send(req *http.Request, out any) error {
-	resp, err := c.http.Do(req)
+	resp, err := c.do(req)
 	if err != nil {
 		return fmt.Errorf("client: %s %s: %w", req.Method, req.URL.Path, err)
 	}
@@ -189,7 +196,7 @@ func (c *Client) UploadArtifact(ctx context.Context, r io.Reader, size int64, na
 	}
 	req.ContentLength = size
 	req.Header.Set("Content-Type", "application/octet-stream")
-	resp, err := c.http.Do(req)
+	resp, err := c.do(req)
 	if err != nil {
 		return nil, false, fmt.Errorf("client: upload: %w", err)
 	}

@@ -117,7 +117,7 @@ func (c *Client) followOnce(ctx context.Context, triggerID int64, onRun func(Run
 		return nil, err
 	}
 	req.Header.Set("Accept", "text/event-stream")
-	resp, err := c.http.Do(req)
+	resp, err := c.do(req)
 	if err != nil {
 		return nil, fmt.Errorf("client: events: %w", err)
 	}
