@@ -25,18 +25,15 @@
 package dashboard
 
 import (
-	"bytes"
-	"compress/gzip"
-	"crypto/sha256"
 	"embed"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"io/fs"
 	"net/http"
 	"path"
 	"strings"
 	"sync"
+
+	"github.com/lesfarm/lesfarm/dashboard/internal/asset"
 )
 
 //go:embed static
@@ -60,48 +57,14 @@ var contentTypes = map[string]string{
 const csp = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; " +
 	"font-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
 
-// asset is one embedded file, prepared for serving.
-type asset struct {
-	body  []byte
-	gz    []byte // nil when compression does not pay
-	ctype string
-	etag  string
-}
-
 var (
 	loadOnce sync.Once
-	assets   map[string]*asset // by path below static/, e.g. "app.js"
+	assets   map[string]*asset.Asset // by path below static/, e.g. "app.js"
 	loadErr  error
 )
 
 func load() {
-	assets = map[string]*asset{}
-	loadErr = fs.WalkDir(static, "static", func(p string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		body, err := static.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		ct, ok := contentTypes[path.Ext(p)]
-		if !ok {
-			return fmt.Errorf("dashboard: asset %s has no known content type", p)
-		}
-		sum := sha256.Sum256(body)
-		a := &asset{body: body, ctype: ct, etag: `"` + hex.EncodeToString(sum[:8]) + `"`}
-		if len(body) > 512 {
-			var buf bytes.Buffer
-			zw, _ := gzip.NewWriterLevel(&buf, gzip.BestCompression)
-			zw.Write(body)
-			zw.Close()
-			if buf.Len() < len(body)*9/10 {
-				a.gz = buf.Bytes()
-			}
-		}
-		assets[strings.TrimPrefix(p, "static/")] = a
-		return nil
-	})
+	assets, loadErr = asset.Load(static, "static", contentTypes)
 	if loadErr == nil && assets["index.html"] == nil {
 		loadErr = fmt.Errorf("dashboard: index.html is not embedded")
 	}
@@ -172,53 +135,8 @@ func serve(w http.ResponseWriter, r *http.Request) {
 	write(w, r, assets["index.html"])
 }
 
-// write serves one asset with validators and optional gzip.
-func write(w http.ResponseWriter, r *http.Request, a *asset) {
-	h := w.Header()
-	h.Set("Content-Type", a.ctype)
-	h.Set("Cache-Control", "no-cache") // revalidate: ETags make it cheap
-	h.Set("ETag", a.etag)
-	h.Set("X-Content-Type-Options", "nosniff")
-	h.Set("Referrer-Policy", "no-referrer")
-	h.Set("Content-Security-Policy", csp)
-	h.Set("Vary", "Accept-Encoding")
-	if match := r.Header.Get("If-None-Match"); match != "" && etagMatch(match, a.etag) {
-		w.WriteHeader(http.StatusNotModified)
-		return
-	}
-	body := a.body
-	if a.gz != nil && acceptsGzip(r.Header.Get("Accept-Encoding")) {
-		h.Set("Content-Encoding", "gzip")
-		body = a.gz
-	}
-	h.Set("Content-Length", fmt.Sprint(len(body)))
-	w.WriteHeader(http.StatusOK)
-	if r.Method != http.MethodHead {
-		w.Write(body)
-	}
-}
-
-func etagMatch(header, etag string) bool {
-	for _, t := range strings.Split(header, ",") {
-		t = strings.TrimSpace(t)
-		if t == "*" || strings.TrimPrefix(t, "W/") == etag {
-			return true
-		}
-	}
-	return false
-}
-
-func acceptsGzip(header string) bool {
-	for _, part := range strings.Split(header, ",") {
-		coding, params, _ := strings.Cut(strings.TrimSpace(part), ";")
-		if strings.TrimSpace(coding) != "gzip" {
-			continue
-		}
-		q := strings.ReplaceAll(strings.TrimSpace(params), " ", "")
-		return q != "q=0" && q != "q=0.0" && q != "q=0.00" && q != "q=0.000"
-	}
-	return false
-}
+// write serves one asset with the dashboard's policy.
+func write(w http.ResponseWriter, r *http.Request, a *asset.Asset) { asset.Write(w, r, a, csp) }
 
 // problem writes an RFC 9457 problem+json document like the API's.
 func problem(w http.ResponseWriter, status int, detail string) {

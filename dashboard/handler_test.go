@@ -255,13 +255,10 @@ func TestBundleBudget(t *testing.T) {
 	Handler()
 	total, plain := 0, 0
 	for name, a := range assets {
-		n := len(a.body)
-		if a.gz != nil {
-			n = len(a.gz)
-		}
+		n := a.Served()
 		total += n
-		plain += len(a.body)
-		t.Logf("%-16s %6d bytes, %6d served", name, len(a.body), n)
+		plain += a.Size()
+		t.Logf("%-16s %6d bytes, %6d served", name, a.Size(), n)
 	}
 	t.Logf("total %d bytes, %d served gzipped (budget %d)", plain, total, bundleBudget)
 	if total > bundleBudget {

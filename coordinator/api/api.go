@@ -30,6 +30,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/lesfarm/lesfarm/dashboard/apidocs"
+
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/danielgtaylor/huma/v2/adapters/humago"
 	"github.com/prometheus/client_golang/prometheus"
@@ -155,7 +157,7 @@ func NewServer(d Deps) (*Server, error) {
 	cfg := huma.DefaultConfig("lesfarm coordinator API", d.Version)
 	cfg.Info.Description = "REST API of the lesfarm device farm: devices, benchmark suites and jobs, runs and their results, series for the dashboard, regression alerts, nightly schedules and the content-addressed artifact store. Mutations need `Authorization: Bearer <token>` (create one with `lesfarm token create`). Errors are RFC 9457 problem+json."
 	cfg.OpenAPIPath = "/openapi"
-	cfg.DocsPath = "/docs"
+	cfg.DocsPath = "" // served by apidocs below, from vendored assets (huma's page loads a CDN script)
 	cfg.SchemasPath = "/schemas"
 	cfg.Components.SecuritySchemes = map[string]*huma.SecurityScheme{
 		"bearer": {Type: "http", Scheme: "bearer", Description: "An API token from `lesfarm token create`."},
@@ -169,6 +171,7 @@ func NewServer(d Deps) (*Server, error) {
 
 	s.registerAll()
 	s.mux.Handle("GET /metrics", promhttp.HandlerFor(d.Registry, promhttp.HandlerOpts{}))
+	apidocs.Mount(s.mux)
 	if d.Mount != nil {
 		d.Mount(s.mux)
 	}
