@@ -69,7 +69,7 @@ type Runner struct {
 	// Gate is the thermal gate applied before each repetition.
 	Gate ThermalGate
 	// ReadState reads the device's thermal state; nil means device.ReadState.
-	ReadState func() device.State
+	ReadState func() protocol.DeviceState
 	Logger    *slog.Logger
 }
 
@@ -336,7 +336,7 @@ func (r *Runner) runConfig(ctx context.Context, job *Job, c jobs.Config, res *pr
 	gate := r.Gate.withDefaults()
 	readState := r.ReadState
 	if readState == nil {
-		readState = func() device.State { return device.ReadState(device.Options{}) }
+		readState = func() protocol.DeviceState { return device.ReadState(device.Options{}) }
 	}
 	var (
 		meas                       []repMeasure
@@ -495,7 +495,7 @@ func (r *Runner) runConfig(ctx context.Context, job *Job, c jobs.Config, res *pr
 // waitThermal waits until the hottest readable zone is under the gate's
 // threshold, or the timeout passes. Devices with no readable zone pass
 // at once.
-func (r *Runner) waitThermal(ctx context.Context, g ThermalGate, read func() device.State) (waited time.Duration, timedOut bool, err error) {
+func (r *Runner) waitThermal(ctx context.Context, g ThermalGate, read func() protocol.DeviceState) (waited time.Duration, timedOut bool, err error) {
 	if g.Disabled {
 		return 0, false, nil
 	}

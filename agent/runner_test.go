@@ -2,15 +2,14 @@ package agent
 
 import (
 	"context"
-	"github.com/lesfarm/lesfarm/internal/fixture"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/lesfarm/lesfarm/agent/device"
 	"github.com/lesfarm/lesfarm/agent/telemetry"
+	"github.com/lesfarm/lesfarm/internal/fixture"
 	"github.com/lesfarm/lesfarm/jobs"
 	"github.com/lesfarm/lesfarm/protocol"
 	"github.com/lesfarm/lesfarm/runtime/expert"
@@ -108,8 +107,8 @@ func TestThermalGate(t *testing.T) {
 	hot, cool := 60.0, 40.0
 	temps := []*float64{&hot, &hot, &cool}
 	i := 0
-	read := func() device.State {
-		s := device.State{MaxTempC: temps[min(i, len(temps)-1)]}
+	read := func() protocol.DeviceState {
+		s := protocol.DeviceState{MaxTempC: temps[min(i, len(temps)-1)]}
 		i++
 		return s
 	}
@@ -119,12 +118,12 @@ func TestThermalGate(t *testing.T) {
 		t.Fatalf("waited %v timedOut %v err %v reads %d", waited, timedOut, err, i)
 	}
 	_, timedOut, _ = r.waitThermal(context.Background(), ThermalGate{MaxTempC: 45, Timeout: 5 * time.Millisecond, Poll: time.Millisecond},
-		func() device.State { return device.State{MaxTempC: &hot} })
+		func() protocol.DeviceState { return protocol.DeviceState{MaxTempC: &hot} })
 	if !timedOut {
 		t.Fatal("gate did not time out on a hot device")
 	}
 	// No readable zone: passes at once.
-	_, timedOut, _ = r.waitThermal(context.Background(), ThermalGate{}, func() device.State { return device.State{} })
+	_, timedOut, _ = r.waitThermal(context.Background(), ThermalGate{}, func() protocol.DeviceState { return protocol.DeviceState{} })
 	if timedOut {
 		t.Fatal("gate blocked a device without thermal zones")
 	}

@@ -32,56 +32,6 @@ const (
 	MaxTextLen         = 1024 // free-text fields such as reasons and errors
 )
 
-// Fingerprint describes a device. The agent fills what it can read; unread
-// optional fields stay nil (absent), never zero. The JSON field names match
-// agent/device.Fingerprint, so the agent can convert by marshalling.
-type Fingerprint struct {
-	Platform    string `json:"platform"` // android, ios, linux, darwin
-	Arch        string `json:"arch,omitempty"`
-	OSVersion   string `json:"os_version,omitempty"`
-	Kernel      string `json:"kernel,omitempty"`
-	DeviceModel string `json:"model,omitempty"`
-	// Manufacturer of the device, when known.
-	Manufacturer string  `json:"manufacturer,omitempty"`
-	SoC          string  `json:"soc,omitempty"`
-	CPUModel     string  `json:"cpu,omitempty"`
-	CoreMaxKHz   []int64 `json:"core_max_khz,omitempty"`
-	Cores        int     `json:"cores,omitempty"`
-	RAMBytes     *int64  `json:"ram_bytes,omitempty"`
-	// RAMAvailableBytes is the memory available for new work.
-	RAMAvailableBytes *int64 `json:"ram_available_bytes,omitempty"`
-	// FreeStorageBytes is the free space of the agent's cache filesystem.
-	FreeStorageBytes *int64 `json:"free_storage_bytes,omitempty"`
-	AgentBuild       string `json:"agent_build,omitempty"`
-	RuntimeBuild     string `json:"runtime_build,omitempty"`
-	GoVersion        string `json:"go_version,omitempty"`
-	// Emulated is true for an agent that emulates a device's storage with a
-	// profile; its results never mix with real devices' series.
-	Emulated  bool   `json:"emulated,omitempty"`
-	Profile   string `json:"profile,omitempty"`
-	HostModel string `json:"host_model,omitempty"`
-	// State is the thermal and battery state when the message was sent.
-	State *DeviceState `json:"state,omitempty"`
-}
-
-// DeviceState is the changing part of a device's condition.
-type DeviceState struct {
-	Thermal        []ThermalZone `json:"thermal,omitempty"`
-	MaxTempC       *float64      `json:"max_temp_c,omitempty"`
-	ThermalStatus  string        `json:"thermal_status,omitempty"`
-	BatteryPercent *float64      `json:"battery_percent,omitempty"`
-	Charging       *bool         `json:"charging,omitempty"`
-	BatteryTempC   *float64      `json:"battery_temp_c,omitempty"`
-	BatteryStatus  string        `json:"battery_status,omitempty"`
-	ReadAt         time.Time     `json:"read_at,omitzero"`
-}
-
-// ThermalZone is one temperature sensor.
-type ThermalZone struct {
-	Name  string  `json:"name"`
-	TempC float64 `json:"temp_c"`
-}
-
 // Hello is the first request of an agent (and the one it repeats after a
 // reconnect or when a heartbeat reply says the coordinator does not know it).
 type Hello struct {

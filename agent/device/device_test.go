@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/lesfarm/lesfarm/protocol"
 )
 
 // writeTree writes files (path → content) under a new temp root.
@@ -75,10 +77,10 @@ func TestReadAndroid(t *testing.T) {
 	}
 	check("platform", fp.Platform, "android")
 	check("os", fp.OSVersion, "Android 14 (SDK 34)")
-	check("model", fp.Model, "Pixel 8 Pro")
+	check("model", fp.DeviceModel, "Pixel 8 Pro")
 	check("manufacturer", fp.Manufacturer, "Google")
 	check("soc", fp.SoC, "Google Tensor G3")
-	check("cpu", fp.CPU, "ARM Cortex-A510 + Cortex-A715 + Cortex-X3")
+	check("cpu", fp.CPUModel, "ARM Cortex-A510 + Cortex-A715 + Cortex-X3")
 	check("kernel", fp.Kernel, "5.15.110-android14-11")
 	if fp.RAMBytes == nil || *fp.RAMBytes != 11718484*1024 {
 		t.Errorf("ram = %v", fp.RAMBytes)
@@ -106,8 +108,8 @@ func TestReadAndroid(t *testing.T) {
 	if fp.FreeStorageBytes == nil || *fp.FreeStorageBytes <= 0 {
 		t.Errorf("free storage = %v", fp.FreeStorageBytes)
 	}
-	if !strings.Contains(string(fp.JSON()), `"battery_percent":0`) {
-		t.Errorf("json lost the zero battery: %s", fp.JSON())
+	if js, err := json.Marshal(fp); err != nil || !strings.Contains(string(js), `"battery_percent":0`) {
+		t.Errorf("json lost the zero battery: %s (%v)", js, err)
 	}
 }
 
@@ -118,11 +120,11 @@ func TestReadLinuxUnreadableFieldsAbsent(t *testing.T) {
 		"sys/class/dmi/id/product_name": "Standard PC",
 	})
 	fp := Read(Options{Root: root, Goos: "linux", StoragePath: filepath.Join(root, "missing")})
-	if fp.Platform != "linux" || fp.CPU != "AMD EPYC" || fp.OSVersion != "Debian GNU/Linux 12 (bookworm)" || fp.Model != "Standard PC" {
-		t.Errorf("fingerprint = %s", fp.JSON())
+	if fp.Platform != "linux" || fp.CPUModel != "AMD EPYC" || fp.OSVersion != "Debian GNU/Linux 12 (bookworm)" || fp.DeviceModel != "Standard PC" {
+		t.Errorf("fingerprint = %s", fpJSON(t, fp))
 	}
 	var m map[string]any
-	if err := json.Unmarshal(fp.JSON(), &m); err != nil {
+	if err := json.Unmarshal(fpJSON(t, fp), &m); err != nil {
 		t.Fatal(err)
 	}
 	for _, k := range []string{"ram_bytes", "ram_available_bytes", "free_storage_bytes", "kernel", "core_max_khz"} {
@@ -145,8 +147,8 @@ func TestEmulatedProfile(t *testing.T) {
 		"sys/class/dmi/id/product_name": "Standard PC",
 	})
 	fp := Read(Options{Root: root, Goos: "linux", Profile: "phone-flagship", RAMBytes: 12 << 30})
-	if !fp.Emulated || fp.Profile != "phone-flagship" || fp.Model != "emulated:phone-flagship" || fp.HostModel != "Standard PC" {
-		t.Errorf("emulated fingerprint = %s", fp.JSON())
+	if !fp.Emulated || fp.Profile != "phone-flagship" || fp.DeviceModel != "emulated:phone-flagship" || fp.HostModel != "Standard PC" {
+		t.Errorf("emulated fingerprint = %s", fpJSON(t, fp))
 	}
 	if *fp.RAMBytes != 12<<30 || *fp.RAMAvailableBytes != 12<<30 {
 		t.Errorf("ram = %d avail = %d", *fp.RAMBytes, *fp.RAMAvailableBytes)
@@ -156,7 +158,7 @@ func TestEmulatedProfile(t *testing.T) {
 func TestReadThisMachine(t *testing.T) {
 	fp := Read(Options{})
 	if fp.Platform == "" || fp.Cores < 1 || fp.AgentBuild == "" || fp.Arch == "" {
-		t.Fatalf("fingerprint = %s", fp.JSON())
+		t.Fatalf("fingerprint = %s", fpJSON(t, fp))
 	}
 	t.Logf("this machine: %s", fp)
 }
@@ -203,4 +205,13 @@ func FuzzParsers(f *testing.F) {
 			t.Fatalf("temp %v accepted", v)
 		}
 	})
+}
+
+func fpJSON(t *testing.T, fp *protocol.Fingerprint) []byte {
+	t.Helper()
+	b, err := json.Marshal(fp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }

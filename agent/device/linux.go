@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/lesfarm/lesfarm/protocol"
 )
 
 // readFile reads a small pseudo-file under root and trims whitespace and NUL
@@ -32,11 +33,11 @@ func rootOr(root string) string {
 	return root
 }
 
-func readLinux(fp *Fingerprint, opt Options) {
+func readLinux(fp *protocol.Fingerprint, opt Options) {
 	root := opt.Root
 	fp.Kernel = readFile(root, "proc/sys/kernel/osrelease")
 	info := ParseCPUInfo(readFile(root, "proc/cpuinfo"))
-	fp.CPU = info.CPU
+	fp.CPUModel = info.CPU
 	mem := ParseMeminfo(readFile(root, "proc/meminfo"))
 	if v, ok := mem["MemTotal"]; ok {
 		fp.RAMBytes = ptr(v)
@@ -56,7 +57,7 @@ func readLinux(fp *Fingerprint, opt Options) {
 			}
 		}
 		fp.Manufacturer = first(props["ro.product.manufacturer"], props["ro.product.vendor.manufacturer"], props["ro.product.system.manufacturer"])
-		fp.Model = first(props["ro.product.model"], props["ro.product.vendor.model"], props["ro.product.system.model"])
+		fp.DeviceModel = first(props["ro.product.model"], props["ro.product.vendor.model"], props["ro.product.system.model"])
 		soc := strings.TrimSpace(props["ro.soc.manufacturer"] + " " + props["ro.soc.model"])
 		fp.SoC = first(soc, props["ro.board.platform"], props["ro.hardware"], info.Hardware)
 	} else {
@@ -64,11 +65,11 @@ func readLinux(fp *Fingerprint, opt Options) {
 		dtModel := readFile(root, "sys/firmware/devicetree/base/model")
 		product := readFile(root, "sys/class/dmi/id/product_name")
 		fp.Manufacturer = readFile(root, "sys/class/dmi/id/sys_vendor")
-		fp.Model = first(dtModel, product)
+		fp.DeviceModel = first(dtModel, product)
 		fp.SoC = first(readFile(root, "sys/devices/soc0/machine"), info.Hardware)
 	}
-	if fp.CPU == "" && fp.SoC != "" {
-		fp.CPU = fp.SoC
+	if fp.CPUModel == "" && fp.SoC != "" {
+		fp.CPUModel = fp.SoC
 	}
 }
 
@@ -316,7 +317,7 @@ func ParseTemp(s string) (float64, bool) {
 	return v, true
 }
 
-func readLinuxState(st *State, root string) {
+func readLinuxState(st *protocol.DeviceState, root string) {
 	zones, _ := filepath.Glob(filepath.Join(rootOr(root), "sys/class/thermal/thermal_zone[0-9]*"))
 	sort.Slice(zones, func(i, j int) bool { return zoneNum(zones[i]) < zoneNum(zones[j]) })
 	for _, z := range zones {
@@ -332,7 +333,7 @@ func readLinuxState(st *State, root string) {
 		if name == "" {
 			name = filepath.Base(z)
 		}
-		st.Thermal = append(st.Thermal, ThermalZone{Name: name, TempC: t})
+		st.Thermal = append(st.Thermal, protocol.ThermalZone{Name: name, TempC: t})
 		if st.MaxTempC == nil || t > *st.MaxTempC {
 			st.MaxTempC = ptr(t)
 		}
@@ -394,13 +395,4 @@ func readAbs(p string) string {
 		return ""
 	}
 	return string(b)
-}
-
-// String returns a one-line summary for logs.
-func (fp *Fingerprint) String() string {
-	ram := "?"
-	if fp.RAMBytes != nil {
-		ram = fmt.Sprintf("%.1fGiB", float64(*fp.RAMBytes)/(1<<30))
-	}
-	return fmt.Sprintf("%s/%s %q %s cpu=%q cores=%d ram=%s", fp.Platform, fp.Arch, fp.Model, fp.OSVersion, fp.CPU, fp.Cores, ram)
 }

@@ -2,4 +2,6 @@
 
 package device
 
-func readDarwin(*Fingerprint, Options) {}
+import "github.com/lesfarm/lesfarm/protocol"
+
+func readDarwin(*protocol.Fingerprint, Options) {}

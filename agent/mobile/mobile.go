@@ -28,6 +28,7 @@ import (
 
 	"github.com/lesfarm/lesfarm/agent"
 	"github.com/lesfarm/lesfarm/agent/device"
+	"github.com/lesfarm/lesfarm/protocol"
 )
 
 // Listener receives the agent's callbacks. The app implements it (a Java
@@ -210,14 +211,14 @@ func (m *Agent) Fingerprint() string {
 	if m == nil || m.a == nil {
 		return "{}"
 	}
-	return string(m.a.Fingerprint().JSON())
+	return fingerprintJSON(m.a.Fingerprint())
 }
 
 // DeviceFingerprint reads this device's fingerprint without starting an
 // agent (for an app's "about this device" screen); storageDir is the
 // directory whose free space is reported.
 func DeviceFingerprint(storageDir string) string {
-	return string(device.Read(device.Options{StoragePath: storageDir}).JSON())
+	return fingerprintJSON(device.Read(device.Options{StoragePath: storageDir}))
 }
 
 // Version returns the agent's build (module version and VCS revision).
@@ -265,4 +266,14 @@ func (h *logHandler) WithGroup(name string) slog.Handler {
 	c := *h
 	c.prefix = h.prefix + name + "."
 	return &c
+}
+
+// fingerprintJSON encodes a fingerprint for the app; "{}" if it cannot be
+// encoded (a NaN temperature), which an app shows as unknown.
+func fingerprintJSON(fp *protocol.Fingerprint) string {
+	b, err := json.Marshal(fp)
+	if err != nil {
+		return "{}"
+	}
+	return string(b)
 }

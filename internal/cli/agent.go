@@ -3,6 +3,7 @@ package cli
 import (
 	"cmp"
 	"crypto/x509"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -140,7 +141,11 @@ Examples:
 				return usagef("%v", err)
 			}
 			if printInfo {
-				fmt.Fprintf(env.Stdout, "%s\n", a.Fingerprint().JSON())
+				b, err := json.Marshal(a.Fingerprint())
+				if err != nil {
+					return fmt.Errorf("fingerprint: %w", err)
+				}
+				fmt.Fprintf(env.Stdout, "%s\n", b)
 				return nil
 			}
 			if err := checkNATSCredentials(&cfg); err != nil {

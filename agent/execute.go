@@ -1,0 +1,152 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/lesfarm/lesfarm/agent/artifact"
+	"github.com/lesfarm/lesfarm/agent/telemetry"
+	"github.com/lesfarm/lesfarm/jobs"
+	"github.com/lesfarm/lesfarm/protocol"
+)
+
+func (a *Agent) setRun(r *activeRun, state string, progress float64, msg string) {
+	a.mu.Lock()
+	r.state = state
+	if progress >= 0 {
+		r.progress = progress
+	}
+	r.message = msg
+	a.mu.Unlock()
+}
+
+// execute runs one assignment and reports its result, unless the lease is
+// gone (cut off, or the coordinator said so).
+func (a *Agent) execute(ctx context.Context, r *activeRun) {
+	defer a.wg.Done()
+	defer close(r.done)
+	asg := r.asg
+	log := a.log.With("run_id", asg.RunID, "token", asg.Token)
+	a.setState(StateRunning)
+	started := time.Now().UTC()
+	subject := protocol.DeviceTelemetrySubject(a.cfg.Name, asg.RunID)
+	_, dropped0 := a.buf.Dropped()
+	lastDropped := dropped0[subject]
+	var dropMu sync.Mutex
+	agg := telemetry.NewAggregator(telemetry.AggregatorConfig{
+		RunID: asg.RunID, Token: asg.Token, DeviceID: a.cfg.Name,
+		FlushEvery: a.cfg.BatchInterval, MaxEvents: a.cfg.BatchEvents,
+		Emit: func(b *protocol.TelemetryBatch) {
+			dropMu.Lock()
+			if _, by := a.buf.Dropped(); by[subject] > lastDropped {
+				b.Dropped += by[subject] - lastDropped
+				lastDropped = by[subject]
+			}
+			dropMu.Unlock()
+			data, err := protocol.Encode(b)
+			if err != nil {
+				log.Error("agent: telemetry batch not encodable, dropped", "seq", b.Seq, "err", err)
+				return
+			}
+			a.outbox.Send(telemetry.Record{Subject: subject, MsgID: fmt.Sprintf("t/%d/%d/%d", asg.RunID, asg.Token, b.Seq), Data: data})
+		},
+	})
+
+	res := &protocol.Result{RunID: asg.RunID, Token: asg.Token, DeviceID: a.cfg.Name, StartedAt: started}
+	runErr := func() error {
+		a.setRun(r, protocol.RunStateDownloading, 0, "downloading "+asg.Artifact.Name)
+		lastPct := -1.0
+		h, err := a.cache.Get(ctx, artifact.Spec{URL: asg.Artifact.URL, SHA256: asg.Artifact.SHA256, Size: asg.Artifact.Size}, func(done, total int64) {
+			agg.Progress(protocol.Progress{Phase: "download", Done: done, Total: total})
+			if pct := float64(done) / float64(total); pct-lastPct >= 0.01 {
+				lastPct = pct
+				a.setRun(r, protocol.RunStateDownloading, 0.1*pct, "downloading "+asg.Artifact.Name)
+			}
+		})
+		if err != nil {
+			return fmt.Errorf("artifact: %w", err)
+		}
+		defer h.Release()
+		a.setRun(r, protocol.RunStateRunning, 0.1, "")
+		n := len(asg.Configs)
+		cr, err := a.runner.Run(ctx, &Job{
+			Spec: &asg.Spec, Configs: asg.Configs, ModelPath: h.Path, Sink: agg, Position: agg.SetPosition,
+			OnConfig: func(i int, c jobs.Config) {
+				agg.Progress(protocol.Progress{Phase: "config", Done: int64(i), Total: int64(n), Message: c.Key})
+				a.setRun(r, protocol.RunStateRunning, 0.1+0.9*float64(i)/float64(n), c.Key)
+			},
+		})
+		res.Configs = cr
+		return err
+	}()
+	agg.Close()
+	a.setRun(r, protocol.RunStateFinishing, 1, "")
+	cause := context.Cause(ctx)
+	if runErr != nil && cause != nil {
+		runErr = cause
+	}
+	switch {
+	case errors.Is(runErr, errCutOff) || errors.Is(runErr, errLeaseLost):
+		log.Warn("agent: run abandoned without a report", "reason", runErr)
+		a.finish(r, runErr)
+		return
+	case runErr == nil:
+		res.Outcome = protocol.OutcomeSucceeded
+	case errors.Is(runErr, errCancelled):
+		res.Outcome = protocol.OutcomeCancelled
+		res.Error = clipText(runErr.Error())
+	case errors.Is(runErr, errShutdown):
+		// Not the run's fault: the coordinator requeues it elsewhere.
+		res.Outcome = protocol.OutcomeAborted
+		res.Error = clipText(runErr.Error())
+	default:
+		res.Outcome = protocol.OutcomeFailed
+		res.Error = clipText(runErr.Error())
+	}
+	res.TelemetryBatches, res.TelemetrySamples = agg.Counts()
+	_, dropped := a.buf.Dropped()
+	res.TelemetryDropped = dropped[subject] - dropped0[subject]
+	res.FinishedAt = time.Now().UTC()
+	data, err := protocol.Encode(res)
+	if err != nil {
+		// Never lose the report: fall back to a failed result without configs.
+		log.Error("agent: result not encodable", "err", err)
+		res.Configs, res.Outcome, res.Error = nil, protocol.OutcomeFailed, clipText("agent could not encode the result: "+err.Error())
+		data, err = protocol.Encode(res)
+		if err != nil {
+			a.finish(r, err)
+			return
+		}
+	}
+	a.mu.Lock()
+	a.noteUnreportedLocked(r)
+	a.mu.Unlock()
+	a.outbox.Send(telemetry.Record{Subject: protocol.DeviceResultSubject(a.cfg.Name, asg.RunID), MsgID: "r/" + strconv.FormatInt(asg.RunID, 10) + "/" + strconv.FormatInt(asg.Token, 10), Data: data, Summary: true})
+	log.Info("agent: run reported", "outcome", res.Outcome, "configs", len(res.Configs), "telemetry_batches", res.TelemetryBatches, "telemetry_samples", res.TelemetrySamples, "err", res.Error)
+	a.finish(r, runErr)
+}
+
+func (a *Agent) finish(r *activeRun, err error) {
+	if err != nil {
+		a.setError(err)
+	}
+	r.cancel(nil)
+	a.mu.Lock()
+	if a.current == r {
+		a.current = nil
+	}
+	a.runsDone++
+	stopping, registered := a.stopping, a.registered
+	a.mu.Unlock()
+	switch {
+	case stopping:
+	case registered:
+		a.setState(StateIdle)
+	default:
+		a.setState(StateConnecting)
+	}
+}

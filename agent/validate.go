@@ -1,0 +1,98 @@
+package agent
+
+import (
+	"fmt"
+
+	"github.com/lesfarm/lesfarm/jobs"
+	"github.com/lesfarm/lesfarm/protocol"
+	"github.com/lesfarm/lesfarm/runtime/expert"
+)
+
+// deviceLimits is what an assignment is checked against: the device it
+// reached and what that device can hold.
+type deviceLimits struct {
+	// name is the device id the agent serves.
+	name string
+	// ramBytes is the device's memory; 0 means unknown (no RAM check
+	// except against a profile's budget).
+	ramBytes int64
+	// resolveProfile returns a config's storage profile (its own, else the
+	// agent's; nil for none), or an error for an unknown one.
+	resolveProfile func(jobs.Config) (*expert.Profile, error)
+}
+
+// check refuses work this agent cannot do; see validateAssignment.
+func (a *Agent) check(asg *protocol.Assignment) (code, reason string) {
+	d := deviceLimits{name: a.cfg.Name, resolveProfile: a.runner.ResolveProfile}
+	if a.fp.RAMBytes != nil {
+		d.ramBytes = *a.fp.RAMBytes
+	}
+	return validateAssignment(asg, d)
+}
+
+// validateAssignment refuses an opened (signature-checked) assignment the
+// device cannot do, with a protocol.Refuse* code and a one-line reason; it
+// returns "", "" when the assignment is acceptable. It refuses an
+// assignment for another device, an unknown prompt set, model layout, mode
+// or storage profile, a model whose architecture or tensor types this
+// build cannot run (when the assignment carries model facts), and a config
+// that needs more memory than the device (or its profile's budget) has.
+// It is pure: it runs before anything is downloaded and touches no state.
+func validateAssignment(asg *protocol.Assignment, d deviceLimits) (code, reason string) {
+	if asg.DeviceID != d.name {
+		return protocol.RefuseWrongDevice, fmt.Sprintf("assignment for device %q reached %q", asg.DeviceID, d.name)
+	}
+	spec := &asg.Spec
+	if len(spec.ResolvePrompts()) == 0 {
+		return protocol.RefuseUnsupported, fmt.Sprintf("prompt set %q is unknown to this agent build", spec.Prompts.Set)
+	}
+	if l := spec.Model.Layout; l != jobs.LayoutAsIs && l != jobs.LayoutPacked && l != jobs.LayoutPackedCompat && l != "" {
+		return protocol.RefuseUnsupported, fmt.Sprintf("model layout %q is not supported", l)
+	}
+	if asg.Model != nil {
+		// Facts from the coordinator: refuse before downloading anything.
+		if code, reason := CheckModelSupport(asg.Model); code != "" {
+			return code, reason
+		}
+	}
+	for _, c := range asg.Configs {
+		if !c.Mode.Valid() {
+			return protocol.RefuseUnsupported, fmt.Sprintf("config %s: mode %q is not supported", c.Key, c.Mode)
+		}
+		if c.Mode != jobs.ModeResident {
+			if _, err := runtimeMode(c.Mode); err != nil {
+				return protocol.RefuseUnsupported, fmt.Sprintf("config %s: %v", c.Key, err)
+			}
+		}
+		prof, err := d.resolveProfile(c)
+		if err != nil {
+			return protocol.RefuseUnsupported, fmt.Sprintf("config %s: %v", c.Key, err)
+		}
+		limit := d.ramBytes
+		if prof != nil && prof.RAMBudget > 0 && (limit == 0 || prof.RAMBudget < limit) {
+			limit = prof.RAMBudget
+		}
+		if asg.Model != nil {
+			if need, why := RequiredModelRAM(asg.Model, c); limit > 0 && need > limit {
+				return protocol.RefuseInsufficientRAM, fmt.Sprintf("needs %s, has %s (config %s: %s)", fmtBytes(need), fmtBytes(limit), c.Key, why)
+			}
+			continue
+		}
+		need := RequiredRAM(spec, c)
+		if limit > 0 && need > limit {
+			return protocol.RefuseInsufficientRAM, fmt.Sprintf("config %s needs about %s of RAM, the device has %s", c.Key, jobs.ByteSize(need), jobs.ByteSize(limit))
+		}
+	}
+	return "", ""
+}
+
+// RequiredRAM estimates the memory a config needs: the whole model for the
+// resident mode; the expert budget (at most the model) plus a tenth of the
+// model for the resident weights otherwise.
+func RequiredRAM(spec *jobs.Spec, c jobs.Config) int64 {
+	size := int64(spec.Model.Size)
+	if c.Mode == jobs.ModeResident || c.Mode == jobs.ModeMixedPrecision { // the planner holds all weights
+		return size
+	}
+	return min(c.Budget.Resolve(size), size) + size/10
+}
