@@ -1,6 +1,7 @@
 package tensor
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -17,20 +18,50 @@ func TestBatchedMatchesGeneric(t *testing.T) {
 	r := rand.New(rand.NewPCG(21, 22))
 	for _, tc := range matTypes {
 		t.Run(tc.t.String(), func(t *testing.T) {
-			for _, cols := range []int{512, 8 * 37, 37, 8*tc.t.BlockSize() + 5} {
-				if cols%tc.t.BlockSize() != 0 {
+			bs := tc.t.BlockSize()
+			for _, cols := range []int{512, 8 * 37, 37, 8*bs + 5, 3 * bs, 13 * bs} {
+				if cols%bs != 0 || cols < 8 || (bs == QK_K && cols > 4*QK_K && testing.Short()) {
 					continue
 				}
-				testBatched(t, r, tc.t, cols)
+				testBatched(t, r, tc.t, makeMatrix(t, r, tc.t, batchRows, cols))
+				if tc.t == Q8_0 || tc.t == Q6_K || tc.t == Q4_K {
+					// every byte pattern: Q8_0 -128, Q6_K scale -128
+					testBatched(t, r, tc.t, randomBytesMatrix(r, tc.t, batchRows, cols))
+				}
 			}
 		})
 	}
 }
 
-func testBatched(t *testing.T, r *rand.Rand, typ Type, cols int) {
+// batchRows is the row count of TestBatchedMatchesGeneric's matrices.
+const batchRows = 13
+
+// randomBytesMatrix fills a matrix with random bytes and sane half scales,
+// so that extreme quants (Q8_0 -128, Q6_K scales -128) are covered.
+func randomBytesMatrix(r *rand.Rand, typ Type, rows, cols int) Matrix {
+	rb, _ := typ.RowSize(cols)
+	data := make([]byte, rows*rb)
+	for i := range data {
+		data[i] = uint8(r.Uint32())
+	}
+	bs := typ.TypeSize()
+	for off := 0; off < len(data); off += bs {
+		switch typ {
+		case Q8_0:
+			binary.LittleEndian.PutUint16(data[off:], F32ToF16(0.01*float32(r.Float64())))
+		case Q6_K:
+			binary.LittleEndian.PutUint16(data[off+208:], F32ToF16(0.001*float32(r.Float64())))
+		case Q4_K:
+			binary.LittleEndian.PutUint16(data[off:], F32ToF16(0.01*float32(r.Float64())))
+			binary.LittleEndian.PutUint16(data[off+2:], F32ToF16(0.01*float32(r.Float64())))
+		}
+	}
+	return Matrix{Type: typ, Rows: rows, Cols: cols, Data: data}
+}
+
+func testBatched(t *testing.T, r *rand.Rand, typ Type, m Matrix) {
 	t.Helper()
-	const rows = 13
-	m := makeMatrix(t, r, typ, rows, cols)
+	rows, cols := m.Rows, m.Cols
 	for _, n := range []int{1, 2, 3, 4, 5, 7, 8, 9, 17} {
 		x := randVec(r, n*cols, float32(n))
 		x[3] = 0

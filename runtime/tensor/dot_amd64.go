@@ -100,6 +100,24 @@ func q4kRow1AVX2(w *byte, y *blockQ8K, nb int) float32
 //go:noescape
 func q4kRowsAVX2(w *byte, rowBytes, rows int, y *blockQ8K, nb, nv, ystride int, dst *float32, dstride int)
 
+// q8_0RowsAVX2 computes rows consecutive Q8_0 rows (rowBytes apart, nb
+// blocks each) against nv ≤ 8 Q8_0 vectors (vector v's blocks at y +
+// v·ystride bytes, their scales at yd + 4·v·nb bytes): dst[r + v·dstride] =
+// row r · vector v (dot_q8_amd64.s). nv = 1 is the decode kernel.
+//
+//go:noescape
+func q8_0RowsAVX2(w *byte, rowBytes, rows int, y *blockQ8_0, yd *float32, nb, nv, ystride int, dst *float32, dstride int)
+
+// q6kRowsAVX2 is q4kRowsAVX2 for Q6_K rows (dot_q6k_amd64.s).
+//
+//go:noescape
+func q6kRowsAVX2(w *byte, rowBytes, rows int, y *blockQ8K, nb, nv, ystride int, dst *float32, dstride int)
+
+// q6kRow1AVX2 is the single-vector form of q6kRowsAVX2 (decode).
+//
+//go:noescape
+func q6kRow1AVX2(w *byte, y *blockQ8K, nb int) float32
+
 // q5kRowAVX2 and q6kRowAVX2 are q4kRowAVX2 for Q5_K and Q6_K rows.
 //
 //go:noescape
@@ -121,8 +139,8 @@ func asmKernels() map[Type]*kernel {
 	// are as fast (Q4_K) or faster (Q6_K 2.2×, Q8_0) and work in every build.
 	permuteQ8K = true
 	m[Q4_K] = &kernel{act: actQ8K, impl: "avx2-asm", exact: true, q8k: dotQ4KQ8KLanesAsm, q8kN: dotQ4KQ8KRowsAsm}
-	m[Q6_K] = &kernel{act: actQ8K, impl: "avx2-asm", exact: true, q8k: dotQ6KQ8KRowAsm}
-	m[Q8_0] = &kernel{act: actQ8_0, impl: "avx2-asm", exact: true, q80: dotQ8_0Q8_0RowAsm}
+	m[Q6_K] = &kernel{act: actQ8K, impl: "avx2-asm", exact: true, q8k: dotQ6KQ8KLanesAsm, q8kN: dotQ6KQ8KRowsAsm}
+	m[Q8_0] = &kernel{act: actQ8_0, impl: "avx2-asm", exact: true, q80: dotQ8_0Q8_0RowAsm, q80N: dotQ8_0Q8_0RowsAsm, single: true}
 	m[Q5_0] = &kernel{act: actQ8_0, impl: "avx2-asm", exact: true, q80: dotQ5_0Q8_0Asm}
 	m[Q4_0] = &kernel{act: actQ8_0, impl: "avx2-asm", exact: true, q80: dotQ4_0Q8_0Asm}
 	m[Q5_K] = &kernel{act: actQ8K, impl: "avx2-asm", exact: true, q8k: dotQ5KQ8KRowAsm}
@@ -272,16 +290,63 @@ func dotQ4KQ8KRowsAsm(w []byte, rows int, y []blockQ8K, nv int, dst []float32, s
 	q4kRowsAVX2(&w[0], 144*nb, rows, &y[0], nb, nv, nb*int(unsafe.Sizeof(y[0])), &dst[0], stride)
 }
 
+// dotQ6KQ8KLanesAsm is the single-vector form of dotQ6KQ8KRowsAsm.
+func dotQ6KQ8KLanesAsm(w []byte, y []blockQ8K) float32 {
+	if len(y) == 0 {
+		return 0
+	}
+	w = w[:210*len(y)]
+	return q6kRow1AVX2(&w[0], &y[0], len(y))
+}
+
+// dotQ6KQ8KRowsAsm is the batched Q6_K kernel: rows consecutive rows of
+// w, each super-block assembled once for all nv ≤ batchVectors vectors.
+func dotQ6KQ8KRowsAsm(w []byte, rows int, y []blockQ8K, nv int, dst []float32, stride int) {
+	nb := len(y) / nv
+	if rows == 0 || nv == 0 {
+		return
+	}
+	if nb == 0 {
+		for v := range nv {
+			clear(dst[v*stride : v*stride+rows])
+		}
+		return
+	}
+	_ = w[210*nb*rows-1]
+	_ = dst[(nv-1)*stride+rows-1]
+	q6kRowsAVX2(&w[0], 210*nb, rows, &y[0], nb, nv, nb*int(unsafe.Sizeof(y[0])), &dst[0], stride)
+}
+
+// dotQ8_0Q8_0RowsAsm is the batched Q8_0 kernel (q80N): rows consecutive
+// rows of w, each block prepared once for all nv ≤ batchVectors vectors.
+func dotQ8_0Q8_0RowsAsm(w []byte, rows int, y []blockQ8_0, yd []float32, nv int, dst []float32, stride int) {
+	nb := len(y) / nv
+	if rows == 0 || nv == 0 {
+		return
+	}
+	if nb == 0 {
+		for v := range nv {
+			clear(dst[v*stride : v*stride+rows])
+		}
+		return
+	}
+	_ = w[34*nb*rows-1]
+	_ = yd[nv*nb-1]
+	_ = dst[(nv-1)*stride+rows-1]
+	q8_0RowsAVX2(&w[0], 34*nb, rows, &y[0], &yd[0], nb, nv, nb*int(unsafe.Sizeof(y[0])), &dst[0], stride)
+}
+
 // rowKernels returns the kernel set without batched forms, and with the
 // previous per-vector Q4_K row kernel (benchmarks compare the two).
 func rowKernels() map[Type]*kernel {
 	m := make(map[Type]*kernel, len(kernels))
 	for t, k := range kernels {
 		c := *k
-		c.q8kN, c.f32N = nil, nil
+		c.q8kN, c.q80N, c.f32N, c.single = nil, nil, nil, false
 		m[t] = &c
 	}
 	m[Q4_K] = &kernel{act: actQ8K, impl: "avx2-asm-row", exact: true, q8k: dotQ4KQ8KRowAsm}
+	m[Q6_K] = &kernel{act: actQ8K, impl: "avx2-asm-row", exact: true, q8k: dotQ6KQ8KRowAsm}
 	return m
 }
 

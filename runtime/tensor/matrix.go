@@ -35,6 +35,12 @@ type kernel struct {
 	// per vector, bit for bit (TestBatchedMatchesGeneric); nv is at most
 	// batchVectors.
 	q8kN func(w []byte, rows int, y []blockQ8K, nv int, dst []float32, stride int)
+	// q80N is q8kN for Q8_0 activations; yd holds the nv·len(y)/nv block
+	// scales contiguously (scratch.q80d).
+	q80N func(w []byte, rows int, y []blockQ8_0, yd []float32, nv int, dst []float32, stride int)
+	// single reports that q8kN/q80N also serve single vectors (decode):
+	// they are faster than the per-row q8k/q80 there, and identical.
+	single bool
 	// f32N, if set, is the batched form of f32: rows weight rows (rb
 	// bytes apart) dotted with nv vectors of len(x)/nv values, row r ·
 	// vector v stored at dst[r+v*stride], bit-identical to f32 per vector.
@@ -260,6 +266,10 @@ func quantizeActivations(act actKind, sc *scratch, x []float32, n, cols int) {
 	case actQ8_0:
 		sc.q80 = grow(sc.q80, len(x)/32)
 		quantizeQ8_0(x, sc.q80)
+		sc.q80d = grow(sc.q80d, len(sc.q80))
+		for i := range sc.q80 {
+			sc.q80d[i] = sc.q80[i].d
+		}
 	case actQ8_1:
 		sc.q81 = grow(sc.q81, len(x)/32)
 		quantizeQ8_1(x, sc.q81)
@@ -269,13 +279,18 @@ func quantizeActivations(act actKind, sc *scratch, x []float32, n, cols int) {
 	}
 }
 
+// batched reports whether products over n vectors use the batched form.
+func (k *kernel) batched(n int) bool {
+	return k.f32N != nil || ((k.q8kN != nil || k.q80N != nil) && (n > 1 || k.single))
+}
+
 // rows computes job rows [lo,hi) (across parts) for all vectors.
 func (j *job) rows(lo, hi int) {
 	for i := 0; i < j.np; i++ {
 		pt := &j.parts[i]
 		a, b := max(lo, pt.start), min(hi, pt.start+pt.m.Rows)
 		if a < b {
-			if pt.k.f32N != nil || (pt.k.q8kN != nil && j.n > 1) {
+			if pt.k.batched(j.n) {
 				j.partRowsBatched(pt, a-pt.start, b-pt.start)
 			} else {
 				j.partRows(pt, a-pt.start, b-pt.start)
@@ -339,6 +354,15 @@ func (j *job) partRowsBatched(pt *part, lo, hi int) {
 			xv := x[v0*cols : (v0+nv)*cols]
 			dst := pt.dst[v0*m.Rows:]
 			k.f32N(m.Data[lo*rb:hi*rb], rb, hi-lo, xv, nv, dst[lo:], m.Rows)
+		}
+		return
+	}
+	if k.q80N != nil {
+		nb := m.Cols / 32
+		for v0 := 0; v0 < n; v0 += batchVectors {
+			nv := min(batchVectors, n-v0)
+			dst := pt.dst[v0*m.Rows:]
+			k.q80N(m.Data[lo*rb:hi*rb], hi-lo, j.sc.q80[v0*nb:(v0+nv)*nb], j.sc.q80d[v0*nb:(v0+nv)*nb], nv, dst[lo:], m.Rows)
 		}
 		return
 	}

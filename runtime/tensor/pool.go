@@ -211,6 +211,7 @@ type scratch struct {
 	f16  []float32 // x rounded to F16, as float32
 	bf16 []float32 // x rounded to BF16, as float32
 	q80  []blockQ8_0
+	q80d []float32 // q80[i].d, contiguous (the batched Q8_0 kernel)
 	q81  []blockQ8_1
 	q8k  []blockQ8K
 }
