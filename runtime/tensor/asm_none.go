@@ -5,4 +5,15 @@ package tensor
 // asmKernels: only amd64 has assembly float kernels (arm64's live with its
 // NEON kernels in dot_arm64.go).
 func asmKernels() map[Type]*kernel { return nil }
-func rowKernels() map[Type]*kernel { return nil }
+
+// rowKernels returns the kernel set without batched forms (benchmarks
+// compare the two).
+func rowKernels() map[Type]*kernel {
+	m := make(map[Type]*kernel, len(kernels))
+	for t, k := range kernels {
+		c := *k
+		c.q8kN, c.q80N, c.f32N, c.single = nil, nil, nil, false
+		m[t] = &c
+	}
+	return m
+}

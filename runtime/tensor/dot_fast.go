@@ -25,7 +25,7 @@ func fastKernels() map[Type]*kernel {
 		Q5_0: {act: actQ8_0, q80: dotQ5_0Q8_0Fast},
 		Q4_K: {act: actQ8K, q8k: dotQ4KQ8KFast},
 		Q5_K: {act: actQ8K, q8k: dotQ5KQ8KFast},
-		Q6_K: {act: actQ8K, q8k: dotQ6KQ8KFast},
+		Q6_K: {act: actQ8K, q8k: dotQ6KQ8KFast, q8kN: dotQ6KQ8KRowsGo},
 	}
 }
 
