@@ -5,6 +5,7 @@ package tensor
 import (
 	"encoding/binary"
 	"math"
+	"unsafe"
 )
 
 //go:generate python3 gen_neon.py
@@ -23,6 +24,14 @@ import (
 //
 //go:noescape
 func q4kRowNEON(w *byte, y *blockQ8K, nb int) float32
+
+// q4kRowsNEON computes rows consecutive Q4_K rows (rowBytes apart, nb
+// blocks each) against nv ≤ 8 Q8_K vectors (vector v at y + v·ystride
+// bytes): dst[r + v·dstride] = row r · vector v, each row's super-blocks
+// unpacked once for all vectors; identical to dotQ4KQ8KGeneric per vector.
+//
+//go:noescape
+func q4kRowsNEON(w *byte, rowBytes, rows int, y *blockQ8K, nb, nv, ystride int, dst *float32, dstride int)
 
 // q6kRowNEON is the whole Q6_K × Q8_K row dot product (nb blocks) in
 // assembly, identical to dotQ6KQ8KGeneric.
@@ -47,7 +56,7 @@ func f16Lanes(w *byte, x *float32, groups int, out *[8]float32)
 
 func simdKernels() map[Type]*kernel {
 	return map[Type]*kernel{
-		Q4_K: {act: actQ8K, impl: "neon", exact: true, q8k: dotQ4KQ8KRowNEON},
+		Q4_K: {act: actQ8K, impl: "neon", exact: true, q8k: dotQ4KQ8KRowNEON, q8kN: dotQ4KQ8KRowsNEON},
 		Q6_K: {act: actQ8K, impl: "neon", exact: true, q8k: dotQ6KQ8KNEON},
 		Q8_0: {act: actQ8_0, impl: "neon", exact: true, q80: dotQ8_0Q8_0NEON},
 		F32:  {act: actF32, impl: "neon", exact: true, f32: dotF32NEON},
@@ -119,4 +128,21 @@ func dotQ4KQ8KRowNEON(w []byte, y []blockQ8K) float32 {
 	}
 	w = w[:144*len(y)]
 	return q4kRowNEON(&w[0], &y[0], len(y))
+}
+
+// dotQ4KQ8KRowsNEON is the batched Q4_K kernel (q8kN).
+func dotQ4KQ8KRowsNEON(w []byte, rows int, y []blockQ8K, nv int, dst []float32, stride int) {
+	nb := len(y) / nv
+	if rows == 0 || nv == 0 {
+		return
+	}
+	if nb == 0 {
+		for v := range nv {
+			clear(dst[v*stride : v*stride+rows])
+		}
+		return
+	}
+	_ = w[144*nb*rows-1]
+	_ = dst[(nv-1)*stride+rows-1]
+	q4kRowsNEON(&w[0], 144*nb, rows, &y[0], nb, nv, nb*int(unsafe.Sizeof(y[0])), &dst[0], stride)
 }

@@ -308,4 +308,125 @@ out += ["// func q6kRowNEON(w *byte, y *blockQ8K, nb int) float32",
 for l in range(8):
     out += [f"\tFMOVS {4*l}(R10), F5", "\tFADDS F5, F20, F20"]
 out += ["\tFMOVS F20, ret+24(FP)", "\tRET", ""]
+# func q4kRowsNEON(w *byte, rowBytes, rows int, y *blockQ8K, nb, nv, ystride int, dst *float32, dstride int)
+# The batched Q4_K kernel (prefill, verify): per row and super-block the
+# scales/mins are unpacked and the 256 nibbles split into V16-V31 once, then
+# each of nv <= 8 vectors runs the SMULL/SMLAL lanes of q4kRowNEON against
+# them (lane = element index mod 8, exact), with the generic float
+# combination per vector: sums[l] += (dx·dy)·lane, sumf -= (dmin·dy)·sumi,
+# then sumf + sums[0] + ... + sums[7]. Accumulators (9 float32 per vector)
+# live in the frame.
+out += ["// func q4kRowsNEON(w *byte, rowBytes, rows int, y *blockQ8K, nb, nv, ystride int, dst *float32, dstride int)",
+        "TEXT ·q4kRowsNEON(SB), $288-72",
+        "\tMOVD w+0(FP), R19", "\tMOVD rows+16(FP), R3", "\tMOVD ystride+48(FP), R22",
+        "\tMOVD nv+40(FP), R23", "\tMOVD dst+56(FP), R24", "\tMOVD dstride+64(FP), R25",
+        "\tLSL $2, R25, R25",
+        "q4rsrow:",
+        "\tCBZ R3, q4rsdone",
+        "\tMOVD $acc-288(SP), R13",
+        "\tVEOR V8.B16, V8.B16, V8.B16",
+        "\tVEOR V9.B16, V9.B16, V9.B16"]
+out += ["\tVST1.P [V8.B16, V9.B16], 32(R13)"] * 9
+out += ["\tMOVD R19, R0", "\tMOVD y+24(FP), R20", "\tMOVD nb+32(FP), R2",
+        "q4rsblock:",
+        "\tCBZ R2, q4rsfinish",
+        "\tMOVWU 4(R0), R4", "\tMOVWU 8(R0), R5", "\tMOVWU 12(R0), R6",
+        "\tAND $0x3f3f3f3f, R4, R7",
+        "\tLSR $6, R4, R9", "\tAND $0x03030303, R9, R9", "\tLSL $4, R9, R9",
+        "\tAND $0x0f0f0f0f, R6, R10", "\tORR R10, R9, R9",
+        "\tORR R9<<32, R7, R7",
+        "\tVMOV R7, V15.D[0]",
+        "\tVUXTL V15.B8, V15.H8",            # scales
+        "\tAND $0x3f3f3f3f, R5, R7",
+        "\tLSR $6, R5, R9", "\tAND $0x03030303, R9, R9", "\tLSL $4, R9, R9",
+        "\tLSR $4, R6, R10", "\tAND $0x0f0f0f0f, R10, R10", "\tORR R10, R9, R9",
+        "\tORR R9<<32, R7, R7",
+        "\tVMOV R7, V14.D[0]",
+        "\tVUXTL V14.B8, V14.H8",            # mins
+        "\tMOVD R0, R12",
+        "\tADD $16, R0, R0",
+        "\tVMOVI $15, V13.B16"]
+for j in range(4):
+    b = 16 + 4 * j
+    out += ["\tVLD1.P 32(R0), [V0.B16, V1.B16]",
+            f"\tVAND V13.B16, V0.B16, V{b}.B16",
+            f"\tVAND V13.B16, V1.B16, V{b+1}.B16",
+            f"\tVUSHR $4, V0.B16, V{b+2}.B16",
+            f"\tVUSHR $4, V1.B16, V{b+3}.B16"]
+out += [w(ldr_h(12, 12, 0), "LDR H12, [R12]"),
+        w(fcvt_s_h(12, 12), "FCVT S12, H12"),   # dx
+        w(ldr_h(13, 12, 2), "LDR H13, [R12, #2]"),
+        w(fcvt_s_h(13, 13), "FCVT S13, H13"),   # dmin
+        "\tMOVD R20, R1",
+        "\tMOVD $acc-288(SP), R13",
+        "\tMOVD R23, R21",
+        "q4rsvec:",
+        "\tADD $260, R1, R11",
+        "\tVLD1 (R11), [V10.H8, V11.H8]",
+        "\tVADDP V11.H8, V10.H8, V10.H8",
+        w(smull16(11, 14, 10), "SMULL V11.4S, V14.4H, V10.4H"),
+        w(smlal16(11, 14, 10, True), "SMLAL2 V11.4S, V14.8H, V10.8H"),
+        w(addv(11, 11), "ADDV S11, V11.4S"),
+        "\tVMOV V11.S[0], R8",               # sumi
+        "\tADD $4, R1, R11",
+        "\tVEOR V6.B16, V6.B16, V6.B16",
+        "\tVEOR V7.B16, V7.B16, V7.B16"]
+for j in range(4):
+    b = 16 + 4 * j
+    out += ["\tVLD1.P 64(R11), [V0.B16, V1.B16, V2.B16, V3.B16]",
+            w(smull(4, b, 0), f"SMULL V4.8H, V{b}.8B, V0.8B"),
+            w(smlal(4, b, 0, True), f"SMLAL2 V4.8H, V{b}.16B, V0.16B"),
+            w(smlal(4, b + 1, 1), f"SMLAL V4.8H, V{b+1}.8B, V1.8B"),
+            w(smlal(4, b + 1, 1, True), f"SMLAL2 V4.8H, V{b+1}.16B, V1.16B"),
+            w(smull(5, b + 2, 2), f"SMULL V5.8H, V{b+2}.8B, V2.8B"),
+            w(smlal(5, b + 2, 2, True), f"SMLAL2 V5.8H, V{b+2}.16B, V2.16B"),
+            w(smlal(5, b + 3, 3), f"SMLAL V5.8H, V{b+3}.8B, V3.8B"),
+            w(smlal(5, b + 3, 3, True), f"SMLAL2 V5.8H, V{b+3}.16B, V3.16B"),
+            w(smlal_elem(6, 4, 15, 2 * j), f"SMLAL V6.4S, V4.4H, V15.H[{2*j}]"),
+            w(smlal_elem(7, 4, 15, 2 * j, True), f"SMLAL2 V7.4S, V4.8H, V15.H[{2*j}]"),
+            w(smlal_elem(6, 5, 15, 2 * j + 1), f"SMLAL V6.4S, V5.4H, V15.H[{2*j+1}]"),
+            w(smlal_elem(7, 5, 15, 2 * j + 1, True), f"SMLAL2 V7.4S, V5.8H, V15.H[{2*j+1}]")]
+out += ["\tFMOVS (R1), F0",                  # y.d
+        "\tFMULS F0, F12, F1",               # dx·dy
+        w(scvtf4s(6, 6), "SCVTF V6.4S, V6.4S"),
+        w(scvtf4s(7, 7), "SCVTF V7.4S, V7.4S"),
+        w(fmul4s_elem0(6, 6, 1), "FMUL V6.4S, V6.4S, V1.S[0]"),
+        w(fmul4s_elem0(7, 7, 1), "FMUL V7.4S, V7.4S, V1.S[0]"),
+        "\tVLD1 (R13), [V8.S4, V9.S4]",
+        w(fadd4s_(8, 8, 6), "FADD V8.4S, V8.4S, V6.4S"),
+        w(fadd4s_(9, 9, 7), "FADD V9.4S, V9.4S, V7.4S"),
+        "\tVST1 [V8.S4, V9.S4], (R13)",
+        "\tFMULS F0, F13, F2",               # dmin·dy
+        "\tSCVTFWS R8, F3",
+        "\tFMULS F3, F2, F2",
+        "\tFMOVS 32(R13), F3",
+        "\tFSUBS F2, F3, F3",
+        "\tFMOVS F3, 32(R13)",
+        "\tADD $36, R13, R13",
+        "\tADD R22, R1, R1",
+        "\tSUB $1, R21, R21",
+        "\tCBNZ R21, q4rsvec",
+        "\tADD $836, R20, R20",
+        "\tSUB $1, R2, R2",
+        "\tB q4rsblock",
+        "q4rsfinish:",
+        "\tMOVD $acc-288(SP), R13",
+        "\tMOVD R24, R4",
+        "\tMOVD R23, R21",
+        "q4rsout:",
+        "\tFMOVS 32(R13), F20"]
+for l in range(8):
+    out += [f"\tFMOVS {4*l}(R13), F5", "\tFADDS F5, F20, F20"]
+out += ["\tFMOVS F20, (R4)",
+        "\tADD R25, R4, R4",
+        "\tADD $36, R13, R13",
+        "\tSUB $1, R21, R21",
+        "\tCBNZ R21, q4rsout",
+        "\tADD $4, R24, R24",
+        "\tMOVD rowBytes+8(FP), R4",
+        "\tADD R4, R19, R19",
+        "\tSUB $1, R3, R3",
+        "\tB q4rsrow",
+        "q4rsdone:",
+        "\tRET", ""]
 open("dot_arm64.s", "w").write("\n".join(out) + "\n")
