@@ -15,7 +15,14 @@ import (
 	"github.com/lesfarm/lesfarm/internal/testenv"
 )
 
-func TestMain(m *testing.M) { os.Exit(testenv.Run(m)) }
+func TestMain(m *testing.M) {
+	// A test's child process standing in for the lesfarm binary (the
+	// coordinator loadtest starts).
+	if os.Getenv(asLesfarmEnv) == "1" {
+		os.Exit(cli.Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+	}
+	os.Exit(testenv.Run(m))
+}
 
 // TestServeAuthenticatesDevices runs `lesfarm serve` with its default
 // --nats-auth devices and three `lesfarm agent`s: one with its device's

@@ -1,0 +1,624 @@
+// Package loadtest drives a coordinator with many simulated agents and
+// measures it: assignments per second, assignment latency (trigger →
+// assign, result → next assign), telemetry samples ingested per second,
+// ingest lag, the coordinators' RSS and CPU, and every sample lost or
+// duplicated, counted against what the agents sent.
+//
+// A simulated agent runs no model. It speaks the real protocol over its own
+// NATS connection with its own device credential: hello and heartbeats,
+// signed assignments verified and acknowledged, per-token telemetry in
+// batches of the agent's default shape (one sample per decode step with
+// per-layer expert counts, cut every BatchInterval) and one result per run,
+// on the device-scoped JetStream subjects.
+//
+// The workload: every agent starts idle, then Agents runs are triggered one
+// by one (each one's trigger → assign latency is measured from just before
+// its trigger call: a fanout burst onto an idle fleet). From then on the
+// queue is topped up so that Surplus runs wait beyond one per agent, so an
+// agent that publishes a result always finds work: result → next assign is
+// the coordinator's own turnaround (result ingest, placement, the signed
+// push and its ack). After Duration no more runs are triggered; the agents
+// drain the queue, and the check waits until every run succeeded and every
+// sample is stored.
+package loadtest
+
+import (
+	"cmp"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"math"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/lesfarm/lesfarm/coordinator/store"
+	"github.com/lesfarm/lesfarm/jobs"
+	"github.com/lesfarm/lesfarm/protocol"
+)
+
+// LabelKey is the device label every simulated agent carries (its value is
+// the session id), and the only label the load test's runs select, so they
+// never go to real devices sharing the farm.
+const LabelKey = "loadtest"
+
+// Config configures a load run. Store, NATSURL, Agents and Duration are
+// required; zero values of the rest take the defaults.
+type Config struct {
+	// Agents is the number of simulated agents (1..20000).
+	Agents int
+	// Duration is how long runs are triggered.
+	Duration time.Duration
+	// NATSURL is the NATS the coordinators serve (agents connect to it
+	// with their device credentials); NATSOptions are extra client
+	// options (TLS roots, more servers).
+	NATSURL     string
+	NATSOptions []nats.Option
+	// Store is the farm's database: device credentials are created in it,
+	// runs triggered through it, and lost and duplicated samples counted
+	// in it.
+	Store *store.Store
+	// MetricsURLs are the coordinators' Prometheus endpoints (/metrics),
+	// scraped for RSS, CPU and ingested samples; empty leaves those out.
+	MetricsURLs []string
+	// SamplesPerSecond is each busy agent's telemetry rate (default 100: a
+	// phone decoding 100 tokens/s, or several configs' prefill).
+	SamplesPerSecond float64
+	// Layers is the per-layer detail of each sample (default 48, the
+	// layers of qwen3moe 30B-A3B).
+	Layers int
+	// BatchInterval cuts telemetry batches (default 500ms, the agent's).
+	BatchInterval time.Duration
+	// RunLength is how long one simulated run streams telemetry (default
+	// 5s).
+	RunLength time.Duration
+	// Surplus is how many runs are kept queued beyond one per agent
+	// (default Agents/10, at least 4).
+	Surplus int
+	// DrainTimeout bounds the wait, after Duration, for the queue to drain
+	// and every sample to be stored (default 2m).
+	DrainTimeout time.Duration
+	// ScrapeInterval is the metrics sampling period (default 250ms).
+	ScrapeInterval time.Duration
+	Logger         *slog.Logger
+
+	// SamplesPerBatch is derived: SamplesPerSecond × BatchInterval.
+	SamplesPerBatch int
+}
+
+func (c *Config) setDefaults() error {
+	c.SamplesPerSecond = cmp.Or(c.SamplesPerSecond, 100)
+	c.Layers = cmp.Or(c.Layers, 48)
+	c.BatchInterval = cmp.Or(c.BatchInterval, 500*time.Millisecond)
+	c.RunLength = cmp.Or(c.RunLength, 5*time.Second)
+	c.Surplus = cmp.Or(c.Surplus, max(4, c.Agents/10))
+	c.DrainTimeout = cmp.Or(c.DrainTimeout, 2*time.Minute)
+	c.ScrapeInterval = cmp.Or(c.ScrapeInterval, 250*time.Millisecond)
+	c.Logger = cmp.Or(c.Logger, slog.Default())
+	c.SamplesPerBatch = int(math.Round(c.SamplesPerSecond * c.BatchInterval.Seconds()))
+	switch {
+	case c.Store == nil || c.NATSURL == "":
+		return errors.New("loadtest config: Store and NATSURL are required")
+	case c.Agents < 1 || c.Agents > 20000:
+		return fmt.Errorf("loadtest config: agents %d out of range [1, 20000]", c.Agents)
+	case c.Duration <= 0:
+		return fmt.Errorf("loadtest config: duration %s must be positive", c.Duration)
+	case c.SamplesPerBatch < 1 || c.SamplesPerBatch > protocol.MaxSamplesPerBatch:
+		return fmt.Errorf("loadtest config: %g samples/s × %s batches = %d samples per batch, want 1..%d",
+			c.SamplesPerSecond, c.BatchInterval, c.SamplesPerBatch, protocol.MaxSamplesPerBatch)
+	case c.Layers < 0 || c.Layers > protocol.MaxLayers:
+		return fmt.Errorf("loadtest config: layers %d out of range [0, %d]", c.Layers, protocol.MaxLayers)
+	case c.RunLength < c.BatchInterval:
+		return fmt.Errorf("loadtest config: run length %s is shorter than one batch interval %s", c.RunLength, c.BatchInterval)
+	case c.Surplus < 1:
+		return errors.New("loadtest config: surplus must be positive")
+	}
+	return nil
+}
+
+// Latency summarises latencies in milliseconds.
+type Latency struct {
+	N     int     `json:"n"`
+	P50MS float64 `json:"p50_ms"`
+	P99MS float64 `json:"p99_ms"`
+	MaxMS float64 `json:"max_ms"`
+}
+
+// CoordinatorStats are one coordinator's process figures over the load
+// window, from its /metrics.
+type CoordinatorStats struct {
+	MetricsURL string `json:"metrics_url"`
+	// RSSMaxBytes is the largest resident set seen; CPUCores the CPU time
+	// used per wall second (1.0 = one core busy).
+	RSSMaxBytes      int64   `json:"rss_max_bytes"`
+	CPUCores         float64 `json:"cpu_cores"`
+	SamplesCommitted int64   `json:"samples_committed"`
+}
+
+// Report is what a load run measured. Lost and duplicated samples are
+// counted against what the agents sent (acknowledged by JetStream); OK
+// says whether both, and duplicated assignments, are zero.
+type Report struct {
+	Session   string     `json:"session"`
+	Agents    int        `json:"agents"`
+	DurationS float64    `json:"duration_s"`
+	LoadAvg   [3]float64 `json:"load_avg"` // 1, 5, 15 min, at the end of the window
+	// Runs is how many runs were triggered; Assignments how many were
+	// accepted by agents within the window.
+	Runs            int     `json:"runs"`
+	Assignments     int     `json:"assignments"`
+	AssignmentsPerS float64 `json:"assignments_per_s"`
+	// TriggerToAssign: from just before a run's trigger call to its
+	// assignment's arrival at an idle agent. ResultToNext: from an
+	// agent's result publish to its next assignment's arrival.
+	TriggerToAssign Latency `json:"trigger_to_assign"`
+	ResultToNext    Latency `json:"result_to_next"`
+	// SamplesPerBatch and Layers describe the telemetry; BatchBytes is the
+	// size of one telemetry message.
+	SamplesPerBatch int `json:"samples_per_batch"`
+	Layers          int `json:"layers"`
+	BatchBytes      int `json:"batch_bytes"`
+	// SamplesSent counts samples acknowledged by JetStream, SamplesStored
+	// the rows in Postgres for the session's runs.
+	SamplesSent   int64 `json:"samples_sent"`
+	SamplesStored int64 `json:"samples_stored"`
+	// SentPerS and IngestedPerS are samples per second within the window
+	// (IngestedPerS from the coordinators' committed-sample counters).
+	SentPerS     float64 `json:"samples_sent_per_s"`
+	IngestedPerS float64 `json:"samples_ingested_per_s"`
+	// IngestLag is how far, in time, the committed samples trailed the
+	// sent ones (sampled every ScrapeInterval in the window); DrainS is
+	// how long after the last sample was sent the last one was stored.
+	IngestLagP50S float64            `json:"ingest_lag_p50_s"`
+	IngestLagMaxS float64            `json:"ingest_lag_max_s"`
+	DrainS        float64            `json:"drain_s"`
+	Coordinators  []CoordinatorStats `json:"coordinators,omitempty"`
+	// LoadgenCPUCores is this process's CPU per wall second (in process
+	// with a coordinator it includes the coordinator).
+	LoadgenCPUCores float64 `json:"loadgen_cpu_cores"`
+
+	LostSamples           int64 `json:"lost_samples"`
+	DuplicatedSamples     int64 `json:"duplicated_samples"`
+	DuplicatedAssignments int   `json:"duplicated_assignments"`
+	FailedRuns            int   `json:"failed_runs"`
+	PublishRetries        int64 `json:"publish_retries"`
+	HeartbeatErrors       int64 `json:"heartbeat_errors"`
+	Cancelled             int64 `json:"cancelled"`
+}
+
+// OK reports whether nothing was lost or duplicated.
+func (r *Report) OK() bool {
+	return r.LostSamples == 0 && r.DuplicatedSamples == 0 && r.DuplicatedAssignments == 0
+}
+
+// JSON returns the report as indented JSON.
+func (r *Report) JSON() []byte {
+	b, _ := json.MarshalIndent(r, "", "  ")
+	return append(b, '\n')
+}
+
+// loadRun is the shared state of one Run.
+type loadRun struct {
+	cfg           Config
+	session       string
+	template      json.RawMessage
+	batchesPerRun int
+	over          chan struct{}
+
+	samplesSent, publishRetries, heartbeatErrors, cancelled, badAssignments atomic.Int64
+
+	mu          sync.Mutex
+	triggeredAt map[int64]time.Time // burst runs: before their trigger call
+	assignedAt  map[int64]time.Time
+	next        []time.Duration
+	dupAssign   int
+	sentByRun   map[int64]int64
+	results     int
+	windowEnd   time.Time
+	inWindow    int
+	resultWake  chan struct{}
+	errs        []error
+}
+
+func (lt *loadRun) fail(err error) {
+	lt.mu.Lock()
+	if len(lt.errs) < 8 {
+		lt.errs = append(lt.errs, err)
+	}
+	lt.mu.Unlock()
+}
+
+func (lt *loadRun) noteAssigned(a *simAgent, run int64, at time.Time) {
+	a.mu.Lock()
+	last := a.lastResult
+	a.lastResult = time.Time{}
+	a.mu.Unlock()
+	lt.mu.Lock()
+	defer lt.mu.Unlock()
+	if _, dup := lt.assignedAt[run]; dup {
+		lt.dupAssign++
+		return
+	}
+	lt.assignedAt[run] = at
+	if lt.windowEnd.IsZero() || at.Before(lt.windowEnd) {
+		lt.inWindow++
+	}
+	if !last.IsZero() && (lt.windowEnd.IsZero() || last.Before(lt.windowEnd)) {
+		lt.next = append(lt.next, at.Sub(last))
+	}
+}
+
+func (lt *loadRun) noteSent(run, samples int64) {
+	lt.mu.Lock()
+	lt.sentByRun[run] = samples
+	lt.mu.Unlock()
+}
+
+func (lt *loadRun) noteResult(a *simAgent, at time.Time) {
+	a.mu.Lock()
+	a.lastResult = at
+	a.mu.Unlock()
+	lt.mu.Lock()
+	lt.results++
+	lt.mu.Unlock()
+	select {
+	case lt.resultWake <- struct{}{}:
+	default:
+	}
+}
+
+// Run runs the load test and returns its report. An error means the test
+// could not run (or its checks could not be made); lost or duplicated
+// samples are in the report (see Report.OK).
+func Run(ctx context.Context, cfg Config) (*Report, error) {
+	if err := cfg.setDefaults(); err != nil {
+		return nil, err
+	}
+	var sb [4]byte
+	_, _ = rand.Read(sb[:])
+	lt := &loadRun{cfg: cfg, session: hex.EncodeToString(sb[:]), over: make(chan struct{}),
+		triggeredAt: map[int64]time.Time{}, assignedAt: map[int64]time.Time{}, sentByRun: map[int64]int64{},
+		resultWake: make(chan struct{}, 1), batchesPerRun: int(cfg.RunLength / cfg.BatchInterval)}
+	log := cfg.Logger.With("session", lt.session)
+	spec, err := jobs.Builtin("smoke")
+	if err != nil {
+		return nil, err
+	}
+	spec.Name, spec.Suite, spec.Description = "loadtest", "loadtest", "lesfarm loadtest: simulated agents, no runtime"
+	spec.Devices = jobs.Selector{Labels: map[string]string{LabelKey: lt.session}}
+	if lt.template, err = sampleTemplate(cfg.SamplesPerBatch, cfg.Layers, len(spec.Expand())); err != nil {
+		return nil, fmt.Errorf("loadtest: telemetry template: %w", err)
+	}
+	batchBytes := len(appendBatch(nil, 1<<40, 1<<40, "lt-"+lt.session+"-00000", 1<<20, lt.template))
+	if batchBytes > protocol.MaxTelemetryBytes {
+		return nil, fmt.Errorf("loadtest: a telemetry batch of %d samples × %d layers is %d bytes, over the %d limit",
+			cfg.SamplesPerBatch, cfg.Layers, batchBytes, protocol.MaxTelemetryBytes)
+	}
+
+	agents, creds, err := lt.makeAgents(ctx)
+	defer func() {
+		for _, a := range agents {
+			a.close()
+		}
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		defer cancel()
+		for _, id := range creds {
+			_, _ = cfg.Store.RevokeDeviceCredential(rctx, id)
+		}
+	}()
+	if err != nil {
+		return nil, err
+	}
+	actx, stopAgents := context.WithCancel(ctx)
+	defer stopAgents()
+	if err := lt.start(actx, agents); err != nil {
+		return nil, err
+	}
+	log.Info("loadtest: agents connected", "agents", len(agents))
+
+	scr := newScraper(cfg.MetricsURLs, cfg.ScrapeInterval, lt.samplesSent.Load)
+	scrCtx, stopScrape := context.WithCancel(ctx)
+	scrDone := make(chan struct{})
+	cpu0 := processCPU()
+	start := time.Now()
+	go func() { defer close(scrDone); scr.run(scrCtx) }()
+
+	runIDs, err := lt.trigger(ctx, spec, start.Add(cfg.Duration))
+	windowEnd := time.Now()
+	cpu1 := processCPU()
+	lt.mu.Lock()
+	lt.windowEnd = windowEnd
+	inWindow := lt.inWindow
+	lt.mu.Unlock()
+	sentInWindow := lt.samplesSent.Load()
+	scr.mark(windowEnd)
+	if err != nil {
+		stopScrape()
+		<-scrDone
+		return nil, err
+	}
+	log.Info("loadtest: window over, draining", "runs", len(runIDs))
+
+	// Drain: every triggered run reports, then every sample is stored.
+	drainCtx, cancel := context.WithTimeout(ctx, cfg.DrainTimeout)
+	defer cancel()
+	for {
+		lt.mu.Lock()
+		done := lt.results >= len(runIDs)
+		lt.mu.Unlock()
+		if done || drainCtx.Err() != nil {
+			break
+		}
+		select {
+		case <-lt.resultWake:
+		case <-drainCtx.Done():
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	lastSent := time.Now()
+	close(lt.over)
+	stored, failed, dupRuns, drainErr := lt.awaitStored(drainCtx, runIDs)
+	drained := time.Now()
+	stopScrape()
+	<-scrDone
+
+	rep := &Report{Session: lt.session, Agents: cfg.Agents, DurationS: windowEnd.Sub(start).Seconds(), LoadAvg: loadAvg(),
+		Runs: len(runIDs), Assignments: inWindow, SamplesPerBatch: cfg.SamplesPerBatch, Layers: cfg.Layers, BatchBytes: batchBytes,
+		SamplesSent: lt.samplesSent.Load(), PublishRetries: lt.publishRetries.Load(), HeartbeatErrors: lt.heartbeatErrors.Load(),
+		Cancelled: lt.cancelled.Load(), FailedRuns: failed, DrainS: drained.Sub(lastSent).Seconds()}
+	win := rep.DurationS
+	rep.AssignmentsPerS = float64(inWindow) / win
+	rep.SentPerS = float64(sentInWindow) / win
+	rep.LoadgenCPUCores = (cpu1 - cpu0).Seconds() / win
+	lt.mu.Lock()
+	var first []time.Duration
+	for run, t0 := range lt.triggeredAt {
+		if at, ok := lt.assignedAt[run]; ok {
+			first = append(first, at.Sub(t0))
+		}
+	}
+	rep.TriggerToAssign = summarize(first)
+	rep.ResultToNext = summarize(lt.next)
+	rep.DuplicatedAssignments = lt.dupAssign + dupRuns
+	sentByRun := maps.Clone(lt.sentByRun)
+	errs := lt.errs
+	lt.mu.Unlock()
+	rep.SamplesStored, rep.LostSamples, rep.DuplicatedSamples = tally(sentByRun, stored)
+	scr.fill(rep, start, windowEnd)
+	if drainErr != nil {
+		errs = append(errs, drainErr)
+	}
+	if len(errs) > 0 {
+		return rep, errors.Join(errs...)
+	}
+	return rep, nil
+}
+
+// tally compares what the agents sent per run with what is stored: a run
+// with fewer rows lost samples, one with more (or rows for a run whose
+// agent never reported sending any) duplicated them.
+func tally(sent, stored map[int64]int64) (total, lost, dup int64) {
+	for run, n := range sent {
+		got := stored[run]
+		if got < n {
+			lost += n - got
+		} else {
+			dup += got - n
+		}
+	}
+	for run, n := range stored {
+		total += n
+		if _, ok := sent[run]; !ok {
+			dup += n
+		}
+	}
+	return total, lost, dup
+}
+
+// makeAgents creates a device credential for each agent and connects it.
+func (lt *loadRun) makeAgents(ctx context.Context) ([]*simAgent, []int64, error) {
+	n := lt.cfg.Agents
+	agents := make([]*simAgent, n)
+	creds := make([]int64, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 16)
+	for i := range n {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			id := fmt.Sprintf("lt-%s-%05d", lt.session, i)
+			secret, cred, err := lt.cfg.Store.CreateDeviceCredential(ctx, id)
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			creds[i] = cred.ID
+			a := newSimAgent(lt, id, secret)
+			errs[i] = a.connect()
+			agents[i] = a
+		}()
+	}
+	wg.Wait()
+	var live []*simAgent
+	for _, a := range agents {
+		if a != nil {
+			live = append(live, a)
+		}
+	}
+	var ids []int64
+	for _, id := range creds {
+		if id != 0 {
+			ids = append(ids, id)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return live, ids, fmt.Errorf("loadtest: agents: %w", err)
+	}
+	return live, ids, nil
+}
+
+// start says hello for every agent and starts their heartbeats and loops.
+func (lt *loadRun) start(ctx context.Context, agents []*simAgent) error {
+	errs := make([]error, len(agents))
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 32)
+	for i, a := range agents {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			hctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			every, err := a.hello(hctx)
+			cancel()
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			go a.heartbeats(ctx, every)
+			go a.loop(ctx)
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("loadtest: hello: %w", err)
+	}
+	return nil
+}
+
+// trigger creates the burst of one run per agent, then keeps Surplus runs
+// queued until end. It returns every run it created.
+func (lt *loadRun) trigger(ctx context.Context, spec *jobs.Spec, end time.Time) ([]int64, error) {
+	var ids []int64
+	create := func(burst bool) error {
+		t0 := time.Now()
+		_, runs, err := lt.cfg.Store.CreateRuns(ctx, &store.CreateRunsParams{Spec: spec, Build: "loadtest-" + lt.session, Source: "loadtest"})
+		if err != nil {
+			return fmt.Errorf("loadtest: trigger: %w", err)
+		}
+		for _, r := range runs {
+			ids = append(ids, r.ID)
+			if burst {
+				lt.mu.Lock()
+				lt.triggeredAt[r.ID] = t0
+				lt.mu.Unlock()
+			}
+		}
+		return nil
+	}
+	for range lt.cfg.Agents {
+		if time.Now().After(end) {
+			return ids, nil
+		}
+		if err := create(true); err != nil {
+			return ids, err
+		}
+	}
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for time.Now().Before(end) {
+		lt.mu.Lock()
+		outstanding := len(ids) - lt.results
+		lt.mu.Unlock()
+		if outstanding < lt.cfg.Agents+lt.cfg.Surplus {
+			if err := create(false); err != nil {
+				return ids, err
+			}
+			continue
+		}
+		select {
+		case <-ctx.Done():
+			return ids, ctx.Err()
+		case <-lt.resultWake:
+		case <-tick.C:
+		}
+	}
+	return ids, nil
+}
+
+// awaitStored waits until every run is finished in the database and its
+// stored samples are what its agent sent (or ctx ends), and returns the
+// stored counts, the runs that did not succeed and the runs granted more
+// than once.
+func (lt *loadRun) awaitStored(ctx context.Context, ids []int64) (map[int64]int64, int, int, error) {
+	for {
+		stored, err := lt.cfg.Store.CountSamplesByRun(ctx, ids)
+		if err != nil && ctx.Err() == nil {
+			return nil, 0, 0, fmt.Errorf("loadtest: count samples: %w", err)
+		}
+		complete := err == nil
+		lt.mu.Lock()
+		for run, n := range lt.sentByRun {
+			if stored[run] < n {
+				complete = false
+				break
+			}
+		}
+		lt.mu.Unlock()
+		var failed, dup, pending int
+		if complete || ctx.Err() != nil {
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+			for chunk := range slices.Chunk(ids, 5000) {
+				runs, err := lt.cfg.Store.RunsByIDs(rctx, chunk)
+				if err != nil {
+					cancel()
+					return stored, 0, 0, fmt.Errorf("loadtest: runs: %w", err)
+				}
+				for _, r := range runs {
+					switch {
+					case r.State == store.RunSucceeded:
+					case r.State == store.RunQueued || r.State == store.RunAssigned || r.State == store.RunRunning:
+						pending++
+					default:
+						failed++
+					}
+					if r.Attempts > 1 {
+						dup++
+					}
+				}
+			}
+			cancel()
+			if pending == 0 || ctx.Err() != nil {
+				if ctx.Err() != nil {
+					// Recount with a fresh context: the final figures.
+					fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+					stored, err = lt.cfg.Store.CountSamplesByRun(fctx, ids)
+					cancel()
+					if err != nil {
+						return nil, failed, dup, fmt.Errorf("loadtest: count samples: %w", err)
+					}
+					return stored, failed + pending, dup, fmt.Errorf("loadtest: not drained within %s: %d runs unfinished", lt.cfg.DrainTimeout, pending)
+				}
+				return stored, failed, dup, nil
+			}
+		}
+		sleepCtx(ctx, 250*time.Millisecond)
+	}
+}
+
+func summarize(ds []time.Duration) Latency {
+	if len(ds) == 0 {
+		return Latency{}
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	ms := func(d time.Duration) float64 { return math.Round(float64(d.Microseconds())/10) / 100 }
+	return Latency{N: len(s), P50MS: ms(pct(s, 0.50)), P99MS: ms(pct(s, 0.99)), MaxMS: ms(s[len(s)-1])}
+}
+
+// pct is the p-quantile of sorted s (nearest rank).
+func pct[T any](s []T, p float64) T {
+	i := int(math.Ceil(p*float64(len(s)))) - 1
+	return s[min(max(i, 0), len(s)-1)]
+}

@@ -1,0 +1,164 @@
+package loadtest
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+
+	"github.com/lesfarm/lesfarm/coordinator"
+	"github.com/lesfarm/lesfarm/coordinator/natsauth"
+	"github.com/lesfarm/lesfarm/coordinator/store"
+	"github.com/lesfarm/lesfarm/internal/testenv"
+)
+
+func TestMain(m *testing.M) { os.Exit(testenv.Run(m)) }
+
+func quiet() *slog.Logger {
+	if os.Getenv("LESFARM_TEST_LOG") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}
+
+// strictFarm starts a NATS server that authenticates every device with its
+// own credential (natsauth, strict) and one coordinator on it.
+func strictFarm(t *testing.T) (*coordinator.Coordinator, *server.Server) {
+	t.Helper()
+	auth, err := natsauth.New(natsauth.Config{Logger: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoSigs: true, NoLog: true,
+		CustomClientAuthentication: auth})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go ns.Start()
+	if !ns.ReadyForConnections(10 * time.Second) {
+		t.Fatal("nats not ready")
+	}
+	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
+	c, err := coordinator.New(coordinator.Config{DatabaseURL: testenv.MigratedPostgresURL(t), NATSURL: ns.ClientURL(),
+		NATSOptions: auth.CoordinatorOptions(), Name: "lt", HTTPAddr: "127.0.0.1:0", ArtifactBaseURL: "http://127.0.0.1:1",
+		HeartbeatTTL: 3 * time.Second, NoNightly: true, Logger: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Stop() })
+	auth.SetVerifier(c.Store())
+	return c, ns
+}
+
+// TestLoadShort: 20 simulated agents for 5 s against a coordinator whose
+// NATS enforces per-device credentials; every run succeeds, every sample
+// sent is stored once, and the report has its figures.
+func TestLoadShort(t *testing.T) {
+	c, ns := strictFarm(t)
+	rep, err := Run(context.Background(), Config{Agents: 20, Duration: 5 * time.Second, NATSURL: ns.ClientURL(), Store: c.Store(),
+		MetricsURLs: []string{"http://" + c.HTTPAddr() + "/metrics"}, RunLength: time.Second, BatchInterval: 200 * time.Millisecond,
+		DrainTimeout: time.Minute, Logger: quiet()})
+	if err != nil {
+		t.Fatalf("%v\n%s", err, rep.JSON())
+	}
+	t.Logf("%s", rep.JSON())
+	if !rep.OK() {
+		t.Fatalf("lost %d, duplicated %d samples, %d duplicated assignments", rep.LostSamples, rep.DuplicatedSamples, rep.DuplicatedAssignments)
+	}
+	if rep.FailedRuns != 0 {
+		t.Errorf("%d runs did not succeed", rep.FailedRuns)
+	}
+	if rep.TriggerToAssign.N != 20 {
+		t.Errorf("trigger → assign measured for %d runs, want the burst of 20", rep.TriggerToAssign.N)
+	}
+	if rep.ResultToNext.N == 0 || rep.Assignments <= 20 {
+		t.Errorf("no agent got a second run in 5 s of 1 s runs: %d assignments, %d result → next", rep.Assignments, rep.ResultToNext.N)
+	}
+	if rep.SamplesSent == 0 || rep.SamplesStored != rep.SamplesSent {
+		t.Errorf("sent %d samples, stored %d", rep.SamplesSent, rep.SamplesStored)
+	}
+	// 100 samples/s × 48 layers in 200 ms batches: 20 samples each.
+	if rep.SamplesPerBatch != 20 || rep.BatchBytes < 2000 {
+		t.Errorf("batches of %d samples, %d bytes", rep.SamplesPerBatch, rep.BatchBytes)
+	}
+	if len(rep.Coordinators) != 1 || rep.Coordinators[0].RSSMaxBytes <= 0 || rep.Coordinators[0].SamplesCommitted <= 0 || rep.IngestedPerS <= 0 {
+		t.Errorf("coordinator figures missing: %+v, ingested %g/s", rep.Coordinators, rep.IngestedPerS)
+	}
+	// The agents' credentials are revoked at the end.
+	creds, err := c.Store().ListDeviceCredentials(context.Background(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, cr := range creds {
+		if strings.HasPrefix(cr.DeviceID, "lt-"+rep.Session) && cr.RevokedAt == nil {
+			t.Fatalf("credential of %s not revoked", cr.DeviceID)
+		}
+	}
+}
+
+func TestTally(t *testing.T) {
+	for _, tc := range []struct {
+		name             string
+		sent, stored     map[int64]int64
+		total, lost, dup int64
+	}{
+		{"exact", map[int64]int64{1: 10, 2: 5}, map[int64]int64{1: 10, 2: 5}, 15, 0, 0},
+		{"lost", map[int64]int64{1: 10, 2: 5}, map[int64]int64{1: 7}, 7, 8, 0},
+		{"dup", map[int64]int64{1: 10}, map[int64]int64{1: 12}, 12, 0, 2},
+		{"unreported run", map[int64]int64{1: 10}, map[int64]int64{1: 10, 3: 4}, 14, 0, 4},
+		{"both", map[int64]int64{1: 10, 2: 10}, map[int64]int64{1: 9, 2: 11}, 20, 1, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			total, lost, dup := tally(tc.sent, tc.stored)
+			if total != tc.total || lost != tc.lost || dup != tc.dup {
+				t.Fatalf("tally = %d, %d, %d; want %d, %d, %d", total, lost, dup, tc.total, tc.lost, tc.dup)
+			}
+		})
+	}
+}
+
+func TestParseMetrics(t *testing.T) {
+	m, err := parseMetrics(strings.NewReader(`# HELP x
+# TYPE process_cpu_seconds_total counter
+process_cpu_seconds_total 12.5
+process_resident_memory_bytes 1.2345e+08
+lesfarm_ingest_lag_messages{stream="TELEMETRY"} 3
+lesfarm_ingest_lag_messages{stream="RESULTS"} 4
+lesfarm_ingest_samples_total 1000
+bad line
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m["process_cpu_seconds_total"] != 12.5 || m["process_resident_memory_bytes"] != 123450000 || m["lesfarm_ingest_lag_messages"] != 7 || m["lesfarm_ingest_samples_total"] != 1000 {
+		t.Fatalf("parsed %v", m)
+	}
+}
+
+func TestConfigErrors(t *testing.T) {
+	st := &store.Store{}
+	for _, tc := range []struct {
+		cfg  Config
+		want string
+	}{
+		{Config{Agents: 0, Duration: time.Second, Store: st, NATSURL: "x"}, "agents 0"},
+		{Config{Agents: 1, Duration: 0, Store: st, NATSURL: "x"}, "duration"},
+		{Config{Agents: 1, Duration: time.Second, NATSURL: "x"}, "Store and NATSURL"},
+		{Config{Agents: 1, Duration: time.Second, Store: st, NATSURL: "x", SamplesPerSecond: 1e6}, "samples per batch"},
+		{Config{Agents: 1, Duration: time.Second, Store: st, NATSURL: "x", Layers: 600}, "layers 600"},
+		{Config{Agents: 1, Duration: time.Second, Store: st, NATSURL: "x", RunLength: time.Millisecond}, "run length"},
+	} {
+		_, err := Run(context.Background(), tc.cfg)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%+v: err %v, want %q", tc.cfg, err, tc.want)
+		}
+	}
+}

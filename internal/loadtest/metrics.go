@@ -1,0 +1,240 @@
+package loadtest
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"math"
+	"net/http"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// scrapePoint is one sampling of the coordinators and the agents.
+type scrapePoint struct {
+	at       time.Time
+	sent     int64   // samples acknowledged to the agents so far
+	ingested []int64 // committed samples per coordinator (-1: scrape failed)
+	cpu      []float64
+	rss      []int64
+}
+
+// scraper samples the coordinators' /metrics and the agents' sent counter.
+type scraper struct {
+	urls   []string
+	every  time.Duration
+	sent   func() int64
+	client *http.Client
+
+	mu     sync.Mutex
+	points []scrapePoint
+	end    time.Time
+}
+
+func newScraper(urls []string, every time.Duration, sent func() int64) *scraper {
+	return &scraper{urls: urls, every: every, sent: sent, client: &http.Client{Timeout: 5 * time.Second}}
+}
+
+func (s *scraper) run(ctx context.Context) {
+	if len(s.urls) == 0 {
+		return
+	}
+	t := time.NewTicker(s.every)
+	defer t.Stop()
+	for {
+		s.scrape(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// mark records the end of the load window (the last point at or before it
+// closes the window's figures).
+func (s *scraper) mark(end time.Time) {
+	s.scrape(context.Background())
+	s.mu.Lock()
+	s.end = end
+	s.mu.Unlock()
+}
+
+func (s *scraper) scrape(ctx context.Context) {
+	if len(s.urls) == 0 {
+		return
+	}
+	p := scrapePoint{sent: s.sent(), ingested: make([]int64, len(s.urls)), cpu: make([]float64, len(s.urls)), rss: make([]int64, len(s.urls))}
+	var wg sync.WaitGroup
+	for i, u := range s.urls {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			m, err := s.fetch(ctx, u)
+			if err != nil {
+				p.ingested[i], p.cpu[i], p.rss[i] = -1, -1, -1
+				return
+			}
+			p.ingested[i] = int64(m["lesfarm_ingest_samples_total"])
+			p.cpu[i] = m["process_cpu_seconds_total"]
+			p.rss[i] = int64(m["process_resident_memory_bytes"])
+		}()
+	}
+	wg.Wait()
+	p.at = time.Now()
+	s.mu.Lock()
+	s.points = append(s.points, p)
+	s.mu.Unlock()
+}
+
+// fetch reads the unlabelled samples of a Prometheus text exposition.
+func (s *scraper) fetch(ctx context.Context, url string) (map[string]float64, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := s.client.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		_, _ = io.Copy(io.Discard, resp.Body)
+		return nil, &httpError{url: url, code: resp.StatusCode}
+	}
+	return parseMetrics(resp.Body)
+}
+
+type httpError struct {
+	url  string
+	code int
+}
+
+func (e *httpError) Error() string { return e.url + ": HTTP " + strconv.Itoa(e.code) }
+
+// parseMetrics returns the value of every unlabelled sample line
+// ("name value") of a Prometheus text exposition; labelled lines are
+// summed under their bare name.
+func parseMetrics(r io.Reader) (map[string]float64, error) {
+	out := map[string]float64{}
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if line == "" || line[0] == '#' {
+			continue
+		}
+		name, rest, ok := strings.Cut(line, " ")
+		if i := strings.IndexByte(line, '{'); i >= 0 && i < len(name) {
+			name = line[:i]
+			j := strings.LastIndexByte(line, '}')
+			if j < 0 {
+				continue
+			}
+			rest, ok = strings.TrimSpace(line[j+1:]), true
+		}
+		if !ok {
+			continue
+		}
+		f := strings.Fields(rest)
+		if len(f) == 0 {
+			continue
+		}
+		v, err := strconv.ParseFloat(f[0], 64)
+		if err != nil {
+			continue
+		}
+		out[name] += v
+	}
+	return out, sc.Err()
+}
+
+// fill adds the window's coordinator figures and ingest lag to rep.
+func (s *scraper) fill(rep *Report, start, end time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var win []scrapePoint
+	for _, p := range s.points {
+		if !p.at.After(end.Add(s.every)) {
+			win = append(win, p)
+		}
+	}
+	if len(win) < 2 {
+		return
+	}
+	first, last := win[0], win[len(win)-1]
+	span := last.at.Sub(first.at).Seconds()
+	var committed int64
+	for i, u := range s.urls {
+		cs := CoordinatorStats{MetricsURL: u}
+		for _, p := range s.points {
+			cs.RSSMaxBytes = max(cs.RSSMaxBytes, p.rss[i])
+		}
+		if first.cpu[i] >= 0 && last.cpu[i] >= 0 && span > 0 {
+			cs.CPUCores = math.Round((last.cpu[i]-first.cpu[i])/span*100) / 100
+		}
+		if first.ingested[i] >= 0 && last.ingested[i] >= 0 {
+			cs.SamplesCommitted = last.ingested[i] - first.ingested[i]
+			committed += cs.SamplesCommitted
+		}
+		rep.Coordinators = append(rep.Coordinators, cs)
+	}
+	if span > 0 {
+		rep.IngestedPerS = math.Round(float64(committed) / span)
+	}
+	// Lag: for each point, how long ago the agents had sent as many
+	// samples as are committed now.
+	base := make([]int64, len(s.urls))
+	copy(base, first.ingested)
+	var lags []float64
+	for k, p := range win {
+		var ing int64
+		for i := range p.ingested {
+			if p.ingested[i] >= 0 && base[i] >= 0 {
+				ing += p.ingested[i] - base[i]
+			}
+		}
+		ing += first.sent // samples sent before the first point count as committed then
+		lag := 0.0
+		if ing < p.sent {
+			j := slices.IndexFunc(win[:k+1], func(q scrapePoint) bool { return q.sent >= ing })
+			if j >= 0 {
+				lag = p.at.Sub(win[j].at).Seconds()
+			}
+		}
+		lags = append(lags, lag)
+	}
+	slices.Sort(lags)
+	rep.IngestLagP50S = math.Round(pct(lags, 0.5)*1000) / 1000
+	rep.IngestLagMaxS = math.Round(lags[len(lags)-1]*1000) / 1000
+}
+
+// processCPU is this process's user+system CPU time.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// loadAvg reads /proc/loadavg (zeros where it cannot).
+func loadAvg() [3]float64 {
+	var out [3]float64
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return out
+	}
+	for i, f := range strings.Fields(string(b)) {
+		if i >= 3 {
+			break
+		}
+		out[i], _ = strconv.ParseFloat(f, 64)
+	}
+	return out
+}
