@@ -46,7 +46,7 @@ func strictFarm(t *testing.T) (*coordinator.Coordinator, *server.Server) {
 	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
 	c, err := coordinator.New(coordinator.Config{DatabaseURL: testenv.MigratedPostgresURL(t), NATSURL: ns.ClientURL(),
 		NATSOptions: auth.CoordinatorOptions(), Name: "lt", HTTPAddr: "127.0.0.1:0", ArtifactBaseURL: "http://127.0.0.1:1",
-		HeartbeatTTL: 3 * time.Second, NoNightly: true, Logger: quiet()})
+		NoNightly: true, NoRegress: os.Getenv("LT_NOREGRESS") != "", Logger: quiet()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,7 +65,7 @@ func TestLoadShort(t *testing.T) {
 	c, ns := strictFarm(t)
 	rep, err := Run(context.Background(), Config{Agents: 20, Duration: 5 * time.Second, NATSURL: ns.ClientURL(), Store: c.Store(),
 		MetricsURLs: []string{"http://" + c.HTTPAddr() + "/metrics"}, RunLength: time.Second, BatchInterval: 200 * time.Millisecond,
-		DrainTimeout: time.Minute, Logger: quiet()})
+		DrainTimeout: 3 * time.Minute, Logger: quiet()})
 	if err != nil {
 		t.Fatalf("%v\n%s", err, rep.JSON())
 	}
