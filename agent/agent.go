@@ -18,6 +18,7 @@ import (
 	"github.com/lesfarm/lesfarm/agent/artifact"
 	"github.com/lesfarm/lesfarm/agent/device"
 	"github.com/lesfarm/lesfarm/agent/telemetry"
+	"github.com/lesfarm/lesfarm/profile"
 	"github.com/lesfarm/lesfarm/protocol"
 	"github.com/lesfarm/lesfarm/runtime/expert"
 )
@@ -185,7 +186,7 @@ func New(cfg Config) (*Agent, error) {
 		dopt.StoragePath = cmp.Or(dopt.StoragePath, cfg.CacheDir)
 	}
 	if cfg.Profile != "" {
-		p, err := expert.LoadProfile(cfg.Profile)
+		p, err := profile.Load(cfg.Profile)
 		if err != nil {
 			return nil, fmt.Errorf("agent config: %w", err)
 		}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/lesfarm/lesfarm/agent/device"
 	"github.com/lesfarm/lesfarm/jobs"
+	"github.com/lesfarm/lesfarm/profile"
 	"github.com/lesfarm/lesfarm/protocol"
 	"github.com/lesfarm/lesfarm/runtime/expert"
 	"github.com/lesfarm/lesfarm/runtime/generate"
@@ -144,7 +145,7 @@ func clipText(s string) string {
 // runner's.
 func (r *Runner) ResolveProfile(c jobs.Config) (*expert.Profile, error) {
 	if c.Profile != "" {
-		return expert.LoadProfile(c.Profile)
+		return profile.Load(c.Profile)
 	}
 	return r.Profile, nil
 }

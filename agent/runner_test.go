@@ -11,8 +11,8 @@ import (
 	"github.com/lesfarm/lesfarm/agent/telemetry"
 	"github.com/lesfarm/lesfarm/internal/fixture"
 	"github.com/lesfarm/lesfarm/jobs"
+	"github.com/lesfarm/lesfarm/profile"
 	"github.com/lesfarm/lesfarm/protocol"
-	"github.com/lesfarm/lesfarm/runtime/expert"
 )
 
 // trainedModel returns the trained fixture model, skipping loudly when the
@@ -172,7 +172,7 @@ func TestRunnerDeviceTime(t *testing.T) {
 	path := trainedModel(t)
 	spec := smokeSpec(t)
 	spec.Repetitions, spec.Warmup = 1, 0
-	prof, err := expert.LoadProfile("phone-flagship-2025")
+	prof, err := profile.Load("phone-flagship-2025")
 	if err != nil {
 		t.Fatal(err)
 	}

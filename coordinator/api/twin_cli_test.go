@@ -16,6 +16,7 @@ import (
 	"github.com/lesfarm/lesfarm/coordinator/api"
 	"github.com/lesfarm/lesfarm/coordinator/store"
 	"github.com/lesfarm/lesfarm/internal/testenv"
+	"github.com/lesfarm/lesfarm/profile"
 	"github.com/lesfarm/lesfarm/protocol"
 	"github.com/lesfarm/lesfarm/runtime/calibrate"
 	"github.com/lesfarm/lesfarm/runtime/expert"
@@ -87,11 +88,11 @@ func TestTwinProfileThroughCoordinator(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &fp); err != nil || !fp.Emulated || fp.Profile != "lab-host" {
 		t.Fatalf("twin fingerprint %q (%v): want emulated with profile lab-host", out, err)
 	}
-	want, err := expert.ParseProfile(uploaded)
+	want, err := profile.Parse(uploaded)
 	if err != nil {
 		t.Fatal(err)
 	}
-	twin, err := expert.LoadProfile(filepath.Join(cache, "twin-lab-host-1.yaml"))
+	twin, err := profile.Load(filepath.Join(cache, "twin-lab-host-1.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}

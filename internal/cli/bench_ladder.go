@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/lesfarm/lesfarm/profile"
 	"github.com/lesfarm/lesfarm/runtime/bench"
 	"github.com/lesfarm/lesfarm/runtime/expert"
 	"github.com/lesfarm/lesfarm/runtime/gguf"
@@ -100,7 +101,7 @@ const ladderExample = `
 func addLadderFlags(f *pflag.FlagSet) *ladderFlags {
 	lf := &ladderFlags{}
 	f.BoolVar(&lf.ladder, "ladder", false, "measure the LES ladder (experts streamed from storage; see above)")
-	f.StringVar(&lf.profile, "profile", "", "ladder storage profile: "+strings.Join(expert.BuiltinProfiles(), ", ")+", a YAML file, or direct")
+	f.StringVar(&lf.profile, "profile", "", "ladder storage profile: "+strings.Join(profile.Builtin(), ", ")+", a YAML file, or direct")
 	f.StringVar(&lf.storage, "storage", "", "ladder storage: direct = the real disk with O_DIRECT, no emulation")
 	f.StringVar(&lf.budget, "expert-budget", "", "ladder expert budget: bytes (e.g. 512MiB) or a fraction of the expert bytes (0.2, 20%)")
 	f.StringVar(&lf.experts, "experts", "", "ladder: stream experts from this file (e.g. the packed model) instead of --model")
@@ -144,7 +145,7 @@ func runLadder(env *Env, lf *ladderFlags, cfg bench.Config, format string) error
 		return err
 	}
 	if !direct && prof == nil {
-		return usagef("--ladder needs --profile NAME|FILE|direct (built-ins: %s) or --storage direct", strings.Join(expert.BuiltinProfiles(), ", "))
+		return usagef("--ladder needs --profile NAME|FILE|direct (built-ins: %s) or --storage direct", strings.Join(profile.Builtin(), ", "))
 	}
 	lc.Direct, lc.Profile = direct, prof
 	switch lf.timeBase {

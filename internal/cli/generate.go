@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/lesfarm/lesfarm/profile"
 	"github.com/lesfarm/lesfarm/runtime/bench"
 	"github.com/lesfarm/lesfarm/runtime/expert"
 	"github.com/lesfarm/lesfarm/runtime/generate"
@@ -114,7 +115,7 @@ at most --expert-budget bytes of experts resident; the output is identical:
   scheduled           + ready-first compute (resident first, then by arrival)
 --expert-budget is bytes (512MiB) or a fraction of the expert bytes (0.2 or
 20%). Storage: by default the file is read at its real speed through the page
-cache; --profile NAME|FILE emulates a device (built-ins: ` + strings.Join(expert.BuiltinProfiles(), ", ") + `),
+cache; --profile NAME|FILE emulates a device (built-ins: ` + strings.Join(profile.Builtin(), ", ") + `),
 --profile direct or --storage direct reads the real disk with O_DIRECT. A
 packed model (lesfarm pack) is read with one read per expert. In a streaming
 mode the JSON object also has "mode", "profile", "budget_bytes", "hit_rate",
@@ -382,7 +383,7 @@ func openModelWith(path string, threads int, experts func(*gguf.File, []moe.Laye
 
 // lesGenFlags are generate's expert streaming flags. Values are parsed
 // with the same helpers as bench --ladder (bench.ParseBudget,
-// expert.ParseMode, expert.LoadProfile, expert.NewPolicy).
+// expert.ParseMode, profile.Load, expert.NewPolicy).
 type lesGenFlags struct {
 	mode, budget, profile, storage, policy string
 }
@@ -393,7 +394,7 @@ const lesModeNames = "resident, on-demand, on-demand-parallel, lookahead or sche
 func (lf *lesGenFlags) addFlags(f *pflag.FlagSet) {
 	f.StringVar(&lf.mode, "mode", "resident", "experts: resident (all in RAM), on-demand, on-demand-parallel, lookahead or scheduled (streamed by the LES store)")
 	f.StringVar(&lf.budget, "expert-budget", "", "streaming modes: most expert bytes resident, as bytes (512MiB) or a fraction of the expert bytes (0.2, 20%)")
-	f.StringVar(&lf.profile, "profile", "", "streaming modes: emulated storage "+strings.Join(expert.BuiltinProfiles(), ", ")+", a YAML profile file, or direct (default: the file at its real speed)")
+	f.StringVar(&lf.profile, "profile", "", "streaming modes: emulated storage "+strings.Join(profile.Builtin(), ", ")+", a YAML profile file, or direct (default: the file at its real speed)")
 	f.StringVar(&lf.storage, "storage", "", "streaming modes: direct = the real disk with O_DIRECT, no emulation")
 	f.StringVar(&lf.policy, "cache-policy", "lfu", "streaming modes: expert cache policy: "+strings.Join(expert.PolicyNames(), ", "))
 }

@@ -12,9 +12,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/lesfarm/lesfarm/coordinator/api/client"
+	"github.com/lesfarm/lesfarm/profile"
 	"github.com/lesfarm/lesfarm/protocol"
 	"github.com/lesfarm/lesfarm/runtime/calibrate"
-	"github.com/lesfarm/lesfarm/runtime/expert"
 )
 
 // twinPrefix marks an agent --profile that names a fleet device: its
@@ -56,7 +56,7 @@ func uploadProfile(env *Env, sf *serverFlags, device, path string) error {
 	if err != nil {
 		return usagef("profile upload: %v", err)
 	}
-	if _, err := expert.ParseProfile(data); err != nil {
+	if _, err := profile.Parse(data); err != nil {
 		return fmt.Errorf("profile upload: %s: %w", path, err)
 	}
 	c, err := sf.client()
@@ -87,7 +87,7 @@ func resolveTwin(ctx context.Context, c *client.Client, server, deviceID, dir st
 		}
 		return "", fmt.Errorf("agent: --profile twin:%s: cannot fetch the profile from the coordinator at %s (set --server): %w", deviceID, server, err)
 	}
-	if _, err := expert.ParseProfile([]byte(p.YAML)); err != nil {
+	if _, err := profile.Parse([]byte(p.YAML)); err != nil {
 		return "", fmt.Errorf("agent: the measured profile stored for device %s is malformed (%v); measure it again with lesfarm profile measure --upload", deviceID, err)
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {

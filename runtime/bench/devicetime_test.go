@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/lesfarm/lesfarm/profile"
 	"github.com/lesfarm/lesfarm/runtime/expert"
 	"github.com/lesfarm/lesfarm/runtime/model"
 	"github.com/lesfarm/lesfarm/runtime/tensor"
@@ -36,7 +37,7 @@ func TestHostIndependence(t *testing.T) {
 	}
 	c := model.SynthConfig{Layers: 4, Experts: 32, ExpertsUsed: 4, Hidden: 256, ExpertFFN: 256, Heads: 4, KVHeads: 2, Vocab: 512, Context: 128, Type: tensor.Q4_K, Seed: 11}
 	p := writeSynth(t, c)
-	prof, err := expert.ParseProfile([]byte(hostIndependenceProfile))
+	prof, err := profile.Parse([]byte(hostIndependenceProfile))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +85,7 @@ func TestHostIndependence(t *testing.T) {
 // slowdown hook is bounded.
 func TestDeviceTimeBadInput(t *testing.T) {
 	p := writeSynth(t, model.SynthConfig{Layers: 1, Experts: 4, ExpertsUsed: 2, Hidden: 64, ExpertFFN: 64, Heads: 2, Vocab: 300, Context: 64, Type: tensor.F32})
-	noCompute, _ := expert.ParseProfile([]byte("name: flash-only\nbandwidth: 1GB/s\nlatency: 10us\nmax_in_flight: 4\n"))
+	noCompute, _ := profile.Parse([]byte("name: flash-only\nbandwidth: 1GB/s\nlatency: 10us\nmax_in_flight: 4\n"))
 	for _, tc := range []struct {
 		cfg  LadderConfig
 		want string

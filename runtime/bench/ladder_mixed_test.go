@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/lesfarm/lesfarm/profile"
 	"github.com/lesfarm/lesfarm/runtime/expert"
 	"github.com/lesfarm/lesfarm/runtime/model"
 	"github.com/lesfarm/lesfarm/runtime/quant"
@@ -33,7 +34,7 @@ func TestLadderMixedRow(t *testing.T) {
 	if _, err := quant.Quantize(context.Background(), ref, mixed, quant.Options{Type: tensor.Q4_K, Pack: true, Threads: 2}); err != nil {
 		t.Fatal(err)
 	}
-	prof, err := expert.LoadProfile("phone-flagship")
+	prof, err := profile.Load("phone-flagship")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"github.com/lesfarm/lesfarm/internal/fixture"
 	"math"
 	"os"
 	"path/filepath"
@@ -14,6 +13,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/lesfarm/lesfarm/internal/fixture"
+	"github.com/lesfarm/lesfarm/profile"
 
 	"github.com/lesfarm/lesfarm/runtime/expert"
 )
@@ -29,7 +31,7 @@ func ladderFixture(t *testing.T, rel string) string {
 
 func TestLadderReport(t *testing.T) {
 	path := ladderFixture(t, "trained/tiny-moe-kjv-f16.gguf")
-	prof, err := expert.LoadProfile("laptop-nvme")
+	prof, err := profile.Load("laptop-nvme")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,7 +133,7 @@ func keys[V any](m map[string]V) string {
 func TestLadderBadInput(t *testing.T) {
 	moe := ladderFixture(t, "trained/tiny-moe-kjv-f16.gguf")
 	dense := ladderFixture(t, "trained/tiny-draft-kjv-f32.gguf")
-	prof, _ := expert.LoadProfile("phone-mid")
+	prof, _ := profile.Load("phone-mid")
 	ctx := context.Background()
 	if _, err := RunLadder(ctx, LadderConfig{Model: moe, Profile: prof, BudgetBytes: 1000, GenTokens: 4, NoOracle: true}); !errors.Is(err, expert.ErrBudgetTooSmall) {
 		t.Fatalf("budget below one expert: %v", err)
@@ -173,7 +175,7 @@ func FuzzParseBudget(f *testing.F) {
 
 func TestReplay(t *testing.T) {
 	path := ladderFixture(t, "trained/tiny-moe-kjv-f16.gguf")
-	prof, _ := expert.LoadProfile("phone-mid")
+	prof, _ := profile.Load("phone-mid")
 	rep, err := RunReplay(context.Background(), ReplayConfig{
 		LadderConfig: LadderConfig{Model: path, Profile: prof, BudgetFraction: 0.25, Repetitions: 1, Warmup: 1, PromptTokens: 4, GenTokens: 8},
 		Compute:      2 * time.Millisecond,

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lesfarm/lesfarm/runtime/expert"
+	"github.com/lesfarm/lesfarm/profile"
 )
 
 func quick(dir string) Config {
@@ -33,7 +33,7 @@ func TestMeasureRoundTrip(t *testing.T) {
 	if err := WriteFile(out, res.YAML()); err != nil {
 		t.Fatal(err)
 	}
-	q, err := expert.LoadProfile(out)
+	q, err := profile.Load(out)
 	if err != nil {
 		t.Fatalf("the written profile does not load: %v\n%s", err, res.YAML())
 	}

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/lesfarm/lesfarm/profile"
 	"github.com/lesfarm/lesfarm/runtime/expert"
 	"github.com/lesfarm/lesfarm/runtime/generate"
 	"github.com/lesfarm/lesfarm/runtime/gguf"
@@ -38,7 +39,7 @@ func synthModel(t testing.TB, typ tensor.Type) string {
 
 func testProfile(t testing.TB, extra string) *expert.Profile {
 	t.Helper()
-	p, err := expert.ParseProfile([]byte("name: test\nbandwidth: 2GB/s\nlatency: 20us\nmax_in_flight: 8\n" + extra))
+	p, err := profile.Parse([]byte("name: test\nbandwidth: 2GB/s\nlatency: 20us\nmax_in_flight: 8\n" + extra))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -187,7 +188,7 @@ func TestDeviceTimeErrors(t *testing.T) {
 		"page_size: 3000\n",
 		"read_ahead: 1GiB\n",
 	} {
-		_, err := expert.ParseProfile([]byte("name: x\nbandwidth: 1GB/s\nlatency: 1us\nmax_in_flight: 4\n" + y))
+		_, err := profile.Parse([]byte("name: x\nbandwidth: 1GB/s\nlatency: 1us\nmax_in_flight: 4\n" + y))
 		if err == nil || strings.Contains(err.Error(), "\n") {
 			t.Errorf("%q: err = %v, want a one-line error", y, err)
 		}
@@ -197,14 +198,14 @@ func TestDeviceTimeErrors(t *testing.T) {
 // TestProfileRoundTrip: MarshalProfile's YAML parses back to the same
 // profile, compute section and naive parameters included.
 func TestProfileRoundTrip(t *testing.T) {
-	for _, name := range expert.BuiltinProfiles() {
-		p, err := expert.LoadProfile(name)
+	for _, name := range profile.Builtin() {
+		p, err := profile.Load(name)
 		if err != nil {
 			t.Fatal(err)
 		}
 		p.RAMBudget = 12345678
 		p.ReadAhead = 128 << 10
-		q, err := expert.ParseProfile(expert.MarshalProfile(p, "measured\nby a test"))
+		q, err := profile.Parse(expert.MarshalProfile(p, "measured\nby a test"))
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}

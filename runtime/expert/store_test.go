@@ -274,7 +274,7 @@ func TestStoreBadInput(t *testing.T) {
 	if _, err := New(filepath.Join(t.TempDir(), "none"), m.layout, m.shapes, Options{Budget: 1 << 20}); err == nil {
 		t.Fatal("missing file accepted")
 	}
-	p, _ := LoadProfile("phone-mid")
+	p := &Profile{Name: "phone-mid", Bandwidth: 1.5e9, Latency: 200 * time.Microsecond, MaxInFlight: 16, RAMBudget: 6 << 30}
 	if _, err := New(m.path, m.layout, m.shapes, Options{Budget: 7 << 30, Profile: p}); err == nil || !strings.Contains(err.Error(), "RAM budget") {
 		t.Fatalf("budget above the profile's RAM: %v", err)
 	}

@@ -10,7 +10,7 @@ import (
 	"math/bits"
 	"os"
 
-	"github.com/lesfarm/lesfarm/runtime/tensor"
+	"github.com/lesfarm/lesfarm/runtime/ggml"
 )
 
 // Magic is the GGUF file magic "GGUF" read as a little-endian uint32.
@@ -56,7 +56,7 @@ type File struct {
 type TensorInfo struct {
 	Name   string
 	Dims   []uint64 // ggml order: Dims[0] (ne0) is the contiguous dimension
-	Type   tensor.Type
+	Type   ggml.Type
 	Offset int64 // relative to DataOffset
 	Size   int64 // bytes
 }
@@ -458,7 +458,7 @@ func (f *File) readTensorInfo(b *byteReader) (*TensorInfo, error) {
 	if err != nil {
 		return ti, err
 	}
-	ti.Type = tensor.Type(t)
+	ti.Type = ggml.Type(t)
 	if !ti.Type.Known() {
 		return ti, fmt.Errorf("unknown tensor type %d", t)
 	}

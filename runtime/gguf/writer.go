@@ -9,7 +9,7 @@ import (
 	"math"
 	"math/bits"
 
-	"github.com/lesfarm/lesfarm/runtime/tensor"
+	"github.com/lesfarm/lesfarm/runtime/ggml"
 )
 
 // Writer streams a GGUF v3 file: declare metadata with AddKV and tensors
@@ -40,7 +40,7 @@ type Writer struct {
 
 type wtensor struct {
 	name   string
-	typ    tensor.Type
+	typ    ggml.Type
 	dims   []uint64
 	size   int64
 	offset int64
@@ -125,7 +125,7 @@ func decodeAlignment(p []byte, vt ValueType) (int64, error) {
 // AddTensor declares a tensor of type typ and ggml dims (ne0 first). Its
 // size follows from them; its data is written later by WriteTensorData, in
 // declaration order.
-func (w *Writer) AddTensor(name string, typ tensor.Type, dims []uint64) error {
+func (w *Writer) AddTensor(name string, typ ggml.Type, dims []uint64) error {
 	if w.err != nil {
 		return w.err
 	}
@@ -152,9 +152,9 @@ func (w *Writer) AddTensor(name string, typ tensor.Type, dims []uint64) error {
 
 // TensorSize returns the byte size of a tensor of type typ and ggml dims,
 // with the same checks the reader applies.
-func TensorSize(typ tensor.Type, dims []uint64) (int64, error) { return tensorSize(typ, dims) }
+func TensorSize(typ ggml.Type, dims []uint64) (int64, error) { return tensorSize(typ, dims) }
 
-func tensorSize(typ tensor.Type, dims []uint64) (int64, error) {
+func tensorSize(typ ggml.Type, dims []uint64) (int64, error) {
 	if len(dims) == 0 || len(dims) > MaxDims {
 		return 0, fmt.Errorf("%d dimensions (want 1 to %d)", len(dims), MaxDims)
 	}

@@ -51,7 +51,7 @@ func (b *binder) matrix(name string, cols, rows int) tensor.Matrix {
 		return tensor.Matrix{}
 	}
 	typ := t.Type
-	if !typ.CanMatVec() {
+	if !tensor.CanMatVec(typ) {
 		b.fail("tensor %s has type %s, which has no kernel; re-quantize the model to F32, F16, BF16, Q8_0, Q4_0, Q5_0, Q4_K, Q5_K or Q6_K", name, typ)
 		return tensor.Matrix{}
 	}
@@ -108,7 +108,7 @@ func (b *binder) expertType(name string, cols, rows, experts int) tensor.Type {
 		return 0
 	}
 	typ := t.Type
-	if !typ.CanMatVec() {
+	if !tensor.CanMatVec(typ) {
 		b.fail("tensor %s has type %s, which has no kernel; re-quantize the model to F32, F16, BF16, Q8_0, Q4_0, Q5_0, Q4_K, Q5_K or Q6_K", name, typ)
 		return 0
 	}

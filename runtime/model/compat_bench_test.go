@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lesfarm/lesfarm/profile"
 	"github.com/lesfarm/lesfarm/runtime/expert"
 	"github.com/lesfarm/lesfarm/runtime/gguf"
 	"github.com/lesfarm/lesfarm/runtime/moe"
@@ -46,7 +47,7 @@ func BenchmarkPackLayoutRead(b *testing.B) {
 	var prof *expert.Profile
 	direct := profName == "direct"
 	if !direct {
-		if prof, err = expert.LoadProfile(profName); err != nil {
+		if prof, err = profile.Load(profName); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -76,7 +76,7 @@ func (b *binder) packedExpertTypes(blobs []*pack.Blob, layer int, cfg Config) [3
 // checkKernel fails unless typ has a matrix-vector kernel and whole rows of
 // cols elements.
 func (b *binder) checkKernel(name string, typ tensor.Type, cols int) tensor.Type {
-	if !typ.CanMatVec() {
+	if !tensor.CanMatVec(typ) {
 		b.fail("tensor %s has type %s, which has no kernel; re-quantize the model to F32, F16, BF16, Q8_0, Q4_0, Q5_0, Q4_K, Q5_K or Q6_K", name, typ)
 		return 0
 	}

@@ -149,6 +149,3 @@ func readConfig(f *gguf.File, arch string, isMoE bool) (Config, error) {
 	}
 	return c, nil
 }
-
-// compile-time check that tensor types flow through unchanged.
-var _ = tensor.F32

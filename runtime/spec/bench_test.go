@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/lesfarm/lesfarm/profile"
 	"github.com/lesfarm/lesfarm/runtime/expert"
 	"github.com/lesfarm/lesfarm/runtime/generate"
 	"github.com/lesfarm/lesfarm/runtime/gguf"
@@ -21,7 +22,7 @@ import (
 func BenchmarkDecode(b *testing.B) {
 	draft := loadTrained(b, trainedDraft, nil)
 	path := sharedTestdata(b, trainedMoE)
-	prof, err := expert.LoadProfile("phone-mid")
+	prof, err := profile.Load("phone-mid")
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -43,7 +43,7 @@ var dequantizers = map[Type]func(src []byte, dst []float32){
 }
 
 // CanDequantize reports whether Dequantize supports t.
-func (t Type) CanDequantize() bool { _, ok := dequantizers[t]; return ok }
+func CanDequantize(t Type) bool { _, ok := dequantizers[t]; return ok }
 
 // Dequantize converts len(dst) elements of type t, stored in ggml layout in
 // src, to float32. len(src) must be exactly t.RowSize(len(dst)). It returns an

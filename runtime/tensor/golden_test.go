@@ -72,7 +72,7 @@ func goldenOutputs(t *testing.T) []string {
 		data := make([]byte, rows*rb)
 		// Q2_K and Q3_K keep the random-byte blocks they were pinned with
 		// before they had quantizers, so the golden lines stay valid.
-		if tc.t.CanQuantize() && tc.t != Q2_K && tc.t != Q3_K {
+		if CanQuantize(tc.t) && tc.t != Q2_K && tc.t != Q3_K {
 			w := intVec(rows*cols, 1)
 			for row := 0; row < rows; row++ {
 				if err := Quantize(tc.t, w[row*cols:(row+1)*cols], data[row*rb:(row+1)*rb]); err != nil {

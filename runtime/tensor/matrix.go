@@ -104,7 +104,7 @@ var goKernels map[Type]*kernel
 // VecDotType returns the type ggml quantizes the activation to before a dot
 // product with a row of t (F32 for F32, F16 for F16, Q8_0 for Q4_0, Q8_K
 // for the K-quants, ...), and false if t has no dot product here.
-func (t Type) VecDotType() (Type, bool) {
+func VecDotType(t Type) (Type, bool) {
 	k, ok := kernels[t]
 	if !ok {
 		return 0, false
@@ -113,7 +113,7 @@ func (t Type) VecDotType() (Type, bool) {
 }
 
 // CanMatVec reports whether MatVec and MatMul support weights of type t.
-func (t Type) CanMatVec() bool { _, ok := kernels[t]; return ok }
+func CanMatVec(t Type) bool { _, ok := kernels[t]; return ok }
 
 // Matrix is a row-major ggml matrix: Rows rows of Cols elements of Type;
 // each row is Type.RowSize(Cols) bytes. Data may be longer than needed.

@@ -25,7 +25,7 @@ var quantizers = map[Type]func(src []float32, dst []byte){
 }
 
 // CanQuantize reports whether Quantize supports t.
-func (t Type) CanQuantize() bool { _, ok := quantizers[t]; return ok }
+func CanQuantize(t Type) bool { _, ok := quantizers[t]; return ok }
 
 // Quantize converts src to type t in ggml layout into dst. len(src) must be
 // a multiple of t's block size and len(dst) exactly t.RowSize(len(src)). It

@@ -6,7 +6,7 @@ import "sort"
 // weights of type t: whether a matrix-vector kernel exists for it (norm
 // vectors are F32, F16 or BF16, which all have kernels). It is
 // CanMatVec under a name meant for capability checks.
-func Supported(t Type) bool { return t.CanMatVec() }
+func Supported(t Type) bool { return CanMatVec(t) }
 
 // SupportedTypes returns the types Supported accepts, in ggml id order.
 func SupportedTypes() []Type {

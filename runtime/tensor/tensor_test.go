@@ -334,7 +334,7 @@ func makeMatrix(t testing.TB, r *rand.Rand, typ Type, rows, cols int) Matrix {
 		t.Fatal(err)
 	}
 	data := make([]byte, rows*rb)
-	if typ.CanQuantize() {
+	if CanQuantize(typ) {
 		x := randVec(r, rows*cols, 1)
 		for row := 0; row < rows; row++ {
 			if err := Quantize(typ, x[row*cols:(row+1)*cols], data[row*rb:(row+1)*rb]); err != nil {
@@ -630,7 +630,7 @@ func TestSupportedTypes(t *testing.T) {
 		t.Fatal("no supported types")
 	}
 	for i, typ := range got {
-		if !Supported(typ) || !typ.CanMatVec() {
+		if !Supported(typ) || !CanMatVec(typ) {
 			t.Errorf("%s listed but not supported", typ)
 		}
 		if i > 0 && got[i-1] >= typ {
