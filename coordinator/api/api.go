@@ -337,7 +337,7 @@ func (s *Server) authMiddleware(ctx huma.Context, next func(huma.Context)) {
 	if _, err := s.deps.Store.VerifyAPIToken(ctx.Context(), strings.TrimSpace(secret)); err != nil {
 		ctx.SetHeader("WWW-Authenticate", `Bearer realm="lesfarm", error="invalid_token"`)
 		if errors.Is(err, store.ErrUnauthorized) {
-			huma.WriteErr(s.api, ctx, http.StatusUnauthorized, "invalid or revoked API token")
+			huma.WriteErr(s.api, ctx, http.StatusUnauthorized, "invalid, revoked or expired API token")
 			return
 		}
 		s.log.ErrorContext(ctx.Context(), "api: token check failed", "err", err)

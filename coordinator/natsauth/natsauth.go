@@ -172,7 +172,7 @@ func (a *Authenticator) Check(c server.ClientAuthentication) bool {
 	cred, err := a.verify(*vp, secret)
 	switch {
 	case errors.Is(err, store.ErrBadDeviceCredential):
-		return a.refuse(c, o.Username, "invalid or revoked device credential")
+		return a.refuse(c, o.Username, "invalid, revoked or expired device credential")
 	case err != nil:
 		// Not the credential's fault: the device must retry, not be
 		// locked out (see Config.UnavailableWait).

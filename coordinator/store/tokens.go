@@ -18,9 +18,9 @@ import (
 // recognise (and to grep for) in logs and repositories.
 const APITokenPrefix = "lft_"
 
-// ErrUnauthorized is returned by VerifyAPIToken for an unknown, malformed or
-// revoked token.
-var ErrUnauthorized = errors.New("store: invalid or revoked API token")
+// ErrUnauthorized is returned by VerifyAPIToken for an unknown, malformed,
+// revoked or expired token.
+var ErrUnauthorized = errors.New("store: invalid, revoked or expired API token")
 
 // APIToken is the stored description of a bearer token. The secret itself
 // is never stored; only its sha256 is.
@@ -31,7 +31,29 @@ type APIToken struct {
 	CreatedAt  time.Time  `json:"created_at"`
 	LastUsedAt *time.Time `json:"last_used_at,omitempty"`
 	RevokedAt  *time.Time `json:"revoked_at,omitempty"`
+	// ExpiresAt is when the token stops working; nil never.
+	ExpiresAt *time.Time `json:"expires_at,omitempty"`
 }
+
+// APITokenParams describe a new API token.
+type APITokenParams struct {
+	// Name says who uses the token (1 to 200 characters).
+	Name string
+	// ExpiresIn, when positive, ends the token's life that long after its
+	// creation (by the database's clock); zero never expires.
+	ExpiresIn time.Duration
+}
+
+// liveSecret is the SQL condition of a usable secret: not revoked and not
+// expired, by the database's clock.
+const liveSecret = `revoked_at IS NULL AND (expires_at IS NULL OR expires_at > now())`
+
+// expiresSQL computes expires_at from a duration in microseconds (0: NULL).
+const expiresSQL = `CASE WHEN $4::bigint > 0 THEN now() + $4::bigint * interval '1 microsecond' END`
+
+// touchLastUsed records a use of secret $1 unless one was recorded within the
+// last minute, so a storm of requests writes at most once a minute.
+const touchLastUsed = ` SET last_used_at = now() WHERE id = $1 AND (last_used_at IS NULL OR last_used_at < now() - interval '1 minute')`
 
 var tokenEncoding = base32.StdEncoding.WithPadding(base32.NoPadding)
 
@@ -52,10 +74,19 @@ func hashToken(secret string) []byte {
 	return h[:]
 }
 
-// CreateAPIToken creates a token named name and returns its secret, which
-// is not stored and cannot be recovered later.
+// CreateAPIToken creates a token named name that never expires and returns
+// its secret, which is not stored and cannot be recovered later.
 func (s *Store) CreateAPIToken(ctx context.Context, name string) (string, *APIToken, error) {
-	name = strings.TrimSpace(name)
+	return s.CreateAPITokenWith(ctx, &APITokenParams{Name: name})
+}
+
+// CreateAPITokenWith creates a token as p describes and returns its secret,
+// which is not stored and cannot be recovered later.
+func (s *Store) CreateAPITokenWith(ctx context.Context, p *APITokenParams) (string, *APIToken, error) {
+	name := strings.TrimSpace(p.Name)
+	if p.ExpiresIn < 0 {
+		return "", nil, fmt.Errorf("store: token expiry must not be negative")
+	}
 	if name == "" || len(name) > 200 {
 		return "", nil, fmt.Errorf("store: token name must be 1 to 200 characters")
 	}
@@ -65,16 +96,17 @@ func (s *Store) CreateAPIToken(ctx context.Context, name string) (string, *APITo
 	}
 	t := &APIToken{Name: name, Prefix: secret[:len(APITokenPrefix)+6]}
 	err = s.pool.QueryRow(ctx,
-		`INSERT INTO api_tokens (name, prefix, token_hash) VALUES ($1, $2, $3) RETURNING id, created_at`,
-		t.Name, t.Prefix, hashToken(secret)).Scan(&t.ID, &t.CreatedAt)
+		`INSERT INTO api_tokens (name, prefix, token_hash, expires_at) VALUES ($1, $2, $3, `+expiresSQL+`) RETURNING id, created_at, expires_at`,
+		t.Name, t.Prefix, hashToken(secret), p.ExpiresIn.Microseconds()).Scan(&t.ID, &t.CreatedAt, &t.ExpiresAt)
 	if err != nil {
 		return "", nil, fmt.Errorf("store: create token: %w", err)
 	}
 	return secret, t, nil
 }
 
-// VerifyAPIToken returns the live token whose secret is secret, or
-// ErrUnauthorized. It records the use at most once a minute per token.
+// VerifyAPIToken returns the live (neither revoked nor expired) token whose
+// secret is secret, or ErrUnauthorized. It records the use at most once a
+// minute per token.
 func (s *Store) VerifyAPIToken(ctx context.Context, secret string) (*APIToken, error) {
 	if !strings.HasPrefix(secret, APITokenPrefix) || len(secret) > 200 {
 		return nil, ErrUnauthorized
@@ -83,9 +115,9 @@ func (s *Store) VerifyAPIToken(ctx context.Context, secret string) (*APIToken, e
 	var t APIToken
 	var stored []byte
 	err := s.pool.QueryRow(ctx,
-		`SELECT id, name, prefix, token_hash, created_at, last_used_at FROM api_tokens
-		 WHERE token_hash = $1 AND revoked_at IS NULL`, h).
-		Scan(&t.ID, &t.Name, &t.Prefix, &stored, &t.CreatedAt, &t.LastUsedAt)
+		`SELECT id, name, prefix, token_hash, created_at, last_used_at, expires_at FROM api_tokens
+		 WHERE token_hash = $1 AND `+liveSecret, h).
+		Scan(&t.ID, &t.Name, &t.Prefix, &stored, &t.CreatedAt, &t.LastUsedAt, &t.ExpiresAt)
 	if err != nil {
 		if errors.Is(err, pgx.ErrNoRows) {
 			return nil, ErrUnauthorized
@@ -96,7 +128,7 @@ func (s *Store) VerifyAPIToken(ctx context.Context, secret string) (*APIToken, e
 		return nil, ErrUnauthorized
 	}
 	if t.LastUsedAt == nil || time.Since(*t.LastUsedAt) > time.Minute {
-		if _, err := s.pool.Exec(ctx, `UPDATE api_tokens SET last_used_at = now() WHERE id = $1`, t.ID); err != nil {
+		if _, err := s.pool.Exec(ctx, `UPDATE api_tokens`+touchLastUsed, t.ID); err != nil {
 			return nil, fmt.Errorf("store: verify token: %w", err)
 		}
 	}
@@ -106,7 +138,7 @@ func (s *Store) VerifyAPIToken(ctx context.Context, secret string) (*APIToken, e
 // ListAPITokens returns every token (live and revoked), newest first.
 func (s *Store) ListAPITokens(ctx context.Context) ([]APIToken, error) {
 	rows, err := s.pool.Query(ctx,
-		`SELECT id, name, prefix, created_at, last_used_at, revoked_at FROM api_tokens ORDER BY id DESC`)
+		`SELECT id, name, prefix, created_at, last_used_at, revoked_at, expires_at FROM api_tokens ORDER BY id DESC`)
 	if err != nil {
 		return nil, fmt.Errorf("store: list tokens: %w", err)
 	}
@@ -114,7 +146,7 @@ func (s *Store) ListAPITokens(ctx context.Context) ([]APIToken, error) {
 	var out []APIToken
 	for rows.Next() {
 		var t APIToken
-		if err := rows.Scan(&t.ID, &t.Name, &t.Prefix, &t.CreatedAt, &t.LastUsedAt, &t.RevokedAt); err != nil {
+		if err := rows.Scan(&t.ID, &t.Name, &t.Prefix, &t.CreatedAt, &t.LastUsedAt, &t.RevokedAt, &t.ExpiresAt); err != nil {
 			return nil, fmt.Errorf("store: list tokens: %w", err)
 		}
 		out = append(out, t)

@@ -68,12 +68,16 @@ func openTokenStore(env *Env, db *dbFlags) (*store.Store, func(), error) {
 func newTokenCreateCmd(env *Env) *cobra.Command {
 	var db dbFlags
 	var name, device string
+	var expires time.Duration
 	cmd := &cobra.Command{
-		Use:   "create --name NAME | --device DEVICE_ID",
+		Use:   "create --name NAME | --device DEVICE_ID [--expires 720h]",
 		Short: "Create an API token or a device credential and print it once",
 		Long: `create makes a new API token named NAME (e.g. the CI system that will use
 it), or with --device a NATS credential bound to device DEVICE_ID, and prints
 the secret on stdout. Store it now: it is not kept and cannot be shown again.
+With --expires DURATION it stops working that long after now (by the
+database's clock), refused exactly like a revoked one; 'token list' shows
+when.
 
 The device's agent then connects with it:
   lesfarm agent --nats-url nats://coordinator:4222 --name DEVICE_ID --token SECRET`,
@@ -81,6 +85,9 @@ The device's agent then connects with it:
 			"  SECRET=$(lesfarm token create --device pixel-8-a)\n  lesfarm agent --nats-url nats://farm:4222 --name pixel-8-a --token \"$SECRET\"",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if expires < 0 || cmd.Flags().Changed("expires") && expires < time.Minute {
+				return usagef("token create: --expires %s: want at least 1m (omit it for a secret that never expires)", expires)
+			}
 			if device != "" {
 				if name != "" {
 					return usagef("token create: give --name (API token) or --device (device credential), not both")
@@ -93,13 +100,13 @@ The device's agent then connects with it:
 					return err
 				}
 				defer closeFn()
-				secret, cred, err := st.CreateDeviceCredential(env.Ctx, device)
+				secret, cred, err := st.CreateDeviceCredentialWith(env.Ctx, &store.DeviceCredentialParams{DeviceID: device, ExpiresIn: expires})
 				if err != nil {
 					return err
 				}
 				fmt.Fprintln(env.Stdout, secret)
-				fmt.Fprintf(env.Stderr, "created credential %d for device %q (%s…); it is shown only this once\n"+
-					"use it with: lesfarm agent --name %s --token SECRET\n", cred.ID, cred.DeviceID, cred.Prefix, cred.DeviceID)
+				fmt.Fprintf(env.Stderr, "created credential %d for device %q (%s…)%s; it is shown only this once\n"+
+					"use it with: lesfarm agent --name %s --token SECRET\n", cred.ID, cred.DeviceID, cred.Prefix, expiryNote(cred.ExpiresAt), cred.DeviceID)
 				return nil
 			}
 			if name == "" {
@@ -113,17 +120,18 @@ The device's agent then connects with it:
 				return err
 			}
 			defer closeFn()
-			secret, tok, err := st.CreateAPIToken(env.Ctx, name)
+			secret, tok, err := st.CreateAPITokenWith(env.Ctx, &store.APITokenParams{Name: name, ExpiresIn: expires})
 			if err != nil {
 				return err
 			}
 			fmt.Fprintln(env.Stdout, secret)
-			fmt.Fprintf(env.Stderr, "created token %d %q (%s…); it is shown only this once\n", tok.ID, tok.Name, tok.Prefix)
+			fmt.Fprintf(env.Stderr, "created token %d %q (%s…)%s; it is shown only this once\n", tok.ID, tok.Name, tok.Prefix, expiryNote(tok.ExpiresAt))
 			return nil
 		},
 	}
 	cmd.Flags().StringVar(&name, "name", "", "name of the API token, e.g. the CI system using it")
 	cmd.Flags().StringVar(&device, "device", "", "create a NATS credential for this device id instead of an API token")
+	cmd.Flags().DurationVar(&expires, "expires", 0, "the secret stops working this long from now, e.g. 720h (default: never)")
 	addDBFlags(cmd, &db)
 	return cmd
 }
@@ -133,7 +141,7 @@ func newTokenListCmd(env *Env) *cobra.Command {
 	var devices bool
 	cmd := &cobra.Command{
 		Use:   "list [--devices]",
-		Short: "List API tokens, or with --devices device credentials (ids, prefixes, last use; never the secrets)",
+		Short: "List API tokens, or with --devices device credentials (ids, prefixes, last use, expiry; never the secrets)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			st, closeFn, err := openTokenStore(env, &db)
@@ -153,9 +161,9 @@ func newTokenListCmd(env *Env) *cobra.Command {
 					return err
 				}
 				tw := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
-				fmt.Fprintln(tw, "ID\tDEVICE\tPREFIX\tCREATED\tLAST USED\tREVOKED")
+				fmt.Fprintln(tw, "ID\tDEVICE\tPREFIX\tCREATED\tLAST USED\tEXPIRES\tREVOKED")
 				for _, c := range creds {
-					fmt.Fprintf(tw, "%d\t%s\t%s…\t%s\t%s\t%s\n", c.ID, c.DeviceID, c.Prefix, c.CreatedAt.UTC().Format(time.RFC3339), ts(c.LastUsedAt), ts(c.RevokedAt))
+					fmt.Fprintf(tw, "%d\t%s\t%s…\t%s\t%s\t%s\t%s\n", c.ID, c.DeviceID, c.Prefix, c.CreatedAt.UTC().Format(time.RFC3339), ts(c.LastUsedAt), ts(c.ExpiresAt), ts(c.RevokedAt))
 				}
 				return tw.Flush()
 			}
@@ -164,9 +172,9 @@ func newTokenListCmd(env *Env) *cobra.Command {
 				return err
 			}
 			tw := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "ID\tNAME\tPREFIX\tCREATED\tLAST USED\tREVOKED")
+			fmt.Fprintln(tw, "ID\tNAME\tPREFIX\tCREATED\tLAST USED\tEXPIRES\tREVOKED")
 			for _, t := range toks {
-				fmt.Fprintf(tw, "%d\t%s\t%s…\t%s\t%s\t%s\n", t.ID, t.Name, t.Prefix, t.CreatedAt.UTC().Format(time.RFC3339), ts(t.LastUsedAt), ts(t.RevokedAt))
+				fmt.Fprintf(tw, "%d\t%s\t%s…\t%s\t%s\t%s\t%s\n", t.ID, t.Name, t.Prefix, t.CreatedAt.UTC().Format(time.RFC3339), ts(t.LastUsedAt), ts(t.ExpiresAt), ts(t.RevokedAt))
 			}
 			return tw.Flush()
 		},
@@ -221,4 +229,12 @@ a device already connected with it within 10 seconds.`,
 	cmd.Flags().BoolVar(&device, "device", false, "ID is a device credential (see 'token list --devices'), not an API token")
 	addDBFlags(cmd, &db)
 	return cmd
+}
+
+// expiryNote says when a new secret expires, for the create message.
+func expiryNote(at *time.Time) string {
+	if at == nil {
+		return ""
+	}
+	return ", expires " + at.UTC().Format(time.RFC3339)
 }
