@@ -267,6 +267,10 @@ func (s *Server) registerAll() {
 	runs.RegisterGet(s.api)
 	runs.RegisterCancel(s.api)
 
+	drill := &drilldownHandler{st: s.deps.Store, log: s.log}
+	drill.RegisterTimeline(s.api)
+	drill.RegisterLayers(s.api)
+
 	res := &resultHandler{st: s.deps.Store, log: s.log}
 	res.RegisterList(s.api)
 
