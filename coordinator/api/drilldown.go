@@ -27,7 +27,7 @@ type configInput struct {
 type timelineInput struct {
 	ID     int64 `path:"id" minimum:"1" doc:"Run id."`
 	Config int   `path:"config" minimum:"0" maximum:"4095" doc:"Config index of the run (its results' config_index)."`
-	Points int `query:"points" minimum:"1" maximum:"5000" default:"600" doc:"Largest number of points to return; consecutive steps are summed into buckets when the run has more."`
+	Points int   `query:"points" minimum:"1" maximum:"5000" default:"600" doc:"Largest number of points to return; consecutive steps are summed into buckets when the run has more."`
 }
 
 // TimelinePoint is one bucket of consecutive measured decode steps.
