@@ -202,8 +202,13 @@ func New(cfg Config) (*Agent, error) {
 	if cfg.ArtifactToken != "" {
 		hdr.Set("Authorization", "Bearer "+cfg.ArtifactToken)
 	}
-	var err error
-	a.cache, err = artifact.New(artifact.Config{Dir: filepath.Join(cfg.CacheDir, "artifacts"), MaxBytes: cfg.CacheMaxBytes, Header: hdr, Logger: log})
+	// https:// model downloads from the coordinator trust the same CA as
+	// NATS (lesfarm serve --tls-cert serves both).
+	tc, err := cfg.tlsConfig()
+	if err != nil {
+		return nil, err
+	}
+	a.cache, err = artifact.New(artifact.Config{Dir: filepath.Join(cfg.CacheDir, "artifacts"), MaxBytes: cfg.CacheMaxBytes, Header: hdr, TLS: tc, Logger: log})
 	if err != nil {
 		return nil, err
 	}

@@ -57,29 +57,43 @@ func (a *Agent) natsOptions() ([]nats.Option, error) {
 	if c.Token != "" {
 		opts = append(opts, nats.Token(c.Token))
 	}
-	if c.TLSCAFile != "" || c.TLSCertFile != "" {
-		tc := &tls.Config{MinVersion: tls.VersionTLS12}
-		if c.TLSCAFile != "" {
-			pem, err := os.ReadFile(c.TLSCAFile)
-			if err != nil {
-				return nil, fmt.Errorf("agent: TLS CA: %w", err)
-			}
-			pool := x509.NewCertPool()
-			if !pool.AppendCertsFromPEM(pem) {
-				return nil, fmt.Errorf("agent: TLS CA %s holds no PEM certificate", c.TLSCAFile)
-			}
-			tc.RootCAs = pool
-		}
-		if c.TLSCertFile != "" {
-			cert, err := tls.LoadX509KeyPair(c.TLSCertFile, c.TLSKeyFile)
-			if err != nil {
-				return nil, fmt.Errorf("agent: TLS client certificate: %w", err)
-			}
-			tc.Certificates = []tls.Certificate{cert}
-		}
+	tc, err := c.tlsConfig()
+	if err != nil {
+		return nil, err
+	}
+	if tc != nil {
 		opts = append(opts, nats.Secure(tc))
 	}
 	return opts, nil
+}
+
+// tlsConfig is the client TLS configuration of TLSCAFile (the only root
+// trusted) and TLSCertFile/TLSKeyFile, for NATS and https:// artifact
+// downloads; nil when none is set.
+func (c *Config) tlsConfig() (*tls.Config, error) {
+	if c.TLSCAFile == "" && c.TLSCertFile == "" {
+		return nil, nil
+	}
+	tc := &tls.Config{MinVersion: tls.VersionTLS12}
+	if c.TLSCAFile != "" {
+		pem, err := os.ReadFile(c.TLSCAFile)
+		if err != nil {
+			return nil, fmt.Errorf("agent: TLS CA: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("agent: TLS CA %s holds no PEM certificate", c.TLSCAFile)
+		}
+		tc.RootCAs = pool
+	}
+	if c.TLSCertFile != "" {
+		cert, err := tls.LoadX509KeyPair(c.TLSCertFile, c.TLSKeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("agent: TLS client certificate: %w", err)
+		}
+		tc.Certificates = []tls.Certificate{cert}
+	}
+	return tc, nil
 }
 
 // backoff returns the attempt-th delay: min·2^attempt capped at max, with

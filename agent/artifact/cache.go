@@ -16,6 +16,7 @@ import (
 	"cmp"
 	"context"
 	"crypto/sha256"
+	"crypto/tls"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -78,6 +79,9 @@ type Config struct {
 	// Client does the downloads; nil means a client with no overall timeout
 	// (ctx bounds a download) and a 30 s response-header timeout.
 	Client *http.Client
+	// TLS is the client TLS configuration of the default Client (e.g. a
+	// lab CA as its only root); ignored when Client is set.
+	TLS *tls.Config
 	// Header is added to every request (e.g. Authorization).
 	Header http.Header
 	// Attempts bounds how often one Get tries a download; 0 means 5.
@@ -135,6 +139,7 @@ func New(cfg Config) (*Cache, error) {
 	if cfg.Client == nil {
 		cfg.Client = &http.Client{Transport: &http.Transport{
 			Proxy:                 http.ProxyFromEnvironment,
+			TLSClientConfig:       cfg.TLS,
 			ResponseHeaderTimeout: 30 * time.Second,
 			IdleConnTimeout:       90 * time.Second,
 		}}
