@@ -144,8 +144,9 @@ type Agent struct {
 	offsetKnown bool
 	// unreported are finished runs whose result the coordinator has not
 	// committed yet (see unreported.go).
-	unreported []unreportedRun
-	wg         sync.WaitGroup
+	unreported     []unreportedRun
+	unreportedDisk unreportedDisk // the same list on disk, for a restart
+	wg             sync.WaitGroup
 }
 
 type activeRun struct {
@@ -214,6 +215,12 @@ func New(cfg Config) (*Agent, error) {
 	}
 	a.buf, err = telemetry.OpenBuffer(filepath.Join(cfg.CacheDir, "telemetry"), cfg.BufferMaxBytes)
 	if err != nil {
+		return nil, err
+	}
+	// Finished runs a previous process of this agent could not settle
+	// (unreported.go): listed in the first hello, their results sent again.
+	a.unreportedDisk = unreportedDisk{dir: filepath.Join(cfg.CacheDir, "unreported")}
+	if a.unreported, err = a.unreportedDisk.load(time.Now()); err != nil {
 		return nil, err
 	}
 	a.runner = &Runner{Threads: cfg.Threads, Profile: prof, Direct: cfg.Direct, WorkDir: cfg.CacheDir, Gate: cfg.Gate, Logger: log,
@@ -332,7 +339,13 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	a.mu.Lock()
 	a.nc, a.outbox = nc, ob
+	replay := make([]unreportedRun, len(a.unreported))
+	copy(replay, a.unreported)
 	a.mu.Unlock()
+	for _, u := range replay {
+		a.log.Info("agent: finished run from before a restart, result sent again", "run_id", u.runID, "token", u.token)
+		ob.Send(u.rec)
+	}
 
 	subA, err := nc.Subscribe(protocol.AssignSubject(a.cfg.Name), a.onAssign)
 	if err != nil {

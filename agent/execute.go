@@ -122,10 +122,9 @@ func (a *Agent) execute(ctx context.Context, r *activeRun) {
 			return
 		}
 	}
-	a.mu.Lock()
-	a.noteUnreportedLocked(r)
-	a.mu.Unlock()
-	a.outbox.Send(telemetry.Record{Subject: protocol.DeviceResultSubject(a.cfg.Name, asg.RunID), MsgID: "r/" + strconv.FormatInt(asg.RunID, 10) + "/" + strconv.FormatInt(asg.Token, 10), Data: data, Summary: true})
+	rec := telemetry.Record{Subject: protocol.DeviceResultSubject(a.cfg.Name, asg.RunID), MsgID: "r/" + strconv.FormatInt(asg.RunID, 10) + "/" + strconv.FormatInt(asg.Token, 10), Data: data, Summary: true}
+	a.noteUnreported(r, rec)
+	a.outbox.Send(rec)
 	log.Info("agent: run reported", "outcome", res.Outcome, "configs", len(res.Configs), "telemetry_batches", res.TelemetryBatches, "telemetry_samples", res.TelemetrySamples, "err", res.Error)
 	a.finish(r, runErr)
 }

@@ -3,6 +3,7 @@ package agent
 import (
 	"time"
 
+	"github.com/lesfarm/lesfarm/agent/telemetry"
 	"github.com/lesfarm/lesfarm/protocol"
 )
 
@@ -16,6 +17,13 @@ import (
 // coordinator fails over a run whose result is already on its way, then
 // rejects that result as stale: the finished work is lost and an attempt
 // is wasted.
+//
+// The list and each result survive a restart of the agent process: every
+// entry is also a file in CACHE_DIR/unreported (unreported_disk.go),
+// written before the result is handed to the outbox and removed when the
+// entry is dropped. A restarted agent lists them in its first hello and
+// publishes their results again (JetStream de-duplicates by message id,
+// ingest acknowledges a result it already committed).
 
 // maxUnreported bounds the finished runs listed at once (one slot of
 // protocol.MaxRunsPerDevice stays for the current run).
@@ -30,17 +38,29 @@ type unreportedRun struct {
 	// until is when the entry is dropped regardless: the run's deadline
 	// (the coordinator times the run out then) or unreportedKeep.
 	until time.Time
+	// rec is the run's result record, published again after a restart.
+	rec telemetry.Record
 }
 
-// noteUnreportedLocked records that run r's result was handed to the
-// outbox. a.mu must be held.
-func (a *Agent) noteUnreportedLocked(r *activeRun) {
+// noteUnreported records that run r finished with result record rec,
+// on disk first (fsynced) and then in the list; call it before handing rec
+// to the outbox, so a process killed at any point after finds it.
+func (a *Agent) noteUnreported(r *activeRun, rec telemetry.Record) {
 	until := r.deadline
 	if until.IsZero() {
 		until = time.Now().Add(unreportedKeep)
 	}
-	a.unreported = append(a.unreported, unreportedRun{runID: r.asg.RunID, token: r.asg.Token, until: until})
+	u := unreportedRun{runID: r.asg.RunID, token: r.asg.Token, until: until, rec: rec}
+	if err := a.unreportedDisk.save(u); err != nil {
+		a.log.Warn("agent: finished run not persisted; a restart before it is settled would lose it", "run_id", u.runID, "err", err)
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.unreported = append(a.unreported, u)
 	if n := len(a.unreported); n > maxUnreported {
+		for _, old := range a.unreported[:n-maxUnreported] {
+			a.unreportedDisk.remove(old)
+		}
 		a.unreported = append(a.unreported[:0], a.unreported[n-maxUnreported:]...)
 	}
 }
@@ -53,6 +73,7 @@ func (a *Agent) unreportedStatusLocked() []protocol.RunStatus {
 	var out []protocol.RunStatus
 	for _, u := range a.unreported {
 		if now.After(u.until) {
+			a.unreportedDisk.remove(u)
 			continue
 		}
 		keep = append(keep, u)
@@ -79,7 +100,9 @@ func (a *Agent) forgetUnreportedLocked(cs []protocol.CancelNotice) {
 				break
 			}
 		}
-		if !gone {
+		if gone {
+			a.unreportedDisk.remove(u)
+		} else {
 			keep = append(keep, u)
 		}
 	}
