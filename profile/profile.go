@@ -36,6 +36,7 @@ type profileYAML struct {
 	PageSize    string       `yaml:"page_size,omitempty"`
 	ReadAhead   string       `yaml:"read_ahead,omitempty"`
 	Compute     *computeYAML `yaml:"compute,omitempty"`
+	Service     *serviceYAML `yaml:"service_times,omitempty"`
 }
 
 // Builtin returns the names of the embedded profiles, sorted.
@@ -127,11 +128,11 @@ const (
 	minThroughput      = 100e6  // 0.1 GFLOP/s
 	maxThroughput      = 1e18   // 1 EFLOP/s
 	maxPageSize        = 2 << 20
-	maxReadAhead       = 64 << 20
+	maxReadAhead       = expert.MaxReadAhead
 )
 
-// parseDeviceExtras parses the compute section, page size and read-ahead
-// of y into p.
+// parseDeviceExtras parses the compute section, page size, read-ahead
+// and service-time table of y into p.
 func parseDeviceExtras(p *expert.Profile, y *profileYAML) error {
 	if y.Compute != nil {
 		c, err := parseCompute(y.Compute)
@@ -154,6 +155,13 @@ func parseDeviceExtras(p *expert.Profile, y *profileYAML) error {
 			return fmt.Errorf("profile %s: read_ahead %q must be a size from 0 to 64MiB (e.g. 128KiB)", p.Name, y.ReadAhead)
 		}
 		p.ReadAhead = roundUp(n, p.PageSize)
+	}
+	if y.Service != nil {
+		st, err := parseServiceTimes(y.Service)
+		if err != nil {
+			return fmt.Errorf("profile %s: service_times: %w", p.Name, err)
+		}
+		p.Service = st
 	}
 	return nil
 }

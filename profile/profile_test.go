@@ -91,6 +91,8 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte("name: x\nbandwidth: 1e400GB/s\nlatency: 1us\nmax_in_flight: 4\n"))
 	f.Add([]byte("name: x\nbandwidth: NaNGB/s\n"))
 	f.Add([]byte("name: x\nbandwidth: 1GB/s\nlatency: 1us\nmax_in_flight: 4\npage_size: 16KiB\nread_ahead: 100KiB\ncompute:\n  weight_bandwidth: NaNGB/s\n  throughput: -1TFLOP/s\n"))
+	f.Add([]byte("name: x\nbandwidth: 1GB/s\nlatency: 1us\nmax_in_flight: 4\nservice_times:\n  queue_depths: [1, 4]\n  reads:\n    - {size: 4KiB, times: [90us, 120us]}\n    - {size: 1MiB, times: [1.2ms, 3ms]}\n"))
+	f.Add([]byte("name: x\nbandwidth: 1GB/s\nlatency: 1us\nmax_in_flight: 4\nservice_times:\n  queue_depths: [1]\n  reads:\n    - {size: 1e9, times: [-1us]}\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		p, err := Parse(data)
 		if err != nil {
@@ -105,12 +107,19 @@ func FuzzParse(f *testing.F) {
 		if c := p.Compute; c != nil && (!(c.WeightBandwidth >= minWeightBandwidth && c.WeightBandwidth <= maxWeightBandwidth) || !(c.Throughput >= minThroughput && c.Throughput <= maxThroughput)) {
 			t.Fatalf("accepted invalid compute %+v", c)
 		}
+		if st := p.Service; st != nil {
+			for _, n := range []int64{0, 1, 4096, 1 << 20, 1 << 30} {
+				if l, x := st.ReadCost(n); l < 0 || x < 0 || l+x <= 0 {
+					t.Fatalf("table prices %d bytes at %v + %v", n, l, x)
+				}
+			}
+		}
 		// What parses marshals back to the same profile.
 		q, err := Parse(expert.MarshalProfile(p, "fuzz"))
 		if err != nil {
 			t.Fatalf("marshalled profile does not parse: %v", err)
 		}
-		if q.Name != p.Name || q.Bandwidth != p.Bandwidth || q.Latency != p.Latency || q.PageSize != p.PageSize || q.ReadAhead != p.ReadAhead || (p.Compute == nil) != (q.Compute == nil) || (p.Compute != nil && *p.Compute != *q.Compute) {
+		if q.Name != p.Name || q.Bandwidth != p.Bandwidth || q.Latency != p.Latency || q.PageSize != p.PageSize || q.ReadAhead != p.ReadAhead || (p.Compute == nil) != (q.Compute == nil) || (p.Compute != nil && *p.Compute != *q.Compute) || !p.Service.Equal(q.Service) {
 			t.Fatalf("round trip %+v -> %+v", p, q)
 		}
 	})

@@ -15,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -301,11 +302,39 @@ func writeReference(path string) error {
 	return f.Close()
 }
 
+// serviceTable returns the grid's mean read times as the profile's
+// service-time table, by which the emulated flash prices each read, or
+// nil if the grid is incomplete.
+func serviceTable(cfg Config, cells []Cell) *expert.ServiceTimes {
+	sizes := slices.Compact(slices.Sorted(slices.Values(cfg.BlockSizes)))
+	depths := slices.Compact(slices.Sorted(slices.Values(cfg.QueueDepths)))
+	times := make([][]time.Duration, len(sizes))
+	for i, b := range sizes {
+		times[i] = make([]time.Duration, len(depths))
+		for j, q := range depths {
+			for _, c := range cells {
+				if c.Block == b && c.QD == q {
+					times[i][j] = max(c.MeanLatency.Round(time.Microsecond), time.Microsecond)
+				}
+			}
+			if times[i][j] == 0 {
+				return nil
+			}
+		}
+	}
+	st, err := expert.NewServiceTimes(sizes, depths, times)
+	if err != nil {
+		return nil
+	}
+	return st
+}
+
 // derive turns the measurements into a profile: bandwidth is the best
 // throughput of the grid, latency the mean QD 1 read of the smallest block
 // less its transfer time, max_in_flight the smallest queue depth whose
 // smallest-block IOPS reach 90% of the best, RAM the machine's memory,
-// page size the OS's, read-ahead the block device's read_ahead_kb, and
+// page size the OS's, read-ahead the block device's read_ahead_kb, the
+// service-time table the grid's mean read times, and
 // compute the reference decode's weight bandwidth and arithmetic rate.
 func derive(cfg Config, res *Result, tg *bench.Row) *expert.Profile {
 	p := &expert.Profile{Name: cfg.Name}
@@ -339,12 +368,15 @@ func derive(cfg Config, res *Result, tg *bench.Row) *expert.Profile {
 	// The smallest queue depth at 90% of the best IOPS can be the largest
 	// measured when the device keeps scaling; never below the QD-1 cell.
 	p.MaxInFlight = max(p.MaxInFlight, 1)
+	p.Service = serviceTable(cfg, res.Cells)
 	p.RAMBudget = memTotal()
 	p.PageSize = int64(os.Getpagesize())
 	if p.PageSize < 4096 || p.PageSize&(p.PageSize-1) != 0 {
 		p.PageSize = expert.DefaultPageSize
 	}
-	p.ReadAhead = readAhead(cfg.Dir, p.PageSize)
+	if ra, ok := expert.DeviceReadAhead(cfg.Dir); ok {
+		p.ReadAhead = (ra + p.PageSize - 1) / p.PageSize * p.PageSize
+	}
 	p.Compute = &expert.Compute{
 		WeightBandwidth: math.Round(tg.GBps * 1e9),
 		Throughput:      math.Round(tg.GFLOPs * 1e9),

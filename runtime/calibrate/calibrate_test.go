@@ -38,8 +38,11 @@ func TestMeasureRoundTrip(t *testing.T) {
 		t.Fatalf("the written profile does not load: %v\n%s", err, res.YAML())
 	}
 	pc, qc := *p.Compute, *q.Compute
+	if p.Service == nil || len(p.Service.Sizes) != 2 || len(p.Service.QueueDepths) != 2 || !p.Service.Equal(q.Service) {
+		t.Fatalf("service-time table: measured %+v, read back %+v", p.Service, q.Service)
+	}
 	a, b := *p, *q
-	a.Compute, b.Compute = nil, nil
+	a.Compute, b.Compute, a.Service, b.Service = nil, nil, nil, nil
 	if a != b || pc != qc {
 		t.Fatalf("round trip:\n%+v %+v\n%+v %+v", a, pc, b, qc)
 	}

@@ -42,6 +42,7 @@ func (r *Result) YAML() []byte {
 		h.WriteString(line + "\n")
 	}
 	fmt.Fprintf(&h, "bandwidth = the best cell; latency = QD 1 %s read less its transfer; max_in_flight = the smallest QD within 90%% of the best %s throughput.\n", sizeName(blocks[0]), sizeName(blocks[0]))
+	h.WriteString("service_times is the grid's mean time per read; the emulated flash prices every read by it (latency and transfer per read size).\n")
 	fmt.Fprintf(&h, "memory copy: %.2f GB/s.\n", r.CopyGBps)
 	fmt.Fprintf(&h, "compute: decode of the reference model (%s): %.2f tok/s, %.3f GB of weights per token;\n", r.RefModel, r.DecodeTPS, r.WeightGBTok)
 	h.WriteString("weight_bandwidth and throughput are that decode's weight bytes and FLOPs per second.\n")

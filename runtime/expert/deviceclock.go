@@ -144,8 +144,7 @@ type deviceClock struct {
 	expBytes []int64
 	slow     float64 // ComputeSlowdown
 
-	latency time.Duration
-	bw      float64 // flash bytes per second
+	prof *Profile // the flash: Profile.ReadCost prices each read
 
 	now        time.Duration // the device clock
 	nextDemand time.Duration // the flash is free for demanded transfers
@@ -168,7 +167,7 @@ func newDeviceClock(p *Profile, costs *ComputeCosts, shapes []moe.LayerShape, sl
 	d := &deviceClock{
 		comp: c, gap: make([]time.Duration, len(shapes)), gapCost: make([]ComputeCost, len(shapes)),
 		expert: make([]time.Duration, len(shapes)), expBytes: make([]int64, len(shapes)), charged: make([]bool, len(shapes)),
-		slow: max(slow, 1), batchN: 1, latency: p.Latency, bw: p.Bandwidth,
+		slow: max(slow, 1), batchN: 1, prof: p,
 	}
 	for l, sh := range shapes {
 		if sh.Experts == 0 {
@@ -225,17 +224,20 @@ func (d *deviceClock) stall(t time.Duration) {
 }
 
 // issue reserves the flash for a read of n bytes in runs preads issued now
-// and sets e.devDone to its completion on the device clock. A worker issues
+// and sets e.devDone to its completion on the device clock. Each pread of
+// n/runs bytes costs the profile's latency and transfer for its size
+// (Profile.ReadCost: one latency and bandwidth, or the measured table). A worker issues
 // an expert's preads one after the other, so each pread after the first
 // delays the expert by the profile's latency (the compat layout's second
 // read; an unpacked file's third). Like the first read's latency, that
 // delay does not occupy the flash's bandwidth: other reads transfer
 // meanwhile.
 func (d *deviceClock) issue(e *entry, n int64, runs int, demand bool) {
-	xfer := secs(float64(n) / d.bw)
-	extra := time.Duration(max(runs-1, 0)) * d.latency
+	runs = max(runs, 1)
+	lat, xfer := d.prof.runsCost(n, runs)
+	extra := time.Duration(runs-1) * lat
 	if demand {
-		start := max(d.now+d.latency, d.nextDemand)
+		start := max(d.now+lat, d.nextDemand)
 		e.devDone = start + xfer + extra
 		d.nextDemand = start + xfer
 		// Speculative transfers still running pause for this one.
@@ -256,7 +258,7 @@ func (d *deviceClock) issue(e *entry, n int64, runs int, demand bool) {
 		}
 		return
 	}
-	start := max(d.now+d.latency, d.nextSpec, d.nextDemand)
+	start := max(d.now+lat, d.nextSpec, d.nextDemand)
 	e.devDone = start + xfer + extra
 	d.nextSpec = start + xfer
 	d.specActive = append(d.specActive, e)
@@ -265,8 +267,9 @@ func (d *deviceClock) issue(e *entry, n int64, runs int, demand bool) {
 // syncRead is a synchronous read of n bytes with the flash otherwise idle
 // (the naive mode's faults): the clock waits for it.
 func (d *deviceClock) syncRead(n int64) {
-	start := max(d.now+d.latency, d.nextDemand, d.nextSpec)
-	d.nextDemand = start + secs(float64(n)/d.bw)
+	lat, x := d.prof.ReadCost(n)
+	start := max(d.now+lat, d.nextDemand, d.nextSpec)
+	d.nextDemand = start + x
 	d.stall(d.nextDemand)
 }
 

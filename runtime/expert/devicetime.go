@@ -33,8 +33,12 @@ const (
 	// DefaultPageSize is the naive mode's page when a profile sets none.
 	DefaultPageSize = 4 << 10
 	// DirectReadAhead is the naive mode's read-ahead on direct storage
-	// (no profile): Linux's default read_ahead_kb.
+	// (no profile) where the device's (DeviceReadAhead) is unknown:
+	// Linux's default read_ahead_kb.
 	DirectReadAhead = 128 << 10
+	// MaxReadAhead is the largest read-ahead a profile may declare and
+	// DeviceReadAhead reports.
+	MaxReadAhead = 64 << 20
 )
 
 // MarshalProfile returns p as profile YAML that profile.Parse reads back to
@@ -65,6 +69,9 @@ func MarshalProfile(p *Profile, header string) []byte {
 	}
 	if c := p.Compute; c != nil {
 		fmt.Fprintf(&b, "compute:\n  weight_bandwidth: %sB/s\n  throughput: %sFLOP/s\n", exact(c.WeightBandwidth), exact(c.Throughput))
+	}
+	if p.Service != nil {
+		p.Service.marshal(&b)
 	}
 	return []byte(b.String())
 }

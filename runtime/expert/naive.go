@@ -54,10 +54,17 @@ type naivePage struct {
 	prev, next *naivePage
 }
 
-func newNaive(p *Profile, budget, maxExpert, fileSize int64) (*naiveState, error) {
-	// Without a profile (direct storage): 4 KiB pages and Linux's default
-	// read_ahead_kb of 128.
+func newNaive(p *Profile, path string, budget, maxExpert, fileSize int64) (*naiveState, error) {
+	// Without a profile (direct storage): 4 KiB pages and the read-ahead
+	// the kernel uses for the file's block device, as a mapping of it
+	// would get (what profile measure records for the device), else
+	// Linux's default read_ahead_kb of 128.
 	page, ahead := int64(DefaultPageSize), int64(DirectReadAhead)
+	if p == nil {
+		if ra, ok := DeviceReadAhead(path); ok {
+			ahead = ra
+		}
+	}
 	if p != nil {
 		if p.PageSize > 0 {
 			page = p.PageSize

@@ -30,6 +30,10 @@ type Profile struct {
 	// (naive.go); zero means DefaultPageSize and no read-ahead.
 	PageSize  int64
 	ReadAhead int64
+	// Service, when set, is the device's measured read service times
+	// (servicetime.go), which then price every read instead of Latency
+	// and Bandwidth (kept as the summary figures).
+	Service *ServiceTimes
 }
 
 // ParseSize parses a byte size such as "4096", "512MiB", "1.5GB" or "2G"

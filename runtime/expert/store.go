@@ -290,7 +290,7 @@ func New(path string, layout Layout, shapes []moe.LayerShape, opts Options) (*St
 		return nil, err
 	}
 	if opts.Mode == Naive {
-		if s.naive, err = newNaive(opts.Profile, opts.Budget, maxSize, st.Size()); err != nil {
+		if s.naive, err = newNaive(opts.Profile, path, opts.Budget, maxSize, st.Size()); err != nil {
 			f.Close()
 			return nil, err
 		}

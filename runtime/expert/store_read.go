@@ -19,7 +19,7 @@ func (s *Store) fetch(e *entry, buf []byte) readResult {
 		// The runs are issued one after the other, so each costs the
 		// device's per-read latency: a compat-layout expert (two runs)
 		// pays it twice, a packed blob once.
-		err = s.throttle.Wait(s.ctx, start.Add(time.Duration(runs-1)*s.throttle.latency), n, &e.spec)
+		err = s.throttle.Wait(s.ctx, start.Add(time.Duration(runs-1)*s.throttle.latency(n/int64(runs))), n, &e.spec)
 	}
 	return readResult{w: w, n: n, err: err, latency: time.Since(start)}
 }

@@ -24,8 +24,7 @@ const throttleChunk = 256 << 10
 // finish as reserved. Speculative transfers wait while any demanded one
 // transfers. A Throttle is safe for concurrent use.
 type Throttle struct {
-	bw      float64 // bytes per second
-	latency time.Duration
+	p *Profile // prices each read (Profile.ReadCost)
 
 	mu         sync.Mutex
 	next       time.Time // when the bucket is free for speculative transfers
@@ -35,11 +34,18 @@ type Throttle struct {
 
 // NewThrottle returns a throttle for p.
 func NewThrottle(p *Profile) *Throttle {
-	return &Throttle{bw: p.Bandwidth, latency: p.Latency}
+	return &Throttle{p: p}
+}
+
+// latency returns the fixed cost of one read of n bytes.
+func (t *Throttle) latency(n int64) time.Duration {
+	l, _ := t.p.ReadCost(n)
+	return l
 }
 
 // Wait blocks for as long as the emulated device takes to read n bytes that
-// were issued at start (the real read may already have happened in between).
+// were issued at start (the read's latency and transfer rate are the
+// profile's for that size, Profile.ReadCost) (the real read may already have happened in between).
 // While *speculative is true the read's transfer yields to demanded reads;
 // the store clears it when the read becomes demanded. Reservations run on
 // the device's virtual timeline (a read's chunks follow each other and the
@@ -47,7 +53,9 @@ func NewThrottle(p *Profile) *Throttle {
 // late wake-ups of a loaded machine do not lower the emulated bandwidth.
 // Wait returns early with ctx's error.
 func (t *Throttle) Wait(ctx context.Context, start time.Time, n int64, speculative *atomic.Bool) error {
-	ready := start.Add(t.latency) // virtual time the transfer may begin
+	lat, xfer := t.p.ReadCost(n)
+	bw := float64(max(n, 1)) / max(xfer.Seconds(), 1e-12) // this read's share of the bandwidth
+	ready := start.Add(lat)                               // virtual time the transfer may begin
 	if err := sleepUntil(ctx, ready); err != nil {
 		return err
 	}
@@ -68,7 +76,7 @@ func (t *Throttle) Wait(ctx context.Context, start time.Time, n int64, speculati
 			counted = true
 		}
 		c := min(n, throttleChunk)
-		d := time.Duration(float64(c) / t.bw * float64(time.Second))
+		d := time.Duration(float64(c) / bw * float64(time.Second))
 		t.mu.Lock()
 		if spec && t.demand > 0 {
 			// Yield the bucket to demanded reads: retry after one of

@@ -1,0 +1,69 @@
+package expert_test
+
+import (
+	"math"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/lesfarm/lesfarm/runtime/expert"
+	"github.com/lesfarm/lesfarm/runtime/tensor"
+)
+
+// TestMeasuredTableChargesReads: a profile's measured service-time table
+// sets what the store charges each read on the device clock. The naive
+// mode's faults (one 4 KiB page each, no read-ahead) and the on-demand
+// mode's expert reads (three preads of 34 KiB, unpacked file) are
+// synchronous, so the decode's device stall is their count times the
+// table's QD-1 time for their size: doubling the table doubles the stall,
+// and against the simple form (20 µs + bytes at 2 GB/s) it grows by the
+// ratio of the two prices. Routing and bytes read do not change.
+func TestMeasuredTableChargesReads(t *testing.T) {
+	path := synthModel(t, tensor.Q8_0)
+	want := greedyWith(t, path, nil)
+	const part = 128 * 256 * 34 / 32 // one Q8_0 gate/up/down of the synth model
+	table := func(scale int) string {
+		return "service_times:\n  queue_depths: [1, 4]\n  reads:\n" +
+			"    - {size: 4KiB, times: [" + ms(scale, 1) + ", " + ms(scale, 1.2) + "]}\n" +
+			"    - {size: 64KiB, times: [" + ms(scale, 1.5) + ", " + ms(scale, 2) + "]}\n"
+	}
+	// QD-1 price of a 34 KiB pread in table(1): 1 ms + 0.5 ms × (34816-4096)/61440.
+	qd1Part := 1e-3 + 0.5e-3*float64(part-4096)/float64(61440)
+	for _, tc := range []struct {
+		mode   expert.Mode
+		simple float64 // seconds per synchronous read, simple form
+		table  float64 // ... with table(1)
+	}{
+		{expert.Naive, 20e-6 + 4096/2e9, 1e-3},
+		{expert.OnDemand, 3 * (20e-6 + part/2e9), 3 * qd1Part},
+	} {
+		t.Run(tc.mode.String(), func(t *testing.T) {
+			var stall [3]float64
+			var bytes [3]int64
+			for i, extra := range []string{"", table(1), table(2)} {
+				var s *expert.Store
+				prof := testProfile(t, extra+testCompute)
+				got := greedyWith(t, path, storeSource(t, path, "", expert.Options{Mode: tc.mode, Profile: prof, DeviceTime: true}, 0.3, &s))
+				if !slices.Equal(got, want) {
+					t.Fatalf("tokens %v, want %v", got, want)
+				}
+				st := s.Stats()
+				stall[i], bytes[i] = st.DeviceStall.Seconds(), st.BytesRead
+			}
+			if bytes[0] != bytes[1] || bytes[1] != bytes[2] || stall[0] <= 0 {
+				t.Fatalf("bytes read %v, stall %v: the price of a read changed what was read", bytes, stall)
+			}
+			if r := stall[2] / stall[1]; math.Abs(r-2) > 1e-4 {
+				t.Errorf("doubling the table's times made the stall %.6f× (%v), want 2×", r, stall)
+			}
+			if r, w := stall[1]/stall[0], tc.table/tc.simple; math.Abs(r/w-1) > 1e-3 {
+				t.Errorf("table over simple form: stall %.3f×, want %.3f× (%v)", r, w, stall)
+			}
+		})
+	}
+}
+
+// ms formats scale × x milliseconds as a duration.
+func ms(scale int, x float64) string {
+	return time.Duration(float64(scale) * x * float64(time.Millisecond)).String()
+}
