@@ -74,9 +74,11 @@ func newNaive(p *Profile, path string, budget, maxExpert, fileSize int64) (*naiv
 	win := max(page, roundUp(ahead, page))
 	// The assembly buffer holds whole pages of each part.
 	scratch := roundUp(maxExpert, page) + 3*page
-	// A read-ahead larger than what the budget leaves shrinks to fit (the
-	// kernel's window cannot exceed the memory it may use either).
-	if room := (budget - scratch) / page * page; win > room {
+	// A read-ahead larger than half of what the budget leaves shrinks to
+	// it, so the window never leaves the page cache nothing to keep (the
+	// kernel's window cannot exceed the memory it may use either; with the
+	// whole budget as window every page of every expert was a fault).
+	if room := (budget - scratch) / 2 / page * page; win > room {
 		win = max(room, page)
 	}
 	limit := budget - scratch - win
