@@ -20,6 +20,7 @@ import (
 	"github.com/lesfarm/lesfarm/agent/telemetry"
 	"github.com/lesfarm/lesfarm/profile"
 	"github.com/lesfarm/lesfarm/protocol"
+	"github.com/lesfarm/lesfarm/runtime/calibrate"
 	"github.com/lesfarm/lesfarm/runtime/expert"
 )
 
@@ -53,8 +54,18 @@ type Config struct {
 	CacheMaxBytes int64
 	// BufferMaxBytes caps the on-disk telemetry buffer; 0 means 64 MiB.
 	BufferMaxBytes int64
-	// ArtifactToken is sent as a bearer token with artifact downloads.
+	// ArtifactToken is sent as a bearer token with artifact downloads,
+	// and with the calibrate suite's profile upload to ServerURL.
 	ArtifactToken string
+	// ServerURL is the coordinator's REST API (e.g. http://farm:8080),
+	// where the calibrate suite uploads the device's measured profile
+	// (calibrate.go); empty refuses that suite.
+	ServerURL string
+	// Calibration, if set, sizes the calibrate suite's measurement (test
+	// file, read grid, cell time, copy buffer; zero fields keep
+	// runtime/calibrate's defaults); the agent sets Name, Dir, Model and
+	// Progress itself.
+	Calibration *calibrate.Config
 	// Threads for the runtime's matrix products; 0 means all CPUs.
 	Threads int
 	// Direct reads experts with O_DIRECT where supported.

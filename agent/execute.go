@@ -72,6 +72,13 @@ func (a *Agent) execute(ctx context.Context, r *activeRun) {
 		}
 		defer h.Release()
 		a.setRun(r, protocol.RunStateRunning, 0.1, "")
+		if isCalibration(&asg.Spec) {
+			res.Configs, err = a.calibrate(ctx, asg, h.Path, func(line string) {
+				agg.Progress(protocol.Progress{Phase: "calibrate", Message: clipText(line)})
+				a.setRun(r, protocol.RunStateRunning, -1, line)
+			})
+			return err
+		}
 		n := len(asg.Configs)
 		cr, err := a.runner.Run(ctx, &Job{
 			Spec: &asg.Spec, Configs: asg.Configs, ModelPath: h.Path, Sink: agg, Position: agg.SetPosition,

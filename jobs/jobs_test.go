@@ -225,7 +225,7 @@ func TestExpandDeterministic(t *testing.T) {
 
 func TestBuiltins(t *testing.T) {
 	names := BuiltinNames()
-	if !reflect.DeepEqual(names, []string{"les-ladder", "les-ladder-qwen35moe", "smoke"}) {
+	if !reflect.DeepEqual(names, []string{"calibrate", "les-ladder", "les-ladder-qwen35moe", "smoke"}) {
 		t.Fatalf("builtins = %v", names)
 	}
 	for _, n := range names {
@@ -241,8 +241,12 @@ func TestBuiltins(t *testing.T) {
 	if n := len(ladder.Expand()); n != 1+6*3 {
 		t.Fatalf("les-ladder expands to %d configs, want 19", n)
 	}
-	if _, err := Builtin("nope"); err == nil || !strings.Contains(err.Error(), "have les-ladder, les-ladder-qwen35moe, smoke") {
+	if _, err := Builtin("nope"); err == nil || !strings.Contains(err.Error(), "have calibrate, les-ladder, les-ladder-qwen35moe, smoke") {
 		t.Fatalf("got %v", err)
+	}
+	cal, _ := Builtin(SuiteCalibrate)
+	if cal.SuiteName() != SuiteCalibrate || len(cal.Expand()) != 1 || cal.Devices.Emulated == nil || *cal.Devices.Emulated {
+		t.Fatalf("calibrate: suite %q, %d configs, emulated %v: want one config on real devices", cal.SuiteName(), len(cal.Expand()), cal.Devices.Emulated)
 	}
 	q35, _ := Builtin("les-ladder-qwen35moe")
 	if q35.Model.Layout != LayoutPackedCompat || len(q35.Expand()) != 1+3*2 {

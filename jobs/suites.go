@@ -11,6 +11,12 @@ import (
 //go:embed suites/*.yaml
 var suiteFS embed.FS
 
+// SuiteCalibrate is the suite whose runs measure the device instead of
+// benchmarking a mode (lesfarm profile measure on the device, its model as
+// the compute reference); the agent uploads the measured profile to the
+// coordinator, from which `lesfarm agent --profile twin:ID` emulates it.
+const SuiteCalibrate = "calibrate"
+
 // Builtin returns a fresh copy of a built-in suite's spec ("smoke",
 // "les-ladder"), parsed and validated.
 func Builtin(name string) (*Spec, error) {

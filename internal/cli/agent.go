@@ -113,6 +113,7 @@ Examples:
 				}
 				cfg.CacheDir = filepath.Join(base, "lesfarm", "agent-"+cfg.Name)
 			}
+			cfg.ServerURL = server // the calibrate suite uploads the measured profile there
 			if id, ok := twinDevice(cfg.Profile); ok {
 				c, err := client.New(server, cfg.ArtifactToken, client.WithCAFile(cfg.TLSCAFile))
 				if err != nil {
@@ -169,7 +170,7 @@ Examples:
 	f.StringVar(&cfg.NATSURL, "nats-url", "", "NATS server URL of the farm (required), e.g. nats://127.0.0.1:4222")
 	f.StringVar(&cfg.Name, "name", "", "device id, unique in the farm (required): letters, digits, '_' or '-'")
 	f.StringVar(&cfg.Profile, "profile", "", "emulate a device: storage profile name (phone-flagship, phone-mid, laptop-nvme), YAML file, or twin:DEVICE_ID (the fleet device's measured profile, from --server)")
-	f.StringVar(&server, "server", cmp.Or(os.Getenv("LESFARM_SERVER"), "http://127.0.0.1:8080"), "coordinator base URL for --profile twin:ID (env LESFARM_SERVER); --artifact-token is its bearer token")
+	f.StringVar(&server, "server", cmp.Or(os.Getenv("LESFARM_SERVER"), "http://127.0.0.1:8080"), "coordinator base URL for --profile twin:ID and the calibrate suite's profile upload (env LESFARM_SERVER); --artifact-token is its bearer token")
 	f.StringVar(&labels, "labels", "", "device labels as k=v,k=v (used by job device selectors)")
 	f.StringVar(&cfg.CacheDir, "cache-dir", "", "directory for the model cache, packed models and the telemetry buffer (default: user cache dir/lesfarm/agent-NAME)")
 	f.StringVar(&cacheMax, "cache-max", "20GiB", "size cap of the model cache (LRU eviction)")
