@@ -9,9 +9,9 @@ import (
 
 	"github.com/lesfarm/lesfarm/coordinator/store"
 	"github.com/lesfarm/lesfarm/jobs"
+	"github.com/lesfarm/lesfarm/profile"
 	"github.com/lesfarm/lesfarm/protocol"
 	"github.com/lesfarm/lesfarm/runtime/calibrate"
-	"github.com/lesfarm/lesfarm/runtime/expert"
 )
 
 // smallCalibration keeps the measurement CI-sized: a 16 MiB test file, a
@@ -55,7 +55,7 @@ func TestE2ECalibrateSuite(t *testing.T) {
 	if err != nil {
 		t.Fatalf("no profile stored for the device: %v", err)
 	}
-	p, err := expert.ParseProfile([]byte(stored.YAML))
+	p, err := profile.Parse([]byte(stored.YAML))
 	if err != nil {
 		t.Fatalf("stored profile does not parse: %v\n%s", err, stored.YAML)
 	}
