@@ -87,7 +87,9 @@ func newE2EFarmWith(t *testing.T, base coordinator.Config) *e2eFarm {
 	if dbURL == "" {
 		dbURL = testenv.MigratedPostgresURL(t)
 	}
-	ns := testenv.NATS(t)
+	if base.NATSURL == "" { // else a server of the test's own (fault tests)
+		base.NATSURL = testenv.NATS(t).ClientURL()
+	}
 	artDir := t.TempDir()
 	files, err := coordartifact.New(coordartifact.Config{Dir: artDir})
 	if err != nil {
@@ -102,12 +104,12 @@ func newE2EFarmWith(t *testing.T, base coordinator.Config) *e2eFarm {
 	if err != nil {
 		t.Fatalf("fixture model does not match the smoke suite's sha256/size: %v", err)
 	}
-	base.DatabaseURL, base.NATSURL, base.Name, base.ArtifactDir = dbURL, ns.ClientURL(), "c1", artDir
+	base.DatabaseURL, base.Name, base.ArtifactDir = dbURL, "c1", artDir
 	c := startCoordinator(t, base)
 	if _, err := c.Store().PutArtifact(context.Background(), info.SHA256, info.Size, spec.Model.Name); err != nil {
 		t.Fatal(err)
 	}
-	return &e2eFarm{c: c, url: ns.ClientURL(), spec: spec, cfg: base}
+	return &e2eFarm{c: c, url: base.NATSURL, spec: spec, cfg: base}
 }
 
 func (f *e2eFarm) waitRun(t *testing.T, id int64, state string, within time.Duration) *store.Run {
