@@ -145,6 +145,13 @@ func Measure(ctx context.Context, cfg Config) (*Result, error) {
 		return nil, fmt.Errorf("calibrate: %w", err)
 	}
 	res.Direct = direct
+	// Warm up the device (the test file's writeback may still occupy it)
+	// with one unrecorded cell of the grid's first size, so the first
+	// recorded cell is not a stall.
+	if _, err := readCell(ctx, f, cfg.FileBytes, cfg.BlockSizes[0], 1, cfg.CellTime); err != nil {
+		f.Close()
+		return nil, err
+	}
 	if !direct {
 		progress("flash: O_DIRECT is not supported here; reads go through the page cache and measure it, not the flash")
 	}

@@ -26,7 +26,8 @@ import (
 // smallest the QD-1 time is the smallest size's and the transfer scales
 // with the bytes; above the largest both scale with the bytes (the largest
 // size's rates). Measurements of a loaded device are noisy, so times are
-// made non-decreasing in the size before use. A ServiceTimes is immutable
+// made non-decreasing in the size before use, by lowering a size's time
+// to a bigger size's (a stall inflates a cell; nothing makes one fast). A ServiceTimes is immutable
 // once parsed and safe for concurrent use.
 type ServiceTimes struct {
 	Sizes       []int64           // read sizes in bytes, increasing
@@ -88,25 +89,30 @@ func NewServiceTimes(sizes []int64, depths []int, times [][]time.Duration) (*Ser
 	return s, nil
 }
 
-// prepare derives the monotone QD-1 and transfer times per size.
+// prepare derives the monotone QD-1 and transfer times per size. A cell
+// of a loaded device's grid that took longer than a bigger read is an
+// outlier (a stall of the shared disk), so each size's times are lowered
+// to the bigger sizes' where those are faster, never raised.
 func (s *ServiceTimes) prepare() {
-	s.qd1 = make([]time.Duration, len(s.Sizes))
-	s.xfer = make([]time.Duration, len(s.Sizes))
+	k := len(s.Sizes)
+	s.qd1 = make([]time.Duration, k)
+	s.xfer = make([]time.Duration, k)
 	for i, n := range s.Sizes {
 		// The QD-1 time is the first column's when it is QD 1; a table
 		// that starts deeper gives the time a read takes at its
 		// shallowest depth, an upper bound of the QD-1 time.
-		t1 := s.Times[i][0]
 		best := 0.0 // bytes per second
 		for j, q := range s.QueueDepths {
 			best = max(best, float64(q)*float64(n)/s.Times[i][j].Seconds())
 		}
-		x := secs(float64(n) / best)
-		if i > 0 {
-			t1 = max(t1, s.qd1[i-1])
-			x = max(x, s.xfer[i-1])
+		s.qd1[i], s.xfer[i] = s.Times[i][0], secs(float64(n)/best)
+	}
+	for i := k - 1; i >= 0; i-- {
+		if i < k-1 {
+			s.qd1[i] = min(s.qd1[i], s.qd1[i+1])
+			s.xfer[i] = min(s.xfer[i], s.xfer[i+1])
 		}
-		s.qd1[i], s.xfer[i] = t1, min(x, t1)
+		s.xfer[i] = min(s.xfer[i], s.qd1[i])
 	}
 }
 

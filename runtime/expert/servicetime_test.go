@@ -46,14 +46,18 @@ func TestServiceTimesReadCost(t *testing.T) {
 			t.Errorf("%s (%d B): latency %v + transfer %v, want QD-1 time %v with transfer %v", tc.what, tc.n, lat, x, tc.qd1, tc.xfer)
 		}
 	}
-	// A loaded device's noisy grid (64 KiB faster than 4 KiB) is made
-	// monotone: a bigger read never costs less.
+	// A loaded device's noisy grid (a stalled 4 KiB cell slower than
+	// 64 KiB) is made monotone by lowering the outlier: a smaller read
+	// never costs more.
 	noisy, err := NewServiceTimes([]int64{4 << 10, 64 << 10}, []int{1}, [][]time.Duration{{300 * us}, {200 * us}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if l, x := noisy.ReadCost(64 << 10); l+x != 300*us {
-		t.Errorf("noisy grid: 64 KiB costs %v, want 4 KiB's 300µs", l+x)
+	if l, x := noisy.ReadCost(4 << 10); l+x != 200*us {
+		t.Errorf("noisy grid: 4 KiB costs %v, want 64 KiB's 200µs", l+x)
+	}
+	if l, x := noisy.ReadCost(64 << 10); l+x != 200*us {
+		t.Errorf("noisy grid: 64 KiB costs %v, want its 200µs", l+x)
 	}
 }
 
