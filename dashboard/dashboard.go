@@ -50,6 +50,8 @@ var contentTypes = map[string]string{
 	".css":  "text/css; charset=utf-8",
 	".svg":  "image/svg+xml",
 	".json": "application/json",
+	".md":   "text/markdown; charset=utf-8",
+	".txt":  "text/plain; charset=utf-8",
 }
 
 // csp is the Content-Security-Policy of every response: the page loads

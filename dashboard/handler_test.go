@@ -184,6 +184,10 @@ func TestModulesResolve(t *testing.T) {
 		if path.Base(p) != "api.js" && regexp.MustCompile(`\bfetch\(|XMLHttpRequest|EventSource\(`).Match(src) {
 			t.Errorf("%s talks to the network itself; only api.js may", p)
 		}
+		if strings.HasPrefix(p, "static/vendor/") {
+			// A vendored library's licence banner names its home page.
+			src = regexp.MustCompile(`^/\*![^*]*\*+(?:[^/*][^*]*\*+)*/`).ReplaceAll(src, nil)
+		}
 		if regexp.MustCompile(`https?://(?:[a-z0-9-]+\.)+[a-z]{2,}/`).Match(bytes.ReplaceAll(src, []byte("http://www.w3.org/2000/svg"), nil)) {
 			t.Errorf("%s references an external URL; the dashboard must work offline", p)
 		}
@@ -245,24 +249,37 @@ func FuzzServe(f *testing.F) {
 	})
 }
 
-// bundleBudget is what the page may cost a browser on first load: the sum
-// of every asset as served with gzip. The page is read on slow VPNs and
-// air-gapped networks; raise it only with a reason in the commit.
-const bundleBudget = 34 << 10
+// bundleBudget is what the page's own code may cost a browser on first
+// load: the sum of its assets as served with gzip. vendorBudget is the
+// vendored chart library's, which only a run's page loads. The page is read
+// on slow VPNs and air-gapped networks; raise them only with a reason in
+// the commit (42 KiB: the run drill-down, drill.js and plot.js, and the
+// compare view, compare.js).
+const (
+	bundleBudget = 42 << 10
+	vendorBudget = 24 << 10
+)
 
 func TestBundleBudget(t *testing.T) {
 	t.Parallel()
 	Handler()
-	total, plain := 0, 0
+	var own, vendor, plain int
 	for name, a := range assets {
 		n := a.Served()
-		total += n
+		if strings.HasPrefix(name, "vendor/") {
+			vendor += n
+		} else {
+			own += n
+		}
 		plain += a.Size()
-		t.Logf("%-16s %6d bytes, %6d served", name, a.Size(), n)
+		t.Logf("%-28s %6d bytes, %6d served", name, a.Size(), n)
 	}
-	t.Logf("total %d bytes, %d served gzipped (budget %d)", plain, total, bundleBudget)
-	if total > bundleBudget {
-		t.Errorf("the dashboard costs %d gzipped bytes, over its budget of %d", total, bundleBudget)
+	t.Logf("total %d bytes; served gzipped: own %d (budget %d), vendored %d (budget %d)", plain, own, bundleBudget, vendor, vendorBudget)
+	if own > bundleBudget {
+		t.Errorf("the dashboard's own code costs %d gzipped bytes, over its budget of %d", own, bundleBudget)
+	}
+	if vendor > vendorBudget {
+		t.Errorf("the vendored libraries cost %d gzipped bytes, over their budget of %d", vendor, vendorBudget)
 	}
 }
 

@@ -25,4 +25,10 @@ cp "$p/swagger-ui-bundle.js" "$p/swagger-ui-bundle.js.LICENSE.txt" "$p/swagger-u
 cp "$p/LICENSE" "$d/LICENSE.txt"
 cp "$p/NOTICE" "$d/NOTICE.txt"
 
+fetch uplot 1.6.32 4b8a8191e425658e3ea8c8c1314b0fc679c861ee3a1af2b20c7b16ba50b5133d
+d=dashboard/static/vendor
+p=$tmp/uplot/package
+cp "$p/dist/uPlot.iife.min.js" "$p/dist/uPlot.min.css" "$d/"
+cp "$p/LICENSE" "$d/uPlot.LICENSE.txt"
+
 echo "vendor-ui: done; review 'git diff --stat' and run 'go test ./dashboard/...'"

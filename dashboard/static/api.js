@@ -68,3 +68,6 @@ export const querySeries = (p) => get('/v1/series', p);
 export const listRuns = (p) => get('/v1/runs', p);
 export const getRun = (id) => get('/v1/runs/' + encodeURIComponent(id));
 export const listDevices = (p) => get('/v1/devices', p);
+export const runTimeline = (id, cfg, p) => get('/v1/runs/' + encodeURIComponent(id) + '/configs/' + encodeURIComponent(cfg) + '/timeline', p);
+export const runLayers = (id, cfg) => get('/v1/runs/' + encodeURIComponent(id) + '/configs/' + encodeURIComponent(cfg) + '/layers');
+export const listResults = (p) => get('/v1/results', p);

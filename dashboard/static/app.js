@@ -11,6 +11,7 @@ import * as regressions from './regressions.js';
 import * as series from './series.js';
 import * as runs from './runs.js';
 import * as devices from './devices.js';
+import * as compare from './compare.js';
 
 const main = document.getElementById('view');
 let leaveHooks = [];
@@ -32,8 +33,9 @@ const routes = [
   [/^\/alerts\/(\d+)\/?$/, 'regressions', (root, q, ctx, m) => regressions.renderDetail(root, m[1], ctx)],
   [/^\/series\/?$/, 'series', (root, q, ctx) => series.render(root, q, ctx), true],
   [/^\/runs\/?$/, 'runs', (root, q, ctx) => runs.renderList(root, q, ctx), true],
-  [/^\/runs\/(\d+)\/?$/, 'runs', (root, q, ctx, m) => runs.renderDetail(root, m[1], ctx)],
+  [/^\/runs\/(\d+)\/?$/, 'runs', (root, q, ctx, m) => runs.renderDetail(root, m[1], ctx, q)],
   [/^\/devices\/?$/, 'devices', (root, q, ctx) => devices.render(root, q, ctx)],
+  [/^\/compare\/?$/, 'compare', (root, q, ctx) => compare.render(root, q, ctx)],
 ];
 
 async function route() {
@@ -96,7 +98,7 @@ async function route() {
       q.set('lineage', p);
       history.replaceState(null, '', path + '?' + q);
     }
-    for (const a of document.querySelectorAll('nav.tabs a')) if (a.dataset.nav !== 'devices') a.href = a.pathname + '?lineage=' + encodeURIComponent(p);
+    for (const a of document.querySelectorAll('nav.tabs a')) if (a.dataset.nav !== 'devices' && a.dataset.nav !== 'compare') a.href = a.pathname + '?lineage=' + encodeURIComponent(p);
   }
   for (const a of document.querySelectorAll('nav.tabs a')) a.classList.toggle('active', hit !== null && a.dataset.nav === hit[0]);
   if (!hit) {

@@ -2,6 +2,7 @@
 
 import * as api from './api.js';
 import { h, code, empty, errorBox, badge } from './dom.js';
+import { renderInside } from './drill.js';
 import { param, text } from './lineage.js';
 import { fmtAgo, fmtTime, fmtDuration, fmtMeanSD, fmtValue, fmtBytes, fmtPct, shortSHA, humanize } from './format.js';
 
@@ -140,7 +141,7 @@ function resultsTable(results) {
 }
 
 // renderDetail is /runs/{id}.
-export async function renderDetail(root, id, ctx) {
+export async function renderDetail(root, id, ctx, q = new URLSearchParams()) {
   ctx.title('Run #' + id);
   const draw = async () => {
     let r;
@@ -177,7 +178,14 @@ export async function renderDetail(root, id, ctx) {
         results.length ? h('div', { class: 'table-scroll' }, resultsTable(results)) : empty(ACTIVE.includes(r.state) ? 'No results yet: the run is ' + humanize(r.state) + '.' : 'This run recorded no results.'),
         h('p', { class: 'muted small' }, 'Values are means over the measured repetitions ± their standard deviation; CV is stddev / mean of decode throughput. ',
           'Raw JSON: ', h('a', { href: '/v1/runs/' + r.id, target: '_blank', rel: 'noopener' }, '/v1/runs/' + r.id))));
-    return !ACTIVE.includes(r.state);
+    if (ACTIVE.includes(r.state)) return false;
+    // Finished: the inside of the run, drawn once (it does not change).
+    const inside = renderInside(r, q, ctx);
+    if (inside) {
+      root.append(inside);
+      await inside.ready;
+    }
+    return true;
   };
   const done = await draw();
   if (!done) ctx.every(5000, draw);
