@@ -828,14 +828,41 @@ type lesfarmBuild struct {
 	path string
 	done chan struct{}
 	err  error
+	took time.Duration
 }
 
 func (b *lesfarmBuild) wait() error { <-b.done; return b.err }
 
-// buildLesfarm builds ./cmd/lesfarm of this module in the background (the
-// Go build cache makes it quick after the first time).
+// sharedBuild is the one lesfarm binary of this test process: the
+// process-level tests (agent kill, agent restart, serve kill) share it
+// instead of linking it once each (tens of seconds on a loaded machine).
+// TestMain removes its directory.
+var sharedBuild struct {
+	sync.Mutex
+	b   *lesfarmBuild
+	dir string
+}
+
+// removeSharedBuild deletes the shared binary, after every test ran.
+func removeSharedBuild() {
+	sharedBuild.Lock()
+	defer sharedBuild.Unlock()
+	if sharedBuild.b != nil {
+		<-sharedBuild.b.done
+		os.RemoveAll(sharedBuild.dir)
+	}
+}
+
+// buildLesfarm returns the build of ./cmd/lesfarm of this module, started
+// in the background by the first caller (the Go build cache makes it quick
+// after the first time).
 func buildLesfarm(t *testing.T, goBin string) *lesfarmBuild {
 	t.Helper()
+	sharedBuild.Lock()
+	defer sharedBuild.Unlock()
+	if b := sharedBuild.b; b != nil {
+		return b
+	}
 	wd, err := os.Getwd()
 	if err != nil {
 		t.Fatal(err)
@@ -851,8 +878,12 @@ func buildLesfarm(t *testing.T, goBin string) *lesfarmBuild {
 		}
 		root = parent
 	}
-	b := &lesfarmBuild{path: filepath.Join(t.TempDir(), "lesfarm"), done: make(chan struct{})}
-	t.Cleanup(func() { <-b.done }) // before the temp dir goes
+	dir, err := os.MkdirTemp("", "lesfarm-agent-e2e-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &lesfarmBuild{path: filepath.Join(dir, "lesfarm"), done: make(chan struct{})}
+	sharedBuild.b, sharedBuild.dir = b, dir
 	go func() {
 		defer close(b.done)
 		start := time.Now()
@@ -863,7 +894,7 @@ func buildLesfarm(t *testing.T, goBin string) *lesfarmBuild {
 			b.err = fmt.Errorf("go build ./cmd/lesfarm in %s: %v\n%s", root, err, out)
 			return
 		}
-		t.Logf("built %s in %v", b.path, time.Since(start).Round(10*time.Millisecond))
+		b.took = time.Since(start)
 	}()
 	return b
 }

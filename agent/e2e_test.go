@@ -15,7 +15,11 @@ import (
 	"github.com/lesfarm/lesfarm/jobs"
 )
 
-func TestMain(m *testing.M) { os.Exit(testenv.Run(m)) }
+func TestMain(m *testing.M) {
+	code := testenv.Run(m)
+	removeSharedBuild()
+	os.Exit(code)
+}
 
 // crash simulates the agent process dying: the connection drops at once,
 // the current run stops without a report and nothing more is sent.
