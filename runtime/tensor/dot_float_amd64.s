@@ -26,12 +26,56 @@
 
 TEXT ·f32Rows1(SB), NOSPLIT, $0-64
 	MOVQ w+0(FP), R11
-	MOVQ xstride+40(FP), R9
-	LEAQ (R9)(R9*2), R10
+	MOVQ rowBytes+8(FP), R15
+	LEAQ (R15)(R15*2), BX
 	MOVQ dst+48(FP), R12
-	MOVQ dstride+56(FP), R13
-	SHLQ $2, R13
 	MOVQ rows+16(FP), R14
+	// four rows at a time: four independent accumulator chains (each row's
+	// own order is unchanged), so decode is not bound by VADDPS latency
+f32r1quad:
+	CMPQ R14, $4
+	JLT f32r1rest
+	MOVQ R11, SI
+	MOVQ x+32(FP), DI
+	MOVQ groups+24(FP), CX
+	VXORPS Y8, Y8, Y8
+	VXORPS Y9, Y9, Y9
+	VXORPS Y10, Y10, Y10
+	VXORPS Y11, Y11, Y11
+	TESTQ CX, CX
+	JEQ f32r1qfold
+f32r1qloop:
+	VMOVUPS (DI), Y4
+	VMOVUPS (SI), Y0
+	VMOVUPS (SI)(R15*1), Y1
+	VMOVUPS (SI)(R15*2), Y2
+	VMOVUPS (SI)(BX*1), Y3
+	VMULPS Y4, Y0, Y0
+	VMULPS Y4, Y1, Y1
+	VMULPS Y4, Y2, Y2
+	VMULPS Y4, Y3, Y3
+	VADDPS Y0, Y8, Y8
+	VADDPS Y1, Y9, Y9
+	VADDPS Y2, Y10, Y10
+	VADDPS Y3, Y11, Y11
+	ADDQ $32, SI
+	ADDQ $32, DI
+	DECQ CX
+	JNZ f32r1qloop
+f32r1qfold:
+	FOLD8(Y8, X8, X0)
+	VMOVSS X8, (R12)
+	FOLD8(Y9, X9, X0)
+	VMOVSS X9, 4(R12)
+	FOLD8(Y10, X10, X0)
+	VMOVSS X10, 8(R12)
+	FOLD8(Y11, X11, X0)
+	VMOVSS X11, 12(R12)
+	ADDQ $16, R12
+	LEAQ (R11)(R15*4), R11
+	SUBQ $4, R14
+	JMP f32r1quad
+f32r1rest:
 	TESTQ R14, R14
 	JEQ f32r1done
 f32r1row:
@@ -68,7 +112,52 @@ TEXT ·f32Rows2(SB), NOSPLIT, $0-64
 	MOVQ dst+48(FP), R12
 	MOVQ dstride+56(FP), R13
 	SHLQ $2, R13
+	MOVQ rowBytes+8(FP), R15
 	MOVQ rows+16(FP), R14
+	// two rows at a time: four independent accumulator chains
+f32r2pair:
+	CMPQ R14, $2
+	JLT f32r2rest
+	MOVQ R11, SI
+	MOVQ x+32(FP), DI
+	MOVQ groups+24(FP), CX
+	VXORPS Y8, Y8, Y8
+	VXORPS Y9, Y9, Y9
+	VXORPS Y10, Y10, Y10
+	VXORPS Y11, Y11, Y11
+	TESTQ CX, CX
+	JEQ f32r2pfold
+f32r2ploop:
+	VMOVUPS (DI), Y4
+	VMOVUPS (DI)(R9*1), Y5
+	VMOVUPS (SI), Y0
+	VMOVUPS (SI)(R15*1), Y1
+	VMULPS Y4, Y0, Y2
+	VMULPS Y5, Y0, Y3
+	VMULPS Y4, Y1, Y6
+	VMULPS Y5, Y1, Y7
+	VADDPS Y2, Y8, Y8
+	VADDPS Y3, Y9, Y9
+	VADDPS Y6, Y10, Y10
+	VADDPS Y7, Y11, Y11
+	ADDQ $32, SI
+	ADDQ $32, DI
+	DECQ CX
+	JNZ f32r2ploop
+f32r2pfold:
+	FOLD8(Y8, X8, X0)
+	VMOVSS X8, (R12)
+	FOLD8(Y9, X9, X0)
+	VMOVSS X9, (R12)(R13*1)
+	FOLD8(Y10, X10, X0)
+	VMOVSS X10, 4(R12)
+	FOLD8(Y11, X11, X0)
+	VMOVSS X11, 4(R12)(R13*1)
+	ADDQ $8, R12
+	LEAQ (R11)(R15*2), R11
+	SUBQ $2, R14
+	JMP f32r2pair
+f32r2rest:
 	TESTQ R14, R14
 	JEQ f32r2done
 f32r2row:
@@ -210,12 +299,56 @@ f32r4done:
 
 TEXT ·f16Rows1(SB), NOSPLIT, $0-64
 	MOVQ w+0(FP), R11
-	MOVQ xstride+40(FP), R9
-	LEAQ (R9)(R9*2), R10
+	MOVQ rowBytes+8(FP), R15
+	LEAQ (R15)(R15*2), BX
 	MOVQ dst+48(FP), R12
-	MOVQ dstride+56(FP), R13
-	SHLQ $2, R13
 	MOVQ rows+16(FP), R14
+	// four rows at a time: four independent accumulator chains (each row's
+	// own order is unchanged), so decode is not bound by VADDPS latency
+f16r1quad:
+	CMPQ R14, $4
+	JLT f16r1rest
+	MOVQ R11, SI
+	MOVQ x+32(FP), DI
+	MOVQ groups+24(FP), CX
+	VXORPS Y8, Y8, Y8
+	VXORPS Y9, Y9, Y9
+	VXORPS Y10, Y10, Y10
+	VXORPS Y11, Y11, Y11
+	TESTQ CX, CX
+	JEQ f16r1qfold
+f16r1qloop:
+	VMOVUPS (DI), Y4
+	VCVTPH2PS (SI), Y0
+	VCVTPH2PS (SI)(R15*1), Y1
+	VCVTPH2PS (SI)(R15*2), Y2
+	VCVTPH2PS (SI)(BX*1), Y3
+	VMULPS Y4, Y0, Y0
+	VMULPS Y4, Y1, Y1
+	VMULPS Y4, Y2, Y2
+	VMULPS Y4, Y3, Y3
+	VADDPS Y0, Y8, Y8
+	VADDPS Y1, Y9, Y9
+	VADDPS Y2, Y10, Y10
+	VADDPS Y3, Y11, Y11
+	ADDQ $16, SI
+	ADDQ $32, DI
+	DECQ CX
+	JNZ f16r1qloop
+f16r1qfold:
+	FOLD8(Y8, X8, X0)
+	VMOVSS X8, (R12)
+	FOLD8(Y9, X9, X0)
+	VMOVSS X9, 4(R12)
+	FOLD8(Y10, X10, X0)
+	VMOVSS X10, 8(R12)
+	FOLD8(Y11, X11, X0)
+	VMOVSS X11, 12(R12)
+	ADDQ $16, R12
+	LEAQ (R11)(R15*4), R11
+	SUBQ $4, R14
+	JMP f16r1quad
+f16r1rest:
 	TESTQ R14, R14
 	JEQ f16r1done
 f16r1row:
@@ -252,7 +385,52 @@ TEXT ·f16Rows2(SB), NOSPLIT, $0-64
 	MOVQ dst+48(FP), R12
 	MOVQ dstride+56(FP), R13
 	SHLQ $2, R13
+	MOVQ rowBytes+8(FP), R15
 	MOVQ rows+16(FP), R14
+	// two rows at a time: four independent accumulator chains
+f16r2pair:
+	CMPQ R14, $2
+	JLT f16r2rest
+	MOVQ R11, SI
+	MOVQ x+32(FP), DI
+	MOVQ groups+24(FP), CX
+	VXORPS Y8, Y8, Y8
+	VXORPS Y9, Y9, Y9
+	VXORPS Y10, Y10, Y10
+	VXORPS Y11, Y11, Y11
+	TESTQ CX, CX
+	JEQ f16r2pfold
+f16r2ploop:
+	VMOVUPS (DI), Y4
+	VMOVUPS (DI)(R9*1), Y5
+	VCVTPH2PS (SI), Y0
+	VCVTPH2PS (SI)(R15*1), Y1
+	VMULPS Y4, Y0, Y2
+	VMULPS Y5, Y0, Y3
+	VMULPS Y4, Y1, Y6
+	VMULPS Y5, Y1, Y7
+	VADDPS Y2, Y8, Y8
+	VADDPS Y3, Y9, Y9
+	VADDPS Y6, Y10, Y10
+	VADDPS Y7, Y11, Y11
+	ADDQ $16, SI
+	ADDQ $32, DI
+	DECQ CX
+	JNZ f16r2ploop
+f16r2pfold:
+	FOLD8(Y8, X8, X0)
+	VMOVSS X8, (R12)
+	FOLD8(Y9, X9, X0)
+	VMOVSS X9, (R12)(R13*1)
+	FOLD8(Y10, X10, X0)
+	VMOVSS X10, 4(R12)
+	FOLD8(Y11, X11, X0)
+	VMOVSS X11, 4(R12)(R13*1)
+	ADDQ $8, R12
+	LEAQ (R11)(R15*2), R11
+	SUBQ $2, R14
+	JMP f16r2pair
+f16r2rest:
 	TESTQ R14, R14
 	JEQ f16r2done
 f16r2row:
