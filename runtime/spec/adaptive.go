@@ -1,6 +1,9 @@
 package spec
 
-import "time"
+import (
+	"math"
+	"time"
+)
 
 // controller chooses the draft length of each round. With a fixed K it
 // always asks for K. Adaptive, it keeps a decayed estimate of the
@@ -13,10 +16,23 @@ import "time"
 //	rate(k) = (1 + α + … + α^k) / (verify(k+1) + k·draft)
 //
 // where rate(0) is plain decoding, and costs are the smallest of the last 8
-// measurements (see estimate). When k = 0 wins, speculation is off; it
-// probes the best k > 0 once after 8 plain rounds, then after 16, 32 and
-// at most 64 while it keeps losing, so a drafter that does not pay costs a
-// bounded share of the rounds.
+// measurements (see estimate). The on/off decision is made with care,
+// because a wrong "on" costs more than the speculation could gain:
+//   - hysteresis: speculation turns on only when the best k beats plain by
+//     onMargin with a lower confidence bound of α (one standard deviation
+//     of the decayed acceptance counts), and stays on while it beats plain
+//     with the estimate itself;
+//   - when off, it probes with one draft token (the cheapest round that
+//     measures acceptance) after 8 plain rounds; the gap to the next probe
+//     doubles (up to maxProbeGap) while the estimate says drafting loses
+//     and halves (down to 2) while only the confidence bound keeps it off,
+//     so a drafter that does not pay costs a bounded share of the rounds
+//     (about 1/maxProbeGap once settled) and one that pays is found within
+//     a few probes.
+//
+// A Decoder keeps its adaptive controller across Runs of the same K: the
+// costs and the acceptance it learned carry over, so short generations do
+// not each pay the measuring rounds again.
 type controller struct {
 	k        int // K: the fixed length, or the adaptive maximum
 	adaptive bool
@@ -27,7 +43,16 @@ type controller struct {
 	plain      int        // plain rounds since the last probe
 	probeGap   int
 	rounds     int
+	on         bool // the last choice drafted (hysteresis)
 }
+
+// onMargin is how much the best draft length must beat plain decoding (in
+// expected tokens per second, with the lower bound of α) to turn
+// speculation on; maxProbeGap bounds the plain rounds between probes.
+const (
+	onMargin    = 0.05
+	maxProbeGap = 128
+)
 
 // calibrate is how often (in rounds) a drafting controller decodes one
 // round plainly to re-measure the plain pass.
@@ -65,6 +90,13 @@ func newController(k int, adaptive bool) *controller {
 
 func (c *controller) alpha() float64 { return (c.succ + 1) / (c.succ + c.fail + 2) }
 
+// alphaLow is alpha minus one standard deviation of its estimate (the
+// decayed counts as trials), at least 0.
+func (c *controller) alphaLow() float64 {
+	a := c.alpha()
+	return max(0, a-math.Sqrt(a*(1-a)/(c.succ+c.fail+2)))
+}
+
 // verifyCost estimates a target pass over n positions: measured, or
 // interpolated from 1 position and the widest measured pass, or (nothing
 // measured) n times a 1-position pass.
@@ -85,8 +117,10 @@ func (c *controller) verifyCost(n int) float64 {
 }
 
 // rate is the expected tokens per second of a round of k drafts.
-func (c *controller) rate(k int) float64 {
-	a := c.alpha()
+func (c *controller) rate(k int) float64 { return c.rateAt(k, c.alpha()) }
+
+// rateAt is rate with acceptance probability a.
+func (c *controller) rateAt(k int, a float64) float64 {
 	exp, p := 0.0, 1.0
 	for i := 0; i <= k; i++ {
 		exp += p
@@ -118,27 +152,34 @@ func (c *controller) next() int {
 	if c.plain == 0 && c.rounds%calibrate == 0 {
 		return 0
 	}
-	best, bestRate := 0, c.rate(0)
+	plainRate := c.rate(0)
 	bestSpec, bestSpecRate := 1, 0.0
 	for k := 1; k <= c.k; k++ {
 		if r := c.rate(k); r > bestSpecRate {
 			bestSpec, bestSpecRate = k, r
 		}
 	}
-	if bestSpecRate > bestRate {
-		best = bestSpec
+	// Turn on with the lower bound of α and a margin; stay on while the
+	// estimate beats plain.
+	if (c.on && bestSpecRate > plainRate) || c.rateAt(bestSpec, c.alphaLow()) > plainRate*(1+onMargin) {
+		c.on = true
+		c.plain, c.probeGap = 0, 8
+		return bestSpec
 	}
-	if best == 0 {
-		c.plain++
-		if c.plain >= c.probeGap {
-			c.plain = 0
-			c.probeGap = min(2*c.probeGap, 64)
-			return bestSpec
+	c.on = false
+	c.plain++
+	if c.plain >= c.probeGap {
+		// Probe sooner while the estimate itself says drafting would pay
+		// (only the confidence bound keeps it off), later while it loses.
+		c.plain = 0
+		if bestSpecRate > plainRate {
+			c.probeGap = max(2, c.probeGap/2)
+		} else {
+			c.probeGap = min(2*c.probeGap, maxProbeGap)
 		}
-		return 0
+		return 1
 	}
-	c.plain, c.probeGap = 0, 8
-	return best
+	return 0
 }
 
 // observe records a round: drafted tokens asked for and proposed, accepted,

@@ -207,6 +207,9 @@ type Decoder struct {
 	p      []float64
 	qs     [][]float64
 	mtp    *mtpDrafter // set by NewMTP (tests reach its override)
+	// ctl is the adaptive controller of the last adaptive Run, kept so
+	// that the next Run with the same K starts from what it measured.
+	ctl *controller
 }
 
 // New checks that draft can draft for target (CheckVocab) and returns
@@ -334,6 +337,12 @@ func (dec *Decoder) Run(ctx context.Context, p Params) (*Result, error) {
 	res.Spec = Stats{K: k, Histogram: make([]int, k+1), Drafter: dec.drafter.Name(), Adaptive: p.Adaptive}
 	st := &res.Spec
 	ctl := newController(k, p.Adaptive)
+	if p.Adaptive {
+		if dec.ctl != nil && dec.ctl.k == k {
+			ctl = dec.ctl
+		}
+		dec.ctl = ctl
+	}
 	// seq is prompt + generated; the target caches seq[:len(seq)-1].
 	seq := make([]int, n, n+p.MaxTokens)
 	copy(seq, p.PromptIDs)
