@@ -61,6 +61,13 @@ func f16Rows3(w *byte, rowBytes, rows, groups int, x *float32, xstride int, dst 
 //go:noescape
 func f16Rows4(w *byte, rowBytes, rows, groups int, x *float32, xstride int, dst *float32, dstride int)
 
+// f16RoundAVX sets dst[i] = float32(half(src[i])) for groups·8 values
+// (F16C, round to nearest even) and reports whether any src value was NaN
+// (dot_float_amd64.s).
+//
+//go:noescape
+func f16RoundAVX(dst, src *float32, groups int) bool
+
 //go:noescape
 func bf16Lanes8(w *byte, x *float32, groups int, out *[8]float32)
 
@@ -138,6 +145,7 @@ func asmKernels() map[Type]*kernel {
 	// These replace the archsimd ones in GOEXPERIMENT=simd builds too: they
 	// are as fast (Q4_K) or faster (Q6_K 2.2×, Q8_0) and work in every build.
 	permuteQ8K = true
+	roundF16 = roundF16AVX
 	m[Q4_K] = &kernel{act: actQ8K, impl: "avx2-asm", exact: true, q8k: dotQ4KQ8KLanesAsm, q8kN: dotQ4KQ8KRowsAsm}
 	m[Q6_K] = &kernel{act: actQ8K, impl: "avx2-asm", exact: true, q8k: dotQ6KQ8KLanesAsm, q8kN: dotQ6KQ8KRowsAsm}
 	m[Q8_0] = &kernel{act: actQ8_0, impl: "avx2-asm", exact: true, q80: dotQ8_0Q8_0RowAsm, q80N: dotQ8_0Q8_0RowsAsm, single: true}
@@ -334,6 +342,19 @@ func dotQ8_0Q8_0RowsAsm(w []byte, rows int, y []blockQ8_0, yd []float32, nv int,
 	_ = yd[nv*nb-1]
 	_ = dst[(nv-1)*stride+rows-1]
 	q8_0RowsAVX2(&w[0], 34*nb, rows, &y[0], &yd[0], nb, nv, nb*int(unsafe.Sizeof(y[0])), &dst[0], stride)
+}
+
+// roundF16AVX is the F16C form of the activation rounding to F16: identical
+// to F16ToF32(F32ToF16(x)) (NaN inputs take the scalar path, which
+// canonicalises them).
+func roundF16AVX(dst, src []float32) {
+	g := len(src) / 8
+	if g > 0 && f16RoundAVX(&dst[0], &src[0], g) {
+		g = 0
+	}
+	for i := 8 * g; i < len(src); i++ {
+		dst[i] = f16Table[F32ToF16(src[i])]
+	}
 }
 
 // rowKernels returns the kernel set without batched forms, and with the

@@ -569,3 +569,32 @@ f16r4fold:
 f16r4done:
 	VZEROUPPER
 	RET
+
+// func f16RoundAVX(dst, src *float32, groups int) bool
+// dst[i] = float32(half(src[i])) for groups·8 values: VCVTPS2PH with
+// round-to-nearest-even (F32ToF16's rounding, subnormals and overflow to
+// Inf included), then VCVTPH2PS. Returns true if any value was NaN (whose
+// payload F16C keeps but F32ToF16 canonicalises: the caller redoes those).
+TEXT ·f16RoundAVX(SB), NOSPLIT, $0-25
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ groups+16(FP), CX
+	VXORPS Y7, Y7, Y7
+	TESTQ CX, CX
+	JEQ f16rnddone
+f16rndloop:
+	VMOVUPS (SI), Y0
+	VCMPPS $3, Y0, Y0, Y1
+	VORPS Y1, Y7, Y7
+	VCVTPS2PH $0, Y0, X2
+	VCVTPH2PS X2, Y2
+	VMOVUPS Y2, (DI)
+	ADDQ $32, SI
+	ADDQ $32, DI
+	DECQ CX
+	JNZ f16rndloop
+f16rnddone:
+	VPTEST Y7, Y7
+	SETNE ret+24(FP)
+	VZEROUPPER
+	RET

@@ -249,15 +249,22 @@ func matMulMulti(ks map[Type]*kernel, p *Pool, dsts [][]float32, ms []Matrix, x 
 	return nil
 }
 
+// roundF16 sets dst[i] = F16ToF32(F32ToF16(src[i])) (x rounded to F16, as
+// ggml converts the activation of an F16 product); amd64 replaces it with
+// an F16C form.
+var roundF16 = func(dst, src []float32) {
+	for i, v := range src {
+		dst[i] = f16Table[F32ToF16(v)]
+	}
+}
+
 // quantizeActivations converts the n×cols activations x to the vec_dot_type
 // act into sc.
 func quantizeActivations(act actKind, sc *scratch, x []float32, n, cols int) {
 	switch act {
 	case actF16:
 		sc.f16 = grow(sc.f16, len(x))
-		for i, v := range x {
-			sc.f16[i] = f16Table[F32ToF16(v)]
-		}
+		roundF16(sc.f16, x)
 	case actBF16:
 		sc.bf16 = grow(sc.bf16, len(x))
 		for i, v := range x {
