@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/lesfarm/lesfarm/runtime/units"
 )
 
 // ByteSize is a size in bytes. In YAML and JSON it is an integer or a string
@@ -18,65 +20,15 @@ import (
 // "K", "M", "G", "T" alone mean the IEC units. It marshals as an integer.
 type ByteSize int64
 
-var byteUnits = []struct {
-	suffix string
-	mult   int64
-}{
-	{"kib", 1 << 10}, {"mib", 1 << 20}, {"gib", 1 << 30}, {"tib", 1 << 40},
-	{"kb", 1e3}, {"mb", 1e6}, {"gb", 1e9}, {"tb", 1e12},
-	{"k", 1 << 10}, {"m", 1 << 20}, {"g", 1 << 30}, {"t", 1 << 40},
-	{"b", 1},
-}
-
-// ParseByteSize parses a size such as "512MiB", "1.5GB" or "4096".
+// ParseByteSize parses a size such as "512MiB", "1.5GB" or "4096" (the
+// rules of units.ParseSize).
 func ParseByteSize(s string) (ByteSize, error) {
-	t := strings.ToLower(strings.TrimSpace(s))
-	if t == "" {
-		return 0, errors.New("empty size")
-	}
-	mult := int64(1)
-	for _, u := range byteUnits {
-		if strings.HasSuffix(t, u.suffix) {
-			mult = u.mult
-			t = strings.TrimSpace(strings.TrimSuffix(t, u.suffix))
-			break
-		}
-	}
-	if n, err := strconv.ParseInt(t, 10, 64); err == nil {
-		if n < 0 {
-			return 0, fmt.Errorf("negative size %q", s)
-		}
-		if mult > 1 && n > math.MaxInt64/mult {
-			return 0, fmt.Errorf("size %q overflows", s)
-		}
-		return ByteSize(n * mult), nil
-	}
-	f, err := strconv.ParseFloat(t, 64)
-	if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
-		return 0, fmt.Errorf("invalid size %q (want bytes or a number with a unit such as 512MiB or 2GB)", s)
-	}
-	if f < 0 {
-		return 0, fmt.Errorf("negative size %q", s)
-	}
-	v := f * float64(mult)
-	if v >= math.MaxInt64 {
-		return 0, fmt.Errorf("size %q overflows", s)
-	}
-	return ByteSize(math.Round(v)), nil
+	n, err := units.ParseSize(s)
+	return ByteSize(n), err
 }
 
 // String formats the size with the largest IEC unit that divides it exactly.
-func (b ByteSize) String() string {
-	for _, u := range []struct {
-		s string
-		m int64
-	}{{"TiB", 1 << 40}, {"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}} {
-		if b != 0 && int64(b)%u.m == 0 {
-			return strconv.FormatInt(int64(b)/u.m, 10) + u.s
-		}
-	}
-	return strconv.FormatInt(int64(b), 10)
-}
+func (b ByteSize) String() string { return units.FormatSize(int64(b)) }
 
 // UnmarshalJSON implements json.Unmarshaler.
 func (b *ByteSize) UnmarshalJSON(data []byte) error {
@@ -119,70 +71,35 @@ func byteSizeFrom(v any) (ByteSize, error) {
 }
 
 // Budget is an expert cache budget: either an absolute number of bytes or a
-// fraction of the model's total expert bytes. The zero Budget means "not
-// set" (the resident mode needs none).
+// fraction of the model's total expert bytes (units.Budget, the one
+// definition). The zero Budget means "not set" (the resident mode needs
+// none).
 //
 // In YAML and JSON it is a string or a number: "25%" and 0.25 are a
 // fraction; "512MiB", "2GB" and integers greater than 1 are bytes; 1 and
 // "100%" mean all experts.
-type Budget struct {
-	Bytes    int64   // absolute budget; 0 when Fraction is used
-	Fraction float64 // fraction of the expert bytes in (0, 1]; 0 when Bytes is used
-}
+type Budget units.Budget
 
 // IsZero reports whether the budget is unset.
-func (b Budget) IsZero() bool { return b.Bytes == 0 && b.Fraction == 0 }
+func (b Budget) IsZero() bool { return units.Budget(b).IsZero() }
 
 // String formats the budget as it is written in a spec: "25%" or "512MiB".
-func (b Budget) String() string {
-	switch {
-	case b.Fraction != 0:
-		return strconv.FormatFloat(b.Fraction*100, 'f', -1, 64) + "%"
-	case b.Bytes != 0:
-		return ByteSize(b.Bytes).String()
-	}
-	return ""
-}
+func (b Budget) String() string { return units.Budget(b).String() }
 
 // Resolve returns the budget in bytes for a model whose experts take
 // expertBytes in total.
-func (b Budget) Resolve(expertBytes int64) int64 {
-	if b.Fraction != 0 {
-		return int64(math.Round(b.Fraction * float64(expertBytes)))
-	}
-	return b.Bytes
-}
+func (b Budget) Resolve(expertBytes int64) int64 { return units.Budget(b).Resolve(expertBytes) }
 
-// ParseBudget parses "25%", "0.25", "512MiB" or "1073741824".
+// ParseBudget parses "25%", "0.25", "512MiB" or "1073741824" (the rules of
+// units.ParseBudget).
 func ParseBudget(s string) (Budget, error) {
-	t := strings.TrimSpace(s)
-	if strings.HasSuffix(t, "%") {
-		f, err := strconv.ParseFloat(strings.TrimSpace(strings.TrimSuffix(t, "%")), 64)
-		if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
-			return Budget{}, fmt.Errorf("invalid budget %q (want e.g. 25%% or 512MiB)", s)
-		}
-		return Budget{Fraction: f / 100}, nil
-	}
-	if f, err := strconv.ParseFloat(t, 64); err == nil {
-		return budgetFromNumber(f)
-	}
-	n, err := ParseByteSize(t)
-	if err != nil {
-		return Budget{}, fmt.Errorf("invalid budget %q (want e.g. 25%% or 512MiB)", s)
-	}
-	return Budget{Bytes: int64(n)}, nil
+	b, err := units.ParseBudget(s)
+	return Budget(b), err
 }
 
 func budgetFromNumber(f float64) (Budget, error) {
-	switch {
-	case math.IsNaN(f) || math.IsInf(f, 0):
-		return Budget{}, fmt.Errorf("invalid budget %v", f)
-	case f <= 1:
-		return Budget{Fraction: f}, nil
-	case f != math.Trunc(f) || f >= math.MaxInt64:
-		return Budget{}, fmt.Errorf("invalid budget %v (a number above 1 is a whole number of bytes)", f)
-	}
-	return Budget{Bytes: int64(f)}, nil
+	b, err := units.BudgetOf(f)
+	return Budget(b), err
 }
 
 // MarshalJSON implements json.Marshaler: the budget is a string.

@@ -20,6 +20,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/lesfarm/lesfarm/runtime/expert"
+	"github.com/lesfarm/lesfarm/runtime/units"
 )
 
 //go:embed builtin/*.yaml
@@ -100,7 +101,7 @@ func Parse(data []byte) (*expert.Profile, error) {
 		return nil, fmt.Errorf("profile %s: max_in_flight %d must be between 1 and 1024", p.Name, p.MaxInFlight)
 	}
 	if y.RAMBudget != "" {
-		n, err := expert.ParseSize(y.RAMBudget)
+		n, err := units.ParseSize(y.RAMBudget)
 		if err != nil || n <= 0 {
 			return nil, fmt.Errorf("profile %s: ram_budget %q is not a positive size (e.g. 8GiB)", p.Name, y.RAMBudget)
 		}
@@ -143,14 +144,14 @@ func parseDeviceExtras(p *expert.Profile, y *profileYAML) error {
 	}
 	p.PageSize = expert.DefaultPageSize
 	if y.PageSize != "" {
-		n, err := expert.ParseSize(y.PageSize)
+		n, err := units.ParseSize(y.PageSize)
 		if err != nil || n < 4096 || n > maxPageSize || n&(n-1) != 0 {
 			return fmt.Errorf("profile %s: page_size %q must be a power of two from 4KiB to 2MiB (4KiB on Android, 16KiB on iOS)", p.Name, y.PageSize)
 		}
 		p.PageSize = n
 	}
 	if y.ReadAhead != "" {
-		n, err := expert.ParseSize(y.ReadAhead)
+		n, err := units.ParseSize(y.ReadAhead)
 		if err != nil || n > maxReadAhead {
 			return fmt.Errorf("profile %s: read_ahead %q must be a size from 0 to 64MiB (e.g. 128KiB)", p.Name, y.ReadAhead)
 		}

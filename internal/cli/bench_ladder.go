@@ -17,6 +17,7 @@ import (
 	"github.com/lesfarm/lesfarm/runtime/gguf"
 	"github.com/lesfarm/lesfarm/runtime/quant"
 	"github.com/lesfarm/lesfarm/runtime/tokenizer"
+	"github.com/lesfarm/lesfarm/runtime/units"
 )
 
 // ladderFlags are the bench flags of the LES ladder (bench --ladder).
@@ -170,11 +171,11 @@ func runLadder(env *Env, lf *ladderFlags, cfg bench.Config, format string) error
 	if lf.budget == "" {
 		return usagef("--ladder needs --expert-budget: bytes (e.g. 512MiB) or a fraction of the expert bytes (e.g. 0.2)")
 	}
-	b, frac, perr := bench.ParseBudget(lf.budget)
+	b, perr := units.ParseBudget(lf.budget)
 	if perr != nil {
 		return usagef("--expert-budget: %v", perr)
 	}
-	lc.BudgetBytes, lc.BudgetFraction = b, frac
+	lc.BudgetBytes, lc.BudgetFraction = b.Bytes, b.Fraction
 	if _, err := expert.NewPolicy(lf.policy); err != nil {
 		return usagef("--cache-policy: %v", err)
 	}

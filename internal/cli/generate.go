@@ -15,15 +15,14 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/lesfarm/lesfarm/profile"
-	"github.com/lesfarm/lesfarm/runtime/bench"
 	"github.com/lesfarm/lesfarm/runtime/expert"
 	"github.com/lesfarm/lesfarm/runtime/generate"
-	"github.com/lesfarm/lesfarm/runtime/gguf"
+	"github.com/lesfarm/lesfarm/runtime/les"
 	"github.com/lesfarm/lesfarm/runtime/model"
-	"github.com/lesfarm/lesfarm/runtime/moe"
 	"github.com/lesfarm/lesfarm/runtime/sample"
 	"github.com/lesfarm/lesfarm/runtime/spec"
 	"github.com/lesfarm/lesfarm/runtime/tokenizer"
+	"github.com/lesfarm/lesfarm/runtime/units"
 )
 
 func init() { register("generate", newGenerateCmd) }
@@ -89,7 +88,7 @@ func newGenerateCmd(env *Env) *cobra.Command {
 		draftK                    string
 		temperature, topP         float64
 		seed                      uint64
-		les                       lesGenFlags
+		lesf                      lesGenFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "generate --model PATH --prompt TEXT [--max-tokens N]",
@@ -169,18 +168,16 @@ accepted_histogram (rounds by accepted drafts 0..k), draft_ms, target_ms.`,
 					draftN = k
 				}
 			}
-			ls, err := les.resolve(cmd.Flags())
+			ls, err := lesf.resolve(cmd.Flags())
 			if err != nil {
 				return err
 			}
-			m, tok, err := openModelWith(modelPath, threads, ls.factory(modelPath))
+			ses, tok, err := openSession(modelPath, threads, ls.config())
 			if err != nil {
-				return ls.loadError(err)
+				return ls.loadError(err, modelPath)
 			}
-			defer m.Close()
-			if ls != nil && !m.IsMoE() {
-				return usagef("--mode %s streams experts, but %s is a dense model: use --mode resident", ls.opts.Mode, modelPath)
-			}
+			defer ses.Close()
+			m := ses.Model
 			var drafter spec.Drafter
 			switch draftPath {
 			case "":
@@ -232,23 +229,7 @@ accepted_histogram (rounds by accepted drafts 0..k), draft_ms, target_ms.`,
 					return nil
 				}
 			}
-			var prefillStats expert.Stats // store counters when decoding starts
-			if ls != nil {
-				next := p.OnToken
-				first := true
-				p.OnToken = func(id int) error {
-					if first {
-						first = false
-						prefillStats = ls.store.Stats()
-					}
-					if next != nil {
-						return next(id)
-					}
-					return nil
-				}
-			}
-			var res *generate.Result
-			var sres *spec.Result
+			var specDec *les.Speculative
 			if drafter != nil || draftPath == "mtp" {
 				var dec *spec.Decoder
 				var derr error
@@ -260,15 +241,13 @@ accepted_histogram (rounds by accepted drafts 0..k), draft_ms, target_ms.`,
 				if derr != nil {
 					return derr
 				}
-				sres, err = dec.Run(env.Ctx, spec.Params{
-					PromptIDs: ids, MaxTokens: maxTokens, K: draftN, Adaptive: adaptive, Sampling: sp, IsEOG: tok.IsEOG, OnToken: p.OnToken,
-				})
-				if sres != nil {
-					res = &sres.Result
-				}
-			} else {
-				res, err = generate.Run(env.Ctx, m, p)
+				specDec = &les.Speculative{Dec: dec, K: draftN, Adaptive: adaptive}
+				ses.SetDecoder(specDec)
 			}
+			rp := les.RepParams{Prompts: [][]int{ids}, MaxTokens: maxTokens}
+			rp.Sampling, rp.IsEOG, rp.OnToken = sp, tok.IsEOG, p.OnToken
+			r, err := ses.Repetition(env.Ctx, rp)
+			res := r.Last
 			if err != nil {
 				if res == nil {
 					return err
@@ -278,18 +257,19 @@ accepted_histogram (rounds by accepted drafts 0..k), draft_ms, target_ms.`,
 				}
 				return err
 			}
+			// One repetition, measured like every other: les.Result.
+			meas := ses.Measure([]les.Rep{r}, false, 0)
 			text := tok.Decode(trimEOG(res.TokenIDs, tok))
 			if format == "json" {
 				out := generateJSON{
 					PromptTokenIDs: res.PromptIDs, TokenIDs: res.TokenIDs, Text: text,
-					PrefillTPS: res.PrefillTokensPerSecond(), DecodeTPS: res.DecodeTokensPerSecond(),
-					TTFTms: float64(res.TTFT.Microseconds()) / 1000,
+					PrefillTPS: meas.PrefillTPS.Mean, DecodeTPS: meas.DecodeTPS.Mean, TTFTms: meas.TTFTMS.Mean,
 				}
 				if ls != nil {
-					out.generateLESJSON = ls.report(prefillStats, res)
+					out.generateLESJSON = ls.report(ses, &meas)
 				}
-				if sres != nil {
-					out.Speculative = newGenerateSpecJSON(draftPath, &sres.Spec)
+				if specDec != nil {
+					out.Speculative = newGenerateSpecJSON(draftPath, &specDec.Last)
 				}
 				enc := json.NewEncoder(env.Stdout)
 				enc.SetEscapeHTML(false)
@@ -300,16 +280,16 @@ accepted_histogram (rounds by accepted drafts 0..k), draft_ms, target_ms.`,
 			}
 			fmt.Fprintln(env.Stdout)
 			fmt.Fprintf(env.Stderr, "prompt %d tokens, prefill %.1f tok/s; generated %d tokens (%s), decode %.1f tok/s; ttft %.1f ms; %d threads\n",
-				len(res.PromptIDs), res.PrefillTokensPerSecond(), len(res.TokenIDs), res.StopReason, res.DecodeTokensPerSecond(),
-				float64(res.TTFT.Microseconds())/1000, m.Threads())
-			if sres != nil {
-				s := &sres.Spec
+				len(res.PromptIDs), meas.PrefillTPS.Mean, len(res.TokenIDs), res.StopReason, meas.DecodeTPS.Mean,
+				meas.TTFTMS.Mean, m.Threads())
+			if specDec != nil {
+				s := &specDec.Last
 				fmt.Fprintf(env.Stderr, "speculative: draft %s, k %d; %d rounds, accepted %d of %d drafts (%.3f), %.2f tokens per target pass; draft %.1f ms, target %.1f ms\n",
 					draftPath, s.K, s.Rounds, s.Accepted, s.Drafted, s.AcceptanceRate(), s.TokensPerTargetPass(),
 					float64(s.DraftTime.Microseconds())/1000, float64(s.TargetTime.Microseconds())/1000)
 			}
 			if ls != nil {
-				r := ls.report(prefillStats, res)
+				r := ls.report(ses, &meas)
 				fmt.Fprintf(env.Stderr, "experts: mode %s, storage %s, budget %d bytes; decode hit rate %.3f, predictor precision %.3f recall %.3f, stall fraction %.3f, %.0f bytes read per token\n",
 					r.Mode, r.Profile, r.BudgetBytes, r.HitRate, r.PredictorPrecision, r.PredictorRecall, r.StallFraction, r.BytesReadPerToken)
 			}
@@ -328,7 +308,7 @@ accepted_histogram (rounds by accepted drafts 0..k), draft_ms, target_ms.`,
 	f.StringVar(&format, "format", "text", "output format: text or json")
 	f.StringVar(&draftPath, "draft", "", "speculative decoding: path of a GGUF draft model with the target's vocabulary, ngram (prompt lookup), or mtp (the model's own MTP block)")
 	f.StringVar(&draftK, "draft-k", strconv.Itoa(spec.DefaultK), "speculative decoding: tokens the drafter proposes per round, or auto (adaptive)")
-	les.addFlags(f)
+	lesf.addFlags(f)
 	return cmd
 }
 
@@ -341,15 +321,20 @@ func trimEOG(ids []int, tok *tokenizer.Tokenizer) []int {
 	return ids
 }
 
-// openModel loads a model and its tokenizer for the runtime commands,
-// turning bad input into one-line usage errors that name the fix.
+// openModel loads a model (every expert resident) and its tokenizer for
+// the runtime commands, turning bad input into one-line usage errors that
+// name the fix.
 func openModel(path string, threads int) (*model.Model, *tokenizer.Tokenizer, error) {
-	return openModelWith(path, threads, nil)
+	ses, tok, err := openSession(path, threads, les.Config{Resident: true})
+	if err != nil {
+		return nil, nil, err
+	}
+	return ses.Model, tok, nil
 }
 
-// openModelWith is openModel with an expert source factory (nil: all
-// experts resident).
-func openModelWith(path string, threads int, experts func(*gguf.File, []moe.LayerShape) (moe.Source, error)) (*model.Model, *tokenizer.Tokenizer, error) {
+// openSession is openModel for a measurement session of cfg (its Model and
+// Threads are set from path and threads).
+func openSession(path string, threads int, cfg les.Config) (*les.Session, *tokenizer.Tokenizer, error) {
 	if path == "" {
 		return nil, nil, usagef("--model is required: give the path of a GGUF model file")
 	}
@@ -366,19 +351,20 @@ func openModelWith(path string, threads int, experts func(*gguf.File, []moe.Laye
 	if st.IsDir() {
 		return nil, nil, usagef("model path %s is a directory: give the .gguf file", path)
 	}
-	m, err := model.Load(path, model.Options{Threads: threads, Experts: experts})
+	cfg.Model, cfg.Threads = path, threads
+	ses, err := les.Open(cfg)
 	if err != nil {
 		if errors.Is(err, model.ErrUnsupported) {
 			return nil, nil, &UsageError{Err: err}
 		}
 		return nil, nil, err
 	}
-	tok, err := tokenizer.FromGGUF(m.File)
+	tok, err := tokenizer.FromGGUF(ses.Model.File)
 	if err != nil {
-		m.Close()
+		ses.Close()
 		return nil, nil, usagef("model %s has no usable tokenizer (%v): use a GGUF with tokenizer.ggml.* metadata", path, err)
 	}
-	return m, tok, nil
+	return ses, tok, nil
 }
 
 // lesGenFlags are generate's expert streaming flags. Values are parsed
@@ -399,14 +385,18 @@ func (lf *lesGenFlags) addFlags(f *pflag.FlagSet) {
 	f.StringVar(&lf.policy, "cache-policy", "lfu", "streaming modes: expert cache policy: "+strings.Join(expert.PolicyNames(), ", "))
 }
 
-// lesGen is a resolved streaming configuration and, once the model is
-// loaded, its store.
+// lesGen is a resolved streaming configuration.
 type lesGen struct {
-	opts        expert.Options
-	storage     string // profile name, "direct" or "file"
-	budgetBytes int64
-	budgetFrac  float64
-	store       *expert.Store
+	cfg les.Config
+}
+
+// config returns the session configuration: every expert resident for a
+// nil g.
+func (g *lesGen) config() les.Config {
+	if g == nil {
+		return les.Config{Resident: true}
+	}
+	return g.cfg
 }
 
 // resolve checks the flags and returns nil for --mode resident.
@@ -426,21 +416,16 @@ func (lf *lesGenFlags) resolve(fs *pflag.FlagSet) (*lesGen, error) {
 	if mode == expert.OracleMode {
 		return nil, usagef("--mode oracle replays a recorded routing and is only a bench bound: use lesfarm bench --ladder, or --mode %s", lesModeNames)
 	}
-	g := &lesGen{opts: expert.Options{Mode: mode, Policy: lf.policy}, storage: "file"}
+	g := &lesGen{cfg: les.Config{Mode: mode, Policy: lf.policy}}
 	direct, prof, err := resolveStorage(lf.profile, lf.storage)
 	if err != nil {
 		return nil, err
 	}
-	switch {
-	case direct:
-		g.opts.Direct, g.storage = true, "direct"
-	case prof != nil:
-		g.opts.Profile, g.storage = prof, prof.Name
-	}
+	g.cfg.Direct, g.cfg.Profile = direct, prof
 	if lf.budget == "" {
 		return nil, usagef("--mode %s needs --expert-budget: bytes (e.g. 512MiB) or a fraction of the expert bytes (e.g. 0.2 or 20%%)", mode)
 	}
-	if g.budgetBytes, g.budgetFrac, err = bench.ParseBudget(lf.budget); err != nil {
+	if g.cfg.Budget, err = units.ParseBudget(lf.budget); err != nil {
 		return nil, usagef("--expert-budget: %v", err)
 	}
 	if _, err := expert.NewPolicy(lf.policy); err != nil {
@@ -449,66 +434,23 @@ func (lf *lesGenFlags) resolve(fs *pflag.FlagSet) (*lesGen, error) {
 	return g, nil
 }
 
-// factory returns the model's expert source factory: nil (all resident)
-// for a nil g, else one that opens the LES store on path.
-func (g *lesGen) factory(path string) func(*gguf.File, []moe.LayerShape) (moe.Source, error) {
-	if g == nil {
-		return nil
-	}
-	return func(f *gguf.File, shapes []moe.LayerShape) (moe.Source, error) {
-		opts := g.opts
-		opts.Budget = g.budgetBytes
-		if opts.Budget <= 0 {
-			var total int64
-			for _, s := range shapes {
-				total += int64(s.Experts) * s.Bytes()
-			}
-			opts.Budget = int64(g.budgetFrac * float64(total))
-		}
-		s, err := expert.Open(path, f, shapes, "", opts)
-		if err != nil {
-			return nil, err
-		}
-		g.store, g.opts.Budget = s, opts.Budget
-		return s, nil
-	}
-}
-
-// loadError turns a budget too small for one expert into a usage error.
-func (g *lesGen) loadError(err error) error {
-	if g != nil && errors.Is(err, expert.ErrBudgetTooSmall) {
+// loadError turns a budget too small for one expert, or a streaming mode
+// on a dense model, into a usage error.
+func (g *lesGen) loadError(err error, path string) error {
+	switch {
+	case g != nil && errors.Is(err, expert.ErrBudgetTooSmall):
 		return usagef("--expert-budget: %v", err)
+	case g != nil && errors.Is(err, les.ErrNotMoE):
+		return usagef("--mode %s streams experts, but %s is a dense model: use --mode resident", g.cfg.Mode, path)
 	}
 	return err
 }
 
-// report summarises the store's decode-phase counters (the counters now
-// minus those at the first generated token).
-func (g *lesGen) report(atDecode expert.Stats, res *generate.Result) *generateLESJSON {
-	now := g.store.Stats()
-	d := expert.Stats{
-		Demanded: now.Demanded - atDecode.Demanded, Hits: now.Hits - atDecode.Hits,
-		BytesRead: now.BytesRead - atDecode.BytesRead, Stall: now.Stall - atDecode.Stall,
+// report is the LES part of the output: les.Result's decode-phase figures.
+func (g *lesGen) report(ses *les.Session, r *les.Result) *generateLESJSON {
+	return &generateLESJSON{
+		Mode: g.cfg.Mode.String(), Profile: ses.Storage, BudgetBytes: ses.Budget,
+		HitRate: r.HitRate, PredictorPrecision: r.PredictorPrecision, PredictorRecall: r.PredictorRecall,
+		StallFraction: r.StallFraction, BytesReadPerToken: r.BytesPerToken,
 	}
-	var pred expert.PredStats
-	for i, p := range now.PredLayers {
-		if i < len(atDecode.PredLayers) {
-			q := atDecode.PredLayers[i]
-			p.Correct, p.Predicted, p.Demanded = p.Correct-q.Correct, p.Predicted-q.Predicted, p.Demanded-q.Demanded
-		}
-		pred.Correct += p.Correct
-		pred.Predicted += p.Predicted
-		pred.Demanded += p.Demanded
-	}
-	out := &generateLESJSON{
-		Mode: g.opts.Mode.String(), Profile: g.storage, BudgetBytes: g.opts.Budget,
-		HitRate: d.HitRate(), PredictorPrecision: pred.Precision(), PredictorRecall: pred.Recall(),
-	}
-	if res.Decode > 0 {
-		out.StallFraction = d.Stall.Seconds() / res.Decode.Seconds()
-	}
-	if res.DecodeSteps > 0 {
-		out.BytesReadPerToken = float64(d.BytesRead) / float64(res.DecodeSteps)
-	}
-	return out
 }

@@ -10,7 +10,7 @@ import (
 
 	"github.com/lesfarm/lesfarm/protocol"
 	"github.com/lesfarm/lesfarm/runtime/calibrate"
-	"github.com/lesfarm/lesfarm/runtime/expert"
+	"github.com/lesfarm/lesfarm/runtime/units"
 )
 
 func init() { register("profile", newProfileCmd) }
@@ -65,7 +65,7 @@ an emulated twin of it: lesfarm agent --profile twin:ID.`,
 			if name == "" || out == "" {
 				return usagef("profile measure needs --name NAME and -o FILE")
 			}
-			size, err := expert.ParseSize(fileSize)
+			size, err := units.ParseSize(fileSize)
 			if err != nil || size < 16<<20 {
 				return usagef("--file-size %q must be a size of at least 16MiB (e.g. 512MiB)", fileSize)
 			}

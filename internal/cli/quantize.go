@@ -14,11 +14,11 @@ import (
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 
-	"github.com/lesfarm/lesfarm/runtime/bench"
 	"github.com/lesfarm/lesfarm/runtime/gguf"
 	"github.com/lesfarm/lesfarm/runtime/quant"
 	"github.com/lesfarm/lesfarm/runtime/tensor"
 	"github.com/lesfarm/lesfarm/runtime/tokenizer"
+	"github.com/lesfarm/lesfarm/runtime/units"
 )
 
 func init() { register("quantize", newQuantizeCmd) }
@@ -222,13 +222,11 @@ func newBar(env *Env, total int64, desc string, quiet bool) *progressbar.Progres
 // planBudget validates the planner's flags, measures sensitivity and
 // returns the plan.
 func planBudget(env *Env, in string, inSize int64, budget, calib, types string, threads, calibTokens int, quiet bool) (*quant.Plan, error) {
-	b, frac, err := bench.ParseBudget(budget)
+	pb, err := units.ParseBudget(budget)
 	if err != nil {
 		return nil, usagef("--budget: %v", err)
 	}
-	if b == 0 {
-		b = int64(frac * float64(inSize))
-	}
+	b := pb.Resolve(inSize)
 	if calib == "" {
 		return nil, usagef("--budget needs --calib FILE: the calibration text the planner measures sensitivity on")
 	}

@@ -12,11 +12,11 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/lesfarm/lesfarm/runtime/bench"
 	"github.com/lesfarm/lesfarm/runtime/expert"
 	"github.com/lesfarm/lesfarm/runtime/gguf"
 	"github.com/lesfarm/lesfarm/runtime/model"
 	"github.com/lesfarm/lesfarm/runtime/moe"
+	"github.com/lesfarm/lesfarm/runtime/units"
 )
 
 func init() { register("replay", newReplayCmd) }
@@ -81,7 +81,7 @@ a model with M's layers, experts and expert sizes. Policies: ` + strings.Join(ex
 					names = append(names, p)
 				}
 			}
-			b, frac, err := bench.ParseBudget(budget)
+			pb, err := units.ParseBudget(budget)
 			if err != nil {
 				return usagef("--budget: %v", err)
 			}
@@ -101,9 +101,7 @@ a model with M's layers, experts and expert sizes. Policies: ` + strings.Join(ex
 					return usagef("%v", err)
 				}
 			}
-			if b == 0 {
-				b = int64(frac * float64(tf.Model.TotalExpertBytes()))
-			}
+			b := pb.Resolve(tf.Model.TotalExpertBytes())
 			sizes := make([]int64, len(tf.Model.Layers))
 			for l := range sizes {
 				sizes[l] = tf.Model.ExpertBytes(l)

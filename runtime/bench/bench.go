@@ -7,14 +7,15 @@ package bench
 import (
 	"context"
 	"fmt"
-	"math"
 	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
 	"time"
 
+	"github.com/lesfarm/lesfarm/runtime/les"
 	"github.com/lesfarm/lesfarm/runtime/model"
+	"github.com/lesfarm/lesfarm/runtime/stat"
 	"github.com/lesfarm/lesfarm/runtime/trace"
 )
 
@@ -31,6 +32,8 @@ type Config struct {
 	CopyBytes int64
 	// Progress, if set, receives one line per finished measurement.
 	Progress func(line string)
+	// Pin pins the measuring thread to one CPU (les.Pin).
+	Pin bool
 }
 
 func (c *Config) defaults() error {
@@ -71,6 +74,7 @@ type Row struct {
 	Reps       int       `json:"repetitions"` // measured runs
 	TPS        float64   `json:"tokens_per_second"`
 	TPSStddev  float64   `json:"stddev"`
+	TPSCV      float64   `json:"cv"`                           // TPSStddev / TPS
 	Samples    []float64 `json:"samples"`                      // tok/s of each run
 	WeightGB   float64   `json:"weight_gb_per_token"`          // weight bytes read per token (GB), decode rows
 	GBps       float64   `json:"gb_per_second"`                // effective weight bandwidth
@@ -115,10 +119,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, fmt.Errorf("bench: %w", err)
 	}
 	for i, th := range cfg.Threads {
-		m, err := model.Load(cfg.Model, model.Options{Threads: th})
+		ses, err := les.Open(les.Config{Model: cfg.Model, Resident: true, Threads: th})
 		if err != nil {
 			return nil, err
 		}
+		m := ses.Model
 		// The copy benchmark's two buffers (CopyBytes each, 1 GiB at
 		// bench's default) are allocated only once the model has loaded:
 		// a bad model file fails at once, without them.
@@ -132,8 +137,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			Model: modelName(m, cfg.Model), Arch: m.Arch, Type: modelType(m), SizeBytes: fi.Size(),
 			Params: paramCount(m), Backend: backend, Threads: th, Reps: cfg.Repetitions,
 		}
-		rows, err := measure(ctx, m, cfg, base)
-		m.Close()
+		rows, err := measure(ctx, ses, cfg, base)
+		ses.Close()
 		if err != nil {
 			return nil, err
 		}
@@ -159,6 +164,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 type bytesSink struct {
 	m       *model.Model
 	experts int64 // sum over (step, layer) of selected experts × expert bytes
+	phase   int   // 0 before the first sampled token, 1 after
 }
 
 func (s *bytesSink) Token(*trace.TokenEvent) {}
@@ -185,18 +191,24 @@ func residentMatrixBytes(m *model.Model, tokens int) int64 {
 	return n + m.HybridMatrixBytes()
 }
 
-func measure(ctx context.Context, m *model.Model, cfg Config, base Row) ([]Row, error) {
-	need := max(cfg.PromptTokens, cfg.GenTokens)
+// measure runs the prefill and decode tests on the resident session s
+// through the one measurement path (les.Session.Run): ppN is a repetition
+// whose prompt is N tokens and which samples one token (prefill only); tgN
+// one whose 1-token prompt is continued by N decoded tokens. Their tok/s
+// are les.PrefillTPS and les.DecodeTPS of each repetition.
+func measure(ctx context.Context, s *les.Session, cfg Config, base Row) ([]Row, error) {
+	m := s.Model
+	need := max(cfg.PromptTokens, cfg.GenTokens+1)
 	if need > m.Context {
 		return nil, fmt.Errorf("bench: %d tokens exceed the context length %d of the model; lower --prompt-tokens/--gen-tokens", need, m.Context)
 	}
-	st, err := m.NewState(need)
+	// The state a run of max(prompt, gen) tokens holds (the session's own
+	// decoder state is sized for each test).
+	st, err := m.NewState(max(cfg.PromptTokens, cfg.GenTokens))
 	if err != nil {
 		return nil, err
 	}
 	base.StateBytes, base.RecurrentStateBytes = st.StateBytes(), st.RecurrentStateBytes()
-	sink := &bytesSink{m: m}
-	st.Sink = sink
 	// Deterministic pseudo-random prompt over the vocabulary.
 	toks := make([]int, need)
 	x := uint64(0x9e3779b97f4a7c15)
@@ -206,31 +218,55 @@ func measure(ctx context.Context, m *model.Model, cfg Config, base Row) ([]Row, 
 		x ^= x << 17
 		toks[i] = int(x % uint64(m.Vocab))
 	}
+	// test runs one llama-bench test: its repetitions, their tok/s (rate),
+	// the experts the router selected in the measured phase and the CPU
+	// time of the process.
+	test := func(r *Row, prompt []int, maxTokens int, decode bool, rate func(les.Rep) float64) (*les.Result, []float64, int64, time.Duration, error) {
+		sink := &bytesSink{m: m}
+		var c0, cpu time.Duration
+		var experts int64
+		p := les.Plan{Warmup: cfg.Warmup, Repetitions: cfg.Repetitions, Pin: cfg.Pin,
+			RepParams: les.RepParams{Prompts: [][]int{prompt}, MaxTokens: maxTokens}}
+		p.Sink = sink
+		if decode { // count the decode phase's experts only
+			p.OnToken = func(int) error {
+				if sink.phase == 0 {
+					sink.phase, sink.experts = 1, 0
+				}
+				return nil
+			}
+		}
+		p.Before = func(context.Context, int) error {
+			sink.experts, sink.phase = 0, 0
+			c0 = processCPU()
+			return nil
+		}
+		p.After = func(i int, _ *les.Rep) {
+			if i >= 0 {
+				cpu += processCPU() - c0
+				experts = sink.experts
+			}
+		}
+		res, reps, err := s.Run(ctx, p)
+		if err != nil {
+			return nil, nil, 0, 0, err
+		}
+		samples := make([]float64, len(reps))
+		for i, rp := range reps {
+			samples[i] = rate(rp)
+		}
+		return res, samples, experts, cpu, nil
+	}
 	var rows []Row
 	if n := cfg.PromptTokens; n > 0 {
 		r := base
 		r.Test, r.Tokens = fmt.Sprintf("pp%d", n), n
-		var secs []float64
-		var bytes int64
-		var cpu time.Duration
-		for i := range cfg.Warmup + cfg.Repetitions {
-			st.Reset()
-			sink.experts = 0
-			c0 := processCPU()
-			t0 := time.Now()
-			for pos := 0; pos < n; pos += 512 {
-				if _, err := st.Forward(ctx, toks[pos:min(pos+512, n)], false); err != nil {
-					return nil, err
-				}
-			}
-			d := time.Since(t0).Seconds()
-			if i >= cfg.Warmup {
-				secs = append(secs, d)
-				cpu += processCPU() - c0
-				bytes = sink.experts + residentMatrixBytes(m, n)*int64((n+511)/512)
-			}
+		res, samples, experts, cpu, err := test(&r, toks[:n], 1, false, les.PrefillTPS)
+		if err != nil {
+			return nil, err
 		}
-		fill(&r, secs, float64(bytes)/float64(n), flopsPrefill(m, n))
+		bytes := experts + residentMatrixBytes(m, n)*int64((n+511)/512)
+		fill(&r, res.PrefillTPS, samples, float64(bytes)/float64(n), flopsPrefill(m, n))
 		if cpu > 0 {
 			r.CPUTPS = float64(n*cfg.Repetitions) / cpu.Seconds()
 			r.GBpsCPU = r.WeightGB * r.CPUTPS
@@ -240,51 +276,31 @@ func measure(ctx context.Context, m *model.Model, cfg Config, base Row) ([]Row, 
 	if n := cfg.GenTokens; n > 0 {
 		r := base
 		r.Test, r.Tokens = fmt.Sprintf("tg%d", n), n
-		var secs []float64
-		var bytes int64
-		one := make([]int, 1)
-		var cpu time.Duration
-		for i := range cfg.Warmup + cfg.Repetitions {
-			st.Reset()
-			sink.experts = 0
-			c0 := processCPU()
-			t0 := time.Now()
-			for j := range n {
-				one[0] = toks[j]
-				if _, err := st.Forward(ctx, one, false); err != nil {
-					return nil, err
-				}
-			}
-			d := time.Since(t0).Seconds()
-			if i >= cfg.Warmup {
-				secs = append(secs, d)
-				cpu += processCPU() - c0
-				bytes = sink.experts + residentMatrixBytes(m, 1)*int64(n)
-			}
+		res, samples, experts, cpu, err := test(&r, toks[:1], n+1, true, les.DecodeTPS)
+		if err != nil {
+			return nil, err
 		}
-		if cpu > 0 {
-			r.CPUTPS = float64(n*cfg.Repetitions) / cpu.Seconds()
-			r.GBpsCPU = r.WeightGB * r.CPUTPS
-		}
+		bytes := experts + residentMatrixBytes(m, 1)*int64(n)
 		var fl float64
 		for j := range n {
-			fl += m.FLOPsPerToken(j + 1)
+			fl += m.FLOPsPerToken(j + 2)
 		}
-		fill(&r, secs, float64(bytes)/float64(n), fl/float64(n))
+		fill(&r, res.DecodeTPS, samples, float64(bytes)/float64(n), fl/float64(n))
+		if cpu > 0 {
+			r.CPUTPS = float64(n*cfg.Repetitions) / cpu.Seconds()
+		}
 		r.GBpsCPU = r.WeightGB * r.CPUTPS
 		rows = append(rows, r)
 	}
 	return rows, nil
 }
 
-// fill sets the throughput statistics of r from per-run seconds, with
-// bytesPerToken weight bytes and flopsPerToken FLOPs per token.
-func fill(r *Row, secs []float64, bytesPerToken, flopsPerToken float64) {
-	r.Samples = make([]float64, len(secs))
-	for i, s := range secs {
-		r.Samples[i] = float64(r.Tokens) / s
-	}
-	r.TPS, r.TPSStddev = meanStd(r.Samples)
+// fill sets the throughput statistics of r from the summary of its
+// per-repetition tok/s (samples), with bytesPerToken weight bytes and
+// flopsPerToken FLOPs per token.
+func fill(r *Row, sum stat.Summary, samples []float64, bytesPerToken, flopsPerToken float64) {
+	r.Samples = samples
+	r.TPS, r.TPSStddev, r.TPSCV = sum.Mean, sum.Stddev, sum.CV
 	r.WeightGB = bytesPerToken / 1e9
 	r.GBps = bytesPerToken * r.TPS / 1e9
 	r.GFLOPs = flopsPerToken * r.TPS / 1e9
@@ -296,20 +312,6 @@ func flopsPrefill(m *model.Model, n int) float64 {
 		f += m.FLOPsPerToken(j + 1)
 	}
 	return f / float64(n)
-}
-
-func meanStd(xs []float64) (mean, std float64) {
-	for _, x := range xs {
-		mean += x
-	}
-	mean /= float64(len(xs))
-	if len(xs) < 2 {
-		return mean, 0
-	}
-	for _, x := range xs {
-		std += (x - mean) * (x - mean)
-	}
-	return mean, math.Sqrt(std / float64(len(xs)-1))
 }
 
 func modelName(m *model.Model, path string) string {

@@ -11,22 +11,6 @@ import (
 	"testing"
 )
 
-func TestMeanStd(t *testing.T) {
-	tests := []struct {
-		xs        []float64
-		mean, std float64
-	}{
-		{[]float64{2, 4, 4, 4, 5, 5, 7, 9}, 5, 2.138089935},
-		{[]float64{3}, 3, 0},
-	}
-	for _, tt := range tests {
-		m, s := meanStd(tt.xs)
-		if math.Abs(m-tt.mean) > 1e-9 || math.Abs(s-tt.std) > 1e-6 {
-			t.Errorf("meanStd(%v) = %v, %v; want %v, %v", tt.xs, m, s, tt.mean, tt.std)
-		}
-	}
-}
-
 // TestRunResident benchmarks the owned golden Q4_K_M fixture briefly and
 // checks the derived figures are consistent with each other.
 func TestRunResident(t *testing.T) {

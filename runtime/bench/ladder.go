@@ -1,23 +1,15 @@
 package bench
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"runtime"
-	"runtime/debug"
 	"slices"
-	"strconv"
-	"strings"
-	"time"
 
 	"github.com/lesfarm/lesfarm/runtime/expert"
-	"github.com/lesfarm/lesfarm/runtime/gguf"
-	"github.com/lesfarm/lesfarm/runtime/model"
-	"github.com/lesfarm/lesfarm/runtime/moe"
+	"github.com/lesfarm/lesfarm/runtime/les"
 	"github.com/lesfarm/lesfarm/runtime/spec"
+	"github.com/lesfarm/lesfarm/runtime/units"
 )
 
 // LadderConfig configures RunLadder. Zero fields get the defaults noted.
@@ -70,13 +62,21 @@ type LadderConfig struct {
 	// block) or a draft model file.
 	NoSpeculative bool
 	Draft         string
+	// DiscardOutliers drops each mode's outlier repetitions by decode tok/s
+	// (les.MeasureOptions: beyond median ± 3·1.4826·MAD) before its figures
+	// are taken; each row reports how many it dropped.
+	DiscardOutliers bool
+	// Pin pins the measuring thread to one CPU for the whole ladder
+	// (les.Pin).
+	Pin bool
 }
 
 // LadderRow is one mode's line of the ladder (JSON names as in issue 4).
 type LadderRow struct {
-	Mode                      string  `json:"mode"`
-	DecodeTokensPerSecond     float64 `json:"decode_tokens_per_second"`
-	Stddev                    float64 `json:"stddev"`
+	Mode                  string  `json:"mode"`
+	DecodeTokensPerSecond float64 `json:"decode_tokens_per_second"`
+	Stddev                float64 `json:"stddev"`
+	Noise
 	SpeedupVsOnDemand         float64 `json:"speedup_vs_on_demand"`
 	SpeedupVsOnDemandParallel float64 `json:"speedup_vs_on_demand_parallel"`
 	SpeedupVsNaive            float64 `json:"speedup_vs_naive,omitempty"`
@@ -97,8 +97,19 @@ type LadderRow struct {
 	Speculative *LadderSpec `json:"speculative,omitempty"`
 	// +mixed-precision row only (see MixedRow).
 	*MixedRow
+}
 
-	samples []float64
+// Noise is how a row's decode tok/s varied: its coefficient of variation
+// (stddev / mean), the measured repetitions it uses and how many more the
+// outlier rule dropped (LadderConfig.DiscardOutliers).
+type Noise struct {
+	CV          float64 `json:"cv"`
+	Repetitions int     `json:"repetitions"`
+	Discarded   int     `json:"discarded_repetitions,omitempty"`
+}
+
+func noiseOf(r *les.Result) Noise {
+	return Noise{CV: r.DecodeTPS.CV, Repetitions: r.Repetitions, Discarded: r.Discarded}
 }
 
 // LadderOracle is the oracle bound.
@@ -110,29 +121,13 @@ type LadderOracle struct {
 	PeakRSSBytes          int64   `json:"peak_rss_bytes"`
 	IdenticalOutput       bool    `json:"identical_output"`
 	SpeedupVsNaive        float64 `json:"speedup_vs_naive,omitempty"`
+	Noise
 	DeviceTimeFields
 }
 
-// DeviceTimeFields audit a device-time result: the dilation (host seconds
-// per device second of compute) and the compute time per decoded token on
-// the host (busy work of a slowdown included) and on the device. All zero
-// in host time.
-type DeviceTimeFields struct {
-	Dilation                float64 `json:"dilation,omitempty"`
-	HostComputeMSPerToken   float64 `json:"host_compute_ms_per_token,omitempty"`
-	DeviceComputeMSPerToken float64 `json:"device_compute_ms_per_token,omitempty"`
-}
-
-func deviceFields(st expert.Stats, tokens int) DeviceTimeFields {
-	if st.DeviceCompute <= 0 || tokens == 0 {
-		return DeviceTimeFields{}
-	}
-	return DeviceTimeFields{
-		Dilation:                st.Dilation(),
-		HostComputeMSPerToken:   st.HostCompute.Seconds() * 1e3 / float64(tokens),
-		DeviceComputeMSPerToken: st.DeviceCompute.Seconds() * 1e3 / float64(tokens),
-	}
-}
+// DeviceTimeFields audit a device-time result (les.DeviceTimeFields, the
+// one definition).
+type DeviceTimeFields = les.DeviceTimeFields
 
 // LadderReport is the result of RunLadder.
 type LadderReport struct {
@@ -193,51 +188,45 @@ func (c *LadderConfig) defaults() error {
 	return nil
 }
 
-// ParseBudget parses an expert budget: a fraction of the expert bytes such
-// as 0.2, 1.0 or 20% (returned as fraction), or a size such as 512MiB or
-// 4096 (returned as bytes). A plain number is a fraction when it has a
-// decimal point or is at most 1 ("1" is the whole set); a size needs a unit or must
-// exceed 1.
-func ParseBudget(s string) (bytes int64, fraction float64, err error) {
-	t := strings.TrimSpace(s)
-	if p, ok := strings.CutSuffix(t, "%"); ok {
-		f, err := strconv.ParseFloat(p, 64)
-		if err != nil || f <= 0 || f > 100 {
-			return 0, 0, fmt.Errorf("budget %q: a percentage must be in (0, 100]", s)
-		}
-		return 0, f / 100, nil
-	}
-	if f, err := strconv.ParseFloat(t, 64); err == nil && f > 0 && f <= 1 {
-		return 0, f, nil
-	}
-	n, err := expert.ParseSize(t)
-	if err != nil || n < 2 {
-		return 0, 0, fmt.Errorf("budget %q is neither a fraction in (0, 1] (e.g. 0.2 or 20%%) nor a size (e.g. 512MiB)", s)
-	}
-	return n, 0, nil
-}
-
-// ladderRun is what one mode measured over its repetitions.
+// ladderRun is what one mode measured: its repetitions, and the Result
+// les.Measure makes of them (finish).
 type ladderRun struct {
-	samples   []float64 // decode tok/s per repetition
+	reps      []les.Rep
 	identical bool
-	stats     expert.Stats // decode-phase deltas summed over repetitions
-	decode    time.Duration
-	tokens    int // decoded tokens over repetitions
 	peakRSS   int64
 	// expertBytes is the loaded model's expert bytes.
 	expertBytes int64
+	res         les.Result
+}
+
+// finish computes the run's Result from its repetitions.
+func (r *ladderRun) finish(cfg *LadderConfig) {
+	r.res = les.Measure(r.reps, les.MeasureOptions{DiscardOutliers: cfg.DiscardOutliers, Warmup: cfg.Warmup})
+	r.res.PeakRSSBytes = r.peakRSS
+}
+
+func (r *ladderRun) progress(name string, progress func(string, ...any)) {
+	x := &r.res
+	progress("%-18s %7.2f ± %.2f tok/s (cv %.3f, n %d), hit %.3f, stall %.2f, %.1f MB read/token, identical %v", name, x.DecodeTPS.Mean, x.DecodeTPS.Stddev, x.DecodeTPS.CV, x.Repetitions, x.HitRate, x.StallFraction, x.BytesPerToken/1e6, r.identical)
 }
 
 // RunLadder measures the LES ladder: an all-resident reference run for the
 // expected tokens, then each mode (and the Belady oracle replaying the
-// routing recorded in the first warm-up run) with its own model and store,
+// routing recorded in the first warm-up run) with its own les.Session,
 // all loaded side by side: Warmup runs each, then Repetitions rounds that
 // run every mode once. Peak RSS per mode is the process's RSS before any
-// mode was loaded plus the growth while that mode loaded and warmed up.
+// mode was loaded plus the growth while that mode loaded and warmed up
+// (les.Session.PeakRSS).
 func RunLadder(ctx context.Context, cfg LadderConfig) (*LadderReport, error) {
 	if err := cfg.defaults(); err != nil {
 		return nil, err
+	}
+	if cfg.Pin {
+		unpin, err := les.Pin(les.DefaultPinCPU())
+		if err != nil {
+			return nil, fmt.Errorf("bench: %w", err)
+		}
+		defer unpin()
 	}
 	rep := &LadderReport{Model: cfg.Model, Threads: cfg.Threads}
 	if cfg.DeviceTime {
@@ -256,67 +245,64 @@ func RunLadder(ctx context.Context, cfg LadderConfig) (*LadderReport, error) {
 	}
 
 	// Reference: all experts resident.
-	resetPeakRSS()
 	ref, prompt, err := residentReference(ctx, cfg, rep)
 	if err != nil {
 		return nil, err
 	}
-	rep.ResidentRSS = peakRSS()
-	budget := cfg.BudgetBytes
-	if budget <= 0 {
-		budget = int64(cfg.BudgetFraction * float64(rep.ExpertBytes))
+	budget := units.Budget{Bytes: cfg.BudgetBytes, Fraction: cfg.BudgetFraction}
+	if cfg.BudgetBytes > 0 {
+		budget.Fraction = 0
 	}
-	rep.BudgetBytes = budget
-	progress("reference (all resident): %d tokens; experts %.2f GB, budget %.2f GB (%.1f%%), peak RSS %.2f GB", len(ref), float64(rep.ExpertBytes)/1e9, float64(budget)/1e9, 100*float64(budget)/float64(rep.ExpertBytes), float64(rep.ResidentRSS)/1e9)
+	rep.BudgetBytes = budget.Resolve(rep.ExpertBytes)
+	progress("reference (all resident): %d tokens; experts %.2f GB, budget %.2f GB (%.1f%%), peak RSS %.2f GB", len(ref), float64(rep.ExpertBytes)/1e9, float64(rep.BudgetBytes)/1e9, 100*float64(rep.BudgetBytes)/float64(rep.ExpertBytes), float64(rep.ResidentRSS)/1e9)
+	// Every rung gets the same cache bytes, the mixed model's too.
+	budget = units.Budget{Bytes: rep.BudgetBytes}
 
 	// Load every mode (and the oracle) side by side, warm each up, then
 	// measure them round-robin, so the machine's drift hits all alike.
-	freeMemory()
-	base := currentRSS()
+	les.FreeMemory()
+	base := les.CurrentRSS()
 	type loaded struct {
 		mode  expert.Mode
 		mixed bool   // the +mixed-precision row: cfg.Mixed in the scheduled mode
 		name  string // the row's mode name
-		m     *model.Model
-		store *expert.Store
+		s     *les.Session
 		r     *ladderRun
 	}
 	var all []*loaded
 	defer func() {
 		for _, l := range all {
-			l.m.Close()
+			l.s.Close()
 		}
 	}()
+	one := les.RepParams{Prompts: [][]int{prompt}, MaxTokens: cfg.GenTokens}
 	var recorded *expert.RoutingTrace
 	var recordedFrom expert.TraceModel
 	load := func(mode expert.Mode, mixed bool) error {
-		before := currentRSS()
-		resetPeakRSS()
 		lc := cfg
 		if mixed {
 			lc.Model, lc.ExpertsPath = cfg.Mixed, cfg.MixedExperts
 		}
-		m, s, err := loadMode(lc, mode, budget, !mixed && recorded == nil && mode != expert.OracleMode, recorded)
+		s, err := openMode(lc, mode, budget, base, !mixed && recorded == nil && mode != expert.OracleMode, recorded)
 		if err != nil {
 			return err
 		}
-		l := &loaded{mode: mode, mixed: mixed, name: mode.String(), m: m, store: s, r: &ladderRun{identical: true}}
+		l := &loaded{mode: mode, mixed: mixed, name: mode.String(), s: s, r: &ladderRun{identical: true, expertBytes: s.ExpertBytes}}
 		if mixed {
 			l.name = MixedMode
 		}
-		l.r.expertBytes = m.ExpertBytes
 		all = append(all, l)
 		for i := range cfg.Warmup {
-			toks, _, err := greedyRun(ctx, m, prompt, cfg.GenTokens, nil)
+			r, err := s.Repetition(ctx, one)
 			if err != nil {
 				return err
 			}
 			if i == 0 && recorded == nil && !mixed {
-				recorded, recordedFrom = s.RecordedTrace(), s.TraceModel()
+				recorded, recordedFrom = s.Store.RecordedTrace(), s.Store.TraceModel()
 			}
-			l.r.identical = l.r.identical && slices.Equal(toks, ref)
+			l.r.identical = l.r.identical && slices.Equal(r.Tokens[0], ref)
 		}
-		l.r.peakRSS = base + max(0, peakRSS()-before)
+		l.r.peakRSS = s.PeakRSS()
 		progress("%-18s loaded and warmed up (%d runs)", l.name, cfg.Warmup)
 		return nil
 	}
@@ -332,36 +318,34 @@ func RunLadder(ctx context.Context, cfg LadderConfig) (*LadderReport, error) {
 	}
 	var sp *specLadder
 	if !cfg.NoSpeculative {
-		before := currentRSS()
-		resetPeakRSS()
-		if sp, err = loadSpecLadder(cfg, cfg.Modes[len(cfg.Modes)-1], budget); err != nil {
+		if sp, err = loadSpecLadder(cfg, cfg.Modes[len(cfg.Modes)-1], budget, base); err != nil {
 			return nil, fmt.Errorf("bench: %s: %w", SpeculativeRow, err)
 		}
 		defer sp.close()
 		for range cfg.Warmup {
-			toks, _, err := sp.run(ctx, prompt, cfg.GenTokens, nil)
+			r, err := sp.s.Repetition(ctx, one)
 			if err != nil {
 				return nil, fmt.Errorf("bench: %s: %w", SpeculativeRow, err)
 			}
-			sp.r.identical = sp.r.identical && slices.Equal(toks, ref)
+			sp.r.identical = sp.r.identical && slices.Equal(r.Tokens[0], ref)
 		}
-		sp.stats = spec.Stats{}
-		sp.r.peakRSS = base + max(0, peakRSS()-before)
+		sp.dec.Stats = spec.Stats{}
+		sp.r.peakRSS = sp.s.PeakRSS()
 		progress("%-18s loaded and warmed up (%d runs)", SpeculativeRow, cfg.Warmup)
 	}
 	if !cfg.NoOracle || cfg.RecordTrace != "" {
 		if recorded == nil {
 			// No warm-up recorded the routing: record it now.
 			if err := func() error {
-				m, s, err := loadMode(cfg, expert.OnDemandParallel, budget, true, nil)
+				s, err := openMode(cfg, expert.OnDemandParallel, budget, base, true, nil)
 				if err != nil {
 					return err
 				}
-				defer m.Close()
-				if _, _, err := greedyRun(ctx, m, prompt, cfg.GenTokens, nil); err != nil {
+				defer s.Close()
+				if _, err := s.Repetition(ctx, one); err != nil {
 					return err
 				}
-				recorded, recordedFrom = s.RecordedTrace(), s.TraceModel()
+				recorded, recordedFrom = s.Store.RecordedTrace(), s.Store.TraceModel()
 				return nil
 			}(); err != nil {
 				return nil, fmt.Errorf("bench: recording the routing: %w", err)
@@ -380,42 +364,24 @@ func RunLadder(ctx context.Context, cfg LadderConfig) (*LadderReport, error) {
 			return nil, fmt.Errorf("bench: oracle: %w", err)
 		}
 	}
-	for rep := range cfg.Repetitions {
+	for i := range cfg.Repetitions {
 		for _, l := range all {
-			var before expert.Stats
-			toks, d, err := greedyRun(ctx, l.m, prompt, cfg.GenTokens, func() { before = l.store.Stats() })
+			r, err := l.s.Repetition(ctx, one)
 			if err != nil {
 				return nil, fmt.Errorf("bench: %s: %w", l.name, err)
 			}
-			after := l.store.Stats()
-			r := l.r
-			r.identical = r.identical && slices.Equal(toks, ref)
-			addDelta(&r.stats, before, after)
-			if cfg.DeviceTime {
-				d = after.DeviceTime() - before.DeviceTime()
-			}
-			r.decode += d
-			r.tokens += len(toks) - 1
-			r.samples = append(r.samples, float64(len(toks)-1)/d.Seconds())
+			l.r.identical = l.r.identical && slices.Equal(r.Tokens[0], ref)
+			l.r.reps = append(l.r.reps, r)
 		}
 		if sp != nil {
-			var before expert.Stats
-			toks, d, err := sp.run(ctx, prompt, cfg.GenTokens, func() { before = sp.store.Stats() })
+			r, err := sp.s.Repetition(ctx, one)
 			if err != nil {
 				return nil, fmt.Errorf("bench: %s: %w", SpeculativeRow, err)
 			}
-			after := sp.store.Stats()
-			r := sp.r
-			r.identical = r.identical && slices.Equal(toks, ref)
-			addDelta(&r.stats, before, after)
-			if cfg.DeviceTime {
-				d = after.DeviceTime() - before.DeviceTime()
-			}
-			r.decode += d
-			r.tokens += len(toks) - 1
-			r.samples = append(r.samples, float64(len(toks)-1)/d.Seconds())
+			sp.r.identical = sp.r.identical && slices.Equal(r.Tokens[0], ref)
+			sp.r.reps = append(sp.r.reps, r)
 		}
-		progress("repetition %d/%d done", rep+1, cfg.Repetitions)
+		progress("repetition %d/%d done", i+1, cfg.Repetitions)
 	}
 	runs := map[expert.Mode]*ladderRun{}
 	var mixedRun *ladderRun
@@ -425,12 +391,8 @@ func RunLadder(ctx context.Context, cfg LadderConfig) (*LadderReport, error) {
 		} else {
 			runs[l.mode] = l.r
 		}
-		mean, sd := meanStd(l.r.samples)
-		progress("%-18s %7.2f ± %.2f tok/s, hit %.3f, stall %.2f, %.1f MB read/token, identical %v", l.name, mean, sd, l.r.stats.HitRate(), l.r.stallFraction(), l.r.bytesPerToken()/1e6, l.r.identical)
-	}
-	if o := runs[expert.OracleMode]; o != nil {
-		mean, sd := meanStd(o.samples)
-		rep.Oracle = &LadderOracle{DecodeTokensPerSecond: mean, Stddev: sd, HitRate: o.stats.HitRate(), BytesReadPerToken: o.bytesPerToken(), PeakRSSBytes: o.peakRSS, IdenticalOutput: o.identical}
+		l.r.finish(&cfg)
+		l.r.progress(l.name, progress)
 	}
 	fillRows(rep, cfg.Modes, runs)
 	last := len(rep.Rows) - 1 // the last expert mode's row: the speculative rung builds on it
@@ -440,22 +402,20 @@ func RunLadder(ctx context.Context, cfg LadderConfig) (*LadderReport, error) {
 		}
 	}
 	if sp != nil {
+		sp.r.finish(&cfg)
 		rep.Rows = append(rep.Rows, sp.row(rep, &rep.Rows[last]))
-		mean, sd := meanStd(sp.r.samples)
-		progress("%-18s %7.2f ± %.2f tok/s, %.2f tokens per target pass, identical %v", SpeculativeRow, mean, sd, sp.stats.TokensPerTargetPass(), sp.r.identical)
+		progress("%-18s %7.2f ± %.2f tok/s, %.2f tokens per target pass, identical %v", SpeculativeRow, sp.r.res.DecodeTPS.Mean, sp.r.res.DecodeTPS.Stddev, sp.dec.Stats.TokensPerTargetPass(), sp.r.identical)
 	}
 	return rep, nil
 }
 
-// fillRows turns the runs of modes (and of the oracle, if measured) into
-// the report's rows and oracle bound.
+// fillRows turns the finished runs of modes (and of the oracle, if
+// measured) into the report's rows and oracle bound.
 func fillRows(rep *LadderReport, modes []expert.Mode, runs map[expert.Mode]*ladderRun) {
-	if o := runs[expert.OracleMode]; o != nil && rep.Oracle == nil {
-		mean, sd := meanStd(o.samples)
-		rep.Oracle = &LadderOracle{DecodeTokensPerSecond: mean, Stddev: sd, HitRate: o.stats.HitRate(), BytesReadPerToken: o.bytesPerToken(), PeakRSSBytes: o.peakRSS, IdenticalOutput: o.identical}
-	}
 	if o := runs[expert.OracleMode]; o != nil {
-		rep.Oracle.DeviceTimeFields = deviceFields(o.stats, o.tokens)
+		x := &o.res
+		rep.Oracle = &LadderOracle{DecodeTokensPerSecond: x.DecodeTPS.Mean, Stddev: x.DecodeTPS.Stddev, Noise: noiseOf(x), HitRate: x.HitRate,
+			BytesReadPerToken: x.BytesPerToken, PeakRSSBytes: o.peakRSS, IdenticalOutput: o.identical, DeviceTimeFields: x.DeviceTimeFields}
 		if b := tpsOf(runs, expert.Naive); b > 0 {
 			rep.Oracle.SpeedupVsNaive = rep.Oracle.DecodeTokensPerSecond / b
 		}
@@ -471,17 +431,15 @@ func fillRows(rep *LadderReport, modes []expert.Mode, runs map[expert.Mode]*ladd
 	}
 }
 
-// row is the ladder row of one measured run, before the figures relative to
-// other rows (see relate).
+// row is the ladder row of one finished run, before the figures relative to
+// other rows (see relate). Every figure is les.Result's.
 func (r *ladderRun) row(mode string) LadderRow {
-	mean, sd := meanStd(r.samples)
-	pred := r.stats.Prediction()
+	x := &r.res
 	return LadderRow{
-		Mode: mode, DecodeTokensPerSecond: mean, Stddev: sd,
-		HitRate: r.stats.HitRate(), PredictorPrecision: pred.Precision(), PredictorRecall: pred.Recall(),
-		StallFraction: r.stallFraction(), BytesReadPerToken: r.bytesPerToken(),
-		PeakRSSBytes: r.peakRSS, IdenticalOutput: r.identical, samples: r.samples,
-		DeviceTimeFields: deviceFields(r.stats, r.tokens),
+		Mode: mode, DecodeTokensPerSecond: x.DecodeTPS.Mean, Stddev: x.DecodeTPS.Stddev, Noise: noiseOf(x),
+		HitRate: x.HitRate, PredictorPrecision: x.PredictorPrecision, PredictorRecall: x.PredictorRecall,
+		StallFraction: x.StallFraction, BytesReadPerToken: x.BytesPerToken,
+		PeakRSSBytes: r.peakRSS, IdenticalOutput: r.identical, DeviceTimeFields: x.DeviceTimeFields,
 	}
 }
 
@@ -512,30 +470,12 @@ func (rep *LadderReport) relate(row *LadderRow, prev *LadderRow, base func(exper
 	}
 }
 
-func (r *ladderRun) stallFraction() float64 {
-	if r.decode <= 0 {
-		return 0
-	}
-	if r.stats.DeviceCompute > 0 { // device time: the device's stall
-		return r.stats.DeviceStall.Seconds() / r.decode.Seconds()
-	}
-	return r.stats.Stall.Seconds() / r.decode.Seconds()
-}
-
-// tpsOf returns the mean decode tok/s of mode's run, or 0.
+// tpsOf returns the mean decode tok/s of mode's finished run, or 0.
 func tpsOf(runs map[expert.Mode]*ladderRun, m expert.Mode) float64 {
 	if r := runs[m]; r != nil {
-		mean, _ := meanStd(r.samples)
-		return mean
+		return r.res.DecodeTPS.Mean
 	}
 	return 0
-}
-
-func (r *ladderRun) bytesPerToken() float64 {
-	if r.tokens == 0 {
-		return 0
-	}
-	return float64(r.stats.BytesRead) / float64(r.tokens)
 }
 
 // ladderPrompt is a deterministic pseudo-random prompt over the vocabulary.
@@ -551,162 +491,49 @@ func ladderPrompt(n, vocab int) []int {
 	return toks
 }
 
-// residentReference loads the model with every expert in RAM and returns
-// its greedy tokens.
+// residentReference opens the model with every expert in RAM and returns
+// its greedy tokens and the prompt.
 func residentReference(ctx context.Context, cfg LadderConfig, rep *LadderReport) ([]int, []int, error) {
-	m, err := model.Load(cfg.Model, model.Options{Threads: cfg.Threads})
+	s, err := les.Open(les.Config{Model: cfg.Model, Resident: true, Threads: cfg.Threads})
 	if err != nil {
 		return nil, nil, err
 	}
-	defer m.Close()
+	defer s.Close()
+	m := s.Model
 	if !m.IsMoE() {
 		return nil, nil, fmt.Errorf("bench: %s is not a Mixture-of-Experts model; the ladder streams experts", cfg.Model)
 	}
-	rep.ExpertBytes = m.ExpertBytes
+	rep.ExpertBytes = s.ExpertBytes
 	rep.ResidentBytes = m.ResidentBytes
 	if cfg.PromptTokens+cfg.GenTokens > m.Context {
 		return nil, nil, fmt.Errorf("bench: %d prompt + %d generated tokens exceed the context length %d", cfg.PromptTokens, cfg.GenTokens, m.Context)
 	}
 	prompt := ladderPrompt(cfg.PromptTokens, m.Vocab)
-	toks, _, err := greedyRun(ctx, m, prompt, cfg.GenTokens, nil)
+	r, err := s.Repetition(ctx, les.RepParams{Prompts: [][]int{prompt}, MaxTokens: cfg.GenTokens})
 	if err != nil {
 		return nil, nil, err
 	}
-	m.Close()
-	freeMemory()
-	return toks, prompt, nil
+	rep.ResidentRSS = s.PeakRSS()
+	return r.Tokens[0], prompt, nil
 }
 
-// greedyRun prefills prompt and decodes n tokens greedily, returning the
-// tokens and the decode wall time. before/after hooks bracket the decode.
-func greedyRun(ctx context.Context, m *model.Model, prompt []int, n int, decodeStart func()) ([]int, time.Duration, error) {
-	st, err := m.NewState(len(prompt) + n)
-	if err != nil {
-		return nil, 0, err
-	}
-	var logits []float32
-	for pos := 0; pos < len(prompt); pos += 512 {
-		if logits, err = st.Forward(ctx, prompt[pos:min(pos+512, len(prompt))], false); err != nil {
-			return nil, 0, err
-		}
-	}
-	toks := make([]int, 0, n)
-	toks = append(toks, argmax(logits))
-	if decodeStart != nil {
-		decodeStart()
-	}
-	t0 := time.Now()
-	one := make([]int, 1)
-	for len(toks) < n {
-		one[0] = toks[len(toks)-1]
-		if logits, err = st.Forward(ctx, one, false); err != nil {
-			return nil, 0, err
-		}
-		toks = append(toks, argmax(logits))
-	}
-	return toks, time.Since(t0), nil
-}
-
-func argmax(x []float32) int {
-	best := 0
-	for i, v := range x {
-		if v > x[best] {
-			best = i
-		}
-	}
-	return best
-}
-
-// loadMode loads the model with a fresh store in mode. With record the
-// store records its routing; the oracle mode replays tr (one run's routing,
-// repeated for every run the ladder makes).
-func loadMode(cfg LadderConfig, mode expert.Mode, budget int64, record bool, tr *expert.RoutingTrace) (*model.Model, *expert.Store, error) {
-	opts := expert.Options{Mode: mode, Budget: budget, Policy: cfg.Policy, Profile: cfg.Profile, Direct: cfg.Direct, Record: record, PredictK: cfg.PredictK, PrefetchAll: cfg.PrefetchAll,
-		DeviceTime: cfg.DeviceTime, ComputeSlowdown: cfg.ComputeSlowdown}
-	expertsPath := cfg.ExpertsPath
-	if mode == expert.Naive {
-		expertsPath = "" // mmap-like: the file as it is, not a packed copy
-	}
+// openMode opens a session of cfg's model in mode with budget; its peak RSS
+// counts from base. With record the store records its routing; the oracle
+// mode replays tr (one run's routing, repeated for every run the ladder
+// makes).
+func openMode(cfg LadderConfig, mode expert.Mode, budget units.Budget, base int64, record bool, tr *expert.RoutingTrace) (*les.Session, error) {
+	c := les.Config{Model: cfg.Model, ExpertsPath: cfg.ExpertsPath, Mode: mode, Budget: budget, Profile: cfg.Profile, Direct: cfg.Direct,
+		DeviceTime: cfg.DeviceTime, ComputeSlowdown: cfg.ComputeSlowdown, Policy: cfg.Policy, PredictK: cfg.PredictK, PrefetchAll: cfg.PrefetchAll,
+		Record: record, Threads: cfg.Threads, RSSBase: base}
 	if mode == expert.OracleMode {
 		if tr == nil {
-			return nil, nil, errors.New("no recorded routing to replay")
+			return nil, errors.New("no recorded routing to replay")
 		}
 		full := &expert.RoutingTrace{}
 		for range cfg.Warmup + cfg.Repetitions {
 			full.Calls = append(full.Calls, tr.Calls...)
 		}
-		opts.Trace = full
+		c.Trace = full
 	}
-	var store *expert.Store
-	m, err := model.Load(cfg.Model, model.Options{Threads: cfg.Threads, Experts: func(f *gguf.File, shapes []moe.LayerShape) (moe.Source, error) {
-		s, err := expert.Open(cfg.Model, f, shapes, expertsPath, opts)
-		store = s
-		return s, err
-	}})
-	if err != nil {
-		return nil, nil, err
-	}
-	return m, store, nil
-}
-
-// addDelta adds after-before to acc (the counters used by the ladder).
-func addDelta(acc *expert.Stats, before, after expert.Stats) {
-	acc.Demanded += after.Demanded - before.Demanded
-	acc.Hits += after.Hits - before.Hits
-	acc.Misses += after.Misses - before.Misses
-	acc.BytesRead += after.BytesRead - before.BytesRead
-	acc.Reads += after.Reads - before.Reads
-	acc.Stall += after.Stall - before.Stall
-	acc.HostCompute += after.HostCompute - before.HostCompute
-	acc.DeviceCompute += after.DeviceCompute - before.DeviceCompute
-	acc.DeviceStall += after.DeviceStall - before.DeviceStall
-	acc.PrefetchIssued += after.PrefetchIssued - before.PrefetchIssued
-	acc.PrefetchUsed += after.PrefetchUsed - before.PrefetchUsed
-	acc.PrefetchWasted += after.PrefetchWasted - before.PrefetchWasted
-	if acc.PredLayers == nil {
-		acc.PredLayers = make([]expert.PredStats, len(after.PredLayers))
-	}
-	for i := range after.PredLayers {
-		a, b := after.PredLayers[i], before.PredLayers[i]
-		p := &acc.PredLayers[i]
-		p.Uses += a.Uses - b.Uses
-		p.Correct += a.Correct - b.Correct
-		p.Predicted += a.Predicted - b.Predicted
-		p.Demanded += a.Demanded - b.Demanded
-	}
-}
-
-// freeMemory returns freed heap to the OS so the next peak RSS reading
-// belongs to the next run.
-func freeMemory() {
-	runtime.GC()
-	debug.FreeOSMemory()
-}
-
-// resetPeakRSS resets the kernel's peak RSS (VmHWM) of this process (Linux;
-// elsewhere a no-op, and peaks accumulate).
-func resetPeakRSS() {
-	_ = os.WriteFile("/proc/self/clear_refs", []byte("5"), 0)
-}
-
-// peakRSS returns VmHWM in bytes, or 0 where unavailable.
-func peakRSS() int64 { return procStatus("VmHWM:") }
-
-// currentRSS returns VmRSS in bytes, or 0 where unavailable.
-func currentRSS() int64 { return procStatus("VmRSS:") }
-
-func procStatus(field string) int64 {
-	f, err := os.Open("/proc/self/status")
-	if err != nil {
-		return 0
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), field); ok {
-			kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
-			return kb << 10
-		}
-	}
-	return 0
+	return les.Open(c)
 }

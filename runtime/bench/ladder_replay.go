@@ -8,9 +8,12 @@ import (
 	"time"
 
 	"github.com/lesfarm/lesfarm/runtime/expert"
+	"github.com/lesfarm/lesfarm/runtime/generate"
 	"github.com/lesfarm/lesfarm/runtime/gguf"
+	"github.com/lesfarm/lesfarm/runtime/les"
 	"github.com/lesfarm/lesfarm/runtime/model"
 	"github.com/lesfarm/lesfarm/runtime/moe"
+	"github.com/lesfarm/lesfarm/runtime/units"
 )
 
 // ReplayConfig configures RunReplay: the ladder's storage, budget and modes,
@@ -83,7 +86,14 @@ func RunReplay(ctx context.Context, cfg ReplayConfig) (*LadderReport, error) {
 	}
 	prompt := ladderPrompt(cfg.PromptTokens, m.Vocab)
 	var first int
-	if _, _, err := greedyRun(ctx, m, prompt, cfg.GenTokens, func() { first = len(base.RecordedTrace().Calls) }); err != nil {
+	firstToken := true
+	if _, err := generate.Run(ctx, m, generate.Params{PromptIDs: prompt, MaxTokens: cfg.GenTokens, OnToken: func(int) error {
+		if firstToken {
+			firstToken = false
+			first = len(base.RecordedTrace().Calls)
+		}
+		return nil
+	}}); err != nil {
 		m.Close()
 		return nil, err
 	}
@@ -91,7 +101,7 @@ func RunReplay(ctx context.Context, cfg ReplayConfig) (*LadderReport, error) {
 	m.Close()
 	budget := cfg.BudgetBytes
 	if budget <= 0 {
-		budget = int64(cfg.BudgetFraction * float64(rep.ExpertBytes))
+		budget = units.Budget{Fraction: cfg.BudgetFraction}.Resolve(rep.ExpertBytes)
 	}
 	rep.BudgetBytes = budget
 	tokens := cfg.GenTokens - 1
@@ -141,18 +151,17 @@ func RunReplay(ctx context.Context, cfg ReplayConfig) (*LadderReport, error) {
 			if i < cfg.Warmup {
 				continue
 			}
-			addDelta(&l.r.stats, before, l.store.Stats())
-			l.r.decode += d
-			l.r.tokens += tokens
-			l.r.samples = append(l.r.samples, float64(tokens)/d.Seconds())
+			// A replayed repetition: one prompt's decode steps, in the
+			// host's time of the emulated compute.
+			l.r.reps = append(l.r.reps, les.Rep{Prompts: 1, DecodeTokens: tokens, Decode: d, HostDecode: d, Expert: l.store.Stats().Sub(before)})
 		}
 		progress("replay round %d/%d done", i+1, cfg.Warmup+cfg.Repetitions)
 	}
 	runs := map[expert.Mode]*ladderRun{}
 	for _, l := range all {
 		runs[l.mode] = l.r
-		mean, sd := meanStd(l.r.samples)
-		progress("%-18s %7.2f ± %.2f tok/s, hit %.3f, stall %.2f, %.1f MB read/token", l.mode, mean, sd, l.r.stats.HitRate(), l.r.stallFraction(), l.r.bytesPerToken()/1e6)
+		l.r.finish(&cfg.LadderConfig)
+		l.r.progress(l.mode.String(), progress)
 	}
 	fillRows(rep, cfg.Modes, runs)
 	return rep, nil

@@ -8,6 +8,7 @@ import (
 	"strconv"
 
 	"github.com/lesfarm/lesfarm/runtime/spec"
+	"github.com/lesfarm/lesfarm/runtime/units"
 )
 
 // Write writes the ladder in format md, csv, json (one object, the shape of
@@ -44,7 +45,8 @@ func (r *LadderReport) Write(w io.Writer, format string) error {
 	case "csv":
 		cw := csv.NewWriter(w)
 		head := []string{"model", "profile", "budget_bytes", "mode", "decode_tokens_per_second", "stddev", "speedup_vs_on_demand", "speedup_vs_on_demand_parallel", "hit_rate", "predictor_precision", "predictor_recall", "stall_fraction", "bytes_read_per_token", "bytes_vs_oracle", "oracle_fraction", "peak_rss_bytes", "identical_output", "speedup_vs_naive", "speedup_vs_previous", "time_base", "dilation", "host_compute_ms_per_token", "device_compute_ms_per_token",
-			"spec_drafter", "spec_acceptance_rate", "spec_mean_accepted", "spec_tokens_per_target_pass", "spec_verify_us", "spec_experts_per_verify", "spec_off_share"}
+			"spec_drafter", "spec_acceptance_rate", "spec_mean_accepted", "spec_tokens_per_target_pass", "spec_verify_us", "spec_experts_per_verify", "spec_off_share",
+			"cv", "repetitions", "discarded_repetitions"}
 		mixed := r.mixedRow() != nil
 		if mixed {
 			head = append(head, mixedCSVHead...)
@@ -60,6 +62,7 @@ func (r *LadderReport) Write(w io.Writer, format string) error {
 			} else {
 				rec = append(rec, "", "", "", "", "", "", "")
 			}
+			rec = append(rec, noiseCSV(row.Noise)...)
 			if mixed {
 				rec = append(rec, mixedCSV(row)...)
 			}
@@ -68,6 +71,7 @@ func (r *LadderReport) Write(w io.Writer, format string) error {
 		if o := r.Oracle; o != nil {
 			rec := []string{r.Model, r.Profile, b, "oracle", f(o.DecodeTokensPerSecond), f(o.Stddev), "", "", f(o.HitRate), "", "", "", f(o.BytesReadPerToken), "1", "1", strconv.FormatInt(o.PeakRSSBytes, 10), strconv.FormatBool(o.IdenticalOutput),
 				f(o.SpeedupVsNaive), "", r.timeBase(), f(o.Dilation), f(o.HostComputeMSPerToken), f(o.DeviceComputeMSPerToken), "", "", "", "", "", "", ""}
+			rec = append(rec, noiseCSV(o.Noise)...)
 			if mixed {
 				rec = append(rec, make([]string, len(mixedCSVHead))...)
 			}
@@ -76,16 +80,16 @@ func (r *LadderReport) Write(w io.Writer, format string) error {
 		cw.Flush()
 		return cw.Error()
 	case "md", "":
-		fmt.Fprintf(w, "LES ladder: %s, storage %s, expert budget %s (%.1f%% of %s experts), %d thread(s), %s time\n\n", r.Model, r.Profile, humanBytes(r.BudgetBytes), 100*float64(r.BudgetBytes)/float64(max(r.ExpertBytes, 1)), humanBytes(r.ExpertBytes), r.Threads, r.timeBase())
-		fmt.Fprintln(w, "| mode | decode t/s | × naive | × prev. row | × on-demand | × parallel | hit rate | pred. precision | pred. recall | stall | MB read/token | × oracle bytes | of oracle | peak RSS | identical |")
-		fmt.Fprintln(w, "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | :---: |")
+		fmt.Fprintf(w, "LES ladder: %s, storage %s, expert budget %s (%.1f%% of %s experts), %d thread(s), %s time\n\n", r.Model, r.Profile, units.HumanSize(r.BudgetBytes), 100*float64(r.BudgetBytes)/float64(max(r.ExpertBytes, 1)), units.HumanSize(r.ExpertBytes), r.Threads, r.timeBase())
+		fmt.Fprintln(w, "| mode | decode t/s | cv | n | × naive | × prev. row | × on-demand | × parallel | hit rate | pred. precision | pred. recall | stall | MB read/token | × oracle bytes | of oracle | peak RSS | identical |")
+		fmt.Fprintln(w, "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | :---: |")
 		for _, row := range r.Rows {
 			mode := row.Mode
 			if row.MixedRow != nil {
 				mode = "+" + mode
 			}
-			fmt.Fprintf(w, "| %s | %.2f ± %.2f | %s | %s | %s | %s | %.3f | %s | %s | %.2f | %.1f | %s | %s | %s | %s |\n",
-				mode, row.DecodeTokensPerSecond, row.Stddev, times(row.SpeedupVsNaive), times(row.SpeedupVsPrevious), times(row.SpeedupVsOnDemand), times(row.SpeedupVsOnDemandParallel), row.HitRate,
+			fmt.Fprintf(w, "| %s | %.2f ± %.2f | %s | %s | %s | %s | %s | %s | %.3f | %s | %s | %.2f | %.1f | %s | %s | %s | %s |\n",
+				mode, row.DecodeTokensPerSecond, row.Stddev, cvCell(row.CV), nCell(row.Noise), times(row.SpeedupVsNaive), times(row.SpeedupVsPrevious), times(row.SpeedupVsOnDemand), times(row.SpeedupVsOnDemandParallel), row.HitRate,
 				dash(row.PredictorPrecision), dash(row.PredictorRecall), row.StallFraction, row.BytesReadPerToken/1e6, times(row.BytesVsOracle), pct(row.OracleFraction), rss(row.PeakRSSBytes), identical(row))
 		}
 		if o := r.Oracle; o != nil {
@@ -93,7 +97,7 @@ func (r *LadderReport) Write(w io.Writer, format string) error {
 			if n := len(r.Rows); n > 0 && r.Rows[n-1].DecodeTokensPerSecond > 0 {
 				prev = times(o.DecodeTokensPerSecond / r.Rows[n-1].DecodeTokensPerSecond)
 			}
-			fmt.Fprintf(w, "| oracle (Belady + perfect prefetch) | %.2f ± %.2f | %s | %s | | | %.3f | | | | %.1f | 1.00× | 100%% | %s | %v |\n", o.DecodeTokensPerSecond, o.Stddev, times(o.SpeedupVsNaive), prev, o.HitRate, o.BytesReadPerToken/1e6, rss(o.PeakRSSBytes), o.IdenticalOutput)
+			fmt.Fprintf(w, "| oracle (Belady + perfect prefetch) | %.2f ± %.2f | %s | %s | %s | %s | | | %.3f | | | | %.1f | 1.00× | 100%% | %s | %v |\n", o.DecodeTokensPerSecond, o.Stddev, cvCell(o.CV), nCell(o.Noise), times(o.SpeedupVsNaive), prev, o.HitRate, o.BytesReadPerToken/1e6, rss(o.PeakRSSBytes), o.IdenticalOutput)
 		}
 		if r.TimeBase == "device" && len(r.Rows) > 0 {
 			fmt.Fprintln(w, "\nDevice time: the emulated flash ran on a clock dilated by the host's compute time over the device's.")
@@ -111,11 +115,26 @@ func (r *LadderReport) Write(w io.Writer, format string) error {
 			}
 		}
 		if r.ResidentRSS > 0 {
-			fmt.Fprintf(w, "\nAll-resident reference: peak RSS %s (resident weights %s + experts %s).\n", humanBytes(r.ResidentRSS), humanBytes(r.ResidentBytes), humanBytes(r.ExpertBytes))
+			fmt.Fprintf(w, "\nAll-resident reference: peak RSS %s (resident weights %s + experts %s).\n", units.HumanSize(r.ResidentRSS), units.HumanSize(r.ResidentBytes), units.HumanSize(r.ExpertBytes))
 		}
 		return nil
 	}
 	return fmt.Errorf("bench: unknown format %q", format)
+}
+
+// noiseCSV are a row's cv, repetitions and discarded_repetitions cells.
+func noiseCSV(n Noise) []string {
+	return []string{strconv.FormatFloat(n.CV, 'g', 6, 64), strconv.Itoa(n.Repetitions), strconv.Itoa(n.Discarded)}
+}
+
+func cvCell(cv float64) string { return strconv.FormatFloat(100*cv, 'f', 1, 64) + "%" }
+
+// nCell is the repetition count, with the outliers dropped: "5 (−1)".
+func nCell(n Noise) string {
+	if n.Discarded > 0 {
+		return fmt.Sprintf("%d (−%d)", n.Repetitions, n.Discarded)
+	}
+	return strconv.Itoa(n.Repetitions)
 }
 
 func (r *LadderReport) timeBase() string {
@@ -155,7 +174,7 @@ func (r *LadderReport) mixedRow() *MixedRow {
 
 func writeMixedNote(w io.Writer, x *MixedRow) {
 	fmt.Fprintf(w, "\n+mixed-precision: %s (%s, %.1f%% of the reference's %s; planner budget %s; experts %s), scheduled mode, same expert budget and storage: %.2f× scheduled.",
-		x.MixedModel, humanBytes(x.MixedModelBytes), 100*float64(x.MixedModelBytes)/float64(max(x.ReferenceModelBytes, 1)), humanBytes(x.ReferenceModelBytes), humanBytes(x.PlanBudgetBytes), humanBytes(x.ExpertBytes), x.SpeedupVsScheduled)
+		x.MixedModel, units.HumanSize(x.MixedModelBytes), 100*float64(x.MixedModelBytes)/float64(max(x.ReferenceModelBytes, 1)), units.HumanSize(x.ReferenceModelBytes), units.HumanSize(x.PlanBudgetBytes), units.HumanSize(x.ExpertBytes), x.SpeedupVsScheduled)
 	if x.ReferencePerplexity > 0 {
 		fmt.Fprintf(w, " Perplexity %.4f vs reference %.4f (%+.2f%%; %s).", x.Perplexity, x.ReferencePerplexity, 100*(x.Perplexity/x.ReferencePerplexity-1), x.PerplexityMethod)
 	}
@@ -166,7 +185,7 @@ func rss(n int64) string {
 	if n == 0 {
 		return "–"
 	}
-	return humanBytes(n)
+	return units.HumanSize(n)
 }
 
 func dash(x float64) string {

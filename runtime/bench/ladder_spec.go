@@ -1,13 +1,11 @@
 package bench
 
 import (
-	"context"
-	"fmt"
-	"time"
-
 	"github.com/lesfarm/lesfarm/runtime/expert"
+	"github.com/lesfarm/lesfarm/runtime/les"
 	"github.com/lesfarm/lesfarm/runtime/model"
 	"github.com/lesfarm/lesfarm/runtime/spec"
+	"github.com/lesfarm/lesfarm/runtime/units"
 )
 
 // SpeculativeRow is the mode name of the ladder's last rung: speculative
@@ -27,18 +25,17 @@ type LadderSpec struct {
 	OffShare            float64 `json:"off_share"`
 }
 
-// specLadder is the speculative rung while the ladder runs.
+// specLadder is the speculative rung while the ladder runs: a session on
+// the last mode's store configuration decoding through a les.Speculative.
 type specLadder struct {
-	m     *model.Model
-	store *expert.Store
-	dec   *spec.Decoder
+	s     *les.Session
+	dec   *les.Speculative
 	draft *model.Model
 	r     *ladderRun
-	stats spec.Stats
 }
 
 func (s *specLadder) close() {
-	s.m.Close()
+	s.s.Close()
 	if s.draft != nil {
 		s.draft.Close()
 	}
@@ -47,50 +44,31 @@ func (s *specLadder) close() {
 // loadSpecLadder loads the speculative rung on mode: the n-gram drafter
 // (cfg.Draft "" or "ngram"), the target's MTP block ("mtp") or a draft
 // model file (resident).
-func loadSpecLadder(cfg LadderConfig, mode expert.Mode, budget int64) (*specLadder, error) {
-	m, store, err := loadMode(cfg, mode, budget, false, nil)
+func loadSpecLadder(cfg LadderConfig, mode expert.Mode, budget units.Budget, base int64) (*specLadder, error) {
+	ses, err := openMode(cfg, mode, budget, base, false, nil)
 	if err != nil {
 		return nil, err
 	}
-	s := &specLadder{m: m, store: store, r: &ladderRun{identical: true}}
+	s := &specLadder{s: ses, r: &ladderRun{identical: true, expertBytes: ses.ExpertBytes}}
+	var dec *spec.Decoder
 	switch cfg.Draft {
 	case "", DraftNGram:
-		s.dec, err = spec.NewWithDrafter(m, &spec.NGramDrafter{})
+		dec, err = spec.NewWithDrafter(ses.Model, &spec.NGramDrafter{})
 	case "mtp":
-		s.dec, err = spec.NewMTP(m)
+		dec, err = spec.NewMTP(ses.Model)
 	default:
 		if s.draft, err = model.Load(cfg.Draft, model.Options{Threads: cfg.Threads}); err != nil {
 			break
 		}
-		s.dec, err = spec.New(m, s.draft)
+		dec, err = spec.New(ses.Model, s.draft)
 	}
 	if err != nil {
 		s.close()
 		return nil, err
 	}
+	s.dec = &les.Speculative{Dec: dec, K: spec.AdaptiveMaxK, Adaptive: true}
+	ses.SetDecoder(s.dec)
 	return s, nil
-}
-
-// run decodes like greedyRun with speculative decoding, adaptive k.
-func (s *specLadder) run(ctx context.Context, prompt []int, n int, decodeStart func()) ([]int, time.Duration, error) {
-	var t0 time.Time
-	first := true
-	res, err := s.dec.Run(ctx, spec.Params{PromptIDs: prompt, MaxTokens: n, K: spec.AdaptiveMaxK, Adaptive: true, OnToken: func(int) error {
-		if first {
-			first = false
-			if decodeStart != nil {
-				decodeStart()
-			}
-			t0 = time.Now()
-		}
-		return nil
-	}})
-	if err != nil {
-		return nil, 0, fmt.Errorf("speculative: %w", err)
-	}
-	s.stats.Add(&res.Spec)
-	s.stats.Drafter = res.Spec.Drafter
-	return res.TokenIDs, time.Since(t0), nil
 }
 
 // row is the speculative rung's ladder row; prev is the row before it.
@@ -105,7 +83,7 @@ func (s *specLadder) row(rep *LadderReport, prev *LadderRow) LadderRow {
 		}
 		return 0
 	})
-	st := &s.stats
+	st := &s.dec.Stats
 	ls := &LadderSpec{Drafter: st.Drafter, AcceptanceRate: st.AcceptanceRate(), MeanAccepted: st.MeanAccepted(),
 		TokensPerTargetPass: st.TokensPerTargetPass(), VerifyUS: float64(st.MeanVerify().Nanoseconds()) / 1e3,
 		ExpertsPerVerify: st.MeanExpertsPerVerify()}

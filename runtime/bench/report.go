@@ -7,6 +7,8 @@ import (
 	"io"
 	"strconv"
 	"strings"
+
+	"github.com/lesfarm/lesfarm/runtime/units"
 )
 
 // Formats are the report formats Write accepts.
@@ -37,16 +39,6 @@ func (r *Report) Write(w io.Writer, format string) error {
 	return fmt.Errorf("bench: unknown format %q (use %s)", format, strings.Join(Formats, ", "))
 }
 
-func humanBytes(n int64) string {
-	switch {
-	case n >= 1<<30:
-		return fmt.Sprintf("%.2f GiB", float64(n)/(1<<30))
-	case n >= 1<<20:
-		return fmt.Sprintf("%.2f MiB", float64(n)/(1<<20))
-	}
-	return fmt.Sprintf("%.2f KiB", float64(n)/(1<<10))
-}
-
 func humanCount(n int64) string {
 	switch {
 	case n >= 1e9:
@@ -58,8 +50,8 @@ func humanCount(n int64) string {
 }
 
 func (r *Report) writeMarkdown(w io.Writer) error {
-	head := []string{"model", "size", "params", "backend", "threads", "test", "t/s", "t/CPU-s", "GB/s", "GFLOP/s"}
-	align := []string{"---", "---:", "---:", "---", "---:", "---:", "---:", "---:", "---:", "---:"}
+	head := []string{"model", "size", "params", "backend", "threads", "test", "t/s", "cv", "n", "t/CPU-s", "GB/s", "GFLOP/s"}
+	align := []string{"---", "---:", "---:", "---", "---:", "---:", "---:", "---:", "---:", "---:", "---:", "---:"}
 	if r.CopyGBps > 0 {
 		head = append(head, "of copy BW")
 		align = append(align, "---:")
@@ -73,8 +65,8 @@ func (r *Report) writeMarkdown(w io.Writer) error {
 	b.WriteString("| " + strings.Join(align, " | ") + " |\n")
 	for _, row := range r.Rows {
 		cells := []string{
-			fmt.Sprintf("%s %s", row.Arch, row.Type), humanBytes(row.SizeBytes), humanCount(row.Params), row.Backend,
-			strconv.Itoa(row.Threads), row.Test, fmt.Sprintf("%.2f ± %.2f", row.TPS, row.TPSStddev), fmt.Sprintf("%.2f", row.CPUTPS),
+			fmt.Sprintf("%s %s", row.Arch, row.Type), units.HumanSize(row.SizeBytes), humanCount(row.Params), row.Backend,
+			strconv.Itoa(row.Threads), row.Test, fmt.Sprintf("%.2f ± %.2f", row.TPS, row.TPSStddev), fmt.Sprintf("%.1f%%", 100*row.TPSCV), strconv.Itoa(row.Reps), fmt.Sprintf("%.2f", row.CPUTPS),
 			fmt.Sprintf("%.2f", row.GBps), fmt.Sprintf("%.2f", row.GFLOPs),
 		}
 		if r.CopyGBps > 0 {
@@ -94,7 +86,7 @@ func (r *Report) writeMarkdown(w io.Writer) error {
 	if len(r.Rows) > 0 && r.Rows[0].RecurrentStateBytes > 0 {
 		row := r.Rows[0]
 		fmt.Fprintf(&b, "sequence state: %s (KV cache of the attention layers + recurrent state + rollback history), of which conv + DeltaNet state %s\n",
-			humanBytes(row.StateBytes), humanBytes(row.RecurrentStateBytes))
+			units.HumanSize(row.StateBytes), units.HumanSize(row.RecurrentStateBytes))
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
@@ -104,13 +96,13 @@ func (r *Report) writeCSV(w io.Writer) error {
 	cw := csv.NewWriter(w)
 	cw.Write([]string{"model", "arch", "type", "size_bytes", "params", "backend", "threads", "test", "n_tokens", "repetitions",
 		"tokens_per_second", "stddev", "tokens_per_cpu_second", "weight_gb_per_token", "gb_per_second", "gflop_per_second", "bandwidth_fraction",
-		"gb_per_cpu_second", "bandwidth_fraction_cpu"})
+		"gb_per_cpu_second", "bandwidth_fraction_cpu", "cv"})
 	f := func(x float64) string { return strconv.FormatFloat(x, 'g', 6, 64) }
 	for _, row := range r.Rows {
 		cw.Write([]string{row.Model, row.Arch, row.Type, strconv.FormatInt(row.SizeBytes, 10), strconv.FormatInt(row.Params, 10),
 			row.Backend, strconv.Itoa(row.Threads), row.Test, strconv.Itoa(row.Tokens), strconv.Itoa(row.Reps),
 			f(row.TPS), f(row.TPSStddev), f(row.CPUTPS), f(row.WeightGB), f(row.GBps), f(row.GFLOPs), f(row.BWFraction),
-			f(row.GBpsCPU), f(row.BWFractionCPU)})
+			f(row.GBpsCPU), f(row.BWFractionCPU), f(row.TPSCV)})
 	}
 	cw.Flush()
 	return cw.Error()

@@ -11,8 +11,10 @@ import (
 	"time"
 
 	"github.com/lesfarm/lesfarm/runtime/generate"
+	"github.com/lesfarm/lesfarm/runtime/les"
 	"github.com/lesfarm/lesfarm/runtime/model"
 	"github.com/lesfarm/lesfarm/runtime/spec"
+	"github.com/lesfarm/lesfarm/runtime/stat"
 )
 
 // SpecConfig configures RunSpec: decode throughput of a model with and
@@ -53,6 +55,7 @@ type SpecRow struct {
 	Reps      int       `json:"repetitions"`
 	TPS       float64   `json:"tokens_per_second"` // decode tokens over decode wall time
 	TPSStddev float64   `json:"stddev"`
+	TPSCV     float64   `json:"cv"` // TPSStddev / TPS
 	Samples   []float64 `json:"samples"`
 	// Speedup is TPS over the plain row's TPS.
 	Speedup             float64 `json:"speedup"`
@@ -187,7 +190,7 @@ func RunSpec(ctx context.Context, cfg SpecConfig) ([]SpecRow, error) {
 				}
 			}
 			if rep >= cfg.Warmup {
-				rows[i].Samples = append(rows[i].Samples, res.DecodeTokensPerSecond())
+				rows[i].Samples = append(rows[i].Samples, les.DecodeTPS(les.RepOf(res)))
 				cpuSteps[i] += res.DecodeSteps
 				cpuTime[i] += (processCPU() - cpuFirst).Seconds()
 			}
@@ -195,7 +198,8 @@ func RunSpec(ctx context.Context, cfg SpecConfig) ([]SpecRow, error) {
 	}
 	for i := range rows {
 		r := &rows[i]
-		r.TPS, r.TPSStddev = meanStd(r.Samples)
+		sum := stat.Summarize(r.Samples)
+		r.TPS, r.TPSStddev, r.TPSCV = sum.Mean, sum.Stddev, sum.CV
 		if rows[0].TPS > 0 {
 			r.Speedup = r.TPS / rows[0].TPS
 		}

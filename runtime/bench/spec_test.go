@@ -3,11 +3,12 @@ package bench
 import (
 	"bytes"
 	"context"
-	"github.com/lesfarm/lesfarm/internal/fixture"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/lesfarm/lesfarm/internal/fixture"
 
 	"github.com/lesfarm/lesfarm/runtime/model"
 	"github.com/lesfarm/lesfarm/runtime/tensor"

@@ -1,12 +1,11 @@
 package expert
 
 import (
-	"errors"
 	"fmt"
-	"math"
-	"strconv"
 	"strings"
 	"time"
+
+	"github.com/lesfarm/lesfarm/runtime/units"
 )
 
 // Profile describes a device's storage, so the store can emulate it: reads
@@ -36,39 +35,6 @@ type Profile struct {
 	Service *ServiceTimes
 }
 
-// ParseSize parses a byte size such as "4096", "512MiB", "1.5GB" or "2G"
-// (K/M/G/T are powers of 1000 with B, 1024 with iB or alone).
-func ParseSize(s string) (int64, error) {
-	s = strings.TrimSpace(s)
-	if s == "" {
-		return 0, errors.New("empty size")
-	}
-	i := len(s)
-	for i > 0 && (s[i-1] < '0' || s[i-1] > '9') && s[i-1] != '.' {
-		i--
-	}
-	num, unit := s[:i], strings.ToLower(strings.TrimSpace(s[i:]))
-	v, err := strconv.ParseFloat(num, 64)
-	if err != nil || v < 0 || math.IsInf(v, 0) || math.IsNaN(v) {
-		return 0, fmt.Errorf("size %q is not a number with an optional unit (e.g. 512MiB)", s)
-	}
-	mult := map[string]float64{
-		"": 1, "b": 1,
-		"k": 1 << 10, "kib": 1 << 10, "kb": 1e3,
-		"m": 1 << 20, "mib": 1 << 20, "mb": 1e6,
-		"g": 1 << 30, "gib": 1 << 30, "gb": 1e9,
-		"t": 1 << 40, "tib": 1 << 40, "tb": 1e12,
-	}[unit]
-	if mult == 0 {
-		return 0, fmt.Errorf("size %q has an unknown unit %q (use B, KiB, MiB, GiB, KB, MB, GB)", s, unit)
-	}
-	f := v * mult
-	if f > math.MaxInt64/2 {
-		return 0, fmt.Errorf("size %q is too large", s)
-	}
-	return int64(f), nil
-}
-
 // ParseRate parses a bandwidth such as "3.5GB/s" or "800MiB/s" into bytes
 // per second.
 func ParseRate(s string) (float64, error) {
@@ -76,7 +42,7 @@ func ParseRate(s string) (float64, error) {
 	if !strings.HasSuffix(strings.ToLower(t), "/s") {
 		return 0, fmt.Errorf("rate %q must end in /s (e.g. 3.5GB/s)", s)
 	}
-	n, err := ParseSize(t[:len(t)-2])
+	n, err := units.ParseSize(t[:len(t)-2])
 	if err != nil {
 		return 0, err
 	}

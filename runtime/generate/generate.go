@@ -69,23 +69,6 @@ type Result struct {
 	DecodeSteps int
 }
 
-// PrefillTokensPerSecond returns prompt tokens per second of prefill.
-func (r *Result) PrefillTokensPerSecond() float64 {
-	if r.Prefill <= 0 {
-		return 0
-	}
-	return float64(len(r.PromptIDs)) / r.Prefill.Seconds()
-}
-
-// DecodeTokensPerSecond returns decoded tokens per second (decode forward
-// passes over their wall time).
-func (r *Result) DecodeTokensPerSecond() float64 {
-	if r.Decode <= 0 || r.DecodeSteps == 0 {
-		return 0
-	}
-	return float64(r.DecodeSteps) / r.Decode.Seconds()
-}
-
 // ErrPromptTooLong is returned (wrapped) when the prompt does not fit the
 // model's context.
 var ErrPromptTooLong = errors.New("prompt too long")

@@ -83,7 +83,7 @@ func TestGreedyTimingsAndTrace(t *testing.T) {
 	if res.StopReason != StopMaxTokens || res.DecodeSteps != len(greedy)-1 {
 		t.Fatalf("stop %q after %d decode steps", res.StopReason, res.DecodeSteps)
 	}
-	if res.PrefillTokensPerSecond() <= 0 || res.DecodeTokensPerSecond() <= 0 || res.TTFT < res.Prefill {
+	if res.Prefill <= 0 || res.Decode <= 0 || res.DecodeSteps == 0 || res.TTFT < res.Prefill {
 		t.Fatalf("timings: prefill %v, decode %v, ttft %v", res.Prefill, res.Decode, res.TTFT)
 	}
 	// Batch 4 splits the 6-token prompt into 2 prefill steps, then 7 decodes.
