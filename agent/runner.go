@@ -6,14 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math"
 	"os"
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
 	"slices"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/lesfarm/lesfarm/agent/device"
@@ -21,14 +18,15 @@ import (
 	"github.com/lesfarm/lesfarm/profile"
 	"github.com/lesfarm/lesfarm/protocol"
 	"github.com/lesfarm/lesfarm/runtime/expert"
-	"github.com/lesfarm/lesfarm/runtime/generate"
 	"github.com/lesfarm/lesfarm/runtime/gguf"
+	"github.com/lesfarm/lesfarm/runtime/les"
 	"github.com/lesfarm/lesfarm/runtime/model"
-	"github.com/lesfarm/lesfarm/runtime/moe"
 	"github.com/lesfarm/lesfarm/runtime/pack"
 	speculative "github.com/lesfarm/lesfarm/runtime/spec"
+	"github.com/lesfarm/lesfarm/runtime/stat"
 	"github.com/lesfarm/lesfarm/runtime/tokenizer"
 	"github.com/lesfarm/lesfarm/runtime/trace"
+	"github.com/lesfarm/lesfarm/runtime/units"
 )
 
 // ThermalGate holds a repetition back until the device has cooled down.
@@ -72,6 +70,11 @@ type Runner struct {
 	// ReadState reads the device's thermal state; nil means device.ReadState.
 	ReadState func() protocol.DeviceState
 	Logger    *slog.Logger
+	// Pin pins the measuring thread to one CPU during each config
+	// (les.Plan.Pin); DiscardOutliers drops outlier repetitions by the
+	// documented rule (les.MeasureOptions) and reports how many. A job's
+	// spec can ask for either (jobs.Spec.Pin, DiscardOutliers).
+	Pin, DiscardOutliers bool
 }
 
 // Job is one run's work for the Runner.
@@ -150,49 +153,51 @@ func (r *Runner) ResolveProfile(c jobs.Config) (*expert.Profile, error) {
 	return r.Profile, nil
 }
 
+// loaded is a config's measurement session and the model's tokenizer.
 type loaded struct {
-	m           *model.Model
-	store       *expert.Store
-	tok         *tokenizer.Tokenizer
-	expertBytes int64
-	budget      int64
-	spec        *speculative.Decoder // the speculative mode's decoder, made on first use
+	s   *les.Session
+	tok *tokenizer.Tokenizer
 }
 
 func (l *loaded) close() {
-	if l.m != nil {
-		l.m.Close()
+	if l.s != nil {
+		l.s.Close()
 	}
 }
 
+// load opens the config's les.Session: the job's model (its mixed-precision
+// or packed form where the config asks), in the config's mode, with its
+// budget and the resolved storage profile.
 func (r *Runner) load(ctx context.Context, job *Job, c jobs.Config) (*loaded, error) {
-	threads := cmp.Or(r.Threads, runtime.NumCPU())
 	prof, err := r.ResolveProfile(c)
 	if err != nil {
 		return nil, err
 	}
-	l := &loaded{}
-	opts := model.Options{Threads: threads}
-	modelPath := job.ModelPath
-	var refExperts int64 // mixed-precision: the budget is the original model's
+	cfg := les.Config{Model: job.ModelPath, Resident: c.Mode == jobs.ModeResident, Threads: cmp.Or(r.Threads, runtime.NumCPU()), Logger: r.Logger}
 	if c.Mode == jobs.ModeMixedPrecision {
-		if modelPath, refExperts, err = r.mixed(ctx, job); err != nil {
+		// The budget is the original model's expert bytes' share.
+		if cfg.Model, cfg.BudgetBase, err = r.mixed(ctx, job); err != nil {
 			return nil, err
 		}
 	}
-	if c.Mode != jobs.ModeResident {
-		mode, err := runtimeMode(c.Mode)
-		if err != nil {
+	if !cfg.Resident {
+		if cfg.Mode, err = runtimeMode(c.Mode); err != nil {
 			return nil, err
 		}
-		expertsPath := ""
+		if c.Budget.IsZero() {
+			return nil, fmt.Errorf("mode %s needs a budget", c.Mode)
+		}
+		cfg.Budget = units.Budget(c.Budget)
+		cfg.Profile, cfg.Direct = prof, r.Direct
+		// A profile that declares its compute runs on device time.
+		cfg.DeviceTime = prof != nil && prof.Compute != nil && !r.Direct
 		layout := job.Spec.Model.Layout
 		if c.Mode == jobs.ModeMixedPrecision {
 			layout = jobs.LayoutAsIs // the planned file is packed already when asked
 		}
 		switch layout {
 		case jobs.LayoutPacked:
-			if expertsPath, err = r.packed(ctx, job.ModelPath, job.Spec.Model.SHA256, pack.LayoutBlob); err != nil {
+			if cfg.ExpertsPath, err = r.packed(ctx, job.ModelPath, job.Spec.Model.SHA256, pack.LayoutBlob); err != nil {
 				return nil, err
 			}
 		case jobs.LayoutPackedCompat:
@@ -202,41 +207,36 @@ func (r *Runner) load(ctx context.Context, job *Job, c jobs.Config) (*loaded, er
 			if p, err := r.packed(ctx, job.ModelPath, job.Spec.Model.SHA256, pack.LayoutCompat); err != nil {
 				return nil, err
 			} else if p != "" {
-				modelPath = p
+				cfg.Model = p
 			}
-		}
-		opts.Experts = func(f *gguf.File, shapes []moe.LayerShape) (moe.Source, error) {
-			for _, s := range shapes {
-				l.expertBytes += s.Bytes() * int64(s.Experts)
-			}
-			if l.expertBytes == 0 {
-				return nil, fmt.Errorf("mode %s needs a mixture-of-experts model; this model has no experts", c.Mode)
-			}
-			l.budget = c.Budget.Resolve(cmp.Or(refExperts, l.expertBytes))
-			s, err := expert.Open(modelPath, f, shapes, expertsPath, expert.Options{
-				Mode: mode, Budget: l.budget, Profile: prof, Direct: r.Direct, Logger: r.Logger,
-				// A profile that declares its compute runs on device time.
-				DeviceTime: prof != nil && prof.Compute != nil && !r.Direct,
-			})
-			l.store = s
-			return s, err
 		}
 	}
-	m, err := model.Load(modelPath, opts)
+	ses, err := les.Open(cfg)
 	if err != nil {
-		if errors.Is(err, model.ErrUnsupported) {
+		switch {
+		case errors.Is(err, model.ErrUnsupported):
 			return nil, fmt.Errorf("unsupported model: %w", err)
+		case errors.Is(err, les.ErrNotMoE):
+			return nil, fmt.Errorf("mode %s needs a mixture-of-experts model; this model has no experts", c.Mode)
 		}
 		return nil, err
 	}
-	l.m = m
-	tok, err := tokenizer.FromGGUF(m.File)
+	tok, err := tokenizer.FromGGUF(ses.Model.File)
 	if err != nil {
-		m.Close()
+		ses.Close()
 		return nil, fmt.Errorf("unsupported model: no usable tokenizer: %w", err)
 	}
-	l.tok = tok
-	return l, nil
+	if c.Mode == jobs.ModeSpeculative {
+		// Speculative decoding (n-gram drafter, adaptive k) on the
+		// scheduled store; its greedy tokens are plain decoding's.
+		dec, err := speculative.NewWithDrafter(ses.Model, &speculative.NGramDrafter{})
+		if err != nil {
+			ses.Close()
+			return nil, err
+		}
+		ses.SetDecoder(&les.Speculative{Dec: dec, K: speculative.AdaptiveMaxK, Adaptive: true})
+	}
+	return &loaded{s: ses, tok: tok}, nil
 }
 
 // packed returns the path of a packed copy of the model, packing it into
@@ -306,31 +306,18 @@ func prompts(spec *jobs.Spec, tok *tokenizer.Tokenizer, ctxLen int) ([][]int, er
 	return out, nil
 }
 
-// repMeasure is what one repetition measured.
-type repMeasure struct {
-	decodeTPS, prefillTPS, ttftMS float64
-	decode, prefill               time.Duration
-	decodeTokens                  int
-}
-
+// runConfig measures one config through the one measurement path
+// (les.Session.Run): warm-up and repetitions of every prompt, with the
+// cool-down and thermal gate before each repetition, and fills res from
+// the les.Result.
 func (r *Runner) runConfig(ctx context.Context, job *Job, c jobs.Config, res *protocol.ConfigResult) error {
 	spec := job.Spec
-	freeMemory()
-	resetPeakRSS()
 	l, err := r.load(ctx, job, c)
 	if err != nil {
 		return err
 	}
 	defer l.close()
-	ps, err := prompts(spec, l.tok, l.m.Context)
-	if err != nil {
-		return err
-	}
-	maxPrompt := 0
-	for _, p := range ps {
-		maxPrompt = max(maxPrompt, len(p))
-	}
-	st, err := l.m.NewState(min(maxPrompt+spec.DecodeTokens, l.m.Context))
+	ps, err := prompts(spec, l.tok, l.s.Model.Context)
 	if err != nil {
 		return err
 	}
@@ -340,65 +327,36 @@ func (r *Runner) runConfig(ctx context.Context, job *Job, c jobs.Config, res *pr
 		readState = func() protocol.DeviceState { return device.ReadState(device.Options{}) }
 	}
 	var (
-		meas                       []repMeasure
-		before                     expert.Stats
 		tStart, tEnd, gateWait     []float64
 		gateTimeouts, thermalReads int
+		s0                         device.State
+		waited                     time.Duration
+		timedOut                   bool
 	)
-	for rep := -spec.Warmup; rep < spec.Repetitions; rep++ {
+	plan := les.Plan{Warmup: spec.Warmup, Repetitions: spec.Repetitions, DiscardOutliers: r.DiscardOutliers || spec.DiscardOutliers, Pin: r.Pin || spec.Pin,
+		RepParams: les.RepParams{Prompts: ps, MaxTokens: spec.DecodeTokens}}
+	plan.Sink = job.Sink
+	plan.Before = func(ctx context.Context, rep int) error {
 		if rep > -spec.Warmup && spec.Cooldown > 0 {
 			if err := sleep(ctx, spec.Cooldown.D()); err != nil {
 				return err
 			}
 		}
-		waited, timedOut, err := r.waitThermal(ctx, gate, readState)
-		if err != nil {
+		var err error
+		if waited, timedOut, err = r.waitThermal(ctx, gate, readState); err != nil {
 			return err
 		}
-		s0 := readState()
-		if rep == 0 && l.store != nil {
-			before = l.store.Stats()
-		}
+		s0 = readState()
 		if job.Position != nil {
 			job.Position(c.Index, rep)
 		}
-		var m repMeasure
-		var ttft time.Duration
-		var dev0 time.Duration
-		if l.store != nil {
-			dev0 = l.store.Stats().DeviceTime()
-		}
-		for _, p := range ps {
-			gr, err := r.decode(ctx, l, c, job, p, spec.DecodeTokens, st)
-			if err != nil {
-				return err
-			}
-			m.decode += gr.Decode
-			m.prefill += gr.Prefill
-			m.decodeTokens += gr.DecodeSteps
-			ttft += gr.TTFT
-			m.prefillTPS += float64(len(p))
-		}
+		return nil
+	}
+	plan.After = func(rep int, _ *les.Rep) {
 		s1 := readState()
 		if rep < 0 {
-			continue
+			return
 		}
-		if m.decode > 0 {
-			m.decodeTPS = float64(m.decodeTokens) / m.decode.Seconds()
-		}
-		if l.store != nil && l.store.DeviceTime() {
-			// Device time: decode as the emulated device would take it.
-			if d := l.store.Stats().DeviceTime() - dev0; d > 0 {
-				m.decodeTPS = float64(m.decodeTokens) / d.Seconds()
-			}
-		}
-		if m.prefill > 0 {
-			m.prefillTPS /= m.prefill.Seconds()
-		} else {
-			m.prefillTPS = 0
-		}
-		m.ttftMS = float64(ttft.Microseconds()) / 1000 / float64(len(ps))
-		meas = append(meas, m)
 		gateWait = append(gateWait, waited.Seconds())
 		if timedOut {
 			gateTimeouts++
@@ -409,88 +367,61 @@ func (r *Runner) runConfig(ctx context.Context, job *Job, c jobs.Config, res *pr
 			tEnd = append(tEnd, *s1.MaxTempC)
 		}
 	}
-	pick := func(f func(repMeasure) float64) []float64 {
-		xs := make([]float64, len(meas))
-		for i, m := range meas {
-			xs[i] = f(m)
-		}
-		return xs
+	m, _, err := l.s.Run(ctx, plan)
+	if err != nil {
+		return err
 	}
-	res.DecodeTPS = Summarize(pick(func(m repMeasure) float64 { return m.decodeTPS }))
-	res.PrefillTPS = Summarize(pick(func(m repMeasure) float64 { return m.prefillTPS }))
-	res.TTFTMS = Summarize(pick(func(m repMeasure) float64 { return m.ttftMS }))
-	res.Repetitions = len(meas)
-	res.PeakMemoryBytes = peakRSS()
-	var decodeTokens int
-	var busy time.Duration
-	for _, m := range meas {
-		decodeTokens += m.decodeTokens
-		busy += m.decode + m.prefill
-	}
-	if l.store != nil {
-		after := l.store.Stats()
-		demanded := after.Demanded - before.Demanded
-		if demanded > 0 {
-			res.HitRate = float64(after.Hits-before.Hits) / float64(demanded)
-		}
-		var correct, pdem int64
-		for i := range after.PredLayers {
-			a := after.PredLayers[i]
-			var b expert.PredStats
-			if i < len(before.PredLayers) {
-				b = before.PredLayers[i]
-			}
-			correct += a.Correct - b.Correct
-			pdem += a.Demanded - b.Demanded
-		}
-		if pdem > 0 {
-			res.PredictorRecall = float64(correct) / float64(pdem)
-		}
-		if busy > 0 {
-			res.StallFraction = min(float64(after.Stall-before.Stall)/float64(busy), 1)
-		}
-		if dt := after.DeviceTime() - before.DeviceTime(); l.store.DeviceTime() && dt > 0 {
-			res.StallFraction = min(float64(after.DeviceStall-before.DeviceStall)/float64(dt), 1)
-		}
-		if decodeTokens > 0 {
-			res.BytesPerToken = float64(after.BytesRead-before.BytesRead) / float64(decodeTokens)
-		}
-	} else {
-		res.HitRate = 1 // every expert is resident
-	}
+	fillResult(res, m)
 	res.Extra = map[string]float64{
-		"prompts":                float64(len(ps)),
-		"budget_bytes":           float64(l.budget),
-		"expert_bytes":           float64(l.expertBytes),
-		"thermal_gate_wait_s":    sum(gateWait),
-		"thermal_gate_timeouts":  float64(gateTimeouts),
-		"decode_tokens_measured": float64(decodeTokens),
+		"prompts":                 float64(len(ps)),
+		"budget_bytes":            float64(l.s.Budget),
+		"expert_bytes":            float64(l.s.ExpertBytes),
+		"thermal_gate_wait_s":     sum(gateWait),
+		"thermal_gate_timeouts":   float64(gateTimeouts),
+		"decode_tokens_measured":  float64(m.DecodeTokens),
+		"prefill_bytes_per_token": m.PrefillBytesPerToken,
 	}
-	if l.store != nil && l.store.DeviceTime() && decodeTokens > 0 {
-		after := l.store.Stats()
-		dh, dd := after.HostCompute-before.HostCompute, after.DeviceCompute-before.DeviceCompute
+	if plan.Pin {
+		res.Extra["pinned"] = 1
+	}
+	if m.DeviceTime && m.DecodeTokens > 0 {
 		res.Extra["device_time"] = 1
-		res.Extra["host_compute_ms_per_token"] = dh.Seconds() * 1e3 / float64(decodeTokens)
-		res.Extra["device_compute_ms_per_token"] = dd.Seconds() * 1e3 / float64(decodeTokens)
-		if dd > 0 {
-			res.Extra["dilation"] = dh.Seconds() / dd.Seconds()
+		res.Extra["host_compute_ms_per_token"] = m.HostComputeMSPerToken
+		res.Extra["device_compute_ms_per_token"] = m.DeviceComputeMSPerToken
+		if m.Dilation > 0 {
+			res.Extra["dilation"] = m.Dilation
 		}
 	}
 	if thermalReads > 0 {
-		res.Extra["thermal_start_c_mean"] = Summarize(tStart).Mean
-		res.Extra["thermal_end_c_mean"] = Summarize(tEnd).Mean
+		res.Extra["thermal_start_c_mean"] = stat.Mean(tStart)
+		res.Extra["thermal_end_c_mean"] = stat.Mean(tEnd)
 		res.Extra["thermal_end_c_max"] = slices.Max(tEnd)
 	}
 	res.Valid = true
 	switch {
-	case len(meas) == 0:
+	case m.Repetitions == 0:
 		res.Valid, res.InvalidReason = false, "no measured repetitions"
 	case gateTimeouts > 0:
-		res.Valid, res.InvalidReason = false, fmt.Sprintf("thermal gate timed out before %d of %d repetitions (device above %.0f °C)", gateTimeouts, len(meas), gate.MaxTempC)
-	case decodeTokens == 0:
+		res.Valid, res.InvalidReason = false, fmt.Sprintf("thermal gate timed out before %d of %d repetitions (device above %.0f °C)", gateTimeouts, len(gateWait), gate.MaxTempC)
+	case m.DecodeTokens == 0:
 		res.Valid, res.InvalidReason = false, "no tokens decoded"
 	}
 	return nil
+}
+
+// fillResult copies the les.Result's metrics into the wire result: every
+// figure the coordinator stores is the runtime's, computed once.
+func fillResult(res *protocol.ConfigResult, m *les.Result) {
+	res.DecodeTPS, res.PrefillTPS, res.TTFTMS = wireStat(m.DecodeTPS), wireStat(m.PrefillTPS), wireStat(m.TTFTMS)
+	res.Repetitions, res.DiscardedRepetitions = m.Repetitions, m.Discarded
+	res.PeakMemoryBytes = m.PeakRSSBytes
+	res.HitRate, res.PredictorPrecision, res.PredictorRecall = m.HitRate, m.PredictorPrecision, m.PredictorRecall
+	res.StallFraction, res.BytesPerToken = m.StallFraction, m.BytesPerToken
+}
+
+// wireStat is a stat.Summary as the protocol carries it.
+func wireStat(s stat.Summary) protocol.Stat {
+	return protocol.Stat{N: s.N, Mean: s.Mean, Median: s.Median, Stddev: s.Stddev, CV: s.CV, Min: s.Min, Max: s.Max}
 }
 
 // waitThermal waits until the hottest readable zone is under the gate's
@@ -533,80 +464,4 @@ func sum(xs []float64) float64 {
 		s += x
 	}
 	return s
-}
-
-// Summarize returns the statistics of xs (mean, median, sample stddev, CV,
-// min, max). The zero Stat is returned for no values.
-func Summarize(xs []float64) protocol.Stat {
-	n := len(xs)
-	if n == 0 {
-		return protocol.Stat{}
-	}
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	st := protocol.Stat{N: n, Min: s[0], Max: s[n-1], Mean: sum(s) / float64(n)}
-	if n%2 == 1 {
-		st.Median = s[n/2]
-	} else {
-		st.Median = (s[n/2-1] + s[n/2]) / 2
-	}
-	if n > 1 {
-		var v float64
-		for _, x := range s {
-			v += (x - st.Mean) * (x - st.Mean)
-		}
-		st.Stddev = math.Sqrt(v / float64(n-1))
-	}
-	if st.Mean != 0 {
-		st.CV = st.Stddev / st.Mean
-	}
-	return st
-}
-
-func freeMemory() {
-	runtime.GC()
-	debug.FreeOSMemory()
-}
-
-// resetPeakRSS resets the kernel's peak RSS mark of this process (Linux and
-// Android); elsewhere it does nothing.
-func resetPeakRSS() { _ = os.WriteFile("/proc/self/clear_refs", []byte("5"), 0) }
-
-// peakRSS returns VmHWM in bytes, or 0 where unreadable.
-func peakRSS() int64 {
-	b, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
-			f := strings.Fields(v)
-			if len(f) > 0 {
-				n, _ := strconv.ParseInt(f[0], 10, 64)
-				return n * 1024
-			}
-		}
-	}
-	return 0
-}
-
-// decode runs one prompt of a measurement: plain decoding, or for the
-// speculative mode speculative decoding (n-gram drafter, adaptive k) on the
-// scheduled store, whose greedy tokens are plain decoding's.
-func (r *Runner) decode(ctx context.Context, l *loaded, c jobs.Config, job *Job, prompt []int, n int, st *model.State) (*generate.Result, error) {
-	if c.Mode != jobs.ModeSpeculative {
-		return generate.Run(ctx, l.m, generate.Params{PromptIDs: prompt, MaxTokens: n, Sink: job.Sink, State: st})
-	}
-	if l.spec == nil {
-		dec, err := speculative.NewWithDrafter(l.m, &speculative.NGramDrafter{})
-		if err != nil {
-			return nil, err
-		}
-		l.spec = dec
-	}
-	res, err := l.spec.Run(ctx, speculative.Params{PromptIDs: prompt, MaxTokens: n, K: speculative.AdaptiveMaxK, Adaptive: true, Sink: job.Sink})
-	if err != nil {
-		return nil, err
-	}
-	return &res.Result, nil
 }

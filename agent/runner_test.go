@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lesfarm/lesfarm/internal/fixture"
+
 	"github.com/lesfarm/lesfarm/agent/telemetry"
 	"github.com/lesfarm/lesfarm/internal/fixture"
 	"github.com/lesfarm/lesfarm/jobs"
@@ -126,16 +128,6 @@ func TestThermalGate(t *testing.T) {
 	_, timedOut, _ = r.waitThermal(context.Background(), ThermalGate{}, func() protocol.DeviceState { return protocol.DeviceState{} })
 	if timedOut {
 		t.Fatal("gate blocked a device without thermal zones")
-	}
-}
-
-func TestSummarize(t *testing.T) {
-	s := Summarize([]float64{4, 1, 3, 2})
-	if s.N != 4 || s.Mean != 2.5 || s.Median != 2.5 || s.Min != 1 || s.Max != 4 || s.Stddev < 1.29 || s.Stddev > 1.30 {
-		t.Fatalf("%+v", s)
-	}
-	if (Summarize(nil) != protocol.Stat{}) {
-		t.Fatal("empty summary not zero")
 	}
 }
 

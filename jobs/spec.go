@@ -129,6 +129,12 @@ type Spec struct {
 	Repetitions int `json:"repetitions,omitempty" yaml:"repetitions,omitempty"`
 	// Cooldown is the pause between repetitions (before the thermal gate).
 	Cooldown Duration `json:"cooldown,omitempty" yaml:"cooldown,omitempty"`
+	// DiscardOutliers drops each config's outlier repetitions (decode tok/s
+	// beyond median ± 3·1.4826·MAD, with at least 3 repetitions) before its
+	// statistics are taken; the result reports how many were dropped.
+	DiscardOutliers bool `json:"discard_outliers,omitempty" yaml:"discard_outliers,omitempty"`
+	// Pin pins the agent's measuring thread to one CPU while a config runs.
+	Pin bool `json:"pin,omitempty" yaml:"pin,omitempty"`
 	// Timeout bounds one run of the whole job on one device.
 	Timeout Duration `json:"timeout,omitempty" yaml:"timeout,omitempty"`
 

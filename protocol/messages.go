@@ -369,16 +369,23 @@ type ConfigResult struct {
 	TTFTMS     Stat `json:"ttft_ms"`
 	// PeakMemoryBytes is the largest resident memory seen.
 	PeakMemoryBytes int64 `json:"peak_memory_bytes"`
-	// HitRate is expert cache hits / demanded experts; PredictorRecall is
-	// prefetched-and-used / demanded (lookahead modes); StallFraction is
-	// stall time / decode time; BytesPerToken is expert bytes read per
-	// decoded token.
-	HitRate         float64 `json:"hit_rate"`
-	PredictorRecall float64 `json:"predictor_recall"`
-	StallFraction   float64 `json:"stall_fraction"`
-	BytesPerToken   float64 `json:"bytes_per_token"`
-	Repetitions     int     `json:"repetitions"`
-	Warmup          int     `json:"warmup"`
+	// The LES metrics are les.Result's (runtime/les/result.go defines each
+	// one), all over the decode phase: HitRate is Σ hits / Σ demanded
+	// experts; PredictorPrecision and PredictorRecall are Σ |predicted ∩
+	// demanded| over Σ |predicted| and Σ |demanded| (lookahead modes);
+	// StallFraction is Σ stall / Σ decode time; BytesPerToken is expert
+	// bytes read / decoded tokens.
+	HitRate            float64 `json:"hit_rate"`
+	PredictorPrecision float64 `json:"predictor_precision"`
+	PredictorRecall    float64 `json:"predictor_recall"`
+	StallFraction      float64 `json:"stall_fraction"`
+	BytesPerToken      float64 `json:"bytes_per_token"`
+	// Repetitions is the measured repetitions the statistics use;
+	// DiscardedRepetitions how many more were dropped as outliers (the
+	// agent's --discard-outliers rule, les.MeasureOptions).
+	Repetitions          int `json:"repetitions"`
+	DiscardedRepetitions int `json:"discarded_repetitions,omitempty"`
+	Warmup               int `json:"warmup"`
 	// Valid is false when the measurement must not be trusted (e.g. thermal
 	// gate timed out, too few repetitions); InvalidReason says why.
 	Valid         bool   `json:"valid"`

@@ -480,10 +480,10 @@ func (m *Result) Validate() error {
 		if c.ConfigKey == "" || len(c.ConfigKey) > 256 {
 			return fmt.Errorf("configs[%d]: config_key required (max 256 bytes)", i)
 		}
-		if c.Repetitions < 0 || c.Warmup < 0 || c.PeakMemoryBytes < 0 || c.BytesPerToken < 0 {
+		if c.Repetitions < 0 || c.DiscardedRepetitions < 0 || c.Warmup < 0 || c.PeakMemoryBytes < 0 || c.BytesPerToken < 0 {
 			return fmt.Errorf("configs[%d]: negative count", i)
 		}
-		for name, f := range map[string]float64{"hit_rate": c.HitRate, "predictor_recall": c.PredictorRecall, "stall_fraction": c.StallFraction} {
+		for name, f := range map[string]float64{"hit_rate": c.HitRate, "predictor_precision": c.PredictorPrecision, "predictor_recall": c.PredictorRecall, "stall_fraction": c.StallFraction} {
 			if f < 0 || f > 1 {
 				return fmt.Errorf("configs[%d].%s %v out of range [0, 1]", i, name, f)
 			}

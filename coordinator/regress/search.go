@@ -2,6 +2,8 @@ package regress
 
 import (
 	"math"
+
+	"github.com/lesfarm/lesfarm/runtime/stat"
 )
 
 // pelt returns candidate change-point indices of xs (the index of the first
@@ -23,7 +25,7 @@ func pelt(xs []float64, cfg Config) []int {
 	}
 	sigma := robustSigma(xs)
 	if sigma == 0 {
-		sigma = 1e-9 * math.Max(math.Abs(meanFloat(xs)), 1e-9)
+		sigma = 1e-9 * math.Max(math.Abs(stat.Mean(xs)), 1e-9)
 	}
 	beta := cfg.Penalty * sigma * sigma * math.Log(float64(n))
 	f := make([]float64, n+1)
@@ -131,12 +133,4 @@ func bestEnergySplit(xs []float64, m int) (int, bool) {
 		}
 	}
 	return arg, arg > 0
-}
-
-func meanFloat(xs []float64) float64 {
-	s := 0.0
-	for _, x := range xs {
-		s += x
-	}
-	return s / float64(len(xs))
 }

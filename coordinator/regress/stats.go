@@ -4,6 +4,8 @@ import (
 	"math"
 	"sort"
 	"sync"
+
+	"github.com/lesfarm/lesfarm/runtime/stat"
 )
 
 // studentTwoSided returns the two-sided p-value of Student's t statistic t
@@ -210,20 +212,6 @@ func exactUCDF(m, n, u int) float64 {
 	return cdf[u]
 }
 
-// median returns the median of xs without modifying it; 0 for none.
-func median(xs []float64) float64 {
-	if len(xs) == 0 {
-		return 0
-	}
-	s := append([]float64(nil), xs...)
-	sort.Float64s(s)
-	h := len(s) / 2
-	if len(s)%2 == 1 {
-		return s[h]
-	}
-	return (s[h-1] + s[h]) / 2
-}
-
 // robustSigma estimates the noise standard deviation of xs from the median
 // absolute first difference, which a few steps or outliers barely move.
 func robustSigma(xs []float64) float64 {
@@ -234,6 +222,6 @@ func robustSigma(xs []float64) float64 {
 	for i := 1; i < len(xs); i++ {
 		d[i-1] = math.Abs(xs[i] - xs[i-1])
 	}
-	// median(|X1-X2|) for X ~ N(0, s²) is 0.6745·√2·s.
-	return median(d) / (0.67449 * math.Sqrt2)
+	// stat.Median(|X1-X2|) for X ~ N(0, s²) is 0.6745·√2·s.
+	return stat.Median(d) / (0.67449 * math.Sqrt2)
 }

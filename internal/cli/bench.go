@@ -136,6 +136,8 @@ rounds.` + ladderHelp,
 	f.StringVar(&draft, "draft", "", "draft model (GGUF), or ngram (prompt lookup), for speculative decoding: measure decode with and without it")
 	f.StringVar(&draftK, "draft-k", "2,4", "with --draft: draft tokens per round to measure, comma-separated; auto = adaptive k")
 	f.BoolVar(&quiet, "quiet", false, "no progress lines on stderr")
+	f.BoolVar(&cfg.Pin, "pin", false, "pin the measuring thread to one CPU (the highest this process may use) while measuring")
+	f.BoolVar(&cfg.DiscardOutliers, "discard-outliers", false, "drop repetitions whose tok/s lies beyond median ± 3·1.4826·MAD (needs >= 3 repetitions); rows report how many were dropped")
 	lf = addLadderFlags(f)
 	return cmd
 }

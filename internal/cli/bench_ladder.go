@@ -136,6 +136,7 @@ func runLadder(env *Env, lf *ladderFlags, cfg bench.Config, format string) error
 		Model: cfg.Model, ExpertsPath: lf.experts, Policy: lf.policy, NoOracle: lf.noOracle, PredictK: lf.predictK, RecordTrace: lf.record, PrefetchAll: lf.all,
 		NoSpeculative: lf.noSpec, Draft: lf.draft,
 		Repetitions: cfg.Repetitions, Warmup: cfg.Warmup, PromptTokens: cfg.PromptTokens, GenTokens: cfg.GenTokens,
+		Pin: cfg.Pin, DiscardOutliers: cfg.DiscardOutliers,
 	}
 	if len(cfg.Threads) != 1 {
 		return usagef("--ladder measures one thread count: give --threads N")

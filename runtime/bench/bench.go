@@ -32,8 +32,10 @@ type Config struct {
 	CopyBytes int64
 	// Progress, if set, receives one line per finished measurement.
 	Progress func(line string)
-	// Pin pins the measuring thread to one CPU (les.Pin).
-	Pin bool
+	// Pin pins the measuring thread to one CPU (les.Pin); DiscardOutliers
+	// drops outlier repetitions (les.MeasureOptions) before each row's
+	// statistics are taken.
+	Pin, DiscardOutliers bool
 }
 
 func (c *Config) defaults() error {
@@ -62,19 +64,22 @@ func (c *Config) defaults() error {
 
 // Row is one measurement, like a line of llama-bench.
 type Row struct {
-	Model      string    `json:"model"`       // general.name or file name
-	Arch       string    `json:"arch"`        // architecture
-	Type       string    `json:"type"`        // dominant expert/matrix type
-	SizeBytes  int64     `json:"size_bytes"`  // model file size
-	Params     int64     `json:"params"`      // parameter count
-	Backend    string    `json:"backend"`     // "go", "go+simd" (GOEXPERIMENT=simd) or "go+neon"
-	Threads    int       `json:"threads"`     // threads for matrix products
-	Test       string    `json:"test"`        // "pp64", "tg32"
-	Tokens     int       `json:"n_tokens"`    // tokens per run
-	Reps       int       `json:"repetitions"` // measured runs
-	TPS        float64   `json:"tokens_per_second"`
-	TPSStddev  float64   `json:"stddev"`
-	TPSCV      float64   `json:"cv"`                           // TPSStddev / TPS
+	Model     string  `json:"model"`       // general.name or file name
+	Arch      string  `json:"arch"`        // architecture
+	Type      string  `json:"type"`        // dominant expert/matrix type
+	SizeBytes int64   `json:"size_bytes"`  // model file size
+	Params    int64   `json:"params"`      // parameter count
+	Backend   string  `json:"backend"`     // "go", "go+simd" (GOEXPERIMENT=simd) or "go+neon"
+	Threads   int     `json:"threads"`     // threads for matrix products
+	Test      string  `json:"test"`        // "pp64", "tg32"
+	Tokens    int     `json:"n_tokens"`    // tokens per run
+	Reps      int     `json:"repetitions"` // measured runs
+	TPS       float64 `json:"tokens_per_second"`
+	TPSStddev float64 `json:"stddev"`
+	TPSCV     float64 `json:"cv"` // TPSStddev / TPS
+	// Discarded is how many measured repetitions the outlier rule dropped
+	// (Config.DiscardOutliers); Samples still lists every repetition.
+	Discarded  int       `json:"discarded_repetitions,omitempty"`
 	Samples    []float64 `json:"samples"`                      // tok/s of each run
 	WeightGB   float64   `json:"weight_gb_per_token"`          // weight bytes read per token (GB), decode rows
 	GBps       float64   `json:"gb_per_second"`                // effective weight bandwidth
@@ -225,7 +230,7 @@ func measure(ctx context.Context, s *les.Session, cfg Config, base Row) ([]Row, 
 		sink := &bytesSink{m: m}
 		var c0, cpu time.Duration
 		var experts int64
-		p := les.Plan{Warmup: cfg.Warmup, Repetitions: cfg.Repetitions, Pin: cfg.Pin,
+		p := les.Plan{Warmup: cfg.Warmup, Repetitions: cfg.Repetitions, Pin: cfg.Pin, DiscardOutliers: cfg.DiscardOutliers,
 			RepParams: les.RepParams{Prompts: [][]int{prompt}, MaxTokens: maxTokens}}
 		p.Sink = sink
 		if decode { // count the decode phase's experts only
@@ -266,6 +271,7 @@ func measure(ctx context.Context, s *les.Session, cfg Config, base Row) ([]Row, 
 			return nil, err
 		}
 		bytes := experts + residentMatrixBytes(m, n)*int64((n+511)/512)
+		r.Discarded = res.Discarded
 		fill(&r, res.PrefillTPS, samples, float64(bytes)/float64(n), flopsPrefill(m, n))
 		if cpu > 0 {
 			r.CPUTPS = float64(n*cfg.Repetitions) / cpu.Seconds()
@@ -285,6 +291,7 @@ func measure(ctx context.Context, s *les.Session, cfg Config, base Row) ([]Row, 
 		for j := range n {
 			fl += m.FLOPsPerToken(j + 2)
 		}
+		r.Discarded = res.Discarded
 		fill(&r, res.DecodeTPS, samples, float64(bytes)/float64(n), fl/float64(n))
 		if cpu > 0 {
 			r.CPUTPS = float64(n*cfg.Repetitions) / cpu.Seconds()
@@ -301,6 +308,7 @@ func measure(ctx context.Context, s *les.Session, cfg Config, base Row) ([]Row, 
 func fill(r *Row, sum stat.Summary, samples []float64, bytesPerToken, flopsPerToken float64) {
 	r.Samples = samples
 	r.TPS, r.TPSStddev, r.TPSCV = sum.Mean, sum.Stddev, sum.CV
+	r.Reps = sum.N
 	r.WeightGB = bytesPerToken / 1e9
 	r.GBps = bytesPerToken * r.TPS / 1e9
 	r.GFLOPs = flopsPerToken * r.TPS / 1e9
