@@ -34,6 +34,9 @@ type LadderConfig struct {
 	Repetitions    int           // measured runs per mode (default 3)
 	Warmup         int           // unmeasured runs per mode before them (default 1)
 	PromptTokens   int           // prompt length (default 16)
+	// Prompt, if set, is the prompt's token ids (PromptTokens is then its
+	// length); by default a deterministic pseudo-random prompt.
+	Prompt []int
 	GenTokens      int           // decoded tokens per run (default 32)
 	// NoOracle skips the oracle run.
 	NoOracle bool
@@ -175,6 +178,9 @@ func (c *LadderConfig) defaults() error {
 	}
 	if c.Repetitions < 1 || c.Warmup < 0 {
 		return errors.New("bench: repetitions must be >= 1 and warm-up >= 0")
+	}
+	if len(c.Prompt) > 0 {
+		c.PromptTokens = len(c.Prompt)
 	}
 	if c.PromptTokens == 0 {
 		c.PromptTokens = 16
@@ -508,7 +514,15 @@ func residentReference(ctx context.Context, cfg LadderConfig, rep *LadderReport)
 	if cfg.PromptTokens+cfg.GenTokens > m.Context {
 		return nil, nil, fmt.Errorf("bench: %d prompt + %d generated tokens exceed the context length %d", cfg.PromptTokens, cfg.GenTokens, m.Context)
 	}
-	prompt := ladderPrompt(cfg.PromptTokens, m.Vocab)
+	prompt := cfg.Prompt
+	if len(prompt) == 0 {
+		prompt = ladderPrompt(cfg.PromptTokens, m.Vocab)
+	}
+	for _, id := range prompt {
+		if id < 0 || id >= m.Vocab {
+			return nil, nil, fmt.Errorf("bench: prompt token %d is outside the vocabulary of %d", id, m.Vocab)
+		}
+	}
 	r, err := s.Repetition(ctx, les.RepParams{Prompts: [][]int{prompt}, MaxTokens: cfg.GenTokens})
 	if err != nil {
 		return nil, nil, err
