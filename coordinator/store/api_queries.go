@@ -258,18 +258,21 @@ type Result struct {
 	CreatedAt     time.Time       `json:"created_at"`
 }
 
-// Stat is a summary statistic over repetitions.
+// Stat is a summary statistic over repetitions: N is the repetitions it
+// summarises and CV is Stddev/Mean.
 type Stat struct {
 	Mean   float64 `json:"mean"`
 	Median float64 `json:"median"`
 	Stddev float64 `json:"stddev"`
 	CV     float64 `json:"cv,omitempty"`
+	N      int     `json:"n,omitempty"`
 }
 
 const resultCols = `run_id, config_index, config_key, suite, build, git_sha, device_id, device_model, os_version, emulated,
 	decode_tps_mean, decode_tps_median, decode_tps_stddev, decode_tps_cv, prefill_tps_mean, prefill_tps_median, prefill_tps_stddev,
 	ttft_ms_mean, ttft_ms_median, ttft_ms_stddev, peak_memory_bytes, hit_rate, predictor_recall, stall_fraction, bytes_per_token,
-	repetitions, warmup, valid, invalid_reason, error, stats, created_at`
+	repetitions, warmup, valid, invalid_reason, error, stats, created_at,
+	COALESCE((stats->'prefill_tps'->>'cv')::float8, 0), COALESCE((stats->'ttft_ms'->>'cv')::float8, 0)`
 
 // ListResultsParams filter ListResults; zero fields do not filter.
 type ListResultsParams struct {
@@ -305,9 +308,10 @@ func (s *Store) ListResults(ctx context.Context, p *ListResultsParams) ([]Result
 			&r.OSVersion, &r.Emulated, &r.DecodeTPS.Mean, &r.DecodeTPS.Median, &r.DecodeTPS.Stddev, &r.DecodeTPS.CV,
 			&r.PrefillTPS.Mean, &r.PrefillTPS.Median, &r.PrefillTPS.Stddev, &r.TTFTms.Mean, &r.TTFTms.Median, &r.TTFTms.Stddev,
 			&r.PeakMemory, &r.HitRate, &r.Recall, &r.StallFraction, &r.BytesPerToken, &r.Repetitions, &r.Warmup,
-			&r.Valid, &r.InvalidReason, &r.Error, &stats, &r.CreatedAt); err != nil {
+			&r.Valid, &r.InvalidReason, &r.Error, &stats, &r.CreatedAt, &r.PrefillTPS.CV, &r.TTFTms.CV); err != nil {
 			return nil, fmt.Errorf("store: list results: %w", err)
 		}
+		r.DecodeTPS.N, r.PrefillTPS.N, r.TTFTms.N = r.Repetitions, r.Repetitions, r.Repetitions
 		r.Stats = json.RawMessage(stats)
 		out = append(out, r)
 	}
