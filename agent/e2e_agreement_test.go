@@ -9,6 +9,7 @@ import (
 
 	"github.com/lesfarm/lesfarm/coordinator/store"
 	"github.com/lesfarm/lesfarm/jobs"
+	"github.com/lesfarm/lesfarm/profile"
 	"github.com/lesfarm/lesfarm/protocol"
 	"github.com/lesfarm/lesfarm/runtime/bench"
 	"github.com/lesfarm/lesfarm/runtime/expert"
@@ -77,7 +78,7 @@ func TestE2EAgreesWithBench(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	prof, err := expert.LoadProfile("phone-flagship")
+	prof, err := profile.Load("phone-flagship")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -329,7 +329,7 @@ func (r *Runner) runConfig(ctx context.Context, job *Job, c jobs.Config, res *pr
 	var (
 		tStart, tEnd, gateWait     []float64
 		gateTimeouts, thermalReads int
-		s0                         device.State
+		s0                         protocol.DeviceState
 		waited                     time.Duration
 		timedOut                   bool
 	)

@@ -8,8 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lesfarm/lesfarm/internal/fixture"
-
 	"github.com/lesfarm/lesfarm/agent/telemetry"
 	"github.com/lesfarm/lesfarm/internal/fixture"
 	"github.com/lesfarm/lesfarm/jobs"

@@ -36,8 +36,8 @@ type LadderConfig struct {
 	PromptTokens   int           // prompt length (default 16)
 	// Prompt, if set, is the prompt's token ids (PromptTokens is then its
 	// length); by default a deterministic pseudo-random prompt.
-	Prompt []int
-	GenTokens      int           // decoded tokens per run (default 32)
+	Prompt    []int
+	GenTokens int // decoded tokens per run (default 32)
 	// NoOracle skips the oracle run.
 	NoOracle bool
 	// RecordTrace, if set, is where the routing recorded in the first
