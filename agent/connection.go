@@ -4,12 +4,12 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
-	"math/rand/v2"
 	"os"
 	"time"
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/lesfarm/lesfarm/internal/backoff"
 	"github.com/lesfarm/lesfarm/protocol"
 )
 
@@ -25,7 +25,7 @@ func (a *Agent) natsOptions() ([]nats.Option, error) {
 		nats.MaxReconnects(-1),
 		nats.RetryOnFailedConnect(true),
 		nats.Timeout(c.ConnectTimeout),
-		nats.CustomReconnectDelay(func(attempts int) time.Duration { return backoff(attempts, c.ReconnectMin, c.ReconnectMax) }),
+		nats.CustomReconnectDelay(func(attempts int) time.Duration { return backoff.Delay(attempts, c.ReconnectMin, c.ReconnectMax) }),
 		nats.ConnectHandler(func(*nats.Conn) { a.log.Info("agent: connected to NATS"); a.kickHello() }),
 		nats.ReconnectHandler(func(nc *nats.Conn) {
 			a.log.Info("agent: reconnected to NATS", "url", nc.ConnectedUrlRedacted())
@@ -94,18 +94,6 @@ func (c *Config) tlsConfig() (*tls.Config, error) {
 		tc.Certificates = []tls.Certificate{cert}
 	}
 	return tc, nil
-}
-
-// backoff returns the attempt-th delay: min·2^attempt capped at max, with
-// ±25 % jitter so a farm of agents does not reconnect in lockstep.
-func backoff(attempt int, lo, hi time.Duration) time.Duration {
-	d := lo
-	for i := 0; i < attempt && d < hi; i++ {
-		d *= 2
-	}
-	d = min(d, hi)
-	j := time.Duration(rand.Int64N(int64(d)/2+1)) - d/4
-	return max(d+j, time.Millisecond)
 }
 
 func (a *Agent) kickHello() {

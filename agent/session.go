@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/lesfarm/lesfarm/agent/device"
+	"github.com/lesfarm/lesfarm/internal/backoff"
 	"github.com/lesfarm/lesfarm/protocol"
 )
 
@@ -38,7 +39,7 @@ func (a *Agent) loop(ctx context.Context) error {
 				}
 			} else {
 				helloAttempt++
-				d := backoff(helloAttempt, a.cfg.ReconnectMin, a.cfg.ReconnectMax)
+				d := backoff.Delay(helloAttempt, a.cfg.ReconnectMin, a.cfg.ReconnectMax)
 				if refused {
 					d = max(d, 10*time.Second)
 				}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/lesfarm/lesfarm/runtime/expert"
+	"github.com/lesfarm/lesfarm/runtime/units"
 )
 
 // serviceYAML is the file form of a measured service-time table
@@ -40,7 +41,7 @@ func parseServiceTimes(y *serviceYAML) (*expert.ServiceTimes, error) {
 	sizes := make([]int64, len(y.Reads))
 	times := make([][]time.Duration, len(y.Reads))
 	for i, r := range y.Reads {
-		n, err := expert.ParseSize(r.Size)
+		n, err := units.ParseSize(r.Size)
 		if err != nil {
 			return nil, fmt.Errorf("reads[%d]: size: %w", i, err)
 		}

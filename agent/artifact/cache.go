@@ -23,7 +23,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math/rand/v2"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -32,6 +31,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/lesfarm/lesfarm/internal/backoff"
 )
 
 // Spec names one artifact: where it comes from and what it must be.
@@ -368,8 +369,7 @@ func (c *Cache) fetch(ctx context.Context, spec Spec, progress Progress) error {
 	var lastErr error
 	for attempt := 1; attempt <= c.cfg.Attempts; attempt++ {
 		if attempt > 1 {
-			d := c.cfg.RetryBase << (attempt - 2)
-			d += time.Duration(rand.Int64N(int64(d)/2 + 1))
+			d := backoff.Delay(attempt-2, c.cfg.RetryBase, time.Minute)
 			c.log.Warn("artifact: download failed, retrying", "sha256", spec.SHA256, "attempt", attempt, "delay", d.String(), "err", lastErr)
 			select {
 			case <-time.After(d):

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"strconv"
 	"strings"
 	"sync"
@@ -14,6 +13,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/lesfarm/lesfarm/internal/backoff"
 )
 
 // RunNotifyChannel is the Postgres NOTIFY channel on which the runs table's
@@ -188,21 +188,20 @@ func (l *RunListener) setPID(pid uint32) {
 }
 
 func (l *RunListener) run(ctx context.Context) {
-	backoff := l.cfg.MinBackoff
+	attempt := 0
 	for ctx.Err() == nil {
-		err := l.listen(ctx, func() { backoff = l.cfg.MinBackoff })
+		err := l.listen(ctx, func() { attempt = 0 })
 		if ctx.Err() != nil {
 			return
 		}
-		// Jittered backoff in [backoff/2, backoff).
-		d := backoff/2 + rand.N(backoff/2+1)
+		d := backoff.Delay(attempt, l.cfg.MinBackoff, l.cfg.MaxBackoff)
 		l.log.WarnContext(ctx, "store: run listener not listening, retrying", "err", err, "retry_in", d.String())
 		select {
 		case <-ctx.Done():
 			return
 		case <-time.After(d):
 		}
-		backoff = min(backoff*2, l.cfg.MaxBackoff)
+		attempt++
 	}
 }
 
