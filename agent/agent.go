@@ -76,6 +76,9 @@ type Config struct {
 	BatchEvents   int
 	// Gate is the thermal gate applied before each repetition.
 	Gate ThermalGate
+	// Pin and DiscardOutliers apply to every job (Runner.Pin,
+	// Runner.DiscardOutliers); a job's spec can ask for them too.
+	Pin, DiscardOutliers bool
 	// RequestTimeout bounds hello and heartbeat requests; 0 means 5 s.
 	RequestTimeout time.Duration
 	// ConnectTimeout bounds one NATS connection attempt (dial and
@@ -235,6 +238,7 @@ func New(cfg Config) (*Agent, error) {
 		return nil, err
 	}
 	a.runner = &Runner{Threads: cfg.Threads, Profile: prof, Direct: cfg.Direct, WorkDir: cfg.CacheDir, Gate: cfg.Gate, Logger: log,
+		Pin: cfg.Pin, DiscardOutliers: cfg.DiscardOutliers,
 		ReadState: func() protocol.DeviceState { return device.ReadState(dopt) }}
 	return a, nil
 }

@@ -191,6 +191,8 @@ Examples:
 	f.Float64Var(&gateTemp, "thermal-max", 45, "thermal gate: wait before each repetition until every readable zone is at or below this °C")
 	f.DurationVar(&gateWait, "thermal-timeout", 2*time.Minute, "thermal gate: give up waiting after this long (the result notes it)")
 	f.BoolVar(&noGate, "no-thermal-gate", false, "do not wait for the device to cool down between repetitions")
+	f.BoolVar(&cfg.Pin, "pin", false, "pin the measuring thread to one CPU (the highest this process may use) while a config runs")
+	f.BoolVar(&cfg.DiscardOutliers, "discard-outliers", false, "drop repetitions whose decode tok/s lies beyond median ± 3·1.4826·MAD (needs >= 3 repetitions); results report how many were dropped")
 	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	f.BoolVar(&printInfo, "print-fingerprint", false, "print this device's fingerprint as JSON and exit")
 	return cmd
