@@ -40,7 +40,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/lesfarm/lesfarm/coordinator/store"
@@ -59,7 +58,7 @@ type Occurrence struct {
 // ids. It must use tx for every write, so the runs commit or roll back with
 // the firing record. An error marks the occurrence failed (the runs are
 // rolled back to a savepoint) without stopping the schedule.
-type Trigger func(ctx context.Context, tx pgx.Tx, occ *Occurrence) ([]string, error)
+type Trigger func(ctx context.Context, tx *store.Tx, occ *Occurrence) ([]string, error)
 
 // Config configures a Scheduler.
 type Config struct {
@@ -158,7 +157,7 @@ func (s *Scheduler) Tick(ctx context.Context) (int, error) {
 	for n < maxPerTick {
 		now := s.cfg.Now()
 		var out *store.ScheduleOutcome
-		ok, err := s.cfg.Store.HandleDueSchedule(ctx, now, s.cfg.Name, func(ctx context.Context, tx pgx.Tx, sc *store.Schedule) (*store.ScheduleOutcome, error) {
+		ok, err := s.cfg.Store.HandleDueSchedule(ctx, now, s.cfg.Name, func(ctx context.Context, tx *store.Tx, sc *store.Schedule) (*store.ScheduleOutcome, error) {
 			var err error
 			out, err = s.handle(ctx, tx, sc, now)
 			return out, err
@@ -181,7 +180,7 @@ func (s *Scheduler) Tick(ctx context.Context) (int, error) {
 
 // handle applies the missed-occurrence policy to one locked schedule and
 // fires the chosen occurrence.
-func (s *Scheduler) handle(ctx context.Context, tx pgx.Tx, sc *store.Schedule, now time.Time) (*store.ScheduleOutcome, error) {
+func (s *Scheduler) handle(ctx context.Context, tx *store.Tx, sc *store.Schedule, now time.Time) (*store.ScheduleOutcome, error) {
 	expr, err := Parse(sc.Cron, sc.Timezone)
 	if err != nil {
 		// A schedule stored before a validation rule existed: disable it by
@@ -212,21 +211,19 @@ func (s *Scheduler) handle(ctx context.Context, tx pgx.Tx, sc *store.Schedule, n
 	}
 	occ := &Occurrence{Schedule: sc, At: d.Fire, Build: strings.ReplaceAll(sc.Build, "{date}", d.Fire.UTC().Format("20060102"))}
 	// A savepoint keeps a failing trigger from aborting the claim.
-	sp, err := tx.Begin(ctx)
+	var ids []string
+	terr, err := tx.Savepoint(ctx, func(sp *store.Tx) error {
+		var err error
+		ids, err = s.cfg.Trigger(ctx, sp, occ)
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}
-	ids, terr := s.cfg.Trigger(ctx, sp, occ)
 	if terr != nil {
-		if err := sp.Rollback(ctx); err != nil {
-			return nil, err
-		}
 		s.log.ErrorContext(ctx, "nightly: trigger failed", "schedule_id", sc.ID, "schedule", sc.Name, "occurrence", d.Fire, "err", terr)
 		out.Firings = append(out.Firings, store.ScheduleFiring{Occurrence: d.Fire, Outcome: store.FiringFailed, Detail: terr.Error()})
 		return out, nil
-	}
-	if err := sp.Commit(ctx); err != nil {
-		return nil, err
 	}
 	s.log.InfoContext(ctx, "nightly: fired", "schedule_id", sc.ID, "schedule", sc.Name, "occurrence", d.Fire, "runs", len(ids))
 	out.Firings = append(out.Firings, store.ScheduleFiring{Occurrence: d.Fire, Outcome: store.FiringFired, RunIDs: ids})
@@ -236,13 +233,13 @@ func (s *Scheduler) handle(ctx context.Context, tx pgx.Tx, sc *store.Schedule, n
 
 // StoreTrigger returns the production Trigger: it resolves the schedule's
 // suite (stored, else built-in), applies the schedule's device selector and
-// config override, and creates the runs with store.CreateRunsTx inside the
+// config override, and creates the runs with store.Tx.CreateRuns inside the
 // claiming transaction (source "schedule:<id>", the schedule's build
 // lineage, so a release branch's nightly feeds its own regression series).
 // When the schedule has a
 // selector, runs fan out to every matching online device.
 func StoreTrigger(st *store.Store) Trigger {
-	return func(ctx context.Context, tx pgx.Tx, occ *Occurrence) ([]string, error) {
+	return func(ctx context.Context, tx *store.Tx, occ *Occurrence) ([]string, error) {
 		sc := occ.Schedule
 		base, err := st.ResolveSuite(ctx, sc.Suite)
 		if errors.Is(err, store.ErrNotFound) {
@@ -273,7 +270,7 @@ func StoreTrigger(st *store.Store) Trigger {
 		if sc.Priority != 0 {
 			spec.Priority = sc.Priority
 		}
-		tr, _, err := st.CreateRunsTx(ctx, tx, p)
+		tr, _, err := tx.CreateRuns(ctx, p)
 		if err != nil {
 			return nil, err
 		}

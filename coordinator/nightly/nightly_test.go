@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
@@ -48,9 +47,9 @@ func openStore(t *testing.T) *store.Store {
 // recordTrigger writes one row per fired occurrence in the claiming
 // transaction, like run creation does.
 func recordTrigger(name string) Trigger {
-	return func(ctx context.Context, tx pgx.Tx, occ *Occurrence) ([]string, error) {
+	return func(ctx context.Context, tx *store.Tx, occ *Occurrence) ([]string, error) {
 		var id int64
-		err := tx.QueryRow(ctx, `INSERT INTO fired (schedule_id, occurrence, build, by_name) VALUES ($1, $2, $3, $4) RETURNING id`,
+		err := tx.Raw().QueryRow(ctx, `INSERT INTO fired (schedule_id, occurrence, build, by_name) VALUES ($1, $2, $3, $4) RETURNING id`,
 			occ.Schedule.ID, occ.At, occ.Build, name).Scan(&id)
 		return []string{fmt.Sprint(id)}, err
 	}
@@ -201,9 +200,9 @@ func TestFailingTriggerRecordsAndAdvances(t *testing.T) {
 	at := time.Date(2026, 11, 30, 2, 0, 0, 0, time.UTC)
 	clk.Set(at.Add(time.Second))
 	sc := createSchedule(t, st, "bad-suite", "0 2 * * *", at, 3600)
-	s, _ := New(Config{Store: st, Name: "c", Now: clk.Now, Logger: quiet, Trigger: func(ctx context.Context, tx pgx.Tx, occ *Occurrence) ([]string, error) {
+	s, _ := New(Config{Store: st, Name: "c", Now: clk.Now, Logger: quiet, Trigger: func(ctx context.Context, tx *store.Tx, occ *Occurrence) ([]string, error) {
 		// A write that must be rolled back with the failure.
-		if _, err := tx.Exec(ctx, `INSERT INTO fired (schedule_id) VALUES (1)`); err != nil {
+		if _, err := tx.Raw().Exec(ctx, `INSERT INTO fired (schedule_id) VALUES (1)`); err != nil {
 			return nil, err
 		}
 		return nil, fmt.Errorf("unknown suite %q", occ.Schedule.Suite)

@@ -345,11 +345,11 @@ func (s *Store) ResolveSuite(ctx context.Context, name string) (*jobs.Spec, erro
 	return nil, ErrNotFound
 }
 
-// CreateRunsTx is CreateRuns inside the caller's transaction: the job
-// snapshot, the trigger and its runs commit or roll back with tx. The
-// nightly scheduler uses it so an occurrence's runs and its firing record
-// are one atomic write.
-func (s *Store) CreateRunsTx(ctx context.Context, tx pgx.Tx, p *CreateRunsParams) (*Trigger, []Run, error) {
+// createRunsTx is CreateRuns inside tx: the job snapshot, the trigger and
+// its runs commit or roll back with tx. Tx.CreateRuns exposes it to the
+// nightly scheduler, so an occurrence's runs and its firing record are one
+// atomic write.
+func (s *Store) createRunsTx(ctx context.Context, tx pgx.Tx, p *CreateRunsParams) (*Trigger, []Run, error) {
 	if p.Spec == nil {
 		return nil, nil, errors.New("store: create runs: spec required")
 	}

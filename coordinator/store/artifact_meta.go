@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/lesfarm/lesfarm/protocol"
 )
 
@@ -52,7 +50,8 @@ func (s *Store) ArtifactModelFacts(ctx context.Context, sha string) (facts *prot
 	var raw []byte
 	var checked bool
 	err = s.pool.QueryRow(ctx, `SELECT model_facts, model_checked_at IS NOT NULL FROM artifacts WHERE sha256 = $1`, sha).Scan(&raw, &checked)
-	if errors.Is(err, pgx.ErrNoRows) {
+	err = notFound(err)
+	if errors.Is(err, ErrNotFound) {
 		return nil, true, nil
 	}
 	if err != nil {

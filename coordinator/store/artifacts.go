@@ -58,7 +58,8 @@ func (s *Store) PutArtifact(ctx context.Context, sha string, size int64, name st
 // GetArtifact returns the artifact with the given digest, or ErrNotFound.
 func (s *Store) GetArtifact(ctx context.Context, sha string) (*Artifact, error) {
 	a, err := scanArtifact(s.pool.QueryRow(ctx, `SELECT `+artifactCols+` FROM artifacts WHERE sha256 = $1`, sha))
-	if errors.Is(err, pgx.ErrNoRows) {
+	err = notFound(err)
+	if errors.Is(err, ErrNotFound) {
 		return nil, ErrNotFound
 	}
 	if err != nil {
@@ -84,7 +85,8 @@ func (s *Store) TouchArtifact(ctx context.Context, sha string) error {
 func (s *Store) SetArtifactPinned(ctx context.Context, sha string, pinned bool) (*Artifact, error) {
 	a, err := scanArtifact(s.pool.QueryRow(ctx,
 		`UPDATE artifacts SET pinned = $2 WHERE sha256 = $1 RETURNING `+artifactCols, sha, pinned))
-	if errors.Is(err, pgx.ErrNoRows) {
+	err = notFound(err)
+	if errors.Is(err, ErrNotFound) {
 		return nil, ErrNotFound
 	}
 	if err != nil {

@@ -9,8 +9,6 @@ import (
 	"regexp"
 	"strings"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 )
 
 // DeviceSecretPrefix starts every device credential secret, so a leaked one
@@ -95,7 +93,8 @@ func (s *Store) VerifyDeviceCredential(ctx context.Context, secret string) (*Dev
 		 WHERE token_hash = $1 AND `+liveSecret, h).
 		Scan(&c.ID, &c.DeviceID, &c.Prefix, &stored, &c.CreatedAt, &c.LastUsedAt, &c.ExpiresAt)
 	if err != nil {
-		if errors.Is(err, pgx.ErrNoRows) {
+		err = notFound(err)
+		if errors.Is(err, ErrNotFound) {
 			return nil, ErrBadDeviceCredential
 		}
 		return nil, fmt.Errorf("store: verify device credential: %w", err)
@@ -144,7 +143,8 @@ func (s *Store) RevokeDeviceCredential(ctx context.Context, id int64) (*DeviceCr
 		 RETURNING id, device_id, prefix, created_at, last_used_at, revoked_at, expires_at`, id).
 		Scan(&c.ID, &c.DeviceID, &c.Prefix, &c.CreatedAt, &c.LastUsedAt, &c.RevokedAt, &c.ExpiresAt)
 	if err != nil {
-		if errors.Is(err, pgx.ErrNoRows) {
+		err = notFound(err)
+		if errors.Is(err, ErrNotFound) {
 			return nil, ErrNotFound
 		}
 		return nil, fmt.Errorf("store: revoke device credential: %w", err)

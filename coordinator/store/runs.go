@@ -130,7 +130,8 @@ func (s *Store) PutJob(ctx context.Context, spec *jobs.Spec) (*Job, error) {
 		UNION ALL
 		SELECT id, name, suite, spec, fingerprint, created_at FROM jobs WHERE fingerprint = $4
 		LIMIT 1`, spec.Name, spec.SuiteName(), js, fp).Scan(&j.ID, &j.Name, &j.Suite, &raw, &j.Fingerprint, &j.CreatedAt)
-	if errors.Is(err, pgx.ErrNoRows) {
+	err = notFound(err)
+	if errors.Is(err, ErrNotFound) {
 		// See putJobID: a concurrent insert committed after this statement's
 		// snapshot; a new statement sees it.
 		err = s.pool.QueryRow(ctx, `SELECT id, name, suite, spec, fingerprint, created_at FROM jobs WHERE fingerprint = $1`, fp).
@@ -160,7 +161,8 @@ func putJobID(ctx context.Context, tx pgx.Tx, spec *jobs.Spec, js []byte, fp str
 			ON CONFLICT (fingerprint) DO NOTHING RETURNING id)
 		SELECT id FROM ins UNION ALL SELECT id FROM jobs WHERE fingerprint = $4 LIMIT 1`,
 		spec.Name, spec.SuiteName(), js, fp).Scan(&id)
-	if errors.Is(err, pgx.ErrNoRows) {
+	err = notFound(err)
+	if errors.Is(err, ErrNotFound) {
 		err = tx.QueryRow(ctx, `SELECT id FROM jobs WHERE fingerprint = $1`, fp).Scan(&id)
 	}
 	if err != nil {
@@ -308,7 +310,7 @@ type Trigger struct {
 }
 
 // CreateRuns stores the job snapshot, a trigger and its queued runs in one
-// transaction (see CreateRunsTx). With Fanout and no matching device it
+// transaction (see Tx.CreateRuns). With Fanout and no matching device it
 // returns ErrNoDevices; an invalid Lineage gives an error wrapping
 // ErrBadLineage.
 func (s *Store) CreateRuns(ctx context.Context, p *CreateRunsParams) (*Trigger, []Run, error) {
@@ -318,7 +320,7 @@ func (s *Store) CreateRuns(ctx context.Context, p *CreateRunsParams) (*Trigger, 
 	)
 	err := s.tx(ctx, func(tx pgx.Tx) error {
 		var err error
-		tr, runs, err = s.CreateRunsTx(ctx, tx, p)
+		tr, runs, err = s.createRunsTx(ctx, tx, p)
 		return err
 	})
 	if err != nil {

@@ -137,7 +137,8 @@ func (s *Store) UpdateSchedule(ctx context.Context, sc *Schedule) (*Schedule, er
 		RETURNING `+scheduleCols,
 		sc.ID, sc.Name, sc.Cron, sc.Timezone, sc.Suite, sc.Build, sc.GitSHA, selectorJSON(sc.DeviceSelector), nullJSON(sc.ConfigOverride),
 		sc.Priority, sc.Enabled, sc.CatchupSeconds, sc.NextFireAt, lineage))
-	if errors.Is(err, pgx.ErrNoRows) {
+	err = notFound(err)
+	if errors.Is(err, ErrNotFound) {
 		return nil, ErrNotFound
 	}
 	if isUniqueViolation(err) {
@@ -152,7 +153,8 @@ func (s *Store) UpdateSchedule(ctx context.Context, sc *Schedule) (*Schedule, er
 // GetSchedule returns the schedule with the given id, or ErrNotFound.
 func (s *Store) GetSchedule(ctx context.Context, id int64) (*Schedule, error) {
 	out, err := scanSchedule(s.pool.QueryRow(ctx, `SELECT `+scheduleCols+` FROM schedules WHERE id = $1`, id))
-	if errors.Is(err, pgx.ErrNoRows) {
+	err = notFound(err)
+	if errors.Is(err, ErrNotFound) {
 		return nil, ErrNotFound
 	}
 	if err != nil {
@@ -225,7 +227,7 @@ type ScheduleOutcome struct {
 // FireFunc handles one due schedule inside the claiming transaction. Runs
 // it creates through tx commit together with the firing records, so an
 // occurrence's runs exist if and only if its firing is recorded.
-type FireFunc func(ctx context.Context, tx pgx.Tx, sc *Schedule) (*ScheduleOutcome, error)
+type FireFunc func(ctx context.Context, tx *Tx, sc *Schedule) (*ScheduleOutcome, error)
 
 // HandleDueSchedule claims one enabled schedule whose next_fire_at is at or
 // before now, skipping rows another coordinator holds (FOR UPDATE SKIP
@@ -241,13 +243,14 @@ func (s *Store) HandleDueSchedule(ctx context.Context, now time.Time, coordinato
 	defer tx.Rollback(ctx)
 	sc, err := scanSchedule(tx.QueryRow(ctx, `SELECT `+scheduleCols+` FROM schedules
 		WHERE enabled AND next_fire_at <= $1 ORDER BY next_fire_at, id LIMIT 1 FOR UPDATE SKIP LOCKED`, now))
-	if errors.Is(err, pgx.ErrNoRows) {
+	err = notFound(err)
+	if errors.Is(err, ErrNotFound) {
 		return false, nil
 	}
 	if err != nil {
 		return false, fmt.Errorf("store: handle schedule: %w", err)
 	}
-	out, err := fire(ctx, tx, sc)
+	out, err := fire(ctx, &Tx{s: s, tx: tx}, sc)
 	if err != nil {
 		return false, fmt.Errorf("store: handle schedule %d: %w", sc.ID, err)
 	}

@@ -1,11 +1,40 @@
 // Package store is the coordinator's only SQL speaker: every query against
 // Postgres lives here, behind methods that take a context and, for more than
 // two arguments, a params struct. Domain errors (ErrNotFound, ErrConflict,
-// ErrStaleToken) are mapped at this boundary; callers never see pgx.ErrNoRows.
+// ErrStaleToken) are mapped at this boundary: notFound is the one place that
+// turns pgx.ErrNoRows into ErrNotFound, and callers never see pgx errors.
+//
+// Transactions stay inside this package. A caller that must compose writes
+// atomically with the store's own (the nightly scheduler creating runs in
+// the transaction that claims a schedule) is handed a *Tx by the method
+// that opened the transaction, and uses its methods and Tx.Savepoint; it
+// never begins, commits or rolls back anything itself.
 //
 // Core tables (devices, jobs, runs, leases, results, samples) are in this
 // package's core files; other areas add their own files (tokens.go,
-// schedules.go, ...). A Store is safe for concurrent use.
+// schedules.go, alerts.go, ...). A Store is safe for concurrent use.
+//
+// # Hand-written SQL, not sqlc
+//
+// The queries are written by hand with pgx and scanned into the package's
+// types (about 70 Scan calls). sqlc, which generates that code from the SQL,
+// was weighed and not adopted, for two reasons:
+//
+//   - Several queries are built at run time and sqlc only checks static
+//     ones: the device selector filter (selectorSQL, shared by scheduling,
+//     fan-out and the unfit checks), optional list filters, and the
+//     telemetry ingest, which COPYs into a staging table and deduplicates.
+//     These are the queries most worth checking and sqlc would not see them.
+//   - sqlc's PostgreSQL engine links libpg_query through cgo. It is not a
+//     Go module binary this project can fetch ready-made; `go run` from the
+//     module proxy compiles it, C library included, on every CI machine, a
+//     large share of the 15-minute CI budget, to regenerate code whose
+//     correctness the tests against a real Postgres already establish.
+//
+// What sqlc would give, compile-time checked columns, comes here from the
+// tests: every method runs against a real Postgres with the migrations
+// applied (store tests, the API and coordinator tests), so a renamed column
+// or a mistyped scan fails `make test`.
 package store
 
 import (

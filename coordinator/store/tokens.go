@@ -10,8 +10,6 @@ import (
 	"fmt"
 	"strings"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 )
 
 // APITokenPrefix starts every API token secret, so a leaked token is easy to
@@ -119,7 +117,8 @@ func (s *Store) VerifyAPIToken(ctx context.Context, secret string) (*APIToken, e
 		 WHERE token_hash = $1 AND `+liveSecret, h).
 		Scan(&t.ID, &t.Name, &t.Prefix, &stored, &t.CreatedAt, &t.LastUsedAt, &t.ExpiresAt)
 	if err != nil {
-		if errors.Is(err, pgx.ErrNoRows) {
+		err = notFound(err)
+		if errors.Is(err, ErrNotFound) {
 			return nil, ErrUnauthorized
 		}
 		return nil, fmt.Errorf("store: verify token: %w", err)
