@@ -25,16 +25,26 @@ type plainDecoder struct {
 }
 
 func (d *plainDecoder) Generate(ctx context.Context, p generate.Params) (*generate.Result, error) {
-	want := min(len(p.PromptIDs)+p.MaxTokens, d.m.Context)
-	if d.st == nil || d.st.Cap() < want {
-		st, err := d.m.NewState(want)
-		if err != nil {
-			return nil, err
-		}
-		d.st = st
+	if err := d.reserve(len(p.PromptIDs) + p.MaxTokens); err != nil {
+		return nil, err
 	}
 	p.State = d.st
 	return generate.Run(ctx, d.m, p)
+}
+
+// reserve makes the state hold n positions (at most the context), so a
+// repetition's prompts share one state however their lengths are ordered.
+func (d *plainDecoder) reserve(n int) error {
+	n = min(n, d.m.Context)
+	if d.st != nil && d.st.Cap() >= n {
+		return nil
+	}
+	st, err := d.m.NewState(n)
+	if err != nil {
+		return err
+	}
+	d.st = st
+	return nil
 }
 
 // Speculative decodes with a speculative decoder (a drafter proposes, the
@@ -104,6 +114,15 @@ func (s *Session) Repetition(ctx context.Context, p RepParams) (Rep, error) {
 	r := Rep{DeviceTime: s.DeviceTime()}
 	if len(p.Prompts) == 0 {
 		return r, fmt.Errorf("les: no prompts")
+	}
+	if pd, ok := s.dec.(*plainDecoder); ok {
+		longest := 0
+		for _, prompt := range p.Prompts {
+			longest = max(longest, len(prompt))
+		}
+		if err := pd.reserve(longest + p.MaxTokens); err != nil {
+			return r, err
+		}
 	}
 	for _, prompt := range p.Prompts {
 		gp := p.Params
