@@ -240,12 +240,12 @@ func WriteSpecRows(w io.Writer, rows []SpecRow, format string) error {
 	case "csv":
 		cw := csv.NewWriter(w)
 		_ = cw.Write([]string{"model", "draft", "threads", "test", "k", "n_tokens", "repetitions", "tokens_per_second", "stddev", "speedup", "acceptance_rate", "tokens_per_target_pass",
-			"adaptive", "mean_accepted", "verify_us", "experts_per_verify", "off_share", "tokens_per_cpu_second", "cpu_speedup"})
+			"adaptive", "mean_accepted", "verify_us", "experts_per_verify", "off_share", "tokens_per_cpu_second", "cpu_speedup", "cv"})
 		for _, r := range rows {
 			f := func(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }
 			_ = cw.Write([]string{r.Model, r.Draft, strconv.Itoa(r.Threads), r.Test, strconv.Itoa(r.K), strconv.Itoa(r.Tokens), strconv.Itoa(r.Reps),
 				f(r.TPS), f(r.TPSStddev), f(r.Speedup), f(r.AcceptanceRate), f(r.TokensPerTargetPass),
-				strconv.FormatBool(r.Adaptive), f(r.MeanAccepted), f(r.VerifyUS), f(r.ExpertsPerVerify), f(r.OffShare), f(r.CPUTPS), f(r.CPUSpeedup)})
+				strconv.FormatBool(r.Adaptive), f(r.MeanAccepted), f(r.VerifyUS), f(r.ExpertsPerVerify), f(r.OffShare), f(r.CPUTPS), f(r.CPUSpeedup), f(r.TPSCV)})
 		}
 		cw.Flush()
 		return cw.Error()
@@ -254,8 +254,8 @@ func WriteSpecRows(w io.Writer, rows []SpecRow, format string) error {
 		return fmt.Errorf("bench: format %q is not supported: use md, csv, json or jsonl", format)
 	}
 	var b strings.Builder
-	b.WriteString("| model | draft | threads | test | k | t/s | speedup | t/CPU-s | speedup (CPU) | acceptance | tokens/pass | verify µs | experts/verify | off |\n")
-	b.WriteString("| --- | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+	b.WriteString("| model | draft | threads | test | k | t/s | cv | n | speedup | t/CPU-s | speedup (CPU) | acceptance | tokens/pass | verify µs | experts/verify | off |\n")
+	b.WriteString("| --- | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
 	for _, r := range rows {
 		draft, acc, tpp, ver, exp, off := "—", "—", "1.00", "—", "—", "—"
 		k := strconv.Itoa(r.K)
@@ -267,8 +267,8 @@ func WriteSpecRows(w io.Writer, rows []SpecRow, format string) error {
 			draft, acc, tpp = r.Draft, fmt.Sprintf("%.3f", r.AcceptanceRate), fmt.Sprintf("%.2f", r.TokensPerTargetPass)
 			ver, exp = fmt.Sprintf("%.0f", r.VerifyUS), fmt.Sprintf("%.1f", r.ExpertsPerVerify)
 		}
-		fmt.Fprintf(&b, "| %s | %s | %d | %s | %s | %.2f ± %.2f | %.2f× | %.2f | %.2f× | %s | %s | %s | %s | %s |\n",
-			r.Model, draft, r.Threads, r.Test, k, r.TPS, r.TPSStddev, r.Speedup, r.CPUTPS, r.CPUSpeedup, acc, tpp, ver, exp, off)
+		fmt.Fprintf(&b, "| %s | %s | %d | %s | %s | %.2f ± %.2f | %.1f%% | %d | %.2f× | %.2f | %.2f× | %s | %s | %s | %s | %s |\n",
+			r.Model, draft, r.Threads, r.Test, k, r.TPS, r.TPSStddev, 100*r.TPSCV, len(r.Samples), r.Speedup, r.CPUTPS, r.CPUSpeedup, acc, tpp, ver, exp, off)
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
