@@ -44,14 +44,22 @@ type controller struct {
 	probeGap   int
 	rounds     int
 	on         bool // the last choice drafted (hysteresis)
+	probing    bool // the last choice was a probe
+	// probeCost is the last probe's cost beyond a plain pass, in plain
+	// passes (a model drafter's catch-up is in it).
+	probeCost float64
 }
 
 // onMargin is how much the best draft length must beat plain decoding (in
 // expected tokens per second, with the lower bound of α) to turn
 // speculation on; maxProbeGap bounds the plain rounds between probes.
+// Probes are also spaced so that their measured extra cost stays within
+// probeShare of the plain rounds between them (at most maxCostGap rounds).
 const (
 	onMargin    = 0.05
 	maxProbeGap = 128
+	probeShare  = 0.02
+	maxCostGap  = 1024
 )
 
 // calibrate is how often (in rounds) a drafting controller decodes one
@@ -177,6 +185,8 @@ func (c *controller) next() int {
 		} else {
 			c.probeGap = min(2*c.probeGap, maxProbeGap)
 		}
+		c.probeGap = max(c.probeGap, min(maxCostGap, int(c.probeCost/probeShare)))
+		c.probing = true
 		return 1
 	}
 	return 0
@@ -185,6 +195,12 @@ func (c *controller) next() int {
 // observe records a round: drafted tokens asked for and proposed, accepted,
 // the target pass time over positions and the draft time.
 func (c *controller) observe(proposed, accepted, positions int, verify, draft time.Duration) {
+	if c.probing {
+		c.probing = false
+		if p := c.verify[1].v; p > 0 {
+			c.probeCost = max(0, (verify+draft).Seconds()/p-1-float64(accepted))
+		}
+	}
 	if positions < len(c.verify) {
 		c.verify[positions].add(verify.Seconds())
 	}

@@ -40,7 +40,17 @@ type ModelDrafter struct {
 	out   []int
 	one   []int
 	batch int
+	// off is the sequence position of the state's first cached token:
+	// after a long stretch without drafting (adaptive k turned off), the
+	// drafter restarts from the last maxBacklog tokens instead of
+	// forwarding the whole stretch, so a probe costs a bounded catch-up.
+	off    int
+	caught bool // the sequence's prompt has been caught up once
 }
+
+// maxBacklog bounds the tokens a ModelDrafter forwards to catch up after
+// it has caught up with the prompt once.
+const maxBacklog = 16
 
 // NewModelDrafter returns a drafter for target running draft, or an error
 // wrapping ErrVocabMismatch when their vocabularies differ.
@@ -68,6 +78,7 @@ func (d *ModelDrafter) Start(capacity int) error {
 		d.st = st
 	}
 	d.st.Reset()
+	d.off, d.caught = 0, false
 	return nil
 }
 
@@ -78,13 +89,18 @@ func (d *ModelDrafter) Cap() int { return d.st.Cap() }
 // token each (the last proposed token is not cached).
 func (d *ModelDrafter) Propose(ctx context.Context, seq []int, k int, smp *sample.Sampler, q [][]float64) ([]int, error) {
 	d.out = d.out[:0]
-	k = min(k, d.st.Cap()-len(seq)+1)
+	if d.caught && len(seq)-d.off-d.st.Pos() > maxBacklog {
+		d.st.Reset()
+		d.off = len(seq) - maxBacklog
+	}
+	k = min(k, d.st.Cap()-(len(seq)-d.off)+1)
 	if k <= 0 {
 		return d.out, nil
 	}
+	d.caught = true
 	var logits []float32
 	var err error
-	for pos := d.st.Pos(); pos < len(seq); pos += d.batch {
+	for pos := d.off + d.st.Pos(); pos < len(seq); pos += d.batch {
 		if logits, err = d.st.Forward(ctx, seq[pos:min(pos+d.batch, len(seq))], false); err != nil {
 			return d.out, fmt.Errorf("spec: draft: %w", err)
 		}
@@ -92,7 +108,7 @@ func (d *ModelDrafter) Propose(ctx context.Context, seq []int, k int, smp *sampl
 	if logits == nil {
 		// Everything cached already (cannot happen after Rewind(len(seq)-1+…)):
 		// recompute the last position.
-		d.st.Truncate(len(seq) - 1)
+		d.st.Truncate(len(seq) - 1 - d.off)
 		if logits, err = d.st.Forward(ctx, seq[len(seq)-1:], false); err != nil {
 			return d.out, fmt.Errorf("spec: draft: %w", err)
 		}
@@ -117,7 +133,7 @@ func (d *ModelDrafter) Propose(ctx context.Context, seq []int, k int, smp *sampl
 }
 
 // Rewind implements Drafter.
-func (d *ModelDrafter) Rewind(n int) { d.st.Truncate(n) }
+func (d *ModelDrafter) Rewind(n int) { d.st.Truncate(max(0, n-d.off)) }
 
 // Deterministic implements Drafter: the draft model samples.
 func (d *ModelDrafter) Deterministic() bool { return false }

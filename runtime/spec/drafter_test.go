@@ -147,3 +147,60 @@ func TestRejectionKeepsTargetDistribution(t *testing.T) {
 		}
 	}
 }
+
+// TestModelDrafterBoundedCatchUp: after a stretch without drafting longer
+// than maxBacklog, a ModelDrafter restarts from the last maxBacklog tokens
+// (its proposals are those of a fresh drafter given only them), and later
+// rewinds map back to sequence positions.
+func TestModelDrafterBoundedCatchUp(t *testing.T) {
+	target, draft := synth(t, synthMoE), synth(t, synthDense)
+	md, err := NewModelDrafter(target, draft)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fresh, err := NewModelDrafter(target, draft)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seq := make([]int, 50)
+	for i := range seq {
+		seq[i] = (i*37 + 5) % target.Vocab
+	}
+	ctx := context.Background()
+	if err := md.Start(64); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := md.Propose(ctx, seq[:10], 2, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	md.Rewind(10)
+	got, err := md.Propose(ctx, seq[:40], 3, nil, nil) // backlog 30 > maxBacklog
+	if err != nil {
+		t.Fatal(err)
+	}
+	got = slices.Clone(got)
+	if err := fresh.Start(64); err != nil {
+		t.Fatal(err)
+	}
+	want, err := fresh.Propose(ctx, seq[40-maxBacklog:40], 3, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("after a long backlog: %v, fresh drafter on the last %d tokens %v", got, maxBacklog, want)
+	}
+	md.Rewind(42)
+	fresh.Rewind(42 - (40 - maxBacklog))
+	got, err = md.Propose(ctx, seq[:44], 2, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got = slices.Clone(got)
+	want, err = fresh.Propose(ctx, seq[40-maxBacklog:44], 2, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("after rewinding: %v, want %v", got, want)
+	}
+}
