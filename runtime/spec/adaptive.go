@@ -155,7 +155,11 @@ func (c *controller) next() int {
 		return 0
 	}
 	if c.draft.n < 2 {
-		return min(2, c.k)
+		// One short and one full-length draft: the widest pass anchors
+		// verifyCost's interpolation, which a short pass alone would
+		// extrapolate linearly (positions that share experts make wide
+		// passes far cheaper than that).
+		return [2]int{min(2, c.k), c.k}[c.draft.n]
 	}
 	if c.plain == 0 && c.rounds%calibrate == 0 {
 		return 0
