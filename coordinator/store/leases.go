@@ -24,12 +24,15 @@ type PlacementDevice struct {
 }
 
 // IdleDevices returns online, undrained devices without an active run, in
-// least-recently-assigned order (so work spreads over the fleet).
+// least-recently-assigned order (so work spreads over the fleet). An
+// emulated device whose host (HostLabel) is busy with another emulated
+// device's run is not idle.
 func (s *Store) IdleDevices(ctx context.Context, limit int) ([]PlacementDevice, error) {
 	rows, err := s.pool.Query(ctx, `SELECT d.id, d.platform, d.device_model, coalesce(d.ram_bytes, 0), d.emulated, d.agent_labels || d.labels
 		FROM devices d
 		WHERE d.state = 'online' AND NOT d.drained
 		  AND NOT EXISTS (SELECT 1 FROM runs r WHERE r.device_id = d.id AND r.state IN ('assigned', 'running'))
+		  AND NOT `+hostBusySQL("d")+`
 		ORDER BY (SELECT max(r.assigned_at) FROM runs r WHERE r.device_id = d.id) NULLS FIRST, d.id
 		LIMIT $1`, limit)
 	if err != nil {
@@ -178,13 +181,22 @@ type Grant struct {
 // from the fencing_tokens sequence. It returns ErrBusy when the device is not
 // online, drained or already holds a run, ErrUnfit when the device refused
 // every candidate as unfit within UnfitFor, and ErrNothingToClaim when
-// every candidate was taken.
+// every candidate was taken. An emulated device whose host is busy with
+// another emulated device's run gives ErrBusy (HostLabel).
 func (s *Store) ClaimRun(ctx context.Context, p *ClaimRunParams) (*Grant, error) {
 	var g *Grant
 	err := s.tx(ctx, func(tx pgx.Tx) error {
+		// Claims of one host's emulated devices take turns: the lock is
+		// held until commit, and the check below runs after it on a fresh
+		// snapshot, so it sees a claim committed meanwhile.
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('lesfarm/host:' || h, 0))
+			FROM (SELECT `+hostOf("d")+` AS h FROM devices d WHERE d.id = $1) q WHERE h IS NOT NULL`, p.DeviceID); err != nil {
+			return err
+		}
 		var ok bool
 		err := tx.QueryRow(ctx, `SELECT d.state = 'online' AND NOT d.drained
 			AND NOT EXISTS (SELECT 1 FROM runs r WHERE r.device_id = d.id AND r.state IN ('assigned', 'running'))
+			AND NOT `+hostBusySQL("d")+`
 			FROM devices d WHERE d.id = $1 FOR UPDATE SKIP LOCKED`, p.DeviceID).Scan(&ok)
 		if errors.Is(notFound(err), ErrNotFound) || (err == nil && !ok) {
 			return ErrBusy

@@ -27,6 +27,7 @@ func newAgentCmd(env *Env) *cobra.Command {
 	var (
 		cfg       agent.Config
 		labels    string
+		hostID    string
 		cacheMax  string
 		bufMax    string
 		batchMS   int
@@ -51,7 +52,10 @@ With --profile the agent emulates a phone's flash (a built-in storage profile:
 phone-flagship, phone-mid, laptop-nvme, or a YAML file): experts are read at
 the profile's speed, RAM is capped at the profile's budget, and the
 fingerprint marks the device as emulated ("emulated:<profile>") so its
-results never mix with real devices' series. --profile twin:DEVICE_ID emulates
+results never mix with real devices' series. An emulated device also carries
+the label lesfarm/host=--host-id (default: derived from this machine's
+machine-id): the coordinator runs the emulated devices of one host one at a
+time, since they share its CPUs. --profile twin:DEVICE_ID emulates
 a fleet device from the profile it measured on itself ('lesfarm profile
 measure --upload'), fetched from the coordinator at --server.
 
@@ -84,6 +88,7 @@ Examples:
 			if cfg.Labels, err = parseLabels(labels); err != nil {
 				return usagef("--labels: %v", err)
 			}
+			cfg.Labels = withHostLabel(cfg.Labels, cfg.Profile, hostID)
 			if cacheMax != "" {
 				n, err := jobs.ParseByteSize(cacheMax)
 				if err != nil {
@@ -172,6 +177,7 @@ Examples:
 	f.StringVar(&cfg.Profile, "profile", "", "emulate a device: storage profile name (phone-flagship, phone-mid, laptop-nvme), YAML file, or twin:DEVICE_ID (the fleet device's measured profile, from --server)")
 	f.StringVar(&server, "server", cmp.Or(os.Getenv("LESFARM_SERVER"), "http://127.0.0.1:8080"), "coordinator base URL for --profile twin:ID and the calibrate suite's profile upload (env LESFARM_SERVER); --artifact-token is its bearer token")
 	f.StringVar(&labels, "labels", "", "device labels as k=v,k=v (used by job device selectors)")
+	f.StringVar(&hostID, "host-id", machineHostID(), "with --profile: the machine whose CPUs this emulated device shares (label lesfarm/host; the coordinator runs one host's emulated devices one at a time); 'none' opts out")
 	f.StringVar(&cfg.CacheDir, "cache-dir", "", "directory for the model cache, packed models and the telemetry buffer (default: user cache dir/lesfarm/agent-NAME)")
 	f.StringVar(&cacheMax, "cache-max", "20GiB", "size cap of the model cache (LRU eviction)")
 	f.StringVar(&bufMax, "buffer-max", "64MiB", "size cap of the on-disk telemetry buffer used while NATS is unreachable")
