@@ -70,6 +70,11 @@ type Config struct {
 	Threads int
 	// Direct reads experts with O_DIRECT where supported.
 	Direct bool
+	// NoLookahead turns the runtime's lookahead prefetch off in every mode
+	// (expert.Options.NoLookahead), a build-variant switch; the
+	// fingerprint's runtime build then ends in "+no-lookahead". The demo
+	// plants its regression with it.
+	NoLookahead bool
 	// BatchInterval and BatchEvents cut telemetry batches (every N ms or M
 	// samples); 0 means 500 ms and 256.
 	BatchInterval time.Duration
@@ -213,6 +218,9 @@ func New(cfg Config) (*Agent, error) {
 		return nil, fmt.Errorf("agent: cache dir: %w", err)
 	}
 	a.fp = device.Read(dopt)
+	if cfg.NoLookahead {
+		a.fp.RuntimeBuild += "+no-lookahead"
+	}
 	hdr := http.Header{}
 	if cfg.ArtifactToken != "" {
 		hdr.Set("Authorization", "Bearer "+cfg.ArtifactToken)
@@ -237,7 +245,7 @@ func New(cfg Config) (*Agent, error) {
 	if a.unreported, err = a.unreportedDisk.load(time.Now()); err != nil {
 		return nil, err
 	}
-	a.runner = &Runner{Threads: cfg.Threads, Profile: prof, Direct: cfg.Direct, WorkDir: cfg.CacheDir, Gate: cfg.Gate, Logger: log,
+	a.runner = &Runner{Threads: cfg.Threads, Profile: prof, Direct: cfg.Direct, NoLookahead: cfg.NoLookahead, WorkDir: cfg.CacheDir, Gate: cfg.Gate, Logger: log,
 		Pin: cfg.Pin, DiscardOutliers: cfg.DiscardOutliers,
 		ReadState: func() protocol.DeviceState { return device.ReadState(dopt) }}
 	return a, nil

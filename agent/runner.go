@@ -62,6 +62,9 @@ type Runner struct {
 	Profile *expert.Profile
 	// Direct reads experts with O_DIRECT where supported.
 	Direct bool
+	// NoLookahead turns the lookahead prefetch off in every mode
+	// (expert.Options.NoLookahead).
+	NoLookahead bool
 	// WorkDir holds packed copies of models; empty means no packing (a job
 	// asking for a packed layout then fails its streaming configs).
 	WorkDir string
@@ -188,7 +191,7 @@ func (r *Runner) load(ctx context.Context, job *Job, c jobs.Config) (*loaded, er
 			return nil, fmt.Errorf("mode %s needs a budget", c.Mode)
 		}
 		cfg.Budget = units.Budget(c.Budget)
-		cfg.Profile, cfg.Direct = prof, r.Direct
+		cfg.Profile, cfg.Direct, cfg.NoLookahead = prof, r.Direct, r.NoLookahead
 		// A profile that declares its compute runs on device time.
 		cfg.DeviceTime = prof != nil && prof.Compute != nil && !r.Direct
 		layout := job.Spec.Model.Layout

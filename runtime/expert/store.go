@@ -50,6 +50,11 @@ type Options struct {
 	// budget allows, without weighing its measured precision against the
 	// read and the eviction it costs (prefetchGate); for comparison.
 	PrefetchAll bool
+	// NoLookahead turns the lookahead modes' prediction and prefetch off
+	// (a runtime kill switch, e.g. for a device class whose flash cannot
+	// afford speculative reads): they read only demanded experts, and
+	// scheduled keeps its ready-first compute (withoutLookahead).
+	NoLookahead bool
 	// Trace is the recorded routing the oracle mode replays.
 	Trace *RoutingTrace
 	// Record makes the store record its routing (RecordedTrace).
@@ -304,6 +309,9 @@ func New(path string, layout Layout, shapes []moe.LayerShape, opts Options) (*St
 		}
 	}
 	s.strat = newStrategy(opts.Mode, oracle, plan)
+	if opts.NoLookahead {
+		s.strat = withoutLookahead{s.strat}
+	}
 	if s.strat.speculative() && !opts.PrefetchAll {
 		s.gate = newPrefetchGate(len(shapes), opts.PredictK)
 	}

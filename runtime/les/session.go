@@ -54,6 +54,7 @@ type Config struct {
 	Policy          string  // cache policy (default: the store's, lfu)
 	PredictK        int     // experts predicted per token (0: the store's default)
 	PrefetchAll     bool    // see expert.Options.PrefetchAll
+	NoLookahead     bool    // see expert.Options.NoLookahead
 	// Record makes the store record its routing (Store.RecordedTrace);
 	// Trace is the routing the oracle mode replays.
 	Record bool
@@ -123,7 +124,7 @@ func Open(cfg Config) (*Session, error) {
 			s.Budget = cfg.Budget.Resolve(cmp.Or(cfg.BudgetBase, s.ExpertBytes))
 			st, err := expert.Open(cfg.Model, f, shapes, expertsPath, expert.Options{
 				Mode: cfg.Mode, Budget: s.Budget, Policy: cfg.Policy, Profile: cfg.Profile, Direct: cfg.Direct,
-				Record: cfg.Record, Trace: cfg.Trace, PredictK: cfg.PredictK, PrefetchAll: cfg.PrefetchAll,
+				Record: cfg.Record, Trace: cfg.Trace, PredictK: cfg.PredictK, PrefetchAll: cfg.PrefetchAll, NoLookahead: cfg.NoLookahead,
 				DeviceTime: cfg.DeviceTime, ComputeSlowdown: cfg.ComputeSlowdown, Logger: cfg.Logger,
 			})
 			s.Store = st
