@@ -1,225 +1,266 @@
 package cli
 
 import (
-	"bufio"
-	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
-	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
-	"sync"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/lesfarm/lesfarm/agent"
 	"github.com/lesfarm/lesfarm/coordinator"
-	"github.com/lesfarm/lesfarm/coordinator/api"
 	"github.com/lesfarm/lesfarm/coordinator/api/client"
+	"github.com/lesfarm/lesfarm/coordinator/ingest"
+	"github.com/lesfarm/lesfarm/coordinator/store"
 	"github.com/lesfarm/lesfarm/dashboard"
 	"github.com/lesfarm/lesfarm/jobs"
-	"github.com/lesfarm/lesfarm/runtime/model"
-	"github.com/lesfarm/lesfarm/runtime/tensor"
+	"github.com/lesfarm/lesfarm/profile"
 )
 
 func init() { register("demo", newDemoCmd) }
 
-// trainedFixture is the trained MoE the built-in smoke suite names.
-const trainedFixture = "testdata/trained/tiny-moe-kjv-f16.gguf"
+// demoSuite is the built-in suite the demo runs (jobs/suites/les-demo.yaml).
+const demoSuite = "les-demo"
+
+// demoOptions are the demo's flags.
+type demoOptions struct {
+	dataDir, httpAddr, modelArg string
+	profiles                    []string
+	builds, regressBuild        int
+	regressProfile              string
+	exit                        bool
+	timeout                     time.Duration
+}
 
 func newDemoCmd(env *Env) *cobra.Command {
 	var (
-		dataDir  string
-		httpAddr string
-		modelArg string
+		o        demoOptions
 		profiles string
-		exit     bool
-		timeout  time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "demo",
-		Short: "Run the whole farm on embedded defaults: coordinator, emulated phones, a smoke suite",
+		Short: "Run the whole farm on embedded defaults and watch it catch a real LES regression",
 		Long: `demo runs a complete farm in one process, the way a team would deploy it,
-with nothing to configure:
+with nothing to configure and nothing fetched, and tells the LES story:
 
   1. a coordinator with an embedded NATS (JetStream) server and a local
      PostgreSQL started from the machine's binaries in --data-dir; NATS
      authenticates devices as 'lesfarm serve' does by default;
-  2. one host agent per --profiles entry, each emulating a phone's flash
-     (bandwidth, latency, queue depth) with the LES expert store, and each
-     connecting with its own device credential (revoked when the demo ends);
-  3. the model artifact uploaded through the REST API: the trained MoE
-     fixture when ../shared/testdata is present (the built-in 'smoke'
-     suite names it), otherwise a synthetic MoE written by 'synth' with the
-     same geometry, in a 'demo' suite;
-  4. a run triggered through the REST API on every device, with progress
-     streamed, then the results table (decode tok/s, hit rate, ...).
+  2. one emulated phone per --profiles entry (built-in storage profiles:
+     flash bandwidth, latency, queue depth and compute speed), each a host
+     agent with its own device credential; they share this machine's CPUs,
+     so they declare it (label lesfarm/host) and the coordinator runs them
+     one at a time;
+  3. a small synthetic MoE written locally by synth and packed, uploaded
+     through the REST API, and the built-in 'les-demo' suite: the LES ladder
+     (on-demand, on-demand-parallel, lookahead, scheduled) at a 25% expert
+     budget, one warm-up and three repetitions, decode timed on each
+     profile's device clock;
+  4. --builds builds triggered in turn on every device. From build
+     --regress-build on, the --regress-profile phone runs a build that turns
+     the runtime's lookahead off (agent option NoLookahead: the runtime
+     predicts and prefetches nothing): a real regression, not a doctored
+     number;
+  5. the ladder per device and build, then the alerts the coordinator's
+     detector raised (scoped to the device, attributed to the LES metrics
+     that moved), and the dashboard's address.
 
-Afterwards it keeps serving the dashboard and the API until Ctrl-C, unless
---exit is given. Everything stays in --data-dir; run it again to add points
-to the same series.`,
-		Example: "  lesfarm demo\n  lesfarm demo --exit --profiles phone-flagship\n  lesfarm demo --model /models/qwen3moe-q4_k.gguf --http-addr 127.0.0.1:9090",
+Each demo is its own build lineage (demo-<time>), so running it again in the
+same --data-dir adds a new story beside the old ones. Afterwards it keeps
+serving the dashboard and the API until Ctrl-C, unless --exit is given.`,
+		Example: "  lesfarm demo\n  lesfarm demo --exit --http-addr 127.0.0.1:0\n  lesfarm demo --regress-profile phone-flagship --builds 8 --regress-build 6",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			profs := splitList(profiles)
-			if len(profs) == 0 {
-				return usagef("demo: --profiles needs at least one storage profile")
-			}
-			if modelArg != "" {
-				if _, err := os.Stat(modelArg); err != nil {
-					return usagef("demo: --model %s: %v", modelArg, errors.Unwrap(err))
-				}
-			}
-			ctx := env.Ctx
-			log := slog.New(slog.NewTextHandler(env.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-			say := func(format string, args ...any) { fmt.Fprintf(env.Stdout, "==> "+format+"\n", args...) }
-
-			say("starting the coordinator (embedded NATS + local PostgreSQL in %s)", dataDir)
-			if err := os.MkdirAll(dataDir, 0o755); err != nil {
-				return fmt.Errorf("demo: data dir: %w", err)
-			}
-			// The embedded NATS authenticates devices as 'lesfarm serve'
-			// does by default: each emulated agent gets its own credential.
-			ns, auth, err := startEmbeddedNATS("127.0.0.1:0", dataDir, "devices", nil, log)
-			if err != nil {
+			o.profiles = splitList(profiles)
+			if err := o.validate(); err != nil {
 				return err
 			}
-			defer func() { ns.Shutdown(); ns.WaitForShutdown() }()
-			c, err := coordinator.New(coordinator.Config{
-				DataDir: dataDir, HTTPAddr: httpAddr, NATSURL: ns.ClientURL(), NATSOptions: auth.CoordinatorOptions(),
-				Version: BuildVersion(), Logger: log, Mount: dashboard.Mount,
-			})
-			if err != nil {
-				return err
-			}
-			if err := c.Start(ctx); err != nil {
-				return err
-			}
-			defer c.Stop()
-			auth.SetVerifier(c.Store())
-			base := "http://" + c.HTTPAddr()
-			say("coordinator up: API %s/v1, OpenAPI %s/openapi.json", base, base)
-
-			secret, _, err := c.Store().CreateAPIToken(ctx, fmt.Sprintf("demo-%d", time.Now().Unix()))
-			if err != nil {
-				return fmt.Errorf("demo: create API token: %w", err)
-			}
-			cl, err := client.New(base, secret)
-			if err != nil {
-				return err
-			}
-
-			path, synthetic, err := demoModel(ctx, env, modelArg, dataDir)
-			if err != nil {
-				return err
-			}
-			say("uploading model %s", path)
-			sum, size, err := uploadModel(ctx, cl, path)
-			if err != nil {
-				return err
-			}
-			suite := "smoke"
-			if spec, _ := jobs.Builtin("smoke"); spec == nil || spec.Model.SHA256 != sum {
-				suite = "demo"
-				if err := putDemoSuite(ctx, base, secret, filepath.Base(path), sum, size); err != nil {
-					return err
-				}
-			}
-			if synthetic {
-				say("the trained fixture is not here, so the suite runs on a synthetic MoE of the same shape")
-			}
-
-			say("starting %d emulated phone agent(s): %s", len(profs), strings.Join(profs, ", "))
-			actx, stopAgents := context.WithCancel(context.Background())
-			var wg sync.WaitGroup
-			defer func() { stopAgents(); wg.Wait() }()
-			for i, p := range profs {
-				name := fmt.Sprintf("emu-%s-%d", p, i+1)
-				devSecret, cred, err := c.Store().CreateDeviceCredential(ctx, name)
-				if err != nil {
-					return fmt.Errorf("demo: device credential for %s: %w", name, err)
-				}
-				defer func() { _, _ = c.Store().RevokeDeviceCredential(context.WithoutCancel(ctx), cred.ID) }()
-				a, err := agent.New(agent.Config{
-					NATSURL: c.NATSURL(), Name: name, User: name, Password: devSecret, Profile: p,
-					CacheDir: filepath.Join(dataDir, "agents", fmt.Sprintf("%s-%d", p, i+1)),
-					Labels:   map[string]string{"pool": "demo"}, Logger: log,
-				})
-				if err != nil {
-					return err
-				}
-				wg.Add(1)
-				go func() { defer wg.Done(); _ = a.Run(actx) }()
-			}
-			if err := waitDevices(ctx, base, len(profs)); err != nil {
-				return err
-			}
-
-			build := "demo-" + time.Now().UTC().Format("20060102T150405")
-			say("triggering suite %q for build %s on every device", suite, build)
-			tctx, cancel := context.WithTimeout(ctx, timeout)
-			defer cancel()
-			set, err := cl.TriggerRuns(tctx, &client.TriggerRequest{Suite: suite, Build: build,
-				Devices: &jobs.Selector{Labels: map[string]string{"pool": "demo"}}, Fanout: true})
-			if err != nil {
-				return fmt.Errorf("demo: trigger: %w", err)
-			}
-			last := map[int64]string{}
-			done, err := cl.FollowTrigger(tctx, set.Trigger.ID, func(ev client.RunEvent) {
-				msg := fmt.Sprintf("%s %3.0f%% %s", ev.State, 100*ev.Progress, ev.ProgressMessage)
-				if ev.Error != "" {
-					msg += " (" + ev.Error + ")"
-				}
-				if last[ev.RunID] != msg {
-					last[ev.RunID] = msg
-					fmt.Fprintf(env.Stdout, "    %s\n", demoProgressLine(ev.RunID, ev.DeviceID, msg))
-				}
-			})
-			if err != nil {
-				return fmt.Errorf("demo: waiting for runs: %w", err)
-			}
-			if err := printDemoResults(ctx, env.Stdout, base, set.Trigger.RunIDs); err != nil {
-				return err
-			}
-			say("dashboard: %s/   API docs: %s/docs", base, base)
-			if !done.Succeeded {
-				return fmt.Errorf("demo: not every run succeeded: %v", done.States)
-			}
-			if exit {
-				return nil
-			}
-			say("serving until Ctrl-C")
-			<-ctx.Done()
-			return nil
+			return runDemo(env, &o)
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&dataDir, "data-dir", filepath.Join(defaultDataDir(), "demo"), "directory for the demo farm's state (PostgreSQL, NATS, artifacts, agent caches)")
-	f.StringVar(&httpAddr, "http-addr", "127.0.0.1:8080", "address of the REST API and dashboard (port 0 picks a free one)")
-	f.StringVar(&modelArg, "model", "", "GGUF MoE model to benchmark (default: the trained fixture, else a synthetic model)")
-	f.StringVar(&profiles, "profiles", "phone-flagship,phone-mid", "comma-separated storage profiles, one emulated agent each")
-	f.BoolVar(&exit, "exit", false, "stop after printing the results instead of serving the dashboard")
-	f.DurationVar(&timeout, "timeout", 10*time.Minute, "give up when the runs take longer than this")
+	f.StringVar(&o.dataDir, "data-dir", filepath.Join(defaultDataDir(), "demo"), "directory for the demo farm's state (PostgreSQL, NATS, artifacts, agent caches)")
+	f.StringVar(&o.httpAddr, "http-addr", "127.0.0.1:8080", "address of the REST API and dashboard (port 0 picks a free one)")
+	f.StringVar(&o.modelArg, "model", "", "GGUF MoE model to benchmark instead of the synthetic one (packed models stream with one read per expert)")
+	f.StringVar(&profiles, "profiles", "phone-flagship,phone-flagship-2025,phone-mid", "comma-separated storage profiles, one emulated phone each")
+	f.IntVar(&o.builds, "builds", 8, "builds to run, one after the other, on every device")
+	f.IntVar(&o.regressBuild, "regress-build", 5, "first build that turns lookahead off on --regress-profile (0: none)")
+	f.StringVar(&o.regressProfile, "regress-profile", "phone-mid", "the profile whose phone runs the builds without lookahead")
+	f.BoolVar(&o.exit, "exit", false, "stop after printing the results instead of serving the dashboard")
+	f.DurationVar(&o.timeout, "timeout", 10*time.Minute, "give up when the builds take longer than this")
 	return cmd
 }
 
-// demoProgressLine is one progress line of the demo: the run, the device
-// it runs on (its name, the emulated agent's) or "waiting for a device"
-// while it is queued, and the state.
-func demoProgressLine(runID int64, device, msg string) string {
-	if device == "" {
-		return fmt.Sprintf("run %d (waiting for a device): %s", runID, msg)
+func (o *demoOptions) validate() error {
+	if len(o.profiles) == 0 {
+		return usagef("demo: --profiles needs at least one storage profile")
 	}
-	return fmt.Sprintf("run %d on %s: %s", runID, device, msg)
+	for _, p := range o.profiles {
+		if _, err := profile.Load(p); err != nil {
+			return usagef("demo: --profiles: %v", err)
+		}
+	}
+	if o.builds < 1 || o.builds > 100 {
+		return usagef("demo: --builds %d must be between 1 and 100", o.builds)
+	}
+	if o.regressBuild < 0 || o.regressBuild > o.builds {
+		return usagef("demo: --regress-build %d must be between 0 (none) and --builds %d", o.regressBuild, o.builds)
+	}
+	if o.regressBuild > 0 && !slices.Contains(o.profiles, o.regressProfile) {
+		return usagef("demo: --regress-profile %q is not one of --profiles %s", o.regressProfile, strings.Join(o.profiles, ","))
+	}
+	if o.modelArg != "" {
+		if _, err := os.Stat(o.modelArg); err != nil {
+			return usagef("demo: --model %s: %v", o.modelArg, errors.Unwrap(err))
+		}
+	}
+	return nil
+}
+
+// demoFarm is a running demo: the coordinator, its API client and the
+// emulated phones.
+type demoFarm struct {
+	env    *Env
+	o      *demoOptions
+	log    *slog.Logger
+	c      *coordinator.Coordinator
+	cl     *client.Client
+	base   string
+	phones []*demoPhone
+	// observed receives the id of each run whose results the regression
+	// detector has seen (the ingest hook runs after the monitor).
+	observed chan int64
+}
+
+func (d *demoFarm) say(format string, args ...any) {
+	fmt.Fprintf(d.env.Stdout, "==> "+format+"\n", args...)
+}
+
+func runDemo(env *Env, o *demoOptions) error {
+	ctx := env.Ctx
+	start := time.Now()
+	d := &demoFarm{env: env, o: o, observed: make(chan int64, 1024),
+		log: slog.New(slog.NewTextHandler(env.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}
+	d.say("starting the coordinator (embedded NATS + local PostgreSQL in %s)", o.dataDir)
+	if err := os.MkdirAll(o.dataDir, 0o755); err != nil {
+		return fmt.Errorf("demo: data dir: %w", err)
+	}
+	// The embedded NATS authenticates devices as 'lesfarm serve' does by
+	// default: each emulated agent gets its own credential.
+	ns, auth, err := startEmbeddedNATS("127.0.0.1:0", o.dataDir, "devices", nil, d.log)
+	if err != nil {
+		return err
+	}
+	defer func() { ns.Shutdown(); ns.WaitForShutdown() }()
+	d.c, err = coordinator.New(coordinator.Config{
+		DataDir: o.dataDir, HTTPAddr: o.httpAddr, NATSURL: ns.ClientURL(), NATSOptions: auth.CoordinatorOptions(),
+		Version: BuildVersion(), Logger: d.log, Mount: dashboard.Mount,
+		Ingest: ingest.Config{OnResult: func(_ context.Context, r *store.Run) {
+			select {
+			case d.observed <- r.ID:
+			default:
+			}
+		}},
+	})
+	if err != nil {
+		return err
+	}
+	if err := d.c.Start(ctx); err != nil {
+		return err
+	}
+	defer d.c.Stop()
+	auth.SetVerifier(d.c.Store())
+	d.base = "http://" + d.c.HTTPAddr()
+	d.say("coordinator up: API %s/v1, OpenAPI %s/openapi.json", d.base, d.base)
+
+	secret, _, err := d.c.Store().CreateAPIToken(ctx, fmt.Sprintf("demo-%d", time.Now().UnixNano()))
+	if err != nil {
+		return fmt.Errorf("demo: create API token: %w", err)
+	}
+	if d.cl, err = client.New(d.base, secret); err != nil {
+		return err
+	}
+	path := o.modelArg
+	if path == "" {
+		d.say("writing the synthetic MoE with synth and packing it (one read per expert)")
+		if path, err = demoSynthModel(ctx, o.dataDir); err != nil {
+			return err
+		}
+	}
+	d.say("uploading model %s", path)
+	sum, size, err := uploadModel(ctx, d.cl, path)
+	if err != nil {
+		return err
+	}
+	spec, err := jobs.Builtin(demoSuite)
+	if err != nil {
+		return err
+	}
+	if spec.Model.SHA256 != sum {
+		// Another model (--model): the built-in suite with it.
+		spec.Model = jobs.Model{Name: filepath.Base(path), SHA256: sum, Size: jobs.ByteSize(size)}
+		if err := putSuite(ctx, d.base, secret, demoSuite, spec); err != nil {
+			return err
+		}
+	}
+
+	defer d.stopPhones()
+	d.say("starting %d emulated phone(s) on this host (label %s, one run at a time): %s",
+		len(o.profiles), store.HostLabel, strings.Join(o.profiles, ", "))
+	for i, p := range o.profiles {
+		if err := d.startPhone(ctx, fmt.Sprintf("emu-%s-%d", p, i+1), p); err != nil {
+			return err
+		}
+	}
+
+	lineage := "demo-" + time.Now().UTC().Format("20060102T150405")
+	tctx, cancel := context.WithTimeout(ctx, o.timeout)
+	defer cancel()
+	var builds []demoBuild
+	for b := 1; b <= o.builds; b++ {
+		if b == o.regressBuild {
+			for _, ph := range d.phones {
+				if ph.profile == o.regressProfile {
+					d.say("build %d turns lookahead off on %s (agent option NoLookahead: the runtime predicts and prefetches nothing); redeploying %s",
+						b, ph.profile, ph.name)
+					if err := d.restartPhone(tctx, ph, true); err != nil {
+						return err
+					}
+				}
+			}
+		}
+		bd, err := d.runBuild(tctx, lineage, b)
+		if err != nil {
+			return err
+		}
+		builds = append(builds, bd)
+	}
+	if err := d.printLadders(ctx, builds); err != nil {
+		return err
+	}
+	groups, err := d.printAlerts(ctx, lineage)
+	if err != nil {
+		return err
+	}
+	d.say("%d alert group(s) on lineage %s; dashboard: %s/?lineage=%s   API docs: %s/docs", groups, lineage, d.base, lineage, d.base)
+	d.say("demo took %s", time.Since(start).Round(100*time.Millisecond))
+	if o.exit {
+		return nil
+	}
+	d.say("serving until Ctrl-C")
+	<-ctx.Done()
+	return nil
+}
+
+// putSuite stores spec as suite name through the REST API.
+func putSuite(ctx context.Context, base, token, name string, spec *jobs.Spec) error {
+	spec.Name, spec.Suite = name, name
+	return putJSON(ctx, base+"/v1/suites/"+name, token, map[string]any{"spec": spec})
 }
 
 func splitList(s string) []string {
@@ -232,187 +273,13 @@ func splitList(s string) []string {
 	return out
 }
 
-// demoModel returns the model to benchmark: --model, else the trained
-// fixture found next to the checkout, else a synthetic MoE of the trained
-// fixture's geometry written once into the data dir.
-func demoModel(ctx context.Context, env *Env, arg, dataDir string) (string, bool, error) {
-	if arg != "" {
-		return arg, false, nil
+// demoProgressLine is one progress line of the demo: the run, the device
+// it runs on (its name, the emulated agent's) or "waiting for a device"
+// while it is queued, and the state.
+func demoProgressLine(runID int64, device, msg string) string {
+	if device == "" {
+		return fmt.Sprintf("run %d (waiting for a device): %s", runID, msg)
 	}
-	if p := findShared(trainedFixture); p != "" {
-		return p, false, nil
-	}
-	out := filepath.Join(dataDir, "models", "synthetic-moe-f16.gguf")
-	if _, err := os.Stat(out); err == nil {
-		return out, true, nil
-	}
-	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
-		return "", false, err
-	}
-	cfg := model.SynthConfig{Arch: "qwen3moe", Layers: 6, Experts: 32, ExpertsUsed: 4, Hidden: 192, ExpertFFN: 128,
-		Heads: 4, KVHeads: 2, Vocab: 4096, Context: 256, Type: tensor.F16, Seed: 7}
-	if err := cfg.Defaults(); err != nil {
-		return "", false, err
-	}
-	tmp := out + ".tmp"
-	f, err := os.Create(tmp)
-	if err != nil {
-		return "", false, err
-	}
-	w := bufio.NewWriterSize(f, 1<<20)
-	err = model.WriteSynthetic(w, cfg)
-	if err == nil {
-		err = w.Flush()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, out)
-	}
-	if err != nil {
-		os.Remove(tmp)
-		return "", false, fmt.Errorf("demo: write synthetic model: %w", err)
-	}
-	return out, true, nil
+	return fmt.Sprintf("run %d on %s: %s", runID, device, msg)
 }
 
-// findShared looks for ../shared/<rel> from the working directory and its
-// parents (the checkout sits next to the shared fixtures).
-func findShared(rel string) string {
-	dir, err := os.Getwd()
-	if err != nil {
-		return ""
-	}
-	for {
-		p := filepath.Join(dir, "..", "shared", rel)
-		if _, err := os.Stat(p); err == nil {
-			return filepath.Clean(p)
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return ""
-		}
-		dir = parent
-	}
-}
-
-func uploadModel(ctx context.Context, cl *client.Client, path string) (string, int64, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return "", 0, err
-	}
-	defer f.Close()
-	h := sha256.New()
-	size, err := io.Copy(h, f)
-	if err != nil {
-		return "", 0, err
-	}
-	sum := hex.EncodeToString(h.Sum(nil))
-	if _, err := f.Seek(0, io.SeekStart); err != nil {
-		return "", 0, err
-	}
-	if _, _, err := cl.UploadArtifact(ctx, f, size, filepath.Base(path), sum); err != nil {
-		return "", 0, fmt.Errorf("demo: upload model: %w", err)
-	}
-	return sum, size, nil
-}
-
-// putDemoSuite stores the smoke suite with the model replaced, as suite "demo".
-func putDemoSuite(ctx context.Context, base, token, name, sum string, size int64) error {
-	spec, err := jobs.Builtin("smoke")
-	if err != nil {
-		return err
-	}
-	spec.Name, spec.Suite = "demo", "demo"
-	spec.Description = "The smoke suite on the model the demo uploaded."
-	spec.Model = jobs.Model{Name: name, SHA256: sum, Size: jobs.ByteSize(size)}
-	body, err := json.Marshal(map[string]any{"spec": spec})
-	if err != nil {
-		return err
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPut, base+"/v1/suites/demo", bytes.NewReader(body))
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Authorization", "Bearer "+token)
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode >= 300 {
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-		return fmt.Errorf("demo: PUT /v1/suites/demo: %s: %s", resp.Status, b)
-	}
-	return nil
-}
-
-// waitDevices waits until n devices are online.
-func waitDevices(ctx context.Context, base string, n int) error {
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		var out struct {
-			Items []struct {
-				State string `json:"state"`
-			} `json:"items"`
-		}
-		if err := getJSON(ctx, base+"/v1/devices", &out); err == nil {
-			online := 0
-			for _, d := range out.Items {
-				if d.State != "lost" && d.State != "offline" {
-					online++
-				}
-			}
-			if online >= n {
-				return nil
-			}
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("demo: %d agent(s) did not register within 60s", n)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
-}
-
-func getJSON(ctx context.Context, url string, out any) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("GET %s: %s", url, resp.Status)
-	}
-	return json.NewDecoder(resp.Body).Decode(out)
-}
-
-// printDemoResults prints one row per (run, config) from GET /v1/runs/{id}.
-func printDemoResults(ctx context.Context, w io.Writer, base string, runIDs []int64) error {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "run\tdevice\tconfig\tdecode tok/s\tstddev\tprefill tok/s\tTTFT ms\thit rate\trecall\tstall\tvalid\t")
-	for _, id := range runIDs {
-		var run api.RunDetail
-		if err := getJSON(ctx, fmt.Sprintf("%s/v1/runs/%d", base, id), &run); err != nil {
-			return fmt.Errorf("demo: read run %d: %w", id, err)
-		}
-		for _, r := range run.Results {
-			valid := "yes"
-			if !r.Valid {
-				valid = "no: " + r.InvalidReason + r.Error
-			}
-			fmt.Fprintf(tw, "%d\t%s\t%s\t%.2f\t%.2f\t%.1f\t%.1f\t%.3f\t%.3f\t%.3f\t%s\t\n", id, run.DeviceID, r.ConfigKey,
-				r.DecodeTPS.Mean, r.DecodeTPS.Stddev, r.PrefillTPS.Mean, r.TTFTms.Mean, r.HitRate, r.Recall, r.StallFraction, valid)
-		}
-	}
-	return tw.Flush()
-}
