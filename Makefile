@@ -16,7 +16,7 @@ setup: ## Install system dependencies (PostgreSQL; qemu-user for arm64 tests) on
 build: ## Build bin/lesfarm
 	$(GO) build -o $(BIN) ./cmd/lesfarm
 
-demo: build ## Run the whole farm on embedded defaults: coordinator, embedded NATS + local PostgreSQL, emulated agents, a smoke suite
+demo: build ## Run the whole farm on embedded defaults and watch it catch a real LES regression (docs/demo.md)
 	./$(BIN) demo
 
 test: ## Run the test suite (needs PostgreSQL binaries; see `make setup`)

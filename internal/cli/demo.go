@@ -35,6 +35,9 @@ type demoOptions struct {
 	regressProfile              string
 	exit                        bool
 	timeout                     time.Duration
+	// ready, when set, is called with the API's base URL and the demo's
+	// lineage once the results are printed, before serving (tests).
+	ready func(base, lineage string)
 }
 
 func newDemoCmd(env *Env) *cobra.Command {
@@ -249,6 +252,9 @@ func runDemo(env *Env, o *demoOptions) error {
 	}
 	d.say("%d alert group(s) on lineage %s; dashboard: %s/?lineage=%s   API docs: %s/docs", groups, lineage, d.base, lineage, d.base)
 	d.say("demo took %s", time.Since(start).Round(100*time.Millisecond))
+	if o.ready != nil {
+		o.ready(d.base, lineage)
+	}
 	if o.exit {
 		return nil
 	}

@@ -1,18 +1,52 @@
-package cli_test
+package cli
 
 import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
+	"github.com/lesfarm/lesfarm/coordinator/store"
 	"github.com/lesfarm/lesfarm/internal/pglocal"
 )
 
-// TestDemoRunsSmokeSuiteEndToEnd runs README's main job in-process: a real
-// coordinator (embedded NATS, local PostgreSQL), an emulated agent, the
-// smoke suite through the REST API, and the results table.
-func TestDemoRunsSmokeSuiteEndToEnd(t *testing.T) {
+// syncBuffer is a bytes.Buffer safe for the demo's writes and the test's
+// reads.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestDemoCatchesPlantedRegression runs README's main job in-process, as
+// `make demo` does but with two phones instead of three: a real
+// coordinator (embedded NATS, local PostgreSQL), emulated phones on this
+// host taking turns, the les-demo suite over eight builds, lookahead
+// turned off on phone-mid from build 5. The coordinator's detector must
+// raise exactly one alert group: a device-scoped regression of phone-mid's
+// lookahead and scheduled decode at build 5, attributed to the LES metrics
+// that moved, and nothing on the control phone. The dashboard is served
+// and the regressions API it reads answers with that group.
+func TestDemoCatchesPlantedRegression(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end demo skipped in -short mode")
 	}
@@ -27,18 +61,88 @@ func TestDemoRunsSmokeSuiteEndToEnd(t *testing.T) {
 	if err := os.Chmod(base, 0o755); err != nil { // reachable by the postgres user when root
 		t.Fatal(err)
 	}
-	code, out, errOut := run(t, "demo", "--exit", "--profiles", "phone-flagship",
-		"--http-addr", "127.0.0.1:0", "--data-dir", filepath.Join(base, "farm"))
-	if code != 0 {
-		t.Fatalf("demo exit code %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var out, errOut syncBuffer
+	type farm struct{ base, lineage string }
+	ready := make(chan farm, 1)
+	o := &demoOptions{dataDir: filepath.Join(base, "farm"), httpAddr: "127.0.0.1:0",
+		profiles: []string{"phone-flagship", "phone-mid"}, builds: 8, regressBuild: 5, regressProfile: "phone-mid",
+		timeout: 12 * time.Minute, ready: func(b, l string) { ready <- farm{b, l} }}
+	if err := o.validate(); err != nil {
+		t.Fatal(err)
 	}
-	// Progress lines name the device, or say the run waits for one.
-	if strings.Contains(out, " on : ") || !strings.Contains(out, "on emu-phone-flagship-1: ") {
-		t.Errorf("demo progress lines without a device name:\n%s", out)
+	done := make(chan error, 1)
+	go func() { done <- runDemo(&Env{Ctx: ctx, Stdout: &out, Stderr: &errOut}, o) }()
+	var f farm
+	select {
+	case f = <-ready:
+	case err := <-done:
+		t.Fatalf("demo ended before serving: %v\nstdout:\n%s\nstderr:\n%s", err, out.String(), errOut.String())
 	}
-	for _, want := range []string{"coordinator up", "succeeded", "decode tok/s", "resident", "on-demand", "dashboard: http://"} {
-		if !strings.Contains(out, want) {
-			t.Errorf("demo output lacks %q:\n%s", want, out)
+	t.Logf("demo output:\n%s", out.String())
+	text := out.String()
+	for _, want := range []string{"coordinator up", "on emu-phone-mid-2: running", "lookahead/budget=25%", "scheduled/budget=25%",
+		"× on-demand", "build 5 turns lookahead off on phone-mid", "scope device (emulated:phone-mid)", "dashboard: http://"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("demo output lacks %q", want)
 		}
+	}
+	if strings.Contains(text, " on : ") {
+		t.Error("demo progress lines without a device name")
+	}
+
+	// The regressions API the dashboard reads: one group, the planted one.
+	var list struct {
+		Items []store.AlertGroup `json:"items"`
+	}
+	q := url.Values{"lineage": {f.lineage}}
+	if err := getJSON(ctx, f.base+"/v1/alerts?"+q.Encode(), &list); err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Items) != 1 {
+		t.Fatalf("%d alert groups on the demo's lineage, want exactly the planted one: %+v", len(list.Items), list.Items)
+	}
+	var g store.AlertGroup
+	if err := getJSON(ctx, fmt.Sprintf("%s/v1/alerts/%d", f.base, list.Items[0].ID), &g); err != nil {
+		t.Fatal(err)
+	}
+	if !g.Regression || g.Scope != "device" || !strings.Contains(g.ScopeDetail, "emulated:phone-mid") ||
+		g.Suite != demoSuite || !strings.HasSuffix(g.Build, "-b5") {
+		t.Errorf("alert group: regression %v, scope %q (%q), suite %s, build %q; want a device-scoped regression of emulated:phone-mid at build 5",
+			g.Regression, g.Scope, g.ScopeDetail, g.Suite, g.Build)
+	}
+	configs := map[string]bool{}
+	for _, a := range g.Alerts {
+		configs[a.Series.Config] = true
+		if a.Series.DeviceModel != "emulated:phone-mid" || a.Series.Metric != "decode_tps" || a.Direction != "regression" || a.RelativeChange > -0.1 {
+			t.Errorf("alert %d: %s %s on %s, %s %.3f; want a decode_tps regression beyond 10%% on emulated:phone-mid",
+				a.ID, a.Series.Config, a.Series.Metric, a.Series.DeviceModel, a.Direction, float64(a.RelativeChange))
+		}
+		var attrs []struct {
+			Metric string `json:"metric"`
+		}
+		if err := json.Unmarshal(a.Attribution, &attrs); err != nil || len(attrs) == 0 {
+			t.Errorf("alert %d has no attribution (%s, %v)", a.ID, a.Attribution, err)
+		}
+		if !strings.Contains(a.Summary, "stall fraction") {
+			t.Errorf("alert %d summary %q does not name the stall that moved with it", a.ID, a.Summary)
+		}
+	}
+	if !configs["lookahead/budget=25%"] || !configs["scheduled/budget=25%"] || len(configs) != 2 {
+		t.Errorf("alerts on configs %v, want lookahead and scheduled (the rungs that prefetch)", configs)
+	}
+	// The dashboard itself is served next to the API.
+	resp, err := http.Get(f.base + "/?lineage=" + f.lineage)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/html") {
+		t.Errorf("dashboard: %s %s", resp.Status, resp.Header.Get("Content-Type"))
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("demo: %v", err)
 	}
 }
