@@ -288,4 +288,3 @@ func demoProgressLine(runID int64, device, msg string) string {
 	}
 	return fmt.Sprintf("run %d on %s: %s", runID, device, msg)
 }
-
