@@ -225,7 +225,7 @@ func TestExpandDeterministic(t *testing.T) {
 
 func TestBuiltins(t *testing.T) {
 	names := BuiltinNames()
-	if !reflect.DeepEqual(names, []string{"calibrate", "les-ladder", "les-ladder-qwen35moe", "smoke"}) {
+	if !reflect.DeepEqual(names, []string{"calibrate", "les-demo", "les-ladder", "les-ladder-qwen35moe", "smoke"}) {
 		t.Fatalf("builtins = %v", names)
 	}
 	for _, n := range names {
@@ -241,7 +241,7 @@ func TestBuiltins(t *testing.T) {
 	if n := len(ladder.Expand()); n != 1+6*3 {
 		t.Fatalf("les-ladder expands to %d configs, want 19", n)
 	}
-	if _, err := Builtin("nope"); err == nil || !strings.Contains(err.Error(), "have calibrate, les-ladder, les-ladder-qwen35moe, smoke") {
+	if _, err := Builtin("nope"); err == nil || !strings.Contains(err.Error(), "have calibrate, les-demo, les-ladder, les-ladder-qwen35moe, smoke") {
 		t.Fatalf("got %v", err)
 	}
 	cal, _ := Builtin(SuiteCalibrate)
