@@ -16,8 +16,8 @@ setup: ## Install system dependencies (PostgreSQL; qemu-user for arm64 tests) on
 build: ## Build bin/lesfarm
 	$(GO) build -o $(BIN) ./cmd/lesfarm
 
-demo: build ## Run the whole farm on embedded defaults and watch it catch a real LES regression (docs/demo.md)
-	./$(BIN) demo
+demo: build ## Run the whole farm on embedded defaults and watch it catch a real LES regression (docs/demo.md; DEMO_FLAGS=--exit stops after)
+	./$(BIN) demo $(DEMO_FLAGS)
 
 test: ## Run the test suite (needs PostgreSQL binaries; see `make setup`)
 	$(GO) vet $(PKGS)
