@@ -27,8 +27,9 @@ import (
 // with the bytes; above the largest both scale with the bytes (the largest
 // size's rates). Measurements of a loaded device are noisy, so times are
 // made non-decreasing in the size before use, by lowering a size's time
-// to a bigger size's (a stall inflates a cell; nothing makes one fast). A ServiceTimes is immutable
-// once parsed and safe for concurrent use.
+// to a bigger size's (a stall inflates a cell; nothing makes one fast).
+// Build one with NewServiceTimes and do not change it afterwards; it is
+// then safe for concurrent use.
 type ServiceTimes struct {
 	Sizes       []int64           // read sizes in bytes, increasing
 	QueueDepths []int             // queue depths, increasing
