@@ -268,6 +268,7 @@ func (c *Coordinator) Start(ctx context.Context) (err error) {
 		return fmt.Errorf("coordinator: %w", err)
 	}
 	c.runs = store.NewRunListener(c.store, store.RunListenerConfig{Logger: c.log})
+	c.runs.OnNotice(c.onRunNotice)
 	c.runs.Start(c.ctx)
 	for _, name := range jobs.BuiltinNames() {
 		spec, err := jobs.Builtin(name)
@@ -308,9 +309,15 @@ func (c *Coordinator) Start(ctx context.Context) (err error) {
 		}
 		c.monitor.Start(c.ctx)
 	}
+	prevCommit := icfg.OnCommit
+	icfg.OnCommit = func(ctx context.Context, r *store.Run) {
+		c.Wake() // the device is free: place it without waiting for the hooks
+		if prevCommit != nil {
+			prevCommit(ctx, r)
+		}
+	}
 	prev := icfg.OnResult
 	icfg.OnResult = func(ctx context.Context, r *store.Run) {
-		c.Wake()
 		if c.monitor != nil {
 			// Errors are logged by the monitor; a failed detection does
 			// not undo the committed result.

@@ -34,9 +34,11 @@ func (c *Coordinator) dispatchLoop(ctx context.Context) {
 		case <-c.wake:
 		case <-t.C:
 		}
+		start := time.Now()
 		if err := c.dispatchRound(ctx); err != nil && ctx.Err() == nil {
 			c.log.ErrorContext(ctx, "coordinator: dispatch round", "err", err)
 		}
+		c.log.DebugContext(ctx, "coordinator: dispatch round done", "took", time.Since(start))
 	}
 }
 
@@ -65,6 +67,10 @@ func (c *Coordinator) dispatchRound(ctx context.Context) error {
 			return err
 		}
 		r := &round{load: load, taken: map[int64]bool{}, head: toSched(head), truncated: truncated}
+		// One batch claim for every device the shared head has a run for;
+		// the devices it left out (run taken elsewhere, unfit, nothing in
+		// the head) go through place, one claim each.
+		rest := c.claimBatch(ctx, r, devs)
 		var wg sync.WaitGroup
 		next := make(chan *store.PlacementDevice)
 		for range c.cfg.DispatchWorkers {
@@ -79,20 +85,15 @@ func (c *Coordinator) dispatchRound(ctx context.Context) error {
 						}
 						continue
 					}
-					if g == nil {
-						continue
+					if g != nil {
+						c.send(g)
 					}
-					c.sendWG.Add(1)
-					go func() {
-						defer c.sendWG.Done()
-						c.sendAssignment(g)
-					}()
 				}
 			}()
 		}
-		for i := range devs {
+		for _, d := range rest {
 			select {
-			case next <- &devs[i]:
+			case next <- d:
 			case <-ctx.Done():
 			}
 		}
@@ -103,6 +104,64 @@ func (c *Coordinator) dispatchRound(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// send pushes a grant to its agent in the background.
+func (c *Coordinator) send(g *store.Grant) {
+	c.sendWG.Add(1)
+	go func() {
+		defer c.sendWG.Done()
+		c.sendAssignment(g)
+	}()
+}
+
+// claimBatch picks the best run of the shared head for each device and
+// claims all the pairs in one statement (store.ClaimRuns), sending each
+// grant at once. It returns the devices still unplaced, for place.
+func (c *Coordinator) claimBatch(ctx context.Context, r *round, devs []store.PlacementDevice) []*store.PlacementDevice {
+	var pairs []store.ClaimPair
+	var rest []*store.PlacementDevice
+	byDevice := map[string]*store.PlacementDevice{}
+	for i := range devs {
+		d := &devs[i]
+		sd := &scheduler.Device{ID: d.ID, Platform: d.Platform, DeviceModel: d.DeviceModel, RAMBytes: d.RAMBytes, Emulated: d.Emulated, Labels: d.Labels}
+		cd, ok := r.pick(sd, r.head, nil)
+		if !ok {
+			rest = append(rest, d)
+			continue
+		}
+		pairs = append(pairs, store.ClaimPair{DeviceID: d.ID, RunID: cd.RunID})
+		byDevice[d.ID] = d
+	}
+	if len(pairs) == 0 {
+		return rest
+	}
+	grants, err := c.store.ClaimRuns(ctx, &store.ClaimRunsParams{Pairs: pairs, LeaseTTL: c.cfg.LeaseTTL, Coordinator: c.cfg.Name})
+	if err != nil && ctx.Err() == nil {
+		c.log.WarnContext(ctx, "coordinator: batch claim, placing one by one", "pairs", len(pairs), "granted", len(grants), "err", err)
+	}
+	placed := map[string]bool{}
+	for i := range grants {
+		g := &grants[i]
+		placed[g.Run.DeviceID] = true
+		r.mu.Lock()
+		r.granted++
+		r.load[g.Run.Suite]++
+		r.mu.Unlock()
+		c.log.DebugContext(ctx, "coordinator: lease granted", "run_id", g.Run.ID, "device_id", g.Run.DeviceID, "token", g.Token,
+			"suite", g.Run.Suite, "attempt", g.Run.Attempts, "batch", len(pairs))
+		c.send(g)
+	}
+	for _, p := range pairs {
+		if placed[p.DeviceID] {
+			continue
+		}
+		// Its run went elsewhere or it refused it as unfit: place tries
+		// the device's next candidates (the run stays taken in this round,
+		// so it is not tried again).
+		rest = append(rest, byDevice[p.DeviceID])
+	}
+	return rest
 }
 
 // round is the shared state of one placement pass.

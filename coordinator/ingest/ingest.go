@@ -6,7 +6,8 @@
 // (run, seq, idx)), and the messages are acknowledged only after the commit:
 // a crash between fetch and commit leaves them unacknowledged, JetStream
 // redelivers them after AckWait, and duplicates are harmless. Results are
-// applied one by one with their fencing token checked in SQL.
+// applied as they arrive, several at once, each in its own transaction with
+// its fencing token checked in SQL, without waiting to fill a batch.
 //
 // Memory is bounded by the consumers' MaxAckPending and the fetch size, not
 // by the backlog: JetStream keeps the backlog on disk.
@@ -47,12 +48,22 @@ type Config struct {
 	// FetchMessages is the most telemetry messages written per transaction
 	// (default 64).
 	FetchMessages int
-	// FetchWait bounds how long a fetch waits to fill up (default 50ms): the
-	// added latency under light load.
+	// FetchWait bounds how long a telemetry fetch waits to fill up
+	// (default 50ms): the added ingest lag under light load, traded for
+	// fewer, larger transactions. Results never wait to fill a batch
+	// (see fetchNow).
 	FetchWait time.Duration
+	// ResultWorkers is how many results are applied concurrently (default
+	// 8). Results are handed to the workers as they arrive, without
+	// waiting for a batch to finish: the scheduler waits for each one to
+	// free its device.
+	ResultWorkers int
 	// AckWait is how long JetStream waits for an ack before redelivering
 	// (default 30s).
 	AckWait time.Duration
+	// Replicas is the number of copies of each stream (default 1; 3 on a
+	// NATS cluster). The consumers inherit it.
+	Replicas int
 	// MaxAckPending bounds unacknowledged telemetry messages in flight
 	// (default 4 × Workers × FetchMessages): the backpressure.
 	MaxAckPending int
@@ -61,6 +72,15 @@ type Config struct {
 	// detection); run is the updated run. It may be called again for the
 	// same run after a redelivery, so it must be idempotent.
 	OnResult func(ctx context.Context, run *store.Run)
+	// OnCommit, when set, is called right after a result is committed, on
+	// the result's worker, before OnResult: for what must not wait behind
+	// slow hooks of other results (the coordinator wakes its scheduler, the
+	// device being free). It must be quick and idempotent.
+	OnCommit func(ctx context.Context, run *store.Run)
+	// HookWorkers is how many OnResult hooks run at once (default 4). They
+	// run apart from the result workers, so a slow hook (regression
+	// detection) delays acknowledgements, never the next commits.
+	HookWorkers int
 	// BeforeCommit, when set, is called before each telemetry transaction;
 	// an error abandons the batch without commit or ack and stops that
 	// worker, like a crash. Tests use it.
@@ -102,10 +122,12 @@ func New(cfg Config) (*Ingester, error) {
 	cfg.Workers = cmp.Or(cfg.Workers, 2)
 	cfg.FetchMessages = cmp.Or(cfg.FetchMessages, 64)
 	cfg.FetchWait = cmp.Or(cfg.FetchWait, 50*time.Millisecond)
+	cfg.ResultWorkers = cmp.Or(cfg.ResultWorkers, 8)
+	cfg.HookWorkers = cmp.Or(cfg.HookWorkers, 4)
 	cfg.AckWait = cmp.Or(cfg.AckWait, 30*time.Second)
 	cfg.MaxAckPending = cmp.Or(cfg.MaxAckPending, 4*cfg.Workers*cfg.FetchMessages)
-	if cfg.Workers < 1 || cfg.FetchMessages < 1 || cfg.MaxAckPending < cfg.FetchMessages {
-		return nil, errors.New("ingest config: Workers, FetchMessages must be positive and MaxAckPending >= FetchMessages")
+	if cfg.Workers < 1 || cfg.FetchMessages < 1 || cfg.MaxAckPending < cfg.FetchMessages || cfg.ResultWorkers < 1 || cfg.HookWorkers < 1 {
+		return nil, errors.New("ingest config: Workers, FetchMessages, ResultWorkers, HookWorkers must be positive and MaxAckPending >= FetchMessages")
 	}
 	r := cfg.Rejects
 	if r == nil {
@@ -116,8 +138,15 @@ func New(cfg Config) (*Ingester, error) {
 
 // EnsureStreams creates or updates the TELEMETRY and RESULTS streams: file
 // storage, work-queue retention (a message is deleted once acked), 1 MiB
-// max message size.
+// max message size, one replica.
 func EnsureStreams(ctx context.Context, js jetstream.JetStream) error {
+	return EnsureStreamsReplicated(ctx, js, 1)
+}
+
+// EnsureStreamsReplicated is EnsureStreams with replicas copies of each
+// stream (3 on a NATS cluster: a stream then survives the loss of any one
+// node, its leader included).
+func EnsureStreamsReplicated(ctx context.Context, js jetstream.JetStream, replicas int) error {
 	for _, sc := range []jetstream.StreamConfig{
 		{Name: protocol.StreamTelemetry, Subjects: []string{protocol.TelemetrySubjectPattern}},
 		{Name: protocol.StreamResults, Subjects: []string{protocol.ResultSubjectPattern}},
@@ -126,6 +155,7 @@ func EnsureStreams(ctx context.Context, js jetstream.JetStream) error {
 		sc.Retention = jetstream.WorkQueuePolicy
 		sc.MaxMsgSize = 1 << 20
 		sc.Discard = jetstream.DiscardNew
+		sc.Replicas = max(replicas, 1)
 		if _, err := js.CreateOrUpdateStream(ctx, sc); err != nil {
 			return fmt.Errorf("ingest: stream %s: %w", sc.Name, err)
 		}
@@ -136,7 +166,7 @@ func EnsureStreams(ctx context.Context, js jetstream.JetStream) error {
 // Start creates the streams and durable consumers and starts the loops. The
 // loops run until Stop (or ctx is cancelled).
 func (i *Ingester) Start(ctx context.Context) error {
-	if err := EnsureStreams(ctx, i.cfg.JS); err != nil {
+	if err := EnsureStreamsReplicated(ctx, i.cfg.JS, i.cfg.Replicas); err != nil {
 		return err
 	}
 	tel, err := i.cfg.JS.CreateOrUpdateConsumer(ctx, protocol.StreamTelemetry, jetstream.ConsumerConfig{
@@ -163,7 +193,7 @@ func (i *Ingester) Start(ctx context.Context) error {
 	i.wg.Add(1)
 	go func() {
 		defer i.wg.Done()
-		i.loop(ctx, res, 32, i.resultBatch, "results")
+		i.resultLoop(ctx, res)
 	}()
 	return nil
 }
@@ -199,6 +229,10 @@ func (i *Ingester) loop(ctx context.Context, c jetstream.Consumer, n int, handle
 	backoff := 100 * time.Millisecond
 	for ctx.Err() == nil {
 		mb, err := c.Fetch(n, jetstream.FetchMaxWait(i.cfg.FetchWait))
+		var msgs []jetstream.Msg
+		if err == nil {
+			msgs = drain(mb, nil)
+		}
 		if err != nil {
 			if ctx.Err() != nil {
 				return
@@ -206,10 +240,6 @@ func (i *Ingester) loop(ctx context.Context, c jetstream.Consumer, n int, handle
 			i.log.WarnContext(ctx, "ingest: fetch failed", "consumer", name, "err", err)
 			sleep(ctx, backoff)
 			continue
-		}
-		var msgs []jetstream.Msg
-		for m := range mb.Messages() {
-			msgs = append(msgs, m)
 		}
 		if len(msgs) == 0 {
 			continue
@@ -318,37 +348,120 @@ func (i *Ingester) telemetryBatch(ctx context.Context, msgs []jetstream.Msg) err
 	return nil
 }
 
-func (i *Ingester) resultBatch(ctx context.Context, msgs []jetstream.Msg) error {
-	// Results of different runs are independent: apply them concurrently
-	// (each is its own transaction and acked after it commits).
-	errs := make([]error, len(msgs))
+// resultLoop fetches results and hands each one to a worker as soon as it
+// arrives (at most ResultWorkers at once). Each result is its own
+// transaction, acknowledged after it commits; one that fails is
+// redelivered. On Stop the results already fetched are applied before it
+// returns.
+func (i *Ingester) resultLoop(ctx context.Context, c jetstream.Consumer) {
+	sem := make(chan struct{}, i.cfg.ResultWorkers)
 	var wg sync.WaitGroup
-	sem := make(chan struct{}, 4)
-	for k, m := range msgs {
-		wg.Add(1)
-		sem <- struct{}{}
+	hooks := make(chan committedResult, 256)
+	var hwg sync.WaitGroup
+	for range i.cfg.HookWorkers {
+		hwg.Add(1)
 		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			errs[k] = i.result(ctx, m)
+			defer hwg.Done()
+			for h := range hooks {
+				i.finish(ctx, h)
+			}
 		}()
 	}
-	wg.Wait()
-	var failed []error
-	for k, err := range errs {
+	defer func() {
+		wg.Wait()
+		close(hooks)
+		hwg.Wait()
+	}()
+	backoff := 100 * time.Millisecond
+	for ctx.Err() == nil {
+		msgs, err := fetchNow(c, 2*i.cfg.ResultWorkers, resultIdleWait)
 		if err != nil {
-			_ = msgs[k].NakWithDelay(100 * time.Millisecond)
-			failed = append(failed, err)
+			if ctx.Err() != nil {
+				return
+			}
+			i.log.WarnContext(ctx, "ingest: fetch failed", "consumer", "results", "err", err)
+			sleep(ctx, backoff)
+			continue
+		}
+		for _, m := range msgs {
+			sem <- struct{}{}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer func() { <-sem }()
+				mctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), i.cfg.AckWait)
+				defer cancel()
+				if err := i.result(mctx, m, hooks); err != nil {
+					i.dbErrors.Add(1)
+					i.log.ErrorContext(mctx, "ingest: result failed, will be redelivered", "subject", m.Subject(), "err", err)
+					_ = m.NakWithDelay(100 * time.Millisecond)
+				}
+			}()
 		}
 	}
-	if len(failed) > 0 {
-		i.dbErrors.Add(uint64(len(failed)))
-		i.log.ErrorContext(ctx, "ingest: results failed, will be redelivered", "count", len(failed), "err", errors.Join(failed...))
-	}
-	return nil
 }
 
-func (i *Ingester) result(ctx context.Context, m jetstream.Msg) error {
+// storedAgo is how long before at m was stored in its stream (0 when
+// unknown): with the commit and hook times in the debug log, where a
+// result's time goes.
+func storedAgo(m jetstream.Msg, at time.Time) time.Duration {
+	md, err := m.Metadata()
+	if err != nil {
+		return 0
+	}
+	return at.Sub(md.Timestamp)
+}
+
+// resultIdleWait is how long an idle results consumer waits for a first
+// message before asking again; it adds no latency (see fetchNow).
+const resultIdleWait = 500 * time.Millisecond
+
+// fetchNow returns the messages available now, up to n, without waiting
+// for more; when none are, it waits up to idle for the first one and
+// returns it the moment it arrives, with whatever came alongside. A
+// backlog is thus read in batches of n, and a lone message (a result the
+// scheduler waits for) is never held back to fill a batch.
+func fetchNow(c jetstream.Consumer, n int, idle time.Duration) ([]jetstream.Msg, error) {
+	mb, err := c.FetchNoWait(n)
+	if err != nil {
+		return nil, err
+	}
+	msgs := drain(mb, nil)
+	if len(msgs) > 0 {
+		return msgs, nil
+	}
+	if mb, err = c.Fetch(1, jetstream.FetchMaxWait(idle)); err != nil {
+		return nil, err
+	}
+	if msgs = drain(mb, nil); len(msgs) == 0 || n == 1 {
+		return msgs, nil
+	}
+	if mb, err = c.FetchNoWait(n - 1); err != nil {
+		return msgs, nil // handle the one in hand; the next fetch reports
+	}
+	return drain(mb, msgs), nil
+}
+
+func drain(mb jetstream.MessageBatch, msgs []jetstream.Msg) []jetstream.Msg {
+	for m := range mb.Messages() {
+		msgs = append(msgs, m)
+	}
+	return msgs
+}
+
+// committedResult is a result committed to the store, waiting for its
+// OnResult hook and acknowledgement.
+type committedResult struct {
+	m         jetstream.Msg
+	run       *store.Run
+	redeliver bool
+	stored    time.Time // when its worker picked it up
+	commit    time.Duration
+}
+
+// result applies one result and hands it to the hook stage (hooks), which
+// acknowledges it after OnResult.
+func (i *Ingester) result(ctx context.Context, m jetstream.Msg, hooks chan<- committedResult) error {
 	res, err := protocol.DecodeResult(m.Data())
 	if err == nil {
 		err = checkSubject("result", m.Subject(), res.RunID, res.DeviceID)
@@ -357,17 +470,15 @@ func (i *Ingester) result(ctx context.Context, m jetstream.Msg) error {
 		i.reject(ctx, m, err, "malformed result")
 		return nil
 	}
+	start := time.Now()
 	run, err := i.cfg.Store.CompleteRun(ctx, res)
+	h := committedResult{m: m, run: run, stored: start, commit: time.Since(start)}
 	switch {
 	case errors.Is(err, store.ErrAlreadyCompleted):
 		// Committed before, but the ack was lost (crash or timeout): run
-		// the hook again (it must be idempotent) and acknowledge.
+		// the hooks again (they must be idempotent) and acknowledge.
 		i.log.DebugContext(ctx, "ingest: result redelivered after commit", "run_id", res.RunID)
-		if i.cfg.OnResult != nil {
-			i.cfg.OnResult(ctx, run)
-		}
-		_ = m.Ack()
-		return nil
+		h.redeliver = true
 	case errors.Is(err, store.ErrStaleToken):
 		i.stale.Add(1)
 		i.rejects.Add("result", "stale_token")
@@ -377,13 +488,28 @@ func (i *Ingester) result(ctx context.Context, m jetstream.Msg) error {
 	case err != nil:
 		return err
 	}
+	if i.cfg.OnCommit != nil {
+		i.cfg.OnCommit(ctx, run)
+	}
 	// The hook runs before the ack: a crash in between redelivers the
 	// result, which then takes the ErrAlreadyCompleted path above.
-	if i.cfg.OnResult != nil {
-		i.cfg.OnResult(ctx, run)
-	}
-	_ = m.Ack()
-	i.results.Add(1)
-	i.log.DebugContext(ctx, "ingest: run completed", "run_id", run.ID, "state", run.State, "configs", len(res.Configs))
+	hooks <- h
 	return nil
+}
+
+// finish runs a committed result's OnResult hook and acknowledges it.
+func (i *Ingester) finish(ctx context.Context, h committedResult) {
+	hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), i.cfg.AckWait)
+	defer cancel()
+	hookStart := time.Now()
+	if i.cfg.OnResult != nil {
+		i.cfg.OnResult(hctx, h.run)
+	}
+	_ = h.m.Ack()
+	if h.redeliver {
+		return
+	}
+	i.results.Add(1)
+	i.log.DebugContext(hctx, "ingest: run completed", "run_id", h.run.ID, "state", h.run.State,
+		"stored_ago", storedAgo(h.m, h.stored), "commit", h.commit, "hook_wait", hookStart.Sub(h.stored.Add(h.commit)), "hook", time.Since(hookStart))
 }

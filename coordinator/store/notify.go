@@ -92,6 +92,7 @@ type RunListener struct {
 	mu    sync.Mutex
 	byRun map[int64]map[*RunSubscription]struct{}
 	all   map[*RunSubscription]struct{}
+	hooks []func(RunNotice)
 
 	pid       atomic.Uint32 // backend pid while listening, else 0
 	listening chan struct{} // closed and replaced on every state change
@@ -266,6 +267,22 @@ func (l *RunListener) dispatch(payload string) {
 	for s := range l.byRun[n.RunID] {
 		s.wake()
 	}
+	hooks := l.hooks
+	l.mu.Unlock()
+	for _, h := range hooks {
+		h(n)
+	}
+}
+
+// OnNotice registers fn to be called with every run notice, on the
+// listener's goroutine (so fn must not block), and with a zero RunNotice
+// whenever the listener (re)connects, since notices sent while it was
+// down are lost. The coordinator's dispatcher uses it to place a run the
+// moment it is queued or a device frees up, whichever coordinator or
+// process made the change.
+func (l *RunListener) OnNotice(fn func(RunNotice)) {
+	l.mu.Lock()
+	l.hooks = append(l.hooks[:len(l.hooks):len(l.hooks)], fn)
 	l.mu.Unlock()
 }
 
@@ -274,7 +291,11 @@ func (l *RunListener) wakeAll() {
 	for s := range l.all {
 		s.wake()
 	}
+	hooks := l.hooks
 	l.mu.Unlock()
+	for _, h := range hooks {
+		h(RunNotice{})
+	}
 }
 
 // RunSubscription is a subscriber's interest in a set of runs. Read C for

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
@@ -50,13 +51,27 @@ func (s *Store) AddRegressPoints(ctx context.Context, ps []AddRegressPointParams
 			if k.Suite == "" || k.Metric == "" {
 				return fmt.Errorf("store: regress point %d: suite and metric are required", i)
 			}
-			err := tx.QueryRow(ctx, `
-				INSERT INTO regress_series (suite, config, metric, device_model, os_major, lineage, emulated)
-				VALUES ($1, $2, $3, $4, $5, $6, $7)
-				ON CONFLICT (suite, config, metric, device_model, os_major, lineage, emulated)
-				DO UPDATE SET suite = EXCLUDED.suite
-				RETURNING id`,
-				k.Suite, k.Config, k.Metric, k.DeviceModel, k.OSMajor, k.Lineage, k.Emulated).Scan(&ids[i])
+			// Look the series up without locking it: an upsert (DO
+			// UPDATE) would hold its row until commit, serialising every
+			// result of one suite, config and device model behind the
+			// others. Only a series not yet there is inserted; when a
+			// concurrent transaction inserts it first, DO NOTHING waits
+			// for that commit and the second read finds it.
+			var err error
+			for try := 0; try < 2; try++ {
+				err = tx.QueryRow(ctx, `
+				WITH s AS (SELECT id FROM regress_series WHERE suite = $1 AND config = $2 AND metric = $3
+					AND device_model = $4 AND os_major = $5 AND lineage = $6 AND emulated = $7),
+				i AS (INSERT INTO regress_series (suite, config, metric, device_model, os_major, lineage, emulated)
+					SELECT $1, $2, $3, $4, $5, $6, $7 WHERE NOT EXISTS (SELECT 1 FROM s)
+					ON CONFLICT (suite, config, metric, device_model, os_major, lineage, emulated) DO NOTHING
+					RETURNING id)
+				SELECT id FROM s UNION ALL SELECT id FROM i`,
+					k.Suite, k.Config, k.Metric, k.DeviceModel, k.OSMajor, k.Lineage, k.Emulated).Scan(&ids[i])
+				if err = notFound(err); !errors.Is(err, ErrNotFound) {
+					break
+				}
+			}
 			if err != nil {
 				return fmt.Errorf("store: regress series: %w", err)
 			}

@@ -48,7 +48,8 @@ func (a *simAgent) connect() error {
 	opts := []nats.Option{nats.Name("lesfarm loadtest " + a.id), nats.Token(a.secret),
 		nats.CustomInboxPrefix(protocol.DeviceInboxPrefix(a.id)), nats.MaxReconnects(-1),
 		nats.ReconnectWait(250 * time.Millisecond), nats.ReconnectJitter(250*time.Millisecond, 0),
-		nats.Timeout(5 * time.Second), nats.ReconnectBufSize(8 << 20)}
+		nats.Timeout(5 * time.Second), nats.ReconnectBufSize(8 << 20),
+		nats.ReconnectHandler(func(*nats.Conn) { a.lt.reconnects.Add(1) })}
 	opts = append(opts, a.lt.cfg.NATSOptions...)
 	nc, err := nats.Connect(a.lt.cfg.NATSURL, opts...)
 	if err != nil {

@@ -192,6 +192,9 @@ type Report struct {
 	PublishRetries        int64 `json:"publish_retries"`
 	HeartbeatErrors       int64 `json:"heartbeat_errors"`
 	Cancelled             int64 `json:"cancelled"`
+	// Reconnects counts the agents' NATS reconnections (to another node
+	// of a cluster, or the same server back).
+	Reconnects int64 `json:"reconnects"`
 }
 
 // OK reports whether nothing was lost or duplicated.
@@ -213,7 +216,7 @@ type loadRun struct {
 	batchesPerRun int
 	over          chan struct{}
 
-	samplesSent, publishRetries, heartbeatErrors, cancelled, badAssignments atomic.Int64
+	samplesSent, publishRetries, heartbeatErrors, cancelled, badAssignments, reconnects atomic.Int64
 
 	mu          sync.Mutex
 	triggeredAt map[int64]time.Time // burst runs: before their trigger call
@@ -373,7 +376,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	rep := &Report{Session: lt.session, Agents: cfg.Agents, DurationS: windowEnd.Sub(start).Seconds(), LoadAvg: loadAvg(),
 		Runs: len(runIDs), Assignments: inWindow, SamplesPerBatch: cfg.SamplesPerBatch, Layers: cfg.Layers, BatchBytes: batchBytes,
 		SamplesSent: lt.samplesSent.Load(), PublishRetries: lt.publishRetries.Load(), HeartbeatErrors: lt.heartbeatErrors.Load(),
-		Cancelled: lt.cancelled.Load(), FailedRuns: failed, DrainS: drained.Sub(lastSent).Seconds()}
+		Cancelled: lt.cancelled.Load(), Reconnects: lt.reconnects.Load(), FailedRuns: failed, DrainS: drained.Sub(lastSent).Seconds()}
 	win := rep.DurationS
 	rep.AssignmentsPerS = float64(inWindow) / win
 	rep.SentPerS = float64(sentInWindow) / win
@@ -497,16 +500,25 @@ func (lt *loadRun) start(ctx context.Context, agents []*simAgent) error {
 	return nil
 }
 
+// burstWorkers is how many trigger calls of the initial burst are in
+// flight at once.
+const burstWorkers = 8
+
 // trigger creates the burst of one run per agent, then keeps Surplus runs
 // queued until end. It returns every run it created.
 func (lt *loadRun) trigger(ctx context.Context, spec *jobs.Spec, end time.Time) ([]int64, error) {
-	var ids []int64
+	var (
+		idsMu sync.Mutex
+		ids   []int64
+	)
 	create := func(burst bool) error {
 		t0 := time.Now()
 		_, runs, err := lt.cfg.Store.CreateRuns(ctx, &store.CreateRunsParams{Spec: spec, Build: "loadtest-" + lt.session, Source: "loadtest"})
 		if err != nil {
 			return fmt.Errorf("loadtest: trigger: %w", err)
 		}
+		idsMu.Lock()
+		defer idsMu.Unlock()
 		for _, r := range runs {
 			ids = append(ids, r.ID)
 			if burst {
@@ -517,13 +529,32 @@ func (lt *loadRun) trigger(ctx context.Context, spec *jobs.Spec, end time.Time) 
 		}
 		return nil
 	}
+	// The burst: one trigger call per agent, BurstWorkers at a time (a
+	// CI fanning a suite out, several triggers in flight).
+	burst := make(chan struct{})
+	var wg sync.WaitGroup
+	errs := make([]error, burstWorkers)
+	for w := range burstWorkers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range burst {
+				if err := create(true); err != nil && errs[w] == nil {
+					errs[w] = err
+				}
+			}
+		}()
+	}
 	for range lt.cfg.Agents {
-		if time.Now().After(end) {
-			return ids, nil
+		if time.Now().After(end) || ctx.Err() != nil {
+			break
 		}
-		if err := create(true); err != nil {
-			return ids, err
-		}
+		burst <- struct{}{}
+	}
+	close(burst)
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return ids, err
 	}
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
