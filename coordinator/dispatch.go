@@ -106,6 +106,13 @@ func (c *Coordinator) dispatchRound(ctx context.Context) error {
 	return nil
 }
 
+// grantTTL is the lease a claim grants: LeaseTTL from the agent's answer,
+// which may take up to AssignTimeout (the acknowledgement renews it to
+// LeaseTTL). A lease shorter than its own delivery would expire, and be
+// granted again, while its assignment is still on the way; an agent that
+// never answers has its lease released by sendAssignment, not by expiry.
+func (c *Coordinator) grantTTL() time.Duration { return c.cfg.LeaseTTL + c.cfg.AssignTimeout }
+
 // send pushes a grant to its agent in the background.
 func (c *Coordinator) send(g *store.Grant) {
 	c.sendWG.Add(1)
@@ -124,6 +131,10 @@ func (c *Coordinator) claimBatch(ctx context.Context, r *round, devs []store.Pla
 	byDevice := map[string]*store.PlacementDevice{}
 	for i := range devs {
 		d := &devs[i]
+		if d.Emulated && d.Labels[store.HostLabel] != "" {
+			rest = append(rest, d) // its host's devices take turns: ClaimRun
+			continue
+		}
 		sd := &scheduler.Device{ID: d.ID, Platform: d.Platform, DeviceModel: d.DeviceModel, RAMBytes: d.RAMBytes, Emulated: d.Emulated, Labels: d.Labels}
 		cd, ok := r.pick(sd, r.head, nil)
 		if !ok {
@@ -136,7 +147,7 @@ func (c *Coordinator) claimBatch(ctx context.Context, r *round, devs []store.Pla
 	if len(pairs) == 0 {
 		return rest
 	}
-	grants, err := c.store.ClaimRuns(ctx, &store.ClaimRunsParams{Pairs: pairs, LeaseTTL: c.cfg.LeaseTTL, Coordinator: c.cfg.Name})
+	grants, err := c.store.ClaimRuns(ctx, &store.ClaimRunsParams{Pairs: pairs, LeaseTTL: c.grantTTL(), Coordinator: c.cfg.Name})
 	if err != nil && ctx.Err() == nil {
 		c.log.WarnContext(ctx, "coordinator: batch claim, placing one by one", "pairs", len(pairs), "granted", len(grants), "err", err)
 	}
@@ -225,7 +236,7 @@ func (c *Coordinator) place(ctx context.Context, r *round, d *store.PlacementDev
 			tried = map[int64]bool{}
 		}
 		tried[cd.RunID] = true
-		g, err := c.store.ClaimRun(ctx, &store.ClaimRunParams{DeviceID: d.ID, RunIDs: []int64{cd.RunID}, LeaseTTL: c.cfg.LeaseTTL, Coordinator: c.cfg.Name})
+		g, err := c.store.ClaimRun(ctx, &store.ClaimRunParams{DeviceID: d.ID, RunIDs: []int64{cd.RunID}, LeaseTTL: c.grantTTL(), Coordinator: c.cfg.Name})
 		if errors.Is(err, store.ErrBusy) {
 			return nil, nil
 		}
@@ -360,7 +371,7 @@ func (c *Coordinator) sendAssignment(g *store.Grant) {
 		release(fmt.Sprintf("refused by agent (%s): %s", rep.Code, rep.Reason), outcome, fail)
 		return
 	}
-	if err := c.store.AckAssignment(ctx, g.Run.ID, g.Token); err != nil {
+	if err := c.store.AckAssignmentRenew(ctx, g.Run.ID, g.Token, c.cfg.LeaseTTL); err != nil {
 		// Cancelled or failed over while the assignment was in flight; the
 		// agent learns from its next heartbeat reply.
 		log.WarnContext(ctx, "coordinator: ack of a lease no longer current", "err", err)

@@ -22,11 +22,12 @@ import (
 func TestMain(m *testing.M) { os.Exit(testenv.Run(m)) }
 
 type farm struct {
-	ns    *server.Server
-	auth  *natsauth.Authenticator
-	st    *store.Store
-	coord *nats.Conn
-	js    jetstream.JetStream
+	ns      *server.Server
+	auth    *natsauth.Authenticator // nil with auth callout
+	callout *natsauth.Callout       // nil with the embedded authenticator
+	st      *store.Store
+	coord   *nats.Conn
+	js      jetstream.JetStream
 }
 
 // start runs a real embedded NATS server with JetStream and the
@@ -140,7 +141,9 @@ func streamCount(t *testing.T, f *farm, stream, subject string) uint64 {
 // telemetry and result publishes with acks) with its credential, then
 // checks that every attempt to speak for device B is a permissions
 // violation and leaves nothing in the streams under B.
-func TestDeviceSpeaksOnlyForItself(t *testing.T) {
+func TestDeviceSpeaksOnlyForItself(t *testing.T) { eachAuth(t, testDeviceSpeaksOnlyForItself) }
+
+func testDeviceSpeaksOnlyForItself(t *testing.T, start startFunc) {
 	ctx := context.Background()
 	f := start(t, false)
 	secretA, _, err := f.st.CreateDeviceCredential(ctx, "dev-a")
@@ -241,7 +244,9 @@ func TestDeviceSpeaksOnlyForItself(t *testing.T) {
 
 // TestRunOnlySubjects checks the compatibility mode: a device may publish
 // on lesfarm.v1.telemetry.<run>, never on another device's scoped subject.
-func TestRunOnlySubjects(t *testing.T) {
+func TestRunOnlySubjects(t *testing.T) { eachAuth(t, testRunOnlySubjects) }
+
+func testRunOnlySubjects(t *testing.T, start startFunc) {
 	ctx := context.Background()
 	f := start(t, true)
 	secret, _, err := f.st.CreateDeviceCredential(ctx, "dev-a")

@@ -29,7 +29,9 @@ type ClaimRunsParams struct {
 // UPDATE SKIP LOCKED and must be queued; a run the device refused as unfit
 // within UnfitFor is not granted; each grant takes its own fencing token.
 // A pair that fails any of these is left out of the result (its device
-// may try another run, e.g. with ClaimRun). One round trip instead of
+// may try another run, e.g. with ClaimRun), and so is every emulated
+// device sharing a host (HostLabel): those take turns through ClaimRun's
+// advisory lock on the host. One round trip instead of
 // ClaimRun's five per device is what lets a coordinator place a whole
 // fleet's worth of freed devices at once.
 //
@@ -52,6 +54,7 @@ func (s *Store) ClaimRuns(ctx context.Context, p *ClaimRunsParams) ([]Grant, err
 			SELECT d.id FROM devices d
 			WHERE d.id = ANY($1) AND d.state = 'online' AND NOT d.drained
 			  AND NOT EXISTS (SELECT 1 FROM runs r WHERE r.device_id = d.id AND r.state IN ('assigned', 'running'))
+			  AND `+hostOf("d")+` IS NULL
 			FOR UPDATE OF d SKIP LOCKED),
 		q AS MATERIALIZED (
 			SELECT r.id FROM runs r WHERE r.id = ANY($2) AND r.state = 'queued' FOR UPDATE OF r SKIP LOCKED),
@@ -87,4 +90,20 @@ func (s *Store) ClaimRuns(ctx context.Context, p *ClaimRunsParams) ([]Grant, err
 		out = append(out, Grant{Run: r, Job: *job, Token: r.Token, LeaseExpiresAt: *r.LeaseExpiresAt, Deadline: *r.DeadlineAt})
 	}
 	return out, nil
+}
+
+// AckAssignmentRenew is AckAssignment that also renews the lease to ttl
+// from now: the lease granted at claim time covered the assignment's
+// delivery, and the agent's heartbeats renew it from here.
+func (s *Store) AckAssignmentRenew(ctx context.Context, runID, token int64, ttl time.Duration) error {
+	tag, err := s.pool.Exec(ctx, `UPDATE runs SET state = 'running', started_at = coalesce(started_at, now()), updated_at = now(),
+		lease_expires_at = greatest(lease_expires_at, now() + make_interval(secs => $3::float8))
+		WHERE id = $1 AND token = $2 AND state IN ('assigned', 'running')`, runID, token, ttl.Seconds())
+	if err != nil {
+		return fmt.Errorf("store: ack assignment: %w", err)
+	}
+	if tag.RowsAffected() == 0 {
+		return ErrStaleToken
+	}
+	return nil
 }

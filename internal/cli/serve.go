@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/lesfarm/lesfarm/coordinator"
+	"github.com/lesfarm/lesfarm/coordinator/ingest"
 	"github.com/lesfarm/lesfarm/coordinator/natsauth"
 	"github.com/lesfarm/lesfarm/dashboard"
 	"github.com/lesfarm/lesfarm/internal/labca"
@@ -39,6 +40,8 @@ func newServeCmd(env *Env) *cobra.Command {
 		natsCA      string
 		natsAuth    string
 		tlsFlags    serveTLSFlags
+		replicas    int
+		calloutSeed string
 	)
 	cmd := &cobra.Command{
 		Use:   "serve [--http-addr 127.0.0.1:8080] [--data-dir DIR] [--nats-url URL] [--database-url URL]",
@@ -96,6 +99,12 @@ REST mutations need a token: lesfarm token create --name NAME.`,
 			}
 			if httpAddr != "" && !strings.Contains(httpAddr, ":") {
 				return usagef("--http-addr %q: want host:port", httpAddr)
+			}
+			if replicas < 1 || replicas > 5 {
+				return usagef("--stream-replicas %d: want 1..5", replicas)
+			}
+			if calloutSeed != "" && natsURL == "" {
+				return usagef("--nats-callout-seed serves auth callout for an external NATS (--nats-url); the embedded one authenticates with --nats-auth")
 			}
 			var auth *natsauth.Authenticator
 			switch natsAuth {
@@ -155,6 +164,7 @@ REST mutations need a token: lesfarm token create --name NAME.`,
 				DataDir: db.DataDir, DatabaseURL: db.DatabaseURL, NATSURL: natsURL, EmbeddedNATSAddr: natsListen,
 				NATSOptions: natsOpts, HTTPAddr: httpAddr, HTTPTLS: httpTLS, ArtifactBaseURL: artifactURL, Name: name, HeartbeatTTL: ttl,
 				RequireAuthForReads: authReads, Version: BuildVersion(), Logger: log, Mount: dashboard.Mount,
+				Ingest: ingest.Config{Replicas: replicas},
 			})
 			if err != nil {
 				return usagef("%v", err)
@@ -164,6 +174,14 @@ REST mutations need a token: lesfarm token create --name NAME.`,
 			}
 			if auth != nil {
 				auth.SetVerifier(c.Store())
+			}
+			if calloutSeed != "" {
+				stop, err := startCallout(natsURL, natsOpts, calloutSeed, natsAuth != "strict", c, log)
+				if err != nil {
+					_ = c.Stop()
+					return err
+				}
+				defer stop()
 			}
 			fmt.Fprintf(env.Stdout, "lesfarm coordinator %s\n  http: %s\n  nats: %s\n", c.Name(), c.HTTPURL(), c.NATSURL())
 			<-env.Ctx.Done()
@@ -181,6 +199,8 @@ REST mutations need a token: lesfarm token create --name NAME.`,
 	f.StringVar(&natsAuth, "nats-auth", "strict", "authentication of the embedded NATS server: strict (per-device credentials; each device publishes and reads only under its own id), devices (also accepts the run-only data subjects and shared inbox of older agents) or none (trusted lab)")
 	f.StringVar(&artifactURL, "artifact-url", "", "base URL agents download artifacts from (default http://HTTP-ADDR)")
 	f.StringVar(&name, "name", "", "name of this coordinator in leases and logs (default hostname:pid)")
+	f.StringVar(&calloutSeed, "nats-callout-seed", "", "file holding the account nkey seed (SA...) whose public key is the external NATS server's auth_callout issuer: serve per-device authorization to it (docs/scale.md)")
+	f.IntVar(&replicas, "stream-replicas", 1, "replicas of the TELEMETRY and RESULTS streams (3 on a NATS cluster of three or more nodes)")
 	f.DurationVar(&ttl, "heartbeat-ttl", 15*time.Second, "device TTL: a device silent this long is lost and its run requeued")
 	f.BoolVar(&authReads, "auth-reads", false, "require an API token for reads (GET) too")
 	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn or error")
@@ -232,4 +252,28 @@ func startEmbeddedNATS(addr, dataDir, mode string, tlsConfig *tls.Config, log *s
 	}
 	log.Info("serve: embedded NATS with JetStream", "url", ns.ClientURL(), "store_dir", dir, "auth", mode, "tls", tlsConfig != nil)
 	return ns, auth, nil
+}
+
+// startCallout serves NATS auth callout (natsauth.Callout) on its own
+// connection to the external NATS, with the issuer seed read from
+// seedFile, checking device credentials in the coordinator's store.
+func startCallout(natsURL string, opts []nats.Option, seedFile string, runOnly bool, c *coordinator.Coordinator, log *slog.Logger) (func(), error) {
+	seed, err := os.ReadFile(seedFile)
+	if err != nil {
+		return nil, fmt.Errorf("--nats-callout-seed: %w", err)
+	}
+	co, err := natsauth.NewCallout(natsauth.CalloutConfig{Verifier: c.Store(), IssuerSeed: strings.TrimSpace(string(seed)), RunOnlySubjects: runOnly, Logger: log})
+	if err != nil {
+		return nil, fmt.Errorf("--nats-callout-seed %s: %w", seedFile, err)
+	}
+	nc, err := nats.Connect(natsURL, append([]nats.Option{nats.Name("lesfarm-coordinator auth callout " + c.Name()), nats.MaxReconnects(-1)}, opts...)...)
+	if err != nil {
+		return nil, fmt.Errorf("auth callout: connect to NATS: %w", err)
+	}
+	if err := co.Start(nc); err != nil {
+		nc.Close()
+		return nil, err
+	}
+	log.Info("serve: serving NATS auth callout", "issuer", co.IssuerPublicKey())
+	return func() { co.Stop(); nc.Close() }, nil
 }
