@@ -91,7 +91,10 @@ func Parse(data []byte, f Format) (*Spec, error) {
 	}
 	s.Normalize()
 	if err := s.Validate(); err != nil {
-		ve := err.(*ValidationError)
+		var ve *ValidationError
+		if !errors.As(err, &ve) {
+			return nil, err
+		}
 		for i := range ve.Issues {
 			ve.Issues[i].Line, ve.Issues[i].Column = lookupPos(pos, ve.Issues[i].Path)
 		}

@@ -37,7 +37,7 @@ func TestProfileErrors(t *testing.T) {
 		name, yaml, want string
 	}{
 		{"not yaml", "{[", "invalid YAML"},
-		{"unknown key", "name: x\nbandwidth: 1GB/s\nlatency: 1us\nmax_in_flight: 4\nbandwith: 2GB/s\n", "bandwith"},
+		{"unknown key", "name: x\nbandwidth: 1GB/s\nlatency: 1us\nmax_in_flight: 4\nbandwith: 2GB/s\n", "bandwith"}, //nolint:misspell // the typo is the test
 		{"no name", "bandwidth: 1GB/s\nlatency: 1us\nmax_in_flight: 4\n", "missing name"},
 		{"bad rate", "name: x\nbandwidth: fast\nlatency: 1us\nmax_in_flight: 4\n", "bandwidth"},
 		{"rate without /s", "name: x\nbandwidth: 1GB\nlatency: 1us\nmax_in_flight: 4\n", "/s"},

@@ -12,5 +12,5 @@ func freeStorage(path string) (int64, bool) {
 	if err := unix.Statfs(path, &st); err != nil {
 		return 0, false
 	}
-	return int64(st.Bavail) * int64(st.Bsize), true
+	return int64(st.Bavail) * int64(st.Bsize), true //nolint:unconvert // the field types differ across Unixes
 }

@@ -229,9 +229,6 @@ func clipValue(v any) any {
 // Handler returns the HTTP handler serving every route.
 func (s *Server) Handler() http.Handler { return s.mux }
 
-// API returns the huma API (for tests and the OpenAPI document).
-func (s *Server) API() huma.API { return s.api }
-
 func (s *Server) registerAll() {
 	health := &healthHandler{ready: s.deps.Ready, st: s.deps.Store}
 	health.RegisterHealthz(s.api)

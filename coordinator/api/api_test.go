@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -188,7 +189,7 @@ func TestScheduleValidationLocations(t *testing.T) {
 		{"bad time zone", map[string]any{"name": "a", "cron": "0 2 * * *", "timezone": "Mars/Base", "suite": "smoke"}, "body.timezone"},
 		{"missing suite", map[string]any{"name": "a", "cron": "0 2 * * *"}, "body.suite"},
 		{"bad name", map[string]any{"name": "a b", "cron": "0 2 * * *", "suite": "smoke"}, "body.name"},
-		{"unknown selector field", map[string]any{"name": "a", "cron": "0 2 * * *", "suite": "smoke", "devices": map[string]any{"platfrom": "android"}}, "body.devices.platfrom"},
+		{"unknown selector field", map[string]any{"name": "a", "cron": "0 2 * * *", "suite": "smoke", "devices": map[string]any{"platfrom": "android"}}, "body.devices.platfrom"}, //nolint:misspell // the typo is the test
 		{"bad selector value", map[string]any{"name": "a", "cron": "0 2 * * *", "suite": "smoke", "devices": map[string]any{"platform": "windows"}}, "body.devices.platform"},
 		{"unknown suite", map[string]any{"name": "a", "cron": "0 2 * * *", "suite": "nope"}, "body.suite"},
 		{"override not applicable", map[string]any{"name": "a", "cron": "0 2 * * *", "suite": "smoke", "override": map[string]any{"repetitions": -3}}, "body.override.repetitions"},
@@ -325,7 +326,7 @@ func TestArtifactUploadAndRangeResume(t *testing.T) {
 		t.Fatalf("Content-Range = %q", cr)
 	}
 	rest, _ := io.ReadAll(resp.Body)
-	if got := append(part, rest...); !bytes.Equal(got, data) {
+	if got := slices.Concat(part, rest); !bytes.Equal(got, data) {
 		t.Fatalf("resumed download differs (%d bytes)", len(got))
 	}
 	// A range past the end is 416.

@@ -39,7 +39,7 @@ func decodeErr(loc string, raw json.RawMessage, err error) error {
 		msg = "unknown field " + f
 	}
 	return huma.Error422UnprocessableEntity("validation failed", &huma.ErrorDetail{
-		Location: loc, Message: msg, Value: json.RawMessage(raw),
+		Location: loc, Message: msg, Value: raw,
 	})
 }
 
@@ -80,7 +80,7 @@ func decodeOverride(raw json.RawMessage, loc string) (*jobs.Override, error) {
 func validateSelector(sel *jobs.Selector) error {
 	base, err := jobs.Builtin("smoke")
 	if err != nil {
-		return nil // no built-in suite: nothing to validate against
+		return nil //nolint:nilerr // no built-in suite: nothing to validate against
 	}
 	_, err = base.Apply(&jobs.Override{Devices: sel})
 	return err

@@ -396,13 +396,13 @@ func (h *runHandler) RegisterEvents(api huma.API) {
 				if !errors.Is(err, store.ErrNotFound) {
 					status, title = http.StatusServiceUnavailable, "Service Unavailable"
 				}
-				send(sse.Message{Data: &huma.ErrorModel{Status: status, Title: title, Detail: "trigger: " + err.Error()}})
+				_ = send(sse.Message{Data: &huma.ErrorModel{Status: status, Title: title, Detail: "trigger: " + err.Error()}}) // the stream ends either way
 				return
 			}
 			ids = append(ids, tr.RunIDs...)
 		}
 		if len(ids) == 0 {
-			send(sse.Message{Data: &huma.ErrorModel{Status: http.StatusUnprocessableEntity, Title: "Unprocessable Entity", Detail: "give trigger or run"}})
+			_ = send(sse.Message{Data: &huma.ErrorModel{Status: http.StatusUnprocessableEntity, Title: "Unprocessable Entity", Detail: "give trigger or run"}}) // the stream ends either way
 			return
 		}
 		lastSend := time.Now()
@@ -430,7 +430,7 @@ func (h *runHandler) RegisterEvents(api huma.API) {
 				done.Succeeded = false
 			}
 		}
-		send.Data(done)
+		_ = send.Data(done) // the last event: the stream ends either way
 	})
 }
 
@@ -466,8 +466,10 @@ func (h *resultHandler) RegisterList(api huma.API) {
 		p := &store.ListResultsParams{RunID: in.Run, Suite: in.Suite, Build: in.Build, ConfigKey: in.Config, DeviceModel: in.DeviceModel, Limit: in.Limit + 1}
 		if in.Cursor != "" {
 			a, b, _ := strings.Cut(in.Cursor, ":")
-			fmt.Sscan(a, &p.AfterRun)
-			fmt.Sscan(b, &p.AfterConfig)
+			// A malformed cursor leaves its fields zero: the list starts
+			// from the newest run, as it always has.
+			_, _ = fmt.Sscan(a, &p.AfterRun)
+			_, _ = fmt.Sscan(b, &p.AfterConfig)
 		}
 		items, err := h.st.ListResults(ctx, p)
 		if err != nil {

@@ -3,6 +3,7 @@ package artifact
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -70,7 +71,7 @@ func GC(ctx context.Context, st *store.Store, files *Files, opt GCOptions) (*GCR
 	for _, sha := range onDisk {
 		if _, err := st.GetArtifact(ctx, sha); err == nil {
 			continue
-		} else if err != store.ErrNotFound {
+		} else if !errors.Is(err, store.ErrNotFound) {
 			return nil, err
 		}
 		p, _ := files.Path(sha)

@@ -47,18 +47,6 @@ func (k SeriesKey) Platform() string {
 	return p
 }
 
-// sameExceptDevice reports whether a and b are the same series apart from
-// the device dimensions (device model, OS, emulation).
-func (k SeriesKey) sameExceptDevice(o SeriesKey) bool {
-	return k.Suite == o.Suite && k.Config == o.Config && k.Metric == o.Metric && k.Lineage == o.Lineage
-}
-
-// sameExceptMetric reports whether k and o differ only in metric.
-func (k SeriesKey) sameExceptMetric(o SeriesKey) bool {
-	return k.Suite == o.Suite && k.Config == o.Config && k.DeviceModel == o.DeviceModel &&
-		k.OSMajor == o.OSMajor && k.Lineage == o.Lineage && k.Emulated == o.Emulated
-}
-
 // ParseSeriesKey parses the String form back. It returns an error naming
 // the problem for anything that is not 6 or 7 slash-separated fields.
 func ParseSeriesKey(s string) (SeriesKey, error) {

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -440,16 +439,6 @@ var resultMetrics = map[string][2]string{
 	"predictor_recall":  {"predictor_recall", ""},
 	"stall_fraction":    {"stall_fraction", ""},
 	"bytes_per_token":   {"bytes_per_token", ""},
-}
-
-// ResultMetrics lists the metric names ResultSeries accepts, sorted.
-func ResultMetrics() []string {
-	out := make([]string, 0, len(resultMetrics))
-	for k := range resultMetrics {
-		out = append(out, k)
-	}
-	slices.Sort(out)
-	return out
 }
 
 // ErrUnknownMetric is returned by ResultSeries for a metric it cannot query.

@@ -245,7 +245,7 @@ func TestCancelAndTimeout(t *testing.T) {
 	if len(cancels) != 1 || cancels[0].Reason != "cancelled: user" {
 		t.Fatalf("cancels = %+v", cancels)
 	}
-	_, runs, _ = st.CreateRuns(ctx, &store.CreateRunsParams{Spec: smoke(t)})
+	_, _, _ = st.CreateRuns(ctx, &store.CreateRunsParams{Spec: smoke(t)})
 	g = claim(t, st, "dev-a")
 	if _, err := st.Pool().Exec(ctx, `UPDATE runs SET deadline_at = now() - interval '1 second' WHERE id = $1`, g.Run.ID); err != nil {
 		t.Fatal(err)

@@ -71,8 +71,7 @@ interrupted pack leaves nothing behind.`,
 				}
 				return fmt.Errorf("pack: %w", err)
 			}
-			var bar *progressbar.ProgressBar
-			bar = progressbar.NewOptions64(st.Size(),
+			bar := progressbar.NewOptions64(st.Size(),
 				progressbar.OptionSetWriter(env.Stderr),
 				progressbar.OptionSetDescription("pack "+filepath.Base(out)),
 				progressbar.OptionShowBytes(true),

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
@@ -208,7 +209,7 @@ a device already connected with it within 10 seconds.`,
 			if device {
 				cred, err := st.RevokeDeviceCredential(env.Ctx, id)
 				if err != nil {
-					if err == store.ErrNotFound {
+					if errors.Is(err, store.ErrNotFound) {
 						return fmt.Errorf("token revoke: no live device credential with id %d", id)
 					}
 					return err
@@ -217,7 +218,7 @@ a device already connected with it within 10 seconds.`,
 				return nil
 			}
 			if err := st.RevokeAPIToken(env.Ctx, id); err != nil {
-				if err == store.ErrNotFound {
+				if errors.Is(err, store.ErrNotFound) {
 					return fmt.Errorf("token revoke: no live token with id %d", id)
 				}
 				return err

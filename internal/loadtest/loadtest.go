@@ -395,7 +395,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	errs := lt.errs
 	lt.mu.Unlock()
 	rep.SamplesStored, rep.LostSamples, rep.DuplicatedSamples = tally(sentByRun, stored)
-	scr.fill(rep, start, windowEnd)
+	scr.fill(rep, windowEnd)
 	if drainErr != nil {
 		errs = append(errs, drainErr)
 	}

@@ -155,7 +155,7 @@ func parseMetrics(r io.Reader) (map[string]float64, error) {
 }
 
 // fill adds the window's coordinator figures and ingest lag to rep.
-func (s *scraper) fill(rep *Report, start, end time.Time) {
+func (s *scraper) fill(rep *Report, end time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var win []scrapePoint

@@ -3,7 +3,6 @@ package expert
 import (
 	"fmt"
 	"math"
-	"sort"
 	"strings"
 )
 
@@ -294,6 +293,3 @@ func keyLess(a, b Key) bool {
 	}
 	return a.Expert < b.Expert
 }
-
-// sortKeys sorts keys by layer then expert.
-func sortKeys(ks []Key) { sort.Slice(ks, func(i, j int) bool { return keyLess(ks[i], ks[j]) }) }

@@ -205,15 +205,16 @@ func New(path string, layout Layout, shapes []moe.LayerShape, opts Options) (*St
 	}
 	var policy Policy
 	var oracle *Oracle
-	if opts.Mode == OracleMode {
+	switch {
+	case opts.Mode == OracleMode:
 		oracle = NewOracle(opts.Trace)
 		policy = oracle
-	} else if opts.LayerBudgets != nil {
+	case opts.LayerBudgets != nil:
 		if opts.Policy != "" && opts.Policy != "layered" {
 			return nil, fmt.Errorf("expert: per-layer budgets need the layered policy, not %q", opts.Policy)
 		}
 		policy = NewLayeredPolicy(opts.LayerBudgets)
-	} else {
+	default:
 		p, err := NewPolicy(opts.Policy)
 		if err != nil {
 			return nil, err

@@ -1,17 +1,18 @@
 package gguf
 
 import (
-	"github.com/lesfarm/lesfarm/internal/fixture"
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/lesfarm/lesfarm/internal/fixture"
 )
 
 // sharedTestdata returns ../shared/testdata relative to the repository root,
 // or skips loudly when it is missing.
 func sharedTestdata(t testing.TB) string {
 	t.Helper()
-	dir := filepath.Join(fixture.SharedDir())
+	dir := fixture.SharedDir()
 	if _, err := os.Stat(dir); err != nil {
 		fixture.Missing(t, dir, err, "the real-model GGUF checks")
 	}

@@ -3,12 +3,13 @@ package model
 import (
 	"context"
 	"encoding/json"
-	fx "github.com/lesfarm/lesfarm/internal/fixture"
 	"math"
 	"os"
 	"path/filepath"
 	"slices"
 	"testing"
+
+	fx "github.com/lesfarm/lesfarm/internal/fixture"
 
 	"github.com/lesfarm/lesfarm/runtime/sample"
 	"github.com/lesfarm/lesfarm/runtime/tokenizer"

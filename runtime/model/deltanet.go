@@ -105,24 +105,6 @@ func f32Bytes(x []float32) []byte {
 	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(x))), 4*len(x))
 }
 
-// axpy4 adds a·x to y (len(y) >= len(x)), unrolled by four.
-func axpy4(a float32, x, y []float32) {
-	n := len(x)
-	y = y[:n]
-	j := 0
-	for ; j+4 <= n; j += 4 {
-		xx := x[j : j+4 : j+4]
-		yy := y[j : j+4 : j+4]
-		yy[0] += float32(a * xx[0])
-		yy[1] += float32(a * xx[1])
-		yy[2] += float32(a * xx[2])
-		yy[3] += float32(a * xx[3])
-	}
-	for ; j < n; j++ {
-		y[j] += float32(a * x[j])
-	}
-}
-
 // decayAdd sets row = d·row + a·x, unrolled by four.
 func decayAdd(row []float32, d, a float32, x []float32) {
 	n := len(row)

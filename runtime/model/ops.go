@@ -72,24 +72,6 @@ func topK(p []float32, idx []int) {
 	}
 }
 
-// dot returns the float32 dot product of a and b.
-func dot(a, b []float32) float32 {
-	var s0, s1, s2, s3 float32
-	n := len(a)
-	b = b[:n]
-	i := 0
-	for ; i+4 <= n; i += 4 {
-		s0 += float32(a[i] * b[i])
-		s1 += float32(a[i+1] * b[i+1])
-		s2 += float32(a[i+2] * b[i+2])
-		s3 += float32(a[i+3] * b[i+3])
-	}
-	for ; i < n; i++ {
-		s0 += float32(a[i] * b[i])
-	}
-	return (s0 + s1) + (s2 + s3)
-}
-
 // axpy adds a*x to y.
 func axpy(a float32, x, y []float32) {
 	y = y[:len(x)]

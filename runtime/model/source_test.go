@@ -20,7 +20,6 @@ type shuffledSource struct {
 	predict  map[int][]int // layer -> last prediction
 	recall   []float64     // per layer: sum of |pred ∩ true| / |true| per step
 	steps    []int
-	used     [][]int // per layer: experts demanded in the last Use
 	prefetch int
 }
 

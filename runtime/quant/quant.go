@@ -294,7 +294,7 @@ func (c *convReader) Read(p []byte) (int, error) {
 		}
 		n, err := io.ReadFull(c.src, c.inBuf)
 		if n == 0 {
-			if err == io.ErrUnexpectedEOF {
+			if errors.Is(err, io.ErrUnexpectedEOF) {
 				err = io.EOF
 			}
 			return 0, err

@@ -196,7 +196,6 @@ func TestStops(t *testing.T) {
 type cancelSink struct {
 	cancel  context.CancelFunc
 	layers  int
-	verify  bool
 	atLayer int
 }
 

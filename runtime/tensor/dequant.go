@@ -42,9 +42,6 @@ var dequantizers = map[Type]func(src []byte, dst []float32){
 	Q6_K: dequantQ6K,
 }
 
-// CanDequantize reports whether Dequantize supports t.
-func CanDequantize(t Type) bool { _, ok := dequantizers[t]; return ok }
-
 // Dequantize converts len(dst) elements of type t, stored in ggml layout in
 // src, to float32. len(src) must be exactly t.RowSize(len(dst)). It returns an
 // error for an unsupported type or a size mismatch, never panics.

@@ -27,11 +27,11 @@ var update = flag.Bool("update", false, "regenerate testdata from ../shared/test
 const fixturePath = "testdata/ggml_quant_ref.bin"
 
 type fixtureEntry struct {
-	file, tensor string
-	typ          Type
-	rows, cols   int
-	f32          []float32
-	quant        []byte
+	tensor     string
+	typ        Type
+	rows, cols int
+	f32        []float32
+	quant      []byte
 }
 
 var fixtureWanted = []struct {

@@ -101,17 +101,6 @@ var kernels = func() map[Type]*kernel {
 // and as the reference the faster kernels are tested against.
 var goKernels map[Type]*kernel
 
-// VecDotType returns the type ggml quantizes the activation to before a dot
-// product with a row of t (F32 for F32, F16 for F16, Q8_0 for Q4_0, Q8_K
-// for the K-quants, ...), and false if t has no dot product here.
-func VecDotType(t Type) (Type, bool) {
-	k, ok := kernels[t]
-	if !ok {
-		return 0, false
-	}
-	return [...]Type{F32, F16, BF16, Q8_0, Q8_1, Q8_K}[k.act], true
-}
-
 // CanMatVec reports whether MatVec and MatMul support weights of type t.
 func CanMatVec(t Type) bool { _, ok := kernels[t]; return ok }
 
@@ -260,7 +249,7 @@ var roundF16 = func(dst, src []float32) {
 
 // quantizeActivations converts the n×cols activations x to the vec_dot_type
 // act into sc.
-func quantizeActivations(act actKind, sc *scratch, x []float32, n, cols int) {
+func quantizeActivations(act actKind, sc *scratch, x []float32, n, cols int) { //nolint:unparam // n is the batch, constant only in the single-vector callers
 	switch act {
 	case actF16:
 		sc.f16 = grow(sc.f16, len(x))

@@ -95,7 +95,7 @@ func quantBF16(src []float32, dst []byte) {
 
 // absMax returns the value of largest magnitude (first one on ties) and its
 // magnitude.
-func absMax(x []float32) (mx, amax float32) {
+func absMax(x []float32) (mx, amax float32) { //nolint:unparam // amax is the loop state; callers need only mx
 	for _, v := range x {
 		if av := abs32(v); amax < av {
 			amax, mx = av, v

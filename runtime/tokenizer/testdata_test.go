@@ -3,11 +3,12 @@ package tokenizer
 import (
 	"encoding/json"
 	"flag"
-	"github.com/lesfarm/lesfarm/internal/fixture"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/lesfarm/lesfarm/internal/fixture"
 
 	"github.com/lesfarm/lesfarm/runtime/gguf"
 )
@@ -18,7 +19,7 @@ var update = flag.Bool("update", false, "regenerate testdata/ from ../shared/tes
 // or skips loudly when it is missing.
 func sharedTestdata(t testing.TB) string {
 	t.Helper()
-	dir := filepath.Join(fixture.SharedDir())
+	dir := fixture.SharedDir()
 	if _, err := os.Stat(dir); err != nil {
 		fixture.Missing(t, dir, err, "tokenizer conformance against the shared references")
 	}

@@ -328,15 +328,6 @@ func (t *Tokenizer) IsControl(id int) bool {
 	return id >= 0 && id < len(t.attrs) && t.attrs[id]&attrControl != 0
 }
 
-// Token returns the stored text of token id (GPT-2 byte-encoded for gpt2
-// vocabularies), or "" for an id outside the vocabulary.
-func (t *Tokenizer) Token(id int) string {
-	if id < 0 || id >= len(t.tokens) {
-		return ""
-	}
-	return t.tokens[id]
-}
-
 // Piece returns the bytes token id stands for; control and other special
 // tokens render as their text. It returns "" for an id outside the
 // vocabulary.

@@ -89,33 +89,3 @@ type ReadEvent struct {
 	Speculative bool          // issued by the lookahead predictor
 	Err         error
 }
-
-// Multi fans events out to several sinks. Nil entries are skipped.
-type Multi []Sink
-
-// Token implements Sink.
-func (m Multi) Token(ev *TokenEvent) {
-	for _, s := range m {
-		if s != nil {
-			s.Token(ev)
-		}
-	}
-}
-
-// Layer implements Sink.
-func (m Multi) Layer(ev *LayerEvent) {
-	for _, s := range m {
-		if s != nil {
-			s.Layer(ev)
-		}
-	}
-}
-
-// Read implements Sink.
-func (m Multi) Read(ev *ReadEvent) {
-	for _, s := range m {
-		if s != nil {
-			s.Read(ev)
-		}
-	}
-}

@@ -131,7 +131,7 @@ func (c *Client) send(req *http.Request, out any) error {
 		return decodeProblem(resp)
 	}
 	if out == nil {
-		io.Copy(io.Discard, resp.Body)
+		_, _ = io.Copy(io.Discard, resp.Body) // drained for connection reuse
 		return nil
 	}
 	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {

@@ -149,7 +149,9 @@ func (c *Client) followOnce(ctx context.Context, triggerID int64, onRun func(Run
 				return &d, nil
 			case "error":
 				p := &Problem{}
-				json.Unmarshal([]byte(data), p)
+				if err := json.Unmarshal([]byte(data), p); err != nil {
+					return nil, fmt.Errorf("run events: undecodable error event %q: %w", data, err)
+				}
 				return nil, p
 			}
 		case line == "":

@@ -46,7 +46,9 @@ func Load(fsys fs.FS, dir string, types map[string]string) (map[string]*Asset, e
 			var buf bytes.Buffer
 			zw, _ := gzip.NewWriterLevel(&buf, gzip.BestCompression)
 			zw.Write(body)
-			zw.Close()
+			if err := zw.Close(); err != nil {
+				return fmt.Errorf("asset %s: gzip: %w", p, err)
+			}
 			if buf.Len() < len(body)*9/10 {
 				a.gz = buf.Bytes()
 			}
