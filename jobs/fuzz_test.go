@@ -2,6 +2,7 @@ package jobs
 
 import (
 	"encoding/json"
+	"errors"
 	"reflect"
 	"testing"
 )
@@ -22,7 +23,7 @@ func FuzzParse(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte, fmtSel uint8) {
 		s, err := Parse(data, Format(fmtSel%3))
 		if err != nil {
-			if _, ok := err.(*ValidationError); !ok {
+			if ve := (*ValidationError)(nil); !errors.As(err, &ve) {
 				t.Fatalf("error %T is not *ValidationError: %v", err, err)
 			}
 			_ = err.Error()

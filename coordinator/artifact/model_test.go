@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
@@ -211,10 +212,10 @@ func TestReadModelFactsHeaderWindow(t *testing.T) {
 	r := &countingReaderAt{r: bytes.NewReader(fakeModel(t, "qwen3", tensor.F32))}
 	w := windowReader{r: r, n: 10}
 	p := make([]byte, 64)
-	if n, err := w.ReadAt(p, 0); n != 10 || err != errHeaderWindow {
+	if n, err := w.ReadAt(p, 0); n != 10 || !errors.Is(err, errHeaderWindow) {
 		t.Fatalf("read across the window: %d %v", n, err)
 	}
-	if n, err := w.ReadAt(p, 10); n != 0 || err != errHeaderWindow {
+	if n, err := w.ReadAt(p, 10); n != 0 || !errors.Is(err, errHeaderWindow) {
 		t.Fatalf("read past the window: %d %v", n, err)
 	}
 	if r.max > 10 {

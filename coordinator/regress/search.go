@@ -52,7 +52,7 @@ func pelt(xs []float64, cfg Config) []int {
 				kept = append(kept, s)
 			}
 		}
-		r = append(kept, t)
+		r = append(kept, t) //nolint:gocritic // r becomes the kept candidates plus t
 	}
 	var cps []int
 	for t := n; t > 0 && prev[t] > 0; t = prev[t] {

@@ -176,7 +176,7 @@ func runDemo(env *Env, o *demoOptions) error {
 	if err := d.c.Start(ctx); err != nil {
 		return err
 	}
-	defer d.c.Stop()
+	defer func() { _ = d.c.Stop() }() // the demo is exiting; a failed shutdown leaves nothing to do
 	auth.SetVerifier(d.c.Store())
 	d.base = "http://" + d.c.HTTPAddr()
 	d.say("coordinator up: API %s/v1, OpenAPI %s/openapi.json", d.base, d.base)

@@ -3,6 +3,7 @@ package monitor
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -219,7 +220,7 @@ func TestPlantedRegressionOnOneDevice(t *testing.T) {
 	if _, err := st.TriageAlertGroup(ctx, &store.TriageParams{ID: g.ID, Status: "closed"}); err == nil {
 		t.Fatal("unknown status accepted")
 	}
-	if _, err := st.TriageAlertGroup(ctx, &store.TriageParams{ID: 1 << 40, Status: "fixed"}); err != store.ErrNotFound {
+	if _, err := st.TriageAlertGroup(ctx, &store.TriageParams{ID: 1 << 40, Status: "fixed"}); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("unknown group: %v, want ErrNotFound", err)
 	}
 	a, err := st.TriageAlert(ctx, &store.TriageParams{ID: decode.ID, Status: store.AlertReassigned, ReassignedTo: "b25", Note: "really b25"})
