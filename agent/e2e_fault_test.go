@@ -21,7 +21,7 @@ import (
 // of that attempt and its results.
 func TestE2EFinishedWhileDisconnected(t *testing.T) {
 	// A TTL long enough that the agent is not cut off while it finishes.
-	f := newE2EFarmWith(t, coordinator.Config{HeartbeatTTL: 10 * time.Second})
+	f := newE2EFarmWith(t, e2eDeps{}, coordinator.Config{HeartbeatTTL: 10 * time.Second})
 	u, err := url.Parse(f.url)
 	if err != nil {
 		t.Fatal(err)
@@ -50,7 +50,7 @@ func TestE2EFinishedWhileDisconnected(t *testing.T) {
 	// heartbeat look expired to the new coordinator. They expired only
 	// because no coordinator was there to renew them, so it must give the
 	// agent a TTL to come back before failing the run over.
-	db, err := store.Open(context.Background(), f.cfg.DatabaseURL, store.Config{MaxConns: 2})
+	db, err := store.Open(context.Background(), f.dbURL, store.Config{MaxConns: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +96,7 @@ func TestE2EFinishedWhileDisconnected(t *testing.T) {
 // sample, and nothing was failed over.
 func TestE2EPostgresFrozenMidRun(t *testing.T) {
 	pg := testenv.NewOwnPostgres(t)
-	f := newE2EFarmWith(t, coordinator.Config{DatabaseURL: pg.URL(), HeartbeatTTL: 8 * time.Second})
+	f := newE2EFarmWith(t, e2eDeps{dbURL: pg.URL()}, coordinator.Config{HeartbeatTTL: 8 * time.Second})
 	ra := startAgent(t, Config{NATSURL: f.url, Name: "e2e-frozen"})
 	spec := f.spec.Clone()
 	spec.Retry.MaxAttempts = 2

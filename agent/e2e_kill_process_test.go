@@ -31,6 +31,7 @@ import (
 	"github.com/lesfarm/lesfarm/coordinator"
 	"github.com/lesfarm/lesfarm/coordinator/api"
 	"github.com/lesfarm/lesfarm/coordinator/api/client"
+	"github.com/lesfarm/lesfarm/coordinator/coordinatortest"
 	"github.com/lesfarm/lesfarm/coordinator/store"
 	"github.com/lesfarm/lesfarm/internal/testenv"
 	"github.com/lesfarm/lesfarm/jobs"
@@ -142,9 +143,9 @@ func newKillFarm(t *testing.T) *killFarm {
 			t.Logf("coordinator log (tail):\n%s", tail(logs.String(), 120))
 		}
 	})
-	c := startCoordinator(t, coordinator.Config{DatabaseURL: dbURL, NATSURL: ns.ClientURL(), Name: "kill-c",
+	c := startCoordinator(t, coordinatortest.Config(t, coordinator.Config{Name: "kill-c",
 		ArtifactDir: t.TempDir(), LeaseTTL: 3 * time.Second, NoRegress: true,
-		Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))})
+		Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))}, dbURL, ns.ClientURL()))
 	f := &killFarm{c: c, base: "http://" + c.HTTPAddr(), logs: logs, natsHP: strings.TrimPrefix(ns.ClientURL(), "nats://")}
 	secret, _, err := c.Store().CreateAPIToken(ctx, "kill-test")
 	if err != nil {

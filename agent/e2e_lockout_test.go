@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 
 	"github.com/lesfarm/lesfarm/coordinator"
+	"github.com/lesfarm/lesfarm/coordinator/coordinatortest"
 	"github.com/lesfarm/lesfarm/coordinator/natsauth"
 	"github.com/lesfarm/lesfarm/internal/testenv"
 )
@@ -44,7 +45,7 @@ func newAuthFarm(t *testing.T) *authFarm {
 		t.Fatal("nats not ready")
 	}
 	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
-	c := startCoordinator(t, coordinator.Config{DatabaseURL: pg.URL(), NATSURL: ns.ClientURL(), NATSOptions: auth.CoordinatorOptions(), Name: "c-auth"})
+	c := startCoordinator(t, coordinatortest.Config(t, coordinator.Config{Name: "c-auth"}, pg.URL(), ns.ClientURL(), auth.CoordinatorOptions()...))
 	auth.SetVerifier(c.Store())
 	return &authFarm{pg: pg, auth: auth, ns: ns, c: c}
 }

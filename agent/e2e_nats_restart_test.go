@@ -30,7 +30,7 @@ func TestE2ENATSRestartMidRun(t *testing.T) {
 	var cur atomic.Pointer[server.Server]
 	cur.Store(ns)
 	t.Cleanup(func() { s := cur.Load(); s.Shutdown(); s.WaitForShutdown() })
-	f := newE2EFarmWith(t, coordinator.Config{NATSURL: ns.ClientURL(), HeartbeatTTL: 10 * time.Second})
+	f := newE2EFarmWith(t, e2eDeps{natsURL: ns.ClientURL()}, coordinator.Config{HeartbeatTTL: 10 * time.Second})
 	ra := startAgent(t, Config{NATSURL: f.url, Name: "e2e-nats", BatchInterval: 50 * time.Millisecond})
 	spec := f.spec.Clone()
 	spec.Retry.MaxAttempts = 2

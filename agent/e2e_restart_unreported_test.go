@@ -31,7 +31,7 @@ func TestE2EFinishedThenProcessKilled(t *testing.T) {
 	}
 	bin := buildLesfarm(t, goBin)
 	// A TTL long enough that the agent is not cut off while it finishes.
-	f := newE2EFarmWith(t, coordinator.Config{HeartbeatTTL: 10 * time.Second})
+	f := newE2EFarmWith(t, e2eDeps{}, coordinator.Config{HeartbeatTTL: 10 * time.Second})
 	if err := bin.wait(); err != nil {
 		t.Fatal(err)
 	}

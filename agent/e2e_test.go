@@ -10,6 +10,7 @@ import (
 
 	"github.com/lesfarm/lesfarm/coordinator"
 	coordartifact "github.com/lesfarm/lesfarm/coordinator/artifact"
+	"github.com/lesfarm/lesfarm/coordinator/coordinatortest"
 	"github.com/lesfarm/lesfarm/coordinator/store"
 	"github.com/lesfarm/lesfarm/internal/testenv"
 	"github.com/lesfarm/lesfarm/jobs"
@@ -35,9 +36,10 @@ func (a *Agent) crash() {
 }
 
 type e2eFarm struct {
-	c    *coordinator.Coordinator
-	url  string
-	spec *jobs.Spec
+	c     *coordinator.Coordinator
+	url   string
+	dbURL string
+	spec  *jobs.Spec
 	// cfg is the coordinator's config, for starting a replacement.
 	cfg coordinator.Config
 }
@@ -78,21 +80,27 @@ func startCoordinator(t *testing.T, cfg coordinator.Config) *coordinator.Coordin
 // HTTP artifact store holding the trained fixture model).
 func newE2EFarm(t *testing.T) *e2eFarm {
 	t.Helper()
-	return newE2EFarmWith(t, coordinator.Config{})
+	return newE2EFarmWith(t, e2eDeps{}, coordinator.Config{})
 }
 
-// newE2EFarmWith is newE2EFarm with coordinator settings (timings) from
-// base; database, NATS, name and artifact dir are filled in.
-func newE2EFarmWith(t *testing.T, base coordinator.Config) *e2eFarm {
+// e2eDeps are where an end-to-end farm's coordinator finds Postgres and
+// NATS; an empty field means a fresh migrated database, or a NATS server
+// of the farm's own. Fault tests pass servers of their own.
+type e2eDeps struct {
+	dbURL, natsURL string
+}
+
+// newE2EFarmWith is newE2EFarm on deps with coordinator settings (timings)
+// from base; store, NATS connection, name and artifact dir are filled in.
+func newE2EFarmWith(t *testing.T, deps e2eDeps, base coordinator.Config) *e2eFarm {
 	t.Helper()
 	model := trainedModel(t)
 	spec := smokeSpec(t)
-	dbURL := base.DatabaseURL // a database of the test's own (fault tests)
-	if dbURL == "" {
-		dbURL = testenv.MigratedPostgresURL(t)
+	if deps.dbURL == "" {
+		deps.dbURL = testenv.MigratedPostgresURL(t)
 	}
-	if base.NATSURL == "" { // else a server of the test's own (fault tests)
-		base.NATSURL = testenv.NATS(t).ClientURL()
+	if deps.natsURL == "" {
+		deps.natsURL = testenv.NATS(t).ClientURL()
 	}
 	artDir := t.TempDir()
 	files, err := coordartifact.New(coordartifact.Config{Dir: artDir})
@@ -108,12 +116,13 @@ func newE2EFarmWith(t *testing.T, base coordinator.Config) *e2eFarm {
 	if err != nil {
 		t.Fatalf("fixture model does not match the smoke suite's sha256/size: %v", err)
 	}
-	base.DatabaseURL, base.Name, base.ArtifactDir = dbURL, "c1", artDir
+	base.Name, base.ArtifactDir = "c1", artDir
+	base = coordinatortest.Config(t, base, deps.dbURL, deps.natsURL)
 	c := startCoordinator(t, base)
 	if _, err := c.Store().PutArtifact(context.Background(), info.SHA256, info.Size, spec.Model.Name); err != nil {
 		t.Fatal(err)
 	}
-	return &e2eFarm{c: c, url: base.NATSURL, spec: spec, cfg: base}
+	return &e2eFarm{c: c, url: deps.natsURL, dbURL: deps.dbURL, spec: spec, cfg: base}
 }
 
 func (f *e2eFarm) waitRun(t *testing.T, id int64, state string, within time.Duration) *store.Run {

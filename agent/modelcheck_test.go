@@ -15,6 +15,7 @@ import (
 	"github.com/lesfarm/lesfarm/agent/device"
 	"github.com/lesfarm/lesfarm/coordinator"
 	coordartifact "github.com/lesfarm/lesfarm/coordinator/artifact"
+	"github.com/lesfarm/lesfarm/coordinator/coordinatortest"
 	"github.com/lesfarm/lesfarm/coordinator/store"
 	"github.com/lesfarm/lesfarm/internal/testenv"
 	"github.com/lesfarm/lesfarm/jobs"
@@ -243,8 +244,8 @@ func newFactsFarm(t *testing.T, data []byte, analyse bool) *factsFarm {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := startCoordinator(t, coordinator.Config{DatabaseURL: dbURL, NATSURL: ns.ClientURL(), Name: "c1", ArtifactDir: artDir,
-		DispatchInterval: 100 * time.Millisecond})
+	c := startCoordinator(t, coordinatortest.Config(t, coordinator.Config{Name: "c1", ArtifactDir: artDir,
+		DispatchInterval: 100 * time.Millisecond}, dbURL, ns.ClientURL()))
 	ctx := context.Background()
 	if _, err := c.Store().PutArtifact(ctx, info.SHA256, info.Size, "model.gguf"); err != nil {
 		t.Fatal(err)

@@ -10,9 +10,13 @@
 // requests are spread over a queue group, runs are claimed with FOR UPDATE
 // SKIP LOCKED, and every state lives in Postgres.
 //
-// New validates the Config; Start brings the pieces up (embedded NATS and a
-// local Postgres when no URLs are given); Stop shuts down in order and
-// drains in-flight ingest. A Coordinator is started once.
+// New validates the Config, which hands the coordinator its database pool
+// (a store.Store) and its NATS connection: the coordinator never starts a
+// server. Starting embedded NATS and a local Postgres belongs to the
+// command line and the test harness (internal/embedded). Start brings the
+// pieces up; Stop shuts down in order and drains in-flight ingest, leaving
+// the handed pool and connection open for their owner to close. A
+// Coordinator is started once.
 package coordinator
 
 import (
@@ -31,7 +35,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
@@ -44,7 +47,6 @@ import (
 	"github.com/lesfarm/lesfarm/coordinator/regress/monitor"
 	"github.com/lesfarm/lesfarm/coordinator/scheduler"
 	"github.com/lesfarm/lesfarm/coordinator/store"
-	"github.com/lesfarm/lesfarm/internal/pglocal"
 	"github.com/lesfarm/lesfarm/jobs"
 	"github.com/lesfarm/lesfarm/migrations"
 	"github.com/lesfarm/lesfarm/protocol"
@@ -54,24 +56,19 @@ import (
 // requests, so each hello or heartbeat is handled by one coordinator.
 const QueueGroup = "lesfarm-coordinators"
 
-// Config configures a Coordinator. The zero value of each field picks a
-// default; DataDir is required when NATSURL or DatabaseURL is empty.
+// Config configures a Coordinator. Store and NATS are required; the zero
+// value of every other field picks a default.
 type Config struct {
-	// DataDir holds the embedded NATS store (nats/), the local Postgres
-	// cluster (postgres/) and the artifact store (artifacts/).
+	// Store is the database (required): a pool opened with store.Open.
+	// Start applies the migrations through it; Stop does not close it.
+	Store *store.Store
+	// NATS is the connection to a NATS server with JetStream (required),
+	// made with NATSOptions and the credentials or TLS the server needs.
+	// Stop drains the coordinator's subscriptions but does not close it.
+	NATS *nats.Conn
+	// DataDir holds the artifact store (artifacts/) unless ArtifactDir is
+	// set.
 	DataDir string
-	// NATSURL points at a NATS server with JetStream; empty starts an
-	// embedded one listening on EmbeddedNATSAddr.
-	NATSURL string
-	// NATSOptions are extra client options for NATSURL (credentials, TLS),
-	// e.g. nats.UserCredentials(file) or nats.RootCAs(file).
-	NATSOptions []nats.Option
-	// EmbeddedNATSAddr is host:port of the embedded NATS (default
-	// 127.0.0.1:4222; port 0 picks a free one).
-	EmbeddedNATSAddr string
-	// DatabaseURL points at Postgres; empty starts a local cluster from the
-	// machine's PostgreSQL binaries in DataDir/postgres.
-	DatabaseURL string
 	// HTTPAddr is where the REST API listens (empty: no HTTP server; port 0
 	// picks a free one, see HTTPAddr()).
 	HTTPAddr string
@@ -159,8 +156,6 @@ type Coordinator struct {
 	cfg Config
 	log *slog.Logger
 
-	ns      *server.Server
-	pg      *pglocal.Server
 	store   *store.Store
 	runs    *store.RunListener
 	nc      *nats.Conn
@@ -199,14 +194,10 @@ type Coordinator struct {
 // New validates cfg, applies defaults and returns a Coordinator ready to
 // Start. cfg must not be reused afterwards.
 func New(cfg Config) (*Coordinator, error) {
-	if (cfg.NATSURL == "" || cfg.DatabaseURL == "") && cfg.DataDir == "" {
-		return nil, errors.New("coordinator config: DataDir is required for embedded NATS or a local Postgres")
+	if cfg.Store == nil || cfg.NATS == nil {
+		return nil, errors.New("coordinator config: Store and NATS are required (open them with store.Open and nats.Connect; internal/embedded starts local servers)")
 	}
-	if cfg.Name == "" {
-		host, _ := os.Hostname()
-		cfg.Name = fmt.Sprintf("%s:%d", host, os.Getpid())
-	}
-	cfg.EmbeddedNATSAddr = cmp.Or(cfg.EmbeddedNATSAddr, "127.0.0.1:4222")
+	cfg.Name = cmp.Or(cfg.Name, defaultName())
 	cfg.HeartbeatTTL = cmp.Or(cfg.HeartbeatTTL, 15*time.Second)
 	cfg.LeaseTTL = cmp.Or(cfg.LeaseTTL, cfg.HeartbeatTTL)
 	cfg.LostGrace = cmp.Or(cfg.LostGrace, time.Second)
@@ -220,9 +211,6 @@ func New(cfg Config) (*Coordinator, error) {
 	if cfg.DispatchWorkers < 1 {
 		return nil, errors.New("coordinator config: DispatchWorkers must be positive")
 	}
-	if _, _, err := net.SplitHostPort(cfg.EmbeddedNATSAddr); err != nil {
-		return nil, fmt.Errorf("coordinator config: EmbeddedNATSAddr: %w", err)
-	}
 	if cfg.Registry == nil {
 		cfg.Registry = prometheus.NewRegistry()
 		cfg.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -234,17 +222,17 @@ func New(cfg Config) (*Coordinator, error) {
 		cfg.HTTPHandler = defaultHandler(cfg.Mount, cfg.Version, cfg.RequireAuthForReads)
 	}
 	log := cmp.Or(cfg.Logger, slog.Default())
-	return &Coordinator{cfg: cfg, log: log, rejects: &protocol.RejectCounter{}, timers: map[string]*time.Timer{},
+	return &Coordinator{cfg: cfg, log: log, store: cfg.Store, nc: cfg.NATS, rejects: &protocol.RejectCounter{}, timers: map[string]*time.Timer{},
 		wake: make(chan struct{}, 1), sem: make(chan struct{}, 32), db: newDBHealth(time.Now),
 		// Four requests per heartbeat interval on average, bursts of 20.
 		limits: newDeviceLimiter(4/scheduler.HeartbeatInterval(cfg.HeartbeatTTL).Seconds(), 20),
 		logs:   newLogLimiter(time.Second)}, nil
 }
 
-// Start brings the coordinator up: NATS (embedded or remote), Postgres
-// (local or remote) with migrations applied, built-in suites, the signing
-// key, ingest, device handlers, the dispatcher, sweeps and the HTTP server.
-// On error everything started so far is stopped.
+// Start brings the coordinator up on the handed database and NATS
+// connection: migrations applied, built-in suites, the signing key,
+// ingest, device handlers, the dispatcher, sweeps and the HTTP server. On
+// error everything started so far is stopped.
 func (c *Coordinator) Start(ctx context.Context) (err error) {
 	defer func() {
 		if err != nil {
@@ -252,20 +240,8 @@ func (c *Coordinator) Start(ctx context.Context) (err error) {
 		}
 	}()
 	c.ctx, c.cancel = context.WithCancel(context.WithoutCancel(ctx))
-	dbURL := c.cfg.DatabaseURL
-	if dbURL == "" {
-		c.log.InfoContext(ctx, "coordinator: starting local postgres", "dir", filepath.Join(c.cfg.DataDir, "pg"))
-		c.pg, err = pglocal.Start(ctx, pglocal.Config{DataDir: filepath.Join(c.cfg.DataDir, "pg"), Logger: c.log})
-		if err != nil {
-			return fmt.Errorf("coordinator: local postgres: %w", err)
-		}
-		dbURL = c.pg.URL()
-	}
-	if err := migrations.Up(ctx, dbURL); err != nil {
+	if err := migrations.Up(ctx, c.store.Pool().Config().ConnString()); err != nil {
 		return fmt.Errorf("coordinator: migrate: %w", err)
-	}
-	if c.store, err = store.Open(ctx, dbURL, store.Config{MaxConns: 16}); err != nil {
-		return fmt.Errorf("coordinator: %w", err)
 	}
 	c.runs = store.NewRunListener(c.store, store.RunListenerConfig{Logger: c.log})
 	c.runs.OnNotice(c.onRunNotice)
@@ -284,18 +260,6 @@ func (c *Coordinator) Start(ctx context.Context) (err error) {
 	}
 	c.signPub = c.signKey.Public().(ed25519.PublicKey)
 
-	natsURL := c.cfg.NATSURL
-	if natsURL == "" {
-		if natsURL, err = c.startNATS(); err != nil {
-			return err
-		}
-	}
-	opts := append([]nats.Option{nats.Name("lesfarm-coordinator " + c.cfg.Name), nats.MaxReconnects(-1),
-		nats.ReconnectWait(500 * time.Millisecond), nats.RetryOnFailedConnect(false)}, c.cfg.NATSOptions...)
-	c.nc, err = nats.Connect(natsURL, opts...)
-	if err != nil {
-		return fmt.Errorf("coordinator: connect to NATS at %s: %w", natsURL, err)
-	}
 	if c.js, err = jetstream.New(c.nc); err != nil {
 		return fmt.Errorf("coordinator: jetstream: %w", err)
 	}
@@ -386,37 +350,17 @@ func (c *Coordinator) Start(ctx context.Context) (err error) {
 	go func() { defer c.wg.Done(); c.dispatchLoop(c.ctx) }()
 	go func() { defer c.wg.Done(); c.sweepLoop(c.ctx) }()
 	c.Wake()
-	c.log.InfoContext(ctx, "coordinator: started", "name", c.cfg.Name, "nats_url", natsURL, "http_addr", c.HTTPAddr(),
+	c.log.InfoContext(ctx, "coordinator: started", "name", c.cfg.Name, "nats_url", c.NATSURL(), "http_addr", c.HTTPAddr(),
 		"heartbeat_ttl", c.cfg.HeartbeatTTL, "signing_key", protocol.KeyID(c.signPub))
 	return nil
 }
 
-func (c *Coordinator) startNATS() (string, error) {
-	host, portStr, _ := net.SplitHostPort(c.cfg.EmbeddedNATSAddr)
-	var port int
-	if _, err := fmt.Sscan(portStr, &port); err != nil {
-		return "", fmt.Errorf("coordinator: embedded NATS port %q: %w", portStr, err)
-	}
-	if port == 0 {
-		port = -1
-	}
-	dir := filepath.Join(c.cfg.DataDir, "nats")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return "", fmt.Errorf("coordinator: %w", err)
-	}
-	ns, err := server.NewServer(&server.Options{Host: host, Port: port, JetStream: true, StoreDir: dir, NoSigs: true, NoLog: true,
-		ServerName: "lesfarm-embedded"})
-	if err != nil {
-		return "", fmt.Errorf("coordinator: embedded NATS: %w", err)
-	}
-	go ns.Start()
-	if !ns.ReadyForConnections(15 * time.Second) {
-		ns.Shutdown()
-		return "", fmt.Errorf("coordinator: embedded NATS on %s not ready (port in use?)", c.cfg.EmbeddedNATSAddr)
-	}
-	c.ns = ns
-	c.log.Info("coordinator: embedded NATS with JetStream", "url", ns.ClientURL(), "store_dir", dir)
-	return ns.ClientURL(), nil
+// NATSOptions are the client options of a coordinator's NATS connection
+// (name, reconnect forever); add the server's credentials or TLS.
+// An empty name is the coordinator's default, hostname:pid.
+func NATSOptions(name string) []nats.Option {
+	return []nats.Option{nats.Name("lesfarm-coordinator " + cmp.Or(name, defaultName())), nats.MaxReconnects(-1),
+		nats.ReconnectWait(500 * time.Millisecond), nats.RetryOnFailedConnect(false)}
 }
 
 func (c *Coordinator) startHTTP(ctx context.Context) error {
@@ -526,8 +470,9 @@ func (c *Coordinator) Ready(ctx context.Context) error {
 
 // Stop shuts down in order: HTTP, device handlers, dispatcher and sweeps,
 // assignments in flight, liveness timers, ingest (its batches in flight
-// commit and ack), the NATS connection, the store, then the embedded NATS
-// and local Postgres it started. It is safe to call more than once.
+// commit and ack), the regression monitor and the run listener. The handed
+// NATS connection and store stay open for their owner. It is safe to call
+// more than once.
 func (c *Coordinator) Stop() error {
 	c.stopOnce.Do(func() {
 		var errs []error
@@ -554,26 +499,19 @@ func (c *Coordinator) Stop() error {
 		if c.monitor != nil {
 			c.monitor.Stop()
 		}
-		if c.nc != nil {
-			c.nc.Close()
-		}
 		if c.runs != nil {
 			c.runs.Stop()
-		}
-		if c.store != nil {
-			c.store.Close()
-		}
-		if c.ns != nil {
-			c.ns.Shutdown()
-			c.ns.WaitForShutdown()
-		}
-		if c.pg != nil {
-			errs = append(errs, c.pg.Stop())
 		}
 		c.stopErr = errors.Join(errs...)
 		c.log.Info("coordinator: stopped", "name", c.cfg.Name)
 	})
 	return c.stopErr
+}
+
+// defaultName is a coordinator's name when Config.Name is empty.
+func defaultName() string {
+	host, _ := os.Hostname()
+	return fmt.Sprintf("%s:%d", host, os.Getpid())
 }
 
 // defaultHandler builds the REST API with the artifact store.

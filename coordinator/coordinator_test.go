@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/lesfarm/lesfarm/coordinator"
+	"github.com/lesfarm/lesfarm/coordinator/coordinatortest"
 	"github.com/lesfarm/lesfarm/coordinator/ingest"
 	"github.com/lesfarm/lesfarm/coordinator/store"
 	"github.com/lesfarm/lesfarm/internal/testenv"
@@ -40,13 +41,14 @@ func newFarm(t testing.TB) *farm {
 
 func (f *farm) coordinator(t testing.TB, name string, mod func(*coordinator.Config)) *coordinator.Coordinator {
 	t.Helper()
-	cfg := coordinator.Config{DatabaseURL: f.dbURL, NATSURL: f.natsURL, Name: name, HeartbeatTTL: time.Second,
+	cfg := coordinator.Config{Name: name, HeartbeatTTL: time.Second,
 		LostGrace: 200 * time.Millisecond, SweepInterval: 200 * time.Millisecond, DispatchInterval: 200 * time.Millisecond,
 		ArtifactBaseURL: "http://127.0.0.1:1", Logger: quietLogger(), AssignTimeout: 2 * time.Second,
 		Ingest: ingest.Config{AckWait: 2 * time.Second, FetchWait: 20 * time.Millisecond}}
 	if mod != nil {
 		mod(&cfg)
 	}
+	cfg = coordinatortest.Config(t, cfg, f.dbURL, f.natsURL)
 	c, err := coordinator.New(cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/lesfarm/lesfarm/coordinator"
+	"github.com/lesfarm/lesfarm/coordinator/coordinatortest"
 	"github.com/lesfarm/lesfarm/coordinator/natsauth"
 	"github.com/lesfarm/lesfarm/coordinator/store"
 	"github.com/lesfarm/lesfarm/internal/testenv"
@@ -53,8 +54,8 @@ func testForeignData(t *testing.T, runOnly bool) {
 		t.Fatal("nats not ready")
 	}
 	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
-	c, err := coordinator.New(coordinator.Config{DatabaseURL: dbURL, NATSURL: ns.ClientURL(), NATSOptions: auth.CoordinatorOptions(),
-		Name: "auth-c", NoNightly: true, NoRegress: true})
+	c, err := coordinator.New(coordinatortest.Config(t, coordinator.Config{Name: "auth-c", NoNightly: true, NoRegress: true},
+		dbURL, ns.ClientURL(), auth.CoordinatorOptions()...))
 	if err != nil {
 		t.Fatal(err)
 	}

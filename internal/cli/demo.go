@@ -150,18 +150,16 @@ func runDemo(env *Env, o *demoOptions) error {
 	d := &demoFarm{env: env, o: o, observed: make(chan int64, 1024),
 		log: slog.New(slog.NewTextHandler(env.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}
 	d.say("starting the coordinator (embedded NATS + local PostgreSQL in %s)", o.dataDir)
-	if err := os.MkdirAll(o.dataDir, 0o755); err != nil {
-		return fmt.Errorf("demo: data dir: %w", err)
-	}
 	// The embedded NATS authenticates devices as 'lesfarm serve' does by
 	// default: each emulated agent gets its own credential.
-	ns, auth, err := startEmbeddedNATS("127.0.0.1:0", o.dataDir, "devices", nil, d.log)
+	deps, err := provision(ctx, provisionConfig{DataDir: o.dataDir, NATSListen: "127.0.0.1:0", NATSAuth: "devices", Log: d.log})
 	if err != nil {
-		return err
+		return fmt.Errorf("demo: %w", err)
 	}
-	defer func() { ns.Shutdown(); ns.WaitForShutdown() }()
+	defer deps.Close()
+	auth := deps.auth
 	d.c, err = coordinator.New(coordinator.Config{
-		DataDir: o.dataDir, HTTPAddr: o.httpAddr, NATSURL: ns.ClientURL(), NATSOptions: auth.CoordinatorOptions(),
+		Store: deps.store, NATS: deps.nc, DataDir: o.dataDir, HTTPAddr: o.httpAddr,
 		Version: BuildVersion(), Logger: d.log, Mount: dashboard.Mount,
 		Ingest: ingest.Config{OnResult: func(_ context.Context, r *store.Run) {
 			select {

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"context"
 	"crypto/tls"
 	"fmt"
 	"log/slog"
@@ -20,7 +19,7 @@ import (
 	"github.com/lesfarm/lesfarm/coordinator/ingest"
 	"github.com/lesfarm/lesfarm/coordinator/natsauth"
 	"github.com/lesfarm/lesfarm/dashboard"
-	"github.com/lesfarm/lesfarm/internal/labca"
+	"github.com/lesfarm/lesfarm/internal/embedded"
 )
 
 func init() { register("serve", newServeCmd) }
@@ -106,7 +105,6 @@ REST mutations need a token: lesfarm token create --name NAME.`,
 			if calloutSeed != "" && natsURL == "" {
 				return usagef("--nats-callout-seed serves auth callout for an external NATS (--nats-url); the embedded one authenticates with --nats-auth")
 			}
-			var auth *natsauth.Authenticator
 			switch natsAuth {
 			case "devices", "strict", "none":
 			default:
@@ -132,37 +130,15 @@ REST mutations need a token: lesfarm token create --name NAME.`,
 				}
 			}
 			log := slog.New(slog.NewTextHandler(env.Stderr, &slog.HandlerOptions{Level: level}))
-			if db.DatabaseURL == "" || natsURL == "" {
-				if err := os.MkdirAll(db.DataDir, 0o755); err != nil {
-					return fmt.Errorf("data dir: %w", err)
-				}
+			deps, err := provision(env.Ctx, provisionConfig{DataDir: db.DataDir, DatabaseURL: db.DatabaseURL, NATSURL: natsURL,
+				NATSListen: natsListen, NATSAuth: natsAuth, NATSTLS: natsTLS, NATSOptions: natsOpts, Name: name, Log: log})
+			if err != nil {
+				return err
 			}
-			if natsURL == "" {
-				ns, a, err := startEmbeddedNATS(natsListen, db.DataDir, natsAuth, natsTLS, log)
-				if err != nil {
-					return err
-				}
-				if natsTLS != nil {
-					// The coordinator's own connection trusts exactly the
-					// listener's certificate, whatever names it carries.
-					pin, err := labca.PinnedClientConfig(natsTLS)
-					if err != nil {
-						return err
-					}
-					natsOpts = append(natsOpts, nats.Secure(pin))
-				}
-				defer func() { ns.Shutdown(); ns.WaitForShutdown() }()
-				natsURL, auth = ns.ClientURL(), a
-				if auth != nil {
-					natsOpts = append(natsOpts, auth.CoordinatorOptions()...)
-					wctx, stopWatch := context.WithCancel(env.Ctx)
-					defer stopWatch()
-					go auth.Watch(wctx, ns, 10*time.Second)
-				}
-			}
+			defer deps.Close()
+			auth := deps.auth
 			c, err := coordinator.New(coordinator.Config{
-				DataDir: db.DataDir, DatabaseURL: db.DatabaseURL, NATSURL: natsURL, EmbeddedNATSAddr: natsListen,
-				NATSOptions: natsOpts, HTTPAddr: httpAddr, HTTPTLS: httpTLS, ArtifactBaseURL: artifactURL, Name: name, HeartbeatTTL: ttl,
+				Store: deps.store, NATS: deps.nc, DataDir: db.DataDir, HTTPAddr: httpAddr, HTTPTLS: httpTLS, ArtifactBaseURL: artifactURL, Name: name, HeartbeatTTL: ttl,
 				RequireAuthForReads: authReads, Version: BuildVersion(), Logger: log, Mount: dashboard.Mount,
 				Ingest: ingest.Config{Replicas: replicas},
 			})
@@ -214,41 +190,22 @@ REST mutations need a token: lesfarm token create --name NAME.`,
 // coordinator connects with its CoordinatorOptions and sets its verifier
 // once the store is open), "none" leaves the server open.
 func startEmbeddedNATS(addr, dataDir, mode string, tlsConfig *tls.Config, log *slog.Logger) (*server.Server, *natsauth.Authenticator, error) {
-	host, portStr, err := net.SplitHostPort(addr)
-	if err != nil {
-		return nil, nil, usagef("--nats-listen %q: %v", addr, err)
-	}
-	port, err := strconv.Atoi(portStr)
-	if err != nil || port < 0 || port > 65535 {
-		return nil, nil, usagef("--nats-listen %q: bad port", addr)
-	}
-	if port == 0 {
-		port = -1
+	if err := listenAddr(addr); err != nil {
+		return nil, nil, err
 	}
 	dir := filepath.Join(dataDir, "nats")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, nil, fmt.Errorf("embedded NATS: %w", err)
-	}
-	opts := &server.Options{Host: host, Port: port, JetStream: true, StoreDir: dir, NoSigs: true, NoLog: true, ServerName: "lesfarm-embedded",
-		// With a certificate every client must speak TLS (tls_required in
-		// the server's INFO); a plaintext one is cut off after the
-		// handshake timeout.
-		TLSConfig: tlsConfig, TLSTimeout: 5}
+	cfg := embedded.NATSConfig{Addr: addr, StoreDir: dir, TLS: tlsConfig}
 	var auth *natsauth.Authenticator
 	if mode != "none" {
+		var err error
 		if auth, err = natsauth.New(natsauth.Config{RunOnlySubjects: mode != "strict", Logger: log}); err != nil {
 			return nil, nil, err
 		}
-		opts.CustomClientAuthentication = auth
+		cfg.Auth = auth
 	}
-	ns, err := server.NewServer(opts)
+	ns, err := embedded.StartNATS(cfg)
 	if err != nil {
-		return nil, nil, fmt.Errorf("embedded NATS: %w", err)
-	}
-	go ns.Start()
-	if !ns.ReadyForConnections(15 * time.Second) {
-		ns.Shutdown()
-		return nil, nil, fmt.Errorf("embedded NATS on %s not ready (port in use?)", addr)
+		return nil, nil, err
 	}
 	log.Info("serve: embedded NATS with JetStream", "url", ns.ClientURL(), "store_dir", dir, "auth", mode, "tls", tlsConfig != nil)
 	return ns, auth, nil
@@ -276,4 +233,16 @@ func startCallout(natsURL string, opts []nats.Option, seedFile string, runOnly b
 	}
 	log.Info("serve: serving NATS auth callout", "issuer", co.IssuerPublicKey())
 	return func() { co.Stop(); nc.Close() }, nil
+}
+
+// listenAddr checks a --nats-listen host:port (port 0 picks a free one).
+func listenAddr(addr string) error {
+	_, portStr, err := net.SplitHostPort(addr)
+	if err != nil {
+		return usagef("--nats-listen %q: %v", addr, err)
+	}
+	if port, err := strconv.Atoi(portStr); err != nil || port < 0 || port > 65535 {
+		return usagef("--nats-listen %q: bad port", addr)
+	}
+	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lesfarm/lesfarm/internal/embedded"
 	"github.com/lesfarm/lesfarm/internal/pglocal"
 	"github.com/lesfarm/lesfarm/migrations"
 )
@@ -64,7 +65,7 @@ func (p *OwnPostgres) Start() {
 	p.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	srv, err := pglocal.Start(ctx, p.cfg)
+	srv, err := embedded.StartPostgres(ctx, p.cfg)
 	if err != nil {
 		p.t.Fatalf("testenv: start own postgres: %v", err)
 	}

@@ -21,10 +21,10 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"fmt"
 	"log/slog"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -33,6 +33,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/nats-io/nats-server/v2/server"
 
+	"github.com/lesfarm/lesfarm/internal/embedded"
 	"github.com/lesfarm/lesfarm/internal/pglocal"
 	"github.com/lesfarm/lesfarm/migrations"
 )
@@ -78,7 +79,7 @@ func adminURL() (string, error) {
 		_ = os.Chmod(dir, 0o755)
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
-		srv, err := pglocal.Start(ctx, pglocal.Config{
+		srv, err := embedded.StartPostgres(ctx, pglocal.Config{
 			DataDir: dir + "/data",
 			Fast:    true,
 			Logger:  slog.New(slog.DiscardHandler),
@@ -206,21 +207,9 @@ func NATS(t testing.TB) *server.Server {
 // on port (-1: random). Tests that restart a server on the same port and
 // store use it directly; the caller shuts it down.
 func StartNATS(dir string, port int) (*server.Server, error) {
-	s, err := server.NewServer(&server.Options{
-		Host:      "127.0.0.1",
-		Port:      port,
-		JetStream: true,
-		StoreDir:  dir,
-		NoSigs:    true,
-		NoLog:     true,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("nats server: %w", err)
+	addr := "127.0.0.1:0"
+	if port > 0 {
+		addr = "127.0.0.1:" + strconv.Itoa(port)
 	}
-	go s.Start()
-	if !s.ReadyForConnections(10 * time.Second) {
-		s.Shutdown()
-		return nil, fmt.Errorf("nats server not ready within 10s")
-	}
-	return s, nil
+	return embedded.StartNATS(embedded.NATSConfig{Addr: addr, StoreDir: dir, ReadyTimeout: 10 * time.Second})
 }
