@@ -144,6 +144,14 @@ type Agent struct {
 	// closed receives the connection's last error when nats.go gives up
 	// on it (see connClosed).
 	closed chan error
+	// connDone is closed by the connection's closed handler, which
+	// nats.go calls once the connection is closed (after a drain too).
+	connDone     chan struct{}
+	connDoneOnce sync.Once
+	// keyKnown is closed once a hello reply has carried the
+	// coordinator's signing key (see awaitSigningKey).
+	keyKnown chan struct{}
+	keyOnce  sync.Once
 
 	mu          sync.Mutex
 	state       string
@@ -197,7 +205,8 @@ func New(cfg Config) (*Agent, error) {
 	cfg.ReconnectMax = cmp.Or(cfg.ReconnectMax, 15*time.Second)
 	cfg.ShutdownTimeout = cmp.Or(cfg.ShutdownTimeout, 15*time.Second)
 	log := cmp.Or(cfg.Logger, slog.Default())
-	a := &Agent{cfg: cfg, log: log, state: StateConnecting, rehelo: make(chan struct{}, 1), closed: make(chan error, 1)}
+	a := &Agent{cfg: cfg, log: log, state: StateConnecting, rehelo: make(chan struct{}, 1), closed: make(chan error, 1),
+		connDone: make(chan struct{}), keyKnown: make(chan struct{})}
 
 	var prof *expert.Profile
 	dopt := device.Options{StoragePath: cfg.CacheDir}
@@ -415,9 +424,15 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	stopOutbox()
 	<-obDone
-	_ = nc.Drain()
-	for i := 0; i < 100 && !nc.IsClosed(); i++ {
-		time.Sleep(20 * time.Millisecond)
+	// Drain flushes what is pending and closes the connection; the
+	// closed handler says when (bounded: a server that stopped answering
+	// must not hold the shutdown).
+	if err := nc.Drain(); err == nil {
+		select {
+		case <-a.connDone:
+		case <-time.After(2 * time.Second):
+			a.log.Warn("agent: connection drain did not finish within 2s, closing")
+		}
 	}
 	nc.Close()
 	a.setState(StateStopped)

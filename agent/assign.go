@@ -45,18 +45,23 @@ func refuse(runID, token int64, code, reason string) *protocol.AssignReply {
 const helloReplyWait = time.Second
 
 // awaitSigningKey returns the coordinator's signing key, waiting up to d
-// for the hello reply that carries it; nil if none came.
+// for the hello reply that carries it (keyKnown); nil if none came.
 func (a *Agent) awaitSigningKey(d time.Duration) ed25519.PublicKey {
-	deadline := time.Now().Add(d)
-	for {
-		a.mu.Lock()
-		key := a.signingKey
-		a.mu.Unlock()
-		if len(key) != 0 || !time.Now().Before(deadline) {
-			return key
-		}
-		time.Sleep(5 * time.Millisecond)
+	a.mu.Lock()
+	key := a.signingKey
+	a.mu.Unlock()
+	if len(key) != 0 {
+		return key
 	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-a.keyKnown:
+	case <-t.C:
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.signingKey
 }
 
 func (a *Agent) handleAssign(data []byte) (rep *protocol.AssignReply) {

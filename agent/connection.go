@@ -34,7 +34,10 @@ func (a *Agent) natsOptions() ([]nats.Option, error) {
 				a.outbox.Reconnected()
 			}
 		}),
-		nats.ClosedHandler(func(nc *nats.Conn) { a.connClosed(nc.LastError()) }),
+		nats.ClosedHandler(func(nc *nats.Conn) {
+			a.connDoneOnce.Do(func() { close(a.connDone) })
+			a.connClosed(nc.LastError())
+		}),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
 			if err != nil {
 				a.log.Warn("agent: disconnected from NATS", "err", err)

@@ -140,6 +140,9 @@ func (a *Agent) hello(ctx context.Context) (ok, refused bool) {
 	a.noteServerTimeLocked(sent, rep.ServerTime)
 	a.registered = true
 	a.signingKey = ed25519.PublicKey(rep.SigningKey)
+	if len(a.signingKey) != 0 {
+		a.keyOnce.Do(func() { close(a.keyKnown) })
+	}
 	a.ttl = rep.TTL()
 	a.hbInterval = rep.HeartbeatInterval()
 	a.lastContact = time.Now()

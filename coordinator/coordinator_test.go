@@ -82,17 +82,18 @@ func trigger(t testing.TB, st *store.Store, n int, mod func(*jobs.Spec)) []int64
 
 func waitRun(t testing.TB, st *store.Store, id int64, state string, timeout time.Duration) *store.Run {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		r, err := st.GetRun(context.Background(), id)
-		if err == nil && r.State == state {
-			return r
+	var r *store.Run
+	testenv.Eventually(t, timeout, 25*time.Millisecond, func() error {
+		var err error
+		if r, err = st.GetRun(context.Background(), id); err != nil {
+			return err
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("run %d: state %v (err %v), want %s", id, r.State, err, state)
+		if r.State != state {
+			return fmt.Errorf("run %d: state %s, want %s", id, r.State, state)
 		}
-		time.Sleep(25 * time.Millisecond)
-	}
+		return nil
+	})
+	return r
 }
 
 // TestRunEndToEnd: trigger -> assignment (signed, verified) -> telemetry
@@ -117,24 +118,21 @@ func TestRunEndToEnd(t *testing.T) {
 		t.Fatalf("run %+v", r)
 	}
 	// Samples published before the result may still be in flight.
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		keys, err := c.Store().SampleKeys(context.Background(), a.RunID)
-		if err != nil {
-			t.Fatal(err)
+	var keys [][2]int
+	testenv.Eventually(t, 10*time.Second, 25*time.Millisecond, func() error {
+		var err error
+		if keys, err = c.Store().SampleKeys(context.Background(), a.RunID); err != nil {
+			return err
 		}
-		if len(keys) == batches*per {
-			for i, k := range keys {
-				if k != [2]int{i / per, i % per} {
-					t.Fatalf("sample %d key %v", i, k)
-				}
-			}
-			break
+		if len(keys) != batches*per {
+			return fmt.Errorf("%d samples, want %d", len(keys), batches*per)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d samples, want %d", len(keys), batches*per)
+		return nil
+	})
+	for i, k := range keys {
+		if k != [2]int{i / per, i % per} {
+			t.Fatalf("sample %d key %v", i, k)
 		}
-		time.Sleep(25 * time.Millisecond)
 	}
 	res, err := c.Store().ListResults(context.Background(), &store.ListResultsParams{RunID: a.RunID, Limit: 10})
 	if err != nil || len(res) != 2 {
@@ -142,18 +140,15 @@ func TestRunEndToEnd(t *testing.T) {
 	}
 	// The finished run reached regression detection: its results are points
 	// of their series.
-	for deadline := time.Now().Add(10 * time.Second); ; {
+	testenv.Eventually(t, 10*time.Second, 25*time.Millisecond, func() error {
 		var points int
 		err := c.Store().Pool().QueryRow(context.Background(), `SELECT count(*) FROM regress_points WHERE run_key = $1`,
 			fmt.Sprint(a.RunID)).Scan(&points)
-		if err == nil && points > 0 {
-			break
+		if err == nil && points == 0 {
+			err = fmt.Errorf("no regress points of run %d", a.RunID)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("regress points of run %d: %d (%v)", a.RunID, points, err)
-		}
-		time.Sleep(25 * time.Millisecond)
-	}
+		return err
+	})
 }
 
 // TestLostDeviceRequeuesAndStaleTokenRejected: the device holding a run
@@ -177,16 +172,13 @@ func TestLostDeviceRequeuesAndStaleTokenRejected(t *testing.T) {
 	if r.Error != "device lost" && r.Error != "lease expired" && !strings.HasPrefix(r.Error, "agent did not acknowledge the assignment") {
 		t.Fatalf("requeued with error %q", r.Error)
 	}
-	for deadline := time.Now().Add(5 * time.Second); ; {
-		dev, _ := c.Store().GetDevice(context.Background(), "dev-1")
-		if dev.State == store.DeviceLost {
-			break
+	testenv.Eventually(t, 5*time.Second, 25*time.Millisecond, func() error {
+		dev, err := c.Store().GetDevice(context.Background(), "dev-1")
+		if err == nil && dev.State != store.DeviceLost {
+			err = fmt.Errorf("device state %s, want lost", dev.State)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("device state %s, want lost", dev.State)
-		}
-		time.Sleep(25 * time.Millisecond)
-	}
+		return err
+	})
 	d2 := newDriver(t, f.natsURL, "dev-2")
 	d2.hello(nil)
 	a2 := d2.waitAssignment(10 * time.Second)
@@ -203,13 +195,12 @@ func TestLostDeviceRequeuesAndStaleTokenRejected(t *testing.T) {
 	if r.DeviceID != "dev-2" || r.Token != a2.Token {
 		t.Fatalf("run %+v", r)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for c.IngestStats().Stale < 3 || mustCount(t, c, a2.RunID) != 40 {
-		if time.Now().After(deadline) {
-			t.Fatalf("stale=%d samples=%d, want >=3 stale and 40 samples", c.IngestStats().Stale, mustCount(t, c, a2.RunID))
+	testenv.Eventually(t, 10*time.Second, 25*time.Millisecond, func() error {
+		if stale, n := c.IngestStats().Stale, mustCount(t, c, a2.RunID); stale < 3 || n != 40 {
+			return fmt.Errorf("stale=%d samples=%d, want >=3 stale and 40 samples", stale, n)
 		}
-		time.Sleep(25 * time.Millisecond)
-	}
+		return nil
+	})
 	res, _ := c.Store().ListResults(context.Background(), &store.ListResultsParams{RunID: a2.RunID, Limit: 10})
 	for _, x := range res {
 		if x.DeviceID != "dev-2" {
@@ -247,11 +238,25 @@ func TestCancelReachesAgent(t *testing.T) {
 	if cn.RunID != a.RunID || cn.Token != a.Token || cn.Reason != "no longer needed" {
 		t.Fatalf("cancel %+v", cn)
 	}
-	// A late result of the cancelled run is rejected.
+	// A late result of the cancelled run is rejected: ingest counts it
+	// stale (the signal that it was processed) and the run stays cancelled.
+	stale := c.IngestStats().Stale
 	d.result(a, protocol.OutcomeSucceeded, 0, 0)
-	time.Sleep(300 * time.Millisecond)
-	if r, _ := c.Store().GetRun(ctx, a.RunID); r.State != store.RunCancelled {
-		t.Fatalf("state %s", r.State)
+	testenv.Eventually(t, 10*time.Second, 20*time.Millisecond, func() error {
+		if n := c.IngestStats().Stale; n != stale+1 {
+			return fmt.Errorf("%d stale messages, want %d (the late result rejected)", n, stale+1)
+		}
+		return nil
+	})
+	r, err := c.Store().GetRun(ctx, a.RunID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.State != store.RunCancelled {
+		t.Fatalf("after the late result: state %s, want cancelled", r.State)
+	}
+	if res, err := c.Store().ListResults(ctx, &store.ListResultsParams{RunID: a.RunID, Limit: 10}); err != nil || len(res) != 0 {
+		t.Fatalf("after the late result: results %+v (%v), want none", res, err)
 	}
 	// Refusal: the agent refuses (busy); the run is requeued, then accepted.
 	d.mu.Lock()
@@ -259,19 +264,18 @@ func TestCancelReachesAgent(t *testing.T) {
 	d.mu.Unlock()
 	spec := func(s *jobs.Spec) { s.Retry.MaxAttempts = 5 }
 	ids = trigger(t, c.Store(), 1, spec)
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		r, _ := c.Store().GetRun(ctx, ids[0])
-		if r.State == store.RunQueued && r.Error == "refused by agent (busy): test refusal" {
-			if r.Attempts != 0 {
-				t.Fatalf("a busy refusal consumed an attempt: %+v", r)
-			}
-			break
+	testenv.Eventually(t, 10*time.Second, 20*time.Millisecond, func() error {
+		var err error
+		if r, err = c.Store().GetRun(ctx, ids[0]); err != nil {
+			return err
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("refused run not requeued: %+v", r)
+		if r.State != store.RunQueued || r.Error != "refused by agent (busy): test refusal" {
+			return fmt.Errorf("refused run not requeued: %+v", r)
 		}
-		time.Sleep(20 * time.Millisecond)
+		return nil
+	})
+	if r.Attempts != 0 {
+		t.Fatalf("a busy refusal consumed an attempt: %+v", r)
 	}
 	d.mu.Lock()
 	d.refuse = ""
@@ -376,13 +380,12 @@ func TestIngestCrashRestart(t *testing.T) {
 		t.Fatalf("%d samples committed by a crashed ingest", n)
 	}
 	c2 := f.coordinator(t, "c2", nil)
-	deadline := time.Now().Add(20 * time.Second)
-	for mustCount(t, c2, a.RunID) != batches*per {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d samples after restart, want %d", mustCount(t, c2, a.RunID), batches*per)
+	testenv.Eventually(t, 20*time.Second, 50*time.Millisecond, func() error {
+		if n := mustCount(t, c2, a.RunID); n != batches*per {
+			return fmt.Errorf("%d samples after restart, want %d", n, batches*per)
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
 	time.Sleep(2500 * time.Millisecond) // past AckWait: nothing is redelivered twice
 	if n := mustCount(t, c2, a.RunID); n != batches*per {
 		t.Fatalf("%d samples, want %d", n, batches*per)
