@@ -83,6 +83,17 @@ type Config struct {
 	// ArtifactDir holds the content-addressed artifact store (default
 	// DataDir/artifacts; without either, the artifact endpoints answer 503).
 	ArtifactDir string
+	// ArtifactGCInterval is the period of the artifact garbage collector
+	// (artifact.Collector), which removes unreferenced, unpinned artifacts
+	// idle past ArtifactGCGrace; default 6h, negative disables it. It runs
+	// only with an artifact store.
+	ArtifactGCInterval time.Duration
+	// ArtifactGCGrace protects artifacts used more recently than this
+	// (default one day).
+	ArtifactGCGrace time.Duration
+	// OnArtifactGC, if set, is called after each periodic GC pass (tests,
+	// metrics).
+	OnArtifactGC func(*artifact.GCReport, error)
 	// HTTPReadTimeout, HTTPWriteTimeout and HTTPIdleTimeout are the HTTP
 	// server's timeouts (defaults 60s, 60s and 120s): a client that sends
 	// or reads too slowly, or an idle keep-alive connection, is cut off.
@@ -163,6 +174,7 @@ type Coordinator struct {
 	ingest  *ingest.Ingester
 	nightly *nightly.Scheduler
 	monitor *monitor.Monitor
+	gc      *artifact.Collector
 	subs    []*nats.Subscription
 	httpSrv *http.Server
 	httpLn  net.Listener
@@ -245,7 +257,9 @@ func (c *Coordinator) Start(ctx context.Context) (err error) {
 	}
 	c.runs = store.NewRunListener(c.store, store.RunListenerConfig{Logger: c.log})
 	c.runs.OnNotice(c.onRunNotice)
-	c.runs.Start(c.ctx)
+	if err := c.runs.Start(c.ctx); err != nil {
+		return err
+	}
 	for _, name := range jobs.BuiltinNames() {
 		spec, err := jobs.Builtin(name)
 		if err != nil {
@@ -271,7 +285,9 @@ func (c *Coordinator) Start(ctx context.Context) (err error) {
 		if err != nil {
 			return err
 		}
-		c.monitor.Start(c.ctx)
+		if err := c.monitor.Start(c.ctx); err != nil {
+			return err
+		}
 	}
 	prevCommit := icfg.OnCommit
 	icfg.OnCommit = func(ctx context.Context, r *store.Run) {
@@ -344,7 +360,20 @@ func (c *Coordinator) Start(ctx context.Context) (err error) {
 		if err != nil {
 			return err
 		}
-		c.nightly.Start(c.ctx)
+		if err := c.nightly.Start(c.ctx); err != nil {
+			return err
+		}
+	}
+	if c.cfg.ArtifactDir != "" && c.cfg.ArtifactGCInterval >= 0 {
+		files, err := artifact.New(artifact.Config{Dir: c.cfg.ArtifactDir})
+		if err != nil {
+			return fmt.Errorf("coordinator: artifact store: %w", err)
+		}
+		c.gc = &artifact.Collector{Store: c.store, Files: files, Interval: c.cfg.ArtifactGCInterval, Grace: c.cfg.ArtifactGCGrace,
+			Logger: c.log, OnPass: c.cfg.OnArtifactGC}
+		if err := c.gc.Start(c.ctx); err != nil {
+			return err
+		}
 	}
 	c.wg.Add(2)
 	go func() { defer c.wg.Done(); c.dispatchLoop(c.ctx) }()
@@ -486,6 +515,9 @@ func (c *Coordinator) Stop() error {
 		}
 		if c.nightly != nil {
 			c.nightly.Stop()
+		}
+		if c.gc != nil {
+			c.gc.Stop()
 		}
 		if c.cancel != nil {
 			c.cancel()

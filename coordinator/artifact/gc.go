@@ -9,6 +9,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/lesfarm/lesfarm/coordinator/startstop"
 	"github.com/lesfarm/lesfarm/coordinator/store"
 )
 
@@ -105,28 +106,30 @@ func (r *GCReport) String() string {
 		len(r.Removed), len(r.StrayFiles), r.PartialFiles, r.FreedBytes)
 }
 
-// Collector runs GC periodically. Start it once; Stop waits for it. The
-// zero Interval means every 6 hours; the zero Grace means one day.
+// Collector runs GC periodically, with the start/stop semantics of every
+// background service (coordinator/startstop). The zero Interval means
+// every 6 hours; the zero Grace means one day. Set the fields before
+// Start.
 type Collector struct {
 	Store    *store.Store
 	Files    *Files
 	Interval time.Duration
 	Grace    time.Duration
 	Logger   *slog.Logger
+	// OnPass, if set, is called after each pass with its report (nil on
+	// error) and error: metrics and tests' signal that a pass ran.
+	OnPass func(*GCReport, error)
 
-	cancel context.CancelFunc
-	done   chan struct{}
+	ss startstop.Service
 }
 
 // Start runs a GC pass every Interval (the first one after one Interval)
-// until ctx ends or Stop is called.
-func (c *Collector) Start(ctx context.Context) {
+// until ctx ends or Stop is called. It returns at once, and never an
+// error.
+func (c *Collector) Start(ctx context.Context) error {
 	interval := cmp.Or(c.Interval, 6*time.Hour)
 	log := cmp.Or(c.Logger, slog.Default())
-	ctx, c.cancel = context.WithCancel(ctx)
-	c.done = make(chan struct{})
-	go func() {
-		defer close(c.done)
+	return c.ss.StartFunc(ctx, nil, func(ctx context.Context) {
 		t := time.NewTicker(interval)
 		defer t.Stop()
 		for {
@@ -135,17 +138,20 @@ func (c *Collector) Start(ctx context.Context) {
 				return
 			case <-t.C:
 			}
-			if _, err := GC(ctx, c.Store, c.Files, GCOptions{Grace: c.Grace, Logger: log}); err != nil && ctx.Err() == nil {
+			rep, err := GC(ctx, c.Store, c.Files, GCOptions{Grace: c.Grace, Logger: log})
+			if err != nil && ctx.Err() == nil {
 				log.ErrorContext(ctx, "artifact: gc failed", "err", err)
 			}
+			if c.OnPass != nil {
+				c.OnPass(rep, err)
+			}
 		}
-	}()
+	})
 }
 
-// Stop ends the loop and waits for a running pass to finish.
-func (c *Collector) Stop() {
-	if c.cancel != nil {
-		c.cancel()
-		<-c.done
-	}
-}
+// Started is closed once the loop runs.
+func (c *Collector) Started() <-chan struct{} { return c.ss.Started() }
+
+// Stop ends the loop and waits for a running pass to finish; it is
+// idempotent.
+func (c *Collector) Stop() { c.ss.Stop() }

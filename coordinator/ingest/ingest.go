@@ -28,6 +28,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/lesfarm/lesfarm/coordinator/startstop"
 	"github.com/lesfarm/lesfarm/coordinator/store"
 	"github.com/lesfarm/lesfarm/protocol"
 )
@@ -106,8 +107,7 @@ type Ingester struct {
 	cfg     Config
 	log     *slog.Logger
 	rejects *protocol.RejectCounter
-	cancel  context.CancelFunc
-	wg      sync.WaitGroup
+	ss      startstop.Service
 	errMu   sync.Mutex
 	errs    []error
 
@@ -163,48 +163,49 @@ func EnsureStreamsReplicated(ctx context.Context, js jetstream.JetStream, replic
 	return nil
 }
 
-// Start creates the streams and durable consumers and starts the loops. The
-// loops run until Stop (or ctx is cancelled).
+// Start creates the streams and durable consumers (their errors are
+// returned) and starts the loops, which run until Stop (or ctx is
+// cancelled); coordinator/startstop gives the semantics.
 func (i *Ingester) Start(ctx context.Context) error {
-	if err := EnsureStreamsReplicated(ctx, i.cfg.JS, i.cfg.Replicas); err != nil {
-		return err
+	var tel, res jetstream.Consumer
+	setup := func(ctx context.Context) error {
+		if err := EnsureStreamsReplicated(ctx, i.cfg.JS, i.cfg.Replicas); err != nil {
+			return err
+		}
+		var err error
+		tel, err = i.cfg.JS.CreateOrUpdateConsumer(ctx, protocol.StreamTelemetry, jetstream.ConsumerConfig{
+			Durable: TelemetryConsumer, AckPolicy: jetstream.AckExplicitPolicy, AckWait: i.cfg.AckWait,
+			MaxAckPending: i.cfg.MaxAckPending, MaxRequestBatch: i.cfg.FetchMessages,
+		})
+		if err != nil {
+			return fmt.Errorf("ingest: telemetry consumer: %w", err)
+		}
+		res, err = i.cfg.JS.CreateOrUpdateConsumer(ctx, protocol.StreamResults, jetstream.ConsumerConfig{
+			Durable: ResultsConsumer, AckPolicy: jetstream.AckExplicitPolicy, AckWait: i.cfg.AckWait, MaxAckPending: 256,
+		})
+		if err != nil {
+			return fmt.Errorf("ingest: results consumer: %w", err)
+		}
+		return nil
 	}
-	tel, err := i.cfg.JS.CreateOrUpdateConsumer(ctx, protocol.StreamTelemetry, jetstream.ConsumerConfig{
-		Durable: TelemetryConsumer, AckPolicy: jetstream.AckExplicitPolicy, AckWait: i.cfg.AckWait,
-		MaxAckPending: i.cfg.MaxAckPending, MaxRequestBatch: i.cfg.FetchMessages,
+	return i.ss.StartFunc(ctx, setup, func(ctx context.Context) {
+		var wg sync.WaitGroup
+		for w := range i.cfg.Workers {
+			wg.Go(func() { i.loop(ctx, tel, i.cfg.FetchMessages, i.telemetryBatch, fmt.Sprintf("telemetry-%d", w)) })
+		}
+		wg.Go(func() { i.resultLoop(ctx, res) })
+		wg.Wait()
 	})
-	if err != nil {
-		return fmt.Errorf("ingest: telemetry consumer: %w", err)
-	}
-	res, err := i.cfg.JS.CreateOrUpdateConsumer(ctx, protocol.StreamResults, jetstream.ConsumerConfig{
-		Durable: ResultsConsumer, AckPolicy: jetstream.AckExplicitPolicy, AckWait: i.cfg.AckWait, MaxAckPending: 256,
-	})
-	if err != nil {
-		return fmt.Errorf("ingest: results consumer: %w", err)
-	}
-	ctx, i.cancel = context.WithCancel(ctx)
-	for w := range i.cfg.Workers {
-		i.wg.Add(1)
-		go func() {
-			defer i.wg.Done()
-			i.loop(ctx, tel, i.cfg.FetchMessages, i.telemetryBatch, fmt.Sprintf("telemetry-%d", w))
-		}()
-	}
-	i.wg.Add(1)
-	go func() {
-		defer i.wg.Done()
-		i.resultLoop(ctx, res)
-	}()
-	return nil
 }
 
+// Started is closed once the loops run.
+func (i *Ingester) Started() <-chan struct{} { return i.ss.Started() }
+
 // Stop stops fetching, lets the batches in flight commit and ack, and waits
-// for the loops. It returns the errors that stopped loops early.
+// for the loops; it is idempotent. It returns the errors that stopped
+// loops early.
 func (i *Ingester) Stop() error {
-	if i.cancel != nil {
-		i.cancel()
-	}
-	i.wg.Wait()
+	i.ss.Stop()
 	i.errMu.Lock()
 	defer i.errMu.Unlock()
 	return errors.Join(i.errs...)

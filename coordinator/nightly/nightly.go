@@ -37,11 +37,11 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/lesfarm/lesfarm/coordinator/startstop"
 	"github.com/lesfarm/lesfarm/coordinator/store"
 	"github.com/lesfarm/lesfarm/jobs"
 )
@@ -81,11 +81,10 @@ type Config struct {
 // Scheduler polls Postgres and fires due schedules. Start it once; Stop
 // waits for the loop to exit. It is safe for concurrent use.
 type Scheduler struct {
-	cfg    Config
-	log    *slog.Logger
-	occ    *prometheus.CounterVec
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	cfg Config
+	log *slog.Logger
+	occ *prometheus.CounterVec
+	ss  startstop.Service
 }
 
 // New validates cfg and returns a Scheduler.
@@ -118,12 +117,11 @@ func New(cfg Config) (*Scheduler, error) {
 	return s, nil
 }
 
-// Start runs the poll loop until ctx is cancelled or Stop is called.
-func (s *Scheduler) Start(ctx context.Context) {
-	ctx, s.cancel = context.WithCancel(ctx)
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
+// Start runs the poll loop until ctx is cancelled or Stop is called; see
+// coordinator/startstop for the semantics shared by every background
+// service. It returns at once, and never an error.
+func (s *Scheduler) Start(ctx context.Context) error {
+	return s.ss.StartFunc(ctx, nil, func(ctx context.Context) {
 		t := time.NewTicker(s.cfg.Interval)
 		defer t.Stop()
 		for {
@@ -136,16 +134,14 @@ func (s *Scheduler) Start(ctx context.Context) {
 			case <-t.C:
 			}
 		}
-	}()
+	})
 }
 
-// Stop ends the loop and waits for it.
-func (s *Scheduler) Stop() {
-	if s.cancel != nil {
-		s.cancel()
-	}
-	s.wg.Wait()
-}
+// Started is closed once the poll loop runs.
+func (s *Scheduler) Started() <-chan struct{} { return s.ss.Started() }
+
+// Stop ends the loop and waits for it; it is idempotent.
+func (s *Scheduler) Stop() { s.ss.Stop() }
 
 // maxPerTick bounds how many schedules one tick handles.
 const maxPerTick = 1000

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/lesfarm/lesfarm/coordinator/startstop"
 	"github.com/lesfarm/lesfarm/internal/backoff"
 )
 
@@ -100,9 +102,7 @@ type RunListener struct {
 	notices   atomic.Int64
 	connects  atomic.Int64
 
-	startOnce sync.Once
-	cancel    context.CancelFunc
-	done      chan struct{}
+	ss startstop.Service
 }
 
 // NewRunListener returns a listener that will connect with st's connection
@@ -123,33 +123,24 @@ func NewRunListener(st *Store, cfg RunListenerConfig) *RunListener {
 		byRun:     map[int64]map[*RunSubscription]struct{}{},
 		all:       map[*RunSubscription]struct{}{},
 		listening: make(chan struct{}),
-		done:      make(chan struct{}),
 	}
 }
 
 // Start runs the listener in the background until ctx is cancelled or Stop
-// is called. It does not wait for the connection: subscribers are woken
-// once it listens. Start may be called once; later calls do nothing.
-func (l *RunListener) Start(ctx context.Context) {
-	l.startOnce.Do(func() {
-		ctx, l.cancel = context.WithCancel(ctx)
-		go func() {
-			defer close(l.done)
-			l.run(ctx)
-		}()
-	})
+// is called (coordinator/startstop semantics: a Start while it runs does
+// nothing). It does not wait for the connection: subscribers are woken
+// once it listens. It never returns an error.
+func (l *RunListener) Start(ctx context.Context) error {
+	return l.ss.StartFunc(ctx, nil, l.run)
 }
+
+// Started is closed once the listener's loop runs (Listening says when it
+// is connected).
+func (l *RunListener) Started() <-chan struct{} { return l.ss.Started() }
 
 // Stop stops the listener and waits for its connection to close. It is safe
 // to call more than once, and without Start.
-func (l *RunListener) Stop() {
-	started := true
-	l.startOnce.Do(func() { started = false; close(l.done) })
-	if started && l.cancel != nil {
-		l.cancel()
-	}
-	<-l.done
-}
+func (l *RunListener) Stop() { l.ss.Stop() }
 
 // BackendPID is the Postgres backend pid of the LISTEN connection, or 0
 // while it is not listening.

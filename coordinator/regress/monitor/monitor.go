@@ -21,10 +21,10 @@ import (
 	"math"
 	"net/http"
 	"sort"
-	"sync"
 	"time"
 
 	"github.com/lesfarm/lesfarm/coordinator/regress"
+	"github.com/lesfarm/lesfarm/coordinator/startstop"
 	"github.com/lesfarm/lesfarm/coordinator/store"
 )
 
@@ -92,11 +92,10 @@ type Config struct {
 
 // Monitor is the coordinator's regression detector; see the package doc.
 type Monitor struct {
-	cfg    Config
-	log    *slog.Logger
-	wake   chan struct{}
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	cfg  Config
+	log  *slog.Logger
+	wake chan struct{}
+	ss   startstop.Service
 }
 
 // New validates cfg and returns a Monitor. cfg must not be reused.

@@ -34,10 +34,10 @@ const (
 )
 
 // Start runs the webhook delivery loop until ctx is cancelled or Stop is
-// called. It returns at once.
-func (m *Monitor) Start(ctx context.Context) {
-	ctx, m.cancel = context.WithCancel(ctx)
-	m.wg.Go(func() {
+// called (coordinator/startstop semantics). It returns at once, and never
+// an error.
+func (m *Monitor) Start(ctx context.Context) error {
+	return m.ss.StartFunc(ctx, nil, func(ctx context.Context) {
 		t := time.NewTicker(m.cfg.PollInterval)
 		defer t.Stop()
 		for {
@@ -52,13 +52,11 @@ func (m *Monitor) Start(ctx context.Context) {
 	})
 }
 
-// Stop ends the delivery loop and waits for it.
-func (m *Monitor) Stop() {
-	if m.cancel != nil {
-		m.cancel()
-	}
-	m.wg.Wait()
-}
+// Started is closed once the delivery loop runs.
+func (m *Monitor) Started() <-chan struct{} { return m.ss.Started() }
+
+// Stop ends the delivery loop and waits for it; it is idempotent.
+func (m *Monitor) Stop() { m.ss.Stop() }
 
 // DeliverDue sends every due webhook delivery once and records the
 // outcome; failures are retried later with exponential backoff. It returns
