@@ -14,6 +14,7 @@ import (
 	"github.com/lesfarm/lesfarm/coordinator"
 	"github.com/lesfarm/lesfarm/coordinator/coordinatortest"
 	"github.com/lesfarm/lesfarm/coordinator/natsauth"
+	"github.com/lesfarm/lesfarm/internal/embedded"
 	"github.com/lesfarm/lesfarm/internal/testenv"
 )
 
@@ -35,14 +36,9 @@ func newAuthFarm(t *testing.T) *authFarm {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoSigs: true, NoLog: true,
-		CustomClientAuthentication: auth})
+	ns, err := embedded.StartNATS(embedded.NATSConfig{StoreDir: t.TempDir(), Auth: auth})
 	if err != nil {
 		t.Fatal(err)
-	}
-	go ns.Start()
-	if !ns.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats not ready")
 	}
 	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
 	c := startCoordinator(t, coordinatortest.Config(t, coordinator.Config{Name: "c-auth"}, pg.URL(), ns.ClientURL(), auth.CoordinatorOptions()...))

@@ -12,8 +12,10 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 
 	"github.com/lesfarm/lesfarm/coordinator"
+	"github.com/lesfarm/lesfarm/coordinator/coordinatortest"
 	"github.com/lesfarm/lesfarm/coordinator/natsauth"
 	"github.com/lesfarm/lesfarm/coordinator/store"
+	"github.com/lesfarm/lesfarm/internal/embedded"
 	"github.com/lesfarm/lesfarm/internal/testenv"
 )
 
@@ -34,19 +36,14 @@ func strictFarm(t *testing.T) (*coordinator.Coordinator, *server.Server) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoSigs: true, NoLog: true,
-		CustomClientAuthentication: auth})
+	ns, err := embedded.StartNATS(embedded.NATSConfig{StoreDir: t.TempDir(), Auth: auth})
 	if err != nil {
 		t.Fatal(err)
 	}
-	go ns.Start()
-	if !ns.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats not ready")
-	}
 	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
-	c, err := coordinator.New(coordinator.Config{DatabaseURL: testenv.MigratedPostgresURL(t), NATSURL: ns.ClientURL(),
-		NATSOptions: auth.CoordinatorOptions(), Name: "lt", HTTPAddr: "127.0.0.1:0", ArtifactBaseURL: "http://127.0.0.1:1",
-		NoNightly: true, NoRegress: os.Getenv("LT_NOREGRESS") != "", Logger: quiet()})
+	c, err := coordinator.New(coordinatortest.Config(t, coordinator.Config{Name: "lt", HTTPAddr: "127.0.0.1:0", ArtifactBaseURL: "http://127.0.0.1:1",
+		NoNightly: true, NoRegress: os.Getenv("LT_NOREGRESS") != "", Logger: quiet()},
+		testenv.MigratedPostgresURL(t), ns.ClientURL(), auth.CoordinatorOptions()...))
 	if err != nil {
 		t.Fatal(err)
 	}
