@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -188,17 +189,17 @@ func (c *coord) all(stream string) [][]byte {
 
 func (c *coord) waitResult(t *testing.T, runID int64, within time.Duration) *protocol.Result {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for time.Now().Before(deadline) {
+	var res *protocol.Result
+	testenv.Eventually(t, within, 50*time.Millisecond, func() error {
 		for _, r := range c.results() {
 			if r.RunID == runID {
-				return r
+				res = r
+				return nil
 			}
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("no result for run %d within %v", runID, within)
-	return nil
+		return fmt.Errorf("no result for run %d", runID)
+	})
+	return res
 }
 
 // modelServer serves the trained fixture model with Range support.
@@ -266,15 +267,15 @@ func cmpDur(a, b time.Duration) time.Duration {
 	return b
 }
 
+// waitFor waits (testenv.Eventually) until ok holds.
 func waitFor(t *testing.T, within time.Duration, what string, ok func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for !ok() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", within, what)
+	testenv.Eventually(t, within, 10*time.Millisecond, func() error {
+		if !ok() {
+			return fmt.Errorf("waiting for %s", what)
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // checkTelemetry asserts the run's batches are seq 0..n-1, each once, and
@@ -487,7 +488,17 @@ func TestAgentStopsWhenCutOff(t *testing.T) {
 	waitFor(t, 30*time.Second, "running", func() bool { return ra.a.Status().RunState == protocol.RunStateRunning })
 	c.silent.Store(true)
 	waitFor(t, 10*time.Second, "run stopped", func() bool { return ra.a.Status().RunID == 0 })
-	time.Sleep(300 * time.Millisecond)
+	// A report would have been handed to the outbox before the run
+	// stopped; once the outbox is flushed (NATS is up, only heartbeats go
+	// unanswered) it would be in the stream.
+	ra.a.mu.Lock()
+	ob := ra.a.outbox
+	ra.a.mu.Unlock()
+	fctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := ob.Flush(fctx); err != nil {
+		t.Fatalf("outbox flush: %v", err)
+	}
 	for _, r := range c.results() {
 		if r.RunID == 40 {
 			t.Fatalf("agent reported into a lost lease: %+v", r)

@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/lesfarm/lesfarm/internal/testenv"
 )
 
 // lesfarmBuild is the lesfarm binary being built in the background.
@@ -269,17 +271,12 @@ func (p *natsProxy) cut() {
 // failure shows ok's last diagnostic.
 func pollUntil(t *testing.T, within time.Duration, what string, ok func() (bool, string)) {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for {
-		done, diag := ok()
-		if done {
-			return
+	testenv.Eventually(t, within, 25*time.Millisecond, func() error {
+		if done, diag := ok(); !done {
+			return fmt.Errorf("waiting for %s: %s", what, diag)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s: %s", within, what, diag)
-		}
-		time.Sleep(25 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // lockedBuffer is a bytes.Buffer safe for concurrent writers and readers.

@@ -54,17 +54,12 @@ func TestStartStatusStop(t *testing.T) {
 		t.Fatalf("fingerprint %s", a.Fingerprint())
 	}
 	// No coordinator answers: the agent keeps trying and stays connecting.
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		_, logs := rec.snapshot()
-		if strings.Contains(strings.Join(logs, "\n"), "INFO agent: connected to NATS") {
-			break
+	testenv.Eventually(t, 5*time.Second, 10*time.Millisecond, func() error {
+		if _, logs := rec.snapshot(); !strings.Contains(strings.Join(logs, "\n"), "INFO agent: connected to NATS") {
+			return fmt.Errorf("no connect log; logs: %q", logs)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no connect log; logs: %q", logs)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 	if err := a.Stop(10); err != nil {
 		t.Fatal(err)
 	}

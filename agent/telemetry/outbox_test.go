@@ -2,6 +2,7 @@ package telemetry
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -9,9 +10,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lesfarm/lesfarm/internal/testenv"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/lesfarm/lesfarm/internal/testenv"
 )
 
 // TestOutboxSurvivesNATSRestart publishes numbered records while the NATS
@@ -65,11 +67,12 @@ func TestOutboxSurvivesNATSRestart(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 	// Once the pending publish times out, records spill to disk.
-	for deadline := time.Now().Add(5 * time.Second); buf.Len() == 0; time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("nothing was buffered on disk while NATS was down")
+	testenv.Eventually(t, 5*time.Second, 10*time.Millisecond, func() error {
+		if buf.Len() == 0 {
+			return errors.New("nothing was buffered on disk while NATS was down")
 		}
-	}
+		return nil
+	})
 	srv, err = testenv.StartNATS(storeDir, port)
 	if err != nil {
 		t.Fatal(err)
