@@ -2,6 +2,7 @@ package natsauth_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -158,20 +159,13 @@ func testForeignData(t *testing.T, runOnly bool) {
 	if _, err := jsB.Publish(ctx, protocol.DeviceTelemetrySubject("dev-b", run), batch(1, 5)); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(15 * time.Second)
-	for {
+	testenv.Eventually(t, 15*time.Second, 50*time.Millisecond, func() error {
 		n, err := st.CountSamples(ctx, run)
-		if err != nil {
-			t.Fatal(err)
+		if err == nil && (n != 5 || c.Rejects().Total() < 2) {
+			err = fmt.Errorf("%d samples, rejects %s; want B's 5 samples and A's 2 messages rejected", n, c.Rejects())
 		}
-		if n == 5 && c.Rejects().Total() >= 2 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d samples, rejects %s; want B's 5 samples and A's 2 messages rejected", n, c.Rejects())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return err
+	})
 	time.Sleep(300 * time.Millisecond) // anything else in flight
 	if n, _ := st.CountSamples(ctx, run); n != 5 {
 		t.Fatalf("%d samples stored, want only B's 5", n)

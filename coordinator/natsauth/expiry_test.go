@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/lesfarm/lesfarm/coordinator/store"
+	"github.com/lesfarm/lesfarm/internal/testenv"
 )
 
 // TestExpiredCredentialRefusedLikeRevoked: a device credential past its
@@ -34,12 +35,12 @@ func TestExpiredCredentialRefusedLikeRevoked(t *testing.T) {
 	if n := f.auth.Revalidate(ctx, f.ns); n != 1 {
 		t.Fatalf("Revalidate after the expiry disconnected %d, want 1", n)
 	}
-	for deadline := time.Now().Add(5 * time.Second); !a.nc.IsClosed(); {
-		if time.Now().After(deadline) {
-			t.Fatal("device with an expired credential still connected")
+	testenv.Eventually(t, 5*time.Second, 10*time.Millisecond, func() error {
+		if !a.nc.IsClosed() {
+			return errors.New("device with an expired credential still connected")
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 	before := f.auth.Refused()
 	if _, err := connectDevice(t, f, nats.UserInfo("dev-a", secret)); !errors.Is(err, nats.ErrAuthorization) {
 		t.Fatalf("connect with the expired credential: %v; want an authorization error", err)

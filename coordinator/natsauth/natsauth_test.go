@@ -3,6 +3,7 @@ package natsauth_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"strings"
 	"sync"
@@ -83,16 +84,14 @@ func (d *device) violations() []string {
 
 func (d *device) waitViolation(t *testing.T, subject string) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for time.Now().Before(deadline) {
+	testenv.Eventually(t, 5*time.Second, 10*time.Millisecond, func() error {
 		for _, e := range d.violations() {
 			if strings.Contains(e, subject) {
-				return
+				return nil
 			}
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	t.Fatalf("no permissions violation reported for %s; got %q", subject, d.violations())
+		return fmt.Errorf("no permissions violation reported for %s; got %q", subject, d.violations())
+	})
 }
 
 // inbox gives a device connection its own inbox prefix, as agents use.
@@ -319,13 +318,12 @@ func TestRefusedCredentials(t *testing.T) {
 	if n := f.auth.Revalidate(ctx, f.ns); n != 1 {
 		t.Fatalf("Revalidate after revocation disconnected %d, want 1", n)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for !a.nc.IsClosed() && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
-	if !a.nc.IsClosed() {
-		t.Fatal("device with a revoked credential still connected")
-	}
+	testenv.Eventually(t, 5*time.Second, 10*time.Millisecond, func() error {
+		if !a.nc.IsClosed() {
+			return errors.New("device with a revoked credential still connected")
+		}
+		return nil
+	})
 	if _, err := connectDevice(t, f, nats.UserInfo("dev-a", secretA)); !errors.Is(err, nats.ErrAuthorization) {
 		t.Fatalf("reconnect with the revoked credential: %v", err)
 	}

@@ -349,13 +349,12 @@ func TestConfirmationRerun(t *testing.T) {
 
 func waitFor(t *testing.T, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("timed out waiting")
+	testenv.Eventually(t, 10*time.Second, 10*time.Millisecond, func() error {
+		if !cond() {
+			return errors.New("condition not met")
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 func TestStoreRerunner(t *testing.T) {
