@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/lesfarm/lesfarm/coordinator"
+	"github.com/lesfarm/lesfarm/coordinator/coordinatortest"
 	"github.com/lesfarm/lesfarm/coordinator/ingest"
 	"github.com/lesfarm/lesfarm/internal/testenv"
 	"github.com/lesfarm/lesfarm/protocol"
@@ -29,9 +30,9 @@ func TestClusterLosesNodes(t *testing.T) {
 	for i := range 2 {
 		// Each coordinator starts on its own node and fails over to the
 		// others.
-		c, err := coordinator.New(coordinator.Config{DatabaseURL: dbURL, NATSURL: cl.URL(i) + "," + cl.URLs(), Name: fmt.Sprintf("c%d", i+1),
+		c, err := coordinator.New(coordinatortest.Config(t, coordinator.Config{Name: fmt.Sprintf("c%d", i+1),
 			HTTPAddr: "127.0.0.1:0", ArtifactBaseURL: "http://127.0.0.1:1", NoNightly: true, Logger: quiet(),
-			Ingest: ingest.Config{Replicas: 3, AckWait: 5 * time.Second}})
+			Ingest: ingest.Config{Replicas: 3, AckWait: 5 * time.Second}}, dbURL, cl.URL(i)+","+cl.URLs()))
 		if err != nil {
 			t.Fatal(err)
 		}
