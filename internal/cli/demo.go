@@ -135,6 +135,10 @@ type demoFarm struct {
 	cl     *client.Client
 	base   string
 	phones []*demoPhone
+	// session names this demo's phones (label demoSessionLabel), so its
+	// runs fan out to them only, never to phones an earlier demo left
+	// registered in the same data dir.
+	session string
 	// observed receives the id of each run whose results the regression
 	// detector has seen (the ingest hook runs after the monitor).
 	observed chan int64
@@ -213,13 +217,14 @@ func runDemo(env *Env, o *demoOptions) error {
 	defer d.stopPhones()
 	d.say("starting %d emulated phone(s) on this host (label %s, one run at a time): %s",
 		len(o.profiles), store.HostLabel, strings.Join(o.profiles, ", "))
+	d.session = time.Now().UTC().Format("20060102T150405")
 	for i, p := range o.profiles {
 		if err := d.startPhone(ctx, fmt.Sprintf("emu-%s-%d", p, i+1), p); err != nil {
 			return err
 		}
 	}
 
-	lineage := "demo-" + time.Now().UTC().Format("20060102T150405")
+	lineage := "demo-" + d.session
 	tctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
 	var builds []demoBuild

@@ -36,7 +36,7 @@ func (d *demoFarm) runBuild(ctx context.Context, lineage string, n int) (demoBui
 	}
 	d.say("build %d/%d: %s%s", n, d.o.builds, name, note)
 	set, err := d.cl.TriggerRuns(ctx, &client.TriggerRequest{Suite: demoSuite, Build: name, Lineage: lineage,
-		Devices: &jobs.Selector{Labels: map[string]string{"pool": "demo"}}, Fanout: true})
+		Devices: &jobs.Selector{Labels: d.labels()}, Fanout: true})
 	if err != nil {
 		return demoBuild{}, fmt.Errorf("demo: trigger build %s: %w", name, err)
 	}

@@ -41,7 +41,7 @@ func (d *demoFarm) launch(ctx context.Context, ph *demoPhone) error {
 		CacheDir:    filepath.Join(d.o.dataDir, "agents", ph.name),
 		// The phones share this machine's CPUs: the coordinator runs them
 		// one at a time (store.HostLabel).
-		Labels: withHostLabel(map[string]string{"pool": "demo"}, ph.profile, machineHostID()),
+		Labels: withHostLabel(d.labels(), ph.profile, machineHostID()),
 		Logger: d.log,
 		OnState: func(s string) {
 			if s == agent.StateIdle {
@@ -88,4 +88,12 @@ func (d *demoFarm) stopPhones() {
 		}
 		_, _ = d.c.Store().RevokeDeviceCredential(context.Background(), ph.credID)
 	}
+}
+
+// demoSessionLabel carries the demo session of a demo phone.
+const demoSessionLabel = "lesfarm/demo-session"
+
+// labels are the labels of this demo's phones, which its runs select.
+func (d *demoFarm) labels() map[string]string {
+	return map[string]string{"pool": "demo", demoSessionLabel: d.session}
 }
