@@ -6,8 +6,6 @@ package agent
 import (
 	"bytes"
 	"fmt"
-	"io"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -191,80 +189,6 @@ func (p *agentProcess) logLines(needles ...string) []string {
 		}
 	}
 	return out
-}
-
-// natsProxy forwards TCP to NATS until cut, after which it refuses
-// connections: a network partition of the clients behind it.
-type natsProxy struct {
-	ln     net.Listener
-	target string
-	mu     sync.Mutex
-	conns  []net.Conn
-	closed bool
-	wg     sync.WaitGroup
-}
-
-func startNATSProxy(t *testing.T, target string) *natsProxy {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &natsProxy{ln: ln, target: target}
-	p.wg.Add(1)
-	go p.accept()
-	t.Cleanup(p.cut)
-	return p
-}
-
-func (p *natsProxy) addr() string { return p.ln.Addr().String() }
-
-func (p *natsProxy) accept() {
-	defer p.wg.Done()
-	for {
-		c, err := p.ln.Accept()
-		if err != nil {
-			return
-		}
-		up, err := net.Dial("tcp", p.target)
-		if err != nil {
-			c.Close()
-			continue
-		}
-		p.mu.Lock()
-		if p.closed {
-			p.mu.Unlock()
-			c.Close()
-			up.Close()
-			continue
-		}
-		p.conns = append(p.conns, c, up)
-		p.wg.Add(2)
-		p.mu.Unlock()
-		pipe := func(dst, src net.Conn) {
-			defer p.wg.Done()
-			_, _ = io.Copy(dst, src)
-			dst.Close()
-			src.Close()
-		}
-		go pipe(up, c)
-		go pipe(c, up)
-	}
-}
-
-// cut closes the listener and every forwarded connection and waits for the
-// forwarding goroutines. It is idempotent.
-func (p *natsProxy) cut() {
-	p.mu.Lock()
-	p.closed = true
-	conns := p.conns
-	p.conns = nil
-	p.mu.Unlock()
-	p.ln.Close()
-	for _, c := range conns {
-		c.Close()
-	}
-	p.wg.Wait()
 }
 
 // pollUntil polls ok every 25 ms until it holds or within passes; the

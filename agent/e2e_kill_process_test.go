@@ -238,12 +238,12 @@ func (f *killFarm) run(t *testing.T, bin string, sc killScenario) {
 	wantSamples := int64(len(f.spec.ResolvePrompts()) * f.spec.DecodeTokens * len(configs) * (f.spec.Warmup + f.spec.Repetitions))
 	wire := f.tap(t)
 
-	proxy := startNATSProxy(t, f.natsHP)
+	proxy := startFaultProxy(t, f.natsHP)
 	agentArgs := func(natsURL string) []string {
 		return []string{"agent", "--nats-url", natsURL, "--name", device, "--cache-dir", cache, "--labels", "pool=" + device,
 			"--batch-ms", "100", "--no-thermal-gate", "--threads", "1", "--log-level", "debug"}
 	}
-	a1 := startAgentProcess(t, bin, "first", agentArgs("nats://"+proxy.addr())...)
+	a1 := startAgentProcess(t, bin, "first", agentArgs(proxy.url())...)
 	pollUntil(t, 30*time.Second, "first agent registered", func() (bool, string) {
 		d, err := st.GetDevice(ctx, device)
 		return err == nil && d.State == "online", fmt.Sprintf("device %+v err %v; %s", d, err, a1.status())
