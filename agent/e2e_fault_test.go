@@ -90,13 +90,13 @@ func TestE2EFinishedWhileDisconnected(t *testing.T) {
 	}
 }
 
-// TestE2EPostgresFrozenMidRun: Postgres stops answering (SIGSTOP) for 3 s
+// TestE2EPostgresFrozenMidRun: Postgres stops answering (SIGSTOP) for 20 s
 // in the middle of a run, shorter than the TTL. /readyz says 503 while it
 // is frozen; afterwards the run succeeds in its first attempt with every
 // sample, and nothing was failed over.
 func TestE2EPostgresFrozenMidRun(t *testing.T) {
 	pg := testenv.NewOwnPostgres(t)
-	f := newE2EFarmWith(t, e2eDeps{dbURL: pg.URL()}, coordinator.Config{HeartbeatTTL: 8 * time.Second})
+	f := newE2EFarmWith(t, e2eDeps{dbURL: pg.URL()}, coordinator.Config{HeartbeatTTL: 30 * time.Second})
 	ra := startAgent(t, Config{NATSURL: f.url, Name: "e2e-frozen"})
 	spec := f.spec.Clone()
 	spec.Retry.MaxAttempts = 2
@@ -121,7 +121,7 @@ func TestE2EPostgresFrozenMidRun(t *testing.T) {
 		pg.Thaw()
 		t.Fatalf("/readyz with Postgres frozen: %d after %v, want 503 within the 2 s probe timeout", code, time.Since(frozen))
 	}
-	time.Sleep(time.Until(frozen.Add(3 * time.Second))) // the outage itself
+	time.Sleep(time.Until(frozen.Add(20 * time.Second))) // the outage itself
 	pg.Thaw()
 	done := f.waitRun(t, id, store.RunSucceeded, 2*time.Minute)
 	if done.Attempts != 1 || done.Token != first.Token {
