@@ -46,11 +46,11 @@ func TestRunnerNoLookahead(t *testing.T) {
 		}
 		return res[0].HitRate, res[1].HitRate, res[1].PredictorRecall, res[0].BytesPerToken, res[1].BytesPerToken
 	}
-	hp, hl, recall, bp, bl := run(false)
+	hp, hl, recall, _, _ := run(false)
 	if recall == 0 {
 		t.Fatalf("default runner: lookahead predicted nothing (hit rate %.3f vs parallel %.3f): the test does not exercise lookahead", hl, hp)
 	}
-	hp, hl, recall, bp, bl = run(true)
+	hp, hl, recall, bp, bl := run(true)
 	// Demand-only reads, as on-demand-parallel's (an eviction may pick
 	// another expert now and then: the cache learns of reads as they
 	// complete in host time).

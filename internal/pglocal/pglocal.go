@@ -333,9 +333,6 @@ func (s *Server) DatabaseURL(name string) string {
 	return (&url.URL{Scheme: "postgres", User: url.User("postgres"), Path: "/" + name, RawQuery: q.Encode()}).String()
 }
 
-// DataDir returns the cluster directory.
-func (s *Server) DataDir() string { return s.cfg.DataDir }
-
 // Stop shuts the server down (fast shutdown: SIGINT), waiting up to 30s
 // before killing it. A server that another process started is left
 // running. It is safe to call more than once.

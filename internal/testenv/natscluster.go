@@ -96,9 +96,6 @@ func (c *NATSCluster) URLs() string {
 // URL returns node i's client URL.
 func (c *NATSCluster) URL(i int) string { return fmt.Sprintf("nats://127.0.0.1:%d", c.opts[i].Port) }
 
-// Size is the number of nodes.
-func (c *NATSCluster) Size() int { return len(c.opts) }
-
 // Kill shuts node i down (abruptly for its clients: their connections
 // drop and they reconnect to the others).
 func (c *NATSCluster) Kill(i int) {

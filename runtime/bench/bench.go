@@ -226,7 +226,7 @@ func measure(ctx context.Context, s *les.Session, cfg Config, base Row) ([]Row, 
 	// test runs one llama-bench test: its repetitions, their tok/s (rate),
 	// the experts the router selected in the measured phase and the CPU
 	// time of the process.
-	test := func(r *Row, prompt []int, maxTokens int, decode bool, rate func(les.Rep) float64) (*les.Result, []float64, int64, time.Duration, error) {
+	test := func(prompt []int, maxTokens int, decode bool, rate func(les.Rep) float64) (*les.Result, []float64, int64, time.Duration, error) {
 		sink := &bytesSink{m: m}
 		var c0, cpu time.Duration
 		var experts int64
@@ -266,7 +266,7 @@ func measure(ctx context.Context, s *les.Session, cfg Config, base Row) ([]Row, 
 	if n := cfg.PromptTokens; n > 0 {
 		r := base
 		r.Test, r.Tokens = fmt.Sprintf("pp%d", n), n
-		res, samples, experts, cpu, err := test(&r, toks[:n], 1, false, les.PrefillTPS)
+		res, samples, experts, cpu, err := test(toks[:n], 1, false, les.PrefillTPS)
 		if err != nil {
 			return nil, err
 		}
@@ -282,7 +282,7 @@ func measure(ctx context.Context, s *les.Session, cfg Config, base Row) ([]Row, 
 	if n := cfg.GenTokens; n > 0 {
 		r := base
 		r.Test, r.Tokens = fmt.Sprintf("tg%d", n), n
-		res, samples, experts, cpu, err := test(&r, toks[:1], n+1, true, les.DecodeTPS)
+		res, samples, experts, cpu, err := test(toks[:1], n+1, true, les.DecodeTPS)
 		if err != nil {
 			return nil, err
 		}

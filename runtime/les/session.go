@@ -150,9 +150,6 @@ func (s *Session) Close() {
 	}
 }
 
-// Config returns the configuration the session was opened with.
-func (s *Session) Config() Config { return s.cfg }
-
 // DeviceTime reports whether the session's decode figures are device time.
 func (s *Session) DeviceTime() bool { return s.Store != nil && s.Store.DeviceTime() }
 
@@ -166,6 +163,3 @@ func (s *Session) PeakRSS() int64 { return s.rss.Peak() }
 // SetDecoder replaces plain decoding (the default) with d, e.g. a
 // *Speculative.
 func (s *Session) SetDecoder(d Decoder) { s.dec = d }
-
-// Decoder returns the session's decoder.
-func (s *Session) Decoder() Decoder { return s.dec }
