@@ -97,13 +97,19 @@ func BenchmarkMatMulBatched(b *testing.B) {
 		for _, sh := range [][2]int{{512, 1024}, {1024, 512}} {
 			r := rand.New(rand.NewPCG(3, uint64(typ)))
 			m := makeMatrix(b, r, typ, sh[0], sh[1])
-			for _, n := range []int{1, 4, 8, 64} {
+			for _, n := range []int{1, 2, 3, 4, 8, 64} {
 				x := randVec(r, n*sh[1], 1)
 				dst := make([]float32, n*sh[0])
 				sets := []struct {
 					name string
 					ks   map[Type]*kernel
 				}{{"best", kernels}}
+				if pk := prevKernels(); pk != nil && typ == Q4_K {
+					sets = append(sets, struct {
+						name string
+						ks   map[Type]*kernel
+					}{"prev", pk})
+				}
 				if rk := rowKernels(); rk != nil && rk[typ] != nil {
 					sets = append(sets, struct {
 						name string

@@ -1,0 +1,210 @@
+#!/usr/bin/env python3
+"""Writes dot_q4kv_amd64.s: register-blocked Q4_K × Q8_K kernels for 1 to 4
+activation vectors (q4kVecs1AVX2 .. q4kVecs4AVX2, see dot_q4kv_amd64.go).
+
+Run from runtime/tensor: python3 gen_q4kv.py
+
+Per row and super-block, the weights of each 64-value pair of sub-blocks
+are decoded once into two registers (the lane-grouped order of
+q4kRowsAVX2), and every vector's VPMADDUBSW/VPMADDWD lanes accumulate in
+its own register, so weights, scales and integer lanes never touch the
+stack. The per-super-block float work of all vectors is done together: the
+nv mins sums are packed into one XMM (VPHADDD), and the nv products
+(dmin·y.d)·sumi and d·y.d are formed lane-wise in one XMM each. Every lane
+operation is the scalar one of dotQ4KQ8KGeneric (float32 products, then the
+add or subtract), so each vector's result is bit-identical to it.
+"""
+
+# blockQ8K offsets (TestBlockQ8KLayout): d 0, bsum2 548, lqs 580, size 836.
+D, BSUM2, LQS, SIZE = 0, 548, 580, 836
+
+
+def vec_addr(off, v):
+    """Address of byte off of vector v's current block: DI + v·ystride."""
+    if v == 0:
+        return f"{off}(DI)"
+    if v == 1:
+        return f"{off}(DI)(R12*1)"
+    if v == 2:
+        return f"{off}(DI)(R12*2)"
+    return f"{off}(DI)(R11*1)"
+
+
+def kernel(nv):
+    name = f"q4kVecs{nv}AVX2"
+    # frame: sums 32·v, sumf at 128+4v, d·y.d at 144+4v
+    o = []
+    e = o.append
+    e(f"// func {name}(w *byte, rows int, y *blockQ8K, nb, ystride int, dst *float32, dstride int)")
+    e(f"TEXT ·{name}(SB), NOSPLIT, $160-56")
+    e("\tMOVQ w+0(FP), SI")
+    e("\tMOVQ ystride+32(FP), R12")
+    e("\tLEAQ (R12)(R12*2), R11")
+    e("\tVMOVDQU q4kvPerm<>(SB), Y12")
+    e("\tVMOVDQU q4kvTr<>(SB), Y13")
+    e("\tVMOVDQU q4kvMask<>(SB), Y14")
+    e("\tMOVQ rows+8(FP), AX")
+    e("\tTESTQ AX, AX")
+    e(f"\tJEQ {name}_done")
+    e(f"{name}_row:")
+    e("\tVPXOR Y0, Y0, Y0")
+    for v in range(nv):
+        e(f"\tVMOVDQU Y0, {32 * v}(SP)")
+    e("\tVMOVDQU X0, 128(SP)")
+    e("\tMOVQ y+16(FP), DI")
+    e("\tMOVQ nb+24(FP), R8")
+    e("\tTESTQ R8, R8")
+    e(f"\tJEQ {name}_finish")
+    e(f"{name}_block:")
+    # scales s (DX → Y8) and mins m (→ X9 as int16), ggml's kmask shuffle
+    e("\tMOVL 4(SI), AX")
+    e("\tMOVL 8(SI), BX")
+    e("\tMOVL 12(SI), CX")
+    e("\tMOVL AX, DX")
+    e("\tANDL $0x3f3f3f3f, DX")
+    e("\tMOVL AX, R9")
+    e("\tSHRL $6, R9")
+    e("\tANDL $0x03030303, R9")
+    e("\tSHLL $4, R9")
+    e("\tMOVL CX, R10")
+    e("\tANDL $0x0f0f0f0f, R10")
+    e("\tORL R10, R9")
+    e("\tSHLQ $32, R9")
+    e("\tORQ R9, DX")
+    e("\tVMOVQ DX, X8")
+    e("\tVPBROADCASTQ X8, Y8")
+    e("\tMOVL BX, DX")
+    e("\tANDL $0x3f3f3f3f, DX")
+    e("\tMOVL BX, R9")
+    e("\tSHRL $6, R9")
+    e("\tANDL $0x03030303, R9")
+    e("\tSHLL $4, R9")
+    e("\tMOVL CX, R10")
+    e("\tSHRL $4, R10")
+    e("\tANDL $0x0f0f0f0f, R10")
+    e("\tORL R10, R9")
+    e("\tSHLQ $32, R9")
+    e("\tORQ R9, DX")
+    e("\tVMOVQ DX, X9")
+    e("\tVPMOVZXBW X9, X9")
+    # mins: sumi_v = Σ bsum2[j]·m[j], packed into X0 lane v
+    for v in range(nv):
+        e(f"\tVPMADDWD {vec_addr(BSUM2, v)}, X9, X{v}")
+    if nv == 1:
+        e("\tVPSHUFD $0x4e, X0, X1")
+        e("\tVPADDD X1, X0, X0")
+        e("\tVPSHUFD $0xb1, X0, X1")
+        e("\tVPADDD X1, X0, X0")
+    else:
+        if nv == 2:
+            e("\tVPHADDD X1, X0, X0")  # [p0 01, p0 23, p1 01, p1 23]
+            e("\tVPHADDD X0, X0, X0")  # [p0, p1, p0, p1]
+        elif nv == 3:
+            e("\tVPHADDD X1, X0, X0")
+            e("\tVPHADDD X2, X2, X2")
+            e("\tVPHADDD X2, X0, X0")  # [p0, p1, p2, p2]
+        else:
+            e("\tVPHADDD X1, X0, X0")
+            e("\tVPHADDD X3, X2, X2")
+            e("\tVPHADDD X2, X0, X0")  # [p0, p1, p2, p3]
+    e("\tVCVTDQ2PS X0, X0")
+    # y.d of the nv vectors in X1
+    e(f"\tVMOVSS {vec_addr(D, 0)}, X1")
+    for v in range(1, nv):
+        e(f"\tVINSERTPS ${v << 4:#x}, {vec_addr(D, v)}, X1, X1")
+    # d, dmin as float32, broadcast
+    e("\tMOVWLZX 0(SI), CX")
+    e("\tVMOVD CX, X2")
+    e("\tVCVTPH2PS X2, X2")
+    e("\tVBROADCASTSS X2, X2")
+    e("\tMOVWLZX 2(SI), CX")
+    e("\tVMOVD CX, X3")
+    e("\tVCVTPH2PS X3, X3")
+    e("\tVBROADCASTSS X3, X3")
+    e("\tVMULPS X1, X2, X2")  # d·y.d
+    e("\tVMOVUPS X2, 144(SP)")
+    e("\tVMULPS X1, X3, X3")  # dmin·y.d
+    e("\tVMULPS X0, X3, X3")  # ·sumi
+    e("\tVMOVUPS 128(SP), X4")
+    e("\tVSUBPS X3, X4, X4")  # sumf -= ...
+    e("\tVMOVUPS X4, 128(SP)")
+    # integer lanes: accumulator of vector v is Y{v}
+    for k in range(4):
+        e(f"\tVPERMD {16 + 32 * k}(SI), Y12, Y4")
+        e("\tVPSHUFB Y13, Y4, Y4")
+        e("\tVPSRLW $4, Y4, Y5")
+        e("\tVPAND Y14, Y4, Y4")
+        e("\tVPAND Y14, Y5, Y5")
+        e(f"\tVPSHUFB q4kvSc<>+{64 * k}(SB), Y8, Y6")
+        e(f"\tVPSHUFB q4kvSc<>+{64 * k + 32}(SB), Y8, Y7")
+        for v in range(nv):
+            t0, t1 = ("Y9", "Y10") if v % 2 == 0 else ("Y11", "Y15")
+            e(f"\tVPMADDUBSW {vec_addr(LQS + 64 * k, v)}, Y4, {t0}")
+            e(f"\tVPMADDUBSW {vec_addr(LQS + 64 * k + 32, v)}, Y5, {t1}")
+            e(f"\tVPMADDWD Y6, {t0}, {t0}")
+            e(f"\tVPMADDWD Y7, {t1}, {t1}")
+            if k == 0:
+                e(f"\tVPADDD {t1}, {t0}, Y{v}")
+            else:
+                e(f"\tVPADDD {t0}, Y{v}, Y{v}")
+                e(f"\tVPADDD {t1}, Y{v}, Y{v}")
+    # sums_v += (d·y.d)·float(lanes_v)
+    for v in range(nv):
+        e(f"\tVBROADCASTSS {144 + 4 * v}(SP), Y9")
+        e(f"\tVCVTDQ2PS Y{v}, Y{v}")
+        e(f"\tVMULPS Y9, Y{v}, Y{v}")
+        e(f"\tVADDPS {32 * v}(SP), Y{v}, Y{v}")
+        e(f"\tVMOVUPS Y{v}, {32 * v}(SP)")
+    e("\tADDQ $144, SI")
+    e(f"\tADDQ ${SIZE}, DI")
+    e("\tDECQ R8")
+    e(f"\tJNZ {name}_block")
+    e(f"{name}_finish:")
+    # dst[v·dstride] = sumf + sums[0] + ... + sums[7]
+    e("\tMOVQ dst+40(FP), R9")
+    e("\tMOVQ dstride+48(FP), R10")
+    e("\tSHLQ $2, R10")
+    for v in range(nv):
+        e(f"\tVMOVSS {128 + 4 * v}(SP), X0")
+        for i in range(8):
+            e(f"\tVADDSS {32 * v + 4 * i}(SP), X0, X0")
+        e("\tVMOVSS X0, (R9)")
+        if v + 1 < nv:
+            e("\tADDQ R10, R9")
+    e("\tADDQ $4, dst+40(FP)")
+    e("\tDECQ rows+8(FP)")
+    e(f"\tJNZ {name}_row")
+    e(f"{name}_done:")
+    e("\tVZEROUPPER")
+    e("\tRET")
+    e("")
+    return o
+
+
+def data(name, words):
+    o = [f"DATA {name}<>+{8 * i}(SB)/8, ${w:#018x}" for i, w in enumerate(words)]
+    o.append(f"GLOBL {name}<>(SB), RODATA|NOPTR, ${8 * len(words)}")
+    o.append("")
+    return o
+
+
+out = [
+    "// Code generated by gen_q4kv.py; DO NOT EDIT.",
+    "",
+    "//go:build amd64 && !purego",
+    "",
+    '#include "textflag.h"',
+    "",
+    "// Register-blocked Q4_K × Q8_K rows for nv = 1..4 vectors. The constants",
+    "// are dot_q4k_amd64.s's (file-local there). Frame: sums of vector v at 32v,",
+    "// its sumf at 128+4v, d·y.d of the block at 144+4v.",
+    "",
+]
+out += data("q4kvPerm", [0x0000000200000000, 0x0000000600000004, 0x0000000300000001, 0x0000000700000005])
+out += data("q4kvTr", [0x0d0905010c080400, 0x0f0b07030e0a0602] * 2)
+out += data("q4kvMask", [0x0f0f0f0f0f0f0f0f] * 4)
+out += data("q4kvSc", [0x8000800080008000 + 0x0001000100010001 * j for j in range(8) for _ in range(4)])
+for nv in range(1, 5):
+    out += kernel(nv)
+with open("dot_q4kv_amd64.s", "w") as f:
+    f.write("\n".join(out))
