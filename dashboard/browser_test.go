@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"os"
 	"strings"
@@ -97,13 +98,17 @@ func TestDashboardInBrowser(t *testing.T) {
 
 	t.Run("series", func(t *testing.T) {
 		b.open(t, f.url, "/series?suite=les-ladder&metric=decode_tps")
-		if n := b.count(t, "svg.chart g.series"); n != 2 {
-			t.Fatalf("%d series drawn, want 2 (one per device model)", n)
+		c := b.chart(t, ".chart-card")
+		if c == nil || len(c.Series) != 2 {
+			t.Fatalf("chart %+v, want 2 series (one per device model)", c)
 		}
-		if n := b.count(t, "svg.chart g.series path.band"); n != 2 {
-			t.Errorf("%d stddev bands, want 2", n)
+		if c.Bands != 2 {
+			t.Errorf("%d stddev bands drawn, want 2", c.Bands)
 		}
-		if n := b.count(t, `svg.chart g.change-regression[data-seq="8"]`); n != 1 {
+		if c.Rings != 1 {
+			t.Errorf("%d changed points ringed, want 1", c.Rings)
+		}
+		if n := b.count(t, `.chart .change-regression[data-seq="8"]`); n != 1 {
 			t.Errorf("%d change markers at seq 8, want 1", n)
 		}
 		if href := b.count(t, fmt.Sprintf(`table.series-table tr[data-device="Galaxy S24"] a[href="/runs/%d"]`, runID)); href != 1 {
@@ -130,9 +135,9 @@ func TestDashboardInBrowser(t *testing.T) {
 		// The chart fills the card, and hovering at the change shows both
 		// devices' values at that build.
 		box, err := chromedp.Run(b.ctx, chromedp.Evaluate[[]float64](`(() => {
-			const r = document.querySelector('svg.chart g.change line').getBoundingClientRect();
+			const r = document.querySelector('.chart .change-line').getBoundingClientRect();
 			const c = document.querySelector('.chart-holder').getBoundingClientRect();
-			const s = document.querySelector('svg.chart').getBoundingClientRect();
+			const s = document.querySelector('.chart .uplot').getBoundingClientRect();
 			return [r.x, r.y + r.height / 2, s.width, c.width];
 		})()`))
 		if err != nil {
@@ -146,6 +151,32 @@ func TestDashboardInBrowser(t *testing.T) {
 			t.Errorf("tooltip at build ci-4808: %q", tip)
 		}
 		b.screenshot(t, "series")
+		// Dragging across builds 2–5 zooms the x axis to them: the change
+		// at build 8 leaves the view. A double-click zooms back out.
+		at, err := chromedp.Run(b.ctx, chromedp.Evaluate[[]float64](`(() => {
+			const u = document.querySelector('.chart').plot, r = u.over.getBoundingClientRect();
+			return [r.left + u.valToPos(1, 'x'), r.left + u.valToPos(4, 'x'), r.top + r.height / 2];
+		})()`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.do(t, "drag to zoom",
+			chromedp.MouseEvent(chromedp.MousePressed, at[0], at[2], chromedp.ButtonLeft, chromedp.ClickCount(1)),
+			chromedp.MouseEvent(chromedp.MouseMoved, (at[0]+at[1])/2, at[2], chromedp.ButtonLeft),
+			chromedp.MouseEvent(chromedp.MouseMoved, at[1], at[2], chromedp.ButtonLeft),
+			chromedp.MouseEvent(chromedp.MouseReleased, at[1], at[2], chromedp.ButtonLeft, chromedp.ClickCount(1)))
+		zoomed := `(() => { const u = document.querySelector('.chart').plot; return [u.scales.x.min, u.scales.x.max, document.querySelector('.chart .change').hidden ? 1 : 0]; })()`
+		if z := eval[[]float64](t, b, zoomed); len(z) != 3 || math.Abs(z[0]-1) > 0.1 || math.Abs(z[1]-4) > 0.1 || z[2] != 1 {
+			t.Errorf("after dragging over builds 2–5: x from %v, want [1 4] with the change marker hidden", z)
+		}
+		b.do(t, "double-click",
+			chromedp.MouseEvent(chromedp.MousePressed, at[1], at[2], chromedp.ButtonLeft, chromedp.ClickCount(1)),
+			chromedp.MouseEvent(chromedp.MouseReleased, at[1], at[2], chromedp.ButtonLeft, chromedp.ClickCount(1)),
+			chromedp.MouseEvent(chromedp.MousePressed, at[1], at[2], chromedp.ButtonLeft, chromedp.ClickCount(2)),
+			chromedp.MouseEvent(chromedp.MouseReleased, at[1], at[2], chromedp.ButtonLeft, chromedp.ClickCount(2)))
+		if z := eval[[]float64](t, b, zoomed); len(z) != 3 || z[0] != 0 || z[1] != 9 || z[2] != 0 {
+			t.Errorf("after a double-click: x from %v, want [0 9] with the change marker shown", z)
+		}
 		// Switching metric re-queries (SetValue fires "change").
 		b.do(t, "metric", chromedp.SetValue(chromedp.CSS(`select[name="metric"]`), "predictor_recall"))
 		pctx, cancel := context.WithTimeout(b.ctx, 20*time.Second)
@@ -160,10 +191,10 @@ func TestDashboardInBrowser(t *testing.T) {
 
 	t.Run("alert detail", func(t *testing.T) {
 		b.open(t, f.url, fmt.Sprintf("/alerts/%d", groupID))
-		if n := b.count(t, ".chart-card svg.chart g.series"); n != 2 {
-			t.Errorf("detail chart has %d series, want both device models", n)
+		if c := b.chart(t, ".chart-card"); c == nil || len(c.Series) != 2 {
+			t.Errorf("detail chart %+v, want both device models", c)
 		}
-		if n := b.count(t, ".chart-card svg.chart g.change-regression"); n != 1 {
+		if n := b.count(t, ".chart-card .chart .change-regression"); n != 1 {
 			t.Errorf("detail chart has %d change markers", n)
 		}
 		b.screenshot(t, "alert")
@@ -243,7 +274,7 @@ func TestDashboardInBrowser(t *testing.T) {
 		// change outside the shown builds: the chart draws without throwing.
 		ctx, cancel := context.WithTimeout(b.ctx, 10*time.Second)
 		defer cancel()
-		got, err := chromedp.Run(ctx, chromedp.Evaluate[[]int](`import('/ui/chart.js').then(c => {
+		got, err := chromedp.Run(ctx, chromedp.Evaluate[[]int](`Promise.all([import('/ui/chart.js'), import('/ui/plot.js').then((p) => p.loadUPlot())]).then(([c]) => {
 			const pt = (seq, value, stddev) => ({ seq, value, stddev, n: 3, build: 'b' + seq });
 			const cases = [
 				{ series: [], metric: 'decode_tps' },
@@ -253,7 +284,14 @@ func TestDashboardInBrowser(t *testing.T) {
 				           { id: 2, label: 'b', color: '#111', points: [pt(3, 0.5, 0.1)] }], metric: 'hit_rate', zero: true,
 				  changes: [{ seq: 99, direction: 'regression', rel: -0.1, text: 'x', seriesIds: new Set([1]) }] },
 			];
-			return cases.map(o => { const el = c.renderChart(o); document.body.append(el); const n = el.querySelectorAll('circle.pt').length; el.remove(); return n; });
+			return cases.map(o => {
+				const el = c.renderChart(o);
+				document.body.append(el);
+				const u = el.querySelector('.chart').plot;
+				const n = u ? u.data.slice(1).flat().filter((v) => v !== null).length : 0;
+				el.remove();
+				return n;
+			});
 		})`, chromedp.EvalAwaitPromise))
 		if err != nil {
 			t.Fatal(err)

@@ -302,3 +302,44 @@ func eval[T any](t *testing.T, b *browser, js string) T {
 	}
 	return v
 }
+
+// chartSeries is one series as a chart drew it.
+type chartSeries struct {
+	Lineage, Device string
+	Points          int  // points on the canvas (non-null values)
+	Dashed          bool // drawn with a dash pattern
+}
+
+// chartState is what the first chart matching a selector drew, read from
+// its uPlot instance and draw record rather than from pixels.
+type chartState struct {
+	Series       []chartSeries
+	Bands, Rings int // ±stddev bands and ringed change points drawn
+}
+
+// chart reads the state of the first .chart under css (nil: no chart).
+func (b *browser) chart(t *testing.T, css string) *chartState {
+	t.Helper()
+	return eval[*chartState](t, b, fmt.Sprintf(`(() => {
+		const el = document.querySelector(%q);
+		if (!el || !el.plot) return null;
+		const u = el.plot;
+		return {
+			series: u.series.slice(1).map((s, k) => ({ lineage: el.meta[k].lineage, device: el.meta[k].device,
+				points: u.data[k + 1].filter((v) => v !== null).length, dashed: !!(s.dash && s.dash.length) })),
+			bands: el.drawn.bands, rings: el.drawn.rings,
+		};
+	})()`, css+" .chart"))
+}
+
+// lineages lists the lineage of every series of c, in order.
+func (c *chartState) lineages() string {
+	if c == nil {
+		return "(no chart)"
+	}
+	var l []string
+	for _, s := range c.Series {
+		l = append(l, s.Lineage)
+	}
+	return strings.Join(l, ",")
+}

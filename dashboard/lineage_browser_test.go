@@ -3,6 +3,7 @@ package dashboard_test
 import (
 	"context"
 	"fmt"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -210,7 +211,7 @@ func TestDashboardLineages(t *testing.T) {
 
 	t.Run("series", func(t *testing.T) {
 		b.open(t, f.url, "/series?suite=les-ladder&metric=decode_tps&lineage=release-1")
-		if got := lineages("svg.chart g.series", "data-lineage"); got != "release-1,release-1" {
+		if got := b.chart(t, ".chart-card").lineages(); got != "release-1,release-1" {
 			t.Fatalf("release-1 chart draws series of %q", got)
 		}
 		if got := b.text(t, ".chart-title"); got != "decode throughput (tok/s) · lookahead/budget=25% · lineage release-1" {
@@ -219,24 +220,26 @@ func TestDashboardLineages(t *testing.T) {
 		if got := b.text(t, `table.series-table tr[data-device="Pixel 8"] td.latest`); got != "15.50 ± 0.20 tok/s" {
 			t.Errorf("release-1 Pixel 8 latest %q", got)
 		}
-		if n := b.count(t, `svg.chart g.change-regression[data-seq="24"]`); n != 1 || b.count(t, "svg.chart g.change") != 1 {
-			t.Errorf("release-1 change markers: %d at seq 24, %d in all", n, b.count(t, "svg.chart g.change"))
+		if n := b.count(t, `.chart .change-regression[data-seq="24"]`); n != 1 || b.count(t, ".chart .change") != 1 {
+			t.Errorf("release-1 change markers: %d at seq 24, %d in all", n, b.count(t, ".chart .change"))
 		}
-		if a := eval[string](t, b, `document.querySelector('svg.chart').getAttribute('aria-label')`); !strings.HasSuffix(a, "lineage release-1") {
+		if a := eval[string](t, b, `document.querySelector('.chart').getAttribute('aria-label')`); !strings.HasSuffix(a, "lineage release-1") {
 			t.Errorf("chart aria-label %q", a)
 		}
 		// Every lineage: one line per series and lineage, never joined; the
 		// legend names the lineage and release-1's lines are dashed.
 		b.pick(t, "*", "/series")
-		if got := lineages("svg.chart g.series", "data-lineage"); strings.Count(got, "main") != 2 || strings.Count(got, "release-1") != 2 {
+		all := b.chart(t, ".chart-card")
+		if got := all.lineages(); strings.Count(got, "main") != 2 || strings.Count(got, "release-1") != 2 {
 			t.Fatalf("all-lineage chart draws series of %q, want two of each lineage", got)
 		}
-		pts := eval[string](t, b, `[...document.querySelectorAll('svg.chart g.series')].map(g => g.dataset.lineage + ':' + g.querySelectorAll('circle.pt').length + ':' + g.querySelectorAll('path.series-line').length).sort().join(',')`)
-		if pts != "main:10:1,main:10:1,release-1:6:1,release-1:6:1" {
-			t.Errorf("points and lines per series %q, want 10 per main line and 6 per release-1 line", pts)
+		var pts []string
+		for _, s := range all.Series {
+			pts = append(pts, fmt.Sprintf("%s:%d:%v", s.Lineage, s.Points, s.Dashed))
 		}
-		if n := b.count(t, `svg.chart g.series[data-lineage="release-1"] path.series-line.dash-1`); n != 2 {
-			t.Errorf("%d dashed release-1 lines, want 2", n)
+		sort.Strings(pts)
+		if got := strings.Join(pts, ","); got != "main:10:false,main:10:false,release-1:6:true,release-1:6:true" {
+			t.Errorf("lineage:points:dashed per series %q, want 10 solid per main line and 6 dashed per release-1 line", got)
 		}
 		legend := lineages(".legend-item", "data-lineage")
 		for _, want := range []string{"Pixel 8 · main", "Pixel 8 · release-1", "Galaxy S24 · main", "Galaxy S24 · release-1"} {
@@ -262,7 +265,7 @@ func TestDashboardLineages(t *testing.T) {
 		if got := b.text(t, ".chart-card h3"); got != "decode throughput (tok/s) · lookahead/budget=25% · lineage release-1" {
 			t.Errorf("detail chart title %q", got)
 		}
-		if got := lineages(".chart-card svg.chart g.series", "data-lineage"); got != "release-1,release-1" {
+		if got := b.chart(t, ".chart-card").lineages(); got != "release-1,release-1" {
 			t.Errorf("detail chart series of %q", got)
 		}
 		if got := eval[string](t, b, `document.querySelector('main p a').getAttribute('href')`); got != "/?lineage=release-1" {

@@ -3,7 +3,9 @@
 // that range; double-click to zoom back out.
 
 import { h } from './dom.js';
-import { PALETTE } from './chart.js';
+
+// PALETTE: Okabe–Ito (colour-blind safe), then a few darker extras.
+export const PALETTE = ['#0072b2', '#e69f00', '#009e73', '#cc79a7', '#56b4e9', '#d55e00', '#6a3d9a', '#4d4d4d', '#b15928', '#1b9e77'];
 
 let loading = null;
 

@@ -4,6 +4,7 @@
 import * as api from './api.js';
 import { h, code, empty, errorBox } from './dom.js';
 import { renderChart, PALETTE } from './chart.js';
+import { loadUPlot } from './plot.js';
 import { param, sortLineages, text } from './lineage.js';
 import { fmtMeanSD, fmtPct, fmtValue, metricLabel, splitMetric, METRIC_ORDER, METRICS } from './format.js';
 
@@ -63,6 +64,12 @@ export async function seriesChart(p, ctx, { zero = false } = {}) {
     return box;
   }
   try { changes = await changesFor(p, raw); } catch { /* the chart without markers is still right */ }
+  try {
+    await loadUPlot();
+  } catch (e) {
+    box.append(errorBox(e, 'the chart library'));
+    return box;
+  }
   const label = labeler(raw, !!p.lineage);
   // Each lineage's series are their own lines (the API keys series by
   // lineage); across lineages they also differ in dash pattern.
@@ -115,7 +122,7 @@ export async function seriesChart(p, ctx, { zero = false } = {}) {
     })));
   for (const sw of table.querySelectorAll('.swatch')) sw.style.background = sw.dataset.color;
   box.append(holder, legend, h('p', { class: 'chart-note muted' },
-    'Each point is one build’s mean over its repetitions; the shaded band is ± one standard deviation. Dashed lines mark change points the detector confirmed. Hover for values.'),
+    'Each point is one build’s mean over its repetitions; the shaded band is ± one standard deviation. Dashed lines mark change points the detector confirmed. Hover for values; drag across builds to zoom in, double-click to zoom out.'),
   table);
   draw();
   // The holder has its width once attached: callers call box.layout() then.
