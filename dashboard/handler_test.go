@@ -51,7 +51,7 @@ func TestHandlerRoutes(t *testing.T) {
 		{"GET", "/?lineage=release-3", 200, "text/html; charset=utf-8", `<select id="lineage-select">`},
 		{"GET", "/runs?lineage=*&state=queued", 200, "text/html; charset=utf-8", "<title>lesfarm</title>"},
 		{"GET", "/series?suite=les-ladder&lineage=release-3", 200, "text/html; charset=utf-8", "<title>lesfarm</title>"},
-		{"GET", "/ui/style.css", 200, "text/css; charset=utf-8", "svg.chart"},
+		{"GET", "/ui/style.css", 200, "text/css; charset=utf-8", ".chart .change-line"},
 		{"GET", "/ui/favicon.svg", 200, "image/svg+xml", "<svg"},
 		// Missing files are 404s, never the page (a module loaded as HTML
 		// fails with a confusing MIME error).
