@@ -98,7 +98,7 @@ func (s *Store) ClaimRuns(ctx context.Context, p *ClaimRunsParams) ([]Grant, err
 func (s *Store) AckAssignmentRenew(ctx context.Context, runID, token int64, ttl time.Duration) error {
 	tag, err := s.pool.Exec(ctx, `UPDATE runs SET state = 'running', started_at = coalesce(started_at, now()), updated_at = now(),
 		lease_expires_at = greatest(lease_expires_at, now() + make_interval(secs => $3::float8))
-		WHERE id = $1 AND token = $2 AND state IN ('assigned', 'running')`, runID, token, ttl.Seconds())
+		FROM `+asyncCommit+` WHERE id = $1 AND token = $2 AND state IN ('assigned', 'running')`, runID, token, ttl.Seconds())
 	if err != nil {
 		return fmt.Errorf("store: ack assignment: %w", err)
 	}

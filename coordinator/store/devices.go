@@ -114,7 +114,7 @@ func (s *Store) UpsertDevice(ctx context.Context, p *UpsertDeviceParams) (*Devic
 // when the device is unknown or lost (the agent must say hello again).
 func (s *Store) TouchDevice(ctx context.Context, id string, ttl time.Duration, coordinator string) error {
 	tag, err := s.pool.Exec(ctx, `UPDATE devices SET last_seen_at = now(), ttl_ms = $2, coordinator = $3
-		WHERE id = $1 AND state = 'online'`, id, ttl.Milliseconds(), coordinator)
+		FROM `+asyncCommit+` WHERE id = $1 AND state = 'online'`, id, ttl.Milliseconds(), coordinator)
 	if err != nil {
 		return fmt.Errorf("store: touch device: %w", err)
 	}

@@ -261,7 +261,7 @@ func (s *Store) ClaimRun(ctx context.Context, p *ClaimRunParams) (*Grant, error)
 // (or a run no longer assigned) gives ErrStaleToken.
 func (s *Store) AckAssignment(ctx context.Context, runID, token int64) error {
 	tag, err := s.pool.Exec(ctx, `UPDATE runs SET state = 'running', started_at = coalesce(started_at, now()), updated_at = now()
-		WHERE id = $1 AND token = $2 AND state IN ('assigned', 'running')`, runID, token)
+		FROM `+asyncCommit+` WHERE id = $1 AND token = $2 AND state IN ('assigned', 'running')`, runID, token)
 	if err != nil {
 		return fmt.Errorf("store: ack assignment: %w", err)
 	}
@@ -358,7 +358,7 @@ func (s *Store) RenewLeases(ctx context.Context, p *RenewLeasesParams) ([]protoc
 			state = CASE WHEN r.state = 'assigned' AND u.st IN ('running', 'finishing') THEN 'running' ELSE r.state END,
 			started_at = CASE WHEN r.state = 'assigned' AND u.st IN ('running', 'finishing') THEN now() ELSE r.started_at END,
 			progress = u.progress, progress_message = u.msg, updated_at = now()
-		FROM unnest($3::bigint[], $4::bigint[], $5::text[], $6::real[], $7::text[]) AS u(id, token, st, progress, msg)
+		FROM unnest($3::bigint[], $4::bigint[], $5::text[], $6::real[], $7::text[]) AS u(id, token, st, progress, msg), `+asyncCommit+`
 		WHERE r.id = u.id AND r.token = u.token AND r.device_id = $1 AND r.state IN ('assigned', 'running')
 		RETURNING r.id, r.token, r.lease_expires_at`, p.DeviceID, p.TTL.Seconds(), ids, tokens, states, progress, msgs)
 	if err != nil {

@@ -34,9 +34,14 @@ var samplesInCols = []string{"run_id", "seq", "idx", "config_index", "repetition
 var phaseCodes = map[string]int16{protocol.PhasePrefill: 1, protocol.PhaseDecode: 2, protocol.PhaseVerify: 3}
 
 // InsertTelemetry stores telemetry batches in one transaction: it checks
-// each batch's token against its run (locking the runs FOR SHARE, so a
-// concurrent requeue waits and then deletes what was stored), then COPYs the
-// accepted samples straight into samples. When that hits a unique violation
+// each batch's token against its run, locking the runs FOR KEY SHARE, then
+// COPYs the accepted samples. The lock makes a concurrent requeue (every
+// path that clears a token and deletes a run's samples locks the run FOR
+// UPDATE first) wait and then delete what was stored, so a stale attempt's
+// samples never outlive its requeue; it does not conflict with the plain
+// UPDATEs of lease renewals, acks and progress (FOR NO KEY UPDATE), which
+// a FOR SHARE lock made wait for the whole COPY. The COPY goes straight
+// into samples; when that hits a unique violation
 // (a redelivered batch) it rolls back to a savepoint, COPYs into a session
 // temp table and moves the rows into samples with ON CONFLICT DO NOTHING, so
 // duplicates are harmless and the common case costs one COPY. When it
@@ -57,7 +62,7 @@ func (s *Store) InsertTelemetry(ctx context.Context, batches []*protocol.Telemet
 	err := s.tx(ctx, func(tx pgx.Tx) error {
 		st.Batches, st.Samples, st.Inserted, st.Stale, st.Duplicates = 0, 0, 0, nil, false
 		rows, err := tx.Query(ctx, `SELECT id, token, coalesce(device_id, '') FROM runs WHERE id = ANY($1) AND token IS NOT NULL
-			ORDER BY id FOR SHARE`, runIDs)
+			ORDER BY id FOR KEY SHARE`, runIDs)
 		if err != nil {
 			return err
 		}
@@ -88,6 +93,9 @@ func (s *Store) InsertTelemetry(ctx context.Context, batches []*protocol.Telemet
 			accepted = append(accepted, b)
 			st.Batches++
 			st.Samples += len(b.Samples)
+		}
+		if s.telemetryHeld != nil {
+			s.telemetryHeld()
 		}
 		if st.Samples == 0 {
 			return nil

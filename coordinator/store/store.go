@@ -70,6 +70,9 @@ type Store struct {
 	jobCount atomic.Int64
 	// noFastCopy forces InsertTelemetry's deduplicating path (tests).
 	noFastCopy atomic.Bool
+	// telemetryHeld, when set, is called inside InsertTelemetry's
+	// transaction right after the token check (tests hold it open there).
+	telemetryHeld func()
 }
 
 // SetDedupOnly makes InsertTelemetry always take the staging-table path

@@ -130,6 +130,11 @@ REST mutations need a token: lesfarm token create --name NAME.`,
 				}
 			}
 			log := slog.New(slog.NewTextHandler(env.Stderr, &slog.HandlerOptions{Level: level}))
+			stopPprof, err := startPprof(log)
+			if err != nil {
+				return err
+			}
+			defer stopPprof()
 			deps, err := provision(env.Ctx, provisionConfig{DataDir: db.DataDir, DatabaseURL: db.DatabaseURL, NATSURL: natsURL,
 				NATSListen: natsListen, NATSAuth: natsAuth, NATSTLS: natsTLS, NATSOptions: natsOpts, Name: name, Log: log})
 			if err != nil {
