@@ -18,6 +18,11 @@ import (
 // with the run. The run becomes succeeded, failed or cancelled as the result says;
 // a failed run whose spec retries failures is requeued while attempts
 // remain. It returns the updated run.
+//
+// The run row is locked FOR NO KEY UPDATE, which does not wait for a
+// telemetry transaction writing the same run (FOR KEY SHARE): a result
+// usually arrives while its last batches are being copied. Only the
+// requeue, which deletes the attempt's samples, takes FOR UPDATE.
 func (s *Store) CompleteRun(ctx context.Context, res *protocol.Result) (*Run, error) {
 	var out *Run
 	err := s.tx(ctx, func(tx pgx.Tx) error {
@@ -30,7 +35,7 @@ func (s *Store) CompleteRun(ctx context.Context, res *protocol.Result) (*Run, er
 		err := tx.QueryRow(ctx, `SELECT r.state, coalesce(r.token, 0), coalesce(r.device_id, ''), r.suite, r.build, r.git_sha,
 				r.attempts, r.max_attempts, r.retry_on_failure,
 				coalesce(d.device_model, ''), coalesce(d.os_version, ''), coalesce(d.emulated, false)
-			FROM runs r LEFT JOIN devices d ON d.id = r.device_id WHERE r.id = $1 FOR UPDATE OF r`, res.RunID).
+			FROM runs r LEFT JOIN devices d ON d.id = r.device_id WHERE r.id = $1 FOR NO KEY UPDATE OF r`, res.RunID).
 			Scan(&state, &token, &deviceID, &suite, &build, &gitSHA, &attempts, &maxAttempts, &retryOnFailure, &model, &osv, &emulated)
 		if errors.Is(notFound(err), ErrNotFound) {
 			return ErrStaleToken
@@ -79,6 +84,12 @@ func (s *Store) CompleteRun(ctx context.Context, res *protocol.Result) (*Run, er
 				c.Repetitions, c.Warmup, c.Valid, clipText(c.InvalidReason), clipText(c.Error), stats)
 		}
 		if requeue {
+			// Deleting the attempt's samples: take the lock that waits for
+			// telemetry transactions in flight (FOR KEY SHARE, see
+			// InsertTelemetry), which the common case does not need.
+			if _, err := tx.Exec(ctx, `SELECT 1 FROM runs WHERE id = $1 FOR UPDATE`, res.RunID); err != nil {
+				return err
+			}
 			if err := tx.SendBatch(ctx, batch).Close(); err != nil {
 				return err
 			}

@@ -13,9 +13,10 @@ import (
 )
 
 // TestTelemetryLockFencesRequeueNotRenewals holds a telemetry transaction
-// open between its token check and its commit. Meanwhile the run's lease
-// renewal, its ack and its device's heartbeat must go through (they used to
-// wait behind the telemetry's FOR SHARE lock), while a requeue of the run
+// of two runs open between its token check and its commit. Meanwhile run
+// A's lease renewal, its ack and its device's heartbeat, and run B's
+// successful result, must go through (they used to wait behind the
+// telemetry's FOR SHARE lock), while a requeue of run A
 // must wait for the commit and then delete the samples it stored: a stale
 // attempt's samples never survive its requeue.
 func TestTelemetryLockFencesRequeueNotRenewals(t *testing.T) {
@@ -23,25 +24,30 @@ func TestTelemetryLockFencesRequeueNotRenewals(t *testing.T) {
 	ctx := context.Background()
 	st := open(t)
 	addDevice(t, st, "dev-a", nil)
+	addDevice(t, st, "dev-b", nil)
 	spec := smoke(t)
 	spec.Retry.MaxAttempts = 3
-	if _, _, err := st.CreateRuns(ctx, &store.CreateRunsParams{Spec: spec}); err != nil {
-		t.Fatal(err)
+	for range 2 {
+		if _, _, err := st.CreateRuns(ctx, &store.CreateRunsParams{Spec: spec}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	g := claim(t, st, "dev-a")
+	gb := claim(t, st, "dev-b")
 	held, release := make(chan struct{}), make(chan struct{})
 	st.SetTelemetryHeld(func() {
 		close(held)
 		<-release
 	})
 	b := &protocol.TelemetryBatch{RunID: g.Run.ID, Token: g.Token, DeviceID: "dev-a", Samples: []protocol.Sample{{Phase: "decode", Tokens: 1}}}
+	bb := &protocol.TelemetryBatch{RunID: gb.Run.ID, Token: gb.Token, DeviceID: "dev-b", Samples: []protocol.Sample{{Phase: "decode", Tokens: 1}}}
 	type insertResult struct {
 		st  *store.TelemetryStats
 		err error
 	}
 	inserted := make(chan insertResult, 1)
 	go func() {
-		ts, err := st.InsertTelemetry(ctx, []*protocol.TelemetryBatch{b})
+		ts, err := st.InsertTelemetry(ctx, []*protocol.TelemetryBatch{b, bb})
 		inserted <- insertResult{ts, err}
 	}()
 	<-held
@@ -67,6 +73,9 @@ func TestTelemetryLockFencesRequeueNotRenewals(t *testing.T) {
 	if err != nil || len(renewed) != 1 || len(cancels) != 0 {
 		t.Fatalf("lease renewal behind telemetry: %v renewed=%v cancels=%v", err, renewed, cancels)
 	}
+	if r, err := st.CompleteRun(rctx, &protocol.Result{RunID: gb.Run.ID, Token: gb.Token, DeviceID: "dev-b", Outcome: "succeeded"}); err != nil || r.State != store.RunSucceeded {
+		t.Fatalf("result waited for or failed behind telemetry: %v", err)
+	}
 
 	// A requeue waits for the telemetry commit.
 	requeued := make(chan error, 1)
@@ -88,7 +97,7 @@ func TestTelemetryLockFencesRequeueNotRenewals(t *testing.T) {
 		return err
 	})
 	close(release)
-	if r := <-inserted; r.err != nil || r.st.Inserted != 1 || len(r.st.Stale) != 0 {
+	if r := <-inserted; r.err != nil || r.st.Inserted != 2 || len(r.st.Stale) != 0 {
 		t.Fatalf("telemetry: %+v %v", r.st, r.err)
 	}
 	if err := <-requeued; err != nil {
@@ -100,6 +109,9 @@ func TestTelemetryLockFencesRequeueNotRenewals(t *testing.T) {
 	}
 	if n, err := st.CountSamples(ctx, g.Run.ID); err != nil || n != 0 {
 		t.Fatalf("samples of the requeued attempt kept: %d %v", n, err)
+	}
+	if n, err := st.CountSamples(ctx, gb.Run.ID); err != nil || n != 1 {
+		t.Fatalf("samples of the succeeded run: %d %v", n, err)
 	}
 	// And the stale attempt's next batch is fenced out.
 	b2 := *b
