@@ -389,18 +389,17 @@ func (s *Store) issuedLocked(e *entry, demand bool) {
 	if s.clock != nil {
 		runs := len(planRead(s.layout.Experts[e.key.Layer][e.key.Expert], s.align).runs)
 		s.clock.issue(e, s.bufSize[e.key.Layer], runs, demand)
-		// The cache policy learns of it in issue order, not in the
-		// host's completion order, so eviction is deterministic.
-		s.budget.policy.Insert(e.key)
 	}
+	// The cache policy learns of it in issue order, not in the host's
+	// completion order, so eviction is deterministic: in device time,
+	// and on direct storage too, which then caches what its twin caches.
+	s.budget.policy.Insert(e.key)
 }
 
 // forgetIssuedLocked takes a cancelled read's key out of the cache policy,
-// which under device time learnt of it at issue.
+// which learnt of it at issue.
 func (s *Store) forgetIssuedLocked(k Key) {
-	if s.clock != nil {
-		s.budget.policy.Remove(k)
-	}
+	s.budget.policy.Remove(k)
 }
 
 // useClocked runs Use under the device clock.

@@ -18,39 +18,46 @@ import (
 // Experts are read from the file as it is (an unpacked GGUF keeps each
 // expert's gate, up and down in three stacked tensors) in pages of the
 // profile's PageSize (4 KiB on Android, 16 KiB on iOS). Computing an expert
-// touches its gate, up and down data in order; every page not cached is a
-// fault: one synchronous read, on the computing goroutine, of that page and
-// the uncached pages after it up to the profile's ReadAhead (at least one
-// page), which may run past the expert into its neighbours as the kernel's
-// read-around does. Faults are one at a time in computation order, experts
-// in the router's order. Cached pages are evicted least recently used so
-// pages plus the one-expert assembly buffer and the read window stay within
-// the budget. It is deterministic: what is read depends only on the
-// demands, the budget and the profile.
+// touches its gate, up and down data in order, page by page, and each
+// touch does what an access to a mapping does in Linux: a page not cached
+// is a fault, one synchronous read of the window of the profile's
+// ReadAhead around it (half before it, its missing pages only, so it runs
+// into neighbouring experts), and touching a page marked by an earlier
+// window reads the next window ahead (naive_readahead.go). Reads are one
+// at a time in computation order, experts in the router's order. Cached
+// pages are evicted least recently used so pages plus the one-expert
+// assembly buffer and the read window stay within the budget. It is
+// deterministic: what is read depends only on the demands, the budget and
+// the profile.
 //
 // How it differs from a real mmap: pages are copied into a contiguous
 // buffer before compute instead of being mapped (the copy's host time is
-// not counted as device time); the cache is strict LRU over this store's
-// budget, not the kernel's two-list LRU over all of RAM shared with other
-// files; read-ahead is a fixed forward window from the faulting page, not
-// the kernel's adaptive window (Linux reads around a fault, half behind)
-// with asynchronous readahead marks; and there is no fault-around mapping
-// of cached neighbours or page-table cost.
+// counted as compute, not as a read); the cache is strict LRU over this
+// store's budget, not the kernel's active and inactive lists over the
+// memory cgroup, which also hold the process's other file pages; the
+// window read ahead of a marked page is read synchronously; experts are
+// computed in the router's order, where llama.cpp computes each layer's
+// gates, then ups, then downs, each in expert order; and there is no
+// fault-around mapping of cached neighbours or page-table cost.
 type naiveState struct {
 	page, ahead int64 // bytes
 	limit       int64 // bytes of pages the cache may hold
 	used        int64
 	pages       map[int64]*naivePage
 	head        naivePage // LRU list sentinel: head.next is the most recent
-	free        [][]byte
+	free        []*naivePage // evicted pages, reused: steady state allocates nothing
 	scratch     []byte // one expert, assembled
 	win         []byte // the read window
+	pageBuf     []byte // the page being touched, when a read may evict it
 	fileSize    int64
+	raPages     int64   // read-ahead window, in pages
+	ra          naiveRA // the file's read-ahead state (naive_readahead.go)
 }
 
 type naivePage struct {
 	idx        int64
 	data       []byte
+	mark       bool // PG_readahead: touching it reads the next window
 	prev, next *naivePage
 }
 
@@ -85,7 +92,8 @@ func newNaive(p *Profile, path string, budget, maxExpert, fileSize int64) (*naiv
 	if limit < 0 {
 		return nil, fmt.Errorf("%w: the naive mode needs %d bytes for one expert's pages and a %d-byte read window, budget %d", ErrBudgetTooSmall, scratch, win, budget)
 	}
-	n := &naiveState{page: page, ahead: ahead, limit: limit, pages: map[int64]*naivePage{}, scratch: alignedBuf(scratch), win: alignedBuf(win), fileSize: fileSize}
+	n := &naiveState{page: page, ahead: ahead, limit: limit, pages: map[int64]*naivePage{}, scratch: alignedBuf(scratch), win: alignedBuf(win),
+		pageBuf: make([]byte, page), fileSize: fileSize, raPages: win / page}
 	n.head.next, n.head.prev = &n.head, &n.head
 	return n, nil
 }
@@ -99,7 +107,10 @@ func (n *naiveState) pushFront(p *naivePage) {
 }
 
 // insert caches page idx with data (copied), evicting LRU pages; it does
-// nothing when the cache cannot hold one page.
+// nothing when the cache cannot hold one page. Evicted pages are reused,
+// so a decode allocates nothing once the cache is full: garbage would let
+// the Go heap grow past the budget before the collector runs (a process
+// capped at the budget, as a phone's memory is, was killed for it).
 func (n *naiveState) insert(idx int64, data []byte) {
 	if n.limit < n.page {
 		return
@@ -108,18 +119,19 @@ func (n *naiveState) insert(idx int64, data []byte) {
 		v := n.head.prev
 		n.unlink(v)
 		delete(n.pages, v.idx)
-		n.free = append(n.free, v.data)
+		n.free = append(n.free, v)
 		n.used -= n.page
 	}
-	var buf []byte
+	var p *naivePage
 	if k := len(n.free); k > 0 {
-		buf, n.free = n.free[k-1], n.free[:k-1]
+		p, n.free = n.free[k-1], n.free[:k-1]
+		*p = naivePage{data: p.data}
 	} else {
-		buf = make([]byte, n.page)
+		p = &naivePage{data: make([]byte, n.page)}
 	}
-	copy(buf, data)
-	clear(buf[len(data):])
-	p := &naivePage{idx: idx, data: buf}
+	p.idx = idx
+	copy(p.data, data)
+	clear(p.data[len(data):])
 	n.pages[idx] = p
 	n.pushFront(p)
 	n.used += n.page
@@ -173,68 +185,48 @@ func (s *Store) useNaive(ctx context.Context, layer int, experts []int, fn func(
 }
 
 // naiveExpert assembles expert x of layer from pages, faulting in the
-// missing ones, and returns its weights and the number of faults.
+// missing ones as a mapping's accesses would (naive_readahead.go), and
+// returns its weights and the number of faults (synchronous reads of a
+// page that was not cached).
 func (s *Store) naiveExpert(ctx context.Context, layer, x int) (moe.Weights, int, error) {
 	n := s.naive
 	parts := s.layout.Experts[layer][x]
 	var w [3][]byte
 	var off int64
 	faults := 0
-	var copyTime time.Duration // host-only: a mapped page needs no copy
 	for pi, ext := range parts {
 		dst := n.scratch[off : off+ext.Len]
 		for pos := ext.Off; pos < ext.Off+ext.Len; {
 			idx := pos / n.page
 			pageOff := pos - idx*n.page
 			take := min(n.page-pageOff, ext.Off+ext.Len-pos)
-			s.mu.Lock()
-			p := n.pages[idx]
-			if p != nil {
-				n.unlink(p)
-				n.pushFront(p)
+			data, fault, err := s.touch(ctx, layer, x, idx)
+			if err != nil {
+				return moe.Weights{}, 0, err
 			}
-			s.mu.Unlock()
-			if p == nil {
-				data, err := s.fault(ctx, layer, x, idx)
-				if err != nil {
-					return moe.Weights{}, 0, err
-				}
+			if fault {
 				faults++
-				if int64(len(data)) < pageOff+take {
-					return moe.Weights{}, 0, fmt.Errorf("expert: reading %v from %s (page at %d): %w (file truncated or changed under the runtime?)", Key{int32(layer), int32(x)}, s.path, idx*n.page, io.ErrUnexpectedEOF)
-				}
-				t0 := time.Now()
-				copy(dst[pos-ext.Off:], data[pageOff:pageOff+take])
-				copyTime += time.Since(t0)
-			} else {
-				t0 := time.Now()
-				copy(dst[pos-ext.Off:], p.data[pageOff:pageOff+take])
-				copyTime += time.Since(t0)
 			}
+			if int64(len(data)) < pageOff+take {
+				return moe.Weights{}, 0, fmt.Errorf("expert: reading %v from %s (page at %d): %w (file truncated or changed under the runtime?)", Key{int32(layer), int32(x)}, s.path, idx*n.page, io.ErrUnexpectedEOF)
+			}
+			// The copy is host time only: a mapped page needs none.
+			copy(dst[pos-ext.Off:], data[pageOff:pageOff+take])
 			pos += take
 		}
 		w[pi] = dst[:ext.Len:ext.Len]
 		off = roundUp(off+ext.Len, n.page)
 	}
-	_ = copyTime
 	return moe.Weights{Gate: w[0], Up: w[1], Down: w[2]}, faults, nil
 }
 
-// fault reads page idx and the uncached pages after it, up to the
-// read-ahead, synchronously (through the emulated device under a profile),
-// caches them and returns the data of page idx (valid until the next
-// fault).
-func (s *Store) fault(ctx context.Context, layer, x int, idx int64) ([]byte, error) {
+// readRun reads count pages from page idx in one synchronous read
+// (through the emulated device under a profile), accounts it and caches
+// the pages; it returns the bytes read, valid until the next read.
+func (s *Store) readRun(ctx context.Context, layer, x int, idx, count int64) ([]byte, error) {
 	n := s.naive
-	maxPages := int64(len(n.win)) / n.page
-	s.mu.Lock()
-	cnt := int64(1)
-	for cnt < maxPages && (idx+cnt)*n.page < n.fileSize && n.pages[idx+cnt] == nil {
-		cnt++
-	}
-	s.mu.Unlock()
 	start := time.Now()
-	buf := n.win[:cnt*n.page]
+	buf := n.win[:count*n.page]
 	got, err := s.f.ReadAt(buf, idx*n.page)
 	if err != nil && !errors.Is(err, io.EOF) {
 		return nil, fmt.Errorf("expert: reading %s at %d: %w", s.path, idx*n.page, err)
@@ -253,7 +245,7 @@ func (s *Store) fault(ctx context.Context, layer, x int, idx int64) ([]byte, err
 		s.clock.syncRead(int64(got))
 	}
 	for i := int64(0); i*n.page < int64(got); i++ {
-		s.naive.insert(idx+i, buf[i*n.page:min((i+1)*n.page, int64(got))])
+		n.insert(idx+i, buf[i*n.page:min((i+1)*n.page, int64(got))])
 	}
 	s.budget.peak = max(s.budget.peak, n.used+int64(len(n.scratch))+int64(len(n.win)))
 	s.stats.Reads++
@@ -266,7 +258,7 @@ func (s *Store) fault(ctx context.Context, layer, x int, idx int64) ([]byte, err
 	if s.opts.Sink != nil {
 		s.opts.Sink.Read(&trace.ReadEvent{Layer: layer, Expert: x, Bytes: int64(got), Latency: d})
 	}
-	return buf[:min(n.page, int64(got))], nil
+	return buf[:got], nil
 }
 
 // naiveStrategy is the strategy entry of the naive mode; Use does not go

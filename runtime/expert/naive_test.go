@@ -95,7 +95,10 @@ func TestNaiveMatchesResident(t *testing.T) {
 					if st.PeakBytes > budget || st.CacheBytes > budget {
 						t.Fatalf("peak %d / cache %d bytes over the budget %d", st.PeakBytes, st.CacheBytes, budget)
 					}
-					if st.Misses == 0 || st.Reads == 0 || st.Hits == 0 {
+					// On direct storage the window is the disk's
+					// read-ahead (8 MiB on some VMs), which at this
+					// budget thrashes as a mapping would: no hits.
+					if st.Misses == 0 || st.Reads == 0 || (!direct && st.Hits == 0) {
 						t.Fatalf("implausible stats %+v", st)
 					}
 					if opts.DeviceTime && (st.DeviceCompute <= 0 || st.Dilation() <= 0 || st.DeviceStall <= 0) {

@@ -13,7 +13,8 @@ import (
 // TestMeasuredTableChargesReads: a profile's measured service-time table
 // sets what the store charges each read on the device clock. The naive
 // mode's faults (one 4 KiB page each, no read-ahead) and the on-demand
-// mode's expert reads (three preads of 34 KiB, unpacked file) are
+// mode's expert reads (three preads of a 34 KiB part padded to 4 KiB
+// blocks, unpacked file) are
 // synchronous, so the decode's device stall is their count times the
 // table's QD-1 time for their size: doubling the table doubles the stall,
 // and against the simple form (20 µs + bytes at 2 GB/s) it grows by the
@@ -27,19 +28,24 @@ func TestMeasuredTableChargesReads(t *testing.T) {
 			"    - {size: 4KiB, times: [" + ms(scale, 1) + ", " + ms(scale, 1.2) + "]}\n" +
 			"    - {size: 64KiB, times: [" + ms(scale, 1.5) + ", " + ms(scale, 2) + "]}\n"
 	}
-	// QD-1 price of a 34 KiB pread in table(1): 1 ms + 0.5 ms × (34816-4096)/61440.
-	qd1Part := 1e-3 + 0.5e-3*float64(part-4096)/float64(61440)
+	// Emulated reads are padded to whole 4 KiB blocks as direct ones are,
+	// so a part's pread is a little over 34 KiB; both prices are affine in
+	// the size between 4 and 64 KiB, so three preads cost three of their
+	// mean size (n, from the bytes read). QD-1 price of an n-byte pread in
+	// table(1): 1 ms + 0.5 ms × (n-4096)/61440.
+	qd1Part := func(n float64) float64 { return 1e-3 + 0.5e-3*(n-4096)/61440 }
 	for _, tc := range []struct {
 		mode   expert.Mode
-		simple float64 // seconds per synchronous read, simple form
-		table  float64 // ... with table(1)
+		simple func(n float64) float64 // seconds per synchronous read of preads of mean size n, simple form
+		table  func(n float64) float64 // ... with table(1)
 	}{
-		{expert.Naive, 20e-6 + 4096/2e9, 1e-3},
-		{expert.OnDemand, 3 * (20e-6 + part/2e9), 3 * qd1Part},
+		{expert.Naive, func(float64) float64 { return 20e-6 + 4096/2e9 }, func(float64) float64 { return 1e-3 }},
+		{expert.OnDemand, func(n float64) float64 { return 3 * (20e-6 + n/2e9) }, func(n float64) float64 { return 3 * qd1Part(n) }},
 	} {
 		t.Run(tc.mode.String(), func(t *testing.T) {
 			var stall [3]float64
 			var bytes [3]int64
+			var reads int64
 			for i, extra := range []string{"", table(1), table(2)} {
 				var s *expert.Store
 				prof := testProfile(t, extra+testCompute)
@@ -48,7 +54,7 @@ func TestMeasuredTableChargesReads(t *testing.T) {
 					t.Fatalf("tokens %v, want %v", got, want)
 				}
 				st := s.Stats()
-				stall[i], bytes[i] = st.DeviceStall.Seconds(), st.BytesRead
+				stall[i], bytes[i], reads = st.DeviceStall.Seconds(), st.BytesRead, st.Reads
 			}
 			if bytes[0] != bytes[1] || bytes[1] != bytes[2] || stall[0] <= 0 {
 				t.Fatalf("bytes read %v, stall %v: the price of a read changed what was read", bytes, stall)
@@ -56,7 +62,16 @@ func TestMeasuredTableChargesReads(t *testing.T) {
 			if r := stall[2] / stall[1]; math.Abs(r-2) > 1e-4 {
 				t.Errorf("doubling the table's times made the stall %.6f× (%v), want 2×", r, stall)
 			}
-			if r, w := stall[1]/stall[0], tc.table/tc.simple; math.Abs(r/w-1) > 1e-3 {
+			n := float64(bytes[0]) / float64(reads)
+			if tc.mode == expert.OnDemand {
+				n /= 3
+				if n < part || n > part+2*4096 {
+					t.Fatalf("mean pread %.0f bytes, want the %d-byte part padded to 4 KiB blocks", n, part)
+				}
+			}
+			// The clock prices an expert read at its layer's largest
+			// padded size, a block or so over this mean: 2%.
+			if r, w := stall[1]/stall[0], tc.table(n)/tc.simple(n); math.Abs(r/w-1) > 0.02 {
 				t.Errorf("table over simple form: stall %.3f×, want %.3f× (%v)", r, w, stall)
 			}
 		})

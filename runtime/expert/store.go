@@ -249,7 +249,11 @@ func New(path string, layout Layout, shapes []moe.LayerShape, opts Options) (*St
 			s.model.Layers[l] = TraceLayer{Experts: sh.Experts, ExpertBytes: sh.Bytes()}
 		}
 	}
-	if direct {
+	// An emulated device reads whole blocks as direct storage does, so a
+	// profile (a twin of this host's disk, or a phone's flash) reads and
+	// caches the bytes a direct store would: the same padded reads, the
+	// same entries within the budget.
+	if direct || opts.Profile != nil {
 		s.align = directAlign
 	}
 	if opts.Record {

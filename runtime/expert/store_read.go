@@ -38,9 +38,7 @@ func (s *Store) finishLocked(e *entry, r readResult) {
 		e.err = r.err
 		if s.entries[e.key] == e {
 			delete(s.entries, e.key)
-			if s.clock != nil {
-				s.budget.policy.Remove(e.key)
-			}
+			s.budget.policy.Remove(e.key)
 		}
 		s.strat.abandon() // the schedule no longer matches the store
 		if e.pins == 0 {
@@ -49,10 +47,7 @@ func (s *Store) finishLocked(e *entry, r readResult) {
 		return
 	}
 	e.state = stReady
-	e.w = r.w
-	if s.clock == nil { // under device time the policy saw it at issue
-		s.budget.policy.Insert(e.key)
-	}
+	e.w = r.w // the policy saw it at issue (issuedLocked)
 }
 
 // reported implements reader: it sends the read event to the sink.

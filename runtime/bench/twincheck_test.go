@@ -1,0 +1,138 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/lesfarm/lesfarm/profile"
+	"github.com/lesfarm/lesfarm/runtime/expert"
+	"github.com/lesfarm/lesfarm/runtime/model"
+	"github.com/lesfarm/lesfarm/runtime/pack"
+	"github.com/lesfarm/lesfarm/runtime/tensor"
+)
+
+// twinRead is the flat QD-1 time of every read in the test twin's
+// measured table, so a synchronous mode's device stall is its reads
+// times it.
+const twinReadUS = 250
+
+// twinProfile is a measured-style profile (service_times table, compute)
+// whose read-ahead is the one direct storage uses for dir, as profile
+// measure records it.
+func twinProfile(t *testing.T, dir string) *expert.Profile {
+	t.Helper()
+	ra := int64(expert.DirectReadAhead)
+	if r, ok := expert.DeviceReadAhead(dir); ok {
+		ra = r
+	}
+	ra = max(ra, 4096) / 4096 * 4096
+	y := fmt.Sprintf(`name: test-twin
+bandwidth: 1GB/s
+latency: 100us
+max_in_flight: 4
+page_size: 4KiB
+read_ahead: %d
+service_times:
+  queue_depths: [1, 4]
+  reads:
+    - {size: 4096, times: [%[2]dus, %[2]dus]}
+    - {size: 1048576, times: [%[2]dus, %[2]dus]}
+    - {size: 67108864, times: [%[2]dus, %[2]dus]}
+compute:
+  weight_bandwidth: 2GB/s
+  throughput: 100GFLOP/s
+`, ra, twinReadUS)
+	p, err := profile.Parse([]byte(y))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestTwinCheckStructure is the twin check's bounded CI form on a small
+// model: the twin reads exactly the bytes direct storage reads in every
+// mode without speculation, its synchronous modes' stall is the measured
+// table applied to those reads, every output is the resident one, and the
+// errors are the stated ratios of the parts.
+func TestTwinCheckStructure(t *testing.T) {
+	c := model.SynthConfig{Layers: 3, Experts: 16, ExpertsUsed: 4, Hidden: 256, ExpertFFN: 256, Heads: 4, KVHeads: 2, Vocab: 512, Context: 128, Type: tensor.Q4_K, Seed: 5}
+	p := writeSynth(t, c)
+	packed := filepath.Join(filepath.Dir(p), "m.packed.gguf")
+	if err := pack.Pack(context.Background(), p, packed, pack.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	twin := twinProfile(t, filepath.Dir(p))
+	rep, err := RunTwinCheck(context.Background(), LadderConfig{
+		Model: p, ExpertsPath: packed, Direct: true, BudgetFraction: 0.3, Threads: 1, Repetitions: 2, Warmup: 1, PromptTokens: 4, GenTokens: 10,
+		Modes: []expert.Mode{expert.Naive, expert.OnDemand, expert.OnDemandParallel},
+	}, twin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.TimeBase != "device" || len(rep.Rows) != 4 || rep.Rows[3].Mode != "oracle" {
+		t.Fatalf("report %+v", rep)
+	}
+	for _, row := range rep.Rows {
+		d, tw := row.Direct, row.Twin
+		t.Logf("%s: direct %.1f tok/s, %.0f B/token, %.2f reads, stall %.3f ms; twin %.1f tok/s, %.0f B/token, %.2f reads, stall %.3f ms, compute %.3f ms (host %.3f)",
+			row.Mode, d.DecodeTokensPerSecond, d.BytesReadPerToken, d.ReadsPerToken, d.StallMSPerToken, tw.DecodeTokensPerSecond, tw.BytesReadPerToken, tw.ReadsPerToken, tw.StallMSPerToken, tw.ComputeMSPerToken, tw.HostComputeMSPerToken)
+		if !d.IdenticalOutput || !tw.IdenticalOutput {
+			t.Errorf("%s: output differs from the resident run", row.Mode)
+		}
+		if d.BytesReadPerToken <= 0 || tw.BytesReadPerToken != d.BytesReadPerToken || tw.ReadsPerToken != d.ReadsPerToken || row.BytesError != 0 {
+			t.Errorf("%s: twin reads %.0f B in %.2f reads per token, direct %.0f B in %.2f", row.Mode, tw.BytesReadPerToken, tw.ReadsPerToken, d.BytesReadPerToken, d.ReadsPerToken)
+		}
+		if tw.ComputeMSPerToken <= 0 || tw.HostComputeMSPerToken <= 0 || d.ComputeMSPerToken <= 0 || d.StallMSPerToken <= 0 {
+			t.Errorf("%s: parts not measured: %+v / %+v", row.Mode, d, tw)
+		}
+		if math.Abs(d.StallMSPerToken+d.ComputeMSPerToken-d.MSPerToken) > 1e-6*d.MSPerToken || math.Abs(tw.StallMSPerToken+tw.ComputeMSPerToken-tw.MSPerToken) > 1e-6*tw.MSPerToken {
+			t.Errorf("%s: stall + compute is not the token's time: %+v / %+v", row.Mode, d, tw)
+		}
+		if want := 1e3/(d.ComputeMSPerToken+tw.StallMSPerToken)/d.DecodeTokensPerSecond - 1; math.Abs(row.FlashOnlyError-want) > 1e-9 {
+			t.Errorf("%s: flash-only error %v, want %v", row.Mode, row.FlashOnlyError, want)
+		}
+		// One read at a time (a page run, or a packed blob), each at the
+		// table's flat QD-1 time.
+		if row.Mode == "naive" || row.Mode == "on-demand" {
+			want := tw.ReadsPerToken * twinReadUS / 1e3
+			if math.Abs(tw.StallMSPerToken/want-1) > 0.01 {
+				t.Errorf("%s: twin stall %.4f ms per token, want %.2f reads × %d µs = %.4f ms", row.Mode, tw.StallMSPerToken, tw.ReadsPerToken, twinReadUS, want)
+			}
+		}
+	}
+	var md strings.Builder
+	if err := rep.Write(&md, "md"); err != nil || !strings.Contains(md.String(), "| naive |") || !strings.Contains(md.String(), "rows within ±15%") {
+		t.Fatalf("md: %v\n%s", err, md.String())
+	}
+}
+
+// TestTwinCheckBadInput: one-line errors for a twin check that cannot run.
+func TestTwinCheckBadInput(t *testing.T) {
+	p := writeSynth(t, model.SynthConfig{Layers: 1, Experts: 4, ExpertsUsed: 2, Hidden: 64, ExpertFFN: 64, Heads: 2, Vocab: 300, Context: 64, Type: tensor.F32})
+	twin := twinProfile(t, filepath.Dir(p))
+	for _, tc := range []struct {
+		cfg  LadderConfig
+		twin *expert.Profile
+		want string
+	}{
+		{LadderConfig{Model: p, Direct: true, BudgetFraction: 0.5}, nil, "needs the twin's profile"},
+		{LadderConfig{Model: p, Profile: twin, BudgetFraction: 0.5}, twin, "--storage direct"},
+		{LadderConfig{Model: p, Direct: true, BudgetFraction: 0.5, Mixed: p}, twin, "expert modes only"},
+		{LadderConfig{Model: p, Direct: true, BudgetFraction: 0.5, Warmup: 0, Repetitions: 1, Modes: []expert.Mode{expert.OnDemand}}, twin, ""},
+	} {
+		_, err := RunTwinCheck(context.Background(), tc.cfg, tc.twin)
+		if tc.want == "" {
+			if err == nil || !strings.Contains(err.Error(), "warm-up") || strings.Contains(err.Error(), "\n") {
+				t.Errorf("no warm-up: err = %v, want one line asking for a warm-up", err)
+			}
+			continue
+		}
+		if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "\n") {
+			t.Errorf("err = %v, want one line mentioning %q", err, tc.want)
+		}
+	}
+}
