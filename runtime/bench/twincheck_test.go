@@ -55,7 +55,7 @@ compute:
 
 // TestTwinCheckStructure is the twin check's bounded CI form on a small
 // model: the twin reads exactly the bytes direct storage reads in every
-// mode without speculation, its synchronous modes' stall is the measured
+// mode that reads on demand (naive, on-demand, on-demand-parallel), its synchronous modes' stall is the measured
 // table applied to those reads, every output is the resident one, and the
 // errors are the stated ratios of the parts.
 func TestTwinCheckStructure(t *testing.T) {
@@ -83,7 +83,11 @@ func TestTwinCheckStructure(t *testing.T) {
 		if !d.IdenticalOutput || !tw.IdenticalOutput {
 			t.Errorf("%s: output differs from the resident run", row.Mode)
 		}
-		if d.BytesReadPerToken <= 0 || tw.BytesReadPerToken != d.BytesReadPerToken || tw.ReadsPerToken != d.ReadsPerToken || row.BytesError != 0 {
+		// The oracle prefetches, and whether a prefetch is still wanted
+		// when its read would start depends on timing: only the modes
+		// that read on demand must match to the byte.
+		exact := row.Mode != "oracle"
+		if d.BytesReadPerToken <= 0 || tw.BytesReadPerToken <= 0 || exact && (tw.BytesReadPerToken != d.BytesReadPerToken || tw.ReadsPerToken != d.ReadsPerToken || row.BytesError != 0) {
 			t.Errorf("%s: twin reads %.0f B in %.2f reads per token, direct %.0f B in %.2f", row.Mode, tw.BytesReadPerToken, tw.ReadsPerToken, d.BytesReadPerToken, d.ReadsPerToken)
 		}
 		if tw.ComputeMSPerToken <= 0 || tw.HostComputeMSPerToken <= 0 || d.ComputeMSPerToken <= 0 || d.StallMSPerToken <= 0 {

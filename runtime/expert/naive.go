@@ -44,11 +44,11 @@ type naiveState struct {
 	limit       int64 // bytes of pages the cache may hold
 	used        int64
 	pages       map[int64]*naivePage
-	head        naivePage // LRU list sentinel: head.next is the most recent
+	head        naivePage    // LRU list sentinel: head.next is the most recent
 	free        []*naivePage // evicted pages, reused: steady state allocates nothing
-	scratch     []byte // one expert, assembled
-	win         []byte // the read window
-	pageBuf     []byte // the page being touched, when a read may evict it
+	scratch     []byte       // one expert, assembled
+	win         []byte       // the read window
+	pageBuf     []byte       // the page being touched, when a read may evict it
 	fileSize    int64
 	raPages     int64   // read-ahead window, in pages
 	ra          naiveRA // the file's read-ahead state (naive_readahead.go)
