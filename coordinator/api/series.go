@@ -53,6 +53,7 @@ type seriesInput struct {
 	Lineage     string `query:"lineage" maxLength:"200" doc:"Build lineage (e.g. a branch); empty means every lineage."`
 	DeviceModel string `query:"device_model" maxLength:"200"`
 	Last        int    `query:"last" minimum:"1" maximum:"1000" default:"100" doc:"How many most recent points per series."`
+	Points      int    `query:"points" minimum:"0" maximum:"5000" default:"0" doc:"Downsample to at most this many points per series (0: every point). The builds of all returned series are cut into the same buckets of consecutive builds; a bucket's point sits at its last build and carries the mean, RMS stddev, summed n and min/max of its builds (see bucket)."`
 }
 
 type seriesOutput struct {
@@ -67,7 +68,7 @@ func (h *seriesHandler) RegisterSeries(api huma.API) {
 	huma.Register(api, huma.Operation{
 		OperationID: "query-series", Method: http.MethodGet, Path: "/v1/series",
 		Summary: "Query a metric by device model over builds", Tags: []string{"results"},
-		Description: "Returns every matching series (one per device model, OS major, emulation, config and lineage) with its most recent points; each point is one build's mean with its stddev and repetition count.",
+		Description: "Returns every matching series (one per device model, OS major, emulation, config and lineage) with its most recent points; each point is one build's mean with its stddev and repetition count, or with points=N a bucket of consecutive builds.",
 	}, func(ctx context.Context, in *seriesInput) (*seriesOutput, error) {
 		items, err := h.st.QuerySeries(ctx, &store.SeriesQuery{
 			Suite: in.Suite, Metric: in.Metric, Config: in.Config, Lineage: in.Lineage, DeviceModel: in.DeviceModel, Last: in.Last,
@@ -76,7 +77,7 @@ func (h *seriesHandler) RegisterSeries(api huma.API) {
 			return nil, storeErr(ctx, h.log, "series", err)
 		}
 		out := &seriesOutput{}
-		out.Body.Series = nonNil(items)
+		out.Body.Series = nonNil(store.DownsampleSeries(items, in.Points))
 		return out, nil
 	})
 }

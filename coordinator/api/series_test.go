@@ -62,6 +62,45 @@ func TestSeries(t *testing.T) {
 	if len(out.Series) != 1 || len(out.Series[0].Points) != 12 {
 		t.Fatalf("one model: %d series", len(out.Series))
 	}
+	// Downsampled on the server: 12 builds in 4 shared buckets of 3, each
+	// point at its bucket's last build with the bucket's range.
+	resp = e.api.Get("/v1/series?suite=les-ladder&metric=decode_tps&points=4")
+	var ds struct {
+		Series []struct {
+			DeviceModel string `json:"device_model"`
+			Points      []struct {
+				Seq    int64   `json:"seq"`
+				Value  float64 `json:"value"`
+				Build  string  `json:"build"`
+				Bucket struct {
+					SeqFirst int64   `json:"seq_first"`
+					Builds   int     `json:"builds"`
+					Min      float64 `json:"min"`
+					Max      float64 `json:"max"`
+				} `json:"bucket"`
+			} `json:"points"`
+		} `json:"series"`
+	}
+	if err := json.Unmarshal(resp.Body.Bytes(), &ds); err != nil || resp.Code != http.StatusOK || len(ds.Series) != 2 {
+		t.Fatalf("points=4: %d %v %s", resp.Code, err, resp.Body)
+	}
+	for _, sr := range ds.Series {
+		if len(sr.Points) != 4 {
+			t.Fatalf("%s: %d points with points=4", sr.DeviceModel, len(sr.Points))
+		}
+		if p := sr.Points[3]; p.Build != "b12" || p.Bucket.SeqFirst != sr.Points[2].Seq+1 || p.Bucket.Builds != 3 {
+			t.Errorf("%s: last bucket %+v", sr.DeviceModel, p)
+		}
+	}
+	if p := ds.Series[1].Points[3]; p.Value != 11 || p.Bucket.Min != 10 || p.Bucket.Max != 12 {
+		t.Errorf("Pixel 8's last bucket (builds 10–12) %+v, want mean 11, min 10, max 12", p)
+	}
+	for _, bad := range []string{"-1", "5001", "x"} {
+		if resp := e.api.Get("/v1/series?suite=les-ladder&metric=decode_tps&points=" + bad); resp.Code != http.StatusUnprocessableEntity ||
+			!decodeProblem(t, resp.Header().Get("Content-Type"), resp.Body.Bytes()).hasLocation("query.points") {
+			t.Errorf("points=%s: %d %s", bad, resp.Code, resp.Body)
+		}
+	}
 	if resp := e.api.Get("/v1/series?suite=les-ladder"); resp.Code != http.StatusUnprocessableEntity ||
 		!decodeProblem(t, resp.Header().Get("Content-Type"), resp.Body.Bytes()).hasLocation("query.metric") {
 		t.Fatalf("missing metric: %d %s", resp.Code, resp.Body)

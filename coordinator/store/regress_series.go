@@ -32,6 +32,9 @@ type RegressPoint struct {
 	Stddev   float64 `json:"stddev,omitempty"`
 	N        int     `json:"n,omitempty"`
 	Build    string  `json:"build,omitempty"`
+	// Bucket is set on a downsampled point (DownsampleSeries): the builds
+	// it summarises.
+	Bucket *PointBucket `json:"bucket,omitempty"`
 }
 
 // AddRegressPointParams is one observation to record.

@@ -17,7 +17,7 @@
 // check the canvas without reading pixels.
 
 import { h } from './dom.js';
-import { fmtAxis, fmtMeanSD, metricLabel, scaleFor, fmtPct } from './format.js';
+import { fmtAxis, fmtMeanSD, fmtValue, metricLabel, scaleFor, fmtPct } from './format.js';
 import { PALETTE } from './plot.js';
 
 export { PALETTE };
@@ -196,10 +196,13 @@ export function renderChart(opts) {
       const p = cols[k].pts.get(q);
       if (!p || !u.series[k + 1].show) return;
       rows.push(h('div', { class: 'tip-row' }, h('span', { class: 'swatch', 'data-color': sr.color }), h('span', { class: 'tip-label' }, sr.label),
-        h('span', { class: 'tip-val' }, fmtMeanSD(metric, p.value, p.stddev) + (p.n ? '  n=' + p.n : '') + (/^\d+$/.test(p.run || '') ? '  run #' + p.run : ''))));
+        h('span', { class: 'tip-val' }, fmtMeanSD(metric, p.value, p.stddev) + (p.n ? '  n=' + p.n : '') + (/^\d+$/.test(p.run || '') ? '  run #' + p.run : '') +
+          (p.bucket ? '  (' + p.bucket.builds + ' builds, ' + fmtValue(metric, p.bucket.min) + ' to ' + fmtValue(metric, p.bucket.max) + ')' : ''))));
     });
     const cs = bySeq.get(q) || [];
-    tip.replaceChildren(h('div', { class: 'tip-head' }, 'build ' + labelOf(q), h('span', { class: 'muted' }, '  seq ' + q)), ...rows,
+    const bk = series.map((_, k) => cols[k].pts.get(q)).find((p) => p && p.bucket);
+    tip.replaceChildren(h('div', { class: 'tip-head' }, bk ? 'builds up to ' + labelOf(q) : 'build ' + labelOf(q),
+      h('span', { class: 'muted' }, bk ? '  seq ' + bk.bucket.seq_first + '–' + q : '  seq ' + q)), ...rows,
       ...cs.map((c) => h('div', { class: 'tip-change tip-' + c.direction }, c.text)));
     for (const sw of tip.querySelectorAll('.swatch')) sw.style.background = sw.dataset.color;
     tip.hidden = false;

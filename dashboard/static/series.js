@@ -52,8 +52,11 @@ async function changesFor(p, series) {
 export async function seriesChart(p, ctx, { zero = false } = {}) {
   const box = h('div', { class: 'series-block' });
   let data, changes = [];
+  // Long histories are downsampled on the server to about one point per
+  // 6 px of chart, in buckets of builds shared by every series.
+  const points = p.last > 200 ? Math.max(100, Math.min(300, Math.floor((window.innerWidth || 1200) / 6))) : 0;
   try {
-    data = await api.querySeries(p);
+    data = await api.querySeries(points ? { ...p, points } : p);
   } catch (e) {
     box.append(errorBox(e, 'the series'));
     return box;
@@ -64,6 +67,12 @@ export async function seriesChart(p, ctx, { zero = false } = {}) {
     return box;
   }
   try { changes = await changesFor(p, raw); } catch { /* the chart without markers is still right */ }
+  // A change inside a bucket is marked at the bucket's point.
+  const buckets = [...new Map(raw.flatMap((x) => x.points).filter((pt) => pt.bucket).map((pt) => [pt.seq, pt.bucket.seq_first]))];
+  for (const c of changes) {
+    const b = buckets.find(([last, first]) => c.seq >= first && c.seq <= last);
+    if (b) c.seq = b[0];
+  }
   try {
     await loadUPlot();
   } catch (e) {
@@ -184,7 +193,7 @@ export async function render(root, q, ctx) {
   const inMetric = inSuite.filter((k) => k.metric === metric);
   const configs = uniq(inMetric.map((k) => k.config)).sort();
   const config = q.has('config') && (q.get('config') === '' || configs.includes(q.get('config'))) ? q.get('config') : configs[0] ?? '';
-  const last = [20, 50, 100, 200, 500].includes(Number(q.get('last'))) ? Number(q.get('last')) : 50;
+  const last = [20, 50, 100, 200, 500, 1000].includes(Number(q.get('last'))) ? Number(q.get('last')) : 50;
   const zero = q.get('zero') === '1';
 
   const opt = (v, t, cur) => h('option', { value: v, selected: v === cur }, t);
@@ -196,7 +205,7 @@ export async function render(root, q, ctx) {
       others.length ? h('optgroup', { label: 'per layer and other' }, others.map((m) => opt(m, metricLabel(m), metric))) : null)),
     h('label', {}, 'config', h('select', { name: 'config' }, configs.length > 1 ? opt('', 'all configs', config) : null,
       configs.map((c) => opt(c, c || '(default)', config)))),
-    h('label', {}, 'builds', h('select', { name: 'last' }, [20, 50, 100, 200, 500].map((n) => opt(String(n), 'last ' + n, String(last))))),
+    h('label', {}, 'builds', h('select', { name: 'last' }, [20, 50, 100, 200, 500, 1000].map((n) => opt(String(n), 'last ' + n, String(last))))),
     h('label', { class: 'check' }, h('input', { type: 'checkbox', name: 'zero', checked: zero }), 'y axis from 0'));
   const apply = (changed) => {
     const p = new URLSearchParams();

@@ -1,0 +1,97 @@
+package store
+
+import (
+	"math"
+	"slices"
+)
+
+// PointBucket says which builds a downsampled point summarises: the
+// builds of the chart's shared axis from SeqFirst to the point's Seq, of
+// which the series has Builds, with the lowest and highest of their
+// means.
+type PointBucket struct {
+	SeqFirst int64   `json:"seq_first" doc:"Sequence number of the first build in the bucket (the point's seq is the last)."`
+	Builds   int     `json:"builds" doc:"How many of the bucket's builds this series has a point for."`
+	Min      float64 `json:"min" doc:"Lowest build mean in the bucket."`
+	Max      float64 `json:"max" doc:"Highest build mean in the bucket."`
+}
+
+// DownsampleSeries bounds every series to at most maxPoints points, for
+// charts of long histories (maxPoints ≤ 0 returns in unchanged). The
+// builds of all the series are cut into the same buckets of consecutive
+// builds, equal in count to within one, so the downsampled series still
+// share an x axis; a bucket's point sits at its last build (seq, build)
+// and carries the mean of its build means (value), the root mean square
+// of their stddevs (the typical within-build spread, so the band keeps its
+// meaning), the sum of their repetitions (n), the latest run key, and
+// Bucket with the bucket's range, size and min/max. Series with no more
+// builds than maxPoints still get buckets of one build when others are
+// cut, so every point of a response means the same thing.
+func DownsampleSeries(in []SeriesWithPoints, maxPoints int) []SeriesWithPoints {
+	if maxPoints <= 0 {
+		return in
+	}
+	var seqs []int64
+	builds := map[int64]string{}
+	for _, s := range in {
+		for _, p := range s.Points {
+			seqs = append(seqs, p.Seq)
+			if _, ok := builds[p.Seq]; !ok && p.Build != "" {
+				builds[p.Seq] = p.Build
+			}
+		}
+	}
+	slices.Sort(seqs)
+	seqs = slices.Compact(seqs)
+	if len(seqs) <= maxPoints {
+		return in
+	}
+	// bucket i holds the union's builds [lo(i), lo(i+1)).
+	lo := func(i int) int { return i * len(seqs) / maxPoints }
+	first := make([]int64, maxPoints)
+	last := make([]int64, maxPoints)
+	bucketOf := make(map[int64]int, len(seqs))
+	for i := range maxPoints {
+		a, b := lo(i), lo(i+1)
+		first[i], last[i] = seqs[a], seqs[b-1]
+		for _, q := range seqs[a:b] {
+			bucketOf[q] = i
+		}
+	}
+	out := make([]SeriesWithPoints, len(in))
+	for k, s := range in {
+		out[k] = SeriesWithPoints{RegressSeries: s.RegressSeries, Points: []RegressPoint{}}
+		var cur *RegressPoint
+		var sum, sq float64
+		flush := func() {
+			if cur == nil {
+				return
+			}
+			nb := float64(cur.Bucket.Builds)
+			cur.Value = sum / nb
+			cur.Stddev = math.Sqrt(sq / nb)
+			out[k].Points = append(out[k].Points, *cur)
+			cur = nil
+		}
+		for _, p := range s.Points {
+			b := bucketOf[p.Seq]
+			if cur != nil && cur.Bucket.SeqFirst != first[b] {
+				flush()
+			}
+			if cur == nil {
+				cur = &RegressPoint{SeriesID: p.SeriesID, Seq: last[b], Build: builds[last[b]],
+					Bucket: &PointBucket{SeqFirst: first[b], Min: p.Value, Max: p.Value}}
+				sum, sq = 0, 0
+			}
+			cur.Bucket.Builds++
+			cur.Bucket.Min = min(cur.Bucket.Min, p.Value)
+			cur.Bucket.Max = max(cur.Bucket.Max, p.Value)
+			cur.N += p.N
+			cur.RunKey = p.RunKey
+			sum += p.Value
+			sq += p.Stddev * p.Stddev
+		}
+		flush()
+	}
+	return out
+}
