@@ -199,16 +199,11 @@ func toSched(cs []store.Candidate) []scheduler.Candidate {
 func (r *round) pick(d *scheduler.Device, cands []scheduler.Candidate, tried map[int64]bool) (scheduler.Candidate, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for _, cd := range scheduler.Order(d, cands, r.load) {
-		if tried[cd.RunID] {
-			continue
-		}
-		if !r.taken[cd.RunID] {
-			r.taken[cd.RunID] = true
-			return cd, true
-		}
+	cd, ok := scheduler.Best(d, cands, r.load, func(id int64) bool { return tried[id] || r.taken[id] })
+	if ok {
+		r.taken[cd.RunID] = true
 	}
-	return scheduler.Candidate{}, false
+	return cd, ok
 }
 
 // place claims the best run for one idle device, or returns nil.

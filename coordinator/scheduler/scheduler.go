@@ -80,26 +80,56 @@ type Load map[string]int
 func Order(d *Device, cands []Candidate, load Load) []Candidate {
 	out := make([]Candidate, 0, len(cands))
 	for _, c := range cands {
-		if c.TargetDeviceID != "" && c.TargetDeviceID != d.ID {
-			continue
-		}
-		if ok, _ := Match(&c.Selector, d); ok {
+		if fits(d, &c) {
 			out = append(out, c)
 		}
 	}
-	slices.SortStableFunc(out, func(a, b Candidate) int {
-		if a.Priority != b.Priority {
-			return cmp.Compare(b.Priority, a.Priority)
-		}
-		if la, lb := load[a.Suite], load[b.Suite]; la != lb {
-			return cmp.Compare(la, lb)
-		}
-		if c := a.QueuedAt.Compare(b.QueuedAt); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.RunID, b.RunID)
-	})
+	slices.SortStableFunc(out, func(a, b Candidate) int { return compare(&a, &b, load) })
 	return out
+}
+
+// Best returns the candidate Order would put first among those skip does
+// not exclude, without building or sorting the list: a placement pass asks
+// this once per idle device over the whole queue head, so sorting a
+// thousand candidates for each of a thousand devices was most of its CPU.
+// skip may be nil.
+func Best(d *Device, cands []Candidate, load Load, skip func(runID int64) bool) (Candidate, bool) {
+	best := -1
+	for i := range cands {
+		c := &cands[i]
+		if (best >= 0 && compare(c, &cands[best], load) >= 0) || (skip != nil && skip(c.RunID)) || !fits(d, c) {
+			continue
+		}
+		best = i
+	}
+	if best < 0 {
+		return Candidate{}, false
+	}
+	return cands[best], true
+}
+
+// fits reports whether d may run c: pinned to it or to no device, and
+// matching its selector.
+func fits(d *Device, c *Candidate) bool {
+	if c.TargetDeviceID != "" && c.TargetDeviceID != d.ID {
+		return false
+	}
+	ok, _ := Match(&c.Selector, d)
+	return ok
+}
+
+// compare is Order's ordering: negative when a goes before b.
+func compare(a, b *Candidate, load Load) int {
+	if a.Priority != b.Priority {
+		return cmp.Compare(b.Priority, a.Priority)
+	}
+	if la, lb := load[a.Suite], load[b.Suite]; la != lb {
+		return cmp.Compare(la, lb)
+	}
+	if c := a.QueuedAt.Compare(b.QueuedAt); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.RunID, b.RunID)
 }
 
 // HeartbeatInterval is the interval agents are told to heartbeat at for a

@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -87,6 +88,17 @@ func TestOrder(t *testing.T) {
 					t.Fatal("Order modified its input")
 				}
 			}
+			// Best agrees with Order's head, with and without skipping it.
+			best, ok := Best(dev, tt.cands, tt.load, nil)
+			if ok != (len(tt.want) > 0) || ok && best.RunID != tt.want[0] {
+				t.Fatalf("Best = %d %v, want the head of %v", best.RunID, ok, tt.want)
+			}
+			if len(tt.want) > 0 {
+				best, ok = Best(dev, tt.cands, tt.load, func(id int64) bool { return id == tt.want[0] })
+				if ok != (len(tt.want) > 1) || ok && best.RunID != tt.want[1] {
+					t.Fatalf("Best skipping %d = %d %v, want the second of %v", tt.want[0], best.RunID, ok, tt.want)
+				}
+			}
 		})
 	}
 }
@@ -94,5 +106,52 @@ func TestOrder(t *testing.T) {
 func TestHeartbeatInterval(t *testing.T) {
 	if got := HeartbeatInterval(15 * time.Second); got != 5*time.Second {
 		t.Fatal(got)
+	}
+}
+
+// BenchmarkPlacementPass is one placement pass's picking for 1,000 idle
+// devices over a 1,016-run queue head (the dispatcher's shape at 1,000
+// agents): Order sorted the head for every device, Best scans it.
+//
+// go test -run=NONE -bench=PlacementPass ./coordinator/scheduler/
+func BenchmarkPlacementPass(b *testing.B) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	sel := jobs.Selector{Labels: map[string]string{"loadtest": "s1"}}
+	cands := make([]Candidate, 1016)
+	for i := range cands {
+		cands[i] = Candidate{RunID: int64(i + 1), Suite: "loadtest", QueuedAt: t0.Add(time.Duration(i) * time.Millisecond), Selector: sel}
+	}
+	devs := make([]*Device, 1000)
+	for i := range devs {
+		devs[i] = &Device{ID: fmt.Sprintf("lt-%04d", i), Platform: "android", RAMBytes: 8 << 30, Labels: map[string]string{"loadtest": "s1"}}
+	}
+	load := Load{"loadtest": 3}
+	for _, bc := range []struct {
+		name string
+		pick func(d *Device, taken map[int64]bool) (Candidate, bool)
+	}{
+		{"order", func(d *Device, taken map[int64]bool) (Candidate, bool) {
+			for _, c := range Order(d, cands, load) {
+				if !taken[c.RunID] {
+					return c, true
+				}
+			}
+			return Candidate{}, false
+		}},
+		{"best", func(d *Device, taken map[int64]bool) (Candidate, bool) {
+			return Best(d, cands, load, func(id int64) bool { return taken[id] })
+		}},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				taken := map[int64]bool{}
+				for _, d := range devs {
+					if c, ok := bc.pick(d, taken); ok {
+						taken[c.RunID] = true
+					}
+				}
+			}
+		})
 	}
 }

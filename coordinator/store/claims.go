@@ -49,7 +49,7 @@ func (s *Store) ClaimRuns(ctx context.Context, p *ClaimRunsParams) ([]Grant, err
 		devs[i], runs[i] = pr.DeviceID, pr.RunID
 	}
 	rows, err := s.pool.Query(ctx, `WITH p AS (
-			SELECT * FROM unnest($1::text[], $2::bigint[]) AS p(device_id, run_id)),
+			SELECT p.* FROM unnest($1::text[], $2::bigint[]) AS p(device_id, run_id), `+deferNotify+`),
 		d AS MATERIALIZED (
 			SELECT d.id FROM devices d
 			WHERE d.id = ANY($1) AND d.state = 'online' AND NOT d.drained
@@ -78,6 +78,7 @@ func (s *Store) ClaimRuns(ctx context.Context, p *ClaimRunsParams) ([]Grant, err
 	if err != nil {
 		return nil, fmt.Errorf("store: claim runs: %w", err)
 	}
+	s.notifyRuns(ctx, granted)
 	out := make([]Grant, 0, len(granted))
 	for _, r := range granted {
 		job, err := s.GetJob(ctx, r.JobID)

@@ -66,6 +66,8 @@ func (s *Store) CompleteRun(ctx context.Context, res *protocol.Result) (*Run, er
 		}
 		requeue := (final == RunFailed && retryOnFailure || final == RunInfraFailed) && attempts < maxAttempts
 		batch := &pgx.Batch{}
+		// The run's notice goes out after the commit (notifyRuns).
+		batch.Queue(deferNotifySQL)
 		for i := range res.Configs {
 			c := &res.Configs[i]
 			stats, err := json.Marshal(c)
@@ -106,7 +108,7 @@ func (s *Store) CompleteRun(ctx context.Context, res *protocol.Result) (*Run, er
 			progress = CASE WHEN $2 = 'succeeded' THEN 1 ELSE progress END
 			WHERE r.id = $1 RETURNING `+runCols, res.RunID, final, clipText(res.Error))
 		br := tx.SendBatch(ctx, batch)
-		for range len(res.Configs) + 1 {
+		for range len(res.Configs) + 2 {
 			if _, err := br.Exec(); err != nil {
 				br.Close()
 				return err
@@ -128,6 +130,7 @@ func (s *Store) CompleteRun(ctx context.Context, res *protocol.Result) (*Run, er
 		}
 		return nil, fmt.Errorf("store: complete run: %w", err)
 	}
+	s.notifyRuns(ctx, []Run{*out})
 	return out, nil
 }
 

@@ -319,6 +319,9 @@ func (s *Store) CreateRuns(ctx context.Context, p *CreateRunsParams) (*Trigger, 
 		runs []Run
 	)
 	err := s.tx(ctx, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, deferNotifySQL); err != nil {
+			return err
+		}
 		var err error
 		tr, runs, err = s.createRunsTx(ctx, tx, p)
 		return err
@@ -326,6 +329,7 @@ func (s *Store) CreateRuns(ctx context.Context, p *CreateRunsParams) (*Trigger, 
 	if err != nil {
 		return nil, nil, err
 	}
+	s.notifyRuns(ctx, runs)
 	return tr, runs, nil
 }
 

@@ -1,0 +1,39 @@
+package store
+
+import (
+	"context"
+	"strconv"
+)
+
+// deferNotifySQL makes the runs table's notify triggers skip the rest of
+// the current transaction (migration 00027): the store then sends the
+// notices with notifyRuns after the commit.
+//
+// PostgreSQL commits notifying transactions one at a time under a
+// database-wide lock held until the commit's WAL is flushed, so a notifying
+// trigger, claim or result transaction made every other notifying commit
+// (acks, renewals, other results) wait for its fsync. Deferred, the
+// transaction commits (durably, in parallel with others: group commit)
+// without that lock, and the notices follow in an asynchronous commit that
+// holds it for microseconds.
+const deferNotifySQL = `SELECT set_config('lesfarm.notify', 'deferred', true)`
+
+// deferNotify is deferNotifySQL as a FROM item, for autocommit statements.
+const deferNotify = `(` + deferNotifySQL + `) AS defer_notify`
+
+// notifyRuns announces runs on RunNotifyChannel as the triggers would have
+// ("<id> <state> <trigger id>"), after the transaction that changed them
+// committed. It is best effort: a notice lost to a crash or a dropped
+// connection in between is covered by the listeners' safety polls, as a
+// notice lost on the way is.
+func (s *Store) notifyRuns(ctx context.Context, runs []Run) {
+	if len(runs) == 0 {
+		return
+	}
+	payloads := make([]string, len(runs))
+	for i := range runs {
+		r := &runs[i]
+		payloads[i] = strconv.FormatInt(r.ID, 10) + " " + r.State + " " + strconv.FormatInt(r.TriggerID, 10)
+	}
+	_, _ = s.pool.Exec(context.WithoutCancel(ctx), `SELECT pg_notify('`+RunNotifyChannel+`', n) FROM unnest($1::text[]) AS n, `+asyncCommit, payloads)
+}

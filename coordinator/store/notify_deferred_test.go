@@ -1,0 +1,88 @@
+package store_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/lesfarm/lesfarm/coordinator/store"
+	"github.com/lesfarm/lesfarm/protocol"
+)
+
+// TestDeferredRunNotices checks that the trigger, claim and result paths,
+// whose transactions skip the notify trigger, still announce each change
+// after their commit, and that the trigger skips exactly the transactions
+// that defer (manual SQL still notifies).
+func TestDeferredRunNotices(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := open(t)
+	l := startListener(t, st)
+	notices := make(chan store.RunNotice, 64)
+	l.OnNotice(func(n store.RunNotice) {
+		if n.RunID != 0 {
+			notices <- n
+		}
+	})
+	next := func(what string) store.RunNotice {
+		t.Helper()
+		select {
+		case n := <-notices:
+			return n
+		case <-time.After(10 * time.Second):
+			t.Fatalf("no notice for %s", what)
+			return store.RunNotice{}
+		}
+	}
+	expect := func(what string, id int64, state string) {
+		t.Helper()
+		if n := next(what); n.RunID != id || n.State != state {
+			t.Fatalf("%s: notice %+v, want run %d %s", what, n, id, state)
+		}
+	}
+	addDevice(t, st, "dev-a", nil)
+	tr, runs, err := st.CreateRuns(ctx, &store.CreateRunsParams{Spec: smoke(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := next("trigger"); n.RunID != runs[0].ID || n.State != store.RunQueued || n.TriggerID != tr.ID {
+		t.Fatalf("trigger: notice %+v, want run %d queued of trigger %d", n, runs[0].ID, tr.ID)
+	}
+	grants, err := st.ClaimRuns(ctx, &store.ClaimRunsParams{Pairs: []store.ClaimPair{{DeviceID: "dev-a", RunID: runs[0].ID}}, LeaseTTL: time.Minute, Coordinator: "t"})
+	if err != nil || len(grants) != 1 {
+		t.Fatalf("claim: %v %v", grants, err)
+	}
+	expect("claim", runs[0].ID, store.RunAssigned)
+	g := grants[0]
+	if _, err := st.CompleteRun(ctx, &protocol.Result{RunID: g.Run.ID, Token: g.Token, DeviceID: "dev-a", Outcome: "succeeded"}); err != nil {
+		t.Fatal(err)
+	}
+	expect("result", runs[0].ID, store.RunSucceeded)
+
+	// The trigger: silent in a deferring transaction (run B), heard
+	// otherwise (run A, updated after it). Notices arrive in commit order,
+	// so a notice of B would come first.
+	_, other, err := st.CreateRuns(ctx, &store.CreateRunsParams{Spec: smoke(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	expect("second trigger", other[0].ID, store.RunQueued)
+	for _, id := range []int64{other[0].ID, runs[0].ID} {
+		tx, err := st.Pool().Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if id == other[0].ID {
+			if _, err := tx.Exec(ctx, `SELECT set_config('lesfarm.notify', 'deferred', true)`); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := tx.Exec(ctx, `UPDATE runs SET progress_message = 'manual' WHERE id = $1`, id); err != nil {
+			t.Fatal(err)
+		}
+		if err := tx.Commit(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	expect("manual update", runs[0].ID, store.RunSucceeded)
+}
