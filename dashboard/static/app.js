@@ -101,6 +101,8 @@ async function route() {
     for (const a of document.querySelectorAll('nav.tabs a')) if (a.dataset.nav !== 'devices' && a.dataset.nav !== 'compare') a.href = a.pathname + '?lineage=' + encodeURIComponent(p);
   }
   for (const a of document.querySelectorAll('nav.tabs a')) a.classList.toggle('active', hit !== null && a.dataset.nav === hit[0]);
+  const cur = hit && document.querySelector(`nav.tabs a[data-nav="${hit[0]}"]`);
+  document.getElementById('menu-label').textContent = cur ? cur.textContent : 'Views';
   if (!hit) {
     ctx.title('Not found');
     root.append(h('div', { class: 'empty' }, h('h3', {}, 'No page at ' + path), h('p', {}, h('a', { href: '/' }, 'Go to Regressions'))));
@@ -116,10 +118,53 @@ async function route() {
   } finally {
     if (gen === generation) {
       main.removeAttribute('aria-busy');
+      scrollCues(root);
       document.body.dataset.ready = path;
     }
   }
 }
+
+// scrollCues wraps every data table of root that is not yet wrapped, so a
+// table wider than the screen scrolls inside its box, and marks the
+// wrapper while there is more to the right (a fading edge and a note).
+function scrollCues(root) {
+  for (const t of root.querySelectorAll('table.data')) {
+    let sc = t.parentElement;
+    if (!sc.classList.contains('table-scroll')) {
+      sc = h('div', { class: 'table-scroll' });
+      t.replaceWith(sc);
+      sc.append(t);
+    }
+    if (sc.parentElement.classList.contains('table-wrap')) continue;
+    const wrap = h('div', { class: 'table-wrap' }, h('p', { class: 'scroll-note', 'aria-hidden': 'true' }, 'scroll sideways for more →'));
+    sc.replaceWith(wrap);
+    wrap.append(sc, h('div', { class: 'scroll-cue' }));
+    const mark = () => {
+      wrap.classList.toggle('scrolls', sc.scrollWidth > sc.clientWidth + 1);
+      wrap.classList.toggle('at-end', sc.scrollLeft + sc.clientWidth >= sc.scrollWidth - 2);
+    };
+    sc.addEventListener('scroll', mark, { passive: true });
+    if (window.ResizeObserver) new ResizeObserver(mark).observe(sc);
+    mark();
+  }
+}
+
+// Tables a view adds later (a refresh, an expanded card) get their cues too.
+let cueFrame = 0;
+new MutationObserver(() => {
+  if (!cueFrame) cueFrame = requestAnimationFrame(() => { cueFrame = 0; scrollCues(main); });
+}).observe(main, { childList: true, subtree: true });
+
+// The views menu (narrow screens): the button names the current view and
+// opens the list; choosing a view, Escape or a click elsewhere closes it.
+const header = document.querySelector('header.top'), menuBtn = document.getElementById('menu-button');
+function setMenu(open) {
+  header.classList.toggle('menu-open', open);
+  menuBtn.setAttribute('aria-expanded', String(open));
+}
+menuBtn.addEventListener('click', () => setMenu(!header.classList.contains('menu-open')));
+document.addEventListener('keydown', (ev) => { if (ev.key === 'Escape') setMenu(false); });
+document.addEventListener('click', (ev) => { if (!header.contains(ev.target) || ev.target.closest('nav.tabs a')) setMenu(false); });
 
 const pick = document.getElementById('lineage-pick'), pickSel = document.getElementById('lineage-select');
 pickSel.addEventListener('change', () => {

@@ -45,7 +45,7 @@ function alpha(hex, a) {
 // the series may span lineages; a series' dash 1-3 draws its line dashed).
 export function renderChart(opts) {
   const { series, changes = [], metric, zero = false } = opts;
-  const W = Math.max(360, Math.round(opts.width || 960)), H = opts.height || 340;
+  const W = Math.max(280, Math.round(opts.width || 960)), H = opts.height || 340;
   const wrap = h('div', { class: 'chart-wrap' });
   const el = h('div', {
     class: 'chart', role: 'img',
