@@ -267,10 +267,19 @@ func (b *browser) count(t *testing.T, css string) int {
 }
 
 // open navigates and waits until the view rendered (app.js sets
-// body[data-ready] to the path once the view's data is in the DOM).
+// body[data-ready] to the path once the view's data is in the DOM). Every
+// page must load everything from the coordinator's own
+// origin: a resource from anywhere else fails the test (a request the
+// page's CSP blocks never loads, and its console error fails the test
+// already).
 func (b *browser) open(t *testing.T, url, path string) {
 	t.Helper()
 	b.do(t, "open "+path, chromedp.Navigate(url+path), chromedp.WaitVisible(chromedp.CSS(fmt.Sprintf(`body[data-ready=%q]`, strings.SplitN(path, "?", 2)[0]))))
+	for _, u := range eval[[]string](t, b, `performance.getEntriesByType('resource').map((e) => e.name)`) {
+		if !strings.HasPrefix(u, url+"/") && !strings.HasPrefix(u, "data:") && !strings.HasPrefix(u, "blob:") {
+			t.Errorf("%s loaded %s, outside the coordinator's origin %s", path, u, url)
+		}
+	}
 }
 
 func (b *browser) screenshot(t *testing.T, name string) {
