@@ -101,6 +101,7 @@ func (c *Coordinator) handleHeartbeat(m *nats.Msg) {
 		return
 	}
 	c.respond(m, &protocol.HeartbeatReply{TTLMS: ttl.Milliseconds(), Renewed: renewed, Cancel: cancels, ServerTime: time.Now()})
+	c.recordDeviceState(ctx, id, renewed, hb.State)
 	if len(hb.Runs) == 0 {
 		c.Wake() // an idle device: maybe work is waiting
 	}
@@ -192,4 +193,20 @@ func bodyID[M *protocol.Hello | *protocol.Heartbeat](m M) string {
 		}
 	}
 	return ""
+}
+
+// recordDeviceState keeps the thermal and battery state a heartbeat
+// reported for each run whose lease it renewed (the run's device trace).
+// A failure is logged, not fatal: the trace is best effort.
+func (c *Coordinator) recordDeviceState(ctx context.Context, id string, renewed []protocol.LeaseRenewal, st *protocol.DeviceState) {
+	if len(renewed) == 0 || !store.DeviceStateReported(st) {
+		return
+	}
+	ids := make([]int64, len(renewed))
+	for i, r := range renewed {
+		ids[i] = r.RunID
+	}
+	if err := c.store.RecordDeviceState(ctx, ids, st); err != nil {
+		c.log.WarnContext(ctx, "coordinator: device state not recorded", "device_id", id, "err", err)
+	}
 }

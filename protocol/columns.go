@@ -37,6 +37,7 @@ type telemetryWire struct {
 	Samples  *samplesWire `json:"samples"`
 	Dropped  uint64       `json:"dropped,omitempty"`
 	Progress *Progress    `json:"progress,omitempty"`
+	Experts  *expertsWire `json:"experts,omitempty"`
 	SentAt   time.Time    `json:"sent_at"`
 }
 
@@ -73,14 +74,28 @@ func (m *TelemetryBatch) MarshalJSON() ([]byte, error) {
 			}
 		}
 	}
+	ew, err := marshalExperts(m.Experts)
+	if err != nil {
+		return nil, err
+	}
 	return json.Marshal(&telemetryWire{V: m.V, RunID: m.RunID, Token: m.Token, DeviceID: m.DeviceID, Seq: m.Seq,
-		Samples: &samplesWire{N: len(m.Samples), Enc: SamplesEncoding, Data: buf}, Dropped: m.Dropped, Progress: m.Progress, SentAt: m.SentAt})
+		Samples: &samplesWire{N: len(m.Samples), Enc: SamplesEncoding, Data: buf}, Dropped: m.Dropped, Progress: m.Progress,
+		Experts: ew, SentAt: m.SentAt})
 }
 
 // varintReader reads varints from a byte slice, remembering the first error.
 type varintReader struct {
 	b   []byte
 	err error
+	// what names the blob in errors ("" means samples.data).
+	what string
+}
+
+func (r *varintReader) name() string {
+	if r.what == "" {
+		return "samples.data"
+	}
+	return r.what
 }
 
 func (r *varintReader) u() uint64 {
@@ -89,7 +104,7 @@ func (r *varintReader) u() uint64 {
 	}
 	v, n := binary.Uvarint(r.b)
 	if n <= 0 {
-		r.err = errors.New("samples.data: truncated or overlong varint")
+		r.err = errors.New(r.name() + ": truncated or overlong varint")
 		return 0
 	}
 	r.b = r.b[n:]
@@ -102,7 +117,7 @@ func (r *varintReader) s() int64 {
 	}
 	v, n := binary.Varint(r.b)
 	if n <= 0 {
-		r.err = errors.New("samples.data: truncated or overlong varint")
+		r.err = errors.New(r.name() + ": truncated or overlong varint")
 		return 0
 	}
 	r.b = r.b[n:]
@@ -114,7 +129,7 @@ func (r *varintReader) s() int64 {
 func (r *varintReader) small(field string, limit uint64) int {
 	v := r.u()
 	if v > limit && r.err == nil {
-		r.err = fmt.Errorf("samples.data: %s %d out of range [0, %d]", field, v, limit)
+		r.err = fmt.Errorf("%s: %s %d out of range [0, %d]", r.name(), field, v, limit)
 	}
 	return int(min(v, limit))
 }
@@ -122,7 +137,7 @@ func (r *varintReader) small(field string, limit uint64) int {
 func (r *varintReader) i32(field string) int32 {
 	v := r.s()
 	if (v < -1<<31 || v >= 1<<31) && r.err == nil {
-		r.err = fmt.Errorf("samples.data: %s %d out of int32 range", field, v)
+		r.err = fmt.Errorf("%s: %s %d out of int32 range", r.name(), field, v)
 	}
 	return int32(v)
 }
@@ -136,6 +151,11 @@ func (m *TelemetryBatch) UnmarshalJSON(data []byte) error {
 	}
 	*m = TelemetryBatch{V: w.V, RunID: w.RunID, Token: w.Token, DeviceID: w.DeviceID, Seq: w.Seq,
 		Dropped: w.Dropped, Progress: w.Progress, SentAt: w.SentAt}
+	experts, err := unmarshalExperts(w.Experts)
+	if err != nil {
+		return err
+	}
+	m.Experts = experts
 	sw := w.Samples
 	if sw == nil {
 		return nil

@@ -343,7 +343,11 @@ type TelemetryBatch struct {
 	// previous batch.
 	Dropped  uint64    `json:"dropped,omitempty"`
 	Progress *Progress `json:"progress,omitempty"`
-	SentAt   time.Time `json:"sent_at"`
+	// Experts are per-expert load counts (experts.go), carried by some
+	// batches only: each covers the measured decode steps since the
+	// previous batch that carried them. Older peers ignore them.
+	Experts []ExpertLoad `json:"-"`
+	SentAt  time.Time    `json:"sent_at"`
 }
 
 // Stat summarises one metric over the measured repetitions.

@@ -40,6 +40,10 @@ func sampleTelemetry(n int) *TelemetryBatch {
 			Layers: &LayerCounts{Hits: []int32{3, 4, 2, 4, 3, 1}, Misses: []int32{1, 0, 2, 0, 1, 3},
 				PrefetchUsed: []int32{0, 1, 1, 0, 0, 0}, PrefetchWasted: []int32{0, 0, 1, 1, 0, 0}}})
 	}
+	if n > 0 {
+		b.Experts = []ExpertLoad{{ConfigIndex: 1, Layer: 0, Steps: n, Experts: []int32{2, 7, 300}, Demand: []int32{int32(n), 1, 1}, Miss: []int32{0, 1, 1}},
+			{ConfigIndex: 1, Layer: 5, Steps: n, Experts: []int32{0}, Demand: []int32{int32(n)}, Miss: []int32{int32(n)}}}
+	}
 	return b
 }
 

@@ -400,6 +400,9 @@ func (m *TelemetryBatch) Validate() error {
 			return fmt.Errorf("samples[%d]: %w", i, err)
 		}
 	}
+	if err := validateExperts(m.Experts); err != nil {
+		return err
+	}
 	if p := m.Progress; p != nil {
 		if p.Phase == "" || len(p.Phase) > 64 || p.Done < 0 || p.Total < 0 {
 			return errors.New("progress: phase required, counts non-negative")

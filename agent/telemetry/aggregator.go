@@ -20,6 +20,10 @@ type AggregatorConfig struct {
 	// MaxEvents cuts a batch when it holds this many samples; 0 means 256
 	// (at most protocol.MaxSamplesPerBatch).
 	MaxEvents int
+	// ExpertEvery is how many measured decode steps the per-expert counts
+	// cover before a batch carries them (also at a config change and at
+	// Close); 0 means DefaultExpertEvery.
+	ExpertEvery int
 	// Emit receives each finished batch, on the goroutine that completed it
 	// (the runtime's, or the flush timer's). It must not block for long:
 	// hand the batch to an Outbox.
@@ -28,7 +32,8 @@ type AggregatorConfig struct {
 
 // Aggregator is a trace.Sink that turns runtime events into telemetry
 // batches for one run attempt: one Sample per forward step with its layers'
-// hit, miss and prefetch counts. Batches are numbered from 0 without gaps.
+// hit, miss and prefetch counts, and now and then per-expert demand and
+// miss counts (experts.go). Batches are numbered from 0 without gaps.
 // It is safe for concurrent use.
 type Aggregator struct {
 	cfg AggregatorConfig
@@ -37,6 +42,7 @@ type Aggregator struct {
 	cfgIndex int
 	rep      int
 	layers   protocol.LayerCounts // counts of the step in progress
+	experts  expertCounts
 	maxLayer int                  // highest layer index seen in this step, -1 if none
 	samples  []protocol.Sample
 	progress *protocol.Progress
@@ -51,6 +57,7 @@ type Aggregator struct {
 func NewAggregator(cfg AggregatorConfig) *Aggregator {
 	cfg.FlushEvery = cmp.Or(cfg.FlushEvery, 500*time.Millisecond)
 	cfg.MaxEvents = min(cmp.Or(cfg.MaxEvents, 256), protocol.MaxSamplesPerBatch)
+	cfg.ExpertEvery = cmp.Or(cfg.ExpertEvery, DefaultExpertEvery)
 	a := &Aggregator{cfg: cfg, maxLayer: -1}
 	a.timer = time.AfterFunc(time.Hour, a.tick)
 	a.timer.Stop()
@@ -61,6 +68,9 @@ func NewAggregator(cfg AggregatorConfig) *Aggregator {
 // to (repetition < 0 for warm-up runs).
 func (a *Aggregator) SetPosition(configIndex, repetition int) {
 	a.mu.Lock()
+	if configIndex != a.cfgIndex && a.experts.pending() {
+		a.experts.due = true // the finished config's counts go with the next batch
+	}
 	a.cfgIndex, a.rep = configIndex, repetition
 	a.mu.Unlock()
 }
@@ -100,6 +110,7 @@ func (a *Aggregator) Layer(ev *trace.LayerEvent) {
 	l.PrefetchUsed[ev.Layer] += int32(ev.PrefetchUsed)
 	l.PrefetchWasted[ev.Layer] += int32(ev.PrefetchWasted)
 	a.maxLayer = max(a.maxLayer, ev.Layer)
+	a.experts.layer(ev)
 	a.mu.Unlock()
 }
 
@@ -138,8 +149,9 @@ func (a *Aggregator) Token(ev *trace.TokenEvent) {
 	}
 	a.samples = append(a.samples, s)
 	a.nSamples++
+	due := a.experts.token(a.cfgIndex, a.rep, ev.Phase, a.cfg.ExpertEvery)
 	var b *protocol.TelemetryBatch
-	if len(a.samples) >= a.cfg.MaxEvents {
+	if len(a.samples) >= a.cfg.MaxEvents || due {
 		b = a.cutLocked()
 	} else {
 		a.armLocked()
@@ -162,7 +174,7 @@ func (a *Aggregator) armLocked() {
 func (a *Aggregator) tick() {
 	a.mu.Lock()
 	var b *protocol.TelemetryBatch
-	if len(a.samples) > 0 || a.progress != nil {
+	if len(a.samples) > 0 || a.progress != nil || ((a.closed || a.experts.due) && a.experts.pending()) {
 		b = a.cutLocked()
 	}
 	a.mu.Unlock()
@@ -177,6 +189,9 @@ func (a *Aggregator) cutLocked() *protocol.TelemetryBatch {
 	b := &protocol.TelemetryBatch{
 		V: protocol.Version, RunID: a.cfg.RunID, Token: a.cfg.Token, DeviceID: a.cfg.DeviceID,
 		Seq: a.seq, Samples: a.samples, Dropped: a.dropped, Progress: a.progress, SentAt: time.Now().UTC(),
+	}
+	if a.experts.due || a.closed {
+		b.Experts = a.experts.take()
 	}
 	a.seq++
 	a.samples = make([]protocol.Sample, 0, a.cfg.MaxEvents)

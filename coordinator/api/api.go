@@ -267,6 +267,8 @@ func (s *Server) registerAll() {
 	drill := &drilldownHandler{st: s.deps.Store, log: s.log}
 	drill.RegisterTimeline(s.api)
 	drill.RegisterLayers(s.api)
+	drill.RegisterExperts(s.api)
+	drill.RegisterDeviceTrace(s.api)
 
 	res := &resultHandler{st: s.deps.Store, log: s.log}
 	res.RegisterList(s.api)

@@ -23,6 +23,8 @@ type TelemetryStats struct {
 	// Duplicates is true when some sample was already stored and the
 	// deduplicating path was taken.
 	Duplicates bool
+	// ExpertRows is the number of new expert_load rows (expertload.go).
+	ExpertRows int64
 }
 
 // samplesInCols are the columns of the samples_in staging table, in COPY
@@ -96,6 +98,9 @@ func (s *Store) InsertTelemetry(ctx context.Context, batches []*protocol.Telemet
 		}
 		if s.telemetryHeld != nil {
 			s.telemetryHeld()
+		}
+		if st.ExpertRows, err = insertExpertLoad(ctx, tx, accepted); err != nil {
+			return err
 		}
 		if st.Samples == 0 {
 			return nil

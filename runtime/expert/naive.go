@@ -142,6 +142,7 @@ func (s *Store) useNaive(ctx context.Context, layer int, experts []int, fn func(
 	s.mu.Lock()
 	ls := &s.layerStats[layer]
 	ls.Hits, ls.Misses, ls.PrefetchUsed, ls.PrefetchWasted, ls.Stall = 0, 0, 0, 0, 0
+	ls.Missed = ls.Missed[:0]
 	for i, x := range experts {
 		if x < 0 || x >= s.shapes[layer].Experts {
 			s.mu.Unlock()
@@ -175,6 +176,7 @@ func (s *Store) useNaive(ctx context.Context, layer int, experts []int, fn func(
 		} else {
 			s.stats.Misses++
 			ls.Misses++
+			ls.Missed = append(ls.Missed, x)
 		}
 		s.mu.Unlock()
 		if err := fn(i, w); err != nil {

@@ -5,7 +5,7 @@ import (
 )
 
 // FillLayerEvent adds the store's measurements for the latest Use of
-// ev.Layer to ev: hits, misses, prefetched-and-used, prefetched-and-wasted
+// ev.Layer to ev: hits, misses (and which experts missed), prefetched-and-used, prefetched-and-wasted
 // and stall (the model calls it before emitting each LayerEvent; it
 // implements model.LayerReporter). It costs one mutex acquisition.
 func (s *Store) FillLayerEvent(ev *trace.LayerEvent) {
@@ -15,6 +15,7 @@ func (s *Store) FillLayerEvent(ev *trace.LayerEvent) {
 	s.mu.Lock()
 	ls := &s.layerStats[ev.Layer]
 	ev.Hits, ev.Misses = ls.Hits, ls.Misses
+	ev.Missed = append(ev.Missed[:0], ls.Missed...)
 	ev.PrefetchUsed, ev.PrefetchWasted = ls.PrefetchUsed, ls.PrefetchWasted
 	ev.Stall = ls.Stall
 	s.mu.Unlock()

@@ -4,8 +4,11 @@ import "time"
 
 // LayerStats is what the store measured for the latest Use of one layer.
 type LayerStats struct {
-	Predicted      []int
-	Hits, Misses   int
+	Predicted    []int
+	Hits, Misses int
+	// Missed lists the demanded experts that were not resident when
+	// demanded (len(Missed) == Misses), in demand order.
+	Missed         []int
 	PrefetchUsed   int
 	PrefetchWasted int
 	Stall          time.Duration

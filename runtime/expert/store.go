@@ -565,5 +565,6 @@ func (s *Store) LayerStats(layer int) LayerStats {
 	defer s.mu.Unlock()
 	ls := s.layerStats[layer]
 	ls.Predicted = append([]int(nil), ls.Predicted...)
+	ls.Missed = append([]int(nil), ls.Missed...)
 	return ls
 }

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -490,6 +491,15 @@ func TestTelemetryFill(t *testing.T) {
 	s.FillLayerEvent(&lev)
 	if lev.Hits != 1 || lev.Misses != 1 || lev.PrefetchUsed != 1 || lev.PrefetchWasted != 1 {
 		t.Fatalf("layer event %+v", lev)
+	}
+	// Expert 3 was prefetched (a hit), expert 5 was not: the one miss.
+	if !slices.Equal(lev.Missed, []int{5}) {
+		t.Fatalf("missed %v, want [5]", lev.Missed)
+	}
+	lev.Layer = 0
+	s.FillLayerEvent(&lev)
+	if !slices.Equal(lev.Missed, []int{1, 2}) || lev.Misses != 2 {
+		t.Fatalf("layer 0: missed %v (%d misses), want [1 2] on a cold cache", lev.Missed, lev.Misses)
 	}
 	var tev trace.TokenEvent
 	s.FillTokenEvent(&tev)

@@ -61,6 +61,7 @@ func (s *Store) use(ctx context.Context, layer int, experts []int, fn func(int, 
 func (s *Store) beginUseLocked(layer int, experts []int, items []*entry) error {
 	ls := &s.layerStats[layer]
 	ls.Hits, ls.Misses, ls.PrefetchUsed, ls.PrefetchWasted, ls.Stall = 0, 0, 0, 0, 0
+	ls.Missed = ls.Missed[:0]
 	s.useSeq++
 	s.curDemand = s.curDemand[:0]
 	for i, x := range experts {
@@ -108,6 +109,7 @@ func (s *Store) beginUseLocked(layer int, experts []int, items []*entry) error {
 		if e == nil {
 			s.stats.Misses++
 			ls.Misses++
+			ls.Missed = append(ls.Missed, int(k.Expert))
 			continue
 		}
 		items[i] = e
@@ -119,6 +121,7 @@ func (s *Store) beginUseLocked(layer int, experts []int, items []*entry) error {
 		} else {
 			s.stats.Misses++
 			ls.Misses++
+			ls.Missed = append(ls.Missed, int(k.Expert))
 		}
 		if e.spec.Swap(false) {
 			s.stats.PrefetchUsed++

@@ -264,7 +264,8 @@ func (s *State) Forward(ctx context.Context, tokens []int, all bool) ([]float32,
 // emitLayer sends the LayerEvent of layer li, reusing one event struct.
 func (s *State) emitLayer(li int, d time.Duration) {
 	ev := &s.layerEv
-	*ev = trace.LayerEvent{Step: s.Step, Layer: li, Compute: d, Predicted: s.pred[li]}
+	missed := ev.Missed[:0] // reused, like the event
+	*ev = trace.LayerEvent{Step: s.Step, Layer: li, Compute: d, Predicted: s.pred[li], Missed: missed}
 	if s.m.Layers[li].Router != nil {
 		ev.Selected = s.sc.union
 	}

@@ -72,6 +72,10 @@ type LayerEvent struct {
 	Predicted []int
 	Hits      int // selected experts that were resident when demanded
 	Misses    int // selected experts that had to be read on demand
+	// Missed lists the selected experts that were not resident when
+	// demanded (len(Missed) == Misses; nil when the expert store does not
+	// report it). Every other selected expert was a hit.
+	Missed []int
 	// PrefetchUsed counts prefetched experts that were then selected;
 	// PrefetchWasted counts prefetched experts that were not.
 	PrefetchUsed   int
