@@ -43,7 +43,7 @@ type Aggregator struct {
 	rep      int
 	layers   protocol.LayerCounts // counts of the step in progress
 	experts  expertCounts
-	maxLayer int                  // highest layer index seen in this step, -1 if none
+	maxLayer int // highest layer index seen in this step, -1 if none
 	samples  []protocol.Sample
 	progress *protocol.Progress
 	seq      uint64
