@@ -42,8 +42,7 @@ type Aggregator struct {
 	cfgIndex int
 	rep      int
 	layers   protocol.LayerCounts // counts of the step in progress
-	experts  expertCounts
-	maxLayer int // highest layer index seen in this step, -1 if none
+	maxLayer int                  // highest layer index seen in this step, -1 if none
 	samples  []protocol.Sample
 	progress *protocol.Progress
 	seq      uint64
@@ -51,6 +50,8 @@ type Aggregator struct {
 	dropped  uint64
 	timer    *time.Timer
 	closed   bool
+
+	experts expertCounts // per-expert counts since the last batch that carried them
 }
 
 // NewAggregator returns an aggregator; Close it to emit the last batch.

@@ -70,4 +70,6 @@ export const getRun = (id) => get('/v1/runs/' + encodeURIComponent(id));
 export const listDevices = (p) => get('/v1/devices', p);
 export const runTimeline = (id, cfg, p) => get('/v1/runs/' + encodeURIComponent(id) + '/configs/' + encodeURIComponent(cfg) + '/timeline', p);
 export const runLayers = (id, cfg) => get('/v1/runs/' + encodeURIComponent(id) + '/configs/' + encodeURIComponent(cfg) + '/layers');
+export const runExperts = (id, cfg, p) => get('/v1/runs/' + encodeURIComponent(id) + '/configs/' + encodeURIComponent(cfg) + '/experts', p);
+export const runDeviceTrace = (id, p) => get('/v1/runs/' + encodeURIComponent(id) + '/device-trace', p);
 export const listResults = (p) => get('/v1/results', p);

@@ -1,12 +1,15 @@
 // drill.js: inside one run — the LES ladder of its configs, and for one
 // config its per-token decode timeline (with stall per token), its
 // per-layer hit rate and predictor precision and recall, and where the
-// decode time went. The config is kept in the URL (?config=N).
+// decode time went, and its layer × expert load heatmap; and the device's
+// thermal and battery trace. The config and the heatmap's metric are kept
+// in the URL (?config=N&heat=demand|miss|hit).
 
 import * as api from './api.js';
 import { h, empty, errorBox } from './dom.js';
 import { fmtMeanSD, fmtNum, fmtBytes } from './format.js';
 import { linePlot } from './plot.js';
+import { heatmap } from './heatmap.js';
 
 // mode is a config key's mode, e.g. "scheduled" of "scheduled/budget=20%".
 const mode = (r) => String(r.config_key || '#' + r.config_index).split('/')[0];
@@ -45,13 +48,15 @@ export function renderInside(run, q, ctx) {
   const pick = h('select', { id: 'config-select', 'aria-label': 'config' }, results.map((r) => h('option', { value: r.config_index }, r.config_key || '#' + r.config_index)));
   pick.value = String(cfg);
   const body = h('div', { class: 'inside-body' });
-  box.append(h('label', { class: 'config-pick' }, 'config ', pick), body);
+  const trace = h('div', { class: 'device-trace' });
+  box.append(trace, h('label', { class: 'config-pick' }, 'config ', pick), body);
+  let metric = ['demand', 'miss', 'hit'].includes(q.get('heat')) ? q.get('heat') : 'demand';
   const show = async () => {
-    ctx.replaceQuery({ config: cfg });
+    ctx.replaceQuery({ config: cfg, heat: metric });
     body.replaceChildren(h('p', { class: 'muted' }, 'loading…'));
-    let tl, ly;
+    let tl, ly, hm;
     try {
-      [tl, ly] = await Promise.all([api.runTimeline(run.id, cfg, { points: 600 }), api.runLayers(run.id, cfg)]);
+      [tl, ly, hm] = await Promise.all([api.runTimeline(run.id, cfg, { points: 600 }), api.runLayers(run.id, cfg), api.runExperts(run.id, cfg, { metric })]);
     } catch (e) {
       body.replaceChildren(errorBox(e, 'the run\'s telemetry'));
       return;
@@ -94,14 +99,75 @@ export function renderInside(run, q, ctx) {
           h('td', { class: 'r num' }, l.prefetch_used), h('td', { class: 'r num' }, l.prefetch_wasted), h('td', { class: 'r num' }, l.hit_rate.toFixed(3)),
           h('td', { class: 'r num' }, l.prefetch_precision.toFixed(3)), h('td', { class: 'r num' }, l.prefetch_recall.toFixed(3)))))))));
     }
+    parts.push(heatSection(run.id, cfg, hm, width, (m) => { metric = m; ctx.replaceQuery({ config: cfg, heat: m }); }));
     parts.push(h('p', { class: 'muted small' }, 'Drag across a chart to zoom, double-click to zoom out. Raw JSON: ',
       h('a', { href: '/v1/runs/' + run.id + '/configs/' + cfg + '/timeline', target: '_blank', rel: 'noopener' }, 'timeline'), ' · ',
-      h('a', { href: '/v1/runs/' + run.id + '/configs/' + cfg + '/layers', target: '_blank', rel: 'noopener' }, 'layers'),
+      h('a', { href: '/v1/runs/' + run.id + '/configs/' + cfg + '/layers', target: '_blank', rel: 'noopener' }, 'layers'), ' · ',
+      h('a', { href: '/v1/runs/' + run.id + '/configs/' + cfg + '/experts', target: '_blank', rel: 'noopener' }, 'experts'), ' · ',
+      h('a', { href: '/v1/runs/' + run.id + '/device-trace', target: '_blank', rel: 'noopener' }, 'device trace'),
       '. Precision: of what the predictor fetched, the share used; recall: of the demanded experts not already cached, the share it fetched in time.'));
     body.replaceChildren(...parts);
     for (const el of body.querySelectorAll('.stall-bar span')) el.style.width = (Number(el.dataset.share) * 100) + '%';
   };
   pick.addEventListener('change', () => { cfg = Number(pick.value); show(); });
-  box.ready = show();
+  box.ready = Promise.all([show(), deviceTrace(run, trace, box)]);
   return box;
+}
+
+// heatSection is the layer × expert heatmap of one config with its metric
+// switch; switching refetches the matrix and redraws in place.
+function heatSection(runID, cfg, hm, width, onMetric) {
+  const sel = h('select', { id: 'heat-metric', 'aria-label': 'heatmap metric' },
+    h('option', { value: 'demand' }, 'demand'), h('option', { value: 'miss' }, 'miss'), h('option', { value: 'hit' }, 'hit'));
+  sel.value = hm.metric;
+  const holder = h('div', { class: 'heat-holder' });
+  const draw = (m) => holder.replaceChildren(m.cells.length ? heatmap(m, width)
+    : empty('No per-expert counts for this config.', 'Agents send them every 1024 measured decode steps and at the end of each config; a run from an older agent has none.'));
+  draw(hm);
+  sel.addEventListener('change', async () => {
+    onMetric(sel.value);
+    try {
+      draw(await api.runExperts(runID, cfg, { metric: sel.value }));
+    } catch (e) {
+      holder.replaceChildren(errorBox(e, 'the expert load'));
+    }
+    holder.dataset.metric = sel.value;
+  });
+  holder.dataset.metric = hm.metric;
+  return h('div', { class: 'heat-section' }, h('h4', {}, 'Expert load: layer × expert over ' + (hm.steps || 0) + ' decode steps'),
+    h('label', { class: 'config-pick' }, 'colour ', sel), holder);
+}
+
+// deviceTrace draws the run's thermal and battery trace into el, or says
+// the device reported none.
+async function deviceTrace(run, el, box) {
+  let dt;
+  try {
+    dt = await api.runDeviceTrace(run.id, { points: 600 });
+  } catch (e) {
+    el.replaceChildren(errorBox(e, 'the device trace'));
+    return;
+  }
+  const title = h('h4', {}, 'Thermal and battery');
+  if (!dt.reported) {
+    el.replaceChildren(title, h('p', { class: 'muted small trace-none' }, 'Not reported: the device sent no thermal or battery reading while it ran this (emulated devices report none).'));
+    return;
+  }
+  const t0 = Date.parse(dt.points[0].at);
+  const val = (k) => dt.points.map((p) => (p[k] === undefined ? null : p[k]));
+  const series = [
+    { label: 'hottest zone °C', values: val('max_temp_c'), fmt: (v) => v.toFixed(1) + ' °C' },
+    { label: 'battery %', values: val('battery_percent'), fmt: (v) => v.toFixed(0) + ' %' },
+    { label: 'battery °C', values: val('battery_temp_c'), fmt: (v) => v.toFixed(1) + ' °C' },
+  ].filter((s) => s.values.some((v) => v !== null));
+  const status = dt.points.map((p) => p.thermal_status).filter(Boolean);
+  const parts = [title];
+  if (series.length) {
+    parts.push(h('div', { class: 'plot trace-plot' }, await linePlot({
+      title: 'Device state over ' + dt.samples_total + ' heartbeats', xLabel: 'seconds since the first heartbeat', yLabel: '°C · %',
+      width: Math.min(1200, (box.clientWidth || 960) - 32), xs: dt.points.map((p) => (Date.parse(p.at) - t0) / 1000), series,
+    })));
+  }
+  if (status.length) parts.push(h('p', { class: 'small' }, 'Thermal status: ', h('span', { class: 'trace-status' }, status[status.length - 1]), ' at the end.'));
+  el.replaceChildren(...parts);
 }
