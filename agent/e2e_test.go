@@ -170,6 +170,7 @@ func TestE2ETwoAgentsRunSmoke(t *testing.T) {
 			n, err := f.c.Store().CountSamples(context.Background(), r.ID)
 			return err == nil && n == want
 		})
+		checkExpertLoad(t, f.c.Store(), r.ID, len(f.spec.Expand()))
 	}
 	if !devices["e2e-a"] || !devices["e2e-b"] {
 		t.Fatalf("runs ran on %v, want both agents", devices)
