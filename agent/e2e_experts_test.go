@@ -2,9 +2,16 @@ package agent
 
 import (
 	"context"
+	"math"
+	"os"
+	"path/filepath"
+	"strconv"
 	"testing"
+	"time"
 
+	"github.com/lesfarm/lesfarm/agent/device"
 	"github.com/lesfarm/lesfarm/coordinator/store"
+	"github.com/lesfarm/lesfarm/jobs"
 )
 
 // checkExpertLoad checks a real run's per-expert counts against its
@@ -55,4 +62,64 @@ func checkExpertLoad(t *testing.T, st *store.Store, runID int64, configs int) {
 		}
 		t.Logf("run %d config %d: %d layers with expert counts over %d steps, %d checked against the samples (%d demands, %d misses)", runID, c, len(load), steps, checked, all, missed)
 	}
+}
+
+// fakeSysfs writes a device root with the host's /proc files (so the
+// fingerprint stays placeable) plus one thermal zone at tempMilliC and a
+// discharging battery at 77 %, for device.Options.Root.
+func fakeSysfs(t *testing.T, tempMilliC int) string {
+	t.Helper()
+	root := t.TempDir()
+	files := map[string]string{
+		"sys/class/thermal/thermal_zone0/type":    "cpu-big\n",
+		"sys/class/thermal/thermal_zone0/temp":    strconv.Itoa(tempMilliC) + "\n",
+		"sys/class/power_supply/battery/type":     "Battery\n",
+		"sys/class/power_supply/battery/capacity": "77\n",
+		"sys/class/power_supply/battery/status":   "Discharging\n",
+		"sys/class/power_supply/battery/temp":     "331\n",
+	}
+	for _, p := range []string{"proc/cpuinfo", "proc/meminfo", "proc/sys/kernel/osrelease", "etc/os-release"} {
+		if b, err := os.ReadFile("/" + p); err == nil {
+			files[p] = string(b)
+		}
+	}
+	for p, data := range files {
+		full := filepath.Join(root, p)
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(full, []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return root
+}
+
+// TestE2EDeviceTrace: an agent whose device reports a thermal zone and a
+// battery runs the smoke suite; the coordinator stores the state of the
+// heartbeats that renewed the run's lease, and the run's device trace
+// serves them. An agent with no sensors (this host) leaves none.
+func TestE2EDeviceTrace(t *testing.T) {
+	f := newE2EFarm(t)
+	startAgent(t, Config{NATSURL: f.url, Name: "trace-a", Labels: map[string]string{"pool": "hot"},
+		DeviceOptions: &device.Options{Root: fakeSysfs(t, 47250)}})
+	ctx := context.Background()
+	_, runs, err := f.c.Store().CreateRuns(ctx, &store.CreateRunsParams{Spec: f.spec, Build: "trace", Source: "test",
+		Selector: &jobs.Selector{Labels: map[string]string{"pool": "hot"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := runs[0].ID
+	f.waitRun(t, id, store.RunSucceeded, 3*time.Minute)
+	pts, n, err := f.c.Store().DeviceTrace(ctx, id, 600)
+	if err != nil || n == 0 {
+		t.Fatalf("device trace: %d samples, err %v (the run's heartbeats carried a thermal zone)", n, err)
+	}
+	for _, p := range pts {
+		if p.MaxTempC == nil || *p.MaxTempC != 47.25 || p.BatteryPercent == nil || *p.BatteryPercent != 77 ||
+			p.BatteryTempC == nil || math.Abs(*p.BatteryTempC-33.1) > 1e-4 || p.Charging == nil || *p.Charging {
+			t.Fatalf("device state %+v", p)
+		}
+	}
+	t.Logf("run %d: %d device-state samples from heartbeats", id, n)
 }
