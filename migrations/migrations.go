@@ -7,8 +7,8 @@
 // (devices, runs, leases, results, samples), 00010 API (tokens, artifacts,
 // schedules), 00020 regressions (alerts), then one number per change from
 // 00021 on (lineage, device credentials, run notifications, artifact model
-// facts, measured device profiles, credential expiry, expert load and device
-// trace). Migrations written in parallel may merge out of order; they are
+// facts, measured device profiles, credential expiry, deferred run notices,
+// expert load and device trace). Migrations written in parallel may merge out of order; they are
 // applied when they appear (see New).
 package migrations
 
