@@ -255,9 +255,9 @@ func FuzzServe(f *testing.F) {
 // on slow VPNs and air-gapped networks; raise them only with a reason in
 // the commit (42 KiB: the run drill-down, drill.js and plot.js, and the
 // compare view, compare.js; 44 KiB: the expert heatmap, heatmap.js, and the
-// device trace).
+// device trace; 45 KiB: those together with the phone-width menu).
 const (
-	bundleBudget = 44 << 10
+	bundleBudget = 45 << 10
 	vendorBudget = 24 << 10
 )
 
