@@ -30,7 +30,7 @@ func runTwinCheck(env *Env, lf *ladderFlags, lc bench.LadderConfig, format strin
 	if err != nil {
 		return usagef("--twin-check: %v", err)
 	}
-	load := []string{loadAverage()}
+	before := loadAverage()
 	rep, err := bench.RunTwinCheck(env.Ctx, lc, twin)
 	if err != nil {
 		if errors.Is(err, expert.ErrBudgetTooSmall) {
@@ -41,8 +41,8 @@ func runTwinCheck(env *Env, lf *ladderFlags, lc bench.LadderConfig, format strin
 		}
 		return err
 	}
-	if l := loadAverage(); l != "" && load[0] != "" {
-		rep.Load = append(load, l)
+	if after := loadAverage(); after != "" && before != "" {
+		rep.Load = []string{before, after}
 	}
 	return rep.Write(env.Stdout, format)
 }
