@@ -138,6 +138,7 @@ func BenchmarkQuantizeActivation(b *testing.B) {
 		b.ReportMetric(float64(threadCPU()-cpu0)/float64(b.N), "cpu-ns/op")
 	}
 	b.Run("Q8_K", func(b *testing.B) { cpuNs(b, func() { quantizeQ8K(x, q8k) }) })
+	b.Run("Q8_K-go", func(b *testing.B) { cpuNs(b, func() { quantizeQ8KGo(x, q8k) }) })
 	b.Run("Q8_0", func(b *testing.B) { cpuNs(b, func() { quantizeQ8_0(x, q80) }) })
 }
 

@@ -93,6 +93,25 @@ func quantizeQ8_1(x []float32, y []blockQ8_1) {
 // of largest magnitude, with its sign), q = min(127, nearest_int(iscale*x)),
 // d = 1/iscale, plus the sums of each group of 16 quants.
 func quantizeQ8K(x []float32, y []blockQ8K) {
+	if permuteQ8K && q8kBlock != nil {
+		x = x[:QK_K*len(y)]
+		for i := range y {
+			if !q8kBlock((*[QK_K]float32)(x[i*QK_K:]), &y[i]) {
+				y[i] = blockQ8K{}
+			}
+		}
+		return
+	}
+	quantizeQ8KGo(x, y)
+}
+
+// q8kBlock, if set, is an assembly quantizeQ8KGo of one block with
+// permuteQ8K set, returning false when the block is all zeros (the caller
+// clears it then); it is bit-identical (TestQuantizeQ8KAsm).
+var q8kBlock func(x *[QK_K]float32, b *blockQ8K) bool
+
+// quantizeQ8KGo is quantizeQ8K in Go.
+func quantizeQ8KGo(x []float32, y []blockQ8K) {
 	x = x[:QK_K*len(y)]
 	for i := range y {
 		xb := (*[QK_K]float32)(x[i*QK_K:])
