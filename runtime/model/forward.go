@@ -3,8 +3,6 @@ package model
 import (
 	"context"
 	"fmt"
-	"math"
-	"sync"
 	"time"
 
 	"github.com/lesfarm/lesfarm/runtime/moe"
@@ -336,63 +334,6 @@ func (s *State) layer(ctx context.Context, li int, n int) error {
 		return s.moe(ctx, li, n)
 	}
 	return s.dense(li, n)
-}
-
-// attention computes causal GQA attention for the n new positions into
-// sc.att, reading keys and values from the cache. Large batches (prefill)
-// split the (position, head) pairs over the model's threads.
-func (s *State) attention(li, n int) {
-	m := s.m
-	work := n * m.Heads * (s.pos + n) * m.HeadDim
-	if m.threads < 2 || work < 1<<18 {
-		s.sc.scores = grow(s.sc.scores, s.max)
-		s.attendRange(li, 0, n*m.Heads, s.sc.scores)
-		return
-	}
-	T := m.threads
-	if len(s.sc.scoresPar) < T {
-		s.sc.scoresPar = make([][]float32, T)
-	}
-	var wg sync.WaitGroup
-	pairs := n * m.Heads
-	for w := range T {
-		lo, hi := pairs*w/T, pairs*(w+1)/T
-		s.sc.scoresPar[w] = grow(s.sc.scoresPar[w], s.max)
-		buf := s.sc.scoresPar[w]
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			s.attendRange(li, lo, hi, buf)
-		}()
-	}
-	wg.Wait()
-}
-
-// attendRange computes the (position, head) pairs [lo, hi) in order i*Heads+h.
-func (s *State) attendRange(li, lo, hi int, scoresBuf []float32) {
-	m := s.m
-	sc := &s.sc
-	D, Dv := m.HeadDim, m.ValueDim
-	qDim, kvDim, vDim := m.Heads*D, m.KVHeads*D, m.KVHeads*Dv
-	group := m.Heads / m.KVHeads
-	scale := float32(1 / math.Sqrt(float64(D)))
-	kc, vc := s.k[li], s.v[li]
-	for pair := lo; pair < hi; pair++ {
-		i, hd := pair/m.Heads, pair%m.Heads
-		p := s.pos + i
-		scores := scoresBuf[:p+1]
-		kvh := hd / group
-		q := sc.q[i*qDim+hd*D : i*qDim+(hd+1)*D]
-		for j := 0; j <= p; j++ {
-			scores[j] = tensor.Dot(q, kc[j*kvDim+kvh*D:j*kvDim+(kvh+1)*D]) * scale
-		}
-		softmax(scores)
-		out := sc.att[i*m.Heads*Dv+hd*Dv : i*m.Heads*Dv+(hd+1)*Dv]
-		clear(out)
-		for j := 0; j <= p; j++ {
-			axpy(scores[j], vc[j*vDim+kvh*Dv:j*vDim+(kvh+1)*Dv], out)
-		}
-	}
 }
 
 // dense runs a SwiGLU FFN on sc.h and adds it to sc.x.

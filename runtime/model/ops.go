@@ -72,14 +72,6 @@ func topK(p []float32, idx []int) {
 	}
 }
 
-// axpy adds a*x to y.
-func axpy(a float32, x, y []float32) {
-	y = y[:len(x)]
-	for i, v := range x {
-		y[i] += float32(a * v)
-	}
-}
-
 // ropeTable computes NEOX rotary angles the way ggml does: theta starts at
 // the position and is multiplied by theta_scale = base^(-2/n_dims) once per
 // dimension pair, in float32.
