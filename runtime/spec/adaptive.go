@@ -13,17 +13,21 @@ import (
 // per proposed token. Each round it takes the k in [0, K] that maximises
 // the expected tokens per second
 //
-//	rate(k) = (1 + α + … + α^k) / (verify(k+1) + k·draft)
+//	rate(k) = (1 + α₁ + α₁α₂ + … + α₁…α_k) / (verify(k+1) + k·draft)
 //
+// with α_i the acceptance of draft position i given the earlier ones
+// (see expected: each position's decayed counts shrunk toward the
+// position before it),
 // where rate(0) is plain decoding, and costs are the smallest of the last 8
 // measurements (see estimate). The on/off decision is made with care,
 // because a wrong "on" costs more than the speculation could gain:
 //   - hysteresis: speculation turns on only when the best k beats plain by
-//     onMargin with a lower confidence bound of α (one standard deviation
-//     of the decayed acceptance counts), and stays on while it beats plain
-//     with the estimate itself;
-//   - when off, it probes with one draft token (the cheapest round that
-//     measures acceptance) after 8 plain rounds; the gap to the next probe
+//     onMargin with lower confidence bounds of the α_i (one standard
+//     deviation of the decayed acceptance counts), and stays on while it
+//     beats plain with the estimates themselves;
+//   - when off, it probes with the best k's draft (the round it would run,
+//     so the positions that decide are the ones measured) after 8 plain
+//     rounds; the gap to the next probe
 //     doubles (up to maxProbeGap) while the estimate says drafting loses
 //     and halves (down to 2) while only the confidence bound keeps it off,
 //     so a drafter that does not pay costs a bounded share of the rounds
@@ -37,7 +41,8 @@ type controller struct {
 	k        int // K: the fixed length, or the adaptive maximum
 	adaptive bool
 
-	succ, fail float64    // decayed acceptance counts
+	succ, fail float64    // decayed acceptance counts, all positions
+	pos        []counts   // by draft position 1..K: decayed counts of the position's acceptance given the earlier ones
 	verify     []estimate // by positions 1..K+1
 	draft      estimate   // per proposed token
 	plain      int        // plain rounds since the last probe
@@ -63,8 +68,13 @@ const (
 )
 
 // calibrate is how often (in rounds) a drafting controller decodes one
-// round plainly to re-measure the plain pass.
-const calibrate = 16
+// round plainly to re-measure the plain pass; explore is how often it
+// drafts two tokens past the best length, to measure positions the chosen
+// rounds never reach.
+const (
+	calibrate = 16
+	explore   = 32
+)
 
 // estimate is a measured cost in seconds: the smallest of the last
 // window samples. Another process taking the CPU, or the garbage
@@ -92,8 +102,24 @@ func (e *estimate) add(x float64) {
 // decay weights old acceptance observations (a window of about 20 rounds).
 const decay = 0.95
 
+// counts are decayed acceptance counts of one draft position: s rounds in
+// which the position's token was accepted, f in which it was the first
+// rejected one (rounds that stopped earlier, or proposed fewer tokens, do
+// not observe it).
+type counts struct{ s, f float64 }
+
+// shrink is the weight, in observations, of the pooled acceptance in a
+// position's estimate: a position seen a few times stays near the pooled
+// value, one seen often follows its own counts.
+const shrink = 4
+
+// posDecay weights old observations of a position (a window of about 100):
+// a product of per-position estimates needs less noise per factor than the
+// pooled α.
+const posDecay = 0.99
+
 func newController(k int, adaptive bool) *controller {
-	return &controller{k: k, adaptive: adaptive, verify: make([]estimate, k+2), probeGap: 8}
+	return &controller{k: k, adaptive: adaptive, verify: make([]estimate, k+2), pos: make([]counts, k+1), probeGap: 8}
 }
 
 func (c *controller) alpha() float64 { return (c.succ + 1) / (c.succ + c.fail + 2) }
@@ -124,16 +150,44 @@ func (c *controller) verifyCost(n int) float64 {
 	return t1 * float64(n)
 }
 
-// rate is the expected tokens per second of a round of k drafts.
-func (c *controller) rate(k int) float64 { return c.rateAt(k, c.alpha()) }
-
-// rateAt is rate with acceptance probability a.
-func (c *controller) rateAt(k int, a float64) float64 {
-	exp, p := 0.0, 1.0
-	for i := 0; i <= k; i++ {
-		exp += p
-		p *= a
+// expected is the expected tokens of a round of k drafts,
+// 1 + α₁ + α₁α₂ + … + α₁…α_k, where α_i estimates the acceptance of draft
+// position i given that positions 1..i-1 were accepted: the position's
+// decayed counts shrunk toward the estimate of position i-1 (position 1
+// toward the pooled α), so a position seen a few times stays near its
+// predecessor and an unseen one copies it. With low set every estimate is
+// a lower bound: the pooled alphaLow, less one standard deviation of each
+// position's own share. Acceptance is rarely independent of the position:
+// an n-gram draft that survives its first tokens is repeating earlier text
+// and tends to run on, so a single α undervalues long drafts.
+func (c *controller) expected(k int, low bool) float64 {
+	prior := c.alpha()
+	if low {
+		prior = c.alphaLow()
 	}
+	exp, p := 1.0, 1.0
+	for i := 1; i <= k; i++ {
+		a := prior
+		if i < len(c.pos) {
+			n := c.pos[i].s + c.pos[i].f
+			a = (c.pos[i].s + shrink*prior) / (n + shrink)
+			if low {
+				a = max(0, a-math.Sqrt(a*(1-a)/(n+shrink))*n/(n+shrink))
+			}
+		}
+		p *= a
+		exp += p
+		prior = a
+	}
+	return exp
+}
+
+// rate is the expected tokens per second of a round of k drafts.
+func (c *controller) rate(k int) float64 { return c.rateAt(k, false) }
+
+// rateAt is rate with the acceptance estimates, or their lower bounds.
+func (c *controller) rateAt(k int, low bool) float64 {
+	exp := c.expected(k, low)
 	cost := c.verifyCost(k+1) + float64(k)*c.draft.v
 	if cost <= 0 {
 		return 0
@@ -173,9 +227,15 @@ func (c *controller) next() int {
 	}
 	// Turn on with the lower bound of α and a margin; stay on while the
 	// estimate beats plain.
-	if (c.on && bestSpecRate > plainRate) || c.rateAt(bestSpec, c.alphaLow()) > plainRate*(1+onMargin) {
+	if (c.on && bestSpecRate > plainRate) || c.rateAt(bestSpec, true) > plainRate*(1+onMargin) {
 		c.on = true
 		c.plain, c.probeGap = 0, 8
+		if c.rounds%explore == explore/2 {
+			// Explore two positions past the best length once per
+			// explore rounds: positions a round never reaches are never
+			// measured, and a stale low estimate would keep k short.
+			return min(c.k, bestSpec+2)
+		}
 		return bestSpec
 	}
 	c.on = false
@@ -191,7 +251,7 @@ func (c *controller) next() int {
 		}
 		c.probeGap = max(c.probeGap, min(maxCostGap, int(c.probeCost/probeShare)))
 		c.probing = true
-		return 1
+		return bestSpec
 	}
 	return 0
 }
@@ -214,6 +274,16 @@ func (c *controller) observe(proposed, accepted, positions int, verify, draft ti
 		c.fail *= decay
 		if accepted < proposed {
 			c.fail++
+		}
+		for i := 1; i <= min(accepted+1, proposed, len(c.pos)-1); i++ {
+			pc := &c.pos[i]
+			pc.s *= posDecay
+			pc.f *= posDecay
+			if i <= accepted {
+				pc.s++
+			} else {
+				pc.f++
+			}
 		}
 	}
 }

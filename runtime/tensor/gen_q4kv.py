@@ -15,6 +15,11 @@ operation is the scalar one of dotQ4KQ8KGeneric (float32 products, then the
 add or subtract), so each vector's result is bit-identical to it.
 """
 
+# The single-vector kernel (decode) prefetches the weights PREFETCH bytes
+# (~7 super-blocks) ahead: expert rows come from DRAM, and it measured
+# about 6% faster on a 38 MB matrix (no change on one in cache).
+PREFETCH, PREFETCH_NV = 1024, 1
+
 # blockQ8K offsets (TestBlockQ8KLayout): d 0, bsum2 548, lqs 580, size 836.
 D, BSUM2, LQS, SIZE = 0, 548, 580, 836
 
@@ -56,6 +61,11 @@ def kernel(nv):
     e("\tTESTQ R8, R8")
     e(f"\tJEQ {name}_finish")
     e(f"{name}_block:")
+    if nv <= PREFETCH_NV:
+        # decode streams the weights from DRAM: ask for them ~7 blocks ahead
+        e(f"\tPREFETCHT0 {PREFETCH}(SI)")
+        e(f"\tPREFETCHT0 {PREFETCH + 64}(SI)")
+        e(f"\tPREFETCHT0 {PREFETCH + 128}(SI)")
     # scales s (DX → Y8) and mins m (→ X9 as int16), ggml's kmask shuffle
     e("\tMOVL 4(SI), AX")
     e("\tMOVL 8(SI), BX")
