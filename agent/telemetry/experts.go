@@ -1,7 +1,6 @@
 package telemetry
 
 import (
-	"cmp"
 	"slices"
 
 	"github.com/lesfarm/lesfarm/protocol"
@@ -29,10 +28,10 @@ type expertCounts struct {
 	stepSel, stepMiss [][]int
 	stepLayers        []int
 
-	rows    map[[2]int]*expertRow // by (config, layer)
-	entries int                   // nonzero experts over all rows
-	steps   int                   // measured decode steps counted since the last cut
-	due     bool                  // the next cut carries the counts
+	rows    map[int][]*expertRow // by config, then layer (nil: none yet)
+	entries int                  // nonzero experts over all rows
+	steps   int                  // measured decode steps counted since the last cut
+	due     bool                 // the next cut carries the counts
 }
 
 type expertRow struct {
@@ -63,13 +62,17 @@ func (x *expertCounts) layer(ev *trace.LayerEvent) {
 func (x *expertCounts) token(cfg, rep int, phase trace.Phase, every int) bool {
 	if rep >= 0 && phase == trace.Decode && len(x.stepLayers) > 0 {
 		if x.rows == nil {
-			x.rows = map[[2]int]*expertRow{}
+			x.rows = map[int][]*expertRow{}
 		}
+		byLayer := x.rows[cfg]
 		for _, l := range x.stepLayers {
-			r := x.rows[[2]int{cfg, l}]
+			for len(byLayer) <= l {
+				byLayer = append(byLayer, nil)
+			}
+			r := byLayer[l]
 			if r == nil {
 				r = &expertRow{}
-				x.rows[[2]int{cfg, l}] = r
+				byLayer[l] = r
 			}
 			r.steps++
 			for _, e := range x.stepSel[l] {
@@ -91,6 +94,7 @@ func (x *expertCounts) token(cfg, rep int, phase trace.Phase, every int) bool {
 				}
 			}
 		}
+		x.rows[cfg] = byLayer
 		x.steps++
 		if x.steps >= every || x.entries >= expertEntriesCut {
 			x.due = true
@@ -113,33 +117,45 @@ func (x *expertCounts) take() []protocol.ExpertLoad {
 	if x.entries == 0 {
 		return nil
 	}
-	keys := make([][2]int, 0, len(x.rows))
-	for k := range x.rows {
-		keys = append(keys, k)
+	cfgs := make([]int, 0, len(x.rows))
+	for c := range x.rows {
+		cfgs = append(cfgs, c)
 	}
-	slices.SortFunc(keys, func(a, b [2]int) int { return cmp.Or(cmp.Compare(a[0], b[0]), cmp.Compare(a[1], b[1])) })
-	out := make([]protocol.ExpertLoad, 0, len(keys))
-	for _, k := range keys {
-		r := x.rows[k]
-		n := 0
-		for _, d := range r.demand {
-			if d > 0 {
-				n++
+	slices.Sort(cfgs)
+	var out []protocol.ExpertLoad
+	for _, c := range cfgs {
+		for l, r := range x.rows[c] {
+			if row, ok := r.take(c, l); ok {
+				out = append(out, row)
 			}
 		}
-		if n == 0 {
-			continue
-		}
-		arr := make([]int32, 3*n)
-		ids, dem, mis := arr[:0:n], arr[n:n:2*n], arr[2*n:2*n]
-		for e, d := range r.demand {
-			if d > 0 {
-				ids, dem, mis = append(ids, int32(e)), append(dem, d), append(mis, r.miss[e])
-			}
-		}
-		out = append(out, protocol.ExpertLoad{ConfigIndex: k[0], Layer: k[1], Steps: r.steps, Experts: ids, Demand: dem, Miss: mis})
 	}
 	clear(x.rows)
 	x.entries, x.steps = 0, 0
 	return out
+}
+
+// take returns the row's nonzero experts as a sparse row (false when it
+// has none).
+func (r *expertRow) take(cfg, layer int) (protocol.ExpertLoad, bool) {
+	if r == nil {
+		return protocol.ExpertLoad{}, false
+	}
+	n := 0
+	for _, d := range r.demand {
+		if d > 0 {
+			n++
+		}
+	}
+	if n == 0 {
+		return protocol.ExpertLoad{}, false
+	}
+	arr := make([]int32, 3*n)
+	ids, dem, mis := arr[:0:n], arr[n:n:2*n], arr[2*n:2*n]
+	for e, d := range r.demand {
+		if d > 0 {
+			ids, dem, mis = append(ids, int32(e)), append(dem, d), append(mis, r.miss[e])
+		}
+	}
+	return protocol.ExpertLoad{ConfigIndex: cfg, Layer: layer, Steps: r.steps, Experts: ids, Demand: dem, Miss: mis}, true
 }
