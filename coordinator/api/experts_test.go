@@ -4,10 +4,17 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/lesfarm/lesfarm/coordinator/store"
+	"github.com/lesfarm/lesfarm/internal/testenv"
+	"github.com/lesfarm/lesfarm/jobs"
 	"github.com/lesfarm/lesfarm/protocol"
 )
 
@@ -194,4 +201,64 @@ func TestRunDeviceTrace(t *testing.T) {
 	if resp.StatusCode != 404 {
 		t.Errorf("unknown run: %d", resp.StatusCode)
 	}
+}
+
+// BenchmarkRunConfigExperts serves the heatmap of one config of a
+// 40-layer, 256-expert model measured over 6,000 decode steps: the 240
+// expert_load rows the agent sends for it (6 carries × 40 layers), read,
+// summed and encoded as a 40 × 256 matrix per request.
+func BenchmarkRunConfigExperts(b *testing.B) {
+	ctx := context.Background()
+	st, err := store.Open(ctx, testenv.MigratedPostgresURL(b), store.Config{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(st.Close)
+	h, _, err := New(Deps{Store: st, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	b.Cleanup(srv.Close)
+	addDevice(b, st, "bx-1", "android", "Pixel 8", nil)
+	spec, _ := jobs.Builtin("smoke")
+	_, runs, err := st.CreateRuns(ctx, &store.CreateRunsParams{Spec: spec})
+	if err != nil {
+		b.Fatal(err)
+	}
+	g, err := st.ClaimRun(ctx, &store.ClaimRunParams{DeviceID: "bx-1", RunIDs: []int64{runs[0].ID}, LeaseTTL: time.Minute})
+	if err != nil {
+		b.Fatal(err)
+	}
+	var batches []*protocol.TelemetryBatch
+	for seq := range 6 {
+		tb := &protocol.TelemetryBatch{V: protocol.Version, RunID: g.Run.ID, Token: g.Token, DeviceID: "bx-1", Seq: uint64(seq)}
+		for l := range 40 {
+			r := protocol.ExpertLoad{Layer: l, Steps: 1024}
+			for e := range 256 {
+				r.Experts, r.Demand, r.Miss = append(r.Experts, int32(e)), append(r.Demand, int32(1+(e*l)%64)), append(r.Miss, int32((e*l)%7))
+			}
+			tb.Experts = append(tb.Experts, r)
+		}
+		batches = append(batches, tb)
+	}
+	if _, err := st.InsertTelemetry(ctx, batches); err != nil {
+		b.Fatal(err)
+	}
+	url := fmt.Sprintf("%s/v1/runs/%d/configs/0/experts?metric=miss", srv.URL, g.Run.ID)
+	var size int
+	b.ReportAllocs()
+	for b.Loop() {
+		resp, err := http.Get(url)
+		if err != nil {
+			b.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			b.Fatalf("%d %s", resp.StatusCode, body)
+		}
+		size = len(body)
+	}
+	b.ReportMetric(float64(size), "bytes/response")
 }
