@@ -124,7 +124,7 @@ func TestRunHeatmap(t *testing.T) {
 	}
 	// Hover the centre of layer 2's hot cell.
 	hover := fmt.Sprintf(`(() => { const c = document.querySelector('.heatmap-canvas'), s = c.heat, r = c.getBoundingClientRect();
-		c.dispatchEvent(new MouseEvent('mousemove', { clientX: r.left + (%d + 0.5) * s.cellWidth, clientY: r.top + 2.5 * s.cellHeight, bubbles: true }));
+		c.dispatchEvent(new MouseEvent('mousemove', { clientX: r.left + s.left + (%d + 0.5) * s.cellWidth, clientY: r.top + s.top + 2.5 * s.cellHeight, bubbles: true }));
 		return document.querySelector('.heatmap-tip').textContent; })()`, demandHot(0, 2))
 	if got, want := eval[string](t, b, hover), fmt.Sprintf("layer 2, expert %d: 900 demands over 900 decode steps", demandHot(0, 2)); got != want {
 		t.Errorf("hover %q, want %q", got, want)

@@ -21,6 +21,13 @@ export function colour(t) {
 
 const NOUN = { demand: 'demands', miss: 'misses', hit: 'hits' };
 
+// Margins of the canvas for the axis labels, in px.
+const ML = 34, MT = 16;
+
+// tickStep is the smallest power of two whose ticks are at least gap px
+// apart at size px per cell.
+const tickStep = (size, gap) => { let k = 1; while (k * size < gap) k *= 2; return k; };
+
 // range says which layers or experts cell index i of bin covers.
 const range = (i, bin, n) => (bin > 1 ? i * bin + '–' + Math.min(n, (i + 1) * bin) - 1 : String(i));
 
@@ -29,12 +36,13 @@ const range = (i, bin, n) => (bin > 1 ? i * bin + '–' + Math.min(n, (i + 1) * 
 // narrower than 2 px).
 export function heatmap(hm, width) {
   const rows = hm.cells.length, cols = rows ? hm.cells[0].length : 0;
-  const cw = Math.max(2, Math.floor((width - 40) / Math.max(1, cols)));
+  const cw = Math.max(2, Math.floor((width - 40 - ML) / Math.max(1, cols)));
   const ch = Math.max(4, Math.min(14, Math.floor(480 / Math.max(1, rows))));
-  const canvas = h('canvas', { class: 'heatmap-canvas', width: cols * cw, height: rows * ch, role: 'img',
+  const W = cols * cw, H = rows * ch;
+  const canvas = h('canvas', { class: 'heatmap-canvas', width: ML + W, height: MT + H, role: 'img',
     'aria-label': 'layer × expert ' + hm.metric + ' counts, ' + rows + ' rows by ' + cols + ' columns' });
   const g = canvas.getContext('2d');
-  const img = g.createImageData(cols * cw, rows * ch);
+  const img = g.createImageData(W, H);
   const scale = Math.sqrt(Math.max(1, hm.max));
   const hot = [];
   for (let r = 0; r < rows; r++) {
@@ -45,20 +53,30 @@ export function heatmap(hm, width) {
       const rgb = v > 0 ? colour(Math.sqrt(v) / scale) : ZERO;
       for (let y = r * ch; y < (r + 1) * ch; y++) {
         for (let x = c * cw; x < (c + 1) * cw; x++) {
-          const o = (y * cols * cw + x) * 4;
+          const o = (y * W + x) * 4;
           img.data[o] = rgb[0]; img.data[o + 1] = rgb[1]; img.data[o + 2] = rgb[2]; img.data[o + 3] = 255;
         }
       }
     }
     hot.push({ row: r, col: best, value: hm.cells[r][best] || 0 });
   }
-  g.putImageData(img, 0, 0);
-  canvas.heat = { rows, cols, cellWidth: cw, cellHeight: ch, max: hm.max, metric: hm.metric, hot };
+  g.putImageData(img, ML, MT);
+  // Axis labels: first layer (expert) of every k-th row (column).
+  g.fillStyle = '#555';
+  g.font = '10px sans-serif';
+  g.textAlign = 'right';
+  g.textBaseline = 'middle';
+  const kr = tickStep(ch, 12), kc = tickStep(cw, 30);
+  for (let r = 0; r < rows; r += kr) g.fillText(String(r * hm.layer_bin), ML - 4, MT + (r + 0.5) * ch);
+  g.textAlign = 'left';
+  g.textBaseline = 'alphabetic';
+  for (let c = 0; c < cols; c += kc) g.fillText(String(c * hm.expert_bin), ML + c * cw, MT - 4);
+  canvas.heat = { rows, cols, left: ML, top: MT, cellWidth: cw, cellHeight: ch, max: hm.max, metric: hm.metric, hot };
   canvas.dataset.hot = hot.map((c) => c.row * hm.layer_bin + ':' + c.col * hm.expert_bin).join(' ');
   const tip = h('div', { class: 'heatmap-tip', role: 'status', 'aria-live': 'polite' }, 'Hover a cell for its count.');
   canvas.addEventListener('mousemove', (ev) => {
     const box = canvas.getBoundingClientRect();
-    const c = Math.floor((ev.clientX - box.left) / cw), r = Math.floor((ev.clientY - box.top) / ch);
+    const c = Math.floor((ev.clientX - box.left - ML) / cw), r = Math.floor((ev.clientY - box.top - MT) / ch);
     if (r < 0 || r >= rows || c < 0 || c >= cols) return;
     tip.textContent = 'layer ' + range(r, hm.layer_bin, hm.layers) + ', expert ' + range(c, hm.expert_bin, hm.experts) + ': ' +
       hm.cells[r][c] + ' ' + NOUN[hm.metric] + (hm.steps ? ' over ' + hm.steps + ' decode steps' : '');
