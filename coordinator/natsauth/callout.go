@@ -47,7 +47,14 @@ type CalloutConfig struct {
 	// server's auth timeout is usually 2s, and an answer past it is
 	// wasted).
 	VerifyTimeout time.Duration
-	Logger        *slog.Logger
+	// XKeySeed, when set, is the seed of a curve nkey (SX...) whose public
+	// key is the server's auth_callout.xkey: the server then encrypts each
+	// request (which carries the device's secret) to it, and the answers
+	// (which carry the user JWT) are encrypted back to the server's own
+	// xkey, so neither can be read on the way. Requests that are not
+	// encrypted are then ignored.
+	XKeySeed string
+	Logger   *slog.Logger
 }
 
 // Callout serves NATS auth callout for an external NATS server (or
@@ -62,6 +69,7 @@ type Callout struct {
 	cfg    CalloutConfig
 	log    *slog.Logger
 	issuer nkeys.KeyPair
+	xkey   nkeys.KeyPair // nil: requests in the clear
 	sub    *nats.Subscription
 
 	granted, refused, failed atomic.Uint64
@@ -82,7 +90,25 @@ func NewCallout(cfg CalloutConfig) (*Callout, error) {
 	cfg.Account = cmp.Or(cfg.Account, server.DEFAULT_GLOBAL_ACCOUNT)
 	cfg.UserTTL = cmp.Or(cfg.UserTTL, 10*time.Minute)
 	cfg.VerifyTimeout = cmp.Or(cfg.VerifyTimeout, 3*time.Second)
-	return &Callout{cfg: cfg, log: cmp.Or(cfg.Logger, slog.Default()), issuer: kp}, nil
+	c := &Callout{cfg: cfg, log: cmp.Or(cfg.Logger, slog.Default()), issuer: kp}
+	if cfg.XKeySeed != "" {
+		xk, err := nkeys.FromCurveSeed([]byte(cfg.XKeySeed))
+		if err != nil {
+			return nil, errors.New("natsauth callout config: the xkey seed must be a curve nkey seed (SX...)")
+		}
+		c.xkey = xk
+	}
+	return c, nil
+}
+
+// XKeyPublicKey returns the public curve key to configure as the server's
+// auth_callout.xkey, or "" without XKeySeed.
+func (c *Callout) XKeyPublicKey() string {
+	if c.xkey == nil {
+		return ""
+	}
+	pub, _ := c.xkey.PublicKey()
+	return pub
 }
 
 // IssuerPublicKey returns the public account key to configure as the
@@ -116,7 +142,22 @@ func (c *Callout) Stats() (granted, refused, failed uint64) {
 }
 
 func (c *Callout) handle(m *nats.Msg) {
-	req, err := jwt.DecodeAuthorizationRequestClaims(string(m.Data))
+	data := m.Data
+	serverXKey := m.Header.Get(server.AuthRequestXKeyHeader)
+	if c.xkey != nil {
+		if serverXKey == "" {
+			c.failed.Add(1)
+			c.log.Warn("natsauth: callout: request not encrypted, but an xkey is configured (set the server's auth_callout.xkey); ignored")
+			return
+		}
+		var err error
+		if data, err = c.xkey.Open(m.Data, serverXKey); err != nil {
+			c.failed.Add(1)
+			c.log.Warn("natsauth: callout: cannot decrypt request (is the server's auth_callout.xkey this seed's public key?)", "err", err)
+			return
+		}
+	}
+	req, err := jwt.DecodeAuthorizationRequestClaims(string(data))
 	if err != nil {
 		// Not a request the server signed for us: nothing to answer to.
 		c.failed.Add(1)
@@ -136,7 +177,7 @@ func (c *Callout) handle(m *nats.Msg) {
 	if why != "" {
 		c.refused.Add(1)
 		c.log.Warn("natsauth: callout: connection refused", "user", o.Username, "host", req.ClientInformation.Host, "reason", why)
-		c.respond(m, req, "", why)
+		c.respond(m, req, serverXKey, "", why)
 		return
 	}
 	uc := jwt.NewUserClaims(req.UserNkey)
@@ -155,7 +196,7 @@ func (c *Callout) handle(m *nats.Msg) {
 	}
 	c.granted.Add(1)
 	c.log.Debug("natsauth: callout: device authorized", "device_id", deviceID, "host", req.ClientInformation.Host)
-	c.respond(m, req, userJWT, "")
+	c.respond(m, req, serverXKey, userJWT, "")
 }
 
 // authorize returns the device a credential belongs to, or why it is
@@ -179,17 +220,26 @@ func (c *Callout) authorize(user, password, token string) (deviceID, why string,
 	return cred.DeviceID, "", nil
 }
 
-func (c *Callout) respond(m *nats.Msg, req *jwt.AuthorizationRequestClaims, userJWT, refusal string) {
+// respond signs the answer and, when the request was encrypted, encrypts
+// it to the server's xkey.
+func (c *Callout) respond(m *nats.Msg, req *jwt.AuthorizationRequestClaims, serverXKey, userJWT, refusal string) {
 	rc := jwt.NewAuthorizationResponseClaims(req.UserNkey)
 	rc.Audience = req.Server.ID
 	rc.Jwt = userJWT
 	rc.Error = refusal
-	data, err := rc.Encode(c.issuer)
+	signed, err := rc.Encode(c.issuer)
 	if err != nil {
 		c.log.Error("natsauth: callout: sign response", "err", err)
 		return
 	}
-	if err := m.Respond([]byte(data)); err != nil {
+	data := []byte(signed)
+	if c.xkey != nil {
+		if data, err = c.xkey.Seal(data, serverXKey); err != nil {
+			c.log.Error("natsauth: callout: encrypt response", "err", err)
+			return
+		}
+	}
+	if err := m.Respond(data); err != nil {
 		c.log.Warn("natsauth: callout: respond", "err", err)
 	}
 }

@@ -29,6 +29,9 @@ type startFunc func(t *testing.T, runOnly bool) *farm
 func eachAuth(t *testing.T, body func(*testing.T, startFunc)) {
 	t.Run("embedded", func(t *testing.T) { body(t, start) })
 	t.Run("callout", func(t *testing.T) { body(t, startCallout) })
+	t.Run("callout-xkey", func(t *testing.T) {
+		body(t, func(t *testing.T, runOnly bool) *farm { return startCalloutWith(t, runOnly, true) })
+	})
 }
 
 // calloutTTL is the device authorization lifetime in the callout tests.
@@ -38,7 +41,12 @@ const calloutTTL = 2 * time.Second
 // would be (authorization { users: [coordinator], auth_callout { issuer,
 // auth_users: [coordinator] } }, see docs/scale.md) and serves the
 // callout from the coordinator's connection.
-func startCallout(t *testing.T, runOnly bool) *farm {
+func startCallout(t *testing.T, runOnly bool) *farm { return startCalloutWith(t, runOnly, false) }
+
+// startCalloutWith is startCallout; with xkey the server encrypts its
+// requests to the callout's curve key (auth_callout.xkey) and the answers
+// come back encrypted to the server's.
+func startCalloutWith(t *testing.T, runOnly, xkey bool) *farm {
 	t.Helper()
 	st, err := store.Open(context.Background(), testenv.MigratedPostgresURL(t), store.Config{MaxConns: 4})
 	if err != nil {
@@ -50,15 +58,23 @@ func startCallout(t *testing.T, runOnly bool) *farm {
 		t.Fatal(err)
 	}
 	seed, _ := issuer.Seed()
+	var xkeySeed []byte
+	if xkey {
+		xk, err := nkeys.CreateCurveKeys()
+		if err != nil {
+			t.Fatal(err)
+		}
+		xkeySeed, _ = xk.Seed()
+	}
 	co, err := natsauth.NewCallout(natsauth.CalloutConfig{Verifier: st, IssuerSeed: string(seed), RunOnlySubjects: runOnly, UserTTL: calloutTTL,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		XKeySeed: string(xkeySeed), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
 	const coordPass = "coordinator-secret"
 	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoSigs: true, NoLog: true,
 		Users:       []*server.User{{Username: natsauth.CoordinatorUser, Password: coordPass}},
-		AuthCallout: &server.AuthCallout{Issuer: co.IssuerPublicKey(), AuthUsers: []string{natsauth.CoordinatorUser}}})
+		AuthCallout: &server.AuthCallout{Issuer: co.IssuerPublicKey(), AuthUsers: []string{natsauth.CoordinatorUser}, XKey: co.XKeyPublicKey()}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,6 +175,7 @@ func TestCalloutConfigErrors(t *testing.T) {
 		"no verifier":    {IssuerSeed: "SAANDLKMXL6CUS3CP52WIXBEDN6YJ545GDKC65U5JZPPV6WH6ESWUA6YAI"},
 		"bad seed":       {Verifier: &store.Store{}, IssuerSeed: "nope"},
 		"user, not acct": {Verifier: &store.Store{}, IssuerSeed: string(userSeed)},
+		"xkey not curve": {Verifier: &store.Store{}, IssuerSeed: "SAANDLKMXL6CUS3CP52WIXBEDN6YJ545GDKC65U5JZPPV6WH6ESWUA6YAI", XKeySeed: string(userSeed)},
 	} {
 		if _, err := natsauth.NewCallout(cfg); err == nil {
 			t.Errorf("%s: no error", name)

@@ -41,6 +41,7 @@ func newServeCmd(env *Env) *cobra.Command {
 		tlsFlags    serveTLSFlags
 		replicas    int
 		calloutSeed string
+		calloutXKey string
 	)
 	cmd := &cobra.Command{
 		Use:   "serve [--http-addr 127.0.0.1:8080] [--data-dir DIR] [--nats-url URL] [--database-url URL]",
@@ -102,6 +103,9 @@ REST mutations need a token: lesfarm token create --name NAME.`,
 			if replicas < 1 || replicas > 5 {
 				return usagef("--stream-replicas %d: want 1..5", replicas)
 			}
+			if calloutXKey != "" && calloutSeed == "" {
+				return usagef("--nats-callout-xkey-seed encrypts the auth callout of --nats-callout-seed")
+			}
 			if calloutSeed != "" && natsURL == "" {
 				return usagef("--nats-callout-seed serves auth callout for an external NATS (--nats-url); the embedded one authenticates with --nats-auth")
 			}
@@ -157,7 +161,7 @@ REST mutations need a token: lesfarm token create --name NAME.`,
 				auth.SetVerifier(c.Store())
 			}
 			if calloutSeed != "" {
-				stop, err := startCallout(natsURL, natsOpts, calloutSeed, natsAuth != "strict", c, log)
+				stop, err := startCallout(natsURL, natsOpts, calloutSeed, calloutXKey, natsAuth != "strict", c, log)
 				if err != nil {
 					_ = c.Stop()
 					return err
@@ -180,6 +184,7 @@ REST mutations need a token: lesfarm token create --name NAME.`,
 	f.StringVar(&natsAuth, "nats-auth", "strict", "authentication of the embedded NATS server: strict (per-device credentials; each device publishes and reads only under its own id), devices (also accepts the run-only data subjects and shared inbox of older agents) or none (trusted lab)")
 	f.StringVar(&artifactURL, "artifact-url", "", "base URL agents download artifacts from (default http://HTTP-ADDR)")
 	f.StringVar(&name, "name", "", "name of this coordinator in leases and logs (default hostname:pid)")
+	f.StringVar(&calloutXKey, "nats-callout-xkey-seed", "", "file holding a curve nkey seed (SX...) whose public key is the server's auth_callout.xkey: requests and answers are then encrypted")
 	f.StringVar(&calloutSeed, "nats-callout-seed", "", "file holding the account nkey seed (SA...) whose public key is the external NATS server's auth_callout issuer: serve per-device authorization to it (docs/scale.md)")
 	f.IntVar(&replicas, "stream-replicas", 1, "replicas of the TELEMETRY and RESULTS streams (3 on a NATS cluster of three or more nodes)")
 	f.DurationVar(&ttl, "heartbeat-ttl", 15*time.Second, "device TTL: a device silent this long is lost and its run requeued")
@@ -219,12 +224,19 @@ func startEmbeddedNATS(addr, dataDir, mode string, tlsConfig *tls.Config, log *s
 // startCallout serves NATS auth callout (natsauth.Callout) on its own
 // connection to the external NATS, with the issuer seed read from
 // seedFile, checking device credentials in the coordinator's store.
-func startCallout(natsURL string, opts []nats.Option, seedFile string, runOnly bool, c *coordinator.Coordinator, log *slog.Logger) (func(), error) {
+func startCallout(natsURL string, opts []nats.Option, seedFile, xkeyFile string, runOnly bool, c *coordinator.Coordinator, log *slog.Logger) (func(), error) {
 	seed, err := os.ReadFile(seedFile)
 	if err != nil {
 		return nil, fmt.Errorf("--nats-callout-seed: %w", err)
 	}
-	co, err := natsauth.NewCallout(natsauth.CalloutConfig{Verifier: c.Store(), IssuerSeed: strings.TrimSpace(string(seed)), RunOnlySubjects: runOnly, Logger: log})
+	var xkey []byte
+	if xkeyFile != "" {
+		if xkey, err = os.ReadFile(xkeyFile); err != nil {
+			return nil, fmt.Errorf("--nats-callout-xkey-seed: %w", err)
+		}
+	}
+	co, err := natsauth.NewCallout(natsauth.CalloutConfig{Verifier: c.Store(), IssuerSeed: strings.TrimSpace(string(seed)),
+		XKeySeed: strings.TrimSpace(string(xkey)), RunOnlySubjects: runOnly, Logger: log})
 	if err != nil {
 		return nil, fmt.Errorf("--nats-callout-seed %s: %w", seedFile, err)
 	}
@@ -236,7 +248,7 @@ func startCallout(natsURL string, opts []nats.Option, seedFile string, runOnly b
 		nc.Close()
 		return nil, err
 	}
-	log.Info("serve: serving NATS auth callout", "issuer", co.IssuerPublicKey())
+	log.Info("serve: serving NATS auth callout", "issuer", co.IssuerPublicKey(), "xkey", co.XKeyPublicKey())
 	return func() { co.Stop(); nc.Close() }, nil
 }
 

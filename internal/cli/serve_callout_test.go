@@ -24,8 +24,8 @@ import (
 // TestServeCalloutAuthenticatesDevices is the external-NATS deployment of
 // docs/scale.md end to end: a standalone nats-server whose only static
 // user is the coordinator and which delegates every other connection to
-// auth callout, `lesfarm serve --nats-url ... --nats-callout-seed FILE`
-// answering it, and `lesfarm agent`s connecting to that server. The agent
+// auth callout (encrypted with an xkey), `lesfarm serve --nats-url ...
+// --nats-callout-seed FILE --nats-callout-xkey-seed FILE` answering it, and `lesfarm agent`s connecting to that server. The agent
 // with its device's credential registers; one with a wrong secret and one
 // presenting dev-a's credential as dev-c are refused by the server on the
 // coordinator's word, and the refusals are logged by serve.
@@ -49,14 +49,25 @@ func TestServeCalloutAuthenticatesDevices(t *testing.T) {
 	}
 	seed, _ := issuer.Seed()
 	issuerPub, _ := issuer.PublicKey()
-	seedFile := filepath.Join(t.TempDir(), "callout.seed")
-	if err := os.WriteFile(seedFile, append(seed, '\n'), 0o600); err != nil {
+	// The requests, which carry the devices' secrets, are encrypted to
+	// the callout's xkey.
+	xkey, err := nkeys.CreateCurveKeys()
+	if err != nil {
 		t.Fatal(err)
+	}
+	xkeySeed, _ := xkey.Seed()
+	xkeyPub, _ := xkey.PublicKey()
+	dir := t.TempDir()
+	seedFile, xkeyFile := filepath.Join(dir, "callout.seed"), filepath.Join(dir, "callout.xkey")
+	for f, b := range map[string][]byte{seedFile: seed, xkeyFile: xkeySeed} {
+		if err := os.WriteFile(f, append(b, '\n'), 0o600); err != nil {
+			t.Fatal(err)
+		}
 	}
 	const coordPass = "coordinator-secret"
 	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoSigs: true, NoLog: true,
 		Users:       []*server.User{{Username: natsauth.CoordinatorUser, Password: coordPass}},
-		AuthCallout: &server.AuthCallout{Issuer: issuerPub, AuthUsers: []string{natsauth.CoordinatorUser}}})
+		AuthCallout: &server.AuthCallout{Issuer: issuerPub, AuthUsers: []string{natsauth.CoordinatorUser}, XKey: xkeyPub}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +84,7 @@ func TestServeCalloutAuthenticatesDevices(t *testing.T) {
 	var out, errOut syncBuffer
 	serve := cli.NewRoot(&cli.Env{Ctx: ctx, Stdin: strings.NewReader(""), Stdout: &out, Stderr: &errOut})
 	serve.SetArgs([]string{"serve", "--data-dir", t.TempDir(), "--http-addr", "127.0.0.1:0", "--nats-url", coordURL,
-		"--nats-callout-seed", seedFile, "--database-url", dbURL, "--log-level", "info"})
+		"--nats-callout-seed", seedFile, "--nats-callout-xkey-seed", xkeyFile, "--database-url", dbURL, "--log-level", "info"})
 	done := make(chan error, 1)
 	go func() { done <- serve.ExecuteContext(ctx) }()
 	re := regexp.MustCompile(`http: (http://127\.0\.0\.1:\d+)`)
@@ -90,8 +101,8 @@ func TestServeCalloutAuthenticatesDevices(t *testing.T) {
 		}
 		return errNotYet
 	})
-	if !strings.Contains(errOut.String(), issuerPub) {
-		t.Fatalf("serve did not log the callout issuer %s:\n%s", issuerPub, errOut.String())
+	if !strings.Contains(errOut.String(), issuerPub) || !strings.Contains(errOut.String(), xkeyPub) {
+		t.Fatalf("serve did not log the callout issuer %s and xkey %s:\n%s", issuerPub, xkeyPub, errOut.String())
 	}
 
 	agents := map[string][]string{
