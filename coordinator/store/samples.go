@@ -113,7 +113,7 @@ func (s *Store) InsertTelemetry(ctx context.Context, batches []*protocol.Telemet
 			if err != nil {
 				return err
 			}
-			n, err := sp.CopyFrom(ctx, pgx.Identifier{"samples"}, samplesInCols, &sampleRows{batches: accepted})
+			n, err := copySamples(ctx, sp.Conn().PgConn(), "samples", accepted)
 			if err == nil {
 				if err := sp.Commit(ctx); err != nil {
 					return err
@@ -132,7 +132,7 @@ func (s *Store) InsertTelemetry(ctx context.Context, batches []*protocol.Telemet
 		if _, err := tx.Exec(ctx, `CREATE TEMP TABLE IF NOT EXISTS samples_in (LIKE samples) ON COMMIT DELETE ROWS`); err != nil {
 			return err
 		}
-		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"samples_in"}, samplesInCols, &sampleRows{batches: accepted}); err != nil {
+		if _, err := copySamples(ctx, tx.Conn().PgConn(), "samples_in", accepted); err != nil {
 			return err
 		}
 		tag, err := tx.Exec(ctx, `INSERT INTO samples SELECT * FROM samples_in ON CONFLICT DO NOTHING`)
@@ -147,47 +147,6 @@ func (s *Store) InsertTelemetry(ctx context.Context, batches []*protocol.Telemet
 	}
 	return st, nil
 }
-
-// sampleRows streams batches' samples as COPY rows without building them
-// all in memory.
-type sampleRows struct {
-	batches []*protocol.TelemetryBatch
-	b, i    int
-	row     [18]any
-	buf     []byte
-}
-
-func (r *sampleRows) Next() bool {
-	for r.b < len(r.batches) {
-		if r.i < len(r.batches[r.b].Samples) {
-			r.i++
-			return true
-		}
-		r.b++
-		r.i = 0
-	}
-	return false
-}
-
-func (r *sampleRows) Values() ([]any, error) {
-	b := r.batches[r.b]
-	s := &b.Samples[r.i-1]
-	row := &r.row
-	row[0], row[1], row[2] = b.RunID, int32(b.Seq), int16(r.i-1)
-	row[3], row[4], row[5] = int16(s.ConfigIndex), int16(s.Repetition), int32(s.Step)
-	row[6], row[7], row[8] = phaseCodes[s.Phase], int32(s.Pos), int32(s.Tokens)
-	row[9], row[10], row[11], row[12] = s.DurationNS, s.StallNS, s.BytesRead, s.CacheBytes
-	row[13], row[14], row[15], row[16], row[17] = int32(0), int32(0), int32(0), int32(0), nil
-	if l := s.Layers; l != nil {
-		var packed []byte
-		packed, r.buf = PackLayers(r.buf[:0], l)
-		row[13], row[14], row[15], row[16] = sum32(l.Hits), sum32(l.Misses), sum32(l.PrefetchUsed), sum32(l.PrefetchWasted)
-		row[17] = packed
-	}
-	return row[:], nil
-}
-
-func (r *sampleRows) Err() error { return nil }
 
 func sum32(v []int32) int32 {
 	var n int32
