@@ -71,7 +71,14 @@ rounds.` + ladderHelp,
 			}
 			lf.draft = draft
 			if cmd.Flags().Changed("draft-k") {
-				return usagef("--draft-k needs --draft PATH")
+				if !lf.ladder {
+					return usagef("--draft-k needs --draft PATH")
+				}
+				k, err := parseLadderDraftK(draftK)
+				if err != nil {
+					return err
+				}
+				lf.draftK = k
 			}
 			if lf.ladder {
 				ts, err := parseThreads(threads)

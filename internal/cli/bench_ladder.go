@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -23,6 +24,7 @@ import (
 // ladderFlags are the bench flags of the LES ladder (bench --ladder).
 type ladderFlags struct {
 	ladder   bool
+	draftK   int // --draft-k with --ladder: a fixed draft length, 0 = adaptive
 	profile  string
 	storage  string
 	budget   string
@@ -79,7 +81,7 @@ JSON: {"model","profile","budget_bytes","rows":[{"mode",
 "predictor_recall","stall_fraction","bytes_read_per_token","bytes_vs_oracle",
 "oracle_fraction","speedup_vs_previous","peak_rss_bytes","identical_output"}],
 "oracle":{"decode_tokens_per_second"}}; the speculative row adds
-"speculative":{"drafter","acceptance_rate","mean_accepted",
+"speculative":{"drafter","k","adaptive","acceptance_rate","mean_accepted",
 "tokens_per_target_pass","verify_us","experts_per_verify","off_share"}.
 --record-trace FILE writes the routing of the first warm-up run for
 lesfarm replay (cache-only replay of any policy against Belady's MIN).
@@ -136,7 +138,7 @@ func runLadder(env *Env, lf *ladderFlags, cfg bench.Config, format string) error
 	}
 	lc := bench.LadderConfig{
 		Model: cfg.Model, ExpertsPath: lf.experts, Policy: lf.policy, NoOracle: lf.noOracle, PredictK: lf.predictK, RecordTrace: lf.record, PrefetchAll: lf.all,
-		NoSpeculative: lf.noSpec, Draft: lf.draft,
+		NoSpeculative: lf.noSpec, Draft: lf.draft, DraftK: lf.draftK,
 		Repetitions: cfg.Repetitions, Warmup: cfg.Warmup, PromptTokens: cfg.PromptTokens, GenTokens: cfg.GenTokens,
 		Pin: cfg.Pin, DiscardOutliers: cfg.DiscardOutliers,
 	}
@@ -284,4 +286,17 @@ func mixedFlags(lf *ladderFlags, lc *bench.LadderConfig) error {
 	}
 	lc.PerplexityIDs = tok.Tokenize(string(text), true, false)
 	return nil
+}
+
+// parseLadderDraftK parses --draft-k for the ladder's speculative rung: one
+// draft length from 1 to 64, or auto (adaptive k, 0).
+func parseLadderDraftK(v string) (int, error) {
+	if v == "auto" {
+		return 0, nil
+	}
+	k, err := strconv.Atoi(v)
+	if err != nil || k < 1 || k > 64 {
+		return 0, usagef("--draft-k %q with --ladder: give one draft length from 1 to 64, or auto (adaptive k)", v)
+	}
+	return k, nil
 }

@@ -26,6 +26,7 @@ func TestBenchDraft(t *testing.T) {
 		{[]string{"--model", goldenQ4, "--draft", goldenQ4, "--draft-k", "0"}, "--draft-k \"0\""},
 		{[]string{"--model", goldenQ4, "--draft", goldenQ4, "--threads", "1,2"}, "one thread count"},
 		{[]string{"--model", goldenQ4, "--draft", "/nonexistent.gguf"}, "does not exist"},
+		{[]string{"--model", goldenQ4, "--ladder", "--draft-k", "2,4"}, "--draft-k \"2,4\" with --ladder: give one draft length"},
 	} {
 		code, _, errOut := run(t, append([]string{"bench"}, tc.args...)...)
 		if code != 2 || !strings.Contains(errOut, tc.want) {

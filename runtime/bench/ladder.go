@@ -65,6 +65,9 @@ type LadderConfig struct {
 	// block) or a draft model file.
 	NoSpeculative bool
 	Draft         string
+	// DraftK, if positive, is a fixed draft length for the speculative
+	// rung instead of adaptive k (the bound adaptive k is compared with).
+	DraftK int
 	// DiscardOutliers drops each mode's outlier repetitions by decode tok/s
 	// (les.MeasureOptions: beyond median ± 3·1.4826·MAD) before its figures
 	// are taken; each row reports how many it dropped.

@@ -7,7 +7,6 @@ import (
 	"io"
 	"strconv"
 
-	"github.com/lesfarm/lesfarm/runtime/spec"
 	"github.com/lesfarm/lesfarm/runtime/units"
 )
 
@@ -110,8 +109,12 @@ func (r *LadderReport) Write(w io.Writer, format string) error {
 		}
 		for _, row := range r.Rows {
 			if sp := row.Speculative; sp != nil {
-				fmt.Fprintf(w, "\n%s: drafter %s, adaptive k ≤ %d; acceptance %.3f, mean accepted %.2f, %.2f tokens per target pass, verify %.0f µs, %.1f experts per verify pass, plain rounds %.0f%%.\n",
-					row.Mode, sp.Drafter, spec.AdaptiveMaxK, sp.AcceptanceRate, sp.MeanAccepted, sp.TokensPerTargetPass, sp.VerifyUS, sp.ExpertsPerVerify, 100*sp.OffShare)
+				k := fmt.Sprintf("k = %d", sp.K)
+				if sp.Adaptive {
+					k = fmt.Sprintf("adaptive k ≤ %d", sp.K)
+				}
+				fmt.Fprintf(w, "\n%s: drafter %s, %s; acceptance %.3f, mean accepted %.2f, %.2f tokens per target pass, verify %.0f µs, %.1f experts per verify pass, plain rounds %.0f%%.\n",
+					row.Mode, sp.Drafter, k, sp.AcceptanceRate, sp.MeanAccepted, sp.TokensPerTargetPass, sp.VerifyUS, sp.ExpertsPerVerify, 100*sp.OffShare)
 			}
 		}
 		if r.ResidentRSS > 0 {

@@ -16,7 +16,10 @@ const SpeculativeRow = "speculative"
 // LadderSpec is the speculative row's own telemetry: acceptance, accepted
 // length, verify cost and the experts each verify pass routed to.
 type LadderSpec struct {
-	Drafter             string  `json:"drafter"`
+	Drafter string `json:"drafter"`
+	// K is the draft length: the largest one tried when Adaptive.
+	K                   int     `json:"k"`
+	Adaptive            bool    `json:"adaptive"`
 	AcceptanceRate      float64 `json:"acceptance_rate"`
 	MeanAccepted        float64 `json:"mean_accepted"`
 	TokensPerTargetPass float64 `json:"tokens_per_target_pass"`
@@ -67,6 +70,9 @@ func loadSpecLadder(cfg LadderConfig, mode expert.Mode, budget units.Budget, bas
 		return nil, err
 	}
 	s.dec = &les.Speculative{Dec: dec, K: spec.AdaptiveMaxK, Adaptive: true}
+	if cfg.DraftK > 0 {
+		s.dec.K, s.dec.Adaptive = cfg.DraftK, false
+	}
 	ses.SetDecoder(s.dec)
 	return s, nil
 }
@@ -84,7 +90,7 @@ func (s *specLadder) row(rep *LadderReport, prev *LadderRow) LadderRow {
 		return 0
 	})
 	st := &s.dec.Stats
-	ls := &LadderSpec{Drafter: st.Drafter, AcceptanceRate: st.AcceptanceRate(), MeanAccepted: st.MeanAccepted(),
+	ls := &LadderSpec{Drafter: st.Drafter, K: s.dec.K, Adaptive: s.dec.Adaptive, AcceptanceRate: st.AcceptanceRate(), MeanAccepted: st.MeanAccepted(),
 		TokensPerTargetPass: st.TokensPerTargetPass(), VerifyUS: float64(st.MeanVerify().Nanoseconds()) / 1e3,
 		ExpertsPerVerify: st.MeanExpertsPerVerify()}
 	if st.Rounds > 0 {

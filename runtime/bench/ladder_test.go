@@ -97,7 +97,7 @@ func TestLadderReport(t *testing.T) {
 	}
 	var sp map[string]json.RawMessage
 	json.Unmarshal(rows[len(rows)-1]["speculative"], &sp)
-	if got := keys(sp); got != "acceptance_rate,drafter,experts_per_verify,mean_accepted,off_share,tokens_per_target_pass,verify_us" {
+	if got := keys(sp); got != "acceptance_rate,adaptive,drafter,experts_per_verify,k,mean_accepted,off_share,tokens_per_target_pass,verify_us" {
 		t.Fatalf("speculative keys %s", got)
 	}
 	for _, r := range rep.Rows {
