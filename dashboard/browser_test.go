@@ -7,6 +7,7 @@ import (
 	"math"
 	"net/http"
 	"os"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -221,6 +222,11 @@ func TestDashboardInBrowser(t *testing.T) {
 			t.Errorf("run decode %q, want %q", got, runDecode)
 		}
 		b.screenshot(t, "run")
+		// The API sends the timeout as a Go duration string ("10m0s"); the
+		// page shows it formatted, not as a nanosecond count.
+		if meta := b.text(t, "dl.meta"); !regexp.MustCompile(`timeout\s*\d+(\.\d)? (min|h|s)`).MatchString(meta) {
+			t.Errorf("run meta %q shows no formatted timeout", meta)
+		}
 		res := b.text(t, "table.results-table tbody tr")
 		for _, want := range []string{"lookahead/budget=25%", "valid", "2.9%", "180.2 ± 3.1 tok/s", "1.520 ± 0.040 s", "3.00 GiB", "0.710", "0.820", "0.120", "12.0 MiB/tok", "5 (+1)"} {
 			if !strings.Contains(res, want) {
@@ -258,12 +264,15 @@ func TestDashboardInBrowser(t *testing.T) {
 			f.fmtValue('decode_tps', 1234.5), f.fmtValue('ttft_ms', 85.25), f.fmtValue('ttft_ms', 1234), f.fmtValue('peak_memory_bytes', 3.5 * 2 ** 30),
 			f.fmtValue('hit_rate', 0.8234), f.fmtValue('predictor_recall.l12', 0.5), f.fmtValue('bytes_per_token', 512),
 			f.fmtMeanSD('decode_tps', 1234.5, 12.34), f.fmtMeanSD('decode_tps', 20.1, 0), f.fmtPct(-0.135), f.fmtPct(0.0049), f.fmtPct(-Infinity),
-			f.fmtP(0.0001), f.fmtP(0.02345), f.fmtDuration(850), f.fmtDuration(7500000), f.fmtNum(NaN), f.fmtNum(-0.0001, 0)])`, chromedp.EvalAwaitPromise))
+			f.fmtP(0.0001), f.fmtP(0.02345), f.fmtDuration(850), f.fmtDuration(7500000), f.fmtNum(NaN), f.fmtNum(-0.0001, 0),
+			f.fmtDuration(f.parseGoDuration('30m0s')), f.fmtDuration(f.parseGoDuration('1h30m')), f.fmtDuration(f.parseGoDuration('1.5s')),
+			String(f.parseGoDuration('250ms')), String(f.parseGoDuration('300000000000'))])`, chromedp.EvalAwaitPromise))
 		if err != nil {
 			t.Fatal(err)
 		}
 		want := []string{"1,235 tok/s", "85.3 ms", "1.23 s", "3.50 GiB", "0.823", "0.500", "512 B/tok",
-			"1,235 ± 12 tok/s", "20.1 tok/s", "−13.5%", "+0.5%", "−∞%", "p < 0.001", "p = 0.023", "850 ms", "2 h 05 min", "—", "0"}
+			"1,235 ± 12 tok/s", "20.1 tok/s", "−13.5%", "+0.5%", "−∞%", "p < 0.001", "p = 0.023", "850 ms", "2 h 05 min", "—", "0",
+			"30 min", "1 h 30 min", "1.5 s", "250", "NaN"}
 		if strings.Join(got, "|") != strings.Join(want, "|") {
 			t.Errorf("formatting:\n got %q\nwant %q", got, want)
 		}

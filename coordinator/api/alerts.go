@@ -36,8 +36,8 @@ type listAlertsInput struct {
 
 type listAlertsOutput struct {
 	Body struct {
-		Items      []store.AlertGroup `json:"items"`
-		NextCursor int64              `json:"next_cursor,omitempty"`
+		Items      []AlertGroup `json:"items" doc:"Alert groups, newest first, without their alerts."`
+		NextCursor int64        `json:"next_cursor,omitempty" doc:"Pass as cursor to get the next page; absent on the last page." example:"20"`
 	}
 }
 
@@ -71,7 +71,7 @@ func (h *alertHandler) RegisterList(api huma.API) {
 			items = items[:in.Limit]
 			out.Body.NextCursor = items[len(items)-1].ID
 		}
-		out.Body.Items = nonNil(items)
+		out.Body.Items = mapSlice(items, alertGroupFromStore)
 		return out, nil
 	})
 }
@@ -81,7 +81,7 @@ type alertIDInput struct {
 }
 
 type alertGroupOutput struct {
-	Body *store.AlertGroup
+	Body *AlertGroup
 }
 
 // RegisterGet registers GET /v1/alerts/{id}: a group with its alerts.
@@ -94,16 +94,16 @@ func (h *alertHandler) RegisterGet(api huma.API) {
 		if err != nil {
 			return nil, storeErr(ctx, h.log, "alert group", err)
 		}
-		return &alertGroupOutput{Body: g}, nil
+		return &alertGroupOutput{Body: alertGroupPtr(g)}, nil
 	})
 }
 
 type triageInput struct {
 	ID   int64 `path:"id" minimum:"1"`
 	Body struct {
-		Status       string `json:"status" enum:"new,acknowledged,invalid,fixed,reassigned"`
-		Note         string `json:"note,omitempty" maxLength:"10000"`
-		ReassignedTo string `json:"reassigned_to,omitempty" maxLength:"200" doc:"Build the regression really belongs to; required with status reassigned."`
+		Status       string `json:"status" enum:"new,acknowledged,invalid,fixed,reassigned" example:"acknowledged" doc:"New triage status of the group and all its alerts."`
+		Note         string `json:"note,omitempty" maxLength:"10000" example:"known: ci-4812 changed the prefetch window" doc:"Triage note."`
+		ReassignedTo string `json:"reassigned_to,omitempty" maxLength:"200" example:"ci-4810" doc:"Build the regression really belongs to; required with status reassigned."`
 	}
 }
 
@@ -124,6 +124,6 @@ func (h *alertHandler) RegisterUpdate(api huma.API) {
 		if err != nil {
 			return nil, storeErr(ctx, h.log, "alert group", err)
 		}
-		return &alertGroupOutput{Body: g}, nil
+		return &alertGroupOutput{Body: alertGroupPtr(g)}, nil
 	})
 }

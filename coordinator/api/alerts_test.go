@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"testing"
-
-	"github.com/lesfarm/lesfarm/coordinator/store"
 )
 
 func TestAlerts(t *testing.T) {
@@ -31,8 +29,8 @@ func TestAlerts(t *testing.T) {
 			t.Fatalf("list %s: %d %s", q, resp.Code, resp.Body)
 		}
 		var page struct {
-			Items      []store.AlertGroup `json:"items"`
-			NextCursor int64              `json:"next_cursor"`
+			Items      []AlertGroup `json:"items"`
+			NextCursor int64        `json:"next_cursor"`
 		}
 		json.Unmarshal(resp.Body.Bytes(), &page)
 		for _, g := range page.Items {

@@ -427,7 +427,7 @@ type healthHandler struct {
 
 type healthOutput struct {
 	Body struct {
-		Status string `json:"status" example:"ok"`
+		Status string `json:"status" example:"ok" doc:"ok (liveness) or ready (readiness)."`
 	}
 }
 

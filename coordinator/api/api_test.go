@@ -193,7 +193,10 @@ func TestScheduleValidationLocations(t *testing.T) {
 		{"bad selector value", map[string]any{"name": "a", "cron": "0 2 * * *", "suite": "smoke", "devices": map[string]any{"platform": "windows"}}, "body.devices.platform"},
 		{"unknown suite", map[string]any{"name": "a", "cron": "0 2 * * *", "suite": "nope"}, "body.suite"},
 		{"override not applicable", map[string]any{"name": "a", "cron": "0 2 * * *", "suite": "smoke", "override": map[string]any{"repetitions": -3}}, "body.override.repetitions"},
-		{"negative catchup", map[string]any{"name": "a", "cron": "0 2 * * *", "suite": "smoke", "catchup_seconds": -1}, "body.catchup_seconds"},
+		{"negative catchup", map[string]any{"name": "a", "cron": "0 2 * * *", "suite": "smoke", "catchup": "-5m"}, "body.catchup"},
+		{"catchup over a week", map[string]any{"name": "a", "cron": "0 2 * * *", "suite": "smoke", "catchup": "169h"}, "body.catchup"},
+		{"catchup as nanoseconds", map[string]any{"name": "a", "cron": "0 2 * * *", "suite": "smoke", "catchup": 3600000000000}, "body.catchup"},
+		{"negative deprecated catchup_seconds", map[string]any{"name": "a", "cron": "0 2 * * *", "suite": "smoke", "catchup_seconds": -1}, "body.catchup_seconds"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -221,7 +224,7 @@ func TestSchedulesCRUDAndPagination(t *testing.T) {
 		if resp.Code != http.StatusCreated {
 			t.Fatalf("create: %d %s", resp.Code, resp.Body)
 		}
-		var sc store.Schedule
+		var sc Schedule
 		json.Unmarshal(resp.Body.Bytes(), &sc)
 		if sc.NextFireAt.Before(time.Now()) || sc.Timezone != "UTC" || !sc.Enabled {
 			t.Fatalf("created %+v", sc)
@@ -240,8 +243,8 @@ func TestSchedulesCRUDAndPagination(t *testing.T) {
 		}
 		resp := e.api.Get("/v1/schedules?limit=2" + cursor)
 		var page struct {
-			Items      []store.Schedule `json:"items"`
-			NextCursor int64            `json:"next_cursor"`
+			Items      []Schedule `json:"items"`
+			NextCursor int64      `json:"next_cursor"`
 		}
 		json.Unmarshal(resp.Body.Bytes(), &page)
 		for _, s := range page.Items {
@@ -298,7 +301,7 @@ func TestArtifactUploadAndRangeResume(t *testing.T) {
 	if resp.StatusCode != http.StatusCreated {
 		t.Fatalf("upload: %d %s", resp.StatusCode, body)
 	}
-	var a store.Artifact
+	var a Artifact
 	json.Unmarshal(body, &a)
 	if a.SHA256 != sha || a.Size != int64(len(data)) || a.Name != "model.gguf" || resp.Header.Get("Location") != "/v1/artifacts/"+sha {
 		t.Fatalf("artifact %+v location %q", a, resp.Header.Get("Location"))
@@ -388,7 +391,7 @@ func TestArtifactGC(t *testing.T) {
 	// A suite references one artifact, a queued run's job another.
 	withModel := func(sha string, size int) json.RawMessage {
 		resp := e.api.Get("/v1/suites/smoke")
-		var su store.Suite
+		var su Suite
 		json.Unmarshal(resp.Body.Bytes(), &su)
 		su.Spec.Model.SHA256, su.Spec.Model.Size = sha, jobs.ByteSize(size)
 		b, _ := json.Marshal(su.Spec)
@@ -406,15 +409,16 @@ func TestArtifactGC(t *testing.T) {
 	if resp := e.api.Put("/v1/artifacts/"+pinned+"/pin", e.auth(), map[string]any{"pinned": true}); resp.Code != http.StatusOK || !strings.Contains(resp.Body.String(), `"pinned":true`) {
 		t.Fatalf("pin: %d %s", resp.Code, resp.Body)
 	}
-	resp := e.api.Post("/v1/artifacts/gc", e.auth(), map[string]any{"grace_seconds": 86400, "dry_run": true})
+	resp := e.api.Post("/v1/artifacts/gc", e.auth(), map[string]any{"grace": "24h", "dry_run": true})
 	if resp.Code != http.StatusOK || !strings.Contains(resp.Body.String(), old) {
 		t.Fatalf("dry run: %d %s", resp.Code, resp.Body)
 	}
 	if _, err := e.files.Stat(old); err != nil {
 		t.Fatalf("dry run removed the file: %v", err)
 	}
+	// grace_seconds is the deprecated spelling of grace; it still works.
 	resp = e.api.Post("/v1/artifacts/gc", e.auth(), map[string]any{"grace_seconds": 86400})
-	var rep artifact.GCReport
+	var rep GCReport
 	json.Unmarshal(resp.Body.Bytes(), &rep)
 	if fmt.Sprint(rep.Removed) != fmt.Sprint([]string{old}) {
 		t.Fatalf("removed %v, want only %s", rep.Removed, old)

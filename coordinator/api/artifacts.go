@@ -13,6 +13,7 @@ import (
 
 	"github.com/lesfarm/lesfarm/coordinator/artifact"
 	"github.com/lesfarm/lesfarm/coordinator/store"
+	"github.com/lesfarm/lesfarm/jobs"
 	"github.com/lesfarm/lesfarm/protocol"
 )
 
@@ -58,13 +59,13 @@ func (u *uploadInput) Resolve(ctx huma.Context) []error {
 
 type artifactOutput struct {
 	Location string `header:"Location"`
-	Body     *store.Artifact
+	Body     *Artifact
 }
 
 type artifactUploadOutput struct {
 	Status   int
 	Location string `header:"Location"`
-	Body     *store.Artifact
+	Body     *Artifact
 }
 
 // RegisterUpload registers POST /v1/artifacts: a streamed upload of raw
@@ -132,7 +133,7 @@ func (h *artifactHandler) RegisterUpload(api huma.API) {
 		}
 		h.log.InfoContext(ctx, "api: artifact stored", "sha256", a.SHA256, "size", a.Size, "new", info.Created,
 			"architecture", archOf(a.Model), "model_error", a.ModelError)
-		out := &artifactUploadOutput{Status: http.StatusOK, Location: "/v1/artifacts/" + a.SHA256, Body: a}
+		out := &artifactUploadOutput{Status: http.StatusOK, Location: "/v1/artifacts/" + a.SHA256, Body: artifactPtr(a)}
 		if info.Created {
 			out.Status = http.StatusCreated
 		}
@@ -158,8 +159,8 @@ type listArtifactsInput struct {
 
 type listArtifactsOutput struct {
 	Body struct {
-		Items      []store.Artifact `json:"items"`
-		NextCursor string           `json:"next_cursor,omitempty" doc:"Pass as cursor to get the next page; absent on the last page."`
+		Items      []Artifact `json:"items" doc:"Artifacts ordered by digest."`
+		NextCursor string     `json:"next_cursor,omitempty" doc:"Pass as cursor to get the next page; absent on the last page." example:"3f2a9c0d4e5b6a7f8091a2b3c4d5e6f708192a3b4c5d6e7f8091a2b3c4d5e6f7"`
 	}
 }
 
@@ -188,7 +189,7 @@ func (h *artifactHandler) RegisterList(api huma.API) {
 			items = items[:in.Limit]
 			out.Body.NextCursor = items[len(items)-1].SHA256
 		}
-		out.Body.Items = nonNil(items)
+		out.Body.Items = mapSlice(items, artifactFromStore)
 		return out, nil
 	})
 }
@@ -210,7 +211,7 @@ func (h *artifactHandler) RegisterInfo(api huma.API) {
 		if err != nil {
 			return nil, storeErr(ctx, h.log, "artifact", err)
 		}
-		return &artifactOutput{Body: a}, nil
+		return &artifactOutput{Body: artifactPtr(a)}, nil
 	})
 }
 
@@ -311,7 +312,7 @@ func (h *artifactHandler) RegisterDelete(api huma.API) {
 type pinInput struct {
 	SHA256 string `path:"sha256" pattern:"^[0-9a-f]{64}$"`
 	Body   struct {
-		Pinned bool `json:"pinned" doc:"Pinned artifacts are never garbage-collected."`
+		Pinned bool `json:"pinned" example:"true" doc:"Pinned artifacts are never garbage-collected."`
 	}
 }
 
@@ -325,19 +326,20 @@ func (h *artifactHandler) RegisterPin(api huma.API) {
 		if err != nil {
 			return nil, storeErr(ctx, h.log, "artifact", err)
 		}
-		return &artifactOutput{Body: a}, nil
+		return &artifactOutput{Body: artifactPtr(a)}, nil
 	})
 }
 
 type gcInput struct {
 	Body struct {
-		GraceSeconds *int `json:"grace_seconds,omitempty" minimum:"0" doc:"Keep artifacts used or uploaded within this many seconds (default 86400; 0 keeps nothing by age)."`
-		DryRun       bool `json:"dry_run,omitempty" doc:"Only report what would be removed."`
+		Grace        *jobs.Duration `json:"grace,omitempty" example:"24h" doc:"Keep artifacts used or uploaded within this long (default 24h; 0s keeps nothing by age). A Go duration string (a bare number such as \"3600\" is read as seconds)."`
+		GraceSeconds *int           `json:"grace_seconds,omitempty" minimum:"0" deprecated:"true" example:"86400" doc:"Deprecated: use grace. The grace period in seconds; ignored when grace is given."`
+		DryRun       bool           `json:"dry_run,omitempty" example:"true" doc:"Only report what would be removed."`
 	}
 }
 
 type gcOutput struct {
-	Body *artifact.GCReport
+	Body *GCReport
 }
 
 // RegisterGC registers POST /v1/artifacts/gc: remove unreferenced artifacts.
@@ -354,8 +356,14 @@ func (h *artifactHandler) RegisterGC(api huma.API) {
 			return nil, err
 		}
 		grace := 24 * time.Hour
-		if in.Body.GraceSeconds != nil {
-			grace = max(time.Duration(*in.Body.GraceSeconds)*time.Second, time.Nanosecond) // 0 means none, not the default
+		switch {
+		case in.Body.Grace != nil:
+			if in.Body.Grace.D() < 0 {
+				return nil, huma.Error422UnprocessableEntity("validation failed", &huma.ErrorDetail{Location: "body.grace", Message: "must not be negative", Value: in.Body.Grace.String()})
+			}
+			grace = max(in.Body.Grace.D(), time.Nanosecond) // 0 means none, not the default
+		case in.Body.GraceSeconds != nil:
+			grace = max(time.Duration(*in.Body.GraceSeconds)*time.Second, time.Nanosecond)
 		}
 		rep, err := artifact.GC(ctx, h.st, h.files, artifact.GCOptions{
 			Grace:  grace,
@@ -365,7 +373,7 @@ func (h *artifactHandler) RegisterGC(api huma.API) {
 		if err != nil {
 			return nil, storeErr(ctx, h.log, "artifact gc", err)
 		}
-		return &gcOutput{Body: rep}, nil
+		return &gcOutput{Body: gcReportFromArtifact(rep)}, nil
 	})
 }
 

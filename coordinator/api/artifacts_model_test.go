@@ -9,7 +9,6 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/lesfarm/lesfarm/coordinator/store"
 	"github.com/lesfarm/lesfarm/runtime/gguf"
 	"github.com/lesfarm/lesfarm/runtime/model"
 	"github.com/lesfarm/lesfarm/runtime/tensor"
@@ -35,11 +34,11 @@ func TestArtifactUploadRecordsModelFacts(t *testing.T) {
 		total += ti.Size
 	}
 
-	upload := func(body []byte) (int, store.Artifact) {
+	upload := func(body []byte) (int, Artifact) {
 		t.Helper()
 		resp := e.do("POST", "/v1/artifacts?name=m.gguf", bytes.NewReader(body), "Authorization", "Bearer "+e.token)
 		b, _ := io.ReadAll(resp.Body)
-		var a store.Artifact
+		var a Artifact
 		if err := json.Unmarshal(b, &a); err != nil {
 			t.Fatalf("upload: %d %s", resp.StatusCode, b)
 		}
@@ -57,7 +56,7 @@ func TestArtifactUploadRecordsModelFacts(t *testing.T) {
 	}
 	// Stored: the info endpoint and the store return the same facts.
 	resp := e.do("GET", "/v1/artifacts/"+a.SHA256+"/info", nil)
-	var info store.Artifact
+	var info Artifact
 	json.NewDecoder(resp.Body).Decode(&info)
 	if info.Model == nil || info.Model.ExpertCount != m.ExpertCount || info.Model.ResidentBytes != m.ResidentBytes {
 		t.Fatalf("info %+v", info)

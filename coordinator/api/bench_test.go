@@ -139,7 +139,7 @@ func BenchmarkArtifactTransfer(b *testing.B) {
 			if err != nil || resp.StatusCode != http.StatusCreated {
 				b.Fatalf("upload: %v %v", err, resp.Status)
 			}
-			var a store.Artifact
+			var a Artifact
 			json.NewDecoder(resp.Body).Decode(&a)
 			resp.Body.Close()
 			sha = a.SHA256

@@ -34,8 +34,8 @@ type listDevicesInput struct {
 
 type listDevicesOutput struct {
 	Body struct {
-		Items      []store.Device `json:"items"`
-		NextCursor string         `json:"next_cursor,omitempty"`
+		Items      []Device `json:"items" doc:"Devices ordered by id."`
+		NextCursor string   `json:"next_cursor,omitempty" doc:"Pass as cursor to get the next page; absent on the last page." example:"pixel8-a1"`
 	}
 }
 
@@ -94,7 +94,7 @@ func (h *deviceHandler) RegisterList(api huma.API) {
 			items = items[:in.Limit]
 			out.Body.NextCursor = items[len(items)-1].ID
 		}
-		out.Body.Items = nonNil(items)
+		out.Body.Items = mapSlice(items, deviceFromStore)
 		return out, nil
 	})
 }
@@ -104,7 +104,7 @@ type deviceIDInput struct {
 }
 
 type deviceOutput struct {
-	Body *store.Device
+	Body *Device
 }
 
 // RegisterGet registers GET /v1/devices/{id}.
@@ -117,7 +117,7 @@ func (h *deviceHandler) RegisterGet(api huma.API) {
 		if err != nil {
 			return nil, storeErr(ctx, h.log, "device", err)
 		}
-		return &deviceOutput{Body: d}, nil
+		return deviceOut(d), nil
 	})
 }
 
@@ -149,7 +149,7 @@ func (h *deviceHandler) RegisterLabel(api huma.API) {
 		if err != nil {
 			return nil, storeErr(ctx, h.log, "device", err)
 		}
-		return &deviceOutput{Body: d}, nil
+		return deviceOut(d), nil
 	})
 }
 
@@ -164,7 +164,7 @@ func (h *deviceHandler) RegisterDrain(api huma.API) {
 		if err != nil {
 			return nil, storeErr(ctx, h.log, "device", err)
 		}
-		return &deviceOutput{Body: d}, nil
+		return deviceOut(d), nil
 	})
 }
 
@@ -178,6 +178,6 @@ func (h *deviceHandler) RegisterUndrain(api huma.API) {
 		if err != nil {
 			return nil, storeErr(ctx, h.log, "device", err)
 		}
-		return &deviceOutput{Body: d}, nil
+		return deviceOut(d), nil
 	})
 }

@@ -47,10 +47,10 @@ type TimelinePoint struct {
 
 // Timeline is a run config's decode timeline.
 type Timeline struct {
-	RunID       int64           `json:"run_id"`
-	ConfigIndex int             `json:"config_index"`
+	RunID       int64           `json:"run_id" doc:"Run id." example:"4812"`
+	ConfigIndex int             `json:"config_index" doc:"Config index within the run." example:"0"`
 	StepsTotal  int             `json:"steps_total" doc:"Measured decode steps before downsampling."`
-	Points      []TimelinePoint `json:"points"`
+	Points      []TimelinePoint `json:"points" doc:"Buckets of consecutive decode steps, in the order the device produced them."`
 }
 
 type timelineOutput struct{ Body *Timeline }
@@ -58,7 +58,7 @@ type timelineOutput struct{ Body *Timeline }
 // LayerStats are one layer's expert counts over a config's measured decode
 // steps, and the rates derived from them.
 type LayerStats struct {
-	Layer          int   `json:"layer"`
+	Layer          int   `json:"layer" doc:"Layer index (0-based)." example:"0"`
 	Hits           int64 `json:"hits" doc:"Selected experts that were resident when demanded."`
 	Misses         int64 `json:"misses" doc:"Selected experts read on demand."`
 	PrefetchUsed   int64 `json:"prefetch_used" doc:"Prefetched experts that were then selected."`
@@ -71,10 +71,10 @@ type LayerStats struct {
 
 // LayerBreakdown is a run config's per-layer table.
 type LayerBreakdown struct {
-	RunID       int64        `json:"run_id"`
-	ConfigIndex int          `json:"config_index"`
+	RunID       int64        `json:"run_id" doc:"Run id." example:"4812"`
+	ConfigIndex int          `json:"config_index" doc:"Config index within the run." example:"0"`
 	Steps       int          `json:"steps" doc:"Measured decode steps that carried per-layer counts."`
-	Layers      []LayerStats `json:"layers"`
+	Layers      []LayerStats `json:"layers" doc:"One row per layer, by layer index."`
 }
 
 type layersOutput struct{ Body *LayerBreakdown }

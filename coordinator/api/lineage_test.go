@@ -52,7 +52,7 @@ func TestRunLineageAPI(t *testing.T) {
 	for _, tc := range []struct{ q, want string }{{"?lineage=release-1", "[2 1]"}, {"?lineage=main", "[3]"}, {"?lineage=release-2", "[]"}, {"", "[3 2 1]"}} {
 		resp := e.api.Get("/v1/runs" + tc.q)
 		var p struct {
-			Items []store.Run `json:"items"`
+			Items []Run `json:"items"`
 		}
 		json.Unmarshal(resp.Body.Bytes(), &p)
 		ids := []int64{}
@@ -68,7 +68,7 @@ func TestRunLineageAPI(t *testing.T) {
 	}
 
 	// Schedules: default main, a release lineage, and a replace.
-	var sc store.Schedule
+	var sc Schedule
 	resp = e.api.Post("/v1/schedules", e.auth(), map[string]any{"name": "n-main", "cron": "@daily", "suite": "smoke"})
 	json.Unmarshal(resp.Body.Bytes(), &sc)
 	if resp.Code != http.StatusCreated || sc.Lineage != "main" {

@@ -5,13 +5,11 @@ import (
 	"net/http"
 
 	"github.com/danielgtaylor/huma/v2"
-
-	"github.com/lesfarm/lesfarm/coordinator/store"
 )
 
 type lineagesOutput struct {
 	Body struct {
-		Items []store.LineageSummary `json:"items"`
+		Items []Lineage `json:"items" doc:"Lineages, main first, then by name."`
 	}
 }
 
@@ -28,7 +26,7 @@ func (h *seriesHandler) RegisterLineages(api huma.API) {
 			return nil, storeErr(ctx, h.log, "lineages", err)
 		}
 		out := &lineagesOutput{}
-		out.Body.Items = nonNil(items)
+		out.Body.Items = mapSlice(items, lineageFromStore)
 		return out, nil
 	})
 }

@@ -34,7 +34,7 @@ func TestListLineages(t *testing.T) {
 		t.Fatalf("lineages: %d %s", resp.Code, resp.Body)
 	}
 	var out struct {
-		Items []store.LineageSummary `json:"items"`
+		Items []Lineage `json:"items"`
 	}
 	if err := json.Unmarshal(resp.Body.Bytes(), &out); err != nil {
 		t.Fatal(err)

@@ -29,7 +29,7 @@ type putProfileInput struct {
 }
 
 type profileOutput struct {
-	Body *store.DeviceProfile
+	Body *DeviceProfile
 }
 
 // noProfileErr is the 404 of a device that never uploaded a profile; its
@@ -53,7 +53,7 @@ func (h *profileHandler) RegisterPut(api huma.API) {
 		if err != nil {
 			return nil, storeErr(ctx, h.log, "device profile", err)
 		}
-		return &profileOutput{Body: out}, nil
+		return &profileOutput{Body: profileFromStore(out)}, nil
 	})
 }
 
@@ -71,6 +71,6 @@ func (h *profileHandler) RegisterGet(api huma.API) {
 		if err != nil {
 			return nil, storeErr(ctx, h.log, "device profile", err)
 		}
-		return &profileOutput{Body: p}, nil
+		return &profileOutput{Body: profileFromStore(p)}, nil
 	})
 }

@@ -42,7 +42,7 @@ type runHandler struct {
 type TriggerBody struct {
 	Suite    string          `json:"suite" minLength:"1" maxLength:"100" example:"les-ladder" doc:"Suite to run (stored or built-in)."`
 	Build    string          `json:"build" minLength:"1" maxLength:"200" example:"ci-4812" doc:"Build id of the runtime under test; series are ordered by it."`
-	GitSHA   string          `json:"git_sha,omitempty" maxLength:"64" pattern:"^[0-9a-f]*$"`
+	GitSHA   string          `json:"git_sha,omitempty" maxLength:"64" pattern:"^[0-9a-f]*$" example:"9813d69" doc:"Git commit of the build (lowercase hex), shown with its runs and alerts."`
 	Lineage  string          `json:"lineage,omitempty" minLength:"1" maxLength:"200" pattern:"^[A-Za-z0-9][A-Za-z0-9._-]*$" default:"main" example:"release-3" doc:"Build lineage: the branch the build belongs to (default main). Regression series and alert groups are kept per lineage, so a release branch's builds are compared with each other, not with main's. Letters, digits, '.', '_' and '-'; no '/' (write release/3 as release-3)."`
 	Devices  json.RawMessage `json:"devices,omitempty" doc:"Device selector replacing the suite's: {platform, labels, min_ram, device_model, emulated}."`
 	Override json.RawMessage `json:"override,omitempty" doc:"Config override: {modes, budgets, profiles, repetitions, warmup, decode_tokens, prefill_tokens, timeout, priority, model, prompts, devices}."`
@@ -50,17 +50,9 @@ type TriggerBody struct {
 }
 
 type triggerInput struct {
-	Wait    bool `query:"wait" doc:"Block until every run finishes (or wait_timeout passes) and return their final state."`
-	Timeout int  `query:"wait_timeout" minimum:"1" maximum:"21600" default:"3600" doc:"Seconds to wait with wait=true."`
+	Wait    bool   `query:"wait" doc:"Block until every run finishes (or wait_timeout passes) and return their final state."`
+	Timeout string `query:"wait_timeout" maxLength:"32" default:"1h" example:"30m" doc:"How long to wait with wait=true, 1s to 6h: a Go duration string (90s, 30m, 1h30m) or a number of seconds (3600)."`
 	Body    TriggerBody
-}
-
-// RunSet is a trigger with its runs.
-type RunSet struct {
-	Trigger *store.Trigger `json:"trigger"`
-	Runs    []store.Run    `json:"runs"`
-	// Done is true when every run is in a terminal state.
-	Done bool `json:"done"`
 }
 
 type triggerOutput struct {
@@ -77,6 +69,10 @@ func (h *runHandler) RegisterTrigger(api huma.API) {
 		Errors:        []int{http.StatusNotFound, http.StatusUnprocessableEntity, http.StatusConflict},
 		DefaultStatus: http.StatusCreated,
 	}), func(ctx context.Context, in *triggerInput) (*triggerOutput, error) {
+		waitFor, err := waitTimeout(in.Timeout)
+		if err != nil {
+			return nil, err
+		}
 		sel, err := decodeSelector(in.Body.Devices, "body.devices")
 		if err != nil {
 			return nil, err
@@ -119,21 +115,40 @@ func (h *runHandler) RegisterTrigger(api huma.API) {
 			h.created()
 		}
 		h.log.InfoContext(ctx, "api: runs triggered", "trigger_id", tr.ID, "suite", tr.Suite, "build", tr.Build, "lineage", tr.Lineage, "runs", len(runs))
-		set := &RunSet{Trigger: tr, Runs: runs}
+		final := runs
 		if in.Wait {
-			wctx, cancel := context.WithTimeout(ctx, time.Duration(in.Timeout)*time.Second)
+			wctx, cancel := context.WithTimeout(ctx, waitFor)
 			defer cancel()
-			final, err := h.waitDone(wctx, tr.RunIDs, nil)
+			last, err := h.waitDone(wctx, tr.RunIDs, nil)
 			if err != nil && ctx.Err() != nil {
 				return nil, huma.NewError(499, "client went away while waiting")
 			}
-			if final != nil {
-				set.Runs = final
+			if last != nil {
+				final = last
 			}
 		}
-		set.Done = allTerminal(set.Runs)
+		set := &RunSet{Trigger: triggerFromStore(tr), Runs: runsFromStore(final), Done: allTerminal(final)}
 		return &triggerOutput{Status: http.StatusCreated, Body: set}, nil
 	})
+}
+
+// maxWait bounds wait_timeout.
+const maxWait = 6 * time.Hour
+
+// waitTimeout parses the wait_timeout query parameter: a Go duration
+// string or, as before durations were strings, a number of seconds.
+func waitTimeout(s string) (time.Duration, error) {
+	if s == "" {
+		return time.Hour, nil
+	}
+	d, err := jobs.ParseDuration(s)
+	if err == nil && (d.D() < time.Second || d.D() > maxWait) {
+		err = fmt.Errorf("want 1s to %s, got %s", maxWait, d)
+	}
+	if err != nil {
+		return 0, huma.Error422UnprocessableEntity("validation failed", &huma.ErrorDetail{Location: "query.wait_timeout", Message: err.Error(), Value: s})
+	}
+	return d.D(), nil
 }
 
 // lineageProblem is the 422 for a lineage the store refused (the schema's
@@ -225,8 +240,8 @@ type listRunsInput struct {
 
 type listRunsOutput struct {
 	Body struct {
-		Items      []store.Run `json:"items"`
-		NextCursor int64       `json:"next_cursor,omitempty"`
+		Items      []Run `json:"items" doc:"Runs, newest first."`
+		NextCursor int64 `json:"next_cursor,omitempty" doc:"Pass as cursor to get the next page; absent on the last page." example:"4700"`
 	}
 }
 
@@ -248,20 +263,13 @@ func (h *runHandler) RegisterList(api huma.API) {
 			items = items[:in.Limit]
 			out.Body.NextCursor = items[len(items)-1].ID
 		}
-		out.Body.Items = nonNil(items)
+		out.Body.Items = runsFromStore(items)
 		return out, nil
 	})
 }
 
 type runIDInput struct {
 	ID int64 `path:"id" minimum:"1"`
-}
-
-// RunDetail is a run with its job and results.
-type RunDetail struct {
-	store.Run
-	Job     *store.Job     `json:"job,omitempty"`
-	Results []store.Result `json:"results"`
 }
 
 type runOutput struct {
@@ -279,16 +287,16 @@ func (h *runHandler) RegisterGet(api huma.API) {
 		if err != nil {
 			return nil, storeErr(ctx, h.log, "run", err)
 		}
-		d := &RunDetail{Run: *r}
+		d := &RunDetail{Run: runFromStore(r)}
 		if j, err := h.st.GetJob(ctx, r.JobID); err == nil {
-			d.Job = j
+			d.Job = jobFromStore(j)
 		}
 		res, err := h.st.ListResults(ctx, &store.ListResultsParams{RunID: r.ID, Limit: jobs.MaxConfigs})
 		if err != nil {
 			return nil, storeErr(ctx, h.log, "results", err)
 		}
 		slices.Reverse(res) // config order
-		d.Results = nonNil(res)
+		d.Results = mapSlice(res, resultFromStore)
 		return &runOutput{Body: d}, nil
 	})
 }
@@ -296,12 +304,12 @@ func (h *runHandler) RegisterGet(api huma.API) {
 type cancelInput struct {
 	ID   int64 `path:"id" minimum:"1"`
 	Body *struct {
-		Reason string `json:"reason,omitempty" maxLength:"2000"`
+		Reason string `json:"reason,omitempty" maxLength:"2000" example:"wrong build" doc:"Why the run is cancelled (default: cancelled through the API)."`
 	}
 }
 
 type cancelOutput struct {
-	Body *store.Run
+	Body *Run
 }
 
 // RegisterCancel registers POST /v1/runs/{id}/cancel. The run is marked
@@ -334,25 +342,26 @@ func (h *runHandler) RegisterCancel(api huma.API) {
 		if err != nil {
 			return nil, storeErr(ctx, h.log, "run", err)
 		}
-		return &cancelOutput{Body: r}, nil
+		wire := runFromStore(r)
+		return &cancelOutput{Body: &wire}, nil
 	})
 }
 
 // RunEvent is one progress event of the stream.
 type RunEvent struct {
-	RunID           int64   `json:"run_id"`
-	State           string  `json:"state"`
-	DeviceID        string  `json:"device_id,omitempty"`
-	Attempts        int     `json:"attempts"`
-	Progress        float64 `json:"progress"`
-	ProgressMessage string  `json:"progress_message,omitempty"`
-	Error           string  `json:"error,omitempty"`
+	RunID           int64   `json:"run_id" doc:"Run that changed." example:"4812"`
+	State           string  `json:"state" doc:"Its state now." example:"running"`
+	DeviceID        string  `json:"device_id,omitempty" doc:"Device of its current or last attempt." example:"pixel8-a1"`
+	Attempts        int     `json:"attempts" doc:"Attempts started so far." example:"1"`
+	Progress        float64 `json:"progress" doc:"Share of the run done, 0 to 1." example:"0.42"`
+	ProgressMessage string  `json:"progress_message,omitempty" doc:"The agent's last progress note." example:"config 3/8: decode"`
+	Error           string  `json:"error,omitempty" doc:"Why the run failed." example:"model download: 404"`
 }
 
 // PingEvent keeps an idle stream alive through proxies (every 15s without
 // another event); clients ignore it.
 type PingEvent struct {
-	Time time.Time `json:"time"`
+	Time time.Time `json:"time" doc:"When the ping was sent." example:"2026-12-01T14:00:15Z"`
 }
 
 // pingEvery is how long a progress stream stays silent before a ping.
@@ -360,9 +369,9 @@ const pingEvery = 15 * time.Second
 
 // DoneEvent ends the stream: every run is terminal.
 type DoneEvent struct {
-	Runs      int            `json:"runs"`
-	States    map[string]int `json:"states"`
-	Succeeded bool           `json:"succeeded" doc:"True when every run succeeded."`
+	Runs      int            `json:"runs" doc:"Runs followed." example:"2"`
+	States    map[string]int `json:"states" doc:"How many of them ended in each terminal state." example:"{\"succeeded\":2}"`
+	Succeeded bool           `json:"succeeded" doc:"True when every run succeeded." example:"true"`
 }
 
 type eventsInput struct {
@@ -446,8 +455,8 @@ type listResultsInput struct {
 
 type listResultsOutput struct {
 	Body struct {
-		Items      []store.Result `json:"items"`
-		NextCursor string         `json:"next_cursor,omitempty"`
+		Items      []Result `json:"items" doc:"Results, newest run first, then by config index descending."`
+		NextCursor string   `json:"next_cursor,omitempty" doc:"Pass as cursor to get the next page; absent on the last page." example:"4700:3"`
 	}
 }
 
@@ -481,7 +490,7 @@ func (h *resultHandler) RegisterList(api huma.API) {
 			last := items[len(items)-1]
 			out.Body.NextCursor = fmt.Sprintf("%d:%d", last.RunID, last.ConfigIndex)
 		}
-		out.Body.Items = nonNil(items)
+		out.Body.Items = mapSlice(items, resultFromStore)
 		return out, nil
 	})
 }

@@ -42,8 +42,8 @@ func TestDevices(t *testing.T) {
 			t.Fatalf("%s: %d %s", q, resp.Code, resp.Body)
 		}
 		var p struct {
-			Items      []store.Device `json:"items"`
-			NextCursor string         `json:"next_cursor"`
+			Items      []Device `json:"items"`
+			NextCursor string   `json:"next_cursor"`
 		}
 		json.Unmarshal(resp.Body.Bytes(), &p)
 		var ids []string
@@ -106,7 +106,7 @@ func TestSuitesAndJobValidation(t *testing.T) {
 	if resp.Code != http.StatusOK || !strings.Contains(resp.Body.String(), `"builtin":true`) {
 		t.Fatalf("builtin suite: %d %s", resp.Code, resp.Body)
 	}
-	var smoke store.Suite
+	var smoke Suite
 	json.Unmarshal(resp.Body.Bytes(), &smoke)
 	spec, _ := json.Marshal(smoke.Spec)
 
@@ -201,8 +201,8 @@ func TestRunsTriggerListCancelAndEvents(t *testing.T) {
 	for range 10 {
 		resp := e.api.Get("/v1/runs?limit=4" + cursor)
 		var p struct {
-			Items      []store.Run `json:"items"`
-			NextCursor int64       `json:"next_cursor"`
+			Items      []Run `json:"items"`
+			NextCursor int64 `json:"next_cursor"`
 		}
 		json.Unmarshal(resp.Body.Bytes(), &p)
 		for _, r := range p.Items {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"time"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/lesfarm/lesfarm/coordinator/nightly"
 	"github.com/lesfarm/lesfarm/coordinator/store"
+	"github.com/lesfarm/lesfarm/jobs"
 )
 
 // scheduleHandler serves nightly schedules under /v1/schedules.
@@ -22,20 +24,21 @@ type scheduleHandler struct {
 
 // ScheduleBody is the writable part of a schedule.
 type ScheduleBody struct {
-	Name     string `json:"name" minLength:"1" maxLength:"200" pattern:"^[A-Za-z0-9][A-Za-z0-9._-]*$" example:"nightly-ladder"`
+	Name     string `json:"name" minLength:"1" maxLength:"200" pattern:"^[A-Za-z0-9][A-Za-z0-9._-]*$" example:"nightly-ladder" doc:"Unique schedule name."`
 	Cron     string `json:"cron" minLength:"1" maxLength:"200" example:"0 2 * * *" doc:"5-field cron expression (minute hour day-of-month month day-of-week) or a descriptor such as @daily or \"@every 6h\"."`
 	Timezone string `json:"timezone,omitempty" maxLength:"64" example:"Europe/Paris" doc:"IANA time zone the cron expression is evaluated in (default UTC)."`
 	Suite    string `json:"suite" minLength:"1" maxLength:"100" example:"les-ladder" doc:"Suite whose jobs each occurrence triggers."`
 	Build    string `json:"build,omitempty" maxLength:"200" example:"nightly-{date}" doc:"Build id of the triggered runs; {date} becomes the occurrence's UTC date (YYYYMMDD)."`
-	GitSHA   string `json:"git_sha,omitempty" maxLength:"64"`
+	GitSHA   string `json:"git_sha,omitempty" maxLength:"64" example:"9813d69" doc:"Git commit given to the triggered runs."`
 	Lineage  string `json:"lineage,omitempty" minLength:"1" maxLength:"200" pattern:"^[A-Za-z0-9][A-Za-z0-9._-]*$" default:"main" example:"release-3" doc:"Build lineage of the triggered runs (default main): a release branch's nightly gets its own regression series and alert groups. Letters, digits, '.', '_' and '-'; no '/'."`
 	// Devices narrows the jobs' device selectors (a jobs.Selector).
 	Devices json.RawMessage `json:"devices,omitempty" doc:"Device selector applied to every triggered job: {platform, labels, min_ram, device_model, emulated}."`
 	// Override changes the jobs' specs for these runs (a jobs.Override).
 	Override       json.RawMessage `json:"override,omitempty" doc:"Config override applied to every triggered job (same fields as a run trigger's override)."`
-	Priority       int             `json:"priority,omitempty" minimum:"-1000" maximum:"1000"`
-	Enabled        *bool           `json:"enabled,omitempty" doc:"Default true."`
-	CatchupSeconds *int            `json:"catchup_seconds,omitempty" minimum:"0" maximum:"604800" doc:"Missed-occurrence window (default 3600): after downtime, the most recent missed occurrence fires if it is at most this old; older ones are skipped."`
+	Priority       int             `json:"priority,omitempty" minimum:"-1000" maximum:"1000" example:"0" doc:"Priority of the triggered runs; higher runs first."`
+	Enabled        *bool           `json:"enabled,omitempty" example:"true" doc:"Disabled schedules do not fire (default true)."`
+	Catchup        *jobs.Duration  `json:"catchup,omitempty" example:"1h" doc:"Missed-occurrence window, 0 to 168h (default 1h): after downtime, the most recent missed occurrence fires if it is at most this old; older ones are skipped. A Go duration string (\"90m\"; a bare number such as \"5400\" is read as seconds)."`
+	CatchupSeconds *int            `json:"catchup_seconds,omitempty" minimum:"0" maximum:"604800" deprecated:"true" example:"3600" doc:"Deprecated: use catchup. The missed-occurrence window in seconds; ignored when catchup is given."`
 }
 
 // toStore validates b and converts it, computing the next occurrence after
@@ -67,7 +70,15 @@ func (b *ScheduleBody) toStore(ctx context.Context, st *store.Store, now time.Ti
 	if b.Enabled != nil {
 		sc.Enabled = *b.Enabled
 	}
-	if b.CatchupSeconds != nil {
+	switch {
+	case b.Catchup != nil:
+		c := b.Catchup.D()
+		if c < 0 || c > maxCatchup || c%time.Second != 0 {
+			return nil, huma.Error422UnprocessableEntity("validation failed", &huma.ErrorDetail{Location: "body.catchup",
+				Message: fmt.Sprintf("want whole seconds from 0 to %s", maxCatchup), Value: b.Catchup.String()})
+		}
+		sc.CatchupSeconds = int(c / time.Second)
+	case b.CatchupSeconds != nil:
 		sc.CatchupSeconds = *b.CatchupSeconds
 	}
 	if sel, err := decodeSelector(b.Devices, "body.devices"); err != nil {
@@ -97,8 +108,11 @@ func (b *ScheduleBody) toStore(ctx context.Context, st *store.Store, now time.Ti
 	return sc, nil
 }
 
+// maxCatchup bounds a schedule's missed-occurrence window.
+const maxCatchup = 7 * 24 * time.Hour
+
 type scheduleOutput struct {
-	Body *store.Schedule
+	Body *Schedule
 }
 
 type listSchedulesInput struct {
@@ -108,8 +122,8 @@ type listSchedulesInput struct {
 
 type listSchedulesOutput struct {
 	Body struct {
-		Items      []store.Schedule `json:"items"`
-		NextCursor int64            `json:"next_cursor,omitempty"`
+		Items      []Schedule `json:"items" doc:"Schedules ordered by id."`
+		NextCursor int64      `json:"next_cursor,omitempty" doc:"Pass as cursor to get the next page; absent on the last page." example:"3"`
 	}
 }
 
@@ -128,7 +142,7 @@ func (h *scheduleHandler) RegisterList(api huma.API) {
 			items = items[:in.Limit]
 			out.Body.NextCursor = items[len(items)-1].ID
 		}
-		out.Body.Items = nonNil(items)
+		out.Body.Items = mapSlice(items, scheduleFromStore)
 		return out, nil
 	})
 }
@@ -147,7 +161,7 @@ func (h *scheduleHandler) RegisterGet(api huma.API) {
 		if err != nil {
 			return nil, storeErr(ctx, h.log, "schedule", err)
 		}
-		return &scheduleOutput{Body: sc}, nil
+		return &scheduleOutput{Body: schedulePtr(sc)}, nil
 	})
 }
 
@@ -174,7 +188,7 @@ func (h *scheduleHandler) RegisterCreate(api huma.API) {
 		if err != nil {
 			return nil, storeErr(ctx, h.log, "schedule", err)
 		}
-		return &scheduleOutput{Body: out}, nil
+		return &scheduleOutput{Body: schedulePtr(out)}, nil
 	})
 }
 
@@ -204,7 +218,7 @@ func (h *scheduleHandler) RegisterUpdate(api huma.API) {
 		if err != nil {
 			return nil, storeErr(ctx, h.log, "schedule", err)
 		}
-		return &scheduleOutput{Body: out}, nil
+		return &scheduleOutput{Body: schedulePtr(out)}, nil
 	})
 }
 
@@ -228,7 +242,7 @@ type firingsInput struct {
 
 type firingsOutput struct {
 	Body struct {
-		Items []store.ScheduleFiring `json:"items"`
+		Items []ScheduleFiring `json:"items" doc:"Handled occurrences, newest first."`
 	}
 }
 
@@ -248,7 +262,7 @@ func (h *scheduleHandler) RegisterFirings(api huma.API) {
 			return nil, storeErr(ctx, h.log, "schedule firings", err)
 		}
 		out := &firingsOutput{}
-		out.Body.Items = nonNil(items)
+		out.Body.Items = mapSlice(items, firingFromStore)
 		return out, nil
 	})
 }

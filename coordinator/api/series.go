@@ -25,7 +25,7 @@ type seriesCatalogInput struct {
 
 type seriesCatalogOutput struct {
 	Body struct {
-		Items []store.SeriesKey `json:"items"`
+		Items []SeriesFamily `json:"items" doc:"Series families, by suite, lineage, config and metric."`
 	}
 }
 
@@ -41,7 +41,7 @@ func (h *seriesHandler) RegisterCatalog(api huma.API) {
 			return nil, storeErr(ctx, h.log, "series catalog", err)
 		}
 		out := &seriesCatalogOutput{}
-		out.Body.Items = nonNil(items)
+		out.Body.Items = mapSlice(items, familyFromStore)
 		return out, nil
 	})
 }
@@ -58,7 +58,7 @@ type seriesInput struct {
 
 type seriesOutput struct {
 	Body struct {
-		Series []store.SeriesWithPoints `json:"series"`
+		Series []SeriesWithPoints `json:"series" doc:"Matching series with their most recent points."`
 	}
 }
 
@@ -77,7 +77,7 @@ func (h *seriesHandler) RegisterSeries(api huma.API) {
 			return nil, storeErr(ctx, h.log, "series", err)
 		}
 		out := &seriesOutput{}
-		out.Body.Series = nonNil(store.DownsampleSeries(items, in.Points))
+		out.Body.Series = mapSlice(store.DownsampleSeries(items, in.Points), seriesWithPointsFromStore)
 		return out, nil
 	})
 }
@@ -106,7 +106,7 @@ func (h *seriesHandler) RegisterResultSeries(api huma.API) {
 			return nil, storeErr(ctx, h.log, "result series", err)
 		}
 		out := &seriesOutput{}
-		out.Body.Series = nonNil(items)
+		out.Body.Series = mapSlice(items, seriesWithPointsFromStore)
 		return out, nil
 	})
 }

@@ -44,7 +44,7 @@ func TestSeries(t *testing.T) {
 		t.Fatalf("series: %d %s", resp.Code, resp.Body)
 	}
 	var out struct {
-		Series []store.SeriesWithPoints `json:"series"`
+		Series []SeriesWithPoints `json:"series"`
 	}
 	json.Unmarshal(resp.Body.Bytes(), &out)
 	if len(out.Series) != 2 || out.Series[0].DeviceModel != "Galaxy S24" || out.Series[1].DeviceModel != "Pixel 8" {
@@ -107,7 +107,7 @@ func TestSeries(t *testing.T) {
 	}
 	resp = e.api.Get("/v1/series/catalog")
 	var cat struct {
-		Items []store.SeriesKey `json:"items"`
+		Items []SeriesFamily `json:"items"`
 	}
 	json.Unmarshal(resp.Body.Bytes(), &cat)
 	if len(cat.Items) != 2 || cat.Items[0].Metric != "decode_tps" || cat.Items[0].Devices != 2 {
@@ -144,7 +144,7 @@ func TestResultSeries(t *testing.T) {
 		t.Fatalf("%d %s", resp.Code, resp.Body)
 	}
 	var out struct {
-		Series []store.SeriesWithPoints `json:"series"`
+		Series []SeriesWithPoints `json:"series"`
 	}
 	json.Unmarshal(resp.Body.Bytes(), &out)
 	got := ""

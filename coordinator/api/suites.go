@@ -74,7 +74,7 @@ type suiteNameInput struct {
 }
 
 type suiteOutput struct {
-	Body *store.Suite
+	Body *Suite
 }
 
 type listSuitesInput struct {
@@ -84,8 +84,8 @@ type listSuitesInput struct {
 
 type listSuitesOutput struct {
 	Body struct {
-		Items      []store.Suite `json:"items"`
-		NextCursor string        `json:"next_cursor,omitempty"`
+		Items      []Suite `json:"items" doc:"Stored suites, by name."`
+		NextCursor string  `json:"next_cursor,omitempty" doc:"Pass as cursor to get the next page; absent on the last page." example:"les-ladder"`
 	}
 }
 
@@ -104,7 +104,7 @@ func (h *suiteHandler) RegisterList(api huma.API) {
 			items = items[:in.Limit]
 			out.Body.NextCursor = items[len(items)-1].Name
 		}
-		out.Body.Items = nonNil(items)
+		out.Body.Items = mapSlice(items, suiteFromStore)
 		return out, nil
 	})
 }
@@ -118,13 +118,13 @@ func (h *suiteHandler) RegisterGet(api huma.API) {
 		su, err := h.st.GetSuite(ctx, in.Name)
 		if errors.Is(err, store.ErrNotFound) {
 			if spec, berr := jobs.Builtin(in.Name); berr == nil {
-				return &suiteOutput{Body: &store.Suite{Name: in.Name, Spec: *spec, Builtin: true}}, nil
+				return &suiteOutput{Body: &Suite{Name: in.Name, Spec: *spec, Builtin: true}}, nil
 			}
 		}
 		if err != nil {
 			return nil, storeErr(ctx, h.log, "suite", err)
 		}
-		return &suiteOutput{Body: su}, nil
+		return &suiteOutput{Body: suitePtr(su)}, nil
 	})
 }
 
@@ -135,7 +135,7 @@ type putSuiteInput struct {
 
 type putSuiteOutput struct {
 	Status int
-	Body   *store.Suite
+	Body   *Suite
 }
 
 // RegisterPut registers PUT /v1/suites/{name}: create or replace a suite.
@@ -167,7 +167,7 @@ func (h *suiteHandler) RegisterPut(api huma.API) {
 			}
 			return nil, storeErr(ctx, h.log, "suite", err)
 		}
-		out := &putSuiteOutput{Status: http.StatusOK, Body: su}
+		out := &putSuiteOutput{Status: http.StatusOK, Body: suitePtr(su)}
 		if created {
 			out.Status = http.StatusCreated
 		}
@@ -205,8 +205,8 @@ type listJobsInput struct {
 
 type listJobsOutput struct {
 	Body struct {
-		Items      []store.Job `json:"items"`
-		NextCursor int64       `json:"next_cursor,omitempty"`
+		Items      []Job `json:"items" doc:"Job snapshots, newest first."`
+		NextCursor int64 `json:"next_cursor,omitempty" doc:"Pass as cursor to get the next page; absent on the last page." example:"30"`
 	}
 }
 
@@ -225,7 +225,7 @@ func (h *jobHandler) RegisterList(api huma.API) {
 			items = items[:in.Limit]
 			out.Body.NextCursor = items[len(items)-1].ID
 		}
-		out.Body.Items = nonNil(items)
+		out.Body.Items = mapSlice(items, func(j *store.Job) Job { return *jobFromStore(j) })
 		return out, nil
 	})
 }
@@ -235,7 +235,7 @@ type jobIDInput struct {
 }
 
 type jobOutput struct {
-	Body *store.Job
+	Body *Job
 }
 
 // RegisterGet registers GET /v1/jobs/{id}.
@@ -248,7 +248,7 @@ func (h *jobHandler) RegisterGet(api huma.API) {
 		if err != nil {
 			return nil, storeErr(ctx, h.log, "job", err)
 		}
-		return &jobOutput{Body: j}, nil
+		return &jobOutput{Body: jobFromStore(j)}, nil
 	})
 }
 
@@ -259,7 +259,7 @@ type validateInput struct {
 type validateOutput struct {
 	Body struct {
 		Spec        *jobs.Spec    `json:"spec" doc:"The normalized spec (defaults filled in)."`
-		Fingerprint string        `json:"fingerprint"`
+		Fingerprint string        `json:"fingerprint" doc:"Hash of the canonical spec; a trigger of an equal spec reuses its job." example:"5b1f0c9e7a2d4c3b"`
 		Configs     []jobs.Config `json:"configs" doc:"The expanded config matrix, in execution order."`
 	}
 }

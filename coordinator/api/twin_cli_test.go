@@ -71,7 +71,7 @@ func TestTwinProfileThroughCoordinator(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var got store.DeviceProfile
+	var got api.DeviceProfile
 	json.NewDecoder(resp.Body).Decode(&got)
 	resp.Body.Close()
 	if resp.StatusCode != 200 || got.YAML != string(uploaded) || got.Name != "lab-host" || got.DeviceID != "lab-host-1" {

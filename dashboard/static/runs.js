@@ -4,7 +4,7 @@ import * as api from './api.js';
 import { h, code, empty, errorBox, badge } from './dom.js';
 import { renderInside } from './drill.js';
 import { param, text } from './lineage.js';
-import { fmtAgo, fmtTime, fmtDuration, fmtMeanSD, fmtValue, fmtBytes, fmtPct, shortSHA, humanize } from './format.js';
+import { fmtAgo, fmtTime, fmtDuration, parseGoDuration, fmtMeanSD, fmtValue, fmtBytes, fmtPct, shortSHA, humanize } from './format.js';
 
 const STATES = ['queued', 'assigned', 'running', 'succeeded', 'failed', 'cancelled', 'infra_failed'];
 const ACTIVE = ['queued', 'assigned', 'running'];
@@ -169,7 +169,7 @@ export async function renderDetail(root, id, ctx, q = new URLSearchParams()) {
         row('progress', ACTIVE.includes(r.state) ? outcomeCell(r) : null),
         row('error', r.error ? h('span', { class: 'bad' }, r.error) : null),
         row('cancel reason', r.cancel_reason || null),
-        row('timeout', r.timeout ? fmtDuration(r.timeout / 1e6) : null),
+        row('timeout', parseGoDuration(r.timeout) > 0 ? fmtDuration(parseGoDuration(r.timeout)) : null),
         row('created', fmtTime(r.created_at) + ' (' + fmtAgo(r.created_at) + ')'),
         row('started', r.started_at ? fmtTime(r.started_at) : null),
         row('finished', r.finished_at ? fmtTime(r.finished_at) : null),

@@ -86,7 +86,7 @@ func (d *demoFarm) printLadders(ctx context.Context, builds []demoBuild) error {
 	type cell struct {
 		index int
 		tps   []float64 // per build; 0 when missing
-		last  store.Result
+		last  api.Result
 	}
 	devices := map[string]map[string]*cell{}
 	models := map[string]string{}
@@ -163,7 +163,7 @@ func (d *demoFarm) printLadders(ctx context.Context, builds []demoBuild) error {
 // returns how many groups there are.
 func (d *demoFarm) printAlerts(ctx context.Context, lineage string) (int, error) {
 	var list struct {
-		Items []store.AlertGroup `json:"items"`
+		Items []api.AlertGroup `json:"items"`
 	}
 	q := url.Values{"suite": {demoSuite}, "lineage": {lineage}, "limit": {"100"}}
 	if err := getJSON(ctx, d.base+"/v1/alerts?"+q.Encode(), &list); err != nil {
@@ -175,7 +175,7 @@ func (d *demoFarm) printAlerts(ctx context.Context, lineage string) (int, error)
 	}
 	d.say("the detector raised %d alert group(s) on lineage %s:", len(list.Items), lineage)
 	for _, it := range list.Items {
-		var g store.AlertGroup
+		var g api.AlertGroup
 		if err := getJSON(ctx, fmt.Sprintf("%s/v1/alerts/%d", d.base, it.ID), &g); err != nil {
 			return 0, fmt.Errorf("demo: read alert group %d: %w", it.ID, err)
 		}

@@ -224,7 +224,7 @@ type GCReport struct {
 // for longer than grace.
 func (c *Client) GCArtifacts(ctx context.Context, grace time.Duration, dryRun bool) (*GCReport, error) {
 	var out GCReport
-	body := map[string]any{"grace_seconds": int64(grace / time.Second), "dry_run": dryRun}
+	body := map[string]any{"grace": grace.String(), "dry_run": dryRun}
 	if err := c.doJSON(ctx, http.MethodPost, "/v1/artifacts/gc", nil, body, &out); err != nil {
 		return nil, err
 	}
