@@ -32,15 +32,15 @@ type HotCell struct {
 	Col    int   `json:"col" doc:"Column index: experts [col×expert_bin, (col+1)×expert_bin)."`
 	Layer  int   `json:"layer" doc:"First layer of the cell."`
 	Expert int   `json:"expert" doc:"First expert of the cell."`
-	Value  int64 `json:"value"`
+	Value  int64 `json:"value" doc:"The metric summed over the cell's layers and experts, over the measured decode steps."`
 }
 
 // ExpertHeatmap is a run config's layer × expert load matrix over its
 // measured decode steps.
 type ExpertHeatmap struct {
-	RunID       int64  `json:"run_id"`
-	ConfigIndex int    `json:"config_index"`
-	Metric      string `json:"metric" enum:"demand,miss,hit"`
+	RunID       int64  `json:"run_id" doc:"Run id." example:"4812"`
+	ConfigIndex int    `json:"config_index" doc:"Config index within the run." example:"0"`
+	Metric      string `json:"metric" enum:"demand,miss,hit" doc:"What the cells count: demand (expert selected), miss (read on demand) or hit (resident when selected)." example:"demand"`
 	Steps       int64  `json:"steps" doc:"Measured decode steps the counts cover (the largest over layers)."`
 	Layers      int    `json:"layers" doc:"Layers covered (highest layer with counts + 1)."`
 	Experts     int    `json:"experts" doc:"Experts covered (highest expert demanded + 1)."`
@@ -137,12 +137,12 @@ type DeviceStatePoint struct {
 // DeviceTrace is the thermal and battery trace a device reported while it
 // held a run.
 type DeviceTrace struct {
-	RunID int64 `json:"run_id"`
+	RunID int64 `json:"run_id" doc:"Run id." example:"4812"`
 	// Reported is false when the device reported no thermal or battery
 	// reading during the run (emulated devices report none).
 	Reported     bool               `json:"reported" doc:"False when the device reported no thermal or battery reading during the run (emulated devices report none)."`
 	SamplesTotal int                `json:"samples_total" doc:"Samples before downsampling."`
-	Points       []DeviceStatePoint `json:"points"`
+	Points       []DeviceStatePoint `json:"points" doc:"Buckets of consecutive samples, oldest first."`
 }
 
 type deviceTraceOutput struct{ Body *DeviceTrace }
