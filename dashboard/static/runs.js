@@ -169,7 +169,7 @@ export async function renderDetail(root, id, ctx, q = new URLSearchParams()) {
         row('progress', ACTIVE.includes(r.state) ? outcomeCell(r) : null),
         row('error', r.error ? h('span', { class: 'bad' }, r.error) : null),
         row('cancel reason', r.cancel_reason || null),
-        row('timeout', parseGoDuration(r.timeout) > 0 ? fmtDuration(parseGoDuration(r.timeout)) : null),
+        row('timeout', r.timeout && fmtDuration(parseGoDuration(r.timeout))),
         row('created', fmtTime(r.created_at) + ' (' + fmtAgo(r.created_at) + ')'),
         row('started', r.started_at ? fmtTime(r.started_at) : null),
         row('finished', r.finished_at ? fmtTime(r.finished_at) : null),
