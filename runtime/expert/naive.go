@@ -45,7 +45,8 @@ type naiveState struct {
 	used        int64
 	pages       map[int64]*naivePage
 	head        naivePage    // LRU list sentinel: head.next is the most recent
-	free        []*naivePage // evicted pages, reused: steady state allocates nothing
+	freeBufs    [][]byte     // evicted pages' buffers, reused (takeBuf)
+	freePages   []*naivePage // and their structs
 	scratch     []byte       // one expert, assembled
 	win         []byte       // the read window
 	pageBuf     []byte       // the page being touched, when a read may evict it
@@ -107,34 +108,84 @@ func (n *naiveState) pushFront(p *naivePage) {
 }
 
 // insert caches page idx with data (copied), evicting LRU pages; it does
-// nothing when the cache cannot hold one page. Evicted pages are reused,
-// so a decode allocates nothing once the cache is full: garbage would let
-// the Go heap grow past the budget before the collector runs (a process
-// capped at the budget, as a phone's memory is, was killed for it).
+// nothing when the cache cannot hold one page.
 func (n *naiveState) insert(idx int64, data []byte) {
 	if n.limit < n.page {
 		return
 	}
-	for n.used+n.page > n.limit {
+	n.evictFor(n.page)
+	buf := n.takeBuf()
+	copy(buf, data)
+	clear(buf[len(data):])
+	n.insertBuf(idx, buf)
+}
+
+// evictFor evicts LRU pages until bytes more fit within the limit.
+func (n *naiveState) evictFor(bytes int64) {
+	for n.used+bytes > n.limit && n.head.prev != &n.head {
 		v := n.head.prev
 		n.unlink(v)
 		delete(n.pages, v.idx)
-		n.free = append(n.free, v)
+		n.freeBufs = append(n.freeBufs, v.data)
+		*v = naivePage{}
+		n.freePages = append(n.freePages, v)
 		n.used -= n.page
 	}
-	var p *naivePage
-	if k := len(n.free); k > 0 {
-		p, n.free = n.free[k-1], n.free[:k-1]
-		*p = naivePage{data: p.data}
-	} else {
-		p = &naivePage{data: make([]byte, n.page)}
+}
+
+// takeBuf returns a free page buffer. Buffers and page structs are
+// reused, so a decode allocates nothing once the cache is full: garbage
+// would let the Go heap grow past the budget before the collector runs (a
+// process capped at the budget, as a phone's memory is, was killed for
+// it).
+func (n *naiveState) takeBuf() []byte {
+	if k := len(n.freeBufs); k > 0 {
+		b := n.freeBufs[k-1]
+		n.freeBufs = n.freeBufs[:k-1]
+		return b
 	}
-	p.idx = idx
-	copy(p.data, data)
-	clear(p.data[len(data):])
+	return make([]byte, n.page)
+}
+
+// insertBuf caches page idx with buf (one page, taken over; room for it
+// was made by insert or reserve).
+func (n *naiveState) insertBuf(idx int64, buf []byte) {
+	var p *naivePage
+	if k := len(n.freePages); k > 0 {
+		p, n.freePages = n.freePages[k-1], n.freePages[:k-1]
+	} else {
+		p = &naivePage{}
+	}
+	p.idx, p.data = idx, buf
 	n.pages[idx] = p
 	n.pushFront(p)
 	n.used += n.page
+}
+
+// reserve evicts LRU pages to make room for count pages and returns a
+// page buffer for each, to read into; nil when the cache cannot hold them
+// or, for direct reads, a buffer is not aligned (then the caller reads
+// into the window). Buffers not inserted go back with unreserve.
+func (n *naiveState) reserve(count int64, direct bool) [][]byte {
+	if !canReadv || count*n.page > n.limit {
+		return nil
+	}
+	n.evictFor(count * n.page)
+	bufs := make([][]byte, 0, count)
+	for range count {
+		buf := n.takeBuf()
+		if direct && !isAligned(buf) {
+			n.unreserve(append(bufs, buf))
+			return nil
+		}
+		bufs = append(bufs, buf)
+	}
+	return bufs
+}
+
+// unreserve returns reserved buffers unused.
+func (n *naiveState) unreserve(bufs [][]byte) {
+	n.freeBufs = append(n.freeBufs, bufs...)
 }
 
 // useNaive is Use in the naive mode.
@@ -224,30 +275,64 @@ func (s *Store) naiveExpert(ctx context.Context, layer, x int) (moe.Weights, int
 
 // readRun reads count pages from page idx in one synchronous read
 // (through the emulated device under a profile), accounts it and caches
-// the pages; it returns the bytes read, valid until the next read.
-func (s *Store) readRun(ctx context.Context, layer, x int, idx, count int64) ([]byte, error) {
+// the pages; when want lies in the run, it returns its data (in pageBuf,
+// valid until the next read). Where it can, it reads straight into the
+// cache's page buffers (one preadv), as the kernel reads into its page
+// cache, so the copy of every page read is not charged to the host's
+// compute; otherwise into the read window, copying each page.
+func (s *Store) readRun(ctx context.Context, layer, x int, idx, count, want int64) ([]byte, error) {
 	n := s.naive
 	start := time.Now()
-	buf := n.win[:count*n.page]
-	got, err := s.f.ReadAt(buf, idx*n.page)
+	s.mu.Lock()
+	bufs := n.reserve(count, s.direct)
+	s.mu.Unlock()
+	var got int
+	var err error
+	if bufs != nil {
+		got, err = preadPages(s.f, bufs, idx*n.page)
+	} else {
+		got, err = s.f.ReadAt(n.win[:count*n.page], idx*n.page)
+	}
 	if err != nil && !errors.Is(err, io.EOF) {
-		return nil, fmt.Errorf("expert: reading %s at %d: %w", s.path, idx*n.page, err)
+		err = fmt.Errorf("expert: reading %s at %d: %w", s.path, idx*n.page, err)
+	} else if got == 0 {
+		err = fmt.Errorf("expert: reading %s at %d: %w (file truncated?)", s.path, idx*n.page, io.ErrUnexpectedEOF)
+	} else {
+		err = nil
 	}
-	if got == 0 {
-		return nil, fmt.Errorf("expert: reading %s at %d: %w (file truncated?)", s.path, idx*n.page, io.ErrUnexpectedEOF)
+	if err == nil && s.throttle != nil {
+		err = s.throttle.Wait(ctx, start, int64(got), nil)
 	}
-	if s.throttle != nil {
-		if err := s.throttle.Wait(ctx, start, int64(got), nil); err != nil {
-			return nil, err
-		}
+	if err != nil {
+		s.mu.Lock()
+		n.unreserve(bufs)
+		s.mu.Unlock()
+		return nil, err
 	}
 	d := time.Since(start)
+	var out []byte
 	s.mu.Lock()
 	if s.clock != nil {
 		s.clock.syncRead(int64(got))
 	}
-	for i := int64(0); i*n.page < int64(got); i++ {
-		n.insert(idx+i, buf[i*n.page:min((i+1)*n.page, int64(got))])
+	for i := int64(0); i < count; i++ {
+		lo, hi := min(i*n.page, int64(got)), min((i+1)*n.page, int64(got))
+		if idx+i == want {
+			src := n.win[lo:hi]
+			if bufs != nil {
+				src = bufs[i][:hi-lo]
+			}
+			out = n.pageBuf[:copy(n.pageBuf, src)]
+		}
+		switch {
+		case bufs == nil && lo < hi:
+			n.insert(idx+i, n.win[lo:hi])
+		case bufs != nil && lo < hi:
+			clear(bufs[i][hi-lo:])
+			n.insertBuf(idx+i, bufs[i])
+		case bufs != nil:
+			n.unreserve(bufs[i : i+1])
+		}
 	}
 	s.budget.peak = max(s.budget.peak, n.used+int64(len(n.scratch))+int64(len(n.win)))
 	s.stats.Reads++
@@ -260,7 +345,7 @@ func (s *Store) readRun(ctx context.Context, layer, x int, idx, count int64) ([]
 	if s.opts.Sink != nil {
 		s.opts.Sink.Read(&trace.ReadEvent{Layer: layer, Expert: x, Bytes: int64(got), Latency: d})
 	}
-	return buf[:got], nil
+	return out, nil
 }
 
 // naiveStrategy is the strategy entry of the naive mode; Use does not go

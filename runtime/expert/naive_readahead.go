@@ -135,13 +135,12 @@ func (s *Store) readPages(ctx context.Context, layer, x int, lo, hi, want, mark 
 		if i == j {
 			break
 		}
-		data, err := s.readRun(ctx, layer, x, i, j-i)
+		data, err := s.readRun(ctx, layer, x, i, j-i, want)
 		if err != nil {
 			return nil, err
 		}
 		if want >= i && want < j {
-			o := (want - i) * n.page
-			out = n.pageBuf[:copy(n.pageBuf, data[min(o, int64(len(data))):min(o+n.page, int64(len(data)))])]
+			out = data
 		}
 		if mark >= i && mark < j {
 			s.mu.Lock()
