@@ -26,8 +26,9 @@ import (
 //   - stall per token: the host's time waiting on reads on direct storage,
 //     the device clock's stall on the twin (its flash model);
 //   - compute per token: the host's decode time less its stall on direct
-//     storage; the profile's compute model on the twin, beside the host's
-//     own compute time measured in the same twin run.
+//     storage, and its CPU time (which the host's load does not inflate);
+//     the profile's compute model on the twin, beside the host's own
+//     compute time measured in the same twin run.
 //
 // Per row it gives the twin's error in tok/s and in each part, and the
 // flash-only error: the twin's stall added to the compute direct storage
@@ -45,10 +46,13 @@ type TwinSide struct {
 	// HostComputeMSPerToken is the host's time in the compute segments,
 	// measured by the twin's device clock (twin in device time only).
 	HostComputeMSPerToken float64 `json:"host_compute_ms_per_token,omitempty"`
-	BytesReadPerToken     float64 `json:"bytes_read_per_token"`
-	ReadsPerToken         float64 `json:"reads_per_token"`
-	HitRate               float64 `json:"hit_rate"`
-	IdenticalOutput       bool    `json:"identical_output"`
+	// CPUMSPerToken is the process's CPU time (all threads) per decoded
+	// token: the compute the host did, whatever share of the CPU it got.
+	CPUMSPerToken     float64 `json:"cpu_ms_per_token"`
+	BytesReadPerToken float64 `json:"bytes_read_per_token"`
+	ReadsPerToken     float64 `json:"reads_per_token"`
+	HitRate           float64 `json:"hit_rate"`
+	IdenticalOutput   bool    `json:"identical_output"`
 }
 
 // TwinRow is one mode's comparison. Errors are twin ÷ direct − 1.
@@ -61,7 +65,11 @@ type TwinRow struct {
 	// StallError, ComputeError and BytesError are the errors of the parts.
 	StallError   float64 `json:"stall_error"`
 	ComputeError float64 `json:"compute_error"`
-	BytesError   float64 `json:"bytes_error"`
+	// ComputeCPUError compares the twin's device compute with direct
+	// storage's CPU time per token instead of its wall time: on a loaded
+	// host the wall time measures the load.
+	ComputeCPUError float64 `json:"compute_cpu_error"`
+	BytesError      float64 `json:"bytes_error"`
 	// FlashOnlyError is the tok/s error of direct's compute plus the
 	// twin's stall: the flash model's error without the host's compute
 	// noise.
@@ -130,6 +138,7 @@ func RunTwinCheck(ctx context.Context, cfg LadderConfig, twin *expert.Profile) (
 	type side struct {
 		s         *les.Session
 		reps      []les.Rep
+		cpu       time.Duration // process CPU time over the decodes
 		identical bool
 	}
 	type pair struct {
@@ -194,10 +203,23 @@ func RunTwinCheck(ctx context.Context, cfg LadderConfig, twin *expert.Profile) (
 				order[0], order[1] = order[1], order[0]
 			}
 			for _, sd := range order {
-				r, err := sd.s.Repetition(ctx, one)
+				// The decode's CPU time: from the first token sampled to
+				// the last.
+				var first, last time.Duration
+				n := 0
+				rp := one
+				rp.OnToken = func(int) error {
+					if n++; n == 1 {
+						first = processCPU()
+					}
+					last = processCPU()
+					return nil
+				}
+				r, err := sd.s.Repetition(ctx, rp)
 				if err != nil {
 					return nil, fmt.Errorf("bench: %s: %w", p.name, err)
 				}
+				sd.cpu += last - first
 				sd.identical = sd.identical && slices.Equal(r.Tokens[0], ref)
 				sd.reps = append(sd.reps, r)
 			}
@@ -205,8 +227,9 @@ func RunTwinCheck(ctx context.Context, cfg LadderConfig, twin *expert.Profile) (
 		progress("repetition %d/%d done", i+1, cfg.Repetitions)
 	}
 	for _, p := range pairs {
-		row := TwinRow{Mode: p.name, Direct: twinSide(p.direct.reps, p.direct.identical, false), Twin: twinSide(p.twin.reps, p.twin.identical, tc.DeviceTime)}
+		row := TwinRow{Mode: p.name, Direct: twinSide(p.direct.reps, p.direct.cpu, p.direct.identical, false), Twin: twinSide(p.twin.reps, p.twin.cpu, p.twin.identical, tc.DeviceTime)}
 		d, t := &row.Direct, &row.Twin
+		row.ComputeCPUError = relErr(t.ComputeMSPerToken, d.CPUMSPerToken)
 		row.Error = relErr(t.DecodeTokensPerSecond, d.DecodeTokensPerSecond)
 		row.StallError = relErr(t.StallMSPerToken, d.StallMSPerToken)
 		row.ComputeError = relErr(t.ComputeMSPerToken, d.ComputeMSPerToken)
@@ -224,7 +247,7 @@ func RunTwinCheck(ctx context.Context, cfg LadderConfig, twin *expert.Profile) (
 // twinSide sums one side's repetitions. In device time decode, stall and
 // compute are the device clock's; otherwise the host's wall time, the
 // store's wait on reads, and their difference.
-func twinSide(reps []les.Rep, identical, deviceTime bool) TwinSide {
+func twinSide(reps []les.Rep, cpu time.Duration, identical, deviceTime bool) TwinSide {
 	res := les.Measure(reps, les.MeasureOptions{})
 	st := res.Expert
 	var decode time.Duration
@@ -239,7 +262,7 @@ func twinSide(reps []les.Rep, identical, deviceTime bool) TwinSide {
 	tok := float64(max(res.DecodeTokens, 1))
 	ms := func(d time.Duration) float64 { return d.Seconds() * 1e3 / tok }
 	sd := TwinSide{
-		CV: res.DecodeTPS.CV, MSPerToken: ms(decode), StallMSPerToken: ms(stall), ComputeMSPerToken: ms(compute),
+		CV: res.DecodeTPS.CV, MSPerToken: ms(decode), CPUMSPerToken: ms(cpu), StallMSPerToken: ms(stall), ComputeMSPerToken: ms(compute),
 		BytesReadPerToken: float64(st.BytesRead) / tok, ReadsPerToken: float64(st.Reads) / tok, HitRate: res.HitRate, IdenticalOutput: identical,
 	}
 	if deviceTime {

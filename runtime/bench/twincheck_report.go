@@ -32,11 +32,11 @@ func (r *TwinReport) Write(w io.Writer, format string) error {
 		fmt.Fprintf(&b, "| %s | %.2f (cv %.2f) | %.2f (cv %.2f) | %+.1f%% | %+.1f%% | %v / %v |\n", row.Mode, row.Direct.DecodeTokensPerSecond, row.Direct.CV,
 			row.Twin.DecodeTokensPerSecond, row.Twin.CV, 100*row.Error, 100*row.FlashOnlyError, row.Direct.IdenticalOutput, row.Twin.IdenticalOutput)
 	}
-	fmt.Fprintf(&b, "\n%d of %d rows within ±%.0f%%.\n\nPer token, direct / twin:\n\n| mode | MB read | reads | stall ms | compute ms | twin host compute ms | stall error | compute error |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n", r.Within(), len(r.Rows), 100*r.Limit)
+	fmt.Fprintf(&b, "\n%d of %d rows within ±%.0f%%.\n\nPer token, direct / twin:\n\n| mode | MB read | reads | stall ms | compute ms | CPU ms | twin host compute ms | stall error | compute error | compute error (CPU) |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n", r.Within(), len(r.Rows), 100*r.Limit)
 	for _, row := range r.Rows {
 		d, t := &row.Direct, &row.Twin
-		fmt.Fprintf(&b, "| %s | %.2f / %.2f | %.1f / %.1f | %.1f / %.1f | %.1f / %.1f | %.1f | %+.1f%% | %+.1f%% |\n", row.Mode, d.BytesReadPerToken/1e6, t.BytesReadPerToken/1e6,
-			d.ReadsPerToken, t.ReadsPerToken, d.StallMSPerToken, t.StallMSPerToken, d.ComputeMSPerToken, t.ComputeMSPerToken, t.HostComputeMSPerToken, 100*row.StallError, 100*row.ComputeError)
+		fmt.Fprintf(&b, "| %s | %.2f / %.2f | %.1f / %.1f | %.1f / %.1f | %.1f / %.1f | %.1f / %.1f | %.1f | %+.1f%% | %+.1f%% | %+.1f%% |\n", row.Mode, d.BytesReadPerToken/1e6, t.BytesReadPerToken/1e6,
+			d.ReadsPerToken, t.ReadsPerToken, d.StallMSPerToken, t.StallMSPerToken, d.ComputeMSPerToken, t.ComputeMSPerToken, d.CPUMSPerToken, t.CPUMSPerToken, t.HostComputeMSPerToken, 100*row.StallError, 100*row.ComputeError, 100*row.ComputeCPUError)
 	}
 	_, err := io.WriteString(w, b.String())
 	return err

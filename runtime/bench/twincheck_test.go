@@ -90,11 +90,14 @@ func TestTwinCheckStructure(t *testing.T) {
 		if d.BytesReadPerToken <= 0 || tw.BytesReadPerToken <= 0 || exact && (tw.BytesReadPerToken != d.BytesReadPerToken || tw.ReadsPerToken != d.ReadsPerToken || row.BytesError != 0) {
 			t.Errorf("%s: twin reads %.0f B in %.2f reads per token, direct %.0f B in %.2f", row.Mode, tw.BytesReadPerToken, tw.ReadsPerToken, d.BytesReadPerToken, d.ReadsPerToken)
 		}
-		if tw.ComputeMSPerToken <= 0 || tw.HostComputeMSPerToken <= 0 || d.ComputeMSPerToken <= 0 || d.StallMSPerToken <= 0 {
+		if tw.ComputeMSPerToken <= 0 || tw.HostComputeMSPerToken <= 0 || d.ComputeMSPerToken <= 0 || d.StallMSPerToken <= 0 || d.CPUMSPerToken <= 0 {
 			t.Errorf("%s: parts not measured: %+v / %+v", row.Mode, d, tw)
 		}
 		if math.Abs(d.StallMSPerToken+d.ComputeMSPerToken-d.MSPerToken) > 1e-6*d.MSPerToken || math.Abs(tw.StallMSPerToken+tw.ComputeMSPerToken-tw.MSPerToken) > 1e-6*tw.MSPerToken {
 			t.Errorf("%s: stall + compute is not the token's time: %+v / %+v", row.Mode, d, tw)
+		}
+		if want := tw.ComputeMSPerToken/d.CPUMSPerToken - 1; math.Abs(row.ComputeCPUError-want) > 1e-9 {
+			t.Errorf("%s: compute error (CPU) %v, want %v", row.Mode, row.ComputeCPUError, want)
 		}
 		if want := 1e3/(d.ComputeMSPerToken+tw.StallMSPerToken)/d.DecodeTokensPerSecond - 1; math.Abs(row.FlashOnlyError-want) > 1e-9 {
 			t.Errorf("%s: flash-only error %v, want %v", row.Mode, row.FlashOnlyError, want)

@@ -44,8 +44,8 @@ func (r *Result) YAML() []byte {
 	fmt.Fprintf(&h, "bandwidth = the best cell; latency = QD 1 %s read less its transfer; max_in_flight = the smallest QD within 90%% of the best %s throughput.\n", sizeName(blocks[0]), sizeName(blocks[0]))
 	h.WriteString("service_times is the grid's mean time per read; the emulated flash prices every read by it (latency and transfer per read size).\n")
 	fmt.Fprintf(&h, "memory copy: %.2f GB/s.\n", r.CopyGBps)
-	fmt.Fprintf(&h, "compute: decode of the reference model (%s): %.2f tok/s, %.3f GB of weights per token;\n", r.RefModel, r.DecodeTPS, r.WeightGBTok)
-	h.WriteString("weight_bandwidth and throughput are that decode's weight bytes and FLOPs per second.\n")
+	fmt.Fprintf(&h, "compute: decode of the reference model (%s): %.2f tok/s, %.2f tok per CPU-second, %.3f GB of weights per token;\n", r.RefModel, r.DecodeTPS, r.DecodeCPUTPS, r.WeightGBTok)
+	h.WriteString("weight_bandwidth and throughput are that decode's weight bytes and FLOPs per CPU-second of each decode thread (its speed with the CPU to itself, not the host's load).\n")
 	return expert.MarshalProfile(r.Profile, h.String())
 }
 
