@@ -293,11 +293,12 @@ func (s *Store) readRun(ctx context.Context, layer, x int, idx, count, want int6
 	} else {
 		got, err = s.f.ReadAt(n.win[:count*n.page], idx*n.page)
 	}
-	if err != nil && !errors.Is(err, io.EOF) {
+	switch {
+	case err != nil && !errors.Is(err, io.EOF):
 		err = fmt.Errorf("expert: reading %s at %d: %w", s.path, idx*n.page, err)
-	} else if got == 0 {
+	case got == 0:
 		err = fmt.Errorf("expert: reading %s at %d: %w (file truncated?)", s.path, idx*n.page, io.ErrUnexpectedEOF)
-	} else {
+	default:
 		err = nil
 	}
 	if err == nil && s.throttle != nil {
