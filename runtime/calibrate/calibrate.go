@@ -64,17 +64,17 @@ type Cell struct {
 
 // Result is everything Measure measured; Profile is derived from it.
 type Result struct {
-	Profile     *expert.Profile
-	Direct      bool // the flash reads bypassed the page cache
-	Cells       []Cell
-	CopyGBps    float64
-	DecodeTPS   float64
+	Profile   *expert.Profile
+	Direct    bool // the flash reads bypassed the page cache
+	Cells     []Cell
+	CopyGBps  float64
+	DecodeTPS float64
 	// DecodeCPUTPS is the reference decode's tokens per CPU-second of the
 	// process: its speed when it has the CPU, whatever else the host runs.
 	DecodeCPUTPS float64
 	WeightGBTok  float64 // weight GB read per decoded token of the reference
-	RefModel    string
-	Measured    time.Time
+	RefModel     string
+	Measured     time.Time
 }
 
 func (c *Config) defaults() error {
