@@ -80,7 +80,8 @@ func foreignSchemaNames() map[string]bool {
 
 // TestOpenAPIFieldsDocumented: every field of every schema the API owns
 // (responses, request bodies, events) has a description in the OpenAPI
-// document, so the contract is readable without the Go source.
+// document, and every scalar field an example, so the contract is readable
+// without the Go source.
 func TestOpenAPIFieldsDocumented(t *testing.T) {
 	t.Parallel()
 	schemas := componentSchemas(t, openAPIDoc(t))
@@ -99,13 +100,18 @@ func TestOpenAPIFieldsDocumented(t *testing.T) {
 			checked[name] = true
 			ps, _ := p.(map[string]any)
 			if d, _ := ps["description"].(string); strings.TrimSpace(d) == "" {
-				missing = append(missing, name+"."+field)
+				missing = append(missing, name+"."+field+": no description")
+			}
+			// A scalar field also shows an example value (objects and
+			// lists are shown by their own schemas' examples).
+			if ts := schemaTypes(ps); len(ts) > 0 && ts[0] != "object" && ts[0] != "array" && ps["examples"] == nil {
+				missing = append(missing, name+"."+field+": no example")
 			}
 		}
 	}
 	sort.Strings(missing)
 	if len(missing) > 0 {
-		t.Errorf("%d fields of API-owned schemas have no description (add a doc tag):\n  %s", len(missing), strings.Join(missing, "\n  "))
+		t.Errorf("%d fields of API-owned schemas lack a description or example (add doc and example tags):\n  %s", len(missing), strings.Join(missing, "\n  "))
 	}
 	// The walk must have covered the resources, or it proves nothing.
 	for _, name := range []string{"Run", "RunDetail", "RunSet", "Trigger", "Job", "Result", "Stat", "Device", "DeviceProfile", "Suite",

@@ -32,24 +32,24 @@ type timelineInput struct {
 
 // TimelinePoint is one bucket of consecutive measured decode steps.
 type TimelinePoint struct {
-	Index      int   `json:"index" doc:"First decode step of the bucket, counted over the config's measured repetitions from 0."`
-	Steps      int   `json:"steps" doc:"Decode steps in the bucket (1 unless the run was downsampled)."`
-	Repetition int   `json:"repetition" doc:"Repetition of the bucket's first step (0-based; warm-up is left out)."`
-	Step       int   `json:"step" doc:"Step number of the bucket's first step within its repetition."`
-	Tokens     int64 `json:"tokens" doc:"Tokens the bucket produced."`
+	Index      int   `json:"index" doc:"First decode step of the bucket, counted over the config's measured repetitions from 0." example:"0"`
+	Steps      int   `json:"steps" doc:"Decode steps in the bucket (1 unless the run was downsampled)." example:"1"`
+	Repetition int   `json:"repetition" doc:"Repetition of the bucket's first step (0-based; warm-up is left out)." example:"0"`
+	Step       int   `json:"step" doc:"Step number of the bucket's first step within its repetition." example:"0"`
+	Tokens     int64 `json:"tokens" doc:"Tokens the bucket produced." example:"1"`
 	// Per token, over the bucket.
-	MSPerToken      float64 `json:"ms_per_token" doc:"Device time per token (duration ÷ tokens), ms."`
-	StallMSPerToken float64 `json:"stall_ms_per_token" doc:"Time per token spent waiting for expert reads, ms."`
-	BytesPerToken   float64 `json:"bytes_per_token" doc:"Expert bytes read per token."`
-	HitRate         float64 `json:"hit_rate" doc:"Selected experts resident when demanded ÷ selected experts."`
-	CacheBytes      int64   `json:"cache_bytes" doc:"Largest expert-cache size in the bucket, bytes."`
+	MSPerToken      float64 `json:"ms_per_token" doc:"Device time per token (duration ÷ tokens), ms." example:"71.4"`
+	StallMSPerToken float64 `json:"stall_ms_per_token" doc:"Time per token spent waiting for expert reads, ms." example:"8.6"`
+	BytesPerToken   float64 `json:"bytes_per_token" doc:"Expert bytes read per token." example:"50331648"`
+	HitRate         float64 `json:"hit_rate" doc:"Selected experts resident when demanded ÷ selected experts." example:"0.87"`
+	CacheBytes      int64   `json:"cache_bytes" doc:"Largest expert-cache size in the bucket, bytes." example:"1073741824"`
 }
 
 // Timeline is a run config's decode timeline.
 type Timeline struct {
 	RunID       int64           `json:"run_id" doc:"Run id." example:"4812"`
 	ConfigIndex int             `json:"config_index" doc:"Config index within the run." example:"0"`
-	StepsTotal  int             `json:"steps_total" doc:"Measured decode steps before downsampling."`
+	StepsTotal  int             `json:"steps_total" doc:"Measured decode steps before downsampling." example:"512"`
 	Points      []TimelinePoint `json:"points" doc:"Buckets of consecutive decode steps, in the order the device produced them."`
 }
 
@@ -59,21 +59,21 @@ type timelineOutput struct{ Body *Timeline }
 // steps, and the rates derived from them.
 type LayerStats struct {
 	Layer          int   `json:"layer" doc:"Layer index (0-based)." example:"0"`
-	Hits           int64 `json:"hits" doc:"Selected experts that were resident when demanded."`
-	Misses         int64 `json:"misses" doc:"Selected experts read on demand."`
-	PrefetchUsed   int64 `json:"prefetch_used" doc:"Prefetched experts that were then selected."`
-	PrefetchWasted int64 `json:"prefetch_wasted" doc:"Prefetched experts that were not selected."`
+	Hits           int64 `json:"hits" doc:"Selected experts that were resident when demanded." example:"10240"`
+	Misses         int64 `json:"misses" doc:"Selected experts read on demand." example:"1536"`
+	PrefetchUsed   int64 `json:"prefetch_used" doc:"Prefetched experts that were then selected." example:"980"`
+	PrefetchWasted int64 `json:"prefetch_wasted" doc:"Prefetched experts that were not selected." example:"410"`
 	// Rates; 0 when their denominator is 0.
-	HitRate           float64 `json:"hit_rate" doc:"hits ÷ (hits + misses)."`
-	PrefetchPrecision float64 `json:"prefetch_precision" doc:"prefetch_used ÷ (prefetch_used + prefetch_wasted): of what the predictor fetched, the share that was used."`
-	PrefetchRecall    float64 `json:"prefetch_recall" doc:"prefetch_used ÷ (prefetch_used + misses): of the demanded experts that were not already cached, the share the predictor fetched in time."`
+	HitRate           float64 `json:"hit_rate" doc:"hits ÷ (hits + misses)." example:"0.87"`
+	PrefetchPrecision float64 `json:"prefetch_precision" doc:"prefetch_used ÷ (prefetch_used + prefetch_wasted): of what the predictor fetched, the share that was used." example:"0.705"`
+	PrefetchRecall    float64 `json:"prefetch_recall" doc:"prefetch_used ÷ (prefetch_used + misses): of the demanded experts that were not already cached, the share the predictor fetched in time." example:"0.389"`
 }
 
 // LayerBreakdown is a run config's per-layer table.
 type LayerBreakdown struct {
 	RunID       int64        `json:"run_id" doc:"Run id." example:"4812"`
 	ConfigIndex int          `json:"config_index" doc:"Config index within the run." example:"0"`
-	Steps       int          `json:"steps" doc:"Measured decode steps that carried per-layer counts."`
+	Steps       int          `json:"steps" doc:"Measured decode steps that carried per-layer counts." example:"1"`
 	Layers      []LayerStats `json:"layers" doc:"One row per layer, by layer index."`
 }
 

@@ -28,11 +28,11 @@ type expertsInput struct {
 
 // HotCell is one cell of an expert heatmap.
 type HotCell struct {
-	Row    int   `json:"row" doc:"Row index: layers [row×layer_bin, (row+1)×layer_bin)."`
-	Col    int   `json:"col" doc:"Column index: experts [col×expert_bin, (col+1)×expert_bin)."`
-	Layer  int   `json:"layer" doc:"First layer of the cell."`
-	Expert int   `json:"expert" doc:"First expert of the cell."`
-	Value  int64 `json:"value" doc:"The metric summed over the cell's layers and experts, over the measured decode steps."`
+	Row    int   `json:"row" doc:"Row index: layers [row×layer_bin, (row+1)×layer_bin)." example:"2"`
+	Col    int   `json:"col" doc:"Column index: experts [col×expert_bin, (col+1)×expert_bin)." example:"5"`
+	Layer  int   `json:"layer" doc:"First layer of the cell." example:"8"`
+	Expert int   `json:"expert" doc:"First expert of the cell." example:"40"`
+	Value  int64 `json:"value" doc:"The metric summed over the cell's layers and experts, over the measured decode steps." example:"1312"`
 }
 
 // ExpertHeatmap is a run config's layer × expert load matrix over its
@@ -41,16 +41,16 @@ type ExpertHeatmap struct {
 	RunID       int64  `json:"run_id" doc:"Run id." example:"4812"`
 	ConfigIndex int    `json:"config_index" doc:"Config index within the run." example:"0"`
 	Metric      string `json:"metric" enum:"demand,miss,hit" doc:"What the cells count: demand (expert selected), miss (read on demand) or hit (resident when selected)." example:"demand"`
-	Steps       int64  `json:"steps" doc:"Measured decode steps the counts cover (the largest over layers)."`
-	Layers      int    `json:"layers" doc:"Layers covered (highest layer with counts + 1)."`
-	Experts     int    `json:"experts" doc:"Experts covered (highest expert demanded + 1)."`
-	LayerBin    int    `json:"layer_bin" doc:"Layers summed into one row."`
-	ExpertBin   int    `json:"expert_bin" doc:"Experts summed into one column."`
+	Steps       int64  `json:"steps" doc:"Measured decode steps the counts cover (the largest over layers)." example:"512"`
+	Layers      int    `json:"layers" doc:"Layers covered (highest layer with counts + 1)." example:"48"`
+	Experts     int    `json:"experts" doc:"Experts covered (highest expert demanded + 1)." example:"128"`
+	LayerBin    int    `json:"layer_bin" doc:"Layers summed into one row." example:"4"`
+	ExpertBin   int    `json:"expert_bin" doc:"Experts summed into one column." example:"4"`
 	// Cells[r][c] sums the metric over the row's layers and the column's
 	// experts.
 	Cells [][]int64 `json:"cells" doc:"cells[row][col]: the metric summed over the row's layers and the column's experts."`
-	Max   int64     `json:"max" doc:"Largest cell."`
-	Total int64     `json:"total" doc:"Sum of all cells."`
+	Max   int64     `json:"max" doc:"Largest cell." example:"2048"`
+	Total int64     `json:"total" doc:"Sum of all cells." example:"98304"`
 	Top   []HotCell `json:"top" doc:"The largest cells, largest first."`
 }
 
@@ -125,13 +125,13 @@ type deviceTraceInput struct {
 
 // DeviceStatePoint is one bucket of a run's device-state samples.
 type DeviceStatePoint struct {
-	At             time.Time `json:"at" doc:"When the bucket's first sample arrived (coordinator clock)."`
-	Samples        int       `json:"samples" doc:"Heartbeat samples in the bucket."`
-	MaxTempC       *float64  `json:"max_temp_c,omitempty" doc:"Hottest thermal zone, °C (bucket average)."`
-	BatteryPercent *float64  `json:"battery_percent,omitempty" doc:"Battery charge, % (bucket average)."`
-	BatteryTempC   *float64  `json:"battery_temp_c,omitempty" doc:"Battery temperature, °C (bucket average)."`
-	Charging       *bool     `json:"charging,omitempty" doc:"Whether the device charged during the bucket."`
-	ThermalStatus  string    `json:"thermal_status,omitempty" doc:"Platform thermal status (last in the bucket), e.g. iOS nominal/fair/serious/critical."`
+	At             time.Time `json:"at" doc:"When the bucket's first sample arrived (coordinator clock)." example:"2026-12-01T14:00:05Z"`
+	Samples        int       `json:"samples" doc:"Heartbeat samples in the bucket." example:"3"`
+	MaxTempC       *float64  `json:"max_temp_c,omitempty" doc:"Hottest thermal zone, °C (bucket average)." example:"47.25"`
+	BatteryPercent *float64  `json:"battery_percent,omitempty" doc:"Battery charge, % (bucket average)." example:"77"`
+	BatteryTempC   *float64  `json:"battery_temp_c,omitempty" doc:"Battery temperature, °C (bucket average)." example:"33.1"`
+	Charging       *bool     `json:"charging,omitempty" doc:"Whether the device charged during the bucket." example:"false"`
+	ThermalStatus  string    `json:"thermal_status,omitempty" doc:"Platform thermal status (last in the bucket), e.g. iOS nominal/fair/serious/critical." example:"nominal"`
 }
 
 // DeviceTrace is the thermal and battery trace a device reported while it
@@ -140,8 +140,8 @@ type DeviceTrace struct {
 	RunID int64 `json:"run_id" doc:"Run id." example:"4812"`
 	// Reported is false when the device reported no thermal or battery
 	// reading during the run (emulated devices report none).
-	Reported     bool               `json:"reported" doc:"False when the device reported no thermal or battery reading during the run (emulated devices report none)."`
-	SamplesTotal int                `json:"samples_total" doc:"Samples before downsampling."`
+	Reported     bool               `json:"reported" doc:"False when the device reported no thermal or battery reading during the run (emulated devices report none)." example:"true"`
+	SamplesTotal int                `json:"samples_total" doc:"Samples before downsampling." example:"120"`
 	Points       []DeviceStatePoint `json:"points" doc:"Buckets of consecutive samples, oldest first."`
 }
 

@@ -24,7 +24,7 @@ type profileHandler struct {
 type putProfileInput struct {
 	ID   string `path:"id" pattern:"^[A-Za-z0-9_-]{1,64}$"`
 	Body struct {
-		YAML string `json:"yaml" minLength:"1" maxLength:"262144" doc:"The profile YAML written by 'lesfarm profile measure', as read by --profile FILE. It must parse and validate (bandwidth, latency, max_in_flight, compute section ...)."`
+		YAML string `json:"yaml" minLength:"1" maxLength:"262144" doc:"The profile YAML written by 'lesfarm profile measure', as read by --profile FILE. It must parse and validate (bandwidth, latency, max_in_flight, compute section ...)." example:"name: pixel8-a1"`
 	}
 }
 

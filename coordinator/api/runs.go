@@ -46,7 +46,7 @@ type TriggerBody struct {
 	Lineage  string          `json:"lineage,omitempty" minLength:"1" maxLength:"200" pattern:"^[A-Za-z0-9][A-Za-z0-9._-]*$" default:"main" example:"release-3" doc:"Build lineage: the branch the build belongs to (default main). Regression series and alert groups are kept per lineage, so a release branch's builds are compared with each other, not with main's. Letters, digits, '.', '_' and '-'; no '/' (write release/3 as release-3)."`
 	Devices  json.RawMessage `json:"devices,omitempty" doc:"Device selector replacing the suite's: {platform, labels, min_ram, device_model, emulated}."`
 	Override json.RawMessage `json:"override,omitempty" doc:"Config override: {modes, budgets, profiles, repetitions, warmup, decode_tokens, prefill_tokens, timeout, priority, model, prompts, devices}."`
-	Fanout   bool            `json:"fanout,omitempty" doc:"One run per matching online device (pinned to it) instead of one run on the first free matching device."`
+	Fanout   bool            `json:"fanout,omitempty" doc:"One run per matching online device (pinned to it) instead of one run on the first free matching device." example:"true"`
 }
 
 type triggerInput struct {

@@ -24,7 +24,7 @@ type suiteHandler struct {
 // or JSON text (spec_text), exactly one of them.
 type SpecInput struct {
 	Spec     json.RawMessage `json:"spec,omitempty" doc:"The job spec as a JSON object (see docs/api.md and the jobs package): name, model, prompts, matrix, repetitions, devices, retry, ..."`
-	SpecText string          `json:"spec_text,omitempty" maxLength:"1048576" doc:"The job spec as YAML (or JSON) text; errors then carry line and column."`
+	SpecText string          `json:"spec_text,omitempty" maxLength:"1048576" doc:"The job spec as YAML (or JSON) text; errors then carry line and column." example:"suite: smoke"`
 }
 
 // parse validates the spec with the jobs package and maps its issues to

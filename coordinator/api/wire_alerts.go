@@ -123,7 +123,7 @@ type Alert struct {
 	Attribution    json.RawMessage `json:"attribution" doc:"LES metrics that moved at the change point (JSON array of {metric, before, after, p_value, ...})."`
 	Summary        string          `json:"summary" doc:"One-line human summary." example:"decode_tps −12% on Pixel 8 at ci-4812"`
 	Status         string          `json:"status" enum:"new,acknowledged,invalid,fixed,reassigned" doc:"Triage status." example:"new"`
-	Note           string          `json:"note" doc:"Triage note." example:""`
+	Note           string          `json:"note" doc:"Triage note." example:"expected: ci-4812 shrank the prefetch window"`
 	ReassignedTo   string          `json:"reassigned_to,omitempty" doc:"Build the regression really belongs to (status reassigned)." example:"ci-4810"`
 	CreatedAt      time.Time       `json:"created_at" doc:"When the alert was recorded." example:"2026-12-01T14:12:41Z"`
 	UpdatedAt      time.Time       `json:"updated_at" doc:"When it last changed." example:"2026-12-01T14:12:41Z"`
@@ -149,7 +149,7 @@ type AlertGroup struct {
 	Summary      string    `json:"summary" doc:"One-line human summary." example:"decode_tps −12% on Pixel 8"`
 	Regression   bool      `json:"regression" doc:"True for a regression, false for an improvement." example:"true"`
 	Status       string    `json:"status" enum:"new,acknowledged,invalid,fixed,reassigned" doc:"Triage status." example:"new"`
-	Note         string    `json:"note" doc:"Triage note." example:""`
+	Note         string    `json:"note" doc:"Triage note." example:"expected: ci-4812 shrank the prefetch window"`
 	ReassignedTo string    `json:"reassigned_to,omitempty" doc:"Build the regression really belongs to (status reassigned)." example:"ci-4810"`
 	Confirmation string    `json:"confirmation" enum:"none,pending,confirmed,refuted" doc:"State of the automatic re-run that confirms the change." example:"confirmed"`
 	CreatedAt    time.Time `json:"created_at" doc:"When the group was created." example:"2026-12-01T14:12:41Z"`

@@ -51,7 +51,7 @@ func deviceOut(d *store.Device) *deviceOutput {
 type DeviceProfile struct {
 	DeviceID  string    `json:"device_id" doc:"Device the profile was measured on." example:"pixel8-a1"`
 	Name      string    `json:"name" doc:"The profile's name (from its YAML)." example:"pixel8-a1"`
-	YAML      string    `json:"yaml" doc:"The profile YAML written by 'lesfarm profile measure'." example:"name: pixel8-a1\n"`
+	YAML      string    `json:"yaml" doc:"The profile YAML written by 'lesfarm profile measure'." example:"name: pixel8-a1"`
 	UpdatedAt time.Time `json:"updated_at" doc:"When it was uploaded." example:"2026-12-01T14:00:00Z"`
 }
 

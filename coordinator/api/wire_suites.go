@@ -34,7 +34,7 @@ type Schedule struct {
 	Timezone       string          `json:"timezone" doc:"IANA time zone the cron expression is evaluated in." example:"UTC"`
 	Suite          string          `json:"suite" doc:"Suite each occurrence triggers." example:"les-ladder"`
 	Build          string          `json:"build" doc:"Build id of the triggered runs; {date} becomes the occurrence's UTC date (YYYYMMDD)." example:"nightly-{date}"`
-	GitSHA         string          `json:"git_sha" doc:"Git commit given to the triggered runs." example:""`
+	GitSHA         string          `json:"git_sha" doc:"Git commit given to the triggered runs." example:"9813d69"`
 	Lineage        string          `json:"lineage" doc:"Build lineage of the triggered runs." example:"main"`
 	DeviceSelector json.RawMessage `json:"device_selector" doc:"Device selector applied to every triggered job ({platform, labels, min_ram, device_model, emulated}), or null."`
 	ConfigOverride json.RawMessage `json:"config_override,omitempty" doc:"Config override applied to every triggered job (same fields as a run trigger's override)."`
@@ -73,7 +73,7 @@ type ScheduleFiring struct {
 	Outcome     string    `json:"outcome" enum:"fired,skipped,failed" doc:"fired: runs were triggered; skipped: missed and older than the catch-up window; failed: see detail." example:"fired"`
 	Coordinator string    `json:"coordinator" doc:"Coordinator that handled it." example:"coord-1"`
 	RunIDs      []string  `json:"run_ids" doc:"Runs it triggered." example:"[\"4812\"]"`
-	Detail      string    `json:"detail" doc:"Why it was skipped or failed." example:""`
+	Detail      string    `json:"detail" doc:"Why it was skipped or failed." example:"missed by 3h0m0s, more than the catch-up window"`
 }
 
 func firingFromStore(f *store.ScheduleFiring) ScheduleFiring {
