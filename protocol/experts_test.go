@@ -3,6 +3,7 @@ package protocol
 import (
 	"bytes"
 	"encoding/json"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -137,7 +138,8 @@ func TestExpertsRejected(t *testing.T) {
 
 // FuzzExpertsData feeds arbitrary bytes to the experts blob decoder: it
 // must never panic, and rows it accepts and validates must re-encode to
-// the same bytes (the encoding is canonical).
+// bytes that decode to the same rows and re-encode to themselves (the
+// encoder is canonical; the decoder also takes overlong varints).
 func FuzzExpertsData(f *testing.F) {
 	w, err := marshalExperts(sampleTelemetry(3).Experts)
 	if err != nil {
@@ -146,17 +148,32 @@ func FuzzExpertsData(f *testing.F) {
 	f.Add(w.N, w.Data)
 	f.Add(1, []byte{0, 0, 1, 1, 0, 1, 0})
 	f.Add(1, []byte{0, 0, 1, 2, 5, 1, 0, 0, 1, 0})
+	f.Add(1, []byte{0, 0, 1, 1, 0x80, 0x00, 1, 0})
 	f.Fuzz(func(t *testing.T, n int, data []byte) {
 		rows, err := unmarshalExperts(&expertsWire{N: n, Enc: ExpertsEncoding, Data: data})
 		if err != nil || validateExperts(rows) != nil {
 			return
 		}
-		again, err := marshalExperts(rows)
+		w1, err := marshalExperts(rows)
 		if err != nil {
 			t.Fatalf("accepted rows do not encode: %v", err)
 		}
-		if n > 0 && !bytes.Equal(again.Data, data) {
-			t.Fatalf("not canonical: %x re-encodes to %x", data, again.Data)
+		if w1 == nil {
+			if len(rows) != 0 {
+				t.Fatalf("%d rows encode to nothing", len(rows))
+			}
+			return
+		}
+		again, err := unmarshalExperts(w1)
+		if err != nil {
+			t.Fatalf("re-encoded rows rejected: %v", err)
+		}
+		if !reflect.DeepEqual(again, rows) {
+			t.Fatalf("rows changed on a round trip: %+v, then %+v", rows, again)
+		}
+		w2, err := marshalExperts(again)
+		if err != nil || !bytes.Equal(w1.Data, w2.Data) {
+			t.Fatalf("encoding is not a fixed point: %x, then %x (%v)", w1.Data, w2.Data, err)
 		}
 	})
 }
