@@ -475,7 +475,13 @@ func TestThrottleEmulatesBandwidthAndLatency(t *testing.T) {
 func TestTelemetryFill(t *testing.T) {
 	t.Parallel()
 	m := newTestModel(t, 2, 8, 16, 16, true)
-	s, err := New(m.path, m.layout, m.shapes, Options{Mode: Lookahead, Budget: 1 << 20})
+	specDone := make(chan int, 8)
+	sink := readSink(func(ev *trace.ReadEvent) {
+		if ev.Speculative {
+			specDone <- ev.Expert
+		}
+	})
+	s, err := New(m.path, m.layout, m.shapes, Options{Mode: Lookahead, Budget: 1 << 20, Sink: sink})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -484,7 +490,15 @@ func TestTelemetryFill(t *testing.T) {
 	ctx := context.Background()
 	s.Use(ctx, 0, []int{1, 2}, ok)
 	s.Prefetch(1, []int{3, 4})
-	time.Sleep(20 * time.Millisecond)
+	// Both prefetches complete (their read events come after the entries
+	// are resident) before layer 1 demands 3 and 5.
+	for range 2 {
+		select {
+		case <-specDone:
+		case <-time.After(10 * time.Second):
+			t.Fatal("prefetches of layer 1 did not complete")
+		}
+	}
 	s.Use(ctx, 1, []int{3, 5}, ok)
 	var lev trace.LayerEvent
 	lev.Layer = 1
