@@ -165,9 +165,22 @@ func TestRunHeatmap(t *testing.T) {
 		t.Errorf("390 px heatmap\n%s", got)
 	}
 	b.screenshot(t, "run-heatmap-390")
+	// A tap on a phone shows the value too.
+	tap := fmt.Sprintf(`(() => { const c = document.querySelector('.heatmap-canvas'), s = c.heat, r = c.getBoundingClientRect();
+		c.dispatchEvent(new MouseEvent('click', { clientX: r.left + s.left + (%d + 0.5) * s.cellWidth, clientY: r.top + s.top + 0.5 * s.cellHeight, bubbles: true }));
+		return document.querySelector('.heatmap-tip').dataset.value; })()`, demandHot(0, 0))
+	if got := eval[string](t, b, tap); got != "900" {
+		t.Errorf("tap on layer 0's hot cell: value %q, want 900", got)
+	}
 	b.open(t, f.url, fmt.Sprintf("/runs/%d", quiet))
 	b.do(t, "no trace", chromedp.WaitVisible(chromedp.CSS(".trace-none")))
 	if got := b.text(t, ".trace-none"); !strings.HasPrefix(got, "Not reported") {
 		t.Errorf("device without readings: %q", got)
+	}
+	// A run whose agent sent no per-expert counts says so.
+	old := f.seedLadderRun(t, 10, 2)
+	b.open(t, f.url, fmt.Sprintf("/runs/%d", old))
+	if got := b.text(t, ".heat-holder .empty h3"); got != "No per-expert counts for this config." {
+		t.Errorf("run without expert counts: %q", got)
 	}
 }

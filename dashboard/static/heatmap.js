@@ -1,7 +1,7 @@
 // heatmap.js: the layer × expert load of one run config on a canvas —
 // rows are layers, columns experts, colour the demand, miss or hit count
 // (viridis, colour-blind safe, on a square-root scale so the cold experts
-// stay visible beside the hot ones). Hover shows a cell's value. The drawn
+// stay visible beside the hot ones). Hover (or a tap) shows a cell's value. The drawn
 // state (shape, per-row hottest expert) is kept on the canvas element
 // (canvas.heat) and in data-hot, for tests and tools.
 
@@ -74,14 +74,16 @@ export function heatmap(hm, width) {
   canvas.heat = { rows, cols, left: ML, top: MT, cellWidth: cw, cellHeight: ch, max: hm.max, metric: hm.metric, hot };
   canvas.dataset.hot = hot.map((c) => c.row * hm.layer_bin + ':' + c.col * hm.expert_bin).join(' ');
   const tip = h('div', { class: 'heatmap-tip', role: 'status', 'aria-live': 'polite' }, 'Hover a cell for its count.');
-  canvas.addEventListener('mousemove', (ev) => {
+  const show = (ev) => {
     const box = canvas.getBoundingClientRect();
     const c = Math.floor((ev.clientX - box.left - ML) / cw), r = Math.floor((ev.clientY - box.top - MT) / ch);
     if (r < 0 || r >= rows || c < 0 || c >= cols) return;
     tip.textContent = 'layer ' + range(r, hm.layer_bin, hm.layers) + ', expert ' + range(c, hm.expert_bin, hm.experts) + ': ' +
       hm.cells[r][c] + ' ' + NOUN[hm.metric] + (hm.steps ? ' over ' + hm.steps + ' decode steps' : '');
     tip.dataset.row = r; tip.dataset.col = c; tip.dataset.value = hm.cells[r][c];
-  });
+  };
+  canvas.addEventListener('mousemove', show);
+  canvas.addEventListener('click', show); // a tap, on a phone
   // Legend: the scale from 0 to the largest cell, square-root spaced.
   const legend = h('canvas', { class: 'heatmap-legend', width: 200, height: 10, 'aria-hidden': 'true' });
   const lg = legend.getContext('2d');
