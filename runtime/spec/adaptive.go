@@ -90,6 +90,19 @@ type estimate struct {
 
 const window = 8
 
+// minOf is the smallest of the last m samples (all kept ones if fewer).
+func (e *estimate) minOf(m int) float64 {
+	m = min(m, e.n, window)
+	v := e.v
+	if m > 0 {
+		v = e.last[(e.n-1)%window]
+	}
+	for i := 1; i < m; i++ {
+		v = min(v, e.last[(e.n-1-i)%window])
+	}
+	return v
+}
+
 func (e *estimate) add(x float64) {
 	e.last[e.n%window] = x
 	e.n++
@@ -148,6 +161,20 @@ func (c *controller) verifyCost(n int) float64 {
 		}
 	}
 	return t1 * float64(n)
+}
+
+// samples is how many measurements verifyCost(n) rests on: those of n
+// positions, or of the widest measured pass it interpolates from.
+func (c *controller) samples(n int) int {
+	if e := c.verify[n]; e.n > 0 {
+		return e.n
+	}
+	for m := len(c.verify) - 1; m > 1; m-- {
+		if e := c.verify[m]; e.n > 0 {
+			return e.n
+		}
+	}
+	return window
 }
 
 // expected is the expected tokens of a round of k drafts,
@@ -224,6 +251,14 @@ func (c *controller) next() int {
 		if r := c.rate(k); r > bestSpecRate {
 			bestSpec, bestSpecRate = k, r
 		}
+	}
+	// Compare with the plain pass's minimum over as many recent samples
+	// as the verify cost it is compared with has: a plain pass is measured
+	// every round and a wide one a few times, and on a loaded machine the
+	// minimum of 8 samples is lower than that of 2, which would keep
+	// speculation off for the load's sake.
+	if p := c.verify[1].minOf(c.samples(bestSpec + 1)); p > 0 {
+		plainRate = 1 / p
 	}
 	// Turn on with the lower bound of α and a margin; stay on while the
 	// estimate beats plain.
