@@ -332,10 +332,38 @@ func (a *Agent) setState(st string) {
 	a.state = st
 	a.mu.Unlock()
 	if changed {
-		a.log.Info("agent: state", "state", st)
-		if a.cfg.OnState != nil {
-			a.cfg.OnState(st)
-		}
+		a.announceState(st)
+	}
+}
+
+// settleState sets the state the agent's situation implies: running while
+// a run is current, idle when registered without one. It leaves a
+// stopping or unregistered agent's state alone. The check and the update
+// are one critical section, so a run that ends while the agent registers
+// again cannot leave the state of whichever finished first.
+func (a *Agent) settleState() {
+	a.mu.Lock()
+	if a.stopping || !a.registered {
+		a.mu.Unlock()
+		return
+	}
+	st := StateIdle
+	if a.current != nil {
+		st = StateRunning
+	}
+	changed := a.state != st
+	a.state = st
+	a.mu.Unlock()
+	if changed {
+		a.announceState(st)
+	}
+}
+
+// announceState logs a state change and tells Config.OnState.
+func (a *Agent) announceState(st string) {
+	a.log.Info("agent: state", "state", st)
+	if a.cfg.OnState != nil {
+		a.cfg.OnState(st)
 	}
 }
 

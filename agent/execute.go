@@ -31,7 +31,7 @@ func (a *Agent) execute(ctx context.Context, r *activeRun) {
 	defer close(r.done)
 	asg := r.asg
 	log := a.log.With("run_id", asg.RunID, "token", asg.Token)
-	a.setState(StateRunning)
+	a.settleState()
 	started := time.Now().UTC()
 	subject := protocol.DeviceTelemetrySubject(a.cfg.Name, asg.RunID)
 	_, dropped0 := a.buf.Dropped()
@@ -151,7 +151,7 @@ func (a *Agent) finish(r *activeRun, err error) {
 	switch {
 	case stopping:
 	case registered:
-		a.setState(StateIdle)
+		a.settleState()
 	default:
 		a.setState(StateConnecting)
 	}

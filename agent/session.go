@@ -146,15 +146,10 @@ func (a *Agent) hello(ctx context.Context) (ok, refused bool) {
 	a.ttl = rep.TTL()
 	a.hbInterval = rep.HeartbeatInterval()
 	a.lastContact = time.Now()
-	running := a.current != nil
 	a.mu.Unlock()
 	a.applyCancels(rep.Cancel, errLeaseLost)
 	a.log.Info("agent: registered", "device_id", a.cfg.Name, "ttl", rep.TTL().String(), "heartbeat_interval", a.heartbeatInterval().String(), "signing_key", protocol.KeyID(rep.SigningKey))
-	if running {
-		a.setState(StateRunning)
-	} else {
-		a.setState(StateIdle)
-	}
+	a.settleState()
 	return true, false
 }
 

@@ -16,8 +16,13 @@ func (a *Agent) watchTTL() {
 		r.cancel(errCutOff)
 	}
 	if a.registered {
+		// The state changes here, under the lock, so a registration that
+		// follows (kickHello) cannot be overtaken by it.
 		a.registered = false
-		go a.setState(StateCutOff)
+		if a.state != StateCutOff {
+			a.state = StateCutOff
+			go a.announceState(StateCutOff)
+		}
 		go a.kickHello()
 	}
 }
