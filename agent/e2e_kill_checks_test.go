@@ -229,3 +229,13 @@ func (f *killFarm) sampleRows(t *testing.T, id int64) map[[2]int]sampleRow {
 	}
 	return out
 }
+
+// leaseEnd is how lease tok of run id ended ("" while it has not).
+func (f *killFarm) leaseEnd(t *testing.T, id, tok int64) string {
+	t.Helper()
+	var outcome string
+	if err := f.c.Store().Pool().QueryRow(context.Background(), `SELECT coalesce(outcome, '') FROM leases WHERE run_id = $1 AND token = $2`, id, tok).Scan(&outcome); err != nil {
+		t.Fatal(err)
+	}
+	return outcome
+}

@@ -347,8 +347,17 @@ func (f *killFarm) run(t *testing.T, bin string, sc killScenario) {
 	wantT1 := "expired"
 	if sc.fastRestart {
 		// The restarted agent's hello said it holds no run: failed over
-		// before the TTL ran out.
+		// before the TTL ran out. That is certain when the hello came
+		// within the device TTL (2 s) less a heartbeat interval of the
+		// kill; a process start slower than that on a loaded host may
+		// find the lease expired already, which is also right.
 		wantT1 = "agent_restarted"
+		if wire.hellosBetween(device, killedAt, killedAt.Add(1300*time.Millisecond)) == 0 {
+			if st := f.leaseEnd(t, id, t1); st == "expired" {
+				t.Logf("the restarted agent said hello more than 1.3 s after the kill: attempt 1's lease expired first")
+				wantT1 = "expired"
+			}
+		}
 	}
 	f.checkLeases(t, id, t1, wantT1, t2)
 
