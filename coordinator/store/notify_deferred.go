@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"strconv"
+	"time"
 )
 
 // deferNotifySQL makes the runs table's notify triggers skip the rest of
@@ -35,5 +36,12 @@ func (s *Store) notifyRuns(ctx context.Context, runs []Run) {
 		r := &runs[i]
 		payloads[i] = strconv.FormatInt(r.ID, 10) + " " + r.State + " " + strconv.FormatInt(r.TriggerID, 10)
 	}
-	_, _ = s.pool.Exec(context.WithoutCancel(ctx), `SELECT pg_notify('`+RunNotifyChannel+`', n) FROM unnest($1::text[]) AS n, `+asyncCommit, payloads)
+	// Not cancelled with the caller (the change is committed), but bounded:
+	// a database that stopped answering must not hold the caller.
+	nctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), notifyTimeout)
+	defer cancel()
+	_, _ = s.pool.Exec(nctx, `SELECT pg_notify('`+RunNotifyChannel+`', n) FROM unnest($1::text[]) AS n, `+asyncCommit, payloads)
 }
+
+// notifyTimeout bounds notifyRuns.
+const notifyTimeout = 5 * time.Second
