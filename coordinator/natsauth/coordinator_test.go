@@ -67,6 +67,10 @@ func testForeignData(t *testing.T, runOnly bool) {
 		t.Fatal(err)
 	}
 	spec, _ := jobs.Builtin("smoke")
+	// A selector no device matches keeps the running coordinator's
+	// dispatcher from placing the run itself before the claim below (it
+	// did, under load); the direct claim does not match selectors.
+	spec.Devices = jobs.Selector{Labels: map[string]string{"placed-by": "this-test"}}
 	_, runs, err := st.CreateRuns(ctx, &store.CreateRunsParams{Spec: spec})
 	if err != nil {
 		t.Fatal(err)
