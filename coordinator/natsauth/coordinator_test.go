@@ -50,18 +50,8 @@ func testForeignData(t *testing.T, runOnly bool) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
-	c, err := coordinator.New(coordinatortest.Config(t, coordinator.Config{Name: "auth-c", NoNightly: true, NoRegress: true},
-		dbURL, ns.ClientURL(), auth.CoordinatorOptions()...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Start(ctx); err != nil {
-		t.Fatalf("coordinator as the internal user: %v", err)
-	}
-	t.Cleanup(func() { _ = c.Stop() })
-	auth.SetVerifier(c.Store())
-
-	// Device B holds a run.
+	// Device B holds a run, claimed before the coordinator starts: its
+	// dispatcher would otherwise assign the run to dev-b first.
 	ram := int64(8 << 30)
 	if _, err := st.UpsertDevice(ctx, &store.UpsertDeviceParams{ID: "dev-b", TTL: time.Minute, Fingerprint: protocol.Fingerprint{Platform: "linux", RAMBytes: &ram}}); err != nil {
 		t.Fatal(err)
@@ -80,6 +70,17 @@ func testForeignData(t *testing.T, runOnly bool) {
 		t.Fatal(err)
 	}
 	run := g.Run.ID
+	c, err := coordinator.New(coordinatortest.Config(t, coordinator.Config{Name: "auth-c", NoNightly: true, NoRegress: true},
+		dbURL, ns.ClientURL(), auth.CoordinatorOptions()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(ctx); err != nil {
+		t.Fatalf("coordinator as the internal user: %v", err)
+	}
+	t.Cleanup(func() { _ = c.Stop() })
+	auth.SetVerifier(c.Store())
+
 	batch := func(seq uint64, n int) []byte {
 		b := &protocol.TelemetryBatch{RunID: run, Token: g.Token, DeviceID: "dev-b", Seq: seq, SentAt: time.Now()}
 		for i := range n {
