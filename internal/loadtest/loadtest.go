@@ -124,90 +124,6 @@ func (c *Config) setDefaults() error {
 	return nil
 }
 
-// Latency summarises latencies in milliseconds.
-type Latency struct {
-	N     int     `json:"n"`
-	P50MS float64 `json:"p50_ms"`
-	P99MS float64 `json:"p99_ms"`
-	MaxMS float64 `json:"max_ms"`
-}
-
-// CoordinatorStats are one coordinator's process figures over the load
-// window, from its /metrics.
-type CoordinatorStats struct {
-	MetricsURL string `json:"metrics_url"`
-	// RSSMaxBytes is the largest resident set seen; CPUCores the CPU time
-	// used per wall second (1.0 = one core busy).
-	RSSMaxBytes      int64   `json:"rss_max_bytes"`
-	CPUCores         float64 `json:"cpu_cores"`
-	SamplesCommitted int64   `json:"samples_committed"`
-}
-
-// Report is what a load run measured. Lost and duplicated samples are
-// counted against what the agents sent (acknowledged by JetStream); OK
-// says whether both, and duplicated assignments, are zero.
-type Report struct {
-	Session   string     `json:"session"`
-	Agents    int        `json:"agents"`
-	DurationS float64    `json:"duration_s"`
-	LoadAvg   [3]float64 `json:"load_avg"` // 1, 5, 15 min, at the end of the window
-	// Runs is how many runs were triggered; Assignments how many were
-	// accepted by agents within the window.
-	Runs            int     `json:"runs"`
-	Assignments     int     `json:"assignments"`
-	AssignmentsPerS float64 `json:"assignments_per_s"`
-	// TriggerToAssign: from just before a run's trigger call to its
-	// assignment's arrival at an idle agent. ResultToNext: from an
-	// agent's result publish to its next assignment's arrival.
-	TriggerToAssign Latency `json:"trigger_to_assign"`
-	ResultToNext    Latency `json:"result_to_next"`
-	// SamplesPerBatch and Layers describe the telemetry; BatchBytes is the
-	// size of one telemetry message.
-	SamplesPerBatch int `json:"samples_per_batch"`
-	Layers          int `json:"layers"`
-	BatchBytes      int `json:"batch_bytes"`
-	// SamplesSent counts samples acknowledged by JetStream, SamplesStored
-	// the rows in Postgres for the session's runs.
-	SamplesSent   int64 `json:"samples_sent"`
-	SamplesStored int64 `json:"samples_stored"`
-	// SentPerS and IngestedPerS are samples per second within the window
-	// (IngestedPerS from the coordinators' committed-sample counters).
-	SentPerS     float64 `json:"samples_sent_per_s"`
-	IngestedPerS float64 `json:"samples_ingested_per_s"`
-	// IngestLag is how far, in time, the committed samples trailed the
-	// sent ones (sampled every ScrapeInterval in the window); DrainS is
-	// how long after the last sample was sent the last one was stored.
-	IngestLagP50S float64            `json:"ingest_lag_p50_s"`
-	IngestLagMaxS float64            `json:"ingest_lag_max_s"`
-	DrainS        float64            `json:"drain_s"`
-	Coordinators  []CoordinatorStats `json:"coordinators,omitempty"`
-	// LoadgenCPUCores is this process's CPU per wall second (in process
-	// with a coordinator it includes the coordinator).
-	LoadgenCPUCores float64 `json:"loadgen_cpu_cores"`
-
-	LostSamples           int64 `json:"lost_samples"`
-	DuplicatedSamples     int64 `json:"duplicated_samples"`
-	DuplicatedAssignments int   `json:"duplicated_assignments"`
-	FailedRuns            int   `json:"failed_runs"`
-	PublishRetries        int64 `json:"publish_retries"`
-	HeartbeatErrors       int64 `json:"heartbeat_errors"`
-	Cancelled             int64 `json:"cancelled"`
-	// Reconnects counts the agents' NATS reconnections (to another node
-	// of a cluster, or the same server back).
-	Reconnects int64 `json:"reconnects"`
-}
-
-// OK reports whether nothing was lost or duplicated.
-func (r *Report) OK() bool {
-	return r.LostSamples == 0 && r.DuplicatedSamples == 0 && r.DuplicatedAssignments == 0
-}
-
-// JSON returns the report as indented JSON.
-func (r *Report) JSON() []byte {
-	b, _ := json.MarshalIndent(r, "", "  ")
-	return append(b, '\n')
-}
-
 // loadRun is the shared state of one Run.
 type loadRun struct {
 	cfg           Config
@@ -403,27 +319,6 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return rep, errors.Join(errs...)
 	}
 	return rep, nil
-}
-
-// tally compares what the agents sent per run with what is stored: a run
-// with fewer rows lost samples, one with more (or rows for a run whose
-// agent never reported sending any) duplicated them.
-func tally(sent, stored map[int64]int64) (total, lost, dup int64) {
-	for run, n := range sent {
-		got := stored[run]
-		if got < n {
-			lost += n - got
-		} else {
-			dup += got - n
-		}
-	}
-	for run, n := range stored {
-		total += n
-		if _, ok := sent[run]; !ok {
-			dup += n
-		}
-	}
-	return total, lost, dup
 }
 
 // makeAgents creates a device credential for each agent and connects it.
@@ -636,20 +531,4 @@ func (lt *loadRun) awaitStored(ctx context.Context, ids []int64) (map[int64]int6
 		}
 		sleepCtx(ctx, 250*time.Millisecond)
 	}
-}
-
-func summarize(ds []time.Duration) Latency {
-	if len(ds) == 0 {
-		return Latency{}
-	}
-	s := slices.Clone(ds)
-	slices.Sort(s)
-	ms := func(d time.Duration) float64 { return math.Round(float64(d.Microseconds())/10) / 100 }
-	return Latency{N: len(s), P50MS: ms(pct(s, 0.50)), P99MS: ms(pct(s, 0.99)), MaxMS: ms(s[len(s)-1])}
-}
-
-// pct is the p-quantile of sorted s (nearest rank).
-func pct[T any](s []T, p float64) T {
-	i := int(math.Ceil(p*float64(len(s)))) - 1
-	return s[min(max(i, 0), len(s)-1)]
 }
