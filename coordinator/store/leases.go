@@ -293,10 +293,17 @@ type ReleaseParams struct {
 // the run is requeued while attempts remain (else infra_failed), or failed
 // when p.Fail. A stale token gives ErrStaleToken.
 func (s *Store) ReleaseAssignment(ctx context.Context, p *ReleaseParams) error {
+	// The run's notice goes out after the commit (notifyRuns): under load
+	// many unacknowledged assignments are released, and each one held the
+	// NOTIFY commit lock across its fsync.
+	after := Run{ID: p.RunID}
 	err := s.tx(ctx, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, deferNotifySQL); err != nil {
+			return err
+		}
 		var requeue bool
-		err := tx.QueryRow(ctx, `SELECT attempts < max_attempts FROM runs WHERE id = $1 AND token = $2 AND state IN ('assigned', 'running') FOR UPDATE`,
-			p.RunID, p.Token).Scan(&requeue)
+		err := tx.QueryRow(ctx, `SELECT coalesce(trigger_id, 0), attempts < max_attempts FROM runs WHERE id = $1 AND token = $2 AND state IN ('assigned', 'running') FOR UPDATE`,
+			p.RunID, p.Token).Scan(&after.TriggerID, &requeue)
 		if errors.Is(notFound(err), ErrNotFound) {
 			return ErrStaleToken
 		}
@@ -309,6 +316,10 @@ func (s *Store) ReleaseAssignment(ctx context.Context, p *ReleaseParams) error {
 		}
 		if p.Refund && !p.Fail {
 			requeue = true
+		}
+		after.State = final
+		if requeue {
+			after.State = RunQueued
 		}
 		if err := endLease(ctx, tx, p.RunID, p.Token, requeue, final, p.Reason, p.Outcome); err != nil {
 			return err
@@ -326,6 +337,9 @@ func (s *Store) ReleaseAssignment(ctx context.Context, p *ReleaseParams) error {
 	})
 	if err != nil && !errors.Is(err, ErrStaleToken) {
 		return fmt.Errorf("store: release assignment: %w", err)
+	}
+	if err == nil {
+		s.notifyRuns(ctx, []Run{after})
 	}
 	return err
 }

@@ -9,7 +9,8 @@ import (
 	"github.com/lesfarm/lesfarm/protocol"
 )
 
-// TestDeferredRunNotices checks that the trigger, claim and result paths,
+// TestDeferredRunNotices checks that the trigger, claim, result and release
+// paths,
 // whose transactions skip the notify trigger, still announce each change
 // after their commit, and that the trigger skips exactly the transactions
 // that defer (manual SQL still notifies).
@@ -58,6 +59,20 @@ func TestDeferredRunNotices(t *testing.T) {
 		t.Fatal(err)
 	}
 	expect("result", runs[0].ID, store.RunSucceeded)
+	// An assignment released unacknowledged: requeued, announced.
+	_, rel, err := st.CreateRuns(ctx, &store.CreateRunsParams{Spec: smoke(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	expect("third trigger", rel[0].ID, store.RunQueued)
+	if grants, err = st.ClaimRuns(ctx, &store.ClaimRunsParams{Pairs: []store.ClaimPair{{DeviceID: "dev-a", RunID: rel[0].ID}}, LeaseTTL: time.Minute, Coordinator: "t"}); err != nil || len(grants) != 1 {
+		t.Fatalf("claim: %v %v", grants, err)
+	}
+	expect("second claim", rel[0].ID, store.RunAssigned)
+	if err := st.ReleaseAssignment(ctx, &store.ReleaseParams{RunID: rel[0].ID, Token: grants[0].Token, Reason: "no ack", Outcome: "unreachable", Refund: true}); err != nil {
+		t.Fatal(err)
+	}
+	expect("release", rel[0].ID, store.RunQueued)
 
 	// The trigger: silent in a deferring transaction (run B), heard
 	// otherwise (run A, updated after it). Notices arrive in commit order,
