@@ -47,6 +47,8 @@ type naiveState struct {
 	head        naivePage    // LRU list sentinel: head.next is the most recent
 	freeBufs    [][]byte     // evicted pages' buffers, reused (takeBuf)
 	freePages   []*naivePage // and their structs
+	rbufs       [][]byte     // reserve's result, reused
+	iov         []iovec      // preadPages's vectors, reused
 	scratch     []byte       // one expert, assembled
 	win         []byte       // the read window
 	pageBuf     []byte       // the page being touched, when a read may evict it
@@ -171,7 +173,8 @@ func (n *naiveState) reserve(count int64, direct bool) [][]byte {
 		return nil
 	}
 	n.evictFor(count * n.page)
-	bufs := make([][]byte, 0, count)
+	bufs := n.rbufs[:0]
+	defer func() { n.rbufs = bufs[:0] }()
 	for range count {
 		buf := n.takeBuf()
 		if direct && !isAligned(buf) {
@@ -289,7 +292,7 @@ func (s *Store) readRun(ctx context.Context, layer, x int, idx, count, want int6
 	var got int
 	var err error
 	if bufs != nil {
-		got, err = preadPages(s.f, bufs, idx*n.page)
+		got, err = preadPages(s.f, bufs, idx*n.page, &n.iov)
 	} else {
 		got, err = s.f.ReadAt(n.win[:count*n.page], idx*n.page)
 	}

@@ -3,8 +3,8 @@
 package expert
 
 import (
-	"errors"
 	"io"
+	"math/bits"
 	"os"
 	"unsafe"
 
@@ -18,36 +18,37 @@ const canReadv = true
 const maxIovecs = 1024
 
 // preadPages reads len(bufs) pages at off into bufs, with one preadv per
-// maxIovecs pages, and returns the bytes read.
-func preadPages(f *os.File, bufs [][]byte, off int64) (int, error) {
-	rc, err := f.SyscallConn()
-	if err != nil {
-		return 0, err
-	}
+// maxIovecs pages, and returns the bytes read. It allocates nothing
+// (iov is the caller's, reused): a process capped at its budget has no
+// room for the garbage of a read per fault.
+func preadPages(f *os.File, bufs [][]byte, off int64, iov *[]iovec) (int, error) {
+	fd := f.Fd()
 	total := 0
 	for len(bufs) > 0 {
 		chunk := bufs[:min(len(bufs), maxIovecs)]
+		v := (*iov)[:0]
 		want := 0
 		for _, b := range chunk {
+			var e iovec
+			e.Base = unsafe.SliceData(b)
+			e.SetLen(len(b))
+			v = append(v, e)
 			want += len(b)
 		}
-		var n int
-		var rerr error
-		if err := rc.Read(func(fd uintptr) bool {
-			for {
-				n, rerr = unix.Preadv(int(fd), chunk, off)
-				if !errors.Is(rerr, unix.EINTR) {
-					return true
-				}
+		*iov = v
+		var n uintptr
+		var errno unix.Errno
+		for {
+			n, _, errno = unix.Syscall6(unix.SYS_PREADV, fd, uintptr(unsafe.Pointer(unsafe.SliceData(v))), uintptr(len(v)), uintptr(off), uintptr(uint64(off)>>(bits.UintSize-1)>>1), 0)
+			if errno != unix.EINTR {
+				break
 			}
-		}); err != nil {
-			return total, err
 		}
-		if rerr != nil {
-			return total, &os.PathError{Op: "preadv", Path: f.Name(), Err: rerr}
+		if errno != 0 {
+			return total, &os.PathError{Op: "preadv", Path: f.Name(), Err: errno}
 		}
-		total += n
-		if n < want { // the end of the file
+		total += int(n)
+		if int(n) < want { // the end of the file
 			break
 		}
 		bufs, off = bufs[len(chunk):], off+int64(n)
@@ -62,3 +63,5 @@ func preadPages(f *os.File, bufs [][]byte, off int64) (int, error) {
 func isAligned(b []byte) bool {
 	return uintptr(unsafe.Pointer(unsafe.SliceData(b)))&(directAlign-1) == 0
 }
+
+type iovec = unix.Iovec

@@ -33,7 +33,8 @@ func TestPreadPages(t *testing.T) {
 		for i := range bufs {
 			bufs[i] = make([]byte, page)
 		}
-		n, err := preadPages(f, bufs, int64(tc.first)*page)
+		var iov []iovec
+		n, err := preadPages(f, bufs, int64(tc.first)*page, &iov)
 		want := min(len(data)-tc.first*page, tc.count*page)
 		if err != nil || n != want {
 			t.Fatalf("pages %d+%d: %d bytes, %v; want %d", tc.first, tc.count, n, err, want)

@@ -11,6 +11,8 @@ import (
 // window and copies.
 const canReadv = false
 
-func preadPages(f *os.File, bufs [][]byte, off int64) (int, error) { return 0, io.EOF }
+func preadPages(f *os.File, bufs [][]byte, off int64, iov *[]iovec) (int, error) { return 0, io.EOF }
+
+type iovec struct{}
 
 func isAligned(b []byte) bool { return false }
