@@ -2,6 +2,10 @@
 
 #include "textflag.h"
 
+// long file: the row kernels below share file-local DATA constants (name<>)
+// and #define macros, which Go assembly cannot share across files; split,
+// each file would repeat them.
+
 // Float dot products in the generic 8-lane order: one YMM accumulator whose
 // lane l sums w[8g+l]*x[8g+l] over groups g, each product rounded (VMULPS)
 // and then added (VADDPS) — no FMA — so the result equals dotF32Generic /
