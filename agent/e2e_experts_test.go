@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -10,7 +11,9 @@ import (
 	"time"
 
 	"github.com/lesfarm/lesfarm/agent/device"
+	"github.com/lesfarm/lesfarm/coordinator"
 	"github.com/lesfarm/lesfarm/coordinator/store"
+	"github.com/lesfarm/lesfarm/internal/testenv"
 	"github.com/lesfarm/lesfarm/jobs"
 )
 
@@ -100,21 +103,29 @@ func fakeSysfs(t *testing.T, tempMilliC int) string {
 // heartbeats that renewed the run's lease, and the run's device trace
 // serves them. An agent with no sensors (this host) leaves none.
 func TestE2EDeviceTrace(t *testing.T) {
-	f := newE2EFarm(t)
+	// Heartbeats every second, and a run long enough for several of them
+	// (a smoke run alone can finish before the first on a quiet machine).
+	f := newE2EFarmWith(t, e2eDeps{}, coordinator.Config{HeartbeatTTL: 3 * time.Second})
 	startAgent(t, Config{NATSURL: f.url, Name: "trace-a", Labels: map[string]string{"pool": "hot"},
 		DeviceOptions: &device.Options{Root: fakeSysfs(t, 47250)}})
 	ctx := context.Background()
-	_, runs, err := f.c.Store().CreateRuns(ctx, &store.CreateRunsParams{Spec: f.spec, Build: "trace", Source: "test",
+	spec := *f.spec
+	spec.Repetitions = 1000
+	_, runs, err := f.c.Store().CreateRuns(ctx, &store.CreateRunsParams{Spec: &spec, Build: "trace", Source: "test",
 		Selector: &jobs.Selector{Labels: map[string]string{"pool": "hot"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	id := runs[0].ID
-	f.waitRun(t, id, store.RunSucceeded, 3*time.Minute)
-	pts, n, err := f.c.Store().DeviceTrace(ctx, id, 600)
-	if err != nil || n == 0 {
-		t.Fatalf("device trace: %d samples, err %v (the run's heartbeats carried a thermal zone)", n, err)
-	}
+	var pts []store.DeviceStatePoint
+	var n int
+	testenv.Eventually(t, 2*time.Minute, 100*time.Millisecond, func() error {
+		pts, n, err = f.c.Store().DeviceTrace(ctx, id, 600)
+		if err != nil || n < 2 {
+			return fmt.Errorf("device trace: %d samples, err %v (the run's heartbeats carry a thermal zone)", n, err)
+		}
+		return nil
+	})
 	for _, p := range pts {
 		if p.MaxTempC == nil || *p.MaxTempC != 47.25 || p.BatteryPercent == nil || *p.BatteryPercent != 77 ||
 			p.BatteryTempC == nil || math.Abs(*p.BatteryTempC-33.1) > 1e-4 || p.Charging == nil || *p.Charging {

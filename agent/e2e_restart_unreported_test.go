@@ -54,6 +54,12 @@ func TestE2EFinishedThenProcessKilled(t *testing.T) {
 	}
 	id := runs[0].ID
 	first := f.waitRun(t, id, store.RunRunning, 2*time.Minute)
+	// Running means the assignment was acknowledged; the model download
+	// from this coordinator comes after it. Cut only once the agent
+	// computes, so the run can finish offline.
+	pollUntil(t, 2*time.Minute, "agent computing the run", func() (bool, string) {
+		return len(a1.logLines("agent: config started")) > 0, a1.status()
+	})
 
 	proxy.cut()
 	if err := f.c.Stop(); err != nil {
