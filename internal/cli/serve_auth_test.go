@@ -2,6 +2,7 @@ package cli_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -116,15 +117,21 @@ func TestServeAuthenticatesDevices(t *testing.T) {
 	if !strings.Contains(errOut.String(), "natsauth: connection refused") {
 		t.Fatalf("no refusal logged:\n%s", errOut.String())
 	}
+	stopAgentsAndServe(t, stopAgents, agentDone, cancel, done, &errOut)
+}
+
+// stopAgentsAndServe stops the agents (stopAgents) and waits for each to
+// return, then stops serve (cancel) and requires it to return nil.
+func stopAgentsAndServe(t *testing.T, stopAgents func(), agentDone map[string]chan error, cancel func(), done <-chan error, errOut fmt.Stringer) {
+	t.Helper()
 	stopAgents()
-	for _, ch := range agentDone {
+	for name, ch := range agentDone {
 		select {
 		case <-ch:
 		case <-time.After(30 * time.Second):
-			t.Fatal("an agent did not stop")
+			t.Fatalf("agent %s did not stop", name)
 		}
 	}
-
 	cancel()
 	select {
 	case err := <-done:

@@ -153,21 +153,5 @@ func TestServeCalloutAuthenticatesDevices(t *testing.T) {
 	if !strings.Contains(errOut.String(), "natsauth: callout: connection refused") {
 		t.Fatalf("serve logged no callout refusal:\n%s", errOut.String())
 	}
-	stopAgents()
-	for _, ch := range agentDone {
-		select {
-		case <-ch:
-		case <-time.After(30 * time.Second):
-			t.Fatal("the agent did not stop")
-		}
-	}
-	cancel()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("serve returned %v\nstderr:\n%s", err, errOut.String())
-		}
-	case <-time.After(60 * time.Second):
-		t.Fatal("serve did not shut down within 60s")
-	}
+	stopAgentsAndServe(t, stopAgents, agentDone, cancel, done, &errOut)
 }
