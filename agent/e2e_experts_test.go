@@ -27,17 +27,28 @@ func checkExpertLoad(t *testing.T, st *store.Store, runID int64, configs int) {
 	t.Helper()
 	ctx := context.Background()
 	for c := range configs {
-		load, err := st.ExpertLoad(ctx, runID, c)
-		if err != nil {
-			t.Fatal(err)
-		}
 		totals, steps, err := st.LayerTotals(ctx, runID, c)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(load) == 0 {
-			t.Fatalf("run %d config %d: no expert counts", runID, c)
-		}
+		// The counts ride on telemetry batches, the last of them sent when
+		// the run closes, possibly without samples: wait until every
+		// layer's counts cover the steps the samples do.
+		var load []store.ExpertLayer
+		testenv.Eventually(t, 30*time.Second, 50*time.Millisecond, func() error {
+			if load, err = st.ExpertLoad(ctx, runID, c); err != nil {
+				return err
+			}
+			if len(load) == 0 {
+				return fmt.Errorf("run %d config %d: no expert counts", runID, c)
+			}
+			for _, l := range load {
+				if l.Steps < int64(steps) {
+					return fmt.Errorf("run %d config %d layer %d: counts cover %d of %d steps so far", runID, c, l.Layer, l.Steps, steps)
+				}
+			}
+			return nil
+		})
 		byLayer := map[int]store.LayerTotals{}
 		for _, lt := range totals {
 			byLayer[lt.Layer] = lt
