@@ -123,8 +123,8 @@ is 1 unless nothing was lost or duplicated.`,
 				return err
 			}
 			if !rep.OK() {
-				return &ExitError{Code: 1, Msg: fmt.Sprintf("loadtest: %d samples lost, %d duplicated, %d runs assigned twice",
-					rep.LostSamples, rep.DuplicatedSamples, rep.DuplicatedAssignments)}
+				return &ExitError{Code: 1, Msg: fmt.Sprintf("loadtest: %d samples lost, %d duplicated; %d runs assigned twice, %d not succeeded, %d unfinished",
+					rep.LostSamples, rep.DuplicatedSamples, rep.DuplicatedAssignments, rep.FailedRuns, rep.UnfinishedRuns)}
 			}
 			return nil
 		},
@@ -160,6 +160,8 @@ func printLoadReport(w io.Writer, r *loadtest.Report) {
 	fmt.Fprintf(w, "  load generator     CPU %.2f cores\n", r.LoadgenCPUCores)
 	fmt.Fprintf(w, "  checked            %d samples sent, %d stored: %d lost, %d duplicated; %d runs assigned twice, %d not succeeded\n",
 		r.SamplesSent, r.SamplesStored, r.LostSamples, r.DuplicatedSamples, r.DuplicatedAssignments, r.FailedRuns)
+	fmt.Fprintf(w, "  superseded         %d attempts, %d samples fenced out (not lost)\n", r.SupersededAttempts, r.SupersededSamples)
+	fmt.Fprintf(w, "  unfinished         %d runs at the drain bound, %d samples sent for them (throughput, not loss)\n", r.UnfinishedRuns, r.UnfinishedSamples)
 }
 
 // embeddedFarm is what loadtest starts without --server: a local

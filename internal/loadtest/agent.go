@@ -29,17 +29,45 @@ type simAgent struct {
 	nc     *nats.Conn
 	js     jetstream.JetStream
 
-	mu       sync.Mutex
-	key      ed25519.PublicKey
-	held     map[int64]int64 // run -> token
+	mu  sync.Mutex
+	key ed25519.PublicKey
+	// held are the runs the agent reports in its hellos and heartbeats:
+	// the one it streams ("running") and the finished ones whose result
+	// the coordinator has not committed yet ("finishing"), until a
+	// heartbeat reply or a cancel says their lease is no longer active —
+	// what the real agent does (agent/unreported.go). A finished run left
+	// out would lose its lease while its result waits in JetStream for
+	// ingest, be failed over and its result rejected as stale.
+	held     map[int64]heldRun
 	assigned chan *protocol.Assignment
 	// lastResult is when the agent published its last result, until its
 	// next assignment arrives (zero: no result waiting).
 	lastResult time.Time
 }
 
+// heldRun is a run the agent still reports: its attempt's token and state.
+type heldRun struct {
+	token int64
+	state string
+}
+
 func newSimAgent(lt *loadRun, id, secret string) *simAgent {
-	return &simAgent{lt: lt, id: id, secret: secret, held: map[int64]int64{}, assigned: make(chan *protocol.Assignment, 4)}
+	return &simAgent{lt: lt, id: id, secret: secret, held: map[int64]heldRun{}, assigned: make(chan *protocol.Assignment, 4)}
+}
+
+// heldStatus lists the held runs for a hello or heartbeat.
+func (a *simAgent) heldStatus() []protocol.RunStatus {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var runs []protocol.RunStatus
+	for r, h := range a.held {
+		p := 0.5
+		if h.state == protocol.RunStateFinishing {
+			p = 1
+		}
+		runs = append(runs, protocol.RunStatus{RunID: r, Token: h.token, State: h.state, Progress: p})
+	}
+	return runs
 }
 
 // connect opens the agent's NATS connection and subscribes to its assign
@@ -101,12 +129,7 @@ func (a *simAgent) request(ctx context.Context, subject string, m protocol.Messa
 // hello registers the device; it returns the heartbeat interval.
 func (a *simAgent) hello(ctx context.Context) (time.Duration, error) {
 	ram := int64(12 << 30)
-	a.mu.Lock()
-	var runs []protocol.RunStatus
-	for r, tok := range a.held {
-		runs = append(runs, protocol.RunStatus{RunID: r, Token: tok, State: protocol.RunStateRunning})
-	}
-	a.mu.Unlock()
+	runs := a.heldStatus()
 	data, err := a.request(ctx, protocol.HelloSubject(a.id), &protocol.Hello{DeviceID: a.id, Labels: map[string]string{LabelKey: a.lt.session},
 		Runs: runs, SentAt: time.Now(), Fingerprint: protocol.Fingerprint{Platform: "android", DeviceModel: "loadtest-phone", Cores: 8,
 			RAMBytes: &ram, Emulated: true, Profile: "phone-flagship", AgentBuild: "loadtest", RuntimeBuild: "loadtest"}})
@@ -137,14 +160,8 @@ func (a *simAgent) heartbeats(ctx context.Context, every time.Duration) {
 			return
 		case <-t.C:
 		}
-		a.mu.Lock()
-		var runs []protocol.RunStatus
-		for r, tok := range a.held {
-			runs = append(runs, protocol.RunStatus{RunID: r, Token: tok, State: protocol.RunStateRunning})
-		}
-		a.mu.Unlock()
 		seq++
-		data, err := protocol.Encode(&protocol.Heartbeat{DeviceID: a.id, Seq: seq, Runs: runs, SentAt: time.Now()})
+		data, err := protocol.Encode(&protocol.Heartbeat{DeviceID: a.id, Seq: seq, Runs: a.heldStatus(), SentAt: time.Now()})
 		if err != nil {
 			continue
 		}
@@ -165,16 +182,33 @@ func (a *simAgent) heartbeats(ctx context.Context, every time.Duration) {
 			}
 		}
 		for _, c := range rep.Cancel {
-			a.lt.cancelled.Add(1)
-			a.drop(c.RunID)
+			if a.drop(c.RunID, c.Token) == protocol.RunStateRunning {
+				a.lt.cancelled.Add(1)
+			}
 		}
 	}
 }
 
-func (a *simAgent) drop(run int64) {
+// drop forgets the run's attempt with token (a newer one stays) and
+// returns the state it was in ("" if not held).
+func (a *simAgent) drop(run, token int64) string {
 	a.mu.Lock()
+	defer a.mu.Unlock()
+	h, ok := a.held[run]
+	if !ok || h.token != token {
+		return ""
+	}
 	delete(a.held, run)
-	a.mu.Unlock()
+	return h.state
+}
+
+// finishing marks the run's attempt as finished, its result on its way.
+func (a *simAgent) finishing(run, token int64) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if h, ok := a.held[run]; ok && h.token == token {
+		a.held[run] = heldRun{token: token, state: protocol.RunStateFinishing}
+	}
 }
 
 func (a *simAgent) onAssign(m *nats.Msg) {
@@ -191,7 +225,7 @@ func (a *simAgent) onAssign(m *nats.Msg) {
 	} else {
 		reply.RunID, reply.Token, reply.Accepted = as.RunID, as.Token, true
 		a.mu.Lock()
-		a.held[as.RunID] = as.Token
+		a.held[as.RunID] = heldRun{token: as.Token, state: protocol.RunStateRunning}
 		a.mu.Unlock()
 	}
 	data, _ := protocol.Encode(reply)
@@ -207,10 +241,7 @@ func (a *simAgent) onCancel(m *nats.Msg) {
 	if err != nil {
 		return
 	}
-	a.mu.Lock()
-	_, known := a.held[c.RunID]
-	delete(a.held, c.RunID)
-	a.mu.Unlock()
+	known := a.drop(c.RunID, c.Token) != ""
 	a.lt.cancelled.Add(1)
 	data, _ := protocol.Encode(&protocol.CancelReply{RunID: c.RunID, Known: known})
 	_ = m.Respond(data)
@@ -267,13 +298,13 @@ func (a *simAgent) runOne(ctx context.Context, as *protocol.Assignment) {
 		a.lt.fail(fmt.Errorf("agent %s: encode result: %w", a.id, err))
 		return
 	}
-	a.lt.noteSent(as.RunID, sent)
+	a.lt.noteSent(as.RunID, as.Token, sent)
+	a.finishing(as.RunID, as.Token)
 	resultAt := time.Now()
 	if err := a.publish(ctx, protocol.DeviceResultSubject(a.id, as.RunID), data); err != nil {
 		return
 	}
-	a.drop(as.RunID)
-	a.lt.noteResult(a, resultAt)
+	a.lt.noteResult(a, as.RunID, resultAt)
 }
 
 // publish publishes to JetStream until acknowledged (a batch is re-sent

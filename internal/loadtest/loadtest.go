@@ -138,13 +138,17 @@ type loadRun struct {
 	triggeredAt map[int64]time.Time // burst runs: before their trigger call
 	assignedAt  map[int64]time.Time
 	next        []time.Duration
-	dupAssign   int
-	sentByRun   map[int64]int64
-	results     int
-	windowEnd   time.Time
-	inWindow    int
-	resultWake  chan struct{}
-	errs        []error
+	// reassigned are the runs an agent was assigned after another one had
+	// been (or the same one again).
+	reassigned map[int64]bool
+	// sent is what each attempt (run, token) sent, noted with its result.
+	sent map[attempt]int64
+	// reported are the runs with a result published (any attempt).
+	reported   map[int64]bool
+	windowEnd  time.Time
+	inWindow   int
+	resultWake chan struct{}
+	errs       []error
 }
 
 func (lt *loadRun) fail(err error) {
@@ -163,7 +167,7 @@ func (lt *loadRun) noteAssigned(a *simAgent, run int64, at time.Time) {
 	lt.mu.Lock()
 	defer lt.mu.Unlock()
 	if _, dup := lt.assignedAt[run]; dup {
-		lt.dupAssign++
+		lt.reassigned[run] = true
 		return
 	}
 	lt.assignedAt[run] = at
@@ -175,18 +179,18 @@ func (lt *loadRun) noteAssigned(a *simAgent, run int64, at time.Time) {
 	}
 }
 
-func (lt *loadRun) noteSent(run, samples int64) {
+func (lt *loadRun) noteSent(run, token, samples int64) {
 	lt.mu.Lock()
-	lt.sentByRun[run] = samples
+	lt.sent[attempt{run, token}] = samples
 	lt.mu.Unlock()
 }
 
-func (lt *loadRun) noteResult(a *simAgent, at time.Time) {
+func (lt *loadRun) noteResult(a *simAgent, run int64, at time.Time) {
 	a.mu.Lock()
 	a.lastResult = at
 	a.mu.Unlock()
 	lt.mu.Lock()
-	lt.results++
+	lt.reported[run] = true
 	lt.mu.Unlock()
 	select {
 	case lt.resultWake <- struct{}{}:
@@ -204,7 +208,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	var sb [4]byte
 	_, _ = rand.Read(sb[:])
 	lt := &loadRun{cfg: cfg, session: hex.EncodeToString(sb[:]), over: make(chan struct{}),
-		triggeredAt: map[int64]time.Time{}, assignedAt: map[int64]time.Time{}, sentByRun: map[int64]int64{},
+		triggeredAt: map[int64]time.Time{}, assignedAt: map[int64]time.Time{}, sent: map[attempt]int64{},
+		reassigned: map[int64]bool{}, reported: map[int64]bool{},
 		resultWake: make(chan struct{}, 1), batchesPerRun: int(cfg.RunLength / cfg.BatchInterval)}
 	log := cfg.Logger.With("session", lt.session)
 	spec, err := jobs.Builtin("smoke")
@@ -271,7 +276,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	defer cancel()
 	for {
 		lt.mu.Lock()
-		done := lt.results >= len(runIDs)
+		done := len(lt.reported) >= len(runIDs)
 		lt.mu.Unlock()
 		if done || drainCtx.Err() != nil {
 			break
@@ -284,7 +289,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	lastSent := time.Now()
 	close(lt.over)
-	stored, failed, dupRuns, drainErr := lt.awaitStored(drainCtx, runIDs)
+	stored, ends, drainErr := lt.awaitStored(drainCtx, runIDs)
 	drained := time.Now()
 	stopScrape()
 	<-scrDone
@@ -292,7 +297,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	rep := &Report{Session: lt.session, Agents: cfg.Agents, DurationS: windowEnd.Sub(start).Seconds(), LoadAvg: loadAvg(),
 		Runs: len(runIDs), Assignments: inWindow, SamplesPerBatch: cfg.SamplesPerBatch, Layers: cfg.Layers, BatchBytes: batchBytes,
 		SamplesSent: lt.samplesSent.Load(), PublishRetries: lt.publishRetries.Load(), HeartbeatErrors: lt.heartbeatErrors.Load(),
-		Cancelled: lt.cancelled.Load(), Reconnects: lt.reconnects.Load(), FailedRuns: failed, DrainS: drained.Sub(lastSent).Seconds()}
+		Cancelled: lt.cancelled.Load(), Reconnects: lt.reconnects.Load(), DrainS: drained.Sub(lastSent).Seconds()}
 	win := rep.DurationS
 	rep.AssignmentsPerS = float64(inWindow) / win
 	rep.SentPerS = float64(sentInWindow) / win
@@ -306,11 +311,14 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	rep.TriggerToAssign = summarize(first)
 	rep.ResultToNext = summarize(lt.next)
-	rep.DuplicatedAssignments = lt.dupAssign + dupRuns
-	sentByRun := maps.Clone(lt.sentByRun)
+	sent := maps.Clone(lt.sent)
+	reassigned := maps.Clone(lt.reassigned)
 	errs := lt.errs
 	lt.mu.Unlock()
-	rep.SamplesStored, rep.LostSamples, rep.DuplicatedSamples = tally(sentByRun, stored)
+	t := tally(sent, ends, stored, reassigned)
+	rep.SamplesStored, rep.LostSamples, rep.DuplicatedSamples = t.stored, t.lost, t.dup
+	rep.DuplicatedAssignments, rep.FailedRuns, rep.UnfinishedRuns, rep.UnfinishedSamples = t.reassigned, t.failed, t.unfinished, t.unfinishedSamples
+	rep.SupersededAttempts, rep.SupersededSamples = t.superseded, t.supersededSamples
 	scr.fill(rep, windowEnd)
 	if drainErr != nil {
 		errs = append(errs, drainErr)
@@ -455,7 +463,7 @@ func (lt *loadRun) trigger(ctx context.Context, spec *jobs.Spec, end time.Time) 
 	defer tick.Stop()
 	for time.Now().Before(end) {
 		lt.mu.Lock()
-		outstanding := len(ids) - lt.results
+		outstanding := len(ids) - len(lt.reported)
 		lt.mu.Unlock()
 		if outstanding < lt.cfg.Agents+lt.cfg.Surplus {
 			if err := create(false); err != nil {
@@ -473,61 +481,55 @@ func (lt *loadRun) trigger(ctx context.Context, spec *jobs.Spec, end time.Time) 
 	return ids, nil
 }
 
-// awaitStored waits until every run is finished in the database and its
-// stored samples are what its agent sent (or ctx ends), and returns the
-// stored counts, the runs that did not succeed and the runs granted more
-// than once.
-func (lt *loadRun) awaitStored(ctx context.Context, ids []int64) (map[int64]int64, int, int, error) {
-	for {
+// awaitStored waits until every run is finished in the database and each
+// succeeded run stores what its current attempt sent (or ctx ends: then
+// the runs still active are reported unfinished), and returns the stored
+// counts and the runs' final states.
+func (lt *loadRun) awaitStored(ctx context.Context, ids []int64) (map[int64]int64, map[int64]runEnd, error) {
+	read := func(ctx context.Context) (map[int64]int64, map[int64]runEnd, error) {
 		stored, err := lt.cfg.Store.CountSamplesByRun(ctx, ids)
+		if err != nil {
+			return nil, nil, fmt.Errorf("loadtest: count samples: %w", err)
+		}
+		ends := make(map[int64]runEnd, len(ids))
+		for chunk := range slices.Chunk(ids, 5000) {
+			runs, err := lt.cfg.Store.RunsByIDs(ctx, chunk)
+			if err != nil {
+				return nil, nil, fmt.Errorf("loadtest: runs: %w", err)
+			}
+			for _, r := range runs {
+				ends[r.ID] = runEnd{state: r.State, token: r.Token, attempts: r.Attempts}
+			}
+		}
+		return stored, ends, nil
+	}
+	for {
+		stored, ends, err := read(ctx)
 		if err != nil && ctx.Err() == nil {
-			return nil, 0, 0, fmt.Errorf("loadtest: count samples: %w", err)
+			return nil, nil, err
 		}
-		complete := err == nil
-		lt.mu.Lock()
-		for run, n := range lt.sentByRun {
-			if stored[run] < n {
-				complete = false
-				break
+		if err == nil {
+			lt.mu.Lock()
+			done := settled(lt.sent, ends, stored)
+			lt.mu.Unlock()
+			if done {
+				return stored, ends, nil
 			}
 		}
-		lt.mu.Unlock()
-		var failed, dup, pending int
-		if complete || ctx.Err() != nil {
-			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
-			for chunk := range slices.Chunk(ids, 5000) {
-				runs, err := lt.cfg.Store.RunsByIDs(rctx, chunk)
-				if err != nil {
-					cancel()
-					return stored, 0, 0, fmt.Errorf("loadtest: runs: %w", err)
-				}
-				for _, r := range runs {
-					switch {
-					case r.State == store.RunSucceeded:
-					case r.State == store.RunQueued || r.State == store.RunAssigned || r.State == store.RunRunning:
-						pending++
-					default:
-						failed++
-					}
-					if r.Attempts > 1 {
-						dup++
-					}
+		if ctx.Err() != nil {
+			// The final figures, read with a fresh context.
+			fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+			defer cancel()
+			if stored, ends, err = read(fctx); err != nil {
+				return nil, nil, err
+			}
+			n := 0
+			for _, e := range ends {
+				if !store.TerminalState(e.state) {
+					n++
 				}
 			}
-			cancel()
-			if pending == 0 || ctx.Err() != nil {
-				if ctx.Err() != nil {
-					// Recount with a fresh context: the final figures.
-					fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
-					stored, err = lt.cfg.Store.CountSamplesByRun(fctx, ids)
-					cancel()
-					if err != nil {
-						return nil, failed, dup, fmt.Errorf("loadtest: count samples: %w", err)
-					}
-					return stored, failed + pending, dup, fmt.Errorf("loadtest: not drained within %s: %d runs unfinished", lt.cfg.DrainTimeout, pending)
-				}
-				return stored, failed, dup, nil
-			}
+			return stored, ends, fmt.Errorf("loadtest: not drained within %s: %d runs unfinished (a throughput bound, counted apart from lost samples)", lt.cfg.DrainTimeout, n)
 		}
 		sleepCtx(ctx, 250*time.Millisecond)
 	}

@@ -102,23 +102,64 @@ func TestLoadShort(t *testing.T) {
 }
 
 func TestTally(t *testing.T) {
+	ok := func(token int64) runEnd { return runEnd{state: store.RunSucceeded, token: token, attempts: 1} }
+	again := func(token int64) runEnd { return runEnd{state: store.RunSucceeded, token: token, attempts: 2} }
+	type a = attempt
 	for _, tc := range []struct {
-		name             string
-		sent, stored     map[int64]int64
-		total, lost, dup int64
+		name   string
+		sent   map[attempt]int64
+		ends   map[int64]runEnd
+		stored map[int64]int64
+		saw    map[int64]bool
+		want   tallied
 	}{
-		{"exact", map[int64]int64{1: 10, 2: 5}, map[int64]int64{1: 10, 2: 5}, 15, 0, 0},
-		{"lost", map[int64]int64{1: 10, 2: 5}, map[int64]int64{1: 7}, 7, 8, 0},
-		{"dup", map[int64]int64{1: 10}, map[int64]int64{1: 12}, 12, 0, 2},
-		{"unreported run", map[int64]int64{1: 10}, map[int64]int64{1: 10, 3: 4}, 14, 0, 4},
-		{"both", map[int64]int64{1: 10, 2: 10}, map[int64]int64{1: 9, 2: 11}, 20, 1, 1},
+		{"exact", map[a]int64{{1, 7}: 10, {2, 8}: 5}, map[int64]runEnd{1: ok(7), 2: ok(8)}, map[int64]int64{1: 10, 2: 5}, nil,
+			tallied{stored: 15}},
+		{"lost", map[a]int64{{1, 7}: 10, {2, 8}: 5}, map[int64]runEnd{1: ok(7), 2: ok(8)}, map[int64]int64{1: 7}, nil,
+			tallied{stored: 7, lost: 8}},
+		{"dup", map[a]int64{{1, 7}: 10}, map[int64]runEnd{1: ok(7)}, map[int64]int64{1: 12}, nil, tallied{stored: 12, dup: 2}},
+		{"rows without a reporting attempt", map[a]int64{{1, 7}: 10}, map[int64]runEnd{1: ok(7), 3: ok(9)}, map[int64]int64{1: 10, 3: 4}, nil,
+			tallied{stored: 14, dup: 4}},
+		{"both", map[a]int64{{1, 1}: 10, {2, 2}: 10}, map[int64]runEnd{1: ok(1), 2: ok(2)}, map[int64]int64{1: 9, 2: 11}, nil,
+			tallied{stored: 20, lost: 1, dup: 1}},
+		// Run 1's first attempt (token 3) was superseded by token 4: its
+		// samples are fenced out, and only token 4's count.
+		{"superseded attempt", map[a]int64{{1, 3}: 500, {1, 4}: 500}, map[int64]runEnd{1: again(4)}, map[int64]int64{1: 500}, nil,
+			tallied{stored: 500, superseded: 1, supersededSamples: 500, reassigned: 1}},
+		// ... but a missing row of the completing attempt is still lost.
+		{"superseded and lost", map[a]int64{{1, 3}: 500, {1, 4}: 500}, map[int64]runEnd{1: again(4)}, map[int64]int64{1: 450}, nil,
+			tallied{stored: 450, lost: 50, superseded: 1, supersededSamples: 500, reassigned: 1}},
+		{"unfinished at the bound", map[a]int64{{1, 3}: 500, {2, 5}: 500}, map[int64]runEnd{1: {state: store.RunQueued, attempts: 1}, 2: ok(5)},
+			map[int64]int64{2: 500}, nil, tallied{stored: 500, unfinished: 1, unfinishedSamples: 500, reassigned: 0}},
+		{"failed", map[a]int64{{1, 3}: 500}, map[int64]runEnd{1: {state: store.RunFailed, token: 3, attempts: 3}}, nil, nil,
+			tallied{failed: 1, reassigned: 1, superseded: 1, supersededSamples: 500}},
+		{"agent saw a second grant", map[a]int64{{1, 3}: 10}, map[int64]runEnd{1: ok(3)}, map[int64]int64{1: 10}, map[int64]bool{1: true},
+			tallied{stored: 10, reassigned: 1}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			total, lost, dup := tally(tc.sent, tc.stored)
-			if total != tc.total || lost != tc.lost || dup != tc.dup {
-				t.Fatalf("tally = %d, %d, %d; want %d, %d, %d", total, lost, dup, tc.total, tc.lost, tc.dup)
+			if got := tally(tc.sent, tc.ends, tc.stored, tc.saw); got != tc.want {
+				t.Fatalf("tally = %+v, want %+v", got, tc.want)
 			}
 		})
+	}
+}
+
+func TestSettled(t *testing.T) {
+	sent := map[attempt]int64{{1, 3}: 10, {1, 4}: 10}
+	for _, tc := range []struct {
+		name   string
+		ends   map[int64]runEnd
+		stored map[int64]int64
+		want   bool
+	}{
+		{"all stored", map[int64]runEnd{1: {state: store.RunSucceeded, token: 4}}, map[int64]int64{1: 10}, true},
+		{"rows missing", map[int64]runEnd{1: {state: store.RunSucceeded, token: 4}}, map[int64]int64{1: 9}, false},
+		{"active", map[int64]runEnd{1: {state: store.RunRunning, token: 4}}, map[int64]int64{1: 10}, false},
+		{"failed", map[int64]runEnd{1: {state: store.RunFailed, token: 4}}, nil, true},
+	} {
+		if got := settled(sent, tc.ends, tc.stored); got != tc.want {
+			t.Errorf("%s: settled = %v, want %v", tc.name, got, tc.want)
+		}
 	}
 }
 

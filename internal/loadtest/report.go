@@ -5,6 +5,8 @@ import (
 	"math"
 	"slices"
 	"time"
+
+	"github.com/lesfarm/lesfarm/coordinator/store"
 )
 
 // Latency summarises latencies in milliseconds.
@@ -68,21 +70,35 @@ type Report struct {
 	// with a coordinator it includes the coordinator).
 	LoadgenCPUCores float64 `json:"loadgen_cpu_cores"`
 
-	LostSamples           int64 `json:"lost_samples"`
-	DuplicatedSamples     int64 `json:"duplicated_samples"`
+	// LostSamples and DuplicatedSamples compare each succeeded run's
+	// stored rows with what the attempt that completed it sent.
+	LostSamples       int64 `json:"lost_samples"`
+	DuplicatedSamples int64 `json:"duplicated_samples"`
+	// DuplicatedAssignments counts runs granted more than once; the
+	// earlier attempts' samples (SupersededSamples, sent by
+	// SupersededAttempts) are fenced out by design, not lost.
 	DuplicatedAssignments int   `json:"duplicated_assignments"`
-	FailedRuns            int   `json:"failed_runs"`
-	PublishRetries        int64 `json:"publish_retries"`
-	HeartbeatErrors       int64 `json:"heartbeat_errors"`
-	Cancelled             int64 `json:"cancelled"`
+	SupersededAttempts    int   `json:"superseded_attempts"`
+	SupersededSamples     int64 `json:"superseded_samples"`
+	// FailedRuns ended in another state than succeeded; UnfinishedRuns
+	// were still queued or active at the drain bound (a throughput
+	// bound, not a loss), having sent UnfinishedSamples.
+	FailedRuns        int   `json:"failed_runs"`
+	UnfinishedRuns    int   `json:"unfinished_runs"`
+	UnfinishedSamples int64 `json:"unfinished_samples"`
+	PublishRetries    int64 `json:"publish_retries"`
+	HeartbeatErrors   int64 `json:"heartbeat_errors"`
+	Cancelled         int64 `json:"cancelled"`
 	// Reconnects counts the agents' NATS reconnections (to another node
 	// of a cluster, or the same server back).
 	Reconnects int64 `json:"reconnects"`
 }
 
-// OK reports whether nothing was lost or duplicated.
+// OK reports whether nothing was lost or duplicated, every run succeeded
+// within the drain bound, and none was granted twice (a simulated agent
+// never fails, so a second grant is the coordinator's doing).
 func (r *Report) OK() bool {
-	return r.LostSamples == 0 && r.DuplicatedSamples == 0 && r.DuplicatedAssignments == 0
+	return r.LostSamples == 0 && r.DuplicatedSamples == 0 && r.DuplicatedAssignments == 0 && r.FailedRuns == 0 && r.UnfinishedRuns == 0
 }
 
 // JSON returns the report as indented JSON.
@@ -91,25 +107,88 @@ func (r *Report) JSON() []byte {
 	return append(b, '\n')
 }
 
-// tally compares what the agents sent per run with what is stored: a run
-// with fewer rows lost samples, one with more (or rows for a run whose
-// agent never reported sending any) duplicated them.
-func tally(sent, stored map[int64]int64) (total, lost, dup int64) {
-	for run, n := range sent {
-		got := stored[run]
-		if got < n {
-			lost += n - got
-		} else {
-			dup += got - n
+// attempt is one grant of a run: the run and its fencing token.
+type attempt struct{ run, token int64 }
+
+// runEnd is a run's state when the load test ends.
+type runEnd struct {
+	state    string
+	token    int64
+	attempts int
+}
+
+// settled reports whether every run is terminal and every succeeded run
+// stores at least what its current attempt sent.
+func settled(sent map[attempt]int64, ends map[int64]runEnd, stored map[int64]int64) bool {
+	for id, e := range ends {
+		if !store.TerminalState(e.state) {
+			return false
+		}
+		if e.state == store.RunSucceeded && stored[id] < sent[attempt{id, e.token}] {
+			return false
 		}
 	}
-	for run, n := range stored {
-		total += n
-		if _, ok := sent[run]; !ok {
-			dup += n
+	return true
+}
+
+// tallied are the load's samples and runs at the end, against what the
+// agents sent.
+type tallied struct {
+	stored, lost, dup int64
+	// superseded attempts are those of a run granted again (their lease
+	// expired or their assignment was not acknowledged in time): their
+	// samples are fenced out or deleted by design, not lost.
+	superseded        int
+	supersededSamples int64
+	// unfinished runs were still queued or active at the drain bound (a
+	// throughput bound): their samples are counted here, not as lost.
+	unfinished        int
+	unfinishedSamples int64
+	failed            int // terminal but not succeeded
+	reassigned        int // runs granted more than once
+}
+
+// tally compares, run by run, what the attempt that completed a
+// succeeded run sent (the run's final token) with what is stored: fewer
+// rows lost samples, more (or rows without a reporting attempt)
+// duplicated them. agentSaw are runs an agent received after another.
+func tally(sent map[attempt]int64, ends map[int64]runEnd, stored map[int64]int64, agentSaw map[int64]bool) tallied {
+	var t tallied
+	byRun := map[int64][]attempt{}
+	for a := range sent {
+		byRun[a.run] = append(byRun[a.run], a)
+	}
+	for id, e := range ends {
+		got := stored[id]
+		t.stored += got
+		if e.attempts > 1 || agentSaw[id] {
+			t.reassigned++
+		}
+		switch {
+		case !store.TerminalState(e.state):
+			t.unfinished++
+			for _, a := range byRun[id] {
+				t.unfinishedSamples += sent[a]
+			}
+			continue
+		case e.state != store.RunSucceeded:
+			t.failed++
+		default:
+			want := sent[attempt{id, e.token}]
+			if got < want {
+				t.lost += want - got
+			} else {
+				t.dup += got - want
+			}
+		}
+		for _, a := range byRun[id] {
+			if a.token != e.token || e.state != store.RunSucceeded {
+				t.superseded++
+				t.supersededSamples += sent[a]
+			}
 		}
 	}
-	return total, lost, dup
+	return t
 }
 
 // summarize gives the count, median, p99 and maximum of ds in ms.
