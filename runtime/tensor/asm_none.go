@@ -20,3 +20,7 @@ func rowKernels() map[Type]*kernel {
 
 // prevKernels: no previous batched kernels outside amd64 assembly.
 func prevKernels() map[Type]*kernel { return nil }
+
+// prevDecodeKernels: the previous decode kernels exist only in amd64
+// assembly.
+func prevDecodeKernels() map[Type]*kernel { return nil }

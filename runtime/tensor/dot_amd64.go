@@ -115,6 +115,12 @@ func q4kRowsAVX2(w *byte, rowBytes, rows int, y *blockQ8K, nb, nv, ystride int, 
 //go:noescape
 func q8_0RowsAVX2(w *byte, rowBytes, rows int, y *blockQ8_0, yd *float32, nb, nv, ystride int, dst *float32, dstride int)
 
+// q8_0Vecs1AVX2 is q8_0RowsAVX2 for one vector (decode), with sumf in a
+// register and the weights prefetched ahead; bit-identical to it.
+//
+//go:noescape
+func q8_0Vecs1AVX2(w *byte, rows int, y *blockQ8_0, yd *float32, nb int, dst *float32)
+
 // q6kRowsAVX2 is q4kRowsAVX2 for Q6_K rows (dot_q6k_amd64.s).
 //
 //go:noescape
@@ -124,6 +130,12 @@ func q6kRowsAVX2(w *byte, rowBytes, rows int, y *blockQ8K, nb, nv, ystride int, 
 //
 //go:noescape
 func q6kRow1AVX2(w *byte, y *blockQ8K, nb int) float32
+
+// q6kVecs1AVX2 is q6kRow1AVX2 over rows consecutive rows in one call, with
+// the weights prefetched ahead (decode).
+//
+//go:noescape
+func q6kVecs1AVX2(w *byte, rows int, y *blockQ8K, nb int, dst *float32)
 
 // q5kRowAVX2 and q6kRowAVX2 are q4kRowAVX2 for Q5_K and Q6_K rows.
 //
@@ -147,7 +159,7 @@ func asmKernels() map[Type]*kernel {
 	permuteQ8K = true
 	roundF16 = roundF16AVX
 	m[Q4_K] = &kernel{act: actQ8K, impl: "avx2-asm", exact: true, q8k: dotQ4KQ8KLanesAsm, q8kN: dotQ4KQ8KVecsAsm, single: true}
-	m[Q6_K] = &kernel{act: actQ8K, impl: "avx2-asm", exact: true, q8k: dotQ6KQ8KLanesAsm, q8kN: dotQ6KQ8KRowsAsm}
+	m[Q6_K] = &kernel{act: actQ8K, impl: "avx2-asm", exact: true, q8k: dotQ6KQ8KLanesAsm, q8kN: dotQ6KQ8KRowsAsm, single: true}
 	m[Q8_0] = &kernel{act: actQ8_0, impl: "avx2-asm", exact: true, q80: dotQ8_0Q8_0RowAsm, q80N: dotQ8_0Q8_0RowsAsm, single: true}
 	m[Q5_0] = &kernel{act: actQ8_0, impl: "avx2-asm", exact: true, q80: dotQ5_0Q8_0Asm}
 	m[Q4_0] = &kernel{act: actQ8_0, impl: "avx2-asm", exact: true, q80: dotQ4_0Q8_0Asm}
@@ -322,6 +334,10 @@ func dotQ6KQ8KRowsAsm(w []byte, rows int, y []blockQ8K, nv int, dst []float32, s
 	}
 	_ = w[210*nb*rows-1]
 	_ = dst[(nv-1)*stride+rows-1]
+	if nv == 1 {
+		q6kVecs1AVX2(&w[0], rows, &y[0], nb, &dst[0])
+		return
+	}
 	q6kRowsAVX2(&w[0], 210*nb, rows, &y[0], nb, nv, nb*int(unsafe.Sizeof(y[0])), &dst[0], stride)
 }
 
@@ -341,6 +357,10 @@ func dotQ8_0Q8_0RowsAsm(w []byte, rows int, y []blockQ8_0, yd []float32, nv int,
 	_ = w[34*nb*rows-1]
 	_ = yd[nv*nb-1]
 	_ = dst[(nv-1)*stride+rows-1]
+	if nv == 1 {
+		q8_0Vecs1AVX2(&w[0], rows, &y[0], &yd[0], nb, &dst[0])
+		return
+	}
 	q8_0RowsAVX2(&w[0], 34*nb, rows, &y[0], &yd[0], nb, nv, nb*int(unsafe.Sizeof(y[0])), &dst[0], stride)
 }
 

@@ -39,11 +39,13 @@ func q4kRowsNEON(w *byte, rowBytes, rows int, y *blockQ8K, nb, nv, ystride int, 
 //go:noescape
 func q6kRowNEON(w *byte, y *blockQ8K, nb int) float32
 
-// q8_0Sums sets out[i] to the integer dot product of Q8_0 weight block i
-// (34-byte blocks at w) with activation block y[i], for nb blocks.
+// q8_0RowsNEON sets dst[r] to the Q8_0 × Q8_0 dot product of row r of rows
+// consecutive rows of nb blocks (34·nb bytes each) with y, in
+// dotQ8_0Q8_0Generic's order (integer block sums, then sumf +=
+// float32(sumi)·(dx·dy) block after block), sumf in a register.
 //
 //go:noescape
-func q8_0Sums(w *byte, y *blockQ8_0, nb int, out *int32)
+func q8_0RowsNEON(w *byte, rows int, y *blockQ8_0, nb int, dst *float32)
 
 // f32Lanes and f16Lanes compute the 8 float32 lane sums of the generic
 // F32/F16 dot over groups×8 values (w holds float32 or half values).
@@ -58,7 +60,7 @@ func simdKernels() map[Type]*kernel {
 	return map[Type]*kernel{
 		Q4_K: {act: actQ8K, impl: "neon", exact: true, q8k: dotQ4KQ8KRowNEON, q8kN: dotQ4KQ8KRowsNEON},
 		Q6_K: {act: actQ8K, impl: "neon", exact: true, q8k: dotQ6KQ8KNEON},
-		Q8_0: {act: actQ8_0, impl: "neon", exact: true, q80: dotQ8_0Q8_0NEON},
+		Q8_0: {act: actQ8_0, impl: "neon", exact: true, q80: dotQ8_0Q8_0NEON, q80N: dotQ8_0Q8_0RowsNEON, single: true},
 		F32:  {act: actF32, impl: "neon", exact: true, f32: dotF32NEON},
 		F16:  {act: actF16, impl: "neon", exact: true, f32: dotF16NEON},
 	}
@@ -97,19 +99,40 @@ func dotF16NEON(w []byte, x []float32) float32 {
 }
 
 func dotQ8_0Q8_0NEON(w []byte, y []blockQ8_0) float32 {
+	if len(y) == 0 {
+		return 0
+	}
 	w = w[:34*len(y)]
-	var sumi [64]int32
-	var sumf float32
-	for base := 0; base < len(y); base += len(sumi) {
-		nb := min(len(sumi), len(y)-base)
-		q8_0Sums(&w[34*base], &y[base], nb, &sumi[0])
-		for k := 0; k < nb; k++ {
-			ib := base + k
-			dx := f16Table[binary.LittleEndian.Uint16(w[34*ib:])]
-			sumf += float32(float32(sumi[k]) * float32(dx*y[ib].d))
+	var r float32
+	q8_0RowsNEON(&w[0], 1, &y[0], len(y), &r)
+	return r
+}
+
+// dotQ8_0Q8_0RowsNEON is the q80N form: one call streams all rows for a
+// single vector (decode); for several vectors each row is dotted with every
+// vector while it is in L1, as partRows does.
+func dotQ8_0Q8_0RowsNEON(w []byte, rows int, y []blockQ8_0, _ []float32, nv int, dst []float32, stride int) {
+	if rows == 0 || nv == 0 {
+		return
+	}
+	nb := len(y) / nv
+	if nb == 0 {
+		for v := range nv {
+			clear(dst[v*stride : v*stride+rows])
+		}
+		return
+	}
+	_ = w[34*nb*rows-1]
+	_ = dst[(nv-1)*stride+rows-1]
+	if nv == 1 {
+		q8_0RowsNEON(&w[0], rows, &y[0], nb, &dst[0])
+		return
+	}
+	for r := range rows {
+		for v := range nv {
+			q8_0RowsNEON(&w[34*nb*r], 1, &y[v*nb], nb, &dst[r+v*stride])
 		}
 	}
-	return sumf
 }
 
 func dotQ6KQ8KNEON(w []byte, y []blockQ8K) float32 {

@@ -4,20 +4,23 @@
 
 #include "textflag.h"
 
-// func q8_0Sums(w *byte, y *blockQ8_0, nb int, out *int32)
-TEXT ·q8_0Sums(SB), NOSPLIT, $0-32
+// func q8_0RowsNEON(w *byte, rows int, y *blockQ8_0, nb int, dst *float32)
+TEXT ·q8_0RowsNEON(SB), NOSPLIT, $0-40
 	MOVD w+0(FP), R0
-	MOVD y+8(FP), R1
-	MOVD nb+16(FP), R2
-	MOVD out+24(FP), R3
-loop8:
-	CBZ R2, done8
+	MOVD rows+8(FP), R4
+	MOVD dst+32(FP), R3
+q8rrow:
+	CBZ R4, q8rdone
+	MOVD y+16(FP), R1
+	MOVD nb+24(FP), R2
+	FMOVS $0.0, F20
+q8rblock:
+	CBZ R2, q8rstore
+	PRFM 4096(R0), PLDL1KEEP
 	ADD $2, R0, R5
 	VLD1 (R5), [V0.B16, V1.B16]
-	ADD $34, R0, R0
 	ADD $4, R1, R6
 	VLD1 (R6), [V2.B16, V3.B16]
-	ADD $36, R1, R1
 	WORD $0x0e22c004 // SMULL V4.8H, V0.8B, V2.8B
 	WORD $0x4e22c005 // SMULL2 V5.8H, V0.16B, V2.16B
 	WORD $0x0e23c026 // SMULL V6.8H, V1.8B, V3.8B
@@ -27,12 +30,23 @@ loop8:
 	WORD $0x4e6068c8 // SADALP V8.4S, V6.8H
 	WORD $0x4e6068e8 // SADALP V8.4S, V7.8H
 	WORD $0x4eb1b909 // ADDV S9, V8.4S
-	VMOV V9.S[0], R7
-	MOVW R7, (R3)
-	ADD $4, R3, R3
+	WORD $0x5e21d929 // SCVTF S9, S9
+	WORD $0x7d40000a // LDR H10, [R0]
+	WORD $0x1ee2414a // FCVT S10, H10
+	FMOVS (R1), F11
+	FMULS F11, F10, F10
+	FMULS F10, F9, F9
+	FADDS F9, F20, F20
+	ADD $34, R0, R0
+	ADD $36, R1, R1
 	SUB $1, R2, R2
-	B loop8
-done8:
+	B q8rblock
+q8rstore:
+	FMOVS F20, (R3)
+	ADD $4, R3, R3
+	SUB $1, R4, R4
+	B q8rrow
+q8rdone:
 	RET
 
 // func f32Lanes(w *byte, x *float32, groups int, out *[8]float32)

@@ -299,3 +299,74 @@ q6r1done:
 	VZEROUPPER
 	MOVSS X0, ret+24(FP)
 	RET
+
+// func q6kVecs1AVX2(w *byte, rows int, y *blockQ8K, nb int, dst *float32)
+// q6kRow1AVX2 over rows consecutive rows (nb super-blocks each) in one
+// call, the weights prefetched 4 KiB ahead (decode streams them from DRAM)
+// and the final fold from the register; identical to dotQ6KQ8KGeneric.
+TEXT ·q6kVecs1AVX2(SB), NOSPLIT, $32-40
+	MOVQ w+0(FP), SI
+	MOVQ dst+32(FP), DX
+	MOVQ rows+8(FP), BX
+	VMOVDQU q6kPerm<>(SB), Y12
+	VMOVDQU q6kTr<>(SB), Y13
+	VMOVDQU q6kM0F<>(SB), Y14
+	VMOVDQU q6kM30<>(SB), Y11
+	VMOVDQU q6k32<>(SB), Y9
+	TESTQ BX, BX
+	JEQ q6v1done
+q6v1row:
+	MOVQ y+16(FP), DI
+	MOVQ nb+24(FP), R8
+	VXORPS Y15, Y15, Y15 // sums
+	TESTQ R8, R8
+	JEQ q6v1fold
+q6v1loop:
+	PREFETCHT0 4096(SI)
+	PREFETCHT0 4160(SI)
+	PREFETCHT0 4224(SI)
+	PREFETCHT0 4288(SI)
+	VPMOVSXBW 192(SI), Y0
+	VMOVDQU Y0, 0(SP)
+	VPXOR Y0, Y0, Y0
+	VPXOR Y6, Y6, Y6
+	Q6HALFR(0, 128, 0, 1, 2, 3)
+	Q6HALFR(64, 160, 4, 5, 6, 7)
+	VPADDD Y6, Y0, Y0
+	MOVWLZX 208(SI), CX
+	VMOVD CX, X10
+	VCVTPH2PS X10, X10
+	VMULSS 0(DI), X10, X10
+	VCVTDQ2PS Y0, Y0
+	VBROADCASTSS X10, Y10
+	VMULPS Y10, Y0, Y0
+	VADDPS Y0, Y15, Y15
+	ADDQ $210, SI
+	ADDQ $836, DI
+	DECQ R8
+	JNZ q6v1loop
+q6v1fold:
+	// 0 + sums[0] + ... + sums[7], the lanes taken out in order
+	VXORPS X0, X0, X0
+	VADDSS X15, X0, X0
+	VMOVSHDUP X15, X1
+	VADDSS X1, X0, X0
+	VMOVHLPS X15, X1, X1
+	VADDSS X1, X0, X0
+	VPERMILPS $0xff, X15, X1
+	VADDSS X1, X0, X0
+	VEXTRACTF128 $1, Y15, X15
+	VADDSS X15, X0, X0
+	VMOVSHDUP X15, X1
+	VADDSS X1, X0, X0
+	VMOVHLPS X15, X1, X1
+	VADDSS X1, X0, X0
+	VPERMILPS $0xff, X15, X1
+	VADDSS X1, X0, X0
+	VMOVSS X0, (DX)
+	ADDQ $4, DX
+	DECQ BX
+	JNZ q6v1row
+q6v1done:
+	VZEROUPPER
+	RET

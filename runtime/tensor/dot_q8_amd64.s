@@ -181,3 +181,124 @@ q8rsstore:
 q8rsdone:
 	VZEROUPPER
 	RET
+
+// func q8_0Vecs1AVX2(w *byte, rows int, y *blockQ8_0, yd *float32, nb int, dst *float32)
+// The single-vector (decode) form of q8_0RowsAVX2 for rows consecutive rows
+// of nb blocks: weights streamed once with a prefetch 4 KiB ahead, sumf kept
+// in X14 and the eight products of a group added to it straight from their
+// register in block order (no frame), so the result is q8_0RowsAVX2's and
+// dotQ8_0Q8_0Generic's, bit for bit.
+TEXT ·q8_0Vecs1AVX2(SB), NOSPLIT, $0-48
+	MOVQ w+0(FP), SI
+	MOVQ dst+40(FP), DX
+	VMOVDQU q8Ones<>(SB), Y15
+	MOVQ rows+8(FP), BX
+	TESTQ BX, BX
+	JEQ q8v1done
+q8v1row:
+	VXORPS X14, X14, X14
+	MOVQ y+16(FP), DI
+	MOVQ yd+24(FP), R10
+	MOVQ nb+32(FP), R8
+	SHRQ $3, R8 // groups of 8 blocks
+	JEQ q8v1tail
+q8v1group:
+	PREFETCHT0 4096(SI)
+	PREFETCHT0 4160(SI)
+	PREFETCHT0 4224(SI)
+	PREFETCHT0 4288(SI)
+	PREFETCHT0 4352(SI)
+	VPABSB 2(SI), Y0
+	VPABSB 36(SI), Y1
+	VPABSB 70(SI), Y2
+	VPABSB 104(SI), Y3
+	VPABSB 138(SI), Y4
+	VPABSB 172(SI), Y5
+	VPABSB 206(SI), Y6
+	VPABSB 240(SI), Y7
+	MOVWLZX 0(SI), AX
+	VMOVD AX, X8
+	VPINSRW $1, 34(SI), X8, X8
+	VPINSRW $2, 68(SI), X8, X8
+	VPINSRW $3, 102(SI), X8, X8
+	VPINSRW $4, 136(SI), X8, X8
+	VPINSRW $5, 170(SI), X8, X8
+	VPINSRW $6, 204(SI), X8, X8
+	VPINSRW $7, 238(SI), X8, X8
+	VCVTPH2PS X8, Y8 // dx of the 8 blocks
+	Q8BLK(0, Y0, Y9)
+	Q8BLK(1, Y1, Y10)
+	VPHADDD Y10, Y9, Y9
+	Q8BLK(2, Y2, Y10)
+	Q8BLK(3, Y3, Y11)
+	VPHADDD Y11, Y10, Y10
+	VPHADDD Y10, Y9, Y9
+	Q8BLK(4, Y4, Y10)
+	Q8BLK(5, Y5, Y11)
+	VPHADDD Y11, Y10, Y10
+	Q8BLK(6, Y6, Y11)
+	Q8BLK(7, Y7, Y12)
+	VPHADDD Y12, Y11, Y11
+	VPHADDD Y11, Y10, Y10
+	VPERM2I128 $0x20, Y10, Y9, Y11
+	VPERM2I128 $0x31, Y10, Y9, Y12
+	VPADDD Y12, Y11, Y11 // sumi of blocks 0..7
+	VCVTDQ2PS Y11, Y11
+	VMULPS (R10), Y8, Y12 // dx·dy
+	VMULPS Y12, Y11, Y11
+	// sumf += product of block 0, 1, ..., 7
+	VADDSS X11, X14, X14
+	VMOVSHDUP X11, X13
+	VADDSS X13, X14, X14
+	VMOVHLPS X11, X13, X13
+	VADDSS X13, X14, X14
+	VPERMILPS $0xff, X11, X13
+	VADDSS X13, X14, X14
+	VEXTRACTF128 $1, Y11, X11
+	VADDSS X11, X14, X14
+	VMOVSHDUP X11, X13
+	VADDSS X13, X14, X14
+	VMOVHLPS X11, X13, X13
+	VADDSS X13, X14, X14
+	VPERMILPS $0xff, X11, X13
+	VADDSS X13, X14, X14
+	ADDQ $272, SI
+	ADDQ $288, DI
+	ADDQ $32, R10
+	DECQ R8
+	JNZ q8v1group
+q8v1tail:
+	// the remaining nb mod 8 blocks, one at a time
+	MOVQ nb+32(FP), R8
+	ANDQ $7, R8
+	JEQ q8v1store
+q8v1tblock:
+	VPABSB 2(SI), Y0
+	MOVWLZX 0(SI), AX
+	VMOVD AX, X8
+	VCVTPH2PS X8, X8
+	Q8BLK(0, Y0, Y9)
+	VEXTRACTI128 $1, Y9, X10
+	VPADDD X10, X9, X9
+	VPSHUFD $0x4e, X9, X10
+	VPADDD X10, X9, X9
+	VPSHUFD $0xb1, X9, X10
+	VPADDD X10, X9, X9
+	VMOVD X9, AX
+	VCVTSI2SSL AX, X11, X11
+	VMULSS (R10), X8, X12 // dx·dy
+	VMULSS X12, X11, X11
+	VADDSS X11, X14, X14
+	ADDQ $34, SI
+	ADDQ $36, DI
+	ADDQ $4, R10
+	DECQ R8
+	JNZ q8v1tblock
+q8v1store:
+	VMOVSS X14, (DX)
+	ADDQ $4, DX
+	DECQ BX
+	JNZ q8v1row
+q8v1done:
+	VZEROUPPER
+	RET

@@ -97,19 +97,38 @@ def addv(d, n):  # ADDV Sd, Vn.4S
     return 0x4EB1B800 | n << 5 | d
 
 
-# func q8_0Sums(w *byte, y *blockQ8_0, nb int, out *int32)
-# out[i] = Σ_k int8(w block i qs[k]) · y[i].qs[k] for nb Q8_0 blocks.
-out += ["// func q8_0Sums(w *byte, y *blockQ8_0, nb int, out *int32)",
-        "TEXT ·q8_0Sums(SB), NOSPLIT, $0-32",
-        "\tMOVD w+0(FP), R0", "\tMOVD y+8(FP), R1", "\tMOVD nb+16(FP), R2", "\tMOVD out+24(FP), R3",
-        "loop8:",
-        "\tCBZ R2, done8",
+def scvtf_s(d, n):  # SCVTF Sd, Sn (scalar, vector register)
+    return 0x5E21D800 | n << 5 | d
+
+
+def ldr_h_(t, n, off):  # LDR Ht, [Xn, #off]
+    return 0x7D400000 | (off // 2) << 10 | n << 5 | t
+
+
+def fcvt_s_h_(d, n):  # FCVT Sd, Hn
+    return 0x1EE24000 | n << 5 | d
+
+
+# func q8_0RowsNEON(w *byte, rows int, y *blockQ8_0, nb int, dst *float32)
+# The whole dotQ8_0Q8_0Generic for rows consecutive rows of nb blocks (decode):
+# per block the exact integer sum (q8_0Sums' SMULL/SADALP/ADDV), then
+# sumf += float32(sumi)·(dx·dy) in block order, sumf in a register, the
+# weights prefetched 4 KiB ahead.
+out += ["// func q8_0RowsNEON(w *byte, rows int, y *blockQ8_0, nb int, dst *float32)",
+        "TEXT ·q8_0RowsNEON(SB), NOSPLIT, $0-40",
+        "\tMOVD w+0(FP), R0", "\tMOVD rows+8(FP), R4", "\tMOVD dst+32(FP), R3",
+        "q8rrow:",
+        "\tCBZ R4, q8rdone",
+        "\tMOVD y+16(FP), R1",
+        "\tMOVD nb+24(FP), R2",
+        "\tFMOVS $0.0, F20",
+        "q8rblock:",
+        "\tCBZ R2, q8rstore",
+        "\tPRFM 4096(R0), PLDL1KEEP",
         "\tADD $2, R0, R5",
         "\tVLD1 (R5), [V0.B16, V1.B16]",
-        "\tADD $34, R0, R0",
         "\tADD $4, R1, R6",
         "\tVLD1 (R6), [V2.B16, V3.B16]",
-        "\tADD $36, R1, R1",
         w(smull(4, 0, 2), "SMULL V4.8H, V0.8B, V2.8B"),
         w(smull(5, 0, 2, True), "SMULL2 V5.8H, V0.16B, V2.16B"),
         w(smull(6, 1, 3), "SMULL V6.8H, V1.8B, V3.8B"),
@@ -119,12 +138,23 @@ out += ["// func q8_0Sums(w *byte, y *blockQ8_0, nb int, out *int32)",
         w(saddlp(8, 6, True), "SADALP V8.4S, V6.8H"),
         w(saddlp(8, 7, True), "SADALP V8.4S, V7.8H"),
         w(addv(9, 8), "ADDV S9, V8.4S"),
-        "\tVMOV V9.S[0], R7",
-        "\tMOVW R7, (R3)",
-        "\tADD $4, R3, R3",
+        w(scvtf_s(9, 9), "SCVTF S9, S9"),
+        w(ldr_h_(10, 0, 0), "LDR H10, [R0]"),
+        w(fcvt_s_h_(10, 10), "FCVT S10, H10"),
+        "\tFMOVS (R1), F11",
+        "\tFMULS F11, F10, F10",  # dx·dy
+        "\tFMULS F10, F9, F9",    # float32(sumi)·(dx·dy)
+        "\tFADDS F9, F20, F20",
+        "\tADD $34, R0, R0",
+        "\tADD $36, R1, R1",
         "\tSUB $1, R2, R2",
-        "\tB loop8",
-        "done8:",
+        "\tB q8rblock",
+        "q8rstore:",
+        "\tFMOVS F20, (R3)",
+        "\tADD $4, R3, R3",
+        "\tSUB $1, R4, R4",
+        "\tB q8rrow",
+        "q8rdone:",
         "\tRET", ""]
 
 

@@ -16,9 +16,11 @@ add or subtract), so each vector's result is bit-identical to it.
 """
 
 # The single-vector kernel (decode) prefetches the weights PREFETCH bytes
-# (~7 super-blocks) ahead: expert rows come from DRAM, and it measured
-# about 6% faster on a 38 MB matrix (no change on one in cache).
-PREFETCH, PREFETCH_NV = 1024, 1
+# (~28 super-blocks) ahead: expert rows come from DRAM. 1 KiB ahead measured
+# about 6% faster than none on a 38 MB matrix; on 128 MiB of expert-shaped
+# matrices (BenchmarkDecodeStream) 4 KiB was 7-13% faster than 1 KiB, 2 KiB
+# and 3 KiB in between, 6 and 8 KiB the same as 4 KiB.
+PREFETCH, PREFETCH_NV = 4096, 1
 
 # blockQ8K offsets (TestBlockQ8KLayout): d 0, bsum2 548, lqs 580, size 836.
 D, BSUM2, LQS, SIZE = 0, 548, 580, 836
@@ -35,13 +37,16 @@ def vec_addr(off, v):
     return f"{off}(DI)(R11*1)"
 
 
-def kernel(nv):
-    name = f"q4kVecs{nv}AVX2"
+def kernel(nv, name=None, reg=False, prefetch=PREFETCH):
+    """nv vectors; reg (nv = 1 only) keeps sums (Y11), sumf (X15) and d·y.d
+    in registers instead of the frame."""
+    name = name or f"q4kVecs{nv}AVX2"
+    assert not reg or nv == 1
     # frame: sums 32·v, sumf at 128+4v, d·y.d at 144+4v
     o = []
     e = o.append
     e(f"// func {name}(w *byte, rows int, y *blockQ8K, nb, ystride int, dst *float32, dstride int)")
-    e(f"TEXT ·{name}(SB), NOSPLIT, $160-56")
+    e(f"TEXT ·{name}(SB), NOSPLIT, ${0 if reg else 160}-56")
     e("\tMOVQ w+0(FP), SI")
     e("\tMOVQ ystride+32(FP), R12")
     e("\tLEAQ (R12)(R12*2), R11")
@@ -53,9 +58,13 @@ def kernel(nv):
     e(f"\tJEQ {name}_done")
     e(f"{name}_row:")
     e("\tVPXOR Y0, Y0, Y0")
-    for v in range(nv):
-        e(f"\tVMOVDQU Y0, {32 * v}(SP)")
-    e("\tVMOVDQU X0, 128(SP)")
+    if reg:
+        e("\tVPXOR Y11, Y11, Y11")
+        e("\tVPXOR X15, X15, X15")
+    else:
+        for v in range(nv):
+            e(f"\tVMOVDQU Y0, {32 * v}(SP)")
+        e("\tVMOVDQU X0, 128(SP)")
     e("\tMOVQ y+16(FP), DI")
     e("\tMOVQ nb+24(FP), R8")
     e("\tTESTQ R8, R8")
@@ -63,9 +72,9 @@ def kernel(nv):
     e(f"{name}_block:")
     if nv <= PREFETCH_NV:
         # decode streams the weights from DRAM: ask for them ~7 blocks ahead
-        e(f"\tPREFETCHT0 {PREFETCH}(SI)")
-        e(f"\tPREFETCHT0 {PREFETCH + 64}(SI)")
-        e(f"\tPREFETCHT0 {PREFETCH + 128}(SI)")
+        e(f"\tPREFETCHT0 {prefetch}(SI)")
+        e(f"\tPREFETCHT0 {prefetch + 64}(SI)")
+        e(f"\tPREFETCHT0 {prefetch + 128}(SI)")
     # scales s (DX → Y8) and mins m (→ X9 as int16), ggml's kmask shuffle
     e("\tMOVL 4(SI), AX")
     e("\tMOVL 8(SI), BX")
@@ -131,13 +140,20 @@ def kernel(nv):
     e("\tVMOVD CX, X3")
     e("\tVCVTPH2PS X3, X3")
     e("\tVBROADCASTSS X3, X3")
-    e("\tVMULPS X1, X2, X2")  # d·y.d
-    e("\tVMOVUPS X2, 144(SP)")
-    e("\tVMULPS X1, X3, X3")  # dmin·y.d
-    e("\tVMULPS X0, X3, X3")  # ·sumi
-    e("\tVMOVUPS 128(SP), X4")
-    e("\tVSUBPS X3, X4, X4")  # sumf -= ...
-    e("\tVMOVUPS X4, 128(SP)")
+    if reg:
+        # lane 0 only (X1's other lanes are zero): the scalar operations
+        e("\tVMULSS X1, X2, X2")  # d·y.d
+        e("\tVMULSS X1, X3, X3")  # dmin·y.d
+        e("\tVMULSS X0, X3, X3")  # ·sumi
+        e("\tVSUBSS X3, X15, X15")  # sumf -= ...
+    else:
+        e("\tVMULPS X1, X2, X2")  # d·y.d
+        e("\tVMOVUPS X2, 144(SP)")
+        e("\tVMULPS X1, X3, X3")  # dmin·y.d
+        e("\tVMULPS X0, X3, X3")  # ·sumi
+        e("\tVMOVUPS 128(SP), X4")
+        e("\tVSUBPS X3, X4, X4")  # sumf -= ...
+        e("\tVMOVUPS X4, 128(SP)")
     # integer lanes: accumulator of vector v is Y{v}
     for k in range(4):
         e(f"\tVPERMD {16 + 32 * k}(SI), Y12, Y4")
@@ -159,7 +175,12 @@ def kernel(nv):
                 e(f"\tVPADDD {t0}, Y{v}, Y{v}")
                 e(f"\tVPADDD {t1}, Y{v}, Y{v}")
     # sums_v += (d·y.d)·float(lanes_v)
-    for v in range(nv):
+    if reg:
+        e("\tVBROADCASTSS X2, Y9")
+        e("\tVCVTDQ2PS Y0, Y0")
+        e("\tVMULPS Y9, Y0, Y0")
+        e("\tVADDPS Y0, Y11, Y11")
+    for v in range(nv if not reg else 0):
         e(f"\tVBROADCASTSS {144 + 4 * v}(SP), Y9")
         e(f"\tVCVTDQ2PS Y{v}, Y{v}")
         e(f"\tVMULPS Y9, Y{v}, Y{v}")
@@ -174,7 +195,25 @@ def kernel(nv):
     e("\tMOVQ dst+40(FP), R9")
     e("\tMOVQ dstride+48(FP), R10")
     e("\tSHLQ $2, R10")
-    for v in range(nv):
+    if reg:
+        # sumf + sums[0] + ... + sums[7], the lanes taken out in order
+        e("\tVADDSS X11, X15, X15")
+        e("\tVMOVSHDUP X11, X0")
+        e("\tVADDSS X0, X15, X15")
+        e("\tVMOVHLPS X11, X0, X0")
+        e("\tVADDSS X0, X15, X15")
+        e("\tVPERMILPS $0xff, X11, X0")
+        e("\tVADDSS X0, X15, X15")
+        e("\tVEXTRACTF128 $1, Y11, X11")
+        e("\tVADDSS X11, X15, X15")
+        e("\tVMOVSHDUP X11, X0")
+        e("\tVADDSS X0, X15, X15")
+        e("\tVMOVHLPS X11, X0, X0")
+        e("\tVADDSS X0, X15, X15")
+        e("\tVPERMILPS $0xff, X11, X0")
+        e("\tVADDSS X0, X15, X15")
+        e("\tVMOVSS X15, (R9)")
+    for v in range(nv if not reg else 0):
         e(f"\tVMOVSS {128 + 4 * v}(SP), X0")
         for i in range(8):
             e(f"\tVADDSS {32 * v + 4 * i}(SP), X0, X0")
@@ -214,7 +253,11 @@ out += data("q4kvPerm", [0x0000000200000000, 0x0000000600000004, 0x0000000300000
 out += data("q4kvTr", [0x0d0905010c080400, 0x0f0b07030e0a0602] * 2)
 out += data("q4kvMask", [0x0f0f0f0f0f0f0f0f] * 4)
 out += data("q4kvSc", [0x8000800080008000 + 0x0001000100010001 * j for j in range(8) for _ in range(4)])
-for nv in range(1, 5):
+out += kernel(1, reg=True)
+for nv in range(2, 5):
     out += kernel(nv)
+# the previous single-vector kernel (sums and sumf in the frame), kept for
+# the decode benchmarks' side-by-side comparison (prevDecodeKernels)
+out += kernel(1, name="q4kVecs1FrameAVX2")
 with open("dot_q4kv_amd64.s", "w") as f:
     f.write("\n".join(out))
