@@ -27,6 +27,8 @@ func newProfileCmd(env *Env) *cobra.Command {
 func newProfileMeasureCmd(env *Env) *cobra.Command {
 	var (
 		name, out, dir, fileSize, refModel string
+		readFile                           string
+		sizes                              []string
 		cellTime                           time.Duration
 		threads                            int
 		quiet, upload                      bool
@@ -40,7 +42,9 @@ func newProfileMeasureCmd(env *Env) *cobra.Command {
 host binary) and writes a profile YAML that --profile FILE reads back:
 
   flash    O_DIRECT random reads of a test file in --dir (it must be on the
-           storage to measure) from 4 KiB to 4 MiB at queue depths 1 to 32:
+           storage to measure), or of --read-file as it is, from 4 KiB to
+           4 MiB and the --model's expert blob size (and --sizes) at queue
+           depths 1 to 32:
            bandwidth is the best throughput, latency the QD 1 4 KiB read
            less its transfer, max_in_flight the smallest queue depth within
            90% of the best 4 KiB throughput
@@ -83,7 +87,19 @@ an emulated twin of it: lesfarm agent --profile twin:ID.`,
 					return usagef("--model %s: %v", refModel, err)
 				}
 			}
-			cfg := calibrate.Config{Name: name, Dir: dir, FileBytes: size, CellTime: cellTime, Model: refModel, Threads: threads}
+			if readFile != "" {
+				if st, err := os.Stat(readFile); err != nil || !st.Mode().IsRegular() {
+					return usagef("--read-file %s: not a readable regular file", readFile)
+				}
+			}
+			cfg := calibrate.Config{Name: name, Dir: dir, FileBytes: size, CellTime: cellTime, Model: refModel, Threads: threads, ReadFile: readFile}
+			for _, z := range sizes {
+				n, err := units.ParseSize(z)
+				if err != nil || n < 4096 || n%4096 != 0 || n > 64<<20 {
+					return usagef("--sizes %q: each size must be a multiple of 4KiB up to 64MiB (e.g. 864KiB)", z)
+				}
+				cfg.ExpertSizes = append(cfg.ExpertSizes, n)
+			}
 			if !quiet {
 				cfg.Progress = func(line string) { fmt.Fprintln(env.Stderr, "profile: "+line) }
 			}
@@ -111,7 +127,9 @@ an emulated twin of it: lesfarm agent --profile twin:ID.`,
 	f.StringVar(&dir, "dir", "", "directory on the storage to measure (default: the temp dir)")
 	f.StringVar(&fileSize, "file-size", "512MiB", "size of the flash test file")
 	f.DurationVar(&cellTime, "cell-time", 150*time.Millisecond, "how long each (block size, queue depth) cell reads")
-	f.StringVar(&refModel, "model", "", "reference model for the compute speed (default: a small synthetic qwen3moe)")
+	f.StringVar(&refModel, "model", "", "reference model for the compute speed (default: a small synthetic qwen3moe); its packed expert read size joins the flash grid")
+	f.StringVar(&readFile, "read-file", "", "measure the flash grid on this existing file, read-only (e.g. the model file the store reads), instead of a fresh test file")
+	f.StringSliceVar(&sizes, "sizes", nil, "extra read sizes for the flash grid (multiples of 4KiB), e.g. a model's expert blob")
 	f.IntVar(&threads, "threads", 1, "decode threads for the compute measurement")
 	f.BoolVar(&quiet, "quiet", false, "no progress lines")
 	f.BoolVar(&upload, "upload", false, "store the profile on the coordinator as --device's measured profile (for agent --profile twin:ID)")

@@ -53,6 +53,9 @@ type TwinSide struct {
 	ReadsPerToken     float64 `json:"reads_per_token"`
 	HitRate           float64 `json:"hit_rate"`
 	IdenticalOutput   bool    `json:"identical_output"`
+	// IO is direct storage's read histogram in decode (twinIO); the
+	// twin's reads come from the page cache and are not listed.
+	IO []TwinIOCell `json:"io,omitempty"`
 }
 
 // TwinRow is one mode's comparison. Errors are twin ÷ direct − 1.
@@ -228,6 +231,7 @@ func RunTwinCheck(ctx context.Context, cfg LadderConfig, twin *expert.Profile) (
 	}
 	for _, p := range pairs {
 		row := TwinRow{Mode: p.name, Direct: twinSide(p.direct.reps, p.direct.cpu, p.direct.identical, false), Twin: twinSide(p.twin.reps, p.twin.cpu, p.twin.identical, tc.DeviceTime)}
+		row.Direct.IO = twinIO(p.direct.reps, twin.Service)
 		d, t := &row.Direct, &row.Twin
 		row.ComputeCPUError = relErr(t.ComputeMSPerToken, d.CPUMSPerToken)
 		row.Error = relErr(t.DecodeTokensPerSecond, d.DecodeTokensPerSecond)

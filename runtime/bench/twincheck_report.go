@@ -38,6 +38,7 @@ func (r *TwinReport) Write(w io.Writer, format string) error {
 		fmt.Fprintf(&b, "| %s | %.2f / %.2f | %.1f / %.1f | %.1f / %.1f | %.1f / %.1f | %.1f / %.1f | %.1f | %+.1f%% | %+.1f%% | %+.1f%% |\n", row.Mode, d.BytesReadPerToken/1e6, t.BytesReadPerToken/1e6,
 			d.ReadsPerToken, t.ReadsPerToken, d.StallMSPerToken, t.StallMSPerToken, d.ComputeMSPerToken, t.ComputeMSPerToken, d.CPUMSPerToken, t.CPUMSPerToken, t.HostComputeMSPerToken, 100*row.StallError, 100*row.ComputeError, 100*row.ComputeCPUError)
 	}
+	r.writeIO(&b)
 	_, err := io.WriteString(w, b.String())
 	return err
 }

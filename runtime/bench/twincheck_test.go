@@ -110,9 +110,34 @@ func TestTwinCheckStructure(t *testing.T) {
 				t.Errorf("%s: twin stall %.4f ms per token, want %.2f reads × %d µs = %.4f ms", row.Mode, tw.StallMSPerToken, tw.ReadsPerToken, twinReadUS, want)
 			}
 		}
+		// on-demand-parallel issues a layer's misses together: the table
+		// is flat up to QD 4 (the model's top-4), so each batch of reads
+		// takes one QD-1 time, not one per read.
+		if row.Mode == "on-demand-parallel" {
+			one := tw.ReadsPerToken * twinReadUS / 1e3
+			if tw.StallMSPerToken > one*1.01 || tw.StallMSPerToken < one/4*0.99 {
+				t.Errorf("%s: twin stall %.4f ms per token, want between a quarter and all of %.2f reads × %d µs", row.Mode, tw.StallMSPerToken, tw.ReadsPerToken, twinReadUS)
+			}
+		}
+		// Direct storage's read histogram covers its reads, and the
+		// modes that read one expert or page run at a time read at QD 1.
+		var reads float64
+		for _, c := range d.IO {
+			reads += c.ReadsPerToken
+			// Flat to QD 4, then QD 4's throughput.
+			if want := twinReadUS * max(1, c.MeanDepth/4); math.Abs(c.TableUS-want) > 1 || c.MeanUS <= 0 || c.MeanBytes <= 0 {
+				t.Errorf("%s: read histogram cell %+v: want the table's %.0f µs beside a measured time", row.Mode, c, want)
+			}
+			if (row.Mode == "naive" || row.Mode == "on-demand") && c.Depth != 1 {
+				t.Errorf("%s: %.2f reads per token at depth %d; one read at a time is depth 1", row.Mode, c.ReadsPerToken, c.Depth)
+			}
+		}
+		if math.Abs(reads-d.ReadsPerToken) > 1e-9*d.ReadsPerToken {
+			t.Errorf("%s: histogram holds %.3f reads per token, the store counted %.3f", row.Mode, reads, d.ReadsPerToken)
+		}
 	}
 	var md strings.Builder
-	if err := rep.Write(&md, "md"); err != nil || !strings.Contains(md.String(), "| naive |") || !strings.Contains(md.String(), "rows within ±15%") {
+	if err := rep.Write(&md, "md"); err != nil || !strings.Contains(md.String(), "| naive |") || !strings.Contains(md.String(), "rows within ±15%") || !strings.Contains(md.String(), "× QD 1:") {
 		t.Fatalf("md: %v\n%s", err, md.String())
 	}
 }

@@ -39,6 +39,17 @@ type Config struct {
 	// 4 MiB by ×4, and 1, 2, 4, 8, 16, 32).
 	BlockSizes  []int64
 	QueueDepths []int
+	// ExpertSizes are read sizes added to the grid: the reads a store
+	// really issues (Measure adds the reference model's expert blob, the
+	// read of one packed expert, when Model is set), so the emulated flash
+	// prices them from a measured row instead of interpolating.
+	ExpertSizes []int64
+	// ReadFile, if set, is an existing file the grid reads (read-only,
+	// O_DIRECT, random 4 KiB-aligned offsets) instead of a test file
+	// written in Dir: the model file, to measure the device as the store
+	// reads it, a file read over and over (whatever the layers below the
+	// OS cache of it), where a fresh test file has not been read yet.
+	ReadFile string
 	// CellTime is how long each (block size, queue depth) cell reads
 	// (default 150 ms; at least 8 reads per reader).
 	CellTime time.Duration
@@ -74,7 +85,9 @@ type Result struct {
 	DecodeCPUTPS float64
 	WeightGBTok  float64 // weight GB read per decoded token of the reference
 	RefModel     string
-	Measured     time.Time
+	// ReadFile is the existing file the grid read, or "" for a test file.
+	ReadFile string
+	Measured time.Time
 }
 
 func (c *Config) defaults() error {
@@ -90,6 +103,15 @@ func (c *Config) defaults() error {
 	if len(c.BlockSizes) == 0 {
 		c.BlockSizes = []int64{4 << 10, 16 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20}
 	}
+	if c.Model != "" {
+		n, err := expertReadSize(c.Model)
+		if err != nil {
+			return err
+		}
+		c.ExpertSizes = append(c.ExpertSizes, n)
+	}
+	sizes := append(slices.Clone(c.BlockSizes), c.ExpertSizes...)
+	c.BlockSizes = slices.Compact(slices.Sorted(slices.Values(sizes)))
 	if len(c.QueueDepths) == 0 {
 		c.QueueDepths = []int{1, 2, 4, 8, 16, 32}
 	}
@@ -111,6 +133,16 @@ func (c *Config) defaults() error {
 		if q < 1 || q > 1024 {
 			return fmt.Errorf("calibrate: queue depth %d must be between 1 and 1024", q)
 		}
+	}
+	if c.ReadFile != "" {
+		st, err := os.Stat(c.ReadFile)
+		if err != nil {
+			return fmt.Errorf("calibrate: the file to read: %w", err)
+		}
+		if !st.Mode().IsRegular() {
+			return fmt.Errorf("calibrate: the file to read, %s, is not a regular file", c.ReadFile)
+		}
+		c.FileBytes = st.Size() / expert.DirectAlign * expert.DirectAlign
 	}
 	if c.FileBytes < 4*maxBlock {
 		return fmt.Errorf("calibrate: test file of %d bytes is too small for %d-byte reads", c.FileBytes, maxBlock)
@@ -138,11 +170,17 @@ func Measure(ctx context.Context, cfg Config) (*Result, error) {
 	res := &Result{Measured: time.Now().UTC()}
 
 	// Flash.
-	path := filepath.Join(tmp, "flash.bin")
-	if err := writeTestFile(ctx, path, cfg.FileBytes); err != nil {
-		return nil, err
+	path := cfg.ReadFile
+	if path == "" {
+		path = filepath.Join(tmp, "flash.bin")
+		if err := writeTestFile(ctx, path, cfg.FileBytes); err != nil {
+			return nil, err
+		}
+		progress("flash: wrote a %d MiB test file in %s", cfg.FileBytes>>20, cfg.Dir)
+	} else {
+		res.ReadFile = path
+		progress("flash: reading %s (%d MiB) as it is", path, cfg.FileBytes>>20)
 	}
-	progress("flash: wrote a %d MiB test file in %s", cfg.FileBytes>>20, cfg.Dir)
 	f, direct, err := expert.OpenForReads(path, true)
 	if err != nil {
 		return nil, fmt.Errorf("calibrate: %w", err)
@@ -244,7 +282,7 @@ func writeTestFile(ctx context.Context, path string, n int64) error {
 // readCell reads block-sized pieces at random aligned offsets with qd
 // readers for d, and returns the throughput and mean latency.
 func readCell(ctx context.Context, f *os.File, size, block int64, qd int, d time.Duration) (Cell, error) {
-	slots := (size - block) / block
+	slots := (size - block) / expert.DirectAlign
 	var mu sync.Mutex
 	var reads int64
 	var lat time.Duration
@@ -264,7 +302,7 @@ func readCell(ctx context.Context, f *os.File, size, block int64, qd int, d time
 				if ctx.Err() != nil {
 					break
 				}
-				off := rng.Int64N(slots) * block
+				off := rng.Int64N(slots) * expert.DirectAlign
 				t0 := time.Now()
 				if _, err := f.ReadAt(buf, off); err != nil {
 					mu.Lock()

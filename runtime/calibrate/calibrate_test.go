@@ -5,11 +5,13 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/lesfarm/lesfarm/profile"
+	"github.com/lesfarm/lesfarm/runtime/pack"
 )
 
 func quick(dir string) Config {
@@ -81,5 +83,59 @@ func TestMeasureBadConfig(t *testing.T) {
 		if _, err := Measure(context.Background(), c); err == nil || strings.Contains(err.Error(), "\n") {
 			t.Errorf("%+v: err = %v, want a one-line error", c, err)
 		}
+	}
+}
+
+// TestMeasureReadFile: the grid reads an existing file as it is (left in
+// place), with the extra read sizes as rows of the table.
+func TestMeasureReadFile(t *testing.T) {
+	dir := t.TempDir()
+	existing := filepath.Join(dir, "model.bin")
+	if err := writeTestFile(context.Background(), existing, 16<<20); err != nil {
+		t.Fatal(err)
+	}
+	cfg := quick(dir)
+	cfg.ReadFile, cfg.ExpertSizes = existing, []int64{884736}
+	res, err := Measure(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.ReadFile != existing || len(res.Cells) != 6 || res.Profile.Service == nil || !slices.Contains(res.Profile.Service.Sizes, 884736) {
+		t.Fatalf("cells %+v, table %+v", res.Cells, res.Profile.Service)
+	}
+	if _, err := os.Stat(existing); err != nil {
+		t.Fatalf("the file read was removed: %v", err)
+	}
+	if !strings.Contains(string(res.YAML()), "model.bin (read as it is)") {
+		t.Errorf("the profile does not say which file was read:\n%s", res.YAML())
+	}
+	cfg.ReadFile = filepath.Join(dir, "missing")
+	if _, err := Measure(context.Background(), cfg); err == nil || strings.Contains(err.Error(), "\n") {
+		t.Errorf("missing file: err = %v, want a one-line error", err)
+	}
+}
+
+// TestExpertReadSize: a model's expert read is its gate, up and down
+// bytes in whole 4 KiB blocks, stacked or packed.
+func TestExpertReadSize(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "m.gguf")
+	if err := writeReference(path); err != nil {
+		t.Fatal(err)
+	}
+	packed := filepath.Join(dir, "m.packed.gguf")
+	if err := pack.Pack(context.Background(), path, packed, pack.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	// Q4_K: 144 bytes per 256 weights; three 1024×512 matrices.
+	want := int64(3 * 1024 * 512 / 256 * 144)
+	want = (want + 4095) / 4096 * 4096
+	for _, p := range []string{path, packed} {
+		if got, err := expertReadSize(p); err != nil || got != want {
+			t.Errorf("%s: expertReadSize = %d, %v; want %d", filepath.Base(p), got, err, want)
+		}
+	}
+	if _, err := expertReadSize(filepath.Join(dir, "none.gguf")); err == nil {
+		t.Error("a missing model gave no error")
 	}
 }

@@ -14,7 +14,11 @@ import (
 func (r *Result) YAML() []byte {
 	var h strings.Builder
 	fmt.Fprintf(&h, "%s: measured by lesfarm profile measure on %s.\n", r.Profile.Name, r.Measured.Format("2006-01-02 15:04 UTC"))
-	fmt.Fprintf(&h, "flash: random reads of a test file, O_DIRECT %v; MB/s (µs per read):\n", r.Direct)
+	what := "a test file"
+	if r.ReadFile != "" {
+		what = r.ReadFile + " (read as it is)"
+	}
+	fmt.Fprintf(&h, "flash: random 4KiB-aligned reads of %s, O_DIRECT %v; MB/s (µs per read):\n", what, r.Direct)
 	var qds []int
 	var blocks []int64
 	for _, c := range r.Cells {

@@ -145,6 +145,11 @@ type deviceClock struct {
 	slow     float64 // ComputeSlowdown
 
 	prof *Profile // the flash: Profile.ReadCost prices each read
+	// ps is the flash of a profile with a measured table (deviceflash.go):
+	// reads share the device at the table's throughput for their depth.
+	// nil for the simple form, whose reads pay a latency and share one
+	// bandwidth (nextDemand, nextSpec).
+	ps *psFlash
 
 	now        time.Duration // the device clock
 	nextDemand time.Duration // the flash is free for demanded transfers
@@ -162,12 +167,15 @@ type deviceClock struct {
 
 func secs(x float64) time.Duration { return time.Duration(x * float64(time.Second)) }
 
-func newDeviceClock(p *Profile, costs *ComputeCosts, shapes []moe.LayerShape, slow float64, predicts bool) *deviceClock {
+func newDeviceClock(p *Profile, costs *ComputeCosts, shapes []moe.LayerShape, slow float64, predicts bool, specMax int) *deviceClock {
 	c := p.Compute
 	d := &deviceClock{
 		comp: c, gap: make([]time.Duration, len(shapes)), gapCost: make([]ComputeCost, len(shapes)),
 		expert: make([]time.Duration, len(shapes)), expBytes: make([]int64, len(shapes)), charged: make([]bool, len(shapes)),
 		slow: max(slow, 1), batchN: 1, prof: p,
+	}
+	if p.Service != nil {
+		d.ps = &psFlash{st: p.Service, specMax: specMax}
 	}
 	for l, sh := range shapes {
 		if sh.Experts == 0 {
@@ -234,6 +242,10 @@ func (d *deviceClock) stall(t time.Duration) {
 // meanwhile.
 func (d *deviceClock) issue(e *entry, n int64, runs int, demand bool) {
 	runs = max(runs, 1)
+	if d.ps != nil {
+		e.devDone = d.ps.issue(e, d.now, n, runs, demand)
+		return
+	}
 	lat, xfer := d.prof.runsCost(n, runs)
 	extra := time.Duration(runs-1) * lat
 	if demand {
@@ -267,6 +279,10 @@ func (d *deviceClock) issue(e *entry, n int64, runs int, demand bool) {
 // syncRead is a synchronous read of n bytes with the flash otherwise idle
 // (the naive mode's faults): the clock waits for it.
 func (d *deviceClock) syncRead(n int64) {
+	if d.ps != nil {
+		d.stall(d.ps.issue(nil, d.now, n, 1, true))
+		return
+	}
 	lat, x := d.prof.ReadCost(n)
 	start := max(d.now+lat, d.nextDemand, d.nextSpec)
 	d.nextDemand = start + x
@@ -397,9 +413,12 @@ func (s *Store) issuedLocked(e *entry, demand bool) {
 }
 
 // forgetIssuedLocked takes a cancelled read's key out of the cache policy,
-// which learnt of it at issue.
-func (s *Store) forgetIssuedLocked(k Key) {
-	s.budget.policy.Remove(k)
+// which learnt of it at issue, and its read off the device clock's flash.
+func (s *Store) forgetIssuedLocked(e *entry) {
+	s.budget.policy.Remove(e.key)
+	if s.clock != nil && s.clock.ps != nil {
+		s.clock.ps.cancel(e, s.clock.now)
+	}
 }
 
 // useClocked runs Use under the device clock.
@@ -441,5 +460,5 @@ func newClock(opts *Options, shapes []moe.LayerShape) (*deviceClock, error) {
 		return nil, fmt.Errorf("expert: device time needs profile %s to declare its compute speed (a compute: section with weight_bandwidth and throughput)", opts.Profile.Name)
 	}
 	predicts := opts.Mode == Lookahead || opts.Mode == Scheduled
-	return newDeviceClock(opts.Profile, opts.Costs, shapes, opts.ComputeSlowdown, predicts), nil
+	return newDeviceClock(opts.Profile, opts.Costs, shapes, opts.ComputeSlowdown, predicts, opts.SpecInFlight), nil
 }

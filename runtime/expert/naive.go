@@ -291,11 +291,13 @@ func (s *Store) readRun(ctx context.Context, layer, x int, idx, count, want int6
 	s.mu.Unlock()
 	var got int
 	var err error
+	t0, a0 := s.iom.begin()
 	if bufs != nil {
 		got, err = preadPages(s.f, bufs, idx*n.page, &n.iov)
 	} else {
 		got, err = s.f.ReadAt(n.win[:count*n.page], idx*n.page)
 	}
+	s.iom.end(t0, a0, count*n.page)
 	switch {
 	case err != nil && !errors.Is(err, io.EOF):
 		err = fmt.Errorf("expert: reading %s at %d: %w", s.path, idx*n.page, err)

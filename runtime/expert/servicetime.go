@@ -37,6 +37,9 @@ type ServiceTimes struct {
 
 	qd1  []time.Duration // monotone QD-1 time per size
 	xfer []time.Duration // monotone transfer time per size
+	// grid is Times made monotone: no size slower than a bigger one at
+	// the same depth, no depth with less throughput than a shallower one.
+	grid [][]time.Duration
 }
 
 // Limits of a service-time table.
@@ -107,6 +110,19 @@ func (s *ServiceTimes) prepare() {
 			best = max(best, float64(q)*float64(n)/s.Times[i][j].Seconds())
 		}
 		s.qd1[i], s.xfer[i] = s.Times[i][0], secs(float64(n)/best)
+	}
+	s.grid = make([][]time.Duration, k)
+	for i := k - 1; i >= 0; i-- {
+		s.grid[i] = slices.Clone(s.Times[i])
+		for j := range s.grid[i] {
+			if i < k-1 {
+				s.grid[i][j] = min(s.grid[i][j], s.grid[i+1][j])
+			}
+			if j > 0 { // at least the shallower depth's throughput
+				q, p := float64(s.QueueDepths[j]), float64(s.QueueDepths[j-1])
+				s.grid[i][j] = min(s.grid[i][j], time.Duration(float64(s.grid[i][j-1])*q/p))
+			}
+		}
 	}
 	for i := k - 1; i >= 0; i-- {
 		if i < k-1 {
@@ -204,4 +220,48 @@ func (p *Profile) runsCost(n int64, runs int) (latency, transfer time.Duration) 
 	}
 	lat, x := p.Service.ReadCost(n / int64(runs))
 	return lat, time.Duration(runs) * x
+}
+
+// ReadTime returns the table's mean time per read of n bytes with depth
+// reads in flight: the measured cells (made monotone: see grid)
+// interpolated linearly in the size
+// (between measured sizes; beyond them scaled with the bytes) and in the
+// throughput between measured queue depths (beyond them the nearest
+// depth's throughput). It is what the measured grid says a store's read
+// of that size at that depth should take (IOHist).
+func (s *ServiceTimes) ReadTime(n int64, depth float64) time.Duration {
+	depth = max(depth, 1)
+	col := func(j int) time.Duration { return s.sizeTime(n, j) }
+	k := len(s.QueueDepths)
+	switch {
+	case depth <= float64(s.QueueDepths[0]):
+		return col(0)
+	case depth >= float64(s.QueueDepths[k-1]):
+		// Beyond the deepest measured queue, the throughput stays.
+		return time.Duration(float64(col(k-1)) * depth / float64(s.QueueDepths[k-1]))
+	}
+	j := 1
+	for float64(s.QueueDepths[j]) < depth {
+		j++
+	}
+	qa, qb := float64(s.QueueDepths[j-1]), float64(s.QueueDepths[j])
+	xa, xb := qa/col(j-1).Seconds(), qb/col(j).Seconds() // reads per second
+	f := (depth - qa) / (qb - qa)
+	return secs(depth / (xa + f*(xb-xa)))
+}
+
+// sizeTime is column j's time for an n-byte read, linear in the size
+// between measured sizes and scaled with the bytes beyond them.
+func (s *ServiceTimes) sizeTime(n int64, j int) time.Duration {
+	k := len(s.Sizes)
+	switch {
+	case n <= s.Sizes[0]:
+		return s.grid[0][j]
+	case n >= s.Sizes[k-1]:
+		return scaleDur(s.grid[k-1][j], n, s.Sizes[k-1])
+	}
+	i, _ := slices.BinarySearch(s.Sizes, n)
+	a, b := s.Sizes[i-1], s.Sizes[i]
+	f := float64(n-a) / float64(b-a)
+	return s.grid[i-1][j] + time.Duration(f*float64(s.grid[i][j]-s.grid[i-1][j]))
 }

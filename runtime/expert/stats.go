@@ -37,6 +37,9 @@ type Stats struct {
 	HostCompute, DeviceCompute, DeviceStall time.Duration
 	// Prediction quality per layer, for layers that had a prediction.
 	PredLayers []PredStats
+	// IO is the store's preads by size and queue depth, with their
+	// service times (iostats.go): on direct storage what the disk did.
+	IO IOHist
 }
 
 // PredStats sums the predictor's hits for one layer: Correct =

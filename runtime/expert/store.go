@@ -139,6 +139,7 @@ type Store struct {
 	clock      *deviceClock  // device time, or nil
 	naive      *naiveState   // the naive mode's page cache, or nil
 	gate       *prefetchGate // nil: prefetch every prediction
+	iom        ioMeter       // every pread, by size and depth (Stats.IO)
 }
 
 // entry states.
@@ -185,7 +186,10 @@ func New(path string, layout Layout, shapes []moe.LayerShape, opts Options) (*St
 		return nil, errors.New("expert: the oracle mode needs a recorded routing trace (run once with recording first)")
 	}
 	opts.Logger = cmp.Or(opts.Logger, slog.Default())
-	if opts.Workers == 0 && opts.Profile != nil {
+	// Under device time a measured table models the device's concurrency
+	// itself (deviceflash.go), so the store keeps its own worker count, as
+	// on real storage; otherwise the profile's reads in flight.
+	if opts.Workers == 0 && opts.Profile != nil && !(opts.DeviceTime && opts.Profile.Service != nil) {
 		opts.Workers = opts.Profile.MaxInFlight
 	}
 	opts.Workers = cmp.Or(opts.Workers, 16)
@@ -400,6 +404,7 @@ func (s *Store) Stats() Stats {
 	st.PredLayers = append([]PredStats(nil), s.stats.PredLayers...)
 	st.CacheBytes = s.cacheBytesLocked()
 	st.PeakBytes = s.budget.peak
+	st.IO = s.iom.snapshot()
 	if s.clock != nil {
 		st.HostCompute, st.DeviceCompute, st.DeviceStall = s.clock.totals()
 	}
@@ -421,6 +426,7 @@ func (s *Store) ResetStats() {
 	defer s.mu.Unlock()
 	s.stats = Stats{PredLayers: make([]PredStats, len(s.shapes))}
 	s.step = stepAcc{}
+	s.iom.reset()
 	if s.clock != nil {
 		s.clock.reset()
 	}

@@ -65,7 +65,9 @@ func (s *Store) read(e *entry, buf []byte) (moe.Weights, int64, int, error) {
 	var total int64
 	for _, r := range p.runs {
 		dst := buf[r.bufOff : r.bufOff+r.n]
+		t0, a0 := s.iom.begin()
 		n, err := s.f.ReadAt(dst, r.off)
+		s.iom.end(t0, a0, r.n)
 		total += int64(n)
 		// The last aligned read of a file may stop at its end; only the
 		// expert's own bytes must be there.

@@ -126,6 +126,9 @@ func (s *Store) beginUseLocked(layer int, experts []int, items []*entry) error {
 		if e.spec.Swap(false) {
 			s.stats.PrefetchUsed++
 			ls.PrefetchUsed++
+			if s.clock != nil && s.clock.ps != nil && !s.vready(e) {
+				s.clock.ps.promote(e, s.clock.now) // in flight: now demanded
+			}
 		}
 		if e.inSpecQ {
 			s.q.promoteLocked(e)
@@ -143,7 +146,7 @@ func (s *Store) beginUseLocked(layer int, experts []int, items []*entry) error {
 		if e.inSpecQ {
 			s.q.dropSpecLocked(e)
 			delete(s.entries, e.key)
-			s.forgetIssuedLocked(e.key)
+			s.forgetIssuedLocked(e)
 			s.releaseLocked(e)
 			s.stats.PrefetchCancelled++
 			continue
@@ -340,7 +343,7 @@ func (s *Store) cancelQueuedSpecLocked() bool {
 		}
 		if s.entries[e.key] == e {
 			delete(s.entries, e.key)
-			s.forgetIssuedLocked(e.key)
+			s.forgetIssuedLocked(e)
 		}
 		s.releaseLocked(e)
 	})
