@@ -59,8 +59,9 @@ func TestE2ECalibrateSuite(t *testing.T) {
 	if err != nil {
 		t.Fatalf("stored profile does not parse: %v\n%s", err, stored.YAML)
 	}
-	if p.Name != "e2e-cal" || p.Compute == nil || p.Bandwidth <= 0 || p.Service == nil || len(p.Service.Sizes) != 2 || len(p.Service.QueueDepths) != 2 {
-		t.Fatalf("stored profile %+v (service %+v): want the device's name, compute and a 2 × 2 table", p, p.Service)
+	// The grid's two sizes and the suite model's expert read.
+	if p.Name != "e2e-cal" || p.Compute == nil || p.Bandwidth <= 0 || p.Service == nil || len(p.Service.Sizes) != 3 || len(p.Service.QueueDepths) != 2 {
+		t.Fatalf("stored profile %+v (service %+v): want the device's name, compute and a 3 × 2 table", p, p.Service)
 	}
 
 	// The twin: an agent emulating the stored profile.
