@@ -119,6 +119,7 @@ func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
 type computeYAML struct {
 	WeightBandwidth string `yaml:"weight_bandwidth"`
 	Throughput      string `yaml:"throughput"`
+	PageCost        string `yaml:"page_cost,omitempty"`
 }
 
 // Bounds of plausible compute speeds: below them a token of even a tiny
@@ -129,6 +130,7 @@ const (
 	minThroughput      = 100e6  // 0.1 GFLOP/s
 	maxThroughput      = 1e18   // 1 EFLOP/s
 	maxPageSize        = 2 << 20
+	maxPageCost        = 100 * time.Microsecond
 	maxReadAhead       = expert.MaxReadAhead
 )
 
@@ -185,7 +187,15 @@ func parseCompute(y *computeYAML) (*expert.Compute, error) {
 	if fl < minThroughput || fl > maxThroughput {
 		return nil, fmt.Errorf("throughput %q is outside the plausible 0.1GFLOP/s to 1EFLOP/s", y.Throughput)
 	}
-	return &expert.Compute{WeightBandwidth: bw, Throughput: fl}, nil
+	c := &expert.Compute{WeightBandwidth: bw, Throughput: fl}
+	if y.PageCost != "" {
+		d, err := time.ParseDuration(strings.TrimSpace(y.PageCost))
+		if err != nil || d < 0 || d > maxPageCost {
+			return nil, fmt.Errorf("page_cost %q must be a duration from 0 to 100us (CPU time per page read into the page cache, e.g. 150ns)", y.PageCost)
+		}
+		c.PageCost = d
+	}
+	return c, nil
 }
 
 // parsePositiveRate parses a number with an SI prefix (k, M, G, T, P, E,

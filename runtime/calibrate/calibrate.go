@@ -85,6 +85,9 @@ type Result struct {
 	DecodeCPUTPS float64
 	WeightGBTok  float64 // weight GB read per decoded token of the reference
 	RefModel     string
+	// PageCost is the naive mode's page-cache work per page on this host
+	// (expert.MeasurePageCost), the profile's compute.page_cost.
+	PageCost time.Duration
 	// ReadFile is the existing file the grid read, or "" for a test file.
 	ReadFile string
 	Measured time.Time
@@ -248,6 +251,8 @@ func Measure(ctx context.Context, cfg Config) (*Result, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	res.PageCost = expert.MeasurePageCost()
+	progress("naive page cache: %v of CPU per page read", res.PageCost)
 	res.Profile = derive(cfg, res, tg)
 	return res, nil
 }
@@ -428,6 +433,7 @@ func derive(cfg Config, res *Result, tg *bench.Row) *expert.Profile {
 	p.Compute = &expert.Compute{
 		WeightBandwidth: math.Round(tg.GBps * computeScale(cfg, tg) * 1e9),
 		Throughput:      math.Round(tg.GFLOPs * computeScale(cfg, tg) * 1e9),
+		PageCost:        res.PageCost,
 	}
 	p.Description = fmt.Sprintf("measured on %s/%s, %d CPUs, %s", runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), res.Measured.Format("2006-01-02"))
 	return p

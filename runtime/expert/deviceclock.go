@@ -278,7 +278,8 @@ func (d *deviceClock) issue(e *entry, n int64, runs int, demand bool) {
 
 // syncRead is a synchronous read of n bytes with the flash otherwise idle
 // (the naive mode's faults): the clock waits for it.
-func (d *deviceClock) syncRead(n int64) {
+func (d *deviceClock) syncRead(n int64, pages int64) {
+	defer d.pages(pages)
 	if d.ps != nil {
 		d.stall(d.ps.issue(nil, d.now, n, 1, true))
 		return
@@ -287,6 +288,21 @@ func (d *deviceClock) syncRead(n int64) {
 	start := max(d.now+lat, d.nextDemand, d.nextSpec)
 	d.nextDemand = start + x
 	d.stall(d.nextDemand)
+}
+
+// pages charges the device's page-cache work for pages read by a naive
+// fault (Compute.PageCost each) as device compute.
+func (d *deviceClock) pages(n int64) {
+	dev := time.Duration(n) * d.comp.PageCost
+	if dev <= 0 {
+		return
+	}
+	d.now += dev
+	if d.batchN == 1 {
+		d.mu.Lock()
+		d.devTotal += dev
+		d.mu.Unlock()
+	}
 }
 
 // busy spins for d: the ComputeSlowdown test hook's busy work.

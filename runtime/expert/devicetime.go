@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Compute is a device's decode compute speed, the part of a profile that
@@ -21,6 +22,11 @@ type Compute struct {
 	WeightBandwidth float64
 	// Throughput is the sustained arithmetic rate of decode, in FLOP/s.
 	Throughput float64
+	// PageCost is the device's CPU time per page a naive fault reads into
+	// the page cache (the kernel's page-cache insertion and LRU work, which
+	// an O_DIRECT read grid does not include); 0 charges none. The naive
+	// mode's clock charges it as compute per page read (MeasurePageCost).
+	PageCost time.Duration
 }
 
 // Seconds returns the device time of a segment that reads bytes of
@@ -69,6 +75,9 @@ func MarshalProfile(p *Profile, header string) []byte {
 	}
 	if c := p.Compute; c != nil {
 		fmt.Fprintf(&b, "compute:\n  weight_bandwidth: %sB/s\n  throughput: %sFLOP/s\n", exact(c.WeightBandwidth), exact(c.Throughput))
+		if c.PageCost > 0 {
+			fmt.Fprintf(&b, "  page_cost: %s\n", c.PageCost)
+		}
 	}
 	if p.Service != nil {
 		p.Service.marshal(&b)

@@ -319,7 +319,7 @@ func (s *Store) readRun(ctx context.Context, layer, x int, idx, count, want int6
 	var out []byte
 	s.mu.Lock()
 	if s.clock != nil {
-		s.clock.syncRead(int64(got))
+		s.clock.syncRead(int64(got), (int64(got)+n.page-1)/n.page)
 	}
 	for i := int64(0); i < count; i++ {
 		lo, hi := min(i*n.page, int64(got)), min((i+1)*n.page, int64(got))

@@ -188,6 +188,9 @@ func TestDeviceTimeErrors(t *testing.T) {
 		"compute:\n  weight_bandwidth: 60GB/s\n  throughput: 1e30FLOP/s\n",
 		"compute:\n  weight_bandwidth: 60GB/s\n",
 		"compute:\n  weight_bandwidth: fast\n  throughput: 1TFLOP/s\n",
+		"compute:\n  weight_bandwidth: 60GB/s\n  throughput: 1TFLOP/s\n  page_cost: 1s\n",
+		"compute:\n  weight_bandwidth: 60GB/s\n  throughput: 1TFLOP/s\n  page_cost: -1ns\n",
+		"compute:\n  weight_bandwidth: 60GB/s\n  throughput: 1TFLOP/s\n  page_cost: cheap\n",
 		"page_size: 3000\n",
 		"read_ahead: 1GiB\n",
 	} {

@@ -82,3 +82,30 @@ func TestMeasuredTableChargesReads(t *testing.T) {
 func ms(scale int, x float64) string {
 	return time.Duration(float64(scale) * x * float64(time.Millisecond)).String()
 }
+
+// TestNaivePageCost: a profile's compute.page_cost is charged as device
+// compute for every page naive reads, and changes nothing else.
+func TestNaivePageCost(t *testing.T) {
+	path := synthModel(t, tensor.Q8_0)
+	want := greedyWith(t, path, nil)
+	var st [2]expert.Stats
+	for i, extra := range []string{"", "  page_cost: 2us\n"} {
+		var s *expert.Store
+		prof := testProfile(t, "read_ahead: 16KiB\n"+testCompute+extra)
+		got := greedyWith(t, path, storeSource(t, path, "", expert.Options{Mode: expert.Naive, Profile: prof, DeviceTime: true}, 0.3, &s))
+		if !slices.Equal(got, want) {
+			t.Fatalf("tokens %v, want %v", got, want)
+		}
+		st[i] = s.Stats()
+	}
+	if st[0].BytesRead != st[1].BytesRead || st[0].DeviceStall != st[1].DeviceStall || st[0].BytesRead == 0 {
+		t.Fatalf("the page cost changed what was read or the stall: %+v / %+v", st[0], st[1])
+	}
+	// Device compute counts decode only, the bytes prefill's too: the
+	// charge is a whole number of pages, most of those read.
+	pages := float64(st[1].BytesRead) / 4096
+	got := (st[1].DeviceCompute - st[0].DeviceCompute).Seconds() / 2e-6
+	if math.Abs(got-math.Round(got)) > 0.01 || got < 0.5*pages || got > pages+1 {
+		t.Errorf("page cost charged for %.2f pages, naive read %.1f", got, pages)
+	}
+}
