@@ -50,8 +50,10 @@ import (
 // prefill segments advance the clock by their weight bytes (a batch's
 // FLOPs per expert are not known here). Dilation changes time, never what
 // is read or computed, so outputs stay exact. What the model leaves out:
-// attention over the context (FLOPs growing with position), the device's
-// queue-depth limit (latencies overlap without bound; transfers share the
+// attention over the context (FLOPs growing with position), and, without
+// a measured table (with one, deviceflash.go shares the device by queue
+// depth), the device's queue-depth limit (latencies overlap without
+// bound; transfers share the
 // bandwidth), the release of bandwidth reserved by speculative reads that
 // are cancelled, and the store's own host overheads.
 
