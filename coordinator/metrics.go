@@ -20,13 +20,26 @@ var (
 	descIngestErr = prometheus.NewDesc("lesfarm_ingest_errors_total", "Ingest database errors (batches redelivered).", nil, nil)
 	descSweeps    = prometheus.NewDesc("lesfarm_sweeps_total", "Lease, timeout and lost-device sweeps finished.", nil, nil)
 	descLag       = prometheus.NewDesc("lesfarm_ingest_lag_messages", "Messages not yet committed (pending plus unacked), by stream.", []string{"stream"}, nil)
+	// One counter per phase (not a label), so a scraper summing labels
+	// still reads each one.
+	descTelPhase = map[string]*prometheus.Desc{}
 )
+
+func init() {
+	for _, ph := range []string{"fetch", "decode", "commit", "ack"} {
+		descTelPhase[ph] = prometheus.NewDesc("lesfarm_ingest_telemetry_"+ph+"_seconds_total",
+			"Telemetry ingest workers' time in the "+ph+" phase, summed over the workers.", nil, nil)
+	}
+}
 
 // collector exports the coordinator's state at scrape time.
 type collector struct{ c *Coordinator }
 
 func (m *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descRuns, descRejected, descSamples, descTelMsgs, descResults, descStale, descIngestErr, descLag, descSweeps} {
+		ch <- d
+	}
+	for _, d := range descTelPhase {
 		ch <- d
 	}
 }
@@ -50,6 +63,9 @@ func (m *collector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descStale, prometheus.CounterValue, float64(st.Stale))
 	ch <- prometheus.MustNewConstMetric(descIngestErr, prometheus.CounterValue, float64(st.Errors))
 	ch <- prometheus.MustNewConstMetric(descSweeps, prometheus.CounterValue, float64(c.Sweeps()))
+	for ph, d := range map[string]time.Duration{"fetch": st.FetchTime, "decode": st.DecodeTime, "commit": st.CommitTime, "ack": st.AckTime} {
+		ch <- prometheus.MustNewConstMetric(descTelPhase[ph], prometheus.CounterValue, d.Seconds())
+	}
 	for stream, cons := range map[string]string{protocol.StreamTelemetry: ingest.TelemetryConsumer, protocol.StreamResults: ingest.ResultsConsumer} {
 		if c.js == nil {
 			break

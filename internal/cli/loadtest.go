@@ -103,6 +103,7 @@ is 1 unless nothing was lost or duplicated.`,
 				}()
 				natsURL, dbURL = e.natsURL, e.dbURL
 				cfg.MetricsURLs = []string{"http://" + e.httpAddr + "/metrics"}
+				cfg.DatabaseCPU = treeCPU(filepath.Join(e.dir, "pg", "postmaster.pid"))
 				fmt.Fprintf(env.Stderr, "loadtest: coordinator pid %d (http %s, nats %s), log %s\n", e.cmd.Process.Pid, e.httpAddr, e.natsURL, e.logPath)
 			}
 			st, err := store.Open(ctx, dbURL, store.Config{MaxConns: 8})
@@ -158,6 +159,15 @@ func printLoadReport(w io.Writer, r *loadtest.Report) {
 		fmt.Fprintf(w, "  coordinator        %s: RSS max %.1f MiB, CPU %.2f cores, %d samples committed\n", c.MetricsURL, float64(c.RSSMaxBytes)/(1<<20), c.CPUCores, c.SamplesCommitted)
 	}
 	fmt.Fprintf(w, "  load generator     CPU %.2f cores\n", r.LoadgenCPUCores)
+	if r.DatabaseCPUCores > 0 {
+		fmt.Fprintf(w, "  database           CPU %.2f cores (postgres and its backends)\n", r.DatabaseCPUCores)
+	}
+	for _, c := range r.Coordinators {
+		if len(c.IngestWorkers) > 0 {
+			fmt.Fprintf(w, "  ingest workers     fetch %.2f, decode %.2f, commit %.2f, ack %.2f (average workers in each phase)\n",
+				c.IngestWorkers["fetch"], c.IngestWorkers["decode"], c.IngestWorkers["commit"], c.IngestWorkers["ack"])
+		}
+	}
 	fmt.Fprintf(w, "  checked            %d samples sent, %d stored: %d lost, %d duplicated; %d runs assigned twice, %d not succeeded\n",
 		r.SamplesSent, r.SamplesStored, r.LostSamples, r.DuplicatedSamples, r.DuplicatedAssignments, r.FailedRuns)
 	fmt.Fprintf(w, "  superseded         %d attempts, %d samples fenced out (not lost)\n", r.SupersededAttempts, r.SupersededSamples)

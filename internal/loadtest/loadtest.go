@@ -86,6 +86,9 @@ type Config struct {
 	// DrainTimeout bounds the wait, after Duration, for the queue to drain
 	// and every sample to be stored (default 2m).
 	DrainTimeout time.Duration
+	// DatabaseCPU, when set, reads the database's CPU time so far (false:
+	// unknown); the report gives its cores over the window.
+	DatabaseCPU func() (time.Duration, bool)
 	// ScrapeInterval is the metrics sampling period (default 250ms).
 	ScrapeInterval time.Duration
 	Logger         *slog.Logger
@@ -252,12 +255,14 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	scrCtx, stopScrape := context.WithCancel(ctx)
 	scrDone := make(chan struct{})
 	cpu0 := processCPU()
+	db0, dbOK0 := lt.databaseCPU()
 	start := time.Now()
 	go func() { defer close(scrDone); scr.run(scrCtx) }()
 
 	runIDs, err := lt.trigger(ctx, spec, start.Add(cfg.Duration))
 	windowEnd := time.Now()
 	cpu1 := processCPU()
+	db1, dbOK1 := lt.databaseCPU()
 	lt.mu.Lock()
 	lt.windowEnd = windowEnd
 	inWindow := lt.inWindow
@@ -302,6 +307,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	rep.AssignmentsPerS = float64(inWindow) / win
 	rep.SentPerS = float64(sentInWindow) / win
 	rep.LoadgenCPUCores = (cpu1 - cpu0).Seconds() / win
+	if dbOK0 && dbOK1 {
+		rep.DatabaseCPUCores = math.Round((db1-db0).Seconds()/win*100) / 100
+	}
 	lt.mu.Lock()
 	var first []time.Duration
 	for run, t0 := range lt.triggeredAt {
@@ -327,6 +335,13 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return rep, errors.Join(errs...)
 	}
 	return rep, nil
+}
+
+func (lt *loadRun) databaseCPU() (time.Duration, bool) {
+	if lt.cfg.DatabaseCPU == nil {
+		return 0, false
+	}
+	return lt.cfg.DatabaseCPU()
 }
 
 // makeAgents creates a device credential for each agent and connects it.

@@ -22,7 +22,12 @@ type scrapePoint struct {
 	ingested []int64 // committed samples per coordinator (-1: scrape failed)
 	cpu      []float64
 	rss      []int64
+	phases   []map[string]float64 // ingest workers' seconds by phase, per coordinator
 }
+
+// ingestPhases are the coordinators' telemetry worker phases
+// (lesfarm_ingest_telemetry_<phase>_seconds_total).
+var ingestPhases = []string{"fetch", "decode", "commit", "ack"}
 
 // scraper samples the coordinators' /metrics and the agents' sent counter.
 type scraper struct {
@@ -69,7 +74,8 @@ func (s *scraper) scrape(ctx context.Context) {
 	if len(s.urls) == 0 {
 		return
 	}
-	p := scrapePoint{sent: s.sent(), ingested: make([]int64, len(s.urls)), cpu: make([]float64, len(s.urls)), rss: make([]int64, len(s.urls))}
+	p := scrapePoint{sent: s.sent(), ingested: make([]int64, len(s.urls)), cpu: make([]float64, len(s.urls)), rss: make([]int64, len(s.urls)),
+		phases: make([]map[string]float64, len(s.urls))}
 	var wg sync.WaitGroup
 	for i, u := range s.urls {
 		wg.Add(1)
@@ -83,6 +89,12 @@ func (s *scraper) scrape(ctx context.Context) {
 			p.ingested[i] = int64(m["lesfarm_ingest_samples_total"])
 			p.cpu[i] = m["process_cpu_seconds_total"]
 			p.rss[i] = int64(m["process_resident_memory_bytes"])
+			p.phases[i] = map[string]float64{}
+			for _, ph := range ingestPhases {
+				if v, ok := m["lesfarm_ingest_telemetry_"+ph+"_seconds_total"]; ok {
+					p.phases[i][ph] = v
+				}
+			}
 		}()
 	}
 	wg.Wait()
@@ -181,6 +193,18 @@ func (s *scraper) fill(rep *Report, end time.Time) {
 		if first.ingested[i] >= 0 && last.ingested[i] >= 0 {
 			cs.SamplesCommitted = last.ingested[i] - first.ingested[i]
 			committed += cs.SamplesCommitted
+		}
+		if first.phases[i] != nil && last.phases[i] != nil && span > 0 {
+			for _, ph := range ingestPhases {
+				v1, ok1 := last.phases[i][ph]
+				v0, ok0 := first.phases[i][ph]
+				if ok0 && ok1 {
+					if cs.IngestWorkers == nil {
+						cs.IngestWorkers = map[string]float64{}
+					}
+					cs.IngestWorkers[ph] = math.Round((v1-v0)/span*100) / 100
+				}
+			}
 		}
 		rep.Coordinators = append(rep.Coordinators, cs)
 	}

@@ -26,6 +26,11 @@ type CoordinatorStats struct {
 	RSSMaxBytes      int64   `json:"rss_max_bytes"`
 	CPUCores         float64 `json:"cpu_cores"`
 	SamplesCommitted int64   `json:"samples_committed"`
+	// IngestWorkers is how many telemetry workers were, on average over
+	// the window, in each phase (fetch: waiting for messages, decode,
+	// commit: the transaction, ack): the phase the workers pile up in
+	// bounds ingest.
+	IngestWorkers map[string]float64 `json:"ingest_workers,omitempty"`
 }
 
 // Report is what a load run measured. Lost and duplicated samples are
@@ -69,6 +74,10 @@ type Report struct {
 	// LoadgenCPUCores is this process's CPU per wall second (in process
 	// with a coordinator it includes the coordinator).
 	LoadgenCPUCores float64 `json:"loadgen_cpu_cores"`
+	// DatabaseCPUCores is the database's CPU per wall second, when
+	// Config.DatabaseCPU reads it (the local PostgreSQL of the embedded
+	// mode).
+	DatabaseCPUCores float64 `json:"database_cpu_cores,omitempty"`
 
 	// LostSamples and DuplicatedSamples compare each succeeded run's
 	// stored rows with what the attempt that completed it sent.
