@@ -144,7 +144,10 @@ func (r *varintReader) i32(field string) int32 {
 
 // UnmarshalJSON implements json.Unmarshaler. It checks the encoding's shape;
 // Validate checks the values.
-func (m *TelemetryBatch) UnmarshalJSON(data []byte) error {
+func (m *TelemetryBatch) UnmarshalJSON(data []byte) error { return m.unmarshalJSON(data) }
+
+// unmarshalJSON is UnmarshalJSON, which DecodeTelemetry calls directly.
+func (m *TelemetryBatch) unmarshalJSON(data []byte) error {
 	var w telemetryWire
 	if err := json.Unmarshal(data, &w); err != nil {
 		return err
