@@ -323,7 +323,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	reassigned := maps.Clone(lt.reassigned)
 	errs := lt.errs
 	lt.mu.Unlock()
-	t := tally(sent, ends, stored, reassigned)
+	t := tally(sent, ends, stored, reassigned, settled(sent, ends, stored))
 	rep.SamplesStored, rep.LostSamples, rep.DuplicatedSamples = t.stored, t.lost, t.dup
 	rep.DuplicatedAssignments, rep.FailedRuns, rep.UnfinishedRuns, rep.UnfinishedSamples = t.reassigned, t.failed, t.unfinished, t.unfinishedSamples
 	rep.SupersededAttempts, rep.SupersededSamples = t.superseded, t.supersededSamples

@@ -111,33 +111,40 @@ func TestTally(t *testing.T) {
 		ends   map[int64]runEnd
 		stored map[int64]int64
 		saw    map[int64]bool
-		want   tallied
+		// unsettled: the drain bound passed before every run was
+		// terminal and stored.
+		unsettled bool
+		want      tallied
 	}{
-		{"exact", map[a]int64{{1, 7}: 10, {2, 8}: 5}, map[int64]runEnd{1: ok(7), 2: ok(8)}, map[int64]int64{1: 10, 2: 5}, nil,
+		{"exact", map[a]int64{{1, 7}: 10, {2, 8}: 5}, map[int64]runEnd{1: ok(7), 2: ok(8)}, map[int64]int64{1: 10, 2: 5}, nil, false,
 			tallied{stored: 15}},
-		{"lost", map[a]int64{{1, 7}: 10, {2, 8}: 5}, map[int64]runEnd{1: ok(7), 2: ok(8)}, map[int64]int64{1: 7}, nil,
+		{"lost", map[a]int64{{1, 7}: 10, {2, 8}: 5}, map[int64]runEnd{1: ok(7), 2: ok(8)}, map[int64]int64{1: 7}, nil, false,
 			tallied{stored: 7, lost: 8}},
-		{"dup", map[a]int64{{1, 7}: 10}, map[int64]runEnd{1: ok(7)}, map[int64]int64{1: 12}, nil, tallied{stored: 12, dup: 2}},
-		{"rows without a reporting attempt", map[a]int64{{1, 7}: 10}, map[int64]runEnd{1: ok(7), 3: ok(9)}, map[int64]int64{1: 10, 3: 4}, nil,
+		{"dup", map[a]int64{{1, 7}: 10}, map[int64]runEnd{1: ok(7)}, map[int64]int64{1: 12}, nil, false, tallied{stored: 12, dup: 2}},
+		{"rows without a reporting attempt", map[a]int64{{1, 7}: 10}, map[int64]runEnd{1: ok(7), 3: ok(9)}, map[int64]int64{1: 10, 3: 4}, nil, false,
 			tallied{stored: 14, dup: 4}},
-		{"both", map[a]int64{{1, 1}: 10, {2, 2}: 10}, map[int64]runEnd{1: ok(1), 2: ok(2)}, map[int64]int64{1: 9, 2: 11}, nil,
+		{"both", map[a]int64{{1, 1}: 10, {2, 2}: 10}, map[int64]runEnd{1: ok(1), 2: ok(2)}, map[int64]int64{1: 9, 2: 11}, nil, false,
 			tallied{stored: 20, lost: 1, dup: 1}},
 		// Run 1's first attempt (token 3) was superseded by token 4: its
 		// samples are fenced out, and only token 4's count.
-		{"superseded attempt", map[a]int64{{1, 3}: 500, {1, 4}: 500}, map[int64]runEnd{1: again(4)}, map[int64]int64{1: 500}, nil,
+		{"superseded attempt", map[a]int64{{1, 3}: 500, {1, 4}: 500}, map[int64]runEnd{1: again(4)}, map[int64]int64{1: 500}, nil, false,
 			tallied{stored: 500, superseded: 1, supersededSamples: 500, reassigned: 1}},
 		// ... but a missing row of the completing attempt is still lost.
-		{"superseded and lost", map[a]int64{{1, 3}: 500, {1, 4}: 500}, map[int64]runEnd{1: again(4)}, map[int64]int64{1: 450}, nil,
+		{"superseded and lost", map[a]int64{{1, 3}: 500, {1, 4}: 500}, map[int64]runEnd{1: again(4)}, map[int64]int64{1: 450}, nil, false,
 			tallied{stored: 450, lost: 50, superseded: 1, supersededSamples: 500, reassigned: 1}},
 		{"unfinished at the bound", map[a]int64{{1, 3}: 500, {2, 5}: 500}, map[int64]runEnd{1: {state: store.RunQueued, attempts: 1}, 2: ok(5)},
-			map[int64]int64{2: 500}, nil, tallied{stored: 500, unfinished: 1, unfinishedSamples: 500, reassigned: 0}},
-		{"failed", map[a]int64{{1, 3}: 500}, map[int64]runEnd{1: {state: store.RunFailed, token: 3, attempts: 3}}, nil, nil,
+			map[int64]int64{2: 500}, nil, true, tallied{stored: 500, unfinished: 1, unfinishedSamples: 500}},
+		// A succeeded run whose last batches are still in the stream at
+		// the bound is unfinished, not lossy.
+		{"samples in flight at the bound", map[a]int64{{1, 3}: 500}, map[int64]runEnd{1: ok(3)}, map[int64]int64{1: 450}, nil, true,
+			tallied{stored: 450, unfinished: 1, unfinishedSamples: 50}},
+		{"failed", map[a]int64{{1, 3}: 500}, map[int64]runEnd{1: {state: store.RunFailed, token: 3, attempts: 3}}, nil, nil, false,
 			tallied{failed: 1, reassigned: 1, superseded: 1, supersededSamples: 500}},
-		{"agent saw a second grant", map[a]int64{{1, 3}: 10}, map[int64]runEnd{1: ok(3)}, map[int64]int64{1: 10}, map[int64]bool{1: true},
+		{"agent saw a second grant", map[a]int64{{1, 3}: 10}, map[int64]runEnd{1: ok(3)}, map[int64]int64{1: 10}, map[int64]bool{1: true}, false,
 			tallied{stored: 10, reassigned: 1}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := tally(tc.sent, tc.ends, tc.stored, tc.saw); got != tc.want {
+			if got := tally(tc.sent, tc.ends, tc.stored, tc.saw, !tc.unsettled); got != tc.want {
 				t.Fatalf("tally = %+v, want %+v", got, tc.want)
 			}
 		})

@@ -150,7 +150,9 @@ type tallied struct {
 	superseded        int
 	supersededSamples int64
 	// unfinished runs were still queued or active at the drain bound (a
-	// throughput bound): their samples are counted here, not as lost.
+	// throughput bound), or succeeded with samples not stored yet (still
+	// in the stream): their samples are counted here, not as lost. Loss
+	// is only told once everything settled.
 	unfinished        int
 	unfinishedSamples int64
 	failed            int // terminal but not succeeded
@@ -161,7 +163,9 @@ type tallied struct {
 // succeeded run sent (the run's final token) with what is stored: fewer
 // rows lost samples, more (or rows without a reporting attempt)
 // duplicated them. agentSaw are runs an agent received after another.
-func tally(sent map[attempt]int64, ends map[int64]runEnd, stored map[int64]int64, agentSaw map[int64]bool) tallied {
+// Unless the load settled (every run terminal and stored, see settled),
+// missing rows may still be in flight and count as unfinished.
+func tally(sent map[attempt]int64, ends map[int64]runEnd, stored map[int64]int64, agentSaw map[int64]bool, settled bool) tallied {
 	var t tallied
 	byRun := map[int64][]attempt{}
 	for a := range sent {
@@ -184,9 +188,13 @@ func tally(sent map[attempt]int64, ends map[int64]runEnd, stored map[int64]int64
 			t.failed++
 		default:
 			want := sent[attempt{id, e.token}]
-			if got < want {
+			switch {
+			case got < want && !settled:
+				t.unfinished++
+				t.unfinishedSamples += want - got
+			case got < want:
 				t.lost += want - got
-			} else {
+			default:
 				t.dup += got - want
 			}
 		}
