@@ -17,6 +17,7 @@ import (
 	"github.com/lesfarm/lesfarm/coordinator/store"
 	"github.com/lesfarm/lesfarm/internal/embedded"
 	"github.com/lesfarm/lesfarm/internal/testenv"
+	"github.com/lesfarm/lesfarm/protocol"
 )
 
 func TestMain(m *testing.M) { os.Exit(testenv.Run(m)) }
@@ -205,5 +206,32 @@ func TestConfigErrors(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%+v: err %v, want %q", tc.cfg, err, tc.want)
 		}
+	}
+}
+
+// TestHeldRunsUntilSettled: a finished run stays in the agent's heartbeats
+// as "finishing" until the coordinator names that attempt in a cancel (its
+// lease is gone: the result was committed or rejected); an older
+// attempt's notice leaves a newer grant of the same run alone.
+func TestHeldRunsUntilSettled(t *testing.T) {
+	a := newSimAgent(&loadRun{}, "lt-x-00000", "secret")
+	a.held[7] = heldRun{token: 5, state: protocol.RunStateRunning}
+	a.finishing(7, 4) // a stale attempt's result: no change
+	if got := a.heldStatus(); len(got) != 1 || got[0].State != protocol.RunStateRunning {
+		t.Fatalf("after a stale attempt finished: %+v", got)
+	}
+	a.finishing(7, 5)
+	got := a.heldStatus()
+	if len(got) != 1 || got[0].RunID != 7 || got[0].Token != 5 || got[0].State != protocol.RunStateFinishing || got[0].Progress != 1 {
+		t.Fatalf("finished run not reported as finishing: %+v", got)
+	}
+	if st := a.drop(7, 4); st != "" || len(a.heldStatus()) != 1 {
+		t.Fatalf("an older attempt's cancel dropped the current one (%q)", st)
+	}
+	if st := a.drop(7, 5); st != protocol.RunStateFinishing || len(a.heldStatus()) != 0 {
+		t.Fatalf("settled run still held (%q): %+v", st, a.heldStatus())
+	}
+	if err := (&protocol.Heartbeat{V: protocol.Version, DeviceID: a.id, Seq: 1, Runs: got, SentAt: time.Now()}).Validate(); err != nil {
+		t.Fatalf("a heartbeat listing the finishing run is invalid: %v", err)
 	}
 }
