@@ -348,9 +348,7 @@ func (s *State) dense(li, n int) error {
 	if err := tensor.MatMulMulti(m.pool, sc.mmDst[:2], sc.mmM[:2], sc.h[:n*m.Hidden], n); err != nil {
 		return fmt.Errorf("model: blk.%d.ffn_gate/up: %w", li, err)
 	}
-	for i := range g {
-		g[i] = silu(g[i]) * u[i]
-	}
+	tensor.SiLUMul(g, u)
 	if err := m.matmul(sc.h, L.Down, g, n); err != nil {
 		return fmt.Errorf("model: blk.%d.ffn_down: %w", li, err)
 	}
@@ -514,9 +512,7 @@ func (s *State) runExpert(i int, w moe.Weights) error {
 		return fmt.Errorf("expert %d gate/up: %w", e, err)
 	}
 	g, u := sc.eg[:cnt*F], sc.eu[:cnt*F]
-	for j := range g {
-		g[j] = silu(g[j]) * u[j]
-	}
+	tensor.SiLUMul(g, u)
 	if cnt == 1 {
 		r := int(rows[0])
 		return wrapErr(m.matmul(sc.eout[r*H:(r+1)*H], &down, g, 1), e)

@@ -43,7 +43,8 @@ func softmax(x []float32) {
 	}
 }
 
-// silu returns x / (1 + exp(-x)).
+// silu returns x / (1 + exp(-x)) with math.Exp (the DeltaNet conv and the
+// output gates; the FFNs' SwiGLU uses tensor.SiLUMul, one vector exp per build).
 func silu(x float32) float32 {
 	return x / (1 + float32(math.Exp(float64(-x))))
 }

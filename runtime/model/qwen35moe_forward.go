@@ -227,9 +227,7 @@ func (s *State) moeShared(ctx context.Context, li int, L *Layer, hl *hybridLayer
 	if err := tensor.MatMulMulti(m.pool, hsc.mmDst[:2], hsc.mmM[:2], h, n); err != nil {
 		return fmt.Errorf("model: blk.%d.ffn_gate/up_shexp: %w", li, err)
 	}
-	for i := range g {
-		g[i] = silu(g[i]) * u[i]
-	}
+	tensor.SiLUMul(g, u)
 	if err := m.matmul(d, &hl.ShDown, g, n); err != nil {
 		return fmt.Errorf("model: blk.%d.ffn_down_shexp: %w", li, err)
 	}

@@ -1,0 +1,9 @@
+//go:build (!amd64 && !arm64) || purego
+
+package tensor
+
+// siluMulVec has no vector form in this build: SiLUMul does all of g in Go.
+func siluMulVec(g, u []float32) int { return 0 }
+
+// siluImpl names the SiLUMul implementation of this build.
+func siluImpl() string { return "go" }
