@@ -62,7 +62,7 @@ func randomBytesMatrix(r *rand.Rand, typ Type, rows, cols int) Matrix {
 func testBatched(t *testing.T, r *rand.Rand, typ Type, m Matrix) {
 	t.Helper()
 	rows, cols := m.Rows, m.Cols
-	for _, n := range []int{1, 2, 3, 4, 5, 7, 8, 9, 17} {
+	for _, n := range []int{1, 2, 3, 4, 5, 6, 7, 8, 9, 17} {
 		x := randVec(r, n*cols, float32(n))
 		x[3] = 0
 		x[cols-1] = -x[1]

@@ -25,9 +25,28 @@ func q4kVecs3AVX2(w *byte, rows int, y *blockQ8K, nb, ystride int, dst *float32,
 //go:noescape
 func q4kVecs4AVX2(w *byte, rows int, y *blockQ8K, nb, ystride int, dst *float32, dstride int)
 
+// q4kVecs5AVX2 .. q4kVecs8AVX2 are the same for 5 to 8 vectors (eight
+// integer accumulators fit in the sixteen YMM registers next to the decoded
+// weights and scales): a prefill expert routed 5-8 positions decodes each
+// super-block once instead of twice (4 + the rest), and the float work per
+// super-block is still one vector op for all nv.
+//
+//go:noescape
+func q4kVecs5AVX2(w *byte, rows int, y *blockQ8K, nb, ystride int, dst *float32, dstride int)
+
+//go:noescape
+func q4kVecs6AVX2(w *byte, rows int, y *blockQ8K, nb, ystride int, dst *float32, dstride int)
+
+//go:noescape
+func q4kVecs7AVX2(w *byte, rows int, y *blockQ8K, nb, ystride int, dst *float32, dstride int)
+
+//go:noescape
+func q4kVecs8AVX2(w *byte, rows int, y *blockQ8K, nb, ystride int, dst *float32, dstride int)
+
 // dotQ4KQ8KVecsAsm is the batched Q4_K kernel (q8kN): rows consecutive
-// rows of w against nv ≤ batchVectors vectors, four vectors per pass over
-// the rows (a pass decodes each super-block once for its vectors).
+// rows of w against nv ≤ batchVectors vectors in one pass over the rows (a
+// pass decodes each super-block once for its vectors); more than eight
+// vectors go eight per pass.
 func dotQ4KQ8KVecsAsm(w []byte, rows int, y []blockQ8K, nv int, dst []float32, stride int) {
 	if rows == 0 || nv == 0 {
 		return
@@ -42,17 +61,25 @@ func dotQ4KQ8KVecsAsm(w []byte, rows int, y []blockQ8K, nv int, dst []float32, s
 	_ = w[144*nb*rows-1]
 	_ = dst[(nv-1)*stride+rows-1]
 	ys := nb * int(unsafe.Sizeof(y[0]))
-	for v := 0; v < nv; v += 4 {
+	for v := 0; v < nv; v += 8 {
 		wp, yp, dp := &w[0], &y[v*nb], &dst[v*stride]
-		switch min(4, nv-v) {
+		switch min(8, nv-v) {
 		case 1:
 			q4kVecs1AVX2(wp, rows, yp, nb, ys, dp, stride)
 		case 2:
 			q4kVecs2AVX2(wp, rows, yp, nb, ys, dp, stride)
 		case 3:
 			q4kVecs3AVX2(wp, rows, yp, nb, ys, dp, stride)
-		default:
+		case 4:
 			q4kVecs4AVX2(wp, rows, yp, nb, ys, dp, stride)
+		case 5:
+			q4kVecs5AVX2(wp, rows, yp, nb, ys, dp, stride)
+		case 6:
+			q4kVecs6AVX2(wp, rows, yp, nb, ys, dp, stride)
+		case 7:
+			q4kVecs7AVX2(wp, rows, yp, nb, ys, dp, stride)
+		default:
+			q4kVecs8AVX2(wp, rows, yp, nb, ys, dp, stride)
 		}
 	}
 }

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Writes dot_q4kv_amd64.s: register-blocked Q4_K × Q8_K kernels for 1 to 4
-activation vectors (q4kVecs1AVX2 .. q4kVecs4AVX2, see dot_q4kv_amd64.go).
+activation vectors (q4kVecs1AVX2 .. q4kVecs4AVX2, see dot_q4kv_amd64.go),
+and for 5 to 8 (q4kVecs5AVX2 .. q4kVecs8AVX2, kernel_wide).
 
 Run from runtime/tensor: python3 gen_q4kv.py
 
@@ -230,6 +231,175 @@ def kernel(nv, name=None, reg=False, prefetch=PREFETCH):
     return o
 
 
+def wide_addr(off, v):
+    """Address of byte off of vector v's block for nv = 5..8: vectors 0-3
+    from DI, 4-7 from R13 = DI + 4·ystride."""
+    base = "DI" if v < 4 else "R13"
+    return [f"{off}({base})", f"{off}({base})(R12*1)", f"{off}({base})(R12*2)", f"{off}({base})(R11*1)"][v % 4]
+
+
+def hsum4(e, regs):
+    """Packs the 4-lane int32 sums of XMM registers regs (1-4 of them) into
+    the lanes of the first: lane i = sum of regs[i] (the last repeated)."""
+    x = [f"X{r}" for r in regs]
+    if len(x) == 1:
+        e(f"\tVPHADDD {x[0]}, {x[0]}, {x[0]}")
+        e(f"\tVPHADDD {x[0]}, {x[0]}, {x[0]}")
+    elif len(x) == 2:
+        e(f"\tVPHADDD {x[1]}, {x[0]}, {x[0]}")
+        e(f"\tVPHADDD {x[0]}, {x[0]}, {x[0]}")
+    elif len(x) == 3:
+        e(f"\tVPHADDD {x[1]}, {x[0]}, {x[0]}")
+        e(f"\tVPHADDD {x[2]}, {x[2]}, {x[2]}")
+        e(f"\tVPHADDD {x[2]}, {x[0]}, {x[0]}")
+    else:
+        e(f"\tVPHADDD {x[1]}, {x[0]}, {x[0]}")
+        e(f"\tVPHADDD {x[3]}, {x[2]}, {x[2]}")
+        e(f"\tVPHADDD {x[2]}, {x[0]}, {x[0]}")
+
+
+def kernel_wide(nv):
+    """q4kVecs5AVX2 .. q4kVecs8AVX2: the scheme of kernel(nv) for 5 to 8
+    vectors. Integer accumulators Y0..Y(nv-1), weights Y8/Y9, scales
+    Y10/Y11 (from Y12), the VPERMD index in Y13, temporaries Y14/Y15; the
+    nibble mask and byte transpose are memory operands. The per-block float
+    work of the nv vectors is one YMM op each (lanes 0-3 vectors 0-3, lanes
+    4-7 vectors 4-7), the same float32 operations as kernel(nv)."""
+    assert 5 <= nv <= 8
+    name = f"q4kVecs{nv}AVX2"
+    SUMF, DY = 256, 288  # frame: sums 32·v, sumf 256+4v, d·y.d 288+4v
+    o = []
+    e = o.append
+    e(f"// func {name}(w *byte, rows int, y *blockQ8K, nb, ystride int, dst *float32, dstride int)")
+    e(f"TEXT ·{name}(SB), NOSPLIT, $320-56")
+    e("\tMOVQ w+0(FP), SI")
+    e("\tMOVQ ystride+32(FP), R12")
+    e("\tLEAQ (R12)(R12*2), R11")
+    e("\tVMOVDQU q4kvPerm<>(SB), Y13")
+    e("\tMOVQ rows+8(FP), AX")
+    e("\tTESTQ AX, AX")
+    e(f"\tJEQ {name}_done")
+    e(f"{name}_row:")
+    e("\tVPXOR Y0, Y0, Y0")
+    for v in range(nv):
+        e(f"\tVMOVDQU Y0, {32 * v}(SP)")
+    e(f"\tVMOVDQU Y0, {SUMF}(SP)")
+    e("\tMOVQ y+16(FP), DI")
+    e("\tMOVQ nb+24(FP), R8")
+    e("\tTESTQ R8, R8")
+    e(f"\tJEQ {name}_finish")
+    e(f"{name}_block:")
+    e("\tLEAQ (DI)(R12*4), R13")
+    # scales → Y12, mins → X14 as int16 (the kmask shuffle of kernel())
+    e("\tMOVL 4(SI), AX")
+    e("\tMOVL 8(SI), BX")
+    e("\tMOVL 12(SI), CX")
+    e("\tMOVL AX, DX")
+    e("\tANDL $0x3f3f3f3f, DX")
+    e("\tMOVL AX, R9")
+    e("\tSHRL $6, R9")
+    e("\tANDL $0x03030303, R9")
+    e("\tSHLL $4, R9")
+    e("\tMOVL CX, R10")
+    e("\tANDL $0x0f0f0f0f, R10")
+    e("\tORL R10, R9")
+    e("\tSHLQ $32, R9")
+    e("\tORQ R9, DX")
+    e("\tVMOVQ DX, X12")
+    e("\tVPBROADCASTQ X12, Y12")
+    e("\tMOVL BX, DX")
+    e("\tANDL $0x3f3f3f3f, DX")
+    e("\tMOVL BX, R9")
+    e("\tSHRL $6, R9")
+    e("\tANDL $0x03030303, R9")
+    e("\tSHLL $4, R9")
+    e("\tMOVL CX, R10")
+    e("\tSHRL $4, R10")
+    e("\tANDL $0x0f0f0f0f, R10")
+    e("\tORL R10, R9")
+    e("\tSHLQ $32, R9")
+    e("\tORQ R9, DX")
+    e("\tVMOVQ DX, X14")
+    e("\tVPMOVZXBW X14, X14")
+    # mins: lane v of Y0 = Σ bsum2[j]·m[j] of vector v
+    for v in range(nv):
+        e(f"\tVPMADDWD {wide_addr(BSUM2, v)}, X14, X{v}")
+    hsum4(e, [0, 1, 2, 3])
+    hsum4(e, list(range(4, nv)))
+    e("\tVINSERTI128 $1, X4, Y0, Y0")
+    e("\tVCVTDQ2PS Y0, Y0")
+    # y.d of the vectors: lanes 0-3 in X1, 4-7 in X2, then Y1
+    e(f"\tVMOVSS {wide_addr(D, 0)}, X1")
+    for v in range(1, 4):
+        e(f"\tVINSERTPS ${v << 4:#x}, {wide_addr(D, v)}, X1, X1")
+    e(f"\tVMOVSS {wide_addr(D, 4)}, X2")
+    for v in range(5, nv):
+        e(f"\tVINSERTPS ${(v - 4) << 4:#x}, {wide_addr(D, v)}, X2, X2")
+    e("\tVINSERTF128 $1, X2, Y1, Y1")
+    e("\tMOVWLZX 0(SI), CX")
+    e("\tVMOVD CX, X2")
+    e("\tVCVTPH2PS X2, X2")
+    e("\tVBROADCASTSS X2, Y2")
+    e("\tMOVWLZX 2(SI), CX")
+    e("\tVMOVD CX, X3")
+    e("\tVCVTPH2PS X3, X3")
+    e("\tVBROADCASTSS X3, Y3")
+    e("\tVMULPS Y1, Y2, Y2")  # d·y.d
+    e(f"\tVMOVUPS Y2, {DY}(SP)")
+    e("\tVMULPS Y1, Y3, Y3")  # dmin·y.d
+    e("\tVMULPS Y0, Y3, Y3")  # ·sumi
+    e(f"\tVMOVUPS {SUMF}(SP), Y4")
+    e("\tVSUBPS Y3, Y4, Y4")
+    e(f"\tVMOVUPS Y4, {SUMF}(SP)")
+    for k in range(4):
+        e(f"\tVPERMD {16 + 32 * k}(SI), Y13, Y8")
+        e("\tVPSHUFB q4kvTr<>(SB), Y8, Y8")
+        e("\tVPSRLW $4, Y8, Y9")
+        e("\tVPAND q4kvMask<>(SB), Y8, Y8")
+        e("\tVPAND q4kvMask<>(SB), Y9, Y9")
+        e(f"\tVPSHUFB q4kvSc<>+{64 * k}(SB), Y12, Y10")
+        e(f"\tVPSHUFB q4kvSc<>+{64 * k + 32}(SB), Y12, Y11")
+        for v in range(nv):
+            e(f"\tVPMADDUBSW {wide_addr(LQS + 64 * k, v)}, Y8, Y14")
+            e(f"\tVPMADDUBSW {wide_addr(LQS + 64 * k + 32, v)}, Y9, Y15")
+            e("\tVPMADDWD Y10, Y14, Y14")
+            e("\tVPMADDWD Y11, Y15, Y15")
+            if k == 0:
+                e(f"\tVPADDD Y15, Y14, Y{v}")
+            else:
+                e(f"\tVPADDD Y14, Y{v}, Y{v}")
+                e(f"\tVPADDD Y15, Y{v}, Y{v}")
+    for v in range(nv):
+        e(f"\tVBROADCASTSS {DY + 4 * v}(SP), Y14")
+        e(f"\tVCVTDQ2PS Y{v}, Y{v}")
+        e(f"\tVMULPS Y14, Y{v}, Y{v}")
+        e(f"\tVADDPS {32 * v}(SP), Y{v}, Y{v}")
+        e(f"\tVMOVUPS Y{v}, {32 * v}(SP)")
+    e("\tADDQ $144, SI")
+    e(f"\tADDQ ${SIZE}, DI")
+    e("\tDECQ R8")
+    e(f"\tJNZ {name}_block")
+    e(f"{name}_finish:")
+    e("\tMOVQ dst+40(FP), R9")
+    e("\tMOVQ dstride+48(FP), R10")
+    e("\tSHLQ $2, R10")
+    for v in range(nv):
+        e(f"\tVMOVSS {SUMF + 4 * v}(SP), X0")
+        for i in range(8):
+            e(f"\tVADDSS {32 * v + 4 * i}(SP), X0, X0")
+        e("\tVMOVSS X0, (R9)")
+        if v + 1 < nv:
+            e("\tADDQ R10, R9")
+    e("\tADDQ $4, dst+40(FP)")
+    e("\tDECQ rows+8(FP)")
+    e(f"\tJNZ {name}_row")
+    e(f"{name}_done:")
+    e("\tVZEROUPPER")
+    e("\tRET")
+    e("")
+    return o
+
+
 def data(name, words):
     o = [f"DATA {name}<>+{8 * i}(SB)/8, ${w:#018x}" for i, w in enumerate(words)]
     o.append(f"GLOBL {name}<>(SB), RODATA|NOPTR, ${8 * len(words)}")
@@ -244,7 +414,7 @@ out = [
     "",
     '#include "textflag.h"',
     "",
-    "// Register-blocked Q4_K × Q8_K rows for nv = 1..4 vectors. The constants",
+    "// Register-blocked Q4_K × Q8_K rows for nv = 1..8 vectors. The constants",
     "// are dot_q4k_amd64.s's (file-local there). Frame: sums of vector v at 32v,",
     "// its sumf at 128+4v, d·y.d of the block at 144+4v.",
     "",
@@ -256,6 +426,8 @@ out += data("q4kvSc", [0x8000800080008000 + 0x0001000100010001 * j for j in rang
 out += kernel(1, reg=True)
 for nv in range(2, 5):
     out += kernel(nv)
+for nv in range(5, 9):
+    out += kernel_wide(nv)
 # the previous single-vector kernel (sums and sumf in the frame), kept for
 # the decode benchmarks' side-by-side comparison (prevDecodeKernels)
 out += kernel(1, name="q4kVecs1FrameAVX2")

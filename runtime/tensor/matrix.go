@@ -363,10 +363,14 @@ func (j *job) partRowsBatched(pt *part, lo, hi int) {
 		return
 	}
 	nb := m.Cols / QK_K
-	for v0 := 0; v0 < n; v0 += batchVectors {
-		nv := min(batchVectors, n-v0)
+	// Groups of equal size rather than 8s and a small tail: a prefill
+	// expert routed 9 positions runs 5+4, not 8 and a 1-vector pass.
+	groups := (n + batchVectors - 1) / batchVectors
+	for v0, g := 0, 0; v0 < n; g++ {
+		nv := (n - v0 + groups - g - 1) / (groups - g)
 		y := j.sc.q8k[v0*nb : (v0+nv)*nb]
 		dst := pt.dst[v0*m.Rows:]
 		k.q8kN(m.Data[lo*rb:hi*rb], hi-lo, y, nv, dst[lo:], m.Rows)
+		v0 += nv
 	}
 }

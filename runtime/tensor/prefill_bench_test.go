@@ -24,7 +24,7 @@ func BenchmarkQ4KExpertsCold(b *testing.B) {
 		d[0] ^= byte(i) // distinct pages
 		ms[i] = Matrix{Type: Q4_K, Rows: rows, Cols: cols, Data: d}
 	}
-	for _, n := range []int{1, 2, 3, 4, 6, 8} {
+	for _, n := range []int{1, 2, 3, 4, 5, 6, 7, 8} {
 		x := randVec(r, n*cols, 1)
 		dst := make([]float32, n*rows)
 		b.Run(fmt.Sprintf("n%d", n), func(b *testing.B) {
