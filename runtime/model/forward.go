@@ -62,9 +62,11 @@ type scratch struct {
 	topw             []float32 // n × K
 	eout             []float32 // n × K × Hidden (per token, slot)
 	union            []int
-	assign           [][]int32 // per expert: token*K+slot
-	ein, eg, eu, ed  []float32 // per-expert batches
-	ffg, ffu         []float32 // dense FFN n × FFN
+	assign           [][]int32   // per expert: token*K+slot
+	ein, eg, eu, ed  []float32   // per-expert batches
+	rows             tensor.Rows // sc.h of the layer's positions, quantized once for all experts
+	sel              []int32     // positions routed to the current expert
+	ffg, ffu         []float32   // dense FFN n × FFN
 	predIdx          []int
 	predMark         []bool
 	hnorm            []float32
@@ -458,6 +460,7 @@ func (s *State) moe(ctx context.Context, li, n int) error {
 	}
 	sc.layerIdx = li
 	sc.layerExperts = sc.union
+	sc.rows.Set(sc.h[:n*H], n, H)
 	if err := m.Experts.Use(ctx, li, sc.union, sc.layerFn); err != nil {
 		return fmt.Errorf("model: blk.%d experts: %w", li, err)
 	}
@@ -498,17 +501,13 @@ func (s *State) runExpert(i int, w moe.Weights) error {
 	gate := tensor.Matrix{Type: sh.GateType, Rows: F, Cols: H, Data: w.Gate}
 	up := tensor.Matrix{Type: sh.UpType, Rows: F, Cols: H, Data: w.Up}
 	down := tensor.Matrix{Type: sh.DownType, Rows: H, Cols: F, Data: w.Down}
-	in := sc.h
-	if cnt > 1 || rows[0]/int32(K) != 0 {
-		in = sc.ein[:cnt*H]
-		for j, r := range rows {
-			t := int(r) / K
-			copy(in[j*H:(j+1)*H], sc.h[t*H:(t+1)*H])
-		}
+	sc.sel = grow(sc.sel, cnt)
+	for j, r := range rows {
+		sc.sel[j] = r / int32(K)
 	}
 	sc.mmDst[0], sc.mmDst[1] = sc.eg[:cnt*F], sc.eu[:cnt*F]
 	sc.mmM[0], sc.mmM[1] = gate, up
-	if err := tensor.MatMulMulti(m.pool, sc.mmDst[:2], sc.mmM[:2], in[:cnt*H], cnt); err != nil {
+	if err := tensor.MatMulMultiRows(m.pool, sc.mmDst[:2], sc.mmM[:2], &sc.rows, sc.sel); err != nil {
 		return fmt.Errorf("expert %d gate/up: %w", e, err)
 	}
 	g, u := sc.eg[:cnt*F], sc.eu[:cnt*F]

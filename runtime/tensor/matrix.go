@@ -174,6 +174,13 @@ func matMulWith(ks map[Type]*kernel, p *Pool, dst []float32, m Matrix, x []float
 }
 
 func matMulMulti(ks map[Type]*kernel, p *Pool, dsts [][]float32, ms []Matrix, x []float32, n int) error {
+	return matMulMultiSrc(ks, p, dsts, ms, x, n, nil, nil)
+}
+
+// matMulMultiSrc is matMulMulti; with src set, the n input vectors are the
+// rows sel of src (x is nil, or their float values when a kernel needs
+// them) and their activations are gathered from src's, quantized once.
+func matMulMultiSrc(ks map[Type]*kernel, p *Pool, dsts [][]float32, ms []Matrix, x []float32, n int, src *Rows, sel []int32) error {
 	if len(ms) == 0 || len(ms) > maxParts || len(dsts) != len(ms) {
 		return fmt.Errorf("tensor: matmul of %d matrices into %d outputs (1 to %d)", len(ms), len(dsts), maxParts)
 	}
@@ -192,7 +199,7 @@ func matMulMulti(ks map[Type]*kernel, p *Pool, dsts [][]float32, ms []Matrix, x 
 		if m.Cols != cols {
 			return fmt.Errorf("tensor: matmul of matrices with %d and %d columns", cols, m.Cols)
 		}
-		if n < 0 || (m.Cols > 0 && n > math.MaxInt/max(m.Cols, m.Rows)) || len(x) != n*m.Cols {
+		if n < 0 || (m.Cols > 0 && n > math.MaxInt/max(m.Cols, m.Rows)) || (src == nil && len(x) != n*m.Cols) {
 			return fmt.Errorf("tensor: matmul input has %d values, want %d vectors × %d", len(x), n, m.Cols)
 		}
 		if len(dsts[i]) != n*m.Rows {
@@ -217,7 +224,11 @@ func matMulMulti(ks map[Type]*kernel, p *Pool, dsts [][]float32, ms []Matrix, x 
 	for i := range ms {
 		if act := parts[i].k.act; !done[act] {
 			done[act] = true
-			quantizeActivations(act, sc, x, n, cols)
+			if src != nil {
+				src.gather(act, sc, sel)
+			} else {
+				quantizeActivations(act, sc, x, n, cols)
+			}
 		}
 	}
 	copy(j.parts[:len(ms)], parts[:len(ms)])
