@@ -38,6 +38,8 @@ type ladderFlags struct {
 	timeBase string
 	all      bool
 	noSpec   bool
+	noCut    bool
+	cutSlack int
 	draft    string // bench --draft: the speculative rung's drafter
 	twin     string // --twin-check PROFILE (bench_twin.go)
 	// +mixed-precision row
@@ -82,7 +84,12 @@ JSON: {"model","profile","budget_bytes","rows":[{"mode",
 "oracle_fraction","speedup_vs_previous","peak_rss_bytes","identical_output"}],
 "oracle":{"decode_tokens_per_second"}}; the speculative row adds
 "speculative":{"drafter","k","adaptive","acceptance_rate","mean_accepted",
-"tokens_per_target_pass","verify_us","experts_per_verify","off_share"}.
+"tokens_per_target_pass","verify_us","experts_per_verify","off_share",
+"cut_verify","cut_share","paired_speedup","paired_min","paired_max"}; by default a
+verify pass stops at the first draft that would read an expert the earlier
+positions do not need (--no-verify-cut verifies every draft, --verify-cut-slack N
+allows N new reads per layer and draft); paired_speedup is the median over
+repetitions of the row over the row before in the same repetition.
 --record-trace FILE writes the routing of the first warm-up run for
 lesfarm replay (cache-only replay of any policy against Belady's MIN).
 
@@ -115,6 +122,8 @@ func addLadderFlags(f *pflag.FlagSet) *ladderFlags {
 	f.BoolVar(&lf.noOracle, "no-oracle", false, "ladder: skip the oracle run")
 	f.BoolVar(&lf.all, "prefetch-all", false, "ladder: prefetch every prediction the budget allows, without weighing its measured precision against its read and eviction")
 	f.BoolVar(&lf.noSpec, "no-speculative", false, "ladder: skip the speculative rung")
+	f.IntVar(&lf.cutSlack, "verify-cut-slack", 0, "ladder: new expert reads per layer a drafted position may add and still be verified")
+	f.BoolVar(&lf.noCut, "no-verify-cut", false, "ladder: verify every drafted position, reading the experts it routes to (by default a verify pass stops at the first draft that would read an expert the earlier positions do not need)")
 	f.StringVar(&lf.record, "record-trace", "", "ladder: write the routing of the first warm-up run (prefill and decode, with the lookahead predictions) to this file, for lesfarm replay")
 	f.StringVar(&lf.timeBase, "time", "", "ladder: device (dilate the emulated flash to the profile's compute speed; default when the profile has a compute section) or host")
 	f.StringVar(&lf.mixed, "mixed", "", "ladder: add the +mixed-precision row: this model (lesfarm quantize --budget output) in the scheduled mode, same budget and storage")
@@ -138,7 +147,7 @@ func runLadder(env *Env, lf *ladderFlags, cfg bench.Config, format string) error
 	}
 	lc := bench.LadderConfig{
 		Model: cfg.Model, ExpertsPath: lf.experts, Policy: lf.policy, NoOracle: lf.noOracle, PredictK: lf.predictK, RecordTrace: lf.record, PrefetchAll: lf.all,
-		NoSpeculative: lf.noSpec, Draft: lf.draft, DraftK: lf.draftK,
+		NoSpeculative: lf.noSpec, Draft: lf.draft, DraftK: lf.draftK, NoVerifyCut: lf.noCut, VerifyCutSlack: lf.cutSlack,
 		Repetitions: cfg.Repetitions, Warmup: cfg.Warmup, PromptTokens: cfg.PromptTokens, GenTokens: cfg.GenTokens,
 		Pin: cfg.Pin, DiscardOutliers: cfg.DiscardOutliers,
 	}

@@ -68,6 +68,14 @@ type LadderConfig struct {
 	// DraftK, if positive, is a fixed draft length for the speculative
 	// rung instead of adaptive k (the bound adaptive k is compared with).
 	DraftK int
+	// NoVerifyCut verifies every drafted position, reading whatever
+	// experts it routes to; by default a verify pass ends at the first
+	// drafted position that would read an expert the positions before it
+	// do not need (spec.Params.CutVerify), so speculation adds no reads.
+	NoVerifyCut bool
+	// VerifyCutSlack is the new expert reads per layer a drafted position
+	// may add and still be verified (spec.Params.CutSlack).
+	VerifyCutSlack int
 	// DiscardOutliers drops each mode's outlier repetitions by decode tok/s
 	// (les.MeasureOptions: beyond median ± 3·1.4826·MAD) before its figures
 	// are taken; each row reports how many it dropped.
@@ -412,7 +420,7 @@ func RunLadder(ctx context.Context, cfg LadderConfig) (*LadderReport, error) {
 	}
 	if sp != nil {
 		sp.r.finish(&cfg)
-		rep.Rows = append(rep.Rows, sp.row(rep, &rep.Rows[last]))
+		rep.Rows = append(rep.Rows, sp.row(rep, &rep.Rows[last], runs[cfg.Modes[len(cfg.Modes)-1]].reps))
 		progress("%-18s %7.2f ± %.2f tok/s, %.2f tokens per target pass, identical %v", SpeculativeRow, sp.r.res.DecodeTPS.Mean, sp.r.res.DecodeTPS.Stddev, sp.dec.Stats.TokensPerTargetPass(), sp.r.identical)
 	}
 	return rep, nil

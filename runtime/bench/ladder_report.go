@@ -113,8 +113,12 @@ func (r *LadderReport) Write(w io.Writer, format string) error {
 				if sp.Adaptive {
 					k = fmt.Sprintf("adaptive k ≤ %d", sp.K)
 				}
-				fmt.Fprintf(w, "\n%s: drafter %s, %s; acceptance %.3f, mean accepted %.2f, %.2f tokens per target pass, verify %.0f µs, %.1f experts per verify pass, plain rounds %.0f%%.\n",
-					row.Mode, sp.Drafter, k, sp.AcceptanceRate, sp.MeanAccepted, sp.TokensPerTargetPass, sp.VerifyUS, sp.ExpertsPerVerify, 100*sp.OffShare)
+				cut := "every draft verified"
+				if sp.CutVerify {
+					cut = fmt.Sprintf("drafts cut before new reads %.0f%%", 100*sp.CutShare)
+				}
+				fmt.Fprintf(w, "\n%s: drafter %s, %s; acceptance %.3f, mean accepted %.2f, %.2f tokens per target pass, verify %.0f µs, %.1f experts per verify pass, plain rounds %.0f%%, %s; paired speedup over the row before %.2f× (per repetition %.2f–%.2f×).\n",
+					row.Mode, sp.Drafter, k, sp.AcceptanceRate, sp.MeanAccepted, sp.TokensPerTargetPass, sp.VerifyUS, sp.ExpertsPerVerify, 100*sp.OffShare, cut, sp.PairedSpeedup, sp.PairedMin, sp.PairedMax)
 			}
 		}
 		if r.ResidentRSS > 0 {

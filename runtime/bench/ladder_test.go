@@ -97,8 +97,11 @@ func TestLadderReport(t *testing.T) {
 	}
 	var sp map[string]json.RawMessage
 	json.Unmarshal(rows[len(rows)-1]["speculative"], &sp)
-	if got := keys(sp); got != "acceptance_rate,adaptive,drafter,experts_per_verify,k,mean_accepted,off_share,tokens_per_target_pass,verify_us" {
+	if got := keys(sp); got != "acceptance_rate,adaptive,cut_share,cut_verify,drafter,experts_per_verify,k,mean_accepted,off_share,paired_max,paired_min,paired_speedup,tokens_per_target_pass,verify_us" {
 		t.Fatalf("speculative keys %s", got)
+	}
+	if s := rep.Rows[len(rep.Rows)-1].Speculative; s.PairedSpeedup <= 0 || s.PairedMin > s.PairedSpeedup || s.PairedMax < s.PairedSpeedup {
+		t.Fatalf("paired speedup %v (%v–%v)", s.PairedSpeedup, s.PairedMin, s.PairedMax)
 	}
 	for _, r := range rep.Rows {
 		if want := r.BytesReadPerToken / rep.Oracle.BytesReadPerToken; r.BytesVsOracle != want || want <= 0 {

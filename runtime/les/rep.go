@@ -54,6 +54,10 @@ type Speculative struct {
 	Dec      *spec.Decoder
 	K        int  // draft tokens per round; with Adaptive the most tried
 	Adaptive bool // choose k each round (spec.Params.Adaptive)
+	// CutVerify ends verify passes before drafted positions that would
+	// read experts (spec.Params.CutVerify).
+	CutVerify bool
+	CutSlack  int // spec.Params.CutSlack
 	// Stats sums the counters of every generation (spec.Stats.Add); Last
 	// is the last generation's, histogram included.
 	Stats, Last spec.Stats
@@ -61,7 +65,7 @@ type Speculative struct {
 
 // Generate implements Decoder.
 func (s *Speculative) Generate(ctx context.Context, p generate.Params) (*generate.Result, error) {
-	res, err := s.Dec.Run(ctx, spec.Params{PromptIDs: p.PromptIDs, MaxTokens: p.MaxTokens, K: s.K, Adaptive: s.Adaptive,
+	res, err := s.Dec.Run(ctx, spec.Params{PromptIDs: p.PromptIDs, MaxTokens: p.MaxTokens, K: s.K, Adaptive: s.Adaptive, CutVerify: s.CutVerify, CutSlack: s.CutSlack,
 		Sampling: p.Sampling, IsEOG: p.IsEOG, Sink: p.Sink, Batch: p.Batch, OnToken: p.OnToken})
 	if res == nil {
 		return nil, err

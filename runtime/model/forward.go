@@ -38,6 +38,16 @@ type State struct {
 	Step int
 	// OnRoute, if set, observes every routing decision (tests, analysis).
 	OnRoute RouteFunc
+	// CutVerify, if set, lets a pass over several positions drop its later
+	// positions where they would read experts the earlier ones do not
+	// need (verifycut.go); Forward then returns fewer positions' logits.
+	CutVerify bool
+	// CutSlack is how many new expert reads per layer a drafted position
+	// may add before CutVerify drops it (0: none).
+	CutSlack int
+	// Cut counts the positions CutVerify dropped.
+	Cut  int
+	keep int // positions the current pass still computes
 
 	sc      scratch
 	layerEv trace.LayerEvent
@@ -69,6 +79,7 @@ type scratch struct {
 	ffg, ffu         []float32   // dense FFN n × FFN
 	predIdx          []int
 	predMark         []bool
+	cutNeed          []bool // verifyCut: experts the kept positions need
 	hnorm            []float32
 	layerFn          func(i int, w moe.Weights) error
 	layerExperts     []int
@@ -231,6 +242,7 @@ func (s *State) Forward(ctx context.Context, tokens []int, all bool) ([]float32,
 			}
 		}
 	}
+	s.keep = n
 	for li := range m.Layers {
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -242,6 +254,7 @@ func (s *State) Forward(ctx context.Context, tokens []int, all bool) ([]float32,
 		if s.Sink != nil {
 			s.emitLayer(li, time.Since(start))
 		}
+		n = s.keep // CutVerify may have dropped later positions
 	}
 	// Output head on the requested positions.
 	first := n - 1
@@ -386,6 +399,9 @@ func (s *State) predict(target int, x []float32, n, k int) error {
 	if k > E {
 		k = E
 	}
+	if s.CutVerify {
+		n = 1 // drafted positions ride on resident experts (verifycut.go)
+	}
 	in := sc.ein[:n*H]
 	for i := range n {
 		rmsNorm(in[i*H:(i+1)*H], x[i*H:(i+1)*H], m.Layers[target].FFNNorm, m.Eps)
@@ -445,6 +461,10 @@ func (s *State) moe(ctx context.Context, li, n int) error {
 		for j := range w {
 			w[j] /= fs
 		}
+	}
+	n = s.verifyCut(li, n)
+	for i := range n {
+		idx, w := sc.topk[i*K:(i+1)*K], sc.topw[i*K:(i+1)*K]
 		for j, e := range idx {
 			sc.assign[e] = append(sc.assign[e], int32(i*K+j))
 		}

@@ -71,6 +71,14 @@ type Batcher interface {
 	Batch(positions int)
 }
 
+// Residency is implemented by Sources that can tell, without blocking,
+// whether an expert's weights are available without a new read (resident,
+// or already being read). Speculative verification (model.State.CutVerify)
+// uses it to keep drafted positions from adding reads.
+type Residency interface {
+	Resident(layer, expert int) bool
+}
+
 // Resident is a Source that serves every expert from memory. Data[l][e] holds
 // expert e of layer l. The zero value has no experts.
 type Resident struct {

@@ -66,6 +66,18 @@ type Params struct {
 	// accepted tokens of a round one after the other). An error stops
 	// generation.
 	OnToken func(id int) error
+	// CutVerify, for a target whose experts stream (a moe.Residency
+	// source), ends a verify pass at the first drafted position that would
+	// read an expert the positions before it do not need
+	// (model.State.CutVerify): drafts then ride only on experts that are
+	// resident or read anyway, the rest of the round's drafts go
+	// unverified, and the output is unchanged. Greedy decoding only (with
+	// sampling it is ignored: a cut that depends on the drafted tokens
+	// would bias the rejection rule).
+	CutVerify bool
+	// CutSlack is model.State.CutSlack for CutVerify: the new expert
+	// reads per layer a drafted position may add and still be verified.
+	CutSlack int
 }
 
 // Stats are the speculative counters of one generation.
@@ -93,6 +105,9 @@ type Stats struct {
 	// is their time (TargetTime), so VerifyTime/Rounds is the mean verify
 	// cost.
 	VerifyPositions int
+	// Cut counts drafted positions that Params.CutVerify left unverified
+	// (not in Drafted or VerifyPositions).
+	Cut int
 	// ExpertsPerVerify sums, over target passes, the (layer, expert) pairs
 	// the pass's positions routed to (the union a streaming mode reads or
 	// finds cached), for MoE targets.
@@ -110,6 +125,7 @@ func (s *Stats) Add(o *Stats) {
 	s.Off += o.Off
 	s.Empty += o.Empty
 	s.VerifyPositions += o.VerifyPositions
+	s.Cut += o.Cut
 	s.ExpertsPerVerify += o.ExpertsPerVerify
 }
 
@@ -305,6 +321,8 @@ func (dec *Decoder) Run(ctx context.Context, p Params) (*Result, error) {
 	ts := dec.ts
 	ts.Reset()
 	ts.Sink = p.Sink
+	cut := p.CutVerify && smp == nil
+	defer func() { ts.CutVerify = false }()
 	if target.Experts != nil && ts.OnRoute == nil {
 		dec.union = make([]bool, len(target.Layers)*target.ExpertCount+target.ExpertCount)
 		ts.OnRoute = dec.onRoute
@@ -436,13 +454,21 @@ func (dec *Decoder) Run(ctx context.Context, p Params) (*Result, error) {
 			clear(dec.union)
 			dec.unionN = 0
 		}
+		ts.CutVerify, ts.CutSlack = cut && kr > 0, p.CutSlack // never the prompt's passes
 		t0 := time.Now()
 		logits, err = ts.Forward(ctx, drafts, kr > 0)
+		ts.CutVerify = false
 		d := time.Since(t0)
 		st.TargetTime += d
 		if err != nil {
 			res.Decode += time.Since(roundStart)
 			return res, fmt.Errorf("spec: verify: %w", err)
+		}
+		if kept := len(logits) / target.Vocab; kr > 0 && kept < kr+1 {
+			// CutVerify ended the pass early: the drafts past it are
+			// not verified this round.
+			st.Cut += kr + 1 - kept
+			kr = kept - 1
 		}
 		st.Rounds++
 		st.Drafted += kr
