@@ -38,7 +38,6 @@ type ladderFlags struct {
 	timeBase string
 	all      bool
 	noSpec   bool
-	noCut    bool
 	cutSlack int
 	draft    string // bench --draft: the speculative rung's drafter
 	twin     string // --twin-check PROFILE (bench_twin.go)
@@ -85,11 +84,14 @@ JSON: {"model","profile","budget_bytes","rows":[{"mode",
 "oracle":{"decode_tokens_per_second"}}; the speculative row adds
 "speculative":{"drafter","k","adaptive","acceptance_rate","mean_accepted",
 "tokens_per_target_pass","verify_us","experts_per_verify","off_share",
-"cut_verify","cut_share","paired_speedup","paired_min","paired_max"}; by default a
-verify pass stops at the first draft that would read an expert the earlier
-positions do not need (--no-verify-cut verifies every draft, --verify-cut-slack N
-allows N new reads per layer and draft); paired_speedup is the median over
-repetitions of the row over the row before in the same repetition.
+"cut_verify","cut_share","paired_speedup","paired_min","paired_max"};
+--verify-cut-slack N ends each verify pass at the first draft that would add
+more than N expert reads per layer to what the positions before it need (its
+lookahead then prefetches for position 0 only; output unchanged); the default
+-1 verifies every draft. paired_speedup is the median over repetitions of the
+row's tok/s over the row before's in the same repetition (odd repetitions run
+the modes in reverse order, so a disk that favours the second reader of the
+same blocks biases neither).
 --record-trace FILE writes the routing of the first warm-up run for
 lesfarm replay (cache-only replay of any policy against Belady's MIN).
 
@@ -122,8 +124,7 @@ func addLadderFlags(f *pflag.FlagSet) *ladderFlags {
 	f.BoolVar(&lf.noOracle, "no-oracle", false, "ladder: skip the oracle run")
 	f.BoolVar(&lf.all, "prefetch-all", false, "ladder: prefetch every prediction the budget allows, without weighing its measured precision against its read and eviction")
 	f.BoolVar(&lf.noSpec, "no-speculative", false, "ladder: skip the speculative rung")
-	f.IntVar(&lf.cutSlack, "verify-cut-slack", 0, "ladder: new expert reads per layer a drafted position may add and still be verified")
-	f.BoolVar(&lf.noCut, "no-verify-cut", false, "ladder: verify every drafted position, reading the experts it routes to (by default a verify pass stops at the first draft that would read an expert the earlier positions do not need)")
+	f.IntVar(&lf.cutSlack, "verify-cut-slack", -1, "ladder: end each verify pass at the first draft that would add more than this many expert reads per layer, and prefetch for position 0 only (-1: verify every draft)")
 	f.StringVar(&lf.record, "record-trace", "", "ladder: write the routing of the first warm-up run (prefill and decode, with the lookahead predictions) to this file, for lesfarm replay")
 	f.StringVar(&lf.timeBase, "time", "", "ladder: device (dilate the emulated flash to the profile's compute speed; default when the profile has a compute section) or host")
 	f.StringVar(&lf.mixed, "mixed", "", "ladder: add the +mixed-precision row: this model (lesfarm quantize --budget output) in the scheduled mode, same budget and storage")
@@ -147,7 +148,7 @@ func runLadder(env *Env, lf *ladderFlags, cfg bench.Config, format string) error
 	}
 	lc := bench.LadderConfig{
 		Model: cfg.Model, ExpertsPath: lf.experts, Policy: lf.policy, NoOracle: lf.noOracle, PredictK: lf.predictK, RecordTrace: lf.record, PrefetchAll: lf.all,
-		NoSpeculative: lf.noSpec, Draft: lf.draft, DraftK: lf.draftK, NoVerifyCut: lf.noCut, VerifyCutSlack: lf.cutSlack,
+		NoSpeculative: lf.noSpec, Draft: lf.draft, DraftK: lf.draftK, VerifyCut: lf.cutSlack >= 0, VerifyCutSlack: max(lf.cutSlack, 0),
 		Repetitions: cfg.Repetitions, Warmup: cfg.Warmup, PromptTokens: cfg.PromptTokens, GenTokens: cfg.GenTokens,
 		Pin: cfg.Pin, DiscardOutliers: cfg.DiscardOutliers,
 	}

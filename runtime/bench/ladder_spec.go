@@ -105,7 +105,7 @@ func loadSpecLadder(cfg LadderConfig, mode expert.Mode, budget units.Budget, bas
 		s.close()
 		return nil, err
 	}
-	s.dec = &les.Speculative{Dec: dec, K: spec.AdaptiveMaxK, Adaptive: true, CutVerify: !cfg.NoVerifyCut, CutSlack: cfg.VerifyCutSlack}
+	s.dec = &les.Speculative{Dec: dec, K: spec.AdaptiveMaxK, Adaptive: true, CutVerify: cfg.VerifyCut, CutSlack: cfg.VerifyCutSlack}
 	if cfg.DraftK > 0 {
 		s.dec.K, s.dec.Adaptive = cfg.DraftK, false
 	}
