@@ -199,6 +199,8 @@ type Coordinator struct {
 	logs          *logLimiter
 	sweeps        atomic.Uint64
 	assignLatency latency
+	phases        *phases
+	facts         factsCache
 	stopOnce      sync.Once
 	stopErr       error
 }
@@ -235,7 +237,7 @@ func New(cfg Config) (*Coordinator, error) {
 	}
 	log := cmp.Or(cfg.Logger, slog.Default())
 	return &Coordinator{cfg: cfg, log: log, store: cfg.Store, nc: cfg.NATS, rejects: &protocol.RejectCounter{}, timers: map[string]*time.Timer{},
-		wake: make(chan struct{}, 1), sem: make(chan struct{}, 32), db: newDBHealth(time.Now),
+		wake: make(chan struct{}, 1), sem: make(chan struct{}, 32), db: newDBHealth(time.Now), phases: newPhases(),
 		// Four requests per heartbeat interval on average, bursts of 20.
 		limits: newDeviceLimiter(4/scheduler.HeartbeatInterval(cfg.HeartbeatTTL).Seconds(), 20),
 		logs:   newLogLimiter(time.Second)}, nil
@@ -290,7 +292,15 @@ func (c *Coordinator) Start(ctx context.Context) (err error) {
 		}
 	}
 	prevCommit := icfg.OnCommit
+	prevPhase := icfg.OnPhase
+	icfg.OnPhase = func(phase string, d time.Duration) {
+		c.phases.observe(phase, d)
+		if prevPhase != nil {
+			prevPhase(phase, d)
+		}
+	}
 	icfg.OnCommit = func(ctx context.Context, r *store.Run) {
+		c.phases.freedAt(r.DeviceID, time.Now())
 		c.Wake() // the device is free: place it without waiting for the hooks
 		if prevCommit != nil {
 			prevCommit(ctx, r)
@@ -347,6 +357,9 @@ func (c *Coordinator) Start(ctx context.Context) (err error) {
 		return fmt.Errorf("coordinator: NATS flush: %w", err)
 	}
 	if err := c.cfg.Registry.Register(&collector{c: c}); err != nil {
+		return fmt.Errorf("coordinator: metrics: %w", err)
+	}
+	if err := c.cfg.Registry.Register(c.phases.hist); err != nil {
 		return fmt.Errorf("coordinator: metrics: %w", err)
 	}
 	if c.cfg.HTTPAddr != "" {

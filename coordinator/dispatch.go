@@ -17,6 +17,7 @@ import (
 
 // Wake asks the dispatcher to run a placement round soon. It never blocks.
 func (c *Coordinator) Wake() {
+	c.phases.woken(time.Now())
 	select {
 	case c.wake <- struct{}{}:
 	default:
@@ -35,6 +36,7 @@ func (c *Coordinator) dispatchLoop(ctx context.Context) {
 		case <-t.C:
 		}
 		start := time.Now()
+		c.phases.roundStarts(start)
 		if err := c.dispatchRound(ctx); err != nil && ctx.Err() == nil {
 			c.log.ErrorContext(ctx, "coordinator: dispatch round", "err", err)
 		}
@@ -50,6 +52,7 @@ func (c *Coordinator) dispatchLoop(ctx context.Context) {
 // nothing in a truncated list asks the database for its own candidates.
 func (c *Coordinator) dispatchRound(ctx context.Context) error {
 	for ctx.Err() == nil {
+		qstart := time.Now()
 		queued, err := c.store.HasQueuedRuns(ctx)
 		if err != nil || !queued {
 			return err
@@ -66,6 +69,7 @@ func (c *Coordinator) dispatchRound(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
+		c.phases.observe(PhaseRoundQueries, time.Since(qstart))
 		r := &round{load: load, taken: map[int64]bool{}, head: toSched(head), truncated: truncated}
 		// One batch claim for every device the shared head has a run for;
 		// the devices it left out (run taken elsewhere, unfit, nothing in
@@ -115,10 +119,12 @@ func (c *Coordinator) grantTTL() time.Duration { return c.cfg.LeaseTTL + c.cfg.A
 
 // send pushes a grant to its agent in the background.
 func (c *Coordinator) send(g *store.Grant) {
+	at := time.Now()
+	c.phases.granted(g.Run.DeviceID, at)
 	c.sendWG.Add(1)
 	go func() {
 		defer c.sendWG.Done()
-		c.sendAssignment(g)
+		c.sendAssignment(g, at)
 	}()
 }
 
@@ -147,7 +153,9 @@ func (c *Coordinator) claimBatch(ctx context.Context, r *round, devs []store.Pla
 	if len(pairs) == 0 {
 		return rest
 	}
+	cstart := time.Now()
 	grants, err := c.store.ClaimRuns(ctx, &store.ClaimRunsParams{Pairs: pairs, LeaseTTL: c.grantTTL(), Coordinator: c.cfg.Name})
+	c.phases.observe(PhaseClaim, time.Since(cstart))
 	if err != nil && ctx.Err() == nil {
 		c.log.WarnContext(ctx, "coordinator: batch claim, placing one by one", "pairs", len(pairs), "granted", len(grants), "err", err)
 	}
@@ -282,6 +290,9 @@ func (c *Coordinator) modelFacts(ctx context.Context, spec *jobs.Spec) *protocol
 	if m.Path != "" || m.SHA256 == "" {
 		return nil
 	}
+	if f, ok := c.facts.get(m.SHA256, time.Now()); ok {
+		return f
+	}
 	f, analysed, err := c.store.ArtifactModelFacts(ctx, m.SHA256)
 	if err == nil && !analysed && c.cfg.ArtifactDir != "" {
 		// Stored before uploads were analysed: read its header once now.
@@ -295,13 +306,14 @@ func (c *Coordinator) modelFacts(ctx context.Context, spec *jobs.Spec) *protocol
 		return nil
 	}
 	if f != nil && f.Validate() != nil {
-		return nil
+		f = nil
 	}
+	c.facts.put(m.SHA256, f, time.Now())
 	return f
 }
 
 // sendAssignment pushes a granted lease to the agent and records its answer.
-func (c *Coordinator) sendAssignment(g *store.Grant) {
+func (c *Coordinator) sendAssignment(g *store.Grant, grantedAt time.Time) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.ctx), c.cfg.AssignTimeout+10*time.Second)
 	defer cancel()
 	log := c.log.With("run_id", g.Run.ID, "device_id", g.Run.DeviceID, "token", g.Token)
@@ -332,7 +344,9 @@ func (c *Coordinator) sendAssignment(g *store.Grant) {
 		return
 	}
 	start := time.Now()
+	c.phases.observe(PhaseGrantToPublish, start.Sub(grantedAt))
 	msg, err := c.nc.Request(protocol.AssignSubject(g.Run.DeviceID), data, c.cfg.AssignTimeout)
+	replied := time.Now()
 	if err != nil {
 		release("agent did not acknowledge the assignment: "+err.Error(), "unreachable", false)
 		return
@@ -366,7 +380,10 @@ func (c *Coordinator) sendAssignment(g *store.Grant) {
 		release(fmt.Sprintf("refused by agent (%s): %s", rep.Code, rep.Reason), outcome, fail)
 		return
 	}
-	if err := c.store.AckAssignmentRenew(ctx, g.Run.ID, g.Token, c.cfg.LeaseTTL); err != nil {
+	c.phases.observe(PhaseAgentReply, replied.Sub(start))
+	err = c.store.AckAssignmentRenew(ctx, g.Run.ID, g.Token, c.cfg.LeaseTTL)
+	c.phases.observe(PhaseAckCommit, time.Since(replied))
+	if err != nil {
 		// Cancelled or failed over while the assignment was in flight; the
 		// agent learns from its next heartbeat reply.
 		log.WarnContext(ctx, "coordinator: ack of a lease no longer current", "err", err)

@@ -86,6 +86,11 @@ type Config struct {
 	// run apart from the result workers, so a slow hook (regression
 	// detection) delays acknowledgements, never the next commits.
 	HookWorkers int
+	// OnPhase, when set, is told how long each result waited in its
+	// stream before a worker took it ("result_queued") and how long its
+	// commit took ("result_commit"): the coordinator's breakdown of the
+	// result → next assignment path. It must be quick.
+	OnPhase func(phase string, d time.Duration)
 	// BeforeCommit, when set, is called before each telemetry transaction;
 	// an error abandons the batch without commit or ack and stops that
 	// worker, like a crash. Tests use it.
@@ -192,7 +197,7 @@ func (i *Ingester) Start(ctx context.Context) error {
 			return fmt.Errorf("ingest: telemetry consumer: %w", err)
 		}
 		res, err = i.cfg.JS.CreateOrUpdateConsumer(ctx, protocol.StreamResults, jetstream.ConsumerConfig{
-			Durable: ResultsConsumer, AckPolicy: jetstream.AckExplicitPolicy, AckWait: i.cfg.AckWait, MaxAckPending: 256,
+			Durable: ResultsConsumer, AckPolicy: jetstream.AckExplicitPolicy, AckWait: i.cfg.AckWait, MaxAckPending: resultMaxAckPending,
 		})
 		if err != nil {
 			return fmt.Errorf("ingest: results consumer: %w", err)
@@ -386,26 +391,44 @@ func (i *Ingester) commitTelemetry(ctx context.Context, b *telBatch) error {
 
 // resultLoop fetches results and hands each one to a worker as soon as it
 // arrives (at most ResultWorkers at once). Each result is its own
-// transaction, acknowledged after it commits; one that fails is
-// redelivered. On Stop the results already fetched are applied before it
-// returns.
+// transaction; one that fails is redelivered. A committed result goes to
+// the hook stage (hookQueue), which runs OnResult and acknowledges it, and
+// never holds the workers back. On Stop the results already fetched are
+// applied, and their hooks run for up to AckWait, before it returns.
 func (i *Ingester) resultLoop(ctx context.Context, c jetstream.Consumer) {
 	sem := make(chan struct{}, i.cfg.ResultWorkers)
 	var wg sync.WaitGroup
-	hooks := make(chan committedResult, 256)
+	hooks := newHookQueue()
 	var hwg sync.WaitGroup
 	for range i.cfg.HookWorkers {
-		hwg.Add(1)
-		go func() {
-			defer hwg.Done()
-			for h := range hooks {
-				i.finish(ctx, h)
+		hwg.Go(func() {
+			for {
+				h, ok := hooks.pop()
+				if !ok {
+					return
+				}
+				i.finish(ctx, h.h)
+				hooks.done(h)
 			}
-		}()
+		})
 	}
+	keepDone := make(chan struct{})
+	hwg.Go(func() {
+		t := time.NewTicker(i.cfg.AckWait / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-keepDone:
+				return
+			case now := <-t.C:
+				hooks.keepAlive(now, i.cfg.AckWait/3)
+			}
+		}
+	})
 	defer func() {
 		wg.Wait()
-		close(hooks)
+		hooks.close(i.cfg.AckWait)
+		close(keepDone)
 		hwg.Wait()
 	}()
 	backoff := 100 * time.Millisecond
@@ -497,7 +520,7 @@ type committedResult struct {
 
 // result applies one result and hands it to the hook stage (hooks), which
 // acknowledges it after OnResult.
-func (i *Ingester) result(ctx context.Context, m jetstream.Msg, hooks chan<- committedResult) error {
+func (i *Ingester) result(ctx context.Context, m jetstream.Msg, hooks *hookQueue) error {
 	res, err := protocol.DecodeResult(m.Data())
 	if err == nil {
 		err = checkSubject("result", m.Subject(), res.RunID, res.DeviceID)
@@ -509,6 +532,10 @@ func (i *Ingester) result(ctx context.Context, m jetstream.Msg, hooks chan<- com
 	start := time.Now()
 	run, err := i.cfg.Store.CompleteRun(ctx, res)
 	h := committedResult{m: m, run: run, stored: start, commit: time.Since(start)}
+	if i.cfg.OnPhase != nil && err == nil {
+		i.cfg.OnPhase("result_queued", storedAgo(m, start))
+		i.cfg.OnPhase("result_commit", h.commit)
+	}
 	switch {
 	case errors.Is(err, store.ErrAlreadyCompleted):
 		// Committed before, but the ack was lost (crash or timeout): run
@@ -529,7 +556,7 @@ func (i *Ingester) result(ctx context.Context, m jetstream.Msg, hooks chan<- com
 	}
 	// The hook runs before the ack: a crash in between redelivers the
 	// result, which then takes the ErrAlreadyCompleted path above.
-	hooks <- h
+	hooks.push(h)
 	return nil
 }
 
@@ -542,6 +569,10 @@ func (i *Ingester) finish(ctx context.Context, h committedResult) {
 		i.cfg.OnResult(hctx, h.run)
 	}
 	_ = h.m.Ack()
+	if i.cfg.OnPhase != nil {
+		i.cfg.OnPhase("result_hook_wait", hookStart.Sub(h.stored.Add(h.commit)))
+		i.cfg.OnPhase("result_hook", time.Since(hookStart))
+	}
 	if h.redeliver {
 		return
 	}
