@@ -19,6 +19,8 @@ var (
 	descStale     = prometheus.NewDesc("lesfarm_ingest_stale_total", "Messages rejected for a stale fencing token.", nil, nil)
 	descIngestErr = prometheus.NewDesc("lesfarm_ingest_errors_total", "Ingest database errors (batches redelivered).", nil, nil)
 	descSweeps    = prometheus.NewDesc("lesfarm_sweeps_total", "Lease, timeout and lost-device sweeps finished.", nil, nil)
+	descPoolWait  = prometheus.NewDesc("lesfarm_db_pool_acquire_seconds_total", "Time spent waiting to acquire a database connection from the pool.", nil, nil)
+	descPoolAcq   = prometheus.NewDesc("lesfarm_db_pool_acquires_total", "Database connections acquired from the pool, by whether the pool had one idle (empty: the caller waited).", []string{"pool"}, nil)
 	descLag       = prometheus.NewDesc("lesfarm_ingest_lag_messages", "Messages not yet committed (pending plus unacked), by stream.", []string{"stream"}, nil)
 	// One counter per phase (not a label), so a scraper summing labels
 	// still reads each one.
@@ -36,7 +38,7 @@ func init() {
 type collector struct{ c *Coordinator }
 
 func (m *collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descRuns, descRejected, descSamples, descTelMsgs, descResults, descStale, descIngestErr, descLag, descSweeps} {
+	for _, d := range []*prometheus.Desc{descRuns, descRejected, descSamples, descTelMsgs, descResults, descStale, descIngestErr, descLag, descSweeps, descPoolWait, descPoolAcq} {
 		ch <- d
 	}
 	for _, d := range descTelPhase {
@@ -66,6 +68,10 @@ func (m *collector) Collect(ch chan<- prometheus.Metric) {
 	for ph, d := range map[string]time.Duration{"fetch": st.FetchTime, "decode": st.DecodeTime, "commit": st.CommitTime, "ack": st.AckTime} {
 		ch <- prometheus.MustNewConstMetric(descTelPhase[ph], prometheus.CounterValue, d.Seconds())
 	}
+	ps := c.store.Pool().Stat()
+	ch <- prometheus.MustNewConstMetric(descPoolWait, prometheus.CounterValue, ps.AcquireDuration().Seconds())
+	ch <- prometheus.MustNewConstMetric(descPoolAcq, prometheus.CounterValue, float64(ps.AcquireCount()-ps.EmptyAcquireCount()), "idle")
+	ch <- prometheus.MustNewConstMetric(descPoolAcq, prometheus.CounterValue, float64(ps.EmptyAcquireCount()), "empty")
 	for stream, cons := range map[string]string{protocol.StreamTelemetry: ingest.TelemetryConsumer, protocol.StreamResults: ingest.ResultsConsumer} {
 		if c.js == nil {
 			break

@@ -138,7 +138,7 @@ func New(cfg Config) (*Ingester, error) {
 	cfg.Workers = cmp.Or(cfg.Workers, 4)
 	cfg.FetchMessages = cmp.Or(cfg.FetchMessages, 128)
 	cfg.FetchWait = cmp.Or(cfg.FetchWait, 50*time.Millisecond)
-	cfg.ResultWorkers = cmp.Or(cfg.ResultWorkers, 8)
+	cfg.ResultWorkers = cmp.Or(cfg.ResultWorkers, 32)
 	cfg.HookWorkers = cmp.Or(cfg.HookWorkers, 4)
 	cfg.AckWait = cmp.Or(cfg.AckWait, 30*time.Second)
 	cfg.MaxAckPending = cmp.Or(cfg.MaxAckPending, 4*cfg.Workers*cfg.FetchMessages)

@@ -235,6 +235,8 @@ type LostRun struct {
 	// Requeued is true when the run went back to the queue, false when it
 	// ran out of attempts (infra_failed).
 	Requeued bool
+	// TriggerID is the run's trigger (0 if none), for its notice.
+	TriggerID int64
 }
 
 // MarkDeviceLost marks a device lost when it has not been seen for its TTL
@@ -243,6 +245,9 @@ type LostRun struct {
 // was seen in time (another coordinator got its heartbeat) or is unknown.
 func (s *Store) MarkDeviceLost(ctx context.Context, id string, grace time.Duration) (lost bool, runs []LostRun, err error) {
 	err = s.tx(ctx, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, deferNotifySQL); err != nil {
+			return err
+		}
 		tag, err := tx.Exec(ctx, `UPDATE devices SET state = 'lost', lost_at = now()
 			WHERE id = $1 AND state = 'online' AND last_seen_at < now() - make_interval(secs => (ttl_ms::float8 / 1000) + $2::float8)`,
 			id, grace.Seconds())
@@ -259,6 +264,7 @@ func (s *Store) MarkDeviceLost(ctx context.Context, id string, grace time.Durati
 	if err != nil {
 		return false, nil, fmt.Errorf("store: mark device lost: %w", err)
 	}
+	s.notifyRuns(ctx, lostNotices(runs))
 	return lost, runs, nil
 }
 

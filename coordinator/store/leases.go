@@ -433,6 +433,9 @@ func (s *Store) ReconcileHello(ctx context.Context, deviceID string, held []prot
 	}
 	var lost []LostRun
 	err = s.tx(ctx, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, deferNotifySQL); err != nil {
+			return err
+		}
 		var err error
 		// Only running runs: an assigned one has its assignment request
 		// in flight, which this hello may have crossed; if the agent
@@ -445,6 +448,7 @@ func (s *Store) ReconcileHello(ctx context.Context, deviceID string, held []prot
 	if err != nil {
 		return nil, nil, fmt.Errorf("store: reconcile hello: %w", err)
 	}
+	s.notifyRuns(ctx, lostNotices(lost))
 	return cancels, lost, nil
 }
 
@@ -453,6 +457,9 @@ func (s *Store) ReconcileHello(ctx context.Context, deviceID string, held []prot
 func (s *Store) ExpireLeases(ctx context.Context, limit int) ([]LostRun, error) {
 	var lost []LostRun
 	err := s.tx(ctx, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, deferNotifySQL); err != nil {
+			return err
+		}
 		var err error
 		lost, err = failLeases(ctx, tx, `id IN (SELECT id FROM runs WHERE state IN ('assigned', 'running') AND lease_expires_at < now() LIMIT $1)`,
 			[]any{limit}, "lease expired", "expired")
@@ -461,6 +468,7 @@ func (s *Store) ExpireLeases(ctx context.Context, limit int) ([]LostRun, error) 
 	if err != nil {
 		return nil, fmt.Errorf("store: expire leases: %w", err)
 	}
+	s.notifyRuns(ctx, lostNotices(lost))
 	return lost, nil
 }
 
@@ -470,6 +478,8 @@ type TimedOutRun struct {
 	Token    int64
 	DeviceID string
 	Requeued bool
+	// TriggerID is the run's trigger (0 if none), for its notice.
+	TriggerID int64
 }
 
 // TimeoutRuns fails the active runs past their deadline (requeued instead
@@ -477,7 +487,10 @@ type TimedOutRun struct {
 func (s *Store) TimeoutRuns(ctx context.Context, limit int) ([]TimedOutRun, error) {
 	var out []TimedOutRun
 	err := s.tx(ctx, func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, `SELECT id, token, device_id, retry_on_failure AND attempts < max_attempts, timeout_ms FROM runs
+		if _, err := tx.Exec(ctx, deferNotifySQL); err != nil {
+			return err
+		}
+		rows, err := tx.Query(ctx, `SELECT id, token, device_id, retry_on_failure AND attempts < max_attempts, timeout_ms, coalesce(trigger_id, 0) FROM runs
 			WHERE state IN ('assigned', 'running') AND deadline_at < now() LIMIT $1 FOR UPDATE SKIP LOCKED`, limit)
 		if err != nil {
 			return err
@@ -486,7 +499,7 @@ func (s *Store) TimeoutRuns(ctx context.Context, limit int) ([]TimedOutRun, erro
 		for rows.Next() {
 			var t TimedOutRun
 			var m int64
-			if err := rows.Scan(&t.RunID, &t.Token, &t.DeviceID, &t.Requeued, &m); err != nil {
+			if err := rows.Scan(&t.RunID, &t.Token, &t.DeviceID, &t.Requeued, &m, &t.TriggerID); err != nil {
 				rows.Close()
 				return err
 			}
@@ -508,6 +521,14 @@ func (s *Store) TimeoutRuns(ctx context.Context, limit int) ([]TimedOutRun, erro
 	if err != nil {
 		return nil, fmt.Errorf("store: timeout runs: %w", err)
 	}
+	notices := make([]Run, len(out))
+	for i, t := range out {
+		notices[i] = Run{ID: t.RunID, State: RunFailed, TriggerID: t.TriggerID}
+		if t.Requeued {
+			notices[i].State = RunQueued
+		}
+	}
+	s.notifyRuns(ctx, notices)
 	return out, nil
 }
 

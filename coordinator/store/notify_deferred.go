@@ -45,3 +45,16 @@ func (s *Store) notifyRuns(ctx context.Context, runs []Run) {
 
 // notifyTimeout bounds notifyRuns.
 const notifyTimeout = 5 * time.Second
+
+// lostNotices are the notices of runs whose leases failLeases ended:
+// requeued, or infra_failed when out of attempts.
+func lostNotices(lost []LostRun) []Run {
+	out := make([]Run, len(lost))
+	for i, l := range lost {
+		out[i] = Run{ID: l.RunID, State: RunInfraFailed, TriggerID: l.TriggerID}
+		if l.Requeued {
+			out[i].State = RunQueued
+		}
+	}
+	return out
+}

@@ -457,6 +457,9 @@ func (s *Store) CountRunsByState(ctx context.Context) (map[string]int64, error) 
 func (s *Store) CancelRun(ctx context.Context, id int64, reason string) (*Run, error) {
 	var before *Run
 	err := s.tx(ctx, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, deferNotifySQL); err != nil {
+			return err
+		}
 		r, err := scanRun(tx.QueryRow(ctx, `SELECT `+runCols+` FROM runs r WHERE r.id = $1 FOR UPDATE`, id))
 		if err != nil {
 			return err
@@ -480,6 +483,7 @@ func (s *Store) CancelRun(ctx context.Context, id int64, reason string) (*Run, e
 		}
 		return nil, fmt.Errorf("store: cancel run: %w", err)
 	}
+	s.notifyRuns(ctx, []Run{{ID: before.ID, State: RunCancelled, TriggerID: before.TriggerID}})
 	if before.State == RunQueued {
 		before.Token = 0
 	}
@@ -498,14 +502,14 @@ func clipText(s string) string {
 // attempts remain (its partial samples and results are deleted, since the
 // next attempt reports afresh) and becomes infra_failed otherwise.
 func failLeases(ctx context.Context, tx pgx.Tx, where string, args []any, reason, outcome string) ([]LostRun, error) {
-	rows, err := tx.Query(ctx, `SELECT id, token, device_id, attempts < max_attempts FROM runs WHERE `+where+` FOR UPDATE SKIP LOCKED`, args...)
+	rows, err := tx.Query(ctx, `SELECT id, token, device_id, attempts < max_attempts, coalesce(trigger_id, 0) FROM runs WHERE `+where+` FOR UPDATE SKIP LOCKED`, args...)
 	if err != nil {
 		return nil, err
 	}
 	var lost []LostRun
 	for rows.Next() {
 		var l LostRun
-		if err := rows.Scan(&l.RunID, &l.Token, &l.DeviceID, &l.Requeued); err != nil {
+		if err := rows.Scan(&l.RunID, &l.Token, &l.DeviceID, &l.Requeued, &l.TriggerID); err != nil {
 			rows.Close()
 			return nil, err
 		}

@@ -114,7 +114,7 @@ func provision(ctx context.Context, cfg provisionConfig) (d *farmDeps, err error
 		}
 		dbURL = d.pg.URL()
 	}
-	if d.store, err = store.Open(ctx, dbURL, store.Config{MaxConns: 16}); err != nil {
+	if d.store, err = store.Open(ctx, dbURL, store.Config{MaxConns: 32}); err != nil {
 		return nil, err
 	}
 	if d.nc, err = nats.Connect(natsURL, append(coordinator.NATSOptions(cfg.Name), natsOpts...)...); err != nil {

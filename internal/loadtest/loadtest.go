@@ -474,26 +474,53 @@ func (lt *loadRun) trigger(ctx context.Context, spec *jobs.Spec, end time.Time) 
 	if err := errors.Join(errs...); err != nil {
 		return ids, err
 	}
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for time.Now().Before(end) {
-		lt.mu.Lock()
-		outstanding := len(ids) - len(lt.reported)
-		lt.mu.Unlock()
-		if outstanding < lt.cfg.Agents+lt.cfg.Surplus {
-			if err := create(false); err != nil {
-				return ids, err
+	// The top-up: burstWorkers trigger calls in flight, so the queue is
+	// refilled as fast as results free agents. One call at a time (each a
+	// transaction on the loaded database) let the queue run dry at 1,000
+	// agents: result → next then measured the trigger, not the
+	// coordinator.
+	var inFlight int // top-up calls under way, under idsMu
+	topUp := func() error {
+		tick := time.NewTicker(20 * time.Millisecond)
+		defer tick.Stop()
+		for time.Now().Before(end) {
+			idsMu.Lock()
+			lt.mu.Lock()
+			outstanding := len(ids) + inFlight - len(lt.reported)
+			lt.mu.Unlock()
+			need := outstanding < lt.cfg.Agents+lt.cfg.Surplus
+			if need {
+				inFlight++
 			}
-			continue
+			idsMu.Unlock()
+			if need {
+				err := create(false)
+				idsMu.Lock()
+				inFlight--
+				idsMu.Unlock()
+				if err != nil {
+					return err
+				}
+				continue
+			}
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-lt.resultWake:
+			case <-tick.C:
+			}
 		}
-		select {
-		case <-ctx.Done():
-			return ids, ctx.Err()
-		case <-lt.resultWake:
-		case <-tick.C:
-		}
+		return nil
 	}
-	return ids, nil
+	for w := range burstWorkers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[w] = topUp()
+		}()
+	}
+	wg.Wait()
+	return ids, errors.Join(errs...)
 }
 
 // awaitStored waits until every run is finished in the database and each
