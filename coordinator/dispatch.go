@@ -44,8 +44,8 @@ func (c *Coordinator) dispatchLoop(ctx context.Context) {
 	}
 }
 
-// dispatchRound gives queued runs to idle devices until a pass grants
-// nothing. One query reads the head of every suite's queue for all idle
+// dispatchRound gives queued runs to idle devices until a pass leaves an
+// idle device unplaced. One query reads the head of every suite's queue for all idle
 // devices; workers then take candidates from that shared list (each run is
 // tried by one worker of this coordinator) and claim them in the database,
 // where SKIP LOCKED arbitrates between coordinators. A device that matches
@@ -103,7 +103,13 @@ func (c *Coordinator) dispatchRound(ctx context.Context) error {
 		}
 		close(next)
 		wg.Wait()
-		if r.granted == 0 {
+		// Another pass only when this one placed every idle device it
+		// read (more may be idle beyond the read's limit, or freed
+		// meanwhile). A pass that left devices unplaced found nothing for
+		// them, and a pass to confirm it (all its reads again) doubled the
+		// database work of every round at 1,000 agents; runs queued or
+		// devices freed since wake the dispatcher again.
+		if r.granted == 0 || r.granted < len(devs) {
 			return nil
 		}
 	}

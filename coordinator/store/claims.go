@@ -69,7 +69,8 @@ func (s *Store) ClaimRuns(ctx context.Context, p *ClaimRunsParams) ([]Grant, err
 			FROM ok WHERE r.id = ok.run_id
 			RETURNING r.*),
 		l AS (INSERT INTO leases (token, run_id, device_id, coordinator, expires_at)
-			SELECT token, id, device_id, $4, lease_expires_at FROM r)
+			SELECT token, id, device_id, $4, lease_expires_at FROM r),
+		dv AS (UPDATE devices SET last_assigned_at = now() FROM r WHERE devices.id = r.device_id)
 		SELECT `+runCols+` FROM r`, devs, runs, p.LeaseTTL.Seconds(), p.Coordinator, cmp.Or(p.UnfitFor, UnfitFor).Seconds())
 	granted, err := collectRuns(rows, err)
 	if isUniqueViolation(err) {

@@ -33,7 +33,7 @@ func (s *Store) IdleDevices(ctx context.Context, limit int) ([]PlacementDevice, 
 		WHERE d.state = 'online' AND NOT d.drained
 		  AND NOT EXISTS (SELECT 1 FROM runs r WHERE r.device_id = d.id AND r.state IN ('assigned', 'running'))
 		  AND NOT `+hostBusySQL("d")+`
-		ORDER BY (SELECT max(r.assigned_at) FROM runs r WHERE r.device_id = d.id) NULLS FIRST, d.id
+		ORDER BY d.last_assigned_at NULLS FIRST, d.id
 		LIMIT $1`, limit)
 	if err != nil {
 		return nil, fmt.Errorf("store: idle devices: %w", err)
@@ -223,7 +223,8 @@ func (s *Store) ClaimRun(ctx context.Context, p *ClaimRunParams) (*Grant, error)
 				WHERE r.id = (SELECT id FROM runs WHERE id = $1 AND state = 'queued' FOR UPDATE SKIP LOCKED)
 				RETURNING r.*),
 			l AS (INSERT INTO leases (token, run_id, device_id, coordinator, expires_at)
-				SELECT token, id, device_id, $4, lease_expires_at FROM r)
+				SELECT token, id, device_id, $4, lease_expires_at FROM r),
+			dv AS (UPDATE devices SET last_assigned_at = now() WHERE id = $2 AND EXISTS (SELECT 1 FROM r))
 			SELECT `+runCols+` FROM r`, id, p.DeviceID, p.LeaseTTL.Seconds(), p.Coordinator))
 			if errors.Is(err, ErrNotFound) {
 				continue
