@@ -28,6 +28,10 @@ import (
 // size's rates). Measurements of a loaded device are noisy, so times are
 // made non-decreasing in the size before use, by lowering a size's time
 // to a bigger size's (a stall inflates a cell; nothing makes one fast).
+// That is the real-time throttle's model. The device clock instead shares
+// the device among the reads in flight at the table's throughput for
+// their depth (ReadTime, deviceflash.go).
+//
 // Build one with NewServiceTimes and do not change it afterwards; it is
 // then safe for concurrent use.
 type ServiceTimes struct {
