@@ -8,7 +8,7 @@ import (
 
 // psTable is a table whose 1 MiB reads take 1 ms alone, 1.5 ms each at
 // QD 2 (1.33× the throughput) and 2 ms at QD 4 (2×).
-func psTable(t *testing.T) *ServiceTimes {
+func psTable(t testing.TB) *ServiceTimes {
 	t.Helper()
 	st, err := NewServiceTimes([]int64{64 << 10, 1 << 20}, []int{1, 2, 4},
 		[][]time.Duration{{100 * time.Microsecond, 150 * time.Microsecond, 200 * time.Microsecond}, {time.Millisecond, 1500 * time.Microsecond, 2 * time.Millisecond}})
@@ -109,5 +109,24 @@ func TestPSFlashSpecBound(t *testing.T) {
 	f.issue(b, 0, 1<<20, 1, false)
 	if !near(a.devDone, time.Millisecond) || !near(b.devDone, 2*time.Millisecond) {
 		t.Errorf("bounded speculative reads done at %v and %v, want 1 and 2 ms", a.devDone, b.devDone)
+	}
+}
+
+// BenchmarkPSFlashIssue is the cost of one issue, an 864 KiB read every
+// millisecond (a third demanded), a few in flight: the plan is quadratic
+// in the reads in flight, which the store's budget bounds.
+func BenchmarkPSFlashIssue(b *testing.B) {
+	f := &psFlash{st: psTable(b), specMax: 4}
+	es := make([]*entry, 8)
+	for i := range es {
+		es[i] = &entry{}
+	}
+	now := time.Duration(0)
+	i := 0
+	b.ReportAllocs()
+	for b.Loop() {
+		now += time.Millisecond // under the device's capacity: a steady state
+		f.issue(es[i%8], now, 884736, 1, i%3 == 0)
+		i++
 	}
 }
