@@ -132,7 +132,10 @@ func TestTwinCheckStructure(t *testing.T) {
 				t.Errorf("%s: %.2f reads per token at depth %d; one read at a time is depth 1", row.Mode, c.ReadsPerToken, c.Depth)
 			}
 		}
-		if math.Abs(reads-d.ReadsPerToken) > 1e-9*d.ReadsPerToken {
+		// (A read in flight when a decode's counters are taken is in one
+		// count and not yet in the other: the oracle prefetches across
+		// tokens.)
+		if exact && math.Abs(reads-d.ReadsPerToken) > 1e-9*d.ReadsPerToken {
 			t.Errorf("%s: histogram holds %.3f reads per token, the store counted %.3f", row.Mode, reads, d.ReadsPerToken)
 		}
 	}
