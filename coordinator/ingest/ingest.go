@@ -61,7 +61,10 @@ type Config struct {
 	// ResultWorkers is how many results are applied concurrently (default
 	// 8). Results are handed to the workers as they arrive, without
 	// waiting for a batch to finish: the scheduler waits for each one to
-	// free its device.
+	// free its device. More workers take more of a loaded database from
+	// the telemetry workers: at 1,000 agents on 2 shared cores, 32 cut the
+	// results' wait in the stream from 7.5 to 0.6 s but the samples
+	// committed from 6.6k to 1.9k per second (docs/scale.md).
 	ResultWorkers int
 	// AckWait is how long JetStream waits for an ack before redelivering
 	// (default 30s).
@@ -138,7 +141,7 @@ func New(cfg Config) (*Ingester, error) {
 	cfg.Workers = cmp.Or(cfg.Workers, 4)
 	cfg.FetchMessages = cmp.Or(cfg.FetchMessages, 128)
 	cfg.FetchWait = cmp.Or(cfg.FetchWait, 50*time.Millisecond)
-	cfg.ResultWorkers = cmp.Or(cfg.ResultWorkers, 32)
+	cfg.ResultWorkers = cmp.Or(cfg.ResultWorkers, 8)
 	cfg.HookWorkers = cmp.Or(cfg.HookWorkers, 4)
 	cfg.AckWait = cmp.Or(cfg.AckWait, 30*time.Second)
 	cfg.MaxAckPending = cmp.Or(cfg.MaxAckPending, 4*cfg.Workers*cfg.FetchMessages)
