@@ -146,12 +146,24 @@ func (r *varintReader) i32(field string) int32 {
 // Validate checks the values.
 func (m *TelemetryBatch) UnmarshalJSON(data []byte) error { return m.unmarshalJSON(data) }
 
-// unmarshalJSON is UnmarshalJSON, which DecodeTelemetry calls directly.
+// unmarshalJSON is UnmarshalJSON, which DecodeTelemetry calls directly. A
+// message of exactly the shape agents send is read by scanTelemetry,
+// which gives the same wire form as encoding/json with one pass over the
+// bytes; anything else (or anything it is unsure of) goes through
+// json.Unmarshal.
 func (m *TelemetryBatch) unmarshalJSON(data []byte) error {
 	var w telemetryWire
-	if err := json.Unmarshal(data, &w); err != nil {
-		return err
+	if !scanTelemetry(data, &w) {
+		w = telemetryWire{}
+		if err := json.Unmarshal(data, &w); err != nil {
+			return err
+		}
 	}
+	return m.fromWire(&w)
+}
+
+// fromWire fills m from its decoded wire form.
+func (m *TelemetryBatch) fromWire(w *telemetryWire) error {
 	*m = TelemetryBatch{V: w.V, RunID: w.RunID, Token: w.Token, DeviceID: w.DeviceID, Seq: w.Seq,
 		Dropped: w.Dropped, Progress: w.Progress, SentAt: w.SentAt}
 	experts, err := unmarshalExperts(w.Experts)
