@@ -40,7 +40,9 @@ type State struct {
 	OnRoute RouteFunc
 	// CutVerify, if set, lets a pass over several positions drop its later
 	// positions where they would read experts the earlier ones do not
-	// need (verifycut.go); Forward then returns fewer positions' logits.
+	// need, and limits the pass's lookahead to position 0 (verifycut.go;
+	// qwen3moe-style models only). Forward then caches and returns only
+	// the kept positions (with all false, the last kept one's logits).
 	CutVerify bool
 	// CutSlack is how many new expert reads per layer a drafted position
 	// may add before CutVerify drops it (0: none).
@@ -399,7 +401,7 @@ func (s *State) predict(target int, x []float32, n, k int) error {
 	if k > E {
 		k = E
 	}
-	if s.CutVerify {
+	if s.CutVerify && s.hy == nil {
 		n = 1 // drafted positions ride on resident experts (verifycut.go)
 	}
 	in := sc.ein[:n*H]
