@@ -25,6 +25,29 @@ func TestArtifactGCRunsPeriodically(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The artifacts exist before the coordinator starts: a collector pass
+	// between a file's write and its row's insert would rightly sweep the
+	// file as a stray with this test's 1 ms grace.
+	ctx := context.Background()
+	st, err := store.Open(ctx, f.dbURL, store.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	put := func(content string) string {
+		info, err := files.Put(strings.NewReader(content), artifact.PutOptions{Size: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.PutArtifact(ctx, info.SHA256, info.Size, content+".bin"); err != nil {
+			t.Fatal(err)
+		}
+		return info.SHA256
+	}
+	unused, pinned := put("an unreferenced artifact"), put("a pinned artifact")
+	if _, err := st.SetArtifactPinned(ctx, pinned, true); err != nil {
+		t.Fatal(err)
+	}
 	var passes atomic.Int32
 	var lastErr atomic.Value
 	c := f.coordinator(t, "c1", func(cfg *coordinator.Config) {
@@ -38,21 +61,6 @@ func TestArtifactGCRunsPeriodically(t *testing.T) {
 			passes.Add(1)
 		}
 	})
-	ctx := context.Background()
-	put := func(content string) string {
-		info, err := files.Put(strings.NewReader(content), artifact.PutOptions{Size: -1})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := c.Store().PutArtifact(ctx, info.SHA256, info.Size, content+".bin"); err != nil {
-			t.Fatal(err)
-		}
-		return info.SHA256
-	}
-	unused, pinned := put("an unreferenced artifact"), put("a pinned artifact")
-	if _, err := c.Store().SetArtifactPinned(ctx, pinned, true); err != nil {
-		t.Fatal(err)
-	}
 	start := passes.Load()
 	testenv.Eventually(t, 20*time.Second, 20*time.Millisecond, func() error {
 		if _, err := c.Store().GetArtifact(ctx, unused); !errors.Is(err, store.ErrNotFound) {

@@ -87,13 +87,6 @@ func (q *hookQueue) close(drain time.Duration) {
 	q.cond.Broadcast()
 }
 
-// len is the number of results waiting for their hook.
-func (q *hookQueue) len() int {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	return len(q.q)
-}
-
 // keepAlive marks every result (waiting, or in its hook) that has waited longer than after since it
 // was delivered or last marked as in progress (JetStream restarts its
 // AckWait), and returns how many it marked.

@@ -59,8 +59,8 @@ func (f *psFlash) rate(size int64, q int) float64 {
 
 // run simulates the reads in rs from t0 until limit (or until all are
 // done when limit < 0), setting each finished read's done time, and
-// returns the reads still in flight and the time reached.
-func (f *psFlash) run(rs []*psRead, t0, limit time.Duration) ([]*psRead, time.Duration) {
+// returns the reads still in flight.
+func (f *psFlash) run(rs []*psRead, t0, limit time.Duration) []*psRead {
 	t := t0
 	for len(rs) > 0 && (limit < 0 || t < limit) {
 		demand := false
@@ -108,7 +108,7 @@ func (f *psFlash) run(rs []*psRead, t0, limit time.Duration) ([]*psRead, time.Du
 		rs = live
 		t += dt
 	}
-	return rs, t
+	return rs
 }
 
 // advance brings the reads' state to now, as planned at the last change.
@@ -116,7 +116,7 @@ func (f *psFlash) advance(now time.Duration) {
 	if now <= f.simT {
 		return
 	}
-	f.active, _ = f.run(f.active, f.simT, now)
+	f.active = f.run(f.active, f.simT, now)
 	f.simT = now
 }
 
