@@ -55,10 +55,6 @@ func expPoly(x float32) float32 {
 // siluPoly returns x/(1+expPoly(-x)).
 func siluPoly(x float32) float32 { return x / (1 + expPoly(-x)) }
 
-// SiLUPoly returns x/(1+exp(-x)) with the exp of SiLUMul, for scalar uses
-// that must agree with it.
-func SiLUPoly(x float32) float32 { return siluPoly(x) }
-
 // SiLUMul sets g[i] = silu(g[i])·u[i] for i < len(g) (the SwiGLU of an FFN:
 // silu of the gate times the up projection), silu(x) = x/(1+exp(-x)) with
 // the build's vector form of expPoly: every build gives the same bits.
