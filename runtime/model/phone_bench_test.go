@@ -5,6 +5,8 @@ import (
 	"os"
 	"runtime"
 	"testing"
+
+	"github.com/lesfarm/lesfarm/runtime/internal/cputime"
 )
 
 // BenchmarkPhonePrefill64 and BenchmarkPhoneDecode run a model named by
@@ -38,7 +40,7 @@ func BenchmarkPhonePrefill64(b *testing.B) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	b.ReportAllocs()
-	cpu0 := threadCPU()
+	cpu0 := cputime.Thread()
 	n := 0
 	for b.Loop() {
 		st.Reset()
@@ -48,7 +50,7 @@ func BenchmarkPhonePrefill64(b *testing.B) {
 		n += 64
 	}
 	b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "tok/s")
-	if cpu := (threadCPU() - cpu0).Seconds(); cpu > 0 {
+	if cpu := (cputime.Thread() - cpu0).Seconds(); cpu > 0 {
 		b.ReportMetric(float64(n)/cpu, "cpu-tok/s")
 	}
 }
@@ -62,7 +64,7 @@ func BenchmarkPhoneDecode(b *testing.B) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	b.ReportAllocs()
-	cpu0 := threadCPU()
+	cpu0 := cputime.Thread()
 	n := 0
 	for b.Loop() {
 		if st.Pos() >= 256 {
@@ -74,7 +76,7 @@ func BenchmarkPhoneDecode(b *testing.B) {
 		n++
 	}
 	b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "tok/s")
-	if cpu := (threadCPU() - cpu0).Seconds(); cpu > 0 {
+	if cpu := (cputime.Thread() - cpu0).Seconds(); cpu > 0 {
 		b.ReportMetric(float64(n)/cpu, "cpu-tok/s")
 	}
 }

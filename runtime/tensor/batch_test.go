@@ -7,6 +7,8 @@ import (
 	"math/rand/v2"
 	"runtime"
 	"testing"
+
+	"github.com/lesfarm/lesfarm/runtime/internal/cputime"
 )
 
 // TestBatchedMatchesGeneric checks MatMul over n vectors, for every type
@@ -121,14 +123,14 @@ func BenchmarkMatMulBatched(b *testing.B) {
 						runtime.LockOSThread()
 						defer runtime.UnlockOSThread()
 						b.ReportAllocs()
-						cpu0 := threadCPU()
+						cpu0 := cputime.Thread()
 						for b.Loop() {
 							if err := matMulWith(set.ks, nil, dst, m, x, n); err != nil {
 								b.Fatal(err)
 							}
 						}
 						flops := 2 * float64(sh[0]*sh[1]*n) * float64(b.N)
-						if cpu := (threadCPU() - cpu0).Seconds(); cpu > 0 {
+						if cpu := (cputime.Thread() - cpu0).Seconds(); cpu > 0 {
 							b.ReportMetric(flops/cpu/1e9, "cpuGFLOP/s")
 						}
 					})

@@ -5,6 +5,8 @@ import (
 	"math/rand/v2"
 	"runtime"
 	"testing"
+
+	"github.com/lesfarm/lesfarm/runtime/internal/cputime"
 )
 
 // BenchmarkMatVec measures matrix-vector products per weight type, shape,
@@ -57,7 +59,7 @@ func BenchmarkMatVec(b *testing.B) {
 						defer runtime.UnlockOSThread()
 						b.SetBytes(int64(len(m.Data)))
 						b.ReportAllocs()
-						cpu0 := threadCPU()
+						cpu0 := cputime.Thread()
 						for b.Loop() {
 							if err := matMulWith(set.ks, p, dst, m, x, 1); err != nil {
 								b.Fatal(err)
@@ -65,7 +67,7 @@ func BenchmarkMatVec(b *testing.B) {
 						}
 						flops := 2 * float64(sh[0]) * float64(sh[1]) * float64(b.N)
 						b.ReportMetric(flops/b.Elapsed().Seconds()/1e9, "GFLOP/s")
-						if cpu := (threadCPU() - cpu0).Seconds(); threads == 1 && cpu > 0 {
+						if cpu := (cputime.Thread() - cpu0).Seconds(); threads == 1 && cpu > 0 {
 							// Single-threaded: GFLOP/s per CPU-second of this
 							// thread, immune to time stolen by other processes.
 							b.ReportMetric(flops/cpu/1e9, "cpuGFLOP/s")
@@ -113,11 +115,11 @@ func BenchmarkCopy(b *testing.B) {
 	defer runtime.UnlockOSThread()
 	b.SetBytes(size)
 	b.ReportAllocs()
-	cpu0 := threadCPU()
+	cpu0 := cputime.Thread()
 	for b.Loop() {
 		copy(dst, src)
 	}
-	if cpu := (threadCPU() - cpu0).Seconds(); cpu > 0 {
+	if cpu := (cputime.Thread() - cpu0).Seconds(); cpu > 0 {
 		b.ReportMetric(float64(size)*float64(b.N)/cpu/1e6, "cpuMB/s")
 	}
 }
@@ -131,11 +133,11 @@ func BenchmarkQuantizeActivation(b *testing.B) {
 	cpuNs := func(b *testing.B, f func()) {
 		runtime.LockOSThread()
 		defer runtime.UnlockOSThread()
-		cpu0 := threadCPU()
+		cpu0 := cputime.Thread()
 		for b.Loop() {
 			f()
 		}
-		b.ReportMetric(float64(threadCPU()-cpu0)/float64(b.N), "cpu-ns/op")
+		b.ReportMetric(float64(cputime.Thread()-cpu0)/float64(b.N), "cpu-ns/op")
 	}
 	b.Run("Q8_K", func(b *testing.B) { cpuNs(b, func() { quantizeQ8K(x, q8k) }) })
 	b.Run("Q8_K-go", func(b *testing.B) { cpuNs(b, func() { quantizeQ8KGo(x, q8k) }) })
@@ -191,13 +193,13 @@ func BenchmarkMatVecLarge(b *testing.B) {
 				runtime.LockOSThread()
 				defer runtime.UnlockOSThread()
 				b.SetBytes(int64(len(m.Data)))
-				cpu0 := threadCPU()
+				cpu0 := cputime.Thread()
 				for b.Loop() {
 					if err := MatVec(p, dst, m, x); err != nil {
 						b.Fatal(err)
 					}
 				}
-				if cpu := (threadCPU() - cpu0).Seconds(); threads == 1 && cpu > 0 {
+				if cpu := (cputime.Thread() - cpu0).Seconds(); threads == 1 && cpu > 0 {
 					b.ReportMetric(float64(len(m.Data))*float64(b.N)/cpu/1e6, "cpuMB/s")
 				}
 			})

@@ -6,6 +6,8 @@ import (
 	"runtime"
 	"testing"
 	"time"
+
+	"github.com/lesfarm/lesfarm/runtime/internal/cputime"
 )
 
 // BenchmarkDecodeStream measures single-vector products (decode) the way a
@@ -58,17 +60,17 @@ func BenchmarkDecodeStream(b *testing.B) {
 				b.ReportAllocs()
 				for b.Loop() {
 					for i, set := range sets {
-						c0 := threadCPU()
+						c0 := cputime.Thread()
 						for _, m := range ms {
 							if err := matMulWith(set.ks, nil, out, m, x, 1); err != nil {
 								b.Fatal(err)
 							}
 						}
-						cpu[i] += threadCPU() - c0
+						cpu[i] += cputime.Thread() - c0
 					}
-					c0 := threadCPU()
+					c0 := cputime.Thread()
 					copy(dst, src)
-					cpu[len(sets)] += threadCPU() - c0
+					cpu[len(sets)] += cputime.Thread() - c0
 				}
 				gb := func(d time.Duration) float64 {
 					return float64(len(data)) * float64(b.N) / d.Seconds() / 1e9

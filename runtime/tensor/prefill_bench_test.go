@@ -5,6 +5,8 @@ import (
 	"math/rand/v2"
 	"runtime"
 	"testing"
+
+	"github.com/lesfarm/lesfarm/runtime/internal/cputime"
 )
 
 // BenchmarkQ4KExpertsCold runs the batched Q4_K product over 160 distinct
@@ -31,7 +33,7 @@ func BenchmarkQ4KExpertsCold(b *testing.B) {
 			runtime.LockOSThread()
 			defer runtime.UnlockOSThread()
 			b.ReportAllocs()
-			cpu0 := threadCPU()
+			cpu0 := cputime.Thread()
 			k := 0
 			for b.Loop() {
 				if err := matMulWith(kernels, nil, dst, ms[k], x, n); err != nil {
@@ -40,7 +42,7 @@ func BenchmarkQ4KExpertsCold(b *testing.B) {
 				k = (k + 1) % experts
 			}
 			flops := 2 * float64(rows*cols*n) * float64(b.N)
-			if cpu := (threadCPU() - cpu0).Seconds(); cpu > 0 {
+			if cpu := (cputime.Thread() - cpu0).Seconds(); cpu > 0 {
 				b.ReportMetric(flops/cpu/1e9, "cpuGFLOP/s")
 			}
 		})

@@ -1,6 +1,6 @@
 //go:build linux
 
-package model
+package cputime
 
 import (
 	"time"
@@ -8,11 +8,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// threadCPU returns the CPU time consumed by the calling OS thread
+// Thread returns the CPU time consumed by the calling OS thread
 // (CLOCK_THREAD_CPUTIME_ID, nanosecond resolution; the caller must hold
-// runtime.LockOSThread). On a shared, noisy machine it
-// measures model speed better than wall time.
-func threadCPU() time.Duration {
+// runtime.LockOSThread), or 0 where the clock cannot be read.
+func Thread() time.Duration {
 	var ts unix.Timespec
 	if err := unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts); err != nil {
 		return 0
