@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -202,7 +203,7 @@ func newBrowser(t *testing.T, allowed ...string) *browser {
 	var ctx context.Context
 	var err error
 	for attempt := 1; attempt <= 3; attempt++ {
-		o := append(opts[:len(opts):len(opts)], chromedp.UserDataDir(t.TempDir()))
+		o := slices.Concat(opts, []chromedp.ExecAllocatorOption{chromedp.UserDataDir(t.TempDir())})
 		actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), o...)
 		c, cancelCtx := chromedp.NewContext(actx)
 		if err = chromedp.Do(c); err == nil {
