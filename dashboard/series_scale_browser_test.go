@@ -16,8 +16,9 @@ import (
 // TestSeriesAtScale charts 1,000 builds × 20 device models: the series
 // endpoint downsamples on the server (into buckets of builds shared by the
 // series), the response stays small, and the page draws every series from
-// a local coordinator. The times are logged, as the issue's measurement;
-// the bounds only catch a chart that stopped downsampling.
+// a local coordinator. The times are logged, as the issue's measurement,
+// and not bounded: a loaded CI host would make a time bound flaky. The
+// size and point-count bounds catch a chart that stopped downsampling.
 func TestSeriesAtScale(t *testing.T) {
 	const builds, devices = 1000, 20
 	f := newFarm(t)
@@ -76,9 +77,6 @@ func TestSeriesAtScale(t *testing.T) {
 	}
 	api := eval[float64](t, b, `performance.getEntriesByType('resource').filter((e) => e.name.includes('/v1/series?')).map((e) => e.duration)[0] || -1`)
 	t.Logf("series page with %d series × %d builds: ready %v after navigating (page, API, chart library and draw); the series request took %.0f ms of it", devices, builds, took.Round(time.Millisecond), api)
-	if took > 10*time.Second {
-		t.Errorf("the page took %v to draw", took)
-	}
 	ctx2, cancel := context.WithTimeout(b.ctx, 5*time.Second)
 	defer cancel()
 	if _, err := chromedp.Run(ctx2, chromedp.WaitVisible(chromedp.CSS(".chart .uplot canvas"))); err != nil {
