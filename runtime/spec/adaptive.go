@@ -9,9 +9,10 @@ import (
 // always asks for K. Adaptive, it keeps a decayed estimate of the
 // per-token acceptance probability α and measured costs: the target pass
 // time per number of positions (in a streaming mode this includes the
-// expert reads of the union of the positions' experts) and the draft time
-// per proposed token. Each round it takes the k in [0, K] that maximises
-// the expected tokens per second
+// expert reads of the union of the positions' experts, and the reads the
+// pass's evictions cost the plain passes after it: see reads) and the
+// draft time per proposed token. Each round it takes the k in [0, K] that
+// maximises the expected tokens per second
 //
 //	rate(k) = (1 + α₁ + α₁α₂ + … + α₁…α_k) / (verify(k+1) + k·draft)
 //
@@ -19,20 +20,27 @@ import (
 // (see expected: each position's decayed counts shrunk toward the
 // position before it),
 // where rate(0) is plain decoding, and costs are the smallest of the last 8
-// measurements (see estimate). The on/off decision is made with care,
-// because a wrong "on" costs more than the speculation could gain:
-//   - hysteresis: speculation turns on only when the best k beats plain by
-//     onMargin with lower confidence bounds of the α_i (one standard
-//     deviation of the decayed acceptance counts), and stays on while it
-//     beats plain with the estimates themselves;
-//   - when off, it probes with the best k's draft (the round it would run,
-//     so the positions that decide are the ones measured) after 8 plain
-//     rounds; the gap to the next probe
-//     doubles (up to maxProbeGap) while the estimate says drafting loses
-//     and halves (down to 2) while only the confidence bound keeps it off,
-//     so a drafter that does not pay costs a bounded share of the rounds
-//     (about 1/maxProbeGap once settled) and one that pays is found within
-//     a few probes.
+// measurements (see estimate). The on/off decision has hysteresis:
+// speculation turns on only when the best k beats plain by onMargin with
+// lower confidence bounds of the α_i (one standard deviation of the
+// decayed acceptance counts), and stays on while it beats plain with the
+// estimates themselves. When off, it probes with the best k's draft.
+//
+// What bounds the cost of being wrong is a ledger (credit), in plain
+// passes: every round the controller decodes plainly earns share, every
+// drafting round is charged its cost beyond a plain pass less the tokens
+// it yielded beyond one,
+//
+//	charge = (verify(n) + evict(n) + draft time) / verify(1) − (1 + accepted),
+//
+// negative when the round paid. A round drafts (probe, measurement or
+// "on") only while the credit covers its expected charge, and the credit
+// is capped at maxCredit. So over any stretch of rounds the drafting
+// rounds together cost at most share × the plain rounds + maxCredit + one
+// round's charge more than plain decoding would have for the same tokens
+// (in the controller's cost estimates): with share = 1% a drafter that
+// never pays costs ≤ 1% once settled (TestControllerProbeBound counts it
+// in verify positions), and one that pays earns its own probes.
 //
 // A Decoder keeps its adaptive controller across Runs of the same K: the
 // costs and the acceptance it learned carry over, so short generations do
@@ -45,26 +53,117 @@ type controller struct {
 	pos        []counts   // by draft position 1..K: decayed counts of the position's acceptance given the earlier ones
 	verify     []estimate // by positions 1..K+1
 	draft      estimate   // per proposed token
-	plain      int        // plain rounds since the last probe
-	probeGap   int
 	rounds     int
-	on         bool // the last choice drafted (hysteresis)
-	probing    bool // the last choice was a probe
-	// probeCost is the last probe's cost beyond a plain pass, in plain
-	// passes (a model drafter's catch-up is in it).
-	probeCost float64
+	on         bool // the last choice drafted and was not a probe (hysteresis)
+	chose      int  // the last choice
+	// credit is the ledger, in plain passes (see the type's doc).
+	credit float64
+	reads  reads
+}
+
+// reads tracks, in a streaming mode, what a verify pass's expert reads
+// cost beyond the pass itself: its union of experts evicts experts the
+// plain passes after it would have found resident. The pass's own reads
+// are in its wall time; the evictions show up as the excess bytes of the
+// plain passes right after it over a plain pass after plain passes. That
+// excess, per drafted position, is charged to every drafting round
+// (evict), and taken out of those plain passes' samples, so the plain
+// cost that decides is a plain pass among plain passes.
+type reads struct {
+	stall, bytes float64 // decayed sums over all passes: seconds per byte
+	plain        float64 // decayed mean bytes of a plain pass after plain passes
+	plainW       float64
+	spill        float64 // decayed mean excess bytes per drafted position of the last drafting round
+	spillW       float64
+	after        int // positions of the last drafting round while its plain successors are measured
+	left         int // plain passes still to measure after it
+	excess       float64
+}
+
+// spillPasses is how many plain passes after a drafting round count its
+// evictions.
+const spillPasses = 2
+
+// secPerByte is the measured stall per byte read (0 before any read).
+func (r *reads) secPerByte() float64 {
+	if r.bytes <= 0 {
+		return 0
+	}
+	return r.stall / r.bytes
+}
+
+// evict is the expected extra read time of the plain passes after a
+// drafting pass of n positions.
+func (r *reads) evict(n int) float64 {
+	if n <= 1 || r.spillW == 0 {
+		return 0
+	}
+	return r.spill / r.spillW * float64(n-1) * r.secPerByte()
+}
+
+// observe records a pass's reads and returns the part of its time that
+// belongs to the drafting round before it (evictions), to be taken out
+// of a plain pass's sample.
+func (r *reads) observe(positions int, bytes int64, stall time.Duration) float64 {
+	if bytes <= 0 && r.bytes == 0 {
+		return 0 // resident, or nothing streamed yet
+	}
+	b := float64(bytes)
+	r.stall = r.stall*decay + stall.Seconds()
+	r.bytes = r.bytes*decay + b
+	if positions > 1 {
+		r.close()
+		r.after, r.left, r.excess = positions, spillPasses, 0
+		return 0
+	}
+	if r.left == 0 {
+		r.plain = r.plain*decay + b
+		r.plainW = r.plainW*decay + 1
+		return 0
+	}
+	x := 0.0
+	if r.plainW > 0 {
+		x = max(0, b-r.plain/r.plainW)
+	}
+	r.excess += x
+	if r.left--; r.left == 0 {
+		r.close()
+	}
+	return x * r.secPerByte()
+}
+
+// close records the excess of a finished (or interrupted) run of plain
+// passes after a drafting round.
+func (r *reads) close() {
+	if r.after > 1 && r.plainW > 0 {
+		r.spill = r.spill*decay + r.excess/float64(r.after-1)
+		r.spillW = r.spillW*decay + 1
+	}
+	r.after, r.left = 0, 0
+}
+
+// round is what the Decoder reports to the controller after a pass:
+// drafted tokens proposed and accepted, the pass's positions, its time and
+// the draft time, and in a streaming mode the expert bytes the pass read
+// and the time it stalled on them.
+type round struct {
+	proposed, accepted, positions int
+	verify, draft                 time.Duration
+	bytes                         int64
+	stall                         time.Duration
 }
 
 // onMargin is how much the best draft length must beat plain decoding (in
 // expected tokens per second, with the lower bound of α) to turn
-// speculation on; maxProbeGap bounds the plain rounds between probes.
-// Probes are also spaced so that their measured extra cost stays within
-// probeShare of the plain rounds between them (at most maxCostGap rounds).
+// speculation on. share is the credit a plain round earns (the bound on
+// drafting's overhead, of the plain rounds), maxCredit the credit's cap
+// and initCredit its start, in plain passes (the start pays the first
+// measuring rounds).
 const (
-	onMargin    = 0.05
-	maxProbeGap = 128
-	probeShare  = 0.02
-	maxCostGap  = 1024
+	onMargin   = 0.05
+	share      = 0.01
+	maxCredit  = 16.0
+	initCredit = 4.0
 )
 
 // calibrate is how often (in rounds) a drafting controller decodes one
@@ -132,7 +231,7 @@ const shrink = 4
 const posDecay = 0.99
 
 func newController(k int, adaptive bool) *controller {
-	return &controller{k: k, adaptive: adaptive, verify: make([]estimate, k+2), pos: make([]counts, k+1), probeGap: 8}
+	return &controller{k: k, adaptive: adaptive, verify: make([]estimate, k+2), pos: make([]counts, k+1), credit: initCredit}
 }
 
 func (c *controller) alpha() float64 { return (c.succ + 1) / (c.succ + c.fail + 2) }
@@ -215,15 +314,40 @@ func (c *controller) rate(k int) float64 { return c.rateAt(k, false) }
 // rateAt is rate with the acceptance estimates, or their lower bounds.
 func (c *controller) rateAt(k int, low bool) float64 {
 	exp := c.expected(k, low)
-	cost := c.verifyCost(k+1) + float64(k)*c.draft.v
+	cost := c.verifyCost(k+1) + c.reads.evict(k+1) + float64(k)*c.draft.v
 	if cost <= 0 {
 		return 0
 	}
 	return exp / cost
 }
 
+// plainCost is the plain pass's cost to weigh against a pass of n
+// positions: its minimum over as many recent samples as verifyCost(n)
+// rests on. A plain pass is measured every plain round and a wide one a
+// few times, and on a loaded machine the minimum of 8 samples is lower
+// than that of 2: compared unmatched, load alone would make drafting
+// look worse (or, with few plain samples, better) than it is.
+func (c *controller) plainCost(n int) float64 {
+	return c.verify[1].minOf(c.samples(n))
+}
+
+// charge is the expected ledger charge of a round of k drafts (see
+// controller), in plain passes.
+func (c *controller) charge(k int) float64 {
+	p := c.plainCost(k + 1)
+	if k == 0 || p <= 0 {
+		return 0
+	}
+	return (c.verifyCost(k+1)+c.reads.evict(k+1)+float64(k)*c.draft.v)/p - c.expected(k, false)
+}
+
 // next returns the draft length of the next round.
 func (c *controller) next() int {
+	c.chose = c.choose()
+	return c.chose
+}
+
+func (c *controller) choose() int {
 	if !c.adaptive {
 		return c.k
 	}
@@ -239,10 +363,14 @@ func (c *controller) next() int {
 		// One short and one full-length draft: the widest pass anchors
 		// verifyCost's interpolation, which a short pass alone would
 		// extrapolate linearly (positions that share experts make wide
-		// passes far cheaper than that).
+		// passes far cheaper than that). They draft while there is
+		// credit (initCredit pays for them once).
+		if c.credit <= 0 {
+			return 0
+		}
 		return [2]int{min(2, c.k), c.k}[c.draft.n]
 	}
-	if c.plain == 0 && c.rounds%calibrate == 0 {
+	if c.chose != 0 && c.rounds%calibrate == 0 {
 		return 0
 	}
 	plainRate := c.rate(0)
@@ -257,14 +385,14 @@ func (c *controller) next() int {
 	// every round and a wide one a few times, and on a loaded machine the
 	// minimum of 8 samples is lower than that of 2, which would keep
 	// speculation off for the load's sake.
-	if p := c.verify[1].minOf(c.samples(bestSpec + 1)); p > 0 {
+	if p := c.plainCost(bestSpec + 1); p > 0 {
 		plainRate = 1 / p
 	}
 	// Turn on with the lower bound of α and a margin; stay on while the
-	// estimate beats plain.
-	if (c.on && bestSpecRate > plainRate) || c.rateAt(bestSpec, true) > plainRate*(1+onMargin) {
+	// estimate beats plain; either way only while the credit is not
+	// spent.
+	if c.credit >= 0 && ((c.on && bestSpecRate > plainRate) || c.rateAt(bestSpec, true) > plainRate*(1+onMargin)) {
 		c.on = true
-		c.plain, c.probeGap = 0, 8
 		if c.rounds%explore == explore/2 {
 			// Explore two positions past the best length once per
 			// explore rounds: positions a round never reaches are never
@@ -274,47 +402,46 @@ func (c *controller) next() int {
 		return bestSpec
 	}
 	c.on = false
-	c.plain++
-	if c.plain >= c.probeGap {
-		// Probe sooner while the estimate itself says drafting would pay
-		// (only the confidence bound keeps it off), later while it loses.
-		c.plain = 0
-		if bestSpecRate > plainRate {
-			c.probeGap = max(2, c.probeGap/2)
-		} else {
-			c.probeGap = min(2*c.probeGap, maxProbeGap)
-		}
-		c.probeGap = max(c.probeGap, min(maxCostGap, int(c.probeCost/probeShare)))
-		c.probing = true
+	// Probe with the round it would run, so the positions that decide are
+	// the ones measured, once the credit covers its expected charge (or
+	// is full: a probe then costs at most maxCredit plus one round).
+	if e := c.charge(bestSpec); c.credit >= min(max(e, 0), maxCredit) && c.credit > 0 {
 		return bestSpec
 	}
 	return 0
 }
 
-// observe records a round: drafted tokens asked for and proposed, accepted,
-// the target pass time over positions and the draft time.
-func (c *controller) observe(proposed, accepted, positions int, verify, draft time.Duration) {
-	if c.probing {
-		c.probing = false
-		if p := c.verify[1].v; p > 0 {
-			c.probeCost = max(0, (verify+draft).Seconds()/p-1-float64(accepted))
-		}
+// observe records a round.
+func (c *controller) observe(r round) {
+	// A plain pass right after a drafting one has the evictions of that
+	// pass in its reads: they are charged to drafting (evict), so they
+	// come out of the plain sample.
+	verify := r.verify.Seconds()
+	verify = max(verify/2, verify-c.reads.observe(r.positions, r.bytes, r.stall))
+	if r.positions < len(c.verify) {
+		c.verify[r.positions].add(verify)
 	}
-	if positions < len(c.verify) {
-		c.verify[positions].add(verify.Seconds())
+	if !c.adaptive {
+		return
 	}
-	if proposed > 0 {
-		c.draft.add(draft.Seconds() / float64(proposed))
-		c.succ = c.succ*decay + float64(accepted)
+	if c.chose == 0 {
+		c.credit = min(maxCredit, c.credit+share)
+	} else if p := c.plainCost(r.positions); p > 0 {
+		cost := c.verifyCost(r.positions) + c.reads.evict(r.positions) + r.draft.Seconds()
+		c.credit = min(maxCredit, c.credit-(cost/p-1-float64(r.accepted)))
+	}
+	if r.proposed > 0 {
+		c.draft.add(r.draft.Seconds() / float64(r.proposed))
+		c.succ = c.succ*decay + float64(r.accepted)
 		c.fail *= decay
-		if accepted < proposed {
+		if r.accepted < r.proposed {
 			c.fail++
 		}
-		for i := 1; i <= min(accepted+1, proposed, len(c.pos)-1); i++ {
+		for i := 1; i <= min(r.accepted+1, r.proposed, len(c.pos)-1); i++ {
 			pc := &c.pos[i]
 			pc.s *= posDecay
 			pc.f *= posDecay
-			if i <= accepted {
+			if i <= r.accepted {
 				pc.s++
 			} else {
 				pc.f++

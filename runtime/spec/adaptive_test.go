@@ -51,7 +51,7 @@ func TestControllerNeverMuchSlower(t *testing.T) {
 						noise := func(x float64) time.Duration {
 							return time.Duration(x * (1 + 0.6*r.Float64()*r.Float64()) * 1e9)
 						}
-						c.observe(k, acc, k+1, noise(vt), noise(dt))
+						c.observe(round{proposed: k, accepted: acc, positions: k + 1, verify: noise(vt), draft: noise(dt)})
 					}
 					got := tokens / secs
 					if got < 0.97*plain {
@@ -105,7 +105,7 @@ func TestControllerBurstyAcceptance(t *testing.T) {
 					}
 					tokens += float64(acc + 1)
 					secs += verify(k + 1)
-					c.observe(k, acc, k+1, time.Duration(verify(k+1)*(1+0.6*r.Float64()*r.Float64())*1e9), 0)
+					c.observe(round{proposed: k, accepted: acc, positions: k + 1, verify: time.Duration(verify(k+1) * (1 + 0.6*r.Float64()*r.Float64()) * 1e9)})
 				}
 				sum += tokens / secs
 			}

@@ -82,7 +82,7 @@ func TestControllerTurnsOff(t *testing.T) {
 		if k > 0 {
 			spec++
 		}
-		c.observe(k, 0, k+1, time500us(k+1), time500us(k)/10)
+		c.observe(round{proposed: k, positions: k + 1, verify: time500us(k + 1), draft: time500us(k) / 10})
 	}
 	if spec > 400/20 {
 		t.Fatalf("never-accepting drafter drafted in %d of 400 rounds", spec)
@@ -91,7 +91,7 @@ func TestControllerTurnsOff(t *testing.T) {
 	last := 0
 	for range 50 {
 		last = c.next()
-		c.observe(last, last, last+1, time500us(1), time500us(last)/100)
+		c.observe(round{proposed: last, accepted: last, positions: last + 1, verify: time500us(1), draft: time500us(last) / 100})
 	}
 	if last != 8 {
 		t.Fatalf("always-accepting cheap drafter: k=%d, want 8", last)

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/lesfarm/lesfarm/runtime/generate"
+	"github.com/lesfarm/lesfarm/runtime/internal/cputime"
 	"github.com/lesfarm/lesfarm/runtime/model"
 	"github.com/lesfarm/lesfarm/runtime/sample"
 	"github.com/lesfarm/lesfarm/runtime/trace"
@@ -340,15 +341,18 @@ func (dec *Decoder) Run(ctx context.Context, p Params) (*Result, error) {
 		}
 	}
 	rep, _ := target.Experts.(generate.TokenReporter)
+	// emit takes the store's reads and stall of the pass just made (the
+	// controller weighs them in a streaming mode) and hands the event to
+	// the sink.
+	var ev trace.TokenEvent
 	emit := func(step int, ph trace.Phase, pos, tokens int, d time.Duration) {
-		if p.Sink == nil {
-			return
-		}
-		ev := trace.TokenEvent{Step: step, Phase: ph, Pos: pos, Tokens: tokens, Duration: d}
+		ev = trace.TokenEvent{Step: step, Phase: ph, Pos: pos, Tokens: tokens, Duration: d}
 		if rep != nil {
 			rep.FillTokenEvent(&ev)
 		}
-		p.Sink.Token(&ev)
+		if p.Sink != nil {
+			p.Sink.Token(&ev)
+		}
 	}
 
 	res := &Result{Result: generate.Result{PromptIDs: p.PromptIDs, TokenIDs: make([]int, 0, p.MaxTokens)}}
@@ -432,11 +436,11 @@ func (dec *Decoder) Run(ctx context.Context, p Params) (*Result, error) {
 		}
 		kr := max(0, min(want, p.MaxTokens-len(res.TokenIDs)-1, tcap-tpos-1, dcap-len(seq)+1))
 		drafts = append(drafts[:0], seq[tpos])
-		var draftTime time.Duration
+		var draftTime, draftCPU time.Duration
 		if kr > 0 {
-			t0 := time.Now()
+			t0, c0 := time.Now(), cputime.Process()
 			prop, err := dec.drafter.Propose(ctx, seq, kr, smp, dec.qs)
-			draftTime = time.Since(t0)
+			draftTime, draftCPU = time.Since(t0), cpuSince(c0, t0)
 			st.DraftTime += draftTime
 			if err != nil {
 				res.Decode += time.Since(roundStart)
@@ -455,10 +459,10 @@ func (dec *Decoder) Run(ctx context.Context, p Params) (*Result, error) {
 			dec.unionN = 0
 		}
 		ts.CutVerify, ts.CutSlack = cut && kr > 0, p.CutSlack // never the prompt's passes
-		t0 := time.Now()
+		t0, c0 := time.Now(), cputime.Process()
 		logits, err = ts.Forward(ctx, drafts, kr > 0)
 		ts.CutVerify = false
-		d := time.Since(t0)
+		d, dCPU := time.Since(t0), cpuSince(c0, t0)
 		st.TargetTime += d
 		if err != nil {
 			res.Decode += time.Since(roundStart)
@@ -477,12 +481,16 @@ func (dec *Decoder) Run(ctx context.Context, p Params) (*Result, error) {
 		acc, next := dec.accept(logits, drafts, kr, smp)
 		st.Accepted += acc
 		st.Histogram[acc]++
-		ctl.observe(kr, acc, kr+1, d, draftTime)
 		ph := trace.Verify
 		if kr == 0 {
 			ph = trace.Decode
 		}
 		emit(step, ph, tpos, kr+1, d)
+		// The controller weighs CPU time plus the wait for expert reads:
+		// wall time on a shared machine also counts other processes'
+		// turns, and one slow sample of a wide pass would keep
+		// speculation off for many rounds.
+		ctl.observe(round{proposed: kr, accepted: acc, positions: kr + 1, verify: dCPU + ev.Stall, draft: draftCPU, bytes: ev.BytesRead, stall: ev.Stall})
 		step++
 		// Rewind the target and the drafter to the agreed sequence: the
 		// target keeps seq[tpos] and the accepted drafts.
@@ -557,6 +565,15 @@ func (dec *Decoder) accept(logits []float32, drafts []int, kr int, smp *sample.S
 	}
 	smp.Dist(logits[kr*V:(kr+1)*V], p)
 	return kr, smp.Draw(p)
+}
+
+// cpuSince is the process CPU time since c0 (read at t0), or the wall
+// time since t0 where there is no CPU clock.
+func cpuSince(c0 time.Duration, t0 time.Time) time.Duration {
+	if c0 == 0 {
+		return time.Since(t0)
+	}
+	return cputime.Process() - c0
 }
 
 func grow[T any](b []T, n int) []T {
