@@ -171,7 +171,7 @@ const (
 // drafts two tokens past the best length, to measure positions the chosen
 // rounds never reach.
 const (
-	calibrate = 16
+	calibrate = 32
 	explore   = 32
 )
 
@@ -188,19 +188,6 @@ type estimate struct {
 }
 
 const window = 8
-
-// minOf is the smallest of the last m samples (all kept ones if fewer).
-func (e *estimate) minOf(m int) float64 {
-	m = min(m, e.n, window)
-	v := e.v
-	if m > 0 {
-		v = e.last[(e.n-1)%window]
-	}
-	for i := 1; i < m; i++ {
-		v = min(v, e.last[(e.n-1-i)%window])
-	}
-	return v
-}
 
 func (e *estimate) add(x float64) {
 	e.last[e.n%window] = x
@@ -243,37 +230,40 @@ func (c *controller) alphaLow() float64 {
 	return max(0, a-math.Sqrt(a*(1-a)/(c.succ+c.fail+2)))
 }
 
-// verifyCost estimates a target pass over n positions: measured, or
-// interpolated from 1 position and the widest measured pass, or (nothing
-// measured) n times a 1-position pass.
+// verifyCost estimates a target pass over n positions: the plain pass's
+// estimate times the pass's measured ratio to it (ratio). Samples of
+// wider passes are kept as ratios to the plain estimate at the time, so
+// a load that slows every pass alike does not change them.
 func (c *controller) verifyCost(n int) float64 {
-	if e := c.verify[n]; e.n > 0 {
-		return e.v
+	p := c.verify[1].v
+	if n <= 1 {
+		return p
 	}
-	t1 := c.verify[1].v
-	for m := len(c.verify) - 1; m > 1; m-- {
-		if e := c.verify[m]; e.n > 0 {
-			if c.verify[1].n == 0 {
-				return e.v * float64(n) / float64(m)
-			}
-			return t1 + (e.v-t1)*float64(n-1)/float64(m-1)
-		}
-	}
-	return t1 * float64(n)
+	return p * c.ratio(n)
 }
 
-// samples is how many measurements verifyCost(n) rests on: those of n
-// positions, or of the widest measured pass it interpolates from.
-func (c *controller) samples(n int) int {
-	if e := c.verify[n]; e.n > 0 {
-		return e.n
-	}
-	for m := len(c.verify) - 1; m > 1; m-- {
+// ratio is a pass of n > 1 positions over a plain pass: the smallest
+// estimate of any measured width ≥ n (a pass costs no less than a
+// narrower one, so a stale or single high sample of n does not stand
+// above a well-measured wider pass), or, with no wider pass measured,
+// the widest measured narrower one's extrapolated linearly (n times a
+// plain pass with nothing measured).
+func (c *controller) ratio(n int) float64 {
+	r := math.Inf(1)
+	for m := n; m < len(c.verify); m++ {
 		if e := c.verify[m]; e.n > 0 {
-			return e.n
+			r = min(r, e.v)
 		}
 	}
-	return window
+	if !math.IsInf(r, 1) {
+		return r
+	}
+	for m := n - 1; m > 1; m-- {
+		if e := c.verify[m]; e.n > 0 {
+			return 1 + (e.v-1)*float64(n-1)/float64(m-1)
+		}
+	}
+	return float64(n)
 }
 
 // expected is the expected tokens of a round of k drafts,
@@ -321,20 +311,10 @@ func (c *controller) rateAt(k int, low bool) float64 {
 	return exp / cost
 }
 
-// plainCost is the plain pass's cost to weigh against a pass of n
-// positions: its minimum over as many recent samples as verifyCost(n)
-// rests on. A plain pass is measured every plain round and a wide one a
-// few times, and on a loaded machine the minimum of 8 samples is lower
-// than that of 2: compared unmatched, load alone would make drafting
-// look worse (or, with few plain samples, better) than it is.
-func (c *controller) plainCost(n int) float64 {
-	return c.verify[1].minOf(c.samples(n))
-}
-
 // charge is the expected ledger charge of a round of k drafts (see
 // controller), in plain passes.
 func (c *controller) charge(k int) float64 {
-	p := c.plainCost(k + 1)
+	p := c.verify[1].v
 	if k == 0 || p <= 0 {
 		return 0
 	}
@@ -380,24 +360,21 @@ func (c *controller) choose() int {
 			bestSpec, bestSpecRate = k, r
 		}
 	}
-	// Compare with the plain pass's minimum over as many recent samples
-	// as the verify cost it is compared with has: a plain pass is measured
-	// every round and a wide one a few times, and on a loaded machine the
-	// minimum of 8 samples is lower than that of 2, which would keep
-	// speculation off for the load's sake.
-	if p := c.plainCost(bestSpec + 1); p > 0 {
-		plainRate = 1 / p
-	}
 	// Turn on with the lower bound of α and a margin; stay on while the
 	// estimate beats plain; either way only while the credit is not
 	// spent.
 	if c.credit >= 0 && ((c.on && bestSpecRate > plainRate) || c.rateAt(bestSpec, true) > plainRate*(1+onMargin)) {
 		c.on = true
-		if c.rounds%explore == explore/2 {
+		switch c.rounds % (2 * explore) {
+		case explore / 2:
 			// Explore two positions past the best length once per
-			// explore rounds: positions a round never reaches are never
-			// measured, and a stale low estimate would keep k short.
+			// explore rounds, and the full length every other time:
+			// positions a round never reaches are never measured, and a
+			// stale estimate (the first wide pass of a run is cold)
+			// would keep k short.
 			return min(c.k, bestSpec+2)
+		case 3 * explore / 2:
+			return c.k
 		}
 		return bestSpec
 	}
@@ -418,15 +395,18 @@ func (c *controller) observe(r round) {
 	// come out of the plain sample.
 	verify := r.verify.Seconds()
 	verify = max(verify/2, verify-c.reads.observe(r.positions, r.bytes, r.stall))
-	if r.positions < len(c.verify) {
-		c.verify[r.positions].add(verify)
+	switch p := c.verify[1].v; {
+	case r.positions == 1:
+		c.verify[1].add(verify)
+	case r.positions < len(c.verify) && p > 0:
+		c.verify[r.positions].add(verify / p)
 	}
 	if !c.adaptive {
 		return
 	}
 	if c.chose == 0 {
 		c.credit = min(maxCredit, c.credit+share)
-	} else if p := c.plainCost(r.positions); p > 0 {
+	} else if p := c.verify[1].v; p > 0 {
 		cost := c.verifyCost(r.positions) + c.reads.evict(r.positions) + r.draft.Seconds()
 		c.credit = min(maxCredit, c.credit-(cost/p-1-float64(r.accepted)))
 	}
