@@ -68,13 +68,22 @@ type SpecRow struct {
 	// CPUTPS is decode tokens per CPU-second of the process (from the
 	// first generated token on), CPUSpeedup its ratio to the plain row:
 	// the figures that hold on a machine shared with other work.
-	CPUTPS           float64 `json:"tokens_per_cpu_second"`
-	CPUSpeedup       float64 `json:"cpu_speedup"`
-	Adaptive         bool    `json:"adaptive,omitempty"`
-	MeanAccepted     float64 `json:"mean_accepted,omitempty"`
-	VerifyUS         float64 `json:"verify_us,omitempty"`
-	ExpertsPerVerify float64 `json:"experts_per_verify,omitempty"`
-	OffShare         float64 `json:"off_share,omitempty"`
+	CPUTPS     float64 `json:"tokens_per_cpu_second"`
+	CPUSpeedup float64 `json:"cpu_speedup"`
+	// PairedCPUSpeedup is the geometric mean over repetitions of the
+	// row's tokens per CPU-second over the plain row's in the same
+	// repetition (run next to it; odd repetitions run the rows in reverse
+	// order), PairedCILow and PairedCIHigh its 95% confidence interval:
+	// the figure to compare with 1 on a loaded machine.
+	PairedCPUSpeedup float64   `json:"paired_cpu_speedup,omitempty"`
+	PairedCILow      float64   `json:"paired_ci_low,omitempty"`
+	PairedCIHigh     float64   `json:"paired_ci_high,omitempty"`
+	CPUSamples       []float64 `json:"cpu_samples,omitempty"` // tokens per CPU-second of each repetition
+	Adaptive         bool      `json:"adaptive,omitempty"`
+	MeanAccepted     float64   `json:"mean_accepted,omitempty"`
+	VerifyUS         float64   `json:"verify_us,omitempty"`
+	ExpertsPerVerify float64   `json:"experts_per_verify,omitempty"`
+	OffShare         float64   `json:"off_share,omitempty"`
 }
 
 // RunSpec loads both models and measures decode with and without the
@@ -168,7 +177,16 @@ func RunSpec(ctx context.Context, cfg SpecConfig) ([]SpecRow, error) {
 		return nil
 	}
 	for rep := range cfg.Warmup + cfg.Repetitions {
-		for i, k := range ks {
+		for j := range ks {
+			// Odd repetitions run the rows in reverse order, so a row
+			// that gains from running after (or before) another one does
+			// not do so every time. The warm-up keeps the order: plain
+			// runs first and sets the tokens the others are checked with.
+			i := j
+			if rep >= cfg.Warmup && (rep-cfg.Warmup)%2 == 1 {
+				i = len(ks) - 1 - j
+			}
+			k := ks[i]
 			var res *generate.Result
 			first = true
 			if k == 0 {
@@ -191,8 +209,12 @@ func RunSpec(ctx context.Context, cfg SpecConfig) ([]SpecRow, error) {
 			}
 			if rep >= cfg.Warmup {
 				rows[i].Samples = append(rows[i].Samples, les.DecodeTPS(les.RepOf(res)))
+				cpu := (processCPU() - cpuFirst).Seconds()
 				cpuSteps[i] += res.DecodeSteps
-				cpuTime[i] += (processCPU() - cpuFirst).Seconds()
+				cpuTime[i] += cpu
+				if cpu > 0 {
+					rows[i].CPUSamples = append(rows[i].CPUSamples, float64(res.DecodeSteps)/cpu)
+				}
 			}
 		}
 	}
@@ -208,6 +230,13 @@ func RunSpec(ctx context.Context, cfg SpecConfig) ([]SpecRow, error) {
 		}
 		if rows[0].CPUTPS > 0 {
 			r.CPUSpeedup = r.CPUTPS / rows[0].CPUTPS
+		}
+		if i > 0 && len(r.CPUSamples) == len(rows[0].CPUSamples) {
+			ratios := make([]float64, len(r.CPUSamples))
+			for j, x := range r.CPUSamples {
+				ratios[j] = x / rows[0].CPUSamples[j]
+			}
+			r.PairedCPUSpeedup, r.PairedCILow, r.PairedCIHigh = pairedRatio(ratios)
 		}
 		if r.Draft != "" {
 			s := &stats[i]
@@ -240,12 +269,14 @@ func WriteSpecRows(w io.Writer, rows []SpecRow, format string) error {
 	case "csv":
 		cw := csv.NewWriter(w)
 		_ = cw.Write([]string{"model", "draft", "threads", "test", "k", "n_tokens", "repetitions", "tokens_per_second", "stddev", "speedup", "acceptance_rate", "tokens_per_target_pass",
-			"adaptive", "mean_accepted", "verify_us", "experts_per_verify", "off_share", "tokens_per_cpu_second", "cpu_speedup", "cv"})
+			"adaptive", "mean_accepted", "verify_us", "experts_per_verify", "off_share", "tokens_per_cpu_second", "cpu_speedup", "cv",
+			"paired_cpu_speedup", "paired_ci_low", "paired_ci_high"})
 		for _, r := range rows {
 			f := func(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }
 			_ = cw.Write([]string{r.Model, r.Draft, strconv.Itoa(r.Threads), r.Test, strconv.Itoa(r.K), strconv.Itoa(r.Tokens), strconv.Itoa(r.Reps),
 				f(r.TPS), f(r.TPSStddev), f(r.Speedup), f(r.AcceptanceRate), f(r.TokensPerTargetPass),
-				strconv.FormatBool(r.Adaptive), f(r.MeanAccepted), f(r.VerifyUS), f(r.ExpertsPerVerify), f(r.OffShare), f(r.CPUTPS), f(r.CPUSpeedup), f(r.TPSCV)})
+				strconv.FormatBool(r.Adaptive), f(r.MeanAccepted), f(r.VerifyUS), f(r.ExpertsPerVerify), f(r.OffShare), f(r.CPUTPS), f(r.CPUSpeedup), f(r.TPSCV),
+				f(r.PairedCPUSpeedup), f(r.PairedCILow), f(r.PairedCIHigh)})
 		}
 		cw.Flush()
 		return cw.Error()
@@ -254,10 +285,13 @@ func WriteSpecRows(w io.Writer, rows []SpecRow, format string) error {
 		return fmt.Errorf("bench: format %q is not supported: use md, csv, json or jsonl", format)
 	}
 	var b strings.Builder
-	b.WriteString("| model | draft | threads | test | k | t/s | cv | n | speedup | t/CPU-s | speedup (CPU) | acceptance | tokens/pass | verify µs | experts/verify | off |\n")
-	b.WriteString("| --- | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+	b.WriteString("| model | draft | threads | test | k | t/s | cv | n | speedup | t/CPU-s | speedup (CPU) | paired (CPU, 95% CI) | acceptance | tokens/pass | verify µs | experts/verify | off |\n")
+	b.WriteString("| --- | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
 	for _, r := range rows {
-		draft, acc, tpp, ver, exp, off := "—", "—", "1.00", "—", "—", "—"
+		draft, acc, tpp, ver, exp, off, paired := "—", "—", "1.00", "—", "—", "—", "—"
+		if r.PairedCPUSpeedup > 0 {
+			paired = fmt.Sprintf("%.3f× [%.3f, %.3f]", r.PairedCPUSpeedup, r.PairedCILow, r.PairedCIHigh)
+		}
 		k := strconv.Itoa(r.K)
 		if r.Adaptive {
 			k = "auto≤" + k
@@ -267,8 +301,8 @@ func WriteSpecRows(w io.Writer, rows []SpecRow, format string) error {
 			draft, acc, tpp = r.Draft, fmt.Sprintf("%.3f", r.AcceptanceRate), fmt.Sprintf("%.2f", r.TokensPerTargetPass)
 			ver, exp = fmt.Sprintf("%.0f", r.VerifyUS), fmt.Sprintf("%.1f", r.ExpertsPerVerify)
 		}
-		fmt.Fprintf(&b, "| %s | %s | %d | %s | %s | %.2f ± %.2f | %.1f%% | %d | %.2f× | %.2f | %.2f× | %s | %s | %s | %s | %s |\n",
-			r.Model, draft, r.Threads, r.Test, k, r.TPS, r.TPSStddev, 100*r.TPSCV, len(r.Samples), r.Speedup, r.CPUTPS, r.CPUSpeedup, acc, tpp, ver, exp, off)
+		fmt.Fprintf(&b, "| %s | %s | %d | %s | %s | %.2f ± %.2f | %.1f%% | %d | %.2f× | %.2f | %.2f× | %s | %s | %s | %s | %s | %s |\n",
+			r.Model, draft, r.Threads, r.Test, k, r.TPS, r.TPSStddev, 100*r.TPSCV, len(r.Samples), r.Speedup, r.CPUTPS, r.CPUSpeedup, paired, acc, tpp, ver, exp, off)
 	}
 	_, err := io.WriteString(w, b.String())
 	return err

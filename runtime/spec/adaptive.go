@@ -135,7 +135,7 @@ func (r *reads) observe(positions int, bytes int64, stall time.Duration) float64
 // close records the excess of a finished (or interrupted) run of plain
 // passes after a drafting round.
 func (r *reads) close() {
-	if r.after > 1 && r.plainW > 0 {
+	if r.after > 1 && r.plainW > 0 && r.left < spillPasses {
 		r.spill = r.spill*decay + r.excess/float64(r.after-1)
 		r.spillW = r.spillW*decay + 1
 	}
