@@ -1,8 +1,13 @@
 package ingest_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -31,11 +36,13 @@ func benchBatches(e *env) []*protocol.TelemetryBatch {
 	return out
 }
 
-// BenchmarkIngest compares, on the same rows:
-//   - copy: raw pgx CopyFrom into samples on two connections (the limit:
-//     no decode, no token check, no conflict handling, no JetStream);
-//   - store: store.InsertTelemetry (token check, then COPY into samples),
-//     64 messages per transaction;
+// BenchmarkIngest compares, on the same samples:
+//   - rows: raw pgx CopyFrom on two connections into a scratch table of
+//     the per-sample row layout that samples had before migration 00030
+//     (one row per sample, hash-partitioned, primary key (run, seq, idx)):
+//     the database's cost of the old layout;
+//   - store: store.InsertTelemetry (rows encoded, token check, then COPY of
+//     one sample_batches row per message), 64 messages per transaction;
 //   - store-dedup-path: the same through the staging table and INSERT ...
 //     ON CONFLICT DO NOTHING (the path a redelivered batch takes);
 //   - jetstream: the whole ingest path, messages already in the TELEMETRY
@@ -44,13 +51,18 @@ func benchBatches(e *env) []*protocol.TelemetryBatch {
 // cpu-ns/sample is this process's CPU time (user + system) per sample: the
 // coordinator's share, which a loaded machine inflates far less than the
 // wall-clock rate. For jetstream it includes the in-process NATS server.
+// db-cpu-ns/sample is the CPU of this test database's backends (from
+// /proc; 0 where unreadable) per sample: Postgres's share.
 //
 // go test -run=NONE -bench=Ingest -benchtime=3x ./coordinator/ingest/
 func BenchmarkIngest(b *testing.B) {
 	e := setup(b)
 	ctx := context.Background()
-	b.Run("copy", func(b *testing.B) {
-		var total time.Duration
+	b.Run("rows", func(b *testing.B) {
+		if _, err := e.st.Pool().Exec(ctx, benchRowsDDL); err != nil {
+			b.Fatal(err)
+		}
+		var total, dbCPU time.Duration
 		for b.Loop() {
 			bs := benchBatches(e)
 			var rows [][]any
@@ -62,8 +74,8 @@ func BenchmarkIngest(b *testing.B) {
 						int32(21), int32(21), int32(21), int32(21), packed})
 				}
 			}
-			// Two connections, like the Ingester's two workers.
-			start := time.Now()
+			// Two connections, like two ingest workers.
+			start, db0 := time.Now(), backendCPU(ctx, e.st)
 			var wg sync.WaitGroup
 			errs := make([]error, 2)
 			half := len(rows) / 2
@@ -71,7 +83,7 @@ func BenchmarkIngest(b *testing.B) {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					_, errs[k] = e.st.Pool().CopyFrom(ctx, pgx.Identifier{"samples"}, []string{"run_id", "seq", "idx", "config_index", "repetition",
+					_, errs[k] = e.st.Pool().CopyFrom(ctx, pgx.Identifier{"bench_sample_rows"}, []string{"run_id", "seq", "idx", "config_index", "repetition",
 						"step", "phase", "pos", "tokens", "duration_ns", "stall_ns", "bytes_read", "cache_bytes", "hits_total", "misses_total",
 						"prefetch_used_total", "prefetch_wasted_total", "layers"}, pgx.CopyFromRows(part))
 				}()
@@ -81,8 +93,10 @@ func BenchmarkIngest(b *testing.B) {
 				b.Fatal(err)
 			}
 			total += time.Since(start)
+			dbCPU += backendCPU(ctx, e.st) - db0
 		}
 		b.ReportMetric(float64(b.N*benchMsgs*benchPer)/total.Seconds(), "samples/s")
+		b.ReportMetric(float64(dbCPU.Nanoseconds())/float64(b.N*benchMsgs*benchPer), "db-cpu-ns/sample")
 	})
 	for _, dedup := range []bool{false, true} {
 		name := "store"
@@ -92,10 +106,10 @@ func BenchmarkIngest(b *testing.B) {
 		b.Run(name, func(b *testing.B) {
 			e.st.SetDedupOnly(dedup)
 			defer e.st.SetDedupOnly(false)
-			var total, cpu time.Duration
+			var total, cpu, dbCPU time.Duration
 			for b.Loop() {
 				bs := benchBatches(e)
-				start, cpu0 := time.Now(), processCPU()
+				start, cpu0, db0 := time.Now(), processCPU(), backendCPU(ctx, e.st)
 				for i := 0; i < len(bs); i += 64 {
 					st, err := e.st.InsertTelemetry(ctx, bs[i:min(i+64, len(bs))])
 					if err != nil || len(st.Stale) != 0 {
@@ -104,13 +118,15 @@ func BenchmarkIngest(b *testing.B) {
 				}
 				total += time.Since(start)
 				cpu += processCPU() - cpu0
+				dbCPU += backendCPU(ctx, e.st) - db0
 			}
 			b.ReportMetric(float64(b.N*benchMsgs*benchPer)/total.Seconds(), "samples/s")
 			b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N*benchMsgs*benchPer), "cpu-ns/sample")
+			b.ReportMetric(float64(dbCPU.Nanoseconds())/float64(b.N*benchMsgs*benchPer), "db-cpu-ns/sample")
 		})
 	}
 	b.Run("jetstream", func(b *testing.B) {
-		var total, cpu time.Duration
+		var total, cpu, dbCPU time.Duration
 		for b.Loop() {
 			bs := benchBatches(e)
 			before, _ := e.st.CountSamples(ctx, e.run.Run.ID)
@@ -128,7 +144,7 @@ func BenchmarkIngest(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			start, cpu0 := time.Now(), processCPU()
+			start, cpu0, db0 := time.Now(), processCPU(), backendCPU(ctx, e.st)
 			if err := ing.Start(ctx); err != nil {
 				b.Fatal(err)
 			}
@@ -141,6 +157,7 @@ func BenchmarkIngest(b *testing.B) {
 			}
 			total += time.Since(start)
 			cpu += processCPU() - cpu0
+			dbCPU += backendCPU(ctx, e.st) - db0
 			if err := ing.Stop(); err != nil {
 				b.Fatal(err)
 			}
@@ -150,7 +167,53 @@ func BenchmarkIngest(b *testing.B) {
 		}
 		b.ReportMetric(float64(b.N*benchMsgs*benchPer)/total.Seconds(), "samples/s")
 		b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N*benchMsgs*benchPer), "cpu-ns/sample")
+		b.ReportMetric(float64(dbCPU.Nanoseconds())/float64(b.N*benchMsgs*benchPer), "db-cpu-ns/sample")
 	})
+}
+
+// benchRowsDDL is the per-sample row layout of samples before migration
+// 00030 (00002 with 00004), as a scratch table.
+const benchRowsDDL = `CREATE TABLE IF NOT EXISTS bench_sample_rows (
+	run_id bigint NOT NULL, seq integer NOT NULL, idx smallint NOT NULL, config_index smallint NOT NULL, repetition smallint NOT NULL,
+	step integer NOT NULL, phase smallint NOT NULL, pos integer NOT NULL, tokens integer NOT NULL, duration_ns bigint NOT NULL,
+	stall_ns bigint NOT NULL, bytes_read bigint NOT NULL, cache_bytes bigint NOT NULL, hits_total integer NOT NULL DEFAULT 0,
+	misses_total integer NOT NULL DEFAULT 0, prefetch_used_total integer NOT NULL DEFAULT 0, prefetch_wasted_total integer NOT NULL DEFAULT 0,
+	layers bytea, PRIMARY KEY (run_id, seq, idx)) PARTITION BY HASH (run_id);
+CREATE TABLE IF NOT EXISTS bench_sample_rows_p0 PARTITION OF bench_sample_rows FOR VALUES WITH (MODULUS 4, REMAINDER 0);
+CREATE TABLE IF NOT EXISTS bench_sample_rows_p1 PARTITION OF bench_sample_rows FOR VALUES WITH (MODULUS 4, REMAINDER 1);
+CREATE TABLE IF NOT EXISTS bench_sample_rows_p2 PARTITION OF bench_sample_rows FOR VALUES WITH (MODULUS 4, REMAINDER 2);
+CREATE TABLE IF NOT EXISTS bench_sample_rows_p3 PARTITION OF bench_sample_rows FOR VALUES WITH (MODULUS 4, REMAINDER 3)`
+
+// backendCPU is the CPU time (user + system) of the client backends of
+// st's database so far, read from /proc (0 when not readable: the
+// database on another host or user). The pool's backends outlive each
+// measurement, so differences are the work done in between.
+func backendCPU(ctx context.Context, st *store.Store) time.Duration {
+	rows, err := st.Pool().Query(ctx, `SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND backend_type = 'client backend'`)
+	if err != nil {
+		return 0
+	}
+	pids, err := pgx.CollectRows(rows, pgx.RowTo[int32])
+	if err != nil {
+		return 0
+	}
+	var ticks int64
+	for _, pid := range pids {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			continue
+		}
+		// Fields after the parenthesised command: utime and stime are
+		// the 12th and 13th.
+		f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+		if len(f) < 13 {
+			continue
+		}
+		u, _ := strconv.ParseInt(f[11], 10, 64)
+		s, _ := strconv.ParseInt(f[12], 10, 64)
+		ticks += u + s
+	}
+	return time.Duration(ticks) * 10 * time.Millisecond // USER_HZ = 100
 }
 
 // processCPU is this process's user + system CPU time.

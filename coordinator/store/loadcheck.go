@@ -9,7 +9,7 @@ import (
 // run in ids (runs without samples are absent), in one query. Load tests
 // use it to count lost and duplicated samples against what the agents sent.
 func (s *Store) CountSamplesByRun(ctx context.Context, ids []int64) (map[int64]int64, error) {
-	rows, err := s.pool.Query(ctx, `SELECT run_id, count(*) FROM samples WHERE run_id = ANY($1) GROUP BY run_id`, ids)
+	rows, err := s.pool.Query(ctx, `SELECT run_id, sum(n)::bigint FROM sample_batches WHERE run_id = ANY($1) GROUP BY run_id`, ids)
 	if err != nil {
 		return nil, fmt.Errorf("store: count samples by run: %w", err)
 	}

@@ -538,7 +538,7 @@ func endLease(ctx context.Context, tx pgx.Tx, id, token int64, requeue bool, fin
 			deadline_at = NULL, token = NULL, progress = 0, progress_message = '', error = $2 WHERE id = $1`, id, clipText(reason)); err != nil {
 			return err
 		}
-		for _, del := range []string{`DELETE FROM samples WHERE run_id = $1`, `DELETE FROM expert_load WHERE run_id = $1`,
+		for _, del := range []string{`DELETE FROM sample_batches WHERE run_id = $1`, `DELETE FROM expert_load WHERE run_id = $1`,
 			`DELETE FROM run_device_states WHERE run_id = $1`} {
 			if _, err := tx.Exec(ctx, del, id); err != nil {
 				return err

@@ -27,27 +27,22 @@ type TelemetryStats struct {
 	ExpertRows int64
 }
 
-// samplesInCols are the columns of the samples_in staging table, in COPY
-// order.
-var samplesInCols = []string{"run_id", "seq", "idx", "config_index", "repetition", "step", "phase", "pos", "tokens",
-	"duration_ns", "stall_ns", "bytes_read", "cache_bytes", "hits_total", "misses_total", "prefetch_used_total",
-	"prefetch_wasted_total", "layers"}
-
 var phaseCodes = map[string]int16{protocol.PhasePrefill: 1, protocol.PhaseDecode: 2, protocol.PhaseVerify: 3}
 
-// InsertTelemetry stores telemetry batches in one transaction: it checks
-// each batch's token against its run, locking the runs FOR KEY SHARE, then
-// COPYs the accepted samples. The lock makes a concurrent requeue (every
-// path that clears a token and deletes a run's samples locks the run FOR
-// UPDATE first) wait and then delete what was stored, so a stale attempt's
-// samples never outlive its requeue; it does not conflict with the plain
-// UPDATEs of lease renewals, acks and progress (FOR NO KEY UPDATE), which
-// a FOR SHARE lock made wait for the whole COPY. The COPY goes straight
-// into samples; when that hits a unique violation
-// (a redelivered batch) it rolls back to a savepoint, COPYs into a session
-// temp table and moves the rows into samples with ON CONFLICT DO NOTHING, so
-// duplicates are harmless and the common case costs one COPY. When it
-// returns nil the rows are committed.
+// InsertTelemetry stores telemetry batches in one transaction, one
+// sample_batches row per batch (migration 00030): it encodes the rows for
+// COPY first, then checks each batch's token against its run, locking the
+// runs FOR KEY SHARE, then COPYs the accepted batches. The lock makes a
+// concurrent requeue (every path that clears a token and deletes a run's
+// samples locks the run FOR UPDATE first) wait and then delete what was
+// stored, so a stale attempt's samples never outlive its requeue; it does
+// not conflict with the plain UPDATEs of lease renewals, acks and progress
+// (FOR NO KEY UPDATE), which a FOR SHARE lock made wait for the whole COPY.
+// The COPY goes straight into sample_batches; when that hits a unique
+// violation (a redelivered batch) it rolls back to a savepoint, COPYs into
+// a session temp table and moves the rows into sample_batches with ON
+// CONFLICT DO NOTHING, so duplicates are harmless and the common case
+// costs one COPY. When it returns nil the rows are committed.
 func (s *Store) InsertTelemetry(ctx context.Context, batches []*protocol.TelemetryBatch) (*TelemetryStats, error) {
 	st := &TelemetryStats{}
 	if len(batches) == 0 {
@@ -61,6 +56,8 @@ func (s *Store) InsertTelemetry(ctx context.Context, batches []*protocol.Telemet
 			runIDs = append(runIDs, b.RunID)
 		}
 	}
+	enc := encodeSampleCopy(batches)
+	defer putSampleCopy(enc)
 	err := s.tx(ctx, func(tx pgx.Tx) error {
 		st.Batches, st.Samples, st.Inserted, st.Stale, st.Duplicates = 0, 0, 0, nil, false
 		rows, err := tx.Query(ctx, `SELECT id, token, coalesce(device_id, '') FROM runs WHERE id = ANY($1) AND token IS NOT NULL
@@ -87,10 +84,20 @@ func (s *Store) InsertTelemetry(ctx context.Context, batches []*protocol.Telemet
 			return err
 		}
 		var accepted []*protocol.TelemetryBatch
+		var keep []int // indexes of accepted batches; nil while all are
 		for i, b := range batches {
 			if l, ok := current[b.RunID]; !ok || l.token != b.Token || l.device != b.DeviceID {
+				if keep == nil {
+					keep = make([]int, 0, len(batches))
+					for k := range i {
+						keep = append(keep, k)
+					}
+				}
 				st.Stale = append(st.Stale, i)
 				continue
+			}
+			if keep != nil {
+				keep = append(keep, i)
 			}
 			accepted = append(accepted, b)
 			st.Batches++
@@ -105,20 +112,21 @@ func (s *Store) InsertTelemetry(ctx context.Context, batches []*protocol.Telemet
 		if st.Samples == 0 {
 			return nil
 		}
-		// Fast path: COPY straight into samples. A redelivered batch makes
-		// it fail with a unique violation; then roll back to the savepoint
-		// and take the staging path, where duplicates are skipped.
+		data := enc.data(keep)
+		// Fast path: COPY straight into sample_batches. A redelivered batch
+		// makes it fail with a unique violation; then roll back to the
+		// savepoint and take the staging path, where duplicates are skipped.
 		if !s.noFastCopy.Load() {
 			sp, err := tx.Begin(ctx)
 			if err != nil {
 				return err
 			}
-			n, err := copySamples(ctx, sp.Conn().PgConn(), "samples", accepted)
+			_, err = copySampleBatches(ctx, sp.Conn().PgConn(), "sample_batches", data)
 			if err == nil {
 				if err := sp.Commit(ctx); err != nil {
 					return err
 				}
-				st.Inserted = n
+				st.Inserted = int64(st.Samples)
 				return nil
 			}
 			if !isUniqueViolation(err) {
@@ -129,18 +137,14 @@ func (s *Store) InsertTelemetry(ctx context.Context, batches []*protocol.Telemet
 			}
 			st.Duplicates = true
 		}
-		if _, err := tx.Exec(ctx, `CREATE TEMP TABLE IF NOT EXISTS samples_in (LIKE samples) ON COMMIT DELETE ROWS`); err != nil {
+		if _, err := tx.Exec(ctx, `CREATE TEMP TABLE IF NOT EXISTS sample_batches_in (LIKE sample_batches) ON COMMIT DELETE ROWS`); err != nil {
 			return err
 		}
-		if _, err := copySamples(ctx, tx.Conn().PgConn(), "samples_in", accepted); err != nil {
+		if _, err := copySampleBatches(ctx, tx.Conn().PgConn(), "sample_batches_in", data); err != nil {
 			return err
 		}
-		tag, err := tx.Exec(ctx, `INSERT INTO samples SELECT * FROM samples_in ON CONFLICT DO NOTHING`)
-		if err != nil {
-			return err
-		}
-		st.Inserted = tag.RowsAffected()
-		return nil
+		return tx.QueryRow(ctx, `WITH ins AS (INSERT INTO sample_batches SELECT * FROM sample_batches_in ON CONFLICT DO NOTHING RETURNING n)
+			SELECT coalesce(sum(n), 0) FROM ins`).Scan(&st.Inserted)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("store: insert telemetry: %w", err)
@@ -187,14 +191,14 @@ func UnpackLayers(b []byte) *protocol.LayerCounts {
 // CountSamples returns the number of stored samples of a run.
 func (s *Store) CountSamples(ctx context.Context, runID int64) (int64, error) {
 	var n int64
-	err := s.pool.QueryRow(ctx, `SELECT count(*) FROM samples WHERE run_id = $1`, runID).Scan(&n)
+	err := s.pool.QueryRow(ctx, `SELECT coalesce(sum(n), 0) FROM sample_batches WHERE run_id = $1`, runID).Scan(&n)
 	return n, err
 }
 
 // SampleKeys returns the (seq, idx) keys of a run's samples, ordered, for
 // exactly-once checks in tests and tools.
 func (s *Store) SampleKeys(ctx context.Context, runID int64) ([][2]int, error) {
-	rows, err := s.pool.Query(ctx, `SELECT seq, idx FROM samples WHERE run_id = $1 ORDER BY seq, idx`, runID)
+	rows, err := s.pool.Query(ctx, `SELECT seq, generate_series(0, n - 1) FROM sample_batches WHERE run_id = $1 ORDER BY 1, 2`, runID)
 	if err != nil {
 		return nil, err
 	}

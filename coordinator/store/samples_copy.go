@@ -1,120 +1,205 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
-	"io"
 	"strings"
+	"sync"
 
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/lesfarm/lesfarm/protocol"
 )
 
-// copySamples COPYs the batches' samples into table (samples, or the
-// samples_in staging table) on conn in PostgreSQL's binary COPY format,
-// encoded here column by column, and returns the rows copied.
-//
-// pgx's CopyFrom plans and encodes every value through its type map
-// (boxed in an any): in BenchmarkIngest that was a third of the ingest's
-// CPU, more than decoding the messages. The columns' types are fixed, so
-// this writes them directly.
-func copySamples(ctx context.Context, conn *pgconn.PgConn, table string, batches []*protocol.TelemetryBatch) (int64, error) {
-	tag, err := conn.CopyFrom(ctx, &sampleCopyReader{batches: batches},
-		"COPY "+table+" ("+strings.Join(samplesInCols, ", ")+") FROM STDIN (FORMAT binary)")
-	return tag.RowsAffected(), err
-}
+// sampleBatchCols are the columns of sample_batches (and its staging
+// table), in COPY order (migration 00030).
+var sampleBatchCols = []string{"run_id", "seq", "n", "config_index", "repetition", "step", "phase", "pos", "tokens",
+	"duration_ns", "stall_ns", "bytes_read", "cache_bytes", "hits_total", "misses_total", "prefetch_used_total",
+	"prefetch_wasted_total", "layers"}
 
-// copyChunk is how many bytes sampleCopyReader encodes ahead.
-const copyChunk = 64 << 10
-
-// sampleCopyReader streams batches' samples as binary COPY data
-// (samplesInCols order), encoding about copyChunk bytes at a time, so a
-// large transaction is never built in memory whole.
-type sampleCopyReader struct {
-	batches []*protocol.TelemetryBatch
-	b, i    int // next sample: batches[b].Samples[i]
-	buf     []byte
-	off     int
-	started bool
-	done    bool
-}
+// Element type OIDs of the binary array encoding.
+const (
+	oidBytea = 17
+	oidInt8  = 20
+	oidInt2  = 21
+	oidInt4  = 23
+)
 
 // copyHeader is the binary COPY signature, flags and header extension
 // length.
 var copyHeader = []byte("PGCOPY\n\xff\r\n\x00\x00\x00\x00\x00\x00\x00\x00\x00")
 
-func (r *sampleCopyReader) Read(p []byte) (int, error) {
-	for r.off == len(r.buf) {
-		if r.done {
-			return 0, io.EOF
-		}
-		r.fill()
-	}
-	n := copy(p, r.buf[r.off:])
-	r.off += n
-	return n, nil
+// sampleCopy is the binary COPY data of telemetry batches, encoded before
+// the transaction opens, one sample_batches tuple per batch: the backend
+// then reads it at the speed of the socket instead of waiting on the
+// coordinator's encoding mid-COPY, and a retried or deduplicating COPY
+// reuses the bytes. buf is the COPY header followed by the tuples; batch
+// k's tuple is buf[end[k-1]:end[k]] (end[-1] being the header's length).
+type sampleCopy struct {
+	buf []byte
+	end []int
 }
 
-func (r *sampleCopyReader) fill() {
-	buf := r.buf[:0]
-	r.off = 0
-	if !r.started {
-		buf = append(buf, copyHeader...)
-		r.started = true
+var sampleCopyPool = sync.Pool{New: func() any { return &sampleCopy{} }}
+
+// encodeSampleCopy encodes every batch with samples into a pooled
+// sampleCopy (release it with putSampleCopy).
+func encodeSampleCopy(batches []*protocol.TelemetryBatch) *sampleCopy {
+	c := sampleCopyPool.Get().(*sampleCopy)
+	c.buf, c.end = append(c.buf[:0], copyHeader...), c.end[:0]
+	for _, b := range batches {
+		if len(b.Samples) > 0 {
+			c.buf = appendBatchTuple(c.buf, b)
+		}
+		c.end = append(c.end, len(c.buf))
 	}
-	for len(buf) < copyChunk && r.b < len(r.batches) {
-		bt := r.batches[r.b]
-		if r.i >= len(bt.Samples) {
-			r.b, r.i = r.b+1, 0
+	return c
+}
+
+// putSampleCopy returns c to the pool unless it grew very large.
+func putSampleCopy(c *sampleCopy) {
+	if cap(c.buf) <= 16<<20 {
+		sampleCopyPool.Put(c)
+	}
+}
+
+// data returns the COPY stream of the batches whose indexes are keep
+// (ascending; nil means all). The bytes are valid until the next call.
+func (c *sampleCopy) data(keep []int) []byte {
+	tuples := len(copyHeader)
+	if len(c.end) > 0 {
+		tuples = c.end[len(c.end)-1]
+	}
+	if keep == nil {
+		c.buf = binary.BigEndian.AppendUint16(c.buf[:tuples], 0xffff) // trailer: -1
+		return c.buf
+	}
+	out := make([]byte, 0, tuples+2)
+	out = append(out, copyHeader...)
+	for _, k := range keep {
+		start := len(copyHeader)
+		if k > 0 {
+			start = c.end[k-1]
+		}
+		out = append(out, c.buf[start:c.end[k]]...)
+	}
+	return binary.BigEndian.AppendUint16(out, 0xffff)
+}
+
+// copySampleBatches COPYs data (from sampleCopy.data) into table
+// (sample_batches, or its staging table) on conn in PostgreSQL's binary
+// COPY format and returns the rows (batches) copied.
+//
+// pgx's CopyFrom plans and encodes every value through its type map
+// (boxed in an any): in BenchmarkIngest that was a third of the ingest's
+// CPU, more than decoding the messages. The columns' types are fixed, so
+// the tuples are written directly.
+func copySampleBatches(ctx context.Context, conn *pgconn.PgConn, table string, data []byte) (int64, error) {
+	tag, err := conn.CopyFrom(ctx, bytes.NewReader(data),
+		"COPY "+table+" ("+strings.Join(sampleBatchCols, ", ")+") FROM STDIN (FORMAT binary)")
+	return tag.RowsAffected(), err
+}
+
+// appendArrayHeader appends the length word of a one-dimensional binary
+// array field of n elements of elemSize bytes each and its header (no
+// nulls, lower bound 1).
+func appendArrayHeader(buf []byte, oid uint32, n, elemSize int) []byte {
+	be := binary.BigEndian
+	buf = be.AppendUint32(buf, uint32(20+n*(4+elemSize)))
+	buf = be.AppendUint32(buf, 1) // ndim
+	buf = be.AppendUint32(buf, 0) // no nulls
+	buf = be.AppendUint32(buf, oid)
+	buf = be.AppendUint32(buf, uint32(n))
+	return be.AppendUint32(buf, 1) // lower bound
+}
+
+// appendBatchTuple appends bt as one binary COPY tuple of sample_batches:
+// the field count, then each field's length and value (big-endian
+// integers; arrays as 1-D arrays of their elements; layers as PackLayers
+// bytes per sample, NULL where the agent dropped per-layer detail).
+func appendBatchTuple(buf []byte, bt *protocol.TelemetryBatch) []byte {
+	be := binary.BigEndian
+	ss := bt.Samples
+	n := len(ss)
+	buf = be.AppendUint16(buf, uint16(len(sampleBatchCols)))
+	buf = be.AppendUint64(be.AppendUint32(buf, 8), uint64(bt.RunID))
+	buf = be.AppendUint32(be.AppendUint32(buf, 4), uint32(int32(bt.Seq)))
+	buf = be.AppendUint16(be.AppendUint32(buf, 2), uint16(int16(n)))
+	i2 := func(buf []byte, f func(*protocol.Sample) int16) []byte {
+		buf = appendArrayHeader(buf, oidInt2, n, 2)
+		for i := range ss {
+			buf = be.AppendUint16(be.AppendUint32(buf, 2), uint16(f(&ss[i])))
+		}
+		return buf
+	}
+	i4 := func(buf []byte, f func(*protocol.Sample) int32) []byte {
+		buf = appendArrayHeader(buf, oidInt4, n, 4)
+		for i := range ss {
+			buf = be.AppendUint32(be.AppendUint32(buf, 4), uint32(f(&ss[i])))
+		}
+		return buf
+	}
+	i8 := func(buf []byte, f func(*protocol.Sample) int64) []byte {
+		buf = appendArrayHeader(buf, oidInt8, n, 8)
+		for i := range ss {
+			buf = be.AppendUint64(be.AppendUint32(buf, 8), uint64(f(&ss[i])))
+		}
+		return buf
+	}
+	total := func(pick func(*protocol.LayerCounts) []int32) func(*protocol.Sample) int32 {
+		return func(s *protocol.Sample) int32 {
+			if s.Layers == nil {
+				return 0
+			}
+			return sum32(pick(s.Layers))
+		}
+	}
+	buf = i2(buf, func(s *protocol.Sample) int16 { return int16(s.ConfigIndex) })
+	buf = i2(buf, func(s *protocol.Sample) int16 { return int16(s.Repetition) })
+	buf = i4(buf, func(s *protocol.Sample) int32 { return int32(s.Step) })
+	buf = i2(buf, func(s *protocol.Sample) int16 { return phaseCodes[s.Phase] })
+	buf = i4(buf, func(s *protocol.Sample) int32 { return int32(s.Pos) })
+	buf = i4(buf, func(s *protocol.Sample) int32 { return int32(s.Tokens) })
+	buf = i8(buf, func(s *protocol.Sample) int64 { return s.DurationNS })
+	buf = i8(buf, func(s *protocol.Sample) int64 { return s.StallNS })
+	buf = i8(buf, func(s *protocol.Sample) int64 { return s.BytesRead })
+	buf = i8(buf, func(s *protocol.Sample) int64 { return s.CacheBytes })
+	buf = i4(buf, total(func(l *protocol.LayerCounts) []int32 { return l.Hits }))
+	buf = i4(buf, total(func(l *protocol.LayerCounts) []int32 { return l.Misses }))
+	buf = i4(buf, total(func(l *protocol.LayerCounts) []int32 { return l.PrefetchUsed }))
+	buf = i4(buf, total(func(l *protocol.LayerCounts) []int32 { return l.PrefetchWasted }))
+	return appendLayersArray(buf, ss)
+}
+
+// appendLayersArray appends the layers bytea[] field of ss: each sample's
+// PackLayers bytes, or NULL.
+func appendLayersArray(buf []byte, ss []protocol.Sample) []byte {
+	be := binary.BigEndian
+	lenAt := len(buf)
+	buf = be.AppendUint32(buf, 0) // field length, patched below
+	hasNull := uint32(0)
+	for i := range ss {
+		if ss[i].Layers == nil {
+			hasNull = 1
+			break
+		}
+	}
+	buf = be.AppendUint32(buf, 1) // ndim
+	buf = be.AppendUint32(buf, hasNull)
+	buf = be.AppendUint32(buf, oidBytea)
+	buf = be.AppendUint32(buf, uint32(len(ss)))
+	buf = be.AppendUint32(buf, 1) // lower bound
+	for i := range ss {
+		l := ss[i].Layers
+		if l == nil {
+			buf = be.AppendUint32(buf, 0xffffffff) // NULL
 			continue
 		}
-		buf = appendSampleTuple(buf, bt, r.i)
-		r.i++
+		n := 2 * (len(l.Hits) + len(l.Misses) + len(l.PrefetchUsed) + len(l.PrefetchWasted))
+		buf = be.AppendUint32(buf, uint32(n))
+		_, buf = PackLayers(buf, l)
 	}
-	if r.b >= len(r.batches) {
-		buf = binary.BigEndian.AppendUint16(buf, 0xffff) // trailer: -1
-		r.done = true
-	}
-	r.buf = buf
-}
-
-// appendSampleTuple appends sample i of bt as one binary COPY tuple: the
-// field count, then each field's length and big-endian value (bigint 8,
-// integer 4, smallint 2 bytes; layers as PackLayers bytes, or NULL).
-func appendSampleTuple(buf []byte, bt *protocol.TelemetryBatch, i int) []byte {
-	s := &bt.Samples[i]
-	be := binary.BigEndian
-	i2 := func(buf []byte, v int16) []byte { return be.AppendUint16(be.AppendUint32(buf, 2), uint16(v)) }
-	i4 := func(buf []byte, v int32) []byte { return be.AppendUint32(be.AppendUint32(buf, 4), uint32(v)) }
-	i8 := func(buf []byte, v int64) []byte { return be.AppendUint64(be.AppendUint32(buf, 8), uint64(v)) }
-	buf = be.AppendUint16(buf, uint16(len(samplesInCols)))
-	buf = i8(buf, bt.RunID)
-	buf = i4(buf, int32(bt.Seq))
-	buf = i2(buf, int16(i))
-	buf = i2(buf, int16(s.ConfigIndex))
-	buf = i2(buf, int16(s.Repetition))
-	buf = i4(buf, int32(s.Step))
-	buf = i2(buf, phaseCodes[s.Phase])
-	buf = i4(buf, int32(s.Pos))
-	buf = i4(buf, int32(s.Tokens))
-	buf = i8(buf, s.DurationNS)
-	buf = i8(buf, s.StallNS)
-	buf = i8(buf, s.BytesRead)
-	buf = i8(buf, s.CacheBytes)
-	l := s.Layers
-	if l == nil {
-		for range 4 {
-			buf = i4(buf, 0)
-		}
-		return be.AppendUint32(buf, 0xffffffff) // layers NULL
-	}
-	buf = i4(buf, sum32(l.Hits))
-	buf = i4(buf, sum32(l.Misses))
-	buf = i4(buf, sum32(l.PrefetchUsed))
-	buf = i4(buf, sum32(l.PrefetchWasted))
-	n := 2 * (len(l.Hits) + len(l.Misses) + len(l.PrefetchUsed) + len(l.PrefetchWasted))
-	buf = be.AppendUint32(buf, uint32(n))
-	_, buf = PackLayers(buf, l)
+	be.PutUint32(buf[lenAt:], uint32(len(buf)-lenAt-4))
 	return buf
 }

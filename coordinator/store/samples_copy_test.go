@@ -36,9 +36,25 @@ func TestInsertTelemetryRoundTrip(t *testing.T) {
 	if ts, err := st.InsertTelemetry(ctx, []*protocol.TelemetryBatch{b1}); err != nil || ts.Inserted != 3 || ts.Duplicates {
 		t.Fatalf("fast path: %+v %v", ts, err)
 	}
-	// A redelivery of b1 with the new b2: the staging path stores b2 only.
-	if ts, err := st.InsertTelemetry(ctx, []*protocol.TelemetryBatch{b1, b2}); err != nil || ts.Inserted != 1 || !ts.Duplicates {
+	// A redelivery of b1, a stale attempt's batch (left out of the COPY
+	// stream) and the new b2: the staging path stores b2 only.
+	stale := &protocol.TelemetryBatch{RunID: g.Run.ID, Token: g.Token + 1000, DeviceID: "dev-a", Seq: 7, Samples: samples}
+	if ts, err := st.InsertTelemetry(ctx, []*protocol.TelemetryBatch{b1, stale, b2}); err != nil || ts.Inserted != 1 || !ts.Duplicates ||
+		len(ts.Stale) != 1 || ts.Stale[0] != 1 {
 		t.Fatalf("dedup path: %+v %v", ts, err)
+	}
+	// A stale batch first, then a new one, on the fast path.
+	b3 := &protocol.TelemetryBatch{RunID: g.Run.ID, Token: g.Token, DeviceID: "dev-a", Seq: 3, Samples: samples[:1]}
+	if ts, err := st.InsertTelemetry(ctx, []*protocol.TelemetryBatch{stale, b3}); err != nil || ts.Inserted != 1 || ts.Duplicates ||
+		len(ts.Stale) != 1 || ts.Stale[0] != 0 {
+		t.Fatalf("fast path with a stale batch: %+v %v", ts, err)
+	}
+	if n, err := st.CountSamples(ctx, g.Run.ID); err != nil || n != 5 {
+		t.Fatalf("CountSamples = %d, %v; want 5", n, err)
+	}
+	if keys, err := st.SampleKeys(ctx, g.Run.ID); err != nil || len(keys) != 5 || keys[0] != [2]int{2, 0} || keys[1] != [2]int{3, 0} ||
+		keys[4] != [2]int{1<<31 - 1, 2} {
+		t.Fatalf("SampleKeys = %v, %v", keys, err)
 	}
 	rows, err := st.Pool().Query(ctx, `SELECT seq, idx, config_index, repetition, step, phase, pos, tokens, duration_ns, stall_ns, bytes_read, cache_bytes,
 		hits_total, misses_total, prefetch_used_total, prefetch_wasted_total, layers FROM samples WHERE run_id = $1 ORDER BY seq, idx`, g.Run.ID)
@@ -47,7 +63,7 @@ func TestInsertTelemetryRoundTrip(t *testing.T) {
 	}
 	defer rows.Close()
 	type key struct{ seq, idx int }
-	want := map[key]*protocol.Sample{{2, 0}: &samples[1]}
+	want := map[key]*protocol.Sample{{2, 0}: &samples[1], {3, 0}: &samples[0]}
 	for i := range samples {
 		want[key{1<<31 - 1, i}] = &samples[i]
 	}

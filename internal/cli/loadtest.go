@@ -157,6 +157,11 @@ func printLoadReport(w io.Writer, r *loadtest.Report) {
 	fmt.Fprintf(w, "  samples            sent %.0f/s, ingested %.0f/s; lag p50 %.3fs max %.3fs; drained %.2fs after the last\n", r.SentPerS, r.IngestedPerS, r.IngestLagP50S, r.IngestLagMaxS, r.DrainS)
 	for _, c := range r.Coordinators {
 		fmt.Fprintf(w, "  coordinator        %s: RSS max %.1f MiB, CPU %.2f cores, %d samples committed\n", c.MetricsURL, float64(c.RSSMaxBytes)/(1<<20), c.CPUCores, c.SamplesCommitted)
+		if m := c.MemoryAtRSSMax; m != nil {
+			mib := func(v int64) float64 { return float64(v) / (1 << 20) }
+			fmt.Fprintf(w, "  memory at RSS max  heap live ~%.0f MiB, heap in use %.0f, idle kept %.0f, stacks %.0f, runtime %.0f MiB; %d goroutines\n",
+				mib(m.HeapLive), mib(m.HeapInuse), mib(m.HeapIdle), mib(m.Stacks), mib(m.Runtime), m.Goroutines)
+		}
 	}
 	fmt.Fprintf(w, "  load generator     CPU %.2f cores\n", r.LoadgenCPUCores)
 	if r.DatabaseCPUCores > 0 {

@@ -22,6 +22,7 @@ type scrapePoint struct {
 	ingested []int64 // committed samples per coordinator (-1: scrape failed)
 	cpu      []float64
 	rss      []int64
+	mem      []MemoryBreakdown
 	phases   []map[string]float64 // ingest workers' seconds by phase, per coordinator
 }
 
@@ -75,7 +76,7 @@ func (s *scraper) scrape(ctx context.Context) {
 		return
 	}
 	p := scrapePoint{sent: s.sent(), ingested: make([]int64, len(s.urls)), cpu: make([]float64, len(s.urls)), rss: make([]int64, len(s.urls)),
-		phases: make([]map[string]float64, len(s.urls))}
+		mem: make([]MemoryBreakdown, len(s.urls)), phases: make([]map[string]float64, len(s.urls))}
 	var wg sync.WaitGroup
 	for i, u := range s.urls {
 		wg.Add(1)
@@ -89,6 +90,7 @@ func (s *scraper) scrape(ctx context.Context) {
 			p.ingested[i] = int64(m["lesfarm_ingest_samples_total"])
 			p.cpu[i] = m["process_cpu_seconds_total"]
 			p.rss[i] = int64(m["process_resident_memory_bytes"])
+			p.mem[i] = memoryBreakdown(m)
 			p.phases[i] = map[string]float64{}
 			for _, ph := range ingestPhases {
 				if v, ok := m["lesfarm_ingest_telemetry_"+ph+"_seconds_total"]; ok {
@@ -166,6 +168,39 @@ func parseMetrics(r io.Reader) (map[string]float64, error) {
 	return out, sc.Err()
 }
 
+// MemoryBreakdown is where a coordinator's memory was, from the Go
+// runtime's figures on its /metrics (bytes): HeapLive is the heap marked
+// live by the last GC, HeapInuse the heap spans in use (live objects and
+// garbage not yet collected: the GC's headroom above HeapLive, GOGC=100
+// allows up to as much again), HeapIdle the free spans the runtime keeps
+// without returning them to the OS, Stacks the goroutine stacks, and
+// Runtime the rest of what the runtime obtained (GC metadata, spans,
+// buffers). Their sum is close to the Go part of the resident set.
+type MemoryBreakdown struct {
+	HeapLive  int64 `json:"heap_live"`
+	HeapInuse int64 `json:"heap_inuse"`
+	HeapIdle  int64 `json:"heap_idle_unreleased"`
+	Stacks    int64 `json:"stacks"`
+	Runtime   int64 `json:"runtime_other"`
+	// Goroutines is the number of goroutines.
+	Goroutines int64 `json:"goroutines"`
+}
+
+// memoryBreakdown reads a MemoryBreakdown from scraped Go collector
+// metrics (zero when they are absent).
+func memoryBreakdown(m map[string]float64) MemoryBreakdown {
+	heapSys, inuse := m["go_memstats_heap_sys_bytes"], m["go_memstats_heap_inuse_bytes"]
+	idle, released := m["go_memstats_heap_idle_bytes"], m["go_memstats_heap_released_bytes"]
+	stacks, sys := m["go_memstats_stack_sys_bytes"], m["go_memstats_sys_bytes"]
+	if sys == 0 {
+		return MemoryBreakdown{}
+	}
+	// next_gc is the heap goal: live × (1 + GOGC/100) at the last cycle.
+	live := m["go_memstats_next_gc_bytes"] / 2
+	return MemoryBreakdown{HeapLive: int64(live), HeapInuse: int64(inuse), HeapIdle: int64(idle - released), Stacks: int64(stacks),
+		Runtime: int64(sys - heapSys - stacks), Goroutines: int64(m["go_goroutines"])}
+}
+
 // fill adds the window's coordinator figures and ingest lag to rep.
 func (s *scraper) fill(rep *Report, end time.Time) {
 	s.mu.Lock()
@@ -185,7 +220,13 @@ func (s *scraper) fill(rep *Report, end time.Time) {
 	for i, u := range s.urls {
 		cs := CoordinatorStats{MetricsURL: u}
 		for _, p := range s.points {
-			cs.RSSMaxBytes = max(cs.RSSMaxBytes, p.rss[i])
+			if p.rss[i] > cs.RSSMaxBytes {
+				cs.RSSMaxBytes = p.rss[i]
+				if p.mem[i] != (MemoryBreakdown{}) {
+					m := p.mem[i]
+					cs.MemoryAtRSSMax = &m
+				}
+			}
 		}
 		if first.cpu[i] >= 0 && last.cpu[i] >= 0 && span > 0 {
 			cs.CPUCores = math.Round((last.cpu[i]-first.cpu[i])/span*100) / 100

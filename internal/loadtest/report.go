@@ -31,6 +31,9 @@ type CoordinatorStats struct {
 	// commit: the transaction, ack): the phase the workers pile up in
 	// bounds ingest.
 	IngestWorkers map[string]float64 `json:"ingest_workers,omitempty"`
+	// MemoryAtRSSMax breaks the resident set down at its largest sample
+	// (nil when the coordinator exports no Go runtime figures).
+	MemoryAtRSSMax *MemoryBreakdown `json:"memory_at_rss_max,omitempty"`
 }
 
 // Report is what a load run measured. Lost and duplicated samples are
