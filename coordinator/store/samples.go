@@ -121,7 +121,7 @@ func (s *Store) InsertTelemetry(ctx context.Context, batches []*protocol.Telemet
 			if err != nil {
 				return err
 			}
-			_, err = copySampleBatches(ctx, sp.Conn().PgConn(), "sample_batches", data)
+			err = copySampleBatches(ctx, sp.Conn().PgConn(), "sample_batches", data)
 			if err == nil {
 				if err := sp.Commit(ctx); err != nil {
 					return err
@@ -140,7 +140,7 @@ func (s *Store) InsertTelemetry(ctx context.Context, batches []*protocol.Telemet
 		if _, err := tx.Exec(ctx, `CREATE TEMP TABLE IF NOT EXISTS sample_batches_in (LIKE sample_batches) ON COMMIT DELETE ROWS`); err != nil {
 			return err
 		}
-		if _, err := copySampleBatches(ctx, tx.Conn().PgConn(), "sample_batches_in", data); err != nil {
+		if err := copySampleBatches(ctx, tx.Conn().PgConn(), "sample_batches_in", data); err != nil {
 			return err
 		}
 		return tx.QueryRow(ctx, `WITH ins AS (INSERT INTO sample_batches SELECT * FROM sample_batches_in ON CONFLICT DO NOTHING RETURNING n)
