@@ -16,17 +16,22 @@ import (
 //	  queue_depths: [1, 2, 4]
 //	  reads:
 //	    - {size: 4KiB, times: [80us, 85us, 110us]}
+//	    - {size: 864KiB, pattern: layer, times: [1ms, 1.9ms, 3.5ms]}
 //
 // Each row is one read size; its times are the mean time per read at each
-// queue depth.
+// queue depth, and its pattern how the reads were issued
+// (expert.PatternRandom, the default, PatternLayer or PatternPages).
 type serviceYAML struct {
 	QueueDepths []int            `yaml:"queue_depths,flow"`
 	Reads       []serviceRowYAML `yaml:"reads"`
 }
 
 type serviceRowYAML struct {
-	Size  string   `yaml:"size"`
-	Times []string `yaml:"times,flow"`
+	Size string `yaml:"size"`
+	// Pattern is how profile measure read the row (random, layer or
+	// pages); absent: random.
+	Pattern string   `yaml:"pattern,omitempty"`
+	Times   []string `yaml:"times,flow"`
 }
 
 // maxServiceRows bounds the rows and columns parsed (expert.NewServiceTimes
@@ -40,7 +45,16 @@ func parseServiceTimes(y *serviceYAML) (*expert.ServiceTimes, error) {
 	}
 	sizes := make([]int64, len(y.Reads))
 	times := make([][]time.Duration, len(y.Reads))
+	patterns := make([]string, len(y.Reads))
+	anyPattern := false
 	for i, r := range y.Reads {
+		patterns[i] = expert.PatternRandom
+		if r.Pattern != "" {
+			if !expert.ValidPattern(r.Pattern) {
+				return nil, fmt.Errorf("reads[%d] (size %s): pattern %q is not %s, %s or %s", i, r.Size, r.Pattern, expert.PatternRandom, expert.PatternLayer, expert.PatternPages)
+			}
+			patterns[i], anyPattern = r.Pattern, true
+		}
 		n, err := units.ParseSize(r.Size)
 		if err != nil {
 			return nil, fmt.Errorf("reads[%d]: size: %w", i, err)
@@ -57,5 +71,9 @@ func parseServiceTimes(y *serviceYAML) (*expert.ServiceTimes, error) {
 			times[i] = append(times[i], d)
 		}
 	}
-	return expert.NewServiceTimes(sizes, y.QueueDepths, times)
+	st, err := expert.NewServiceTimes(sizes, y.QueueDepths, times)
+	if err != nil || !anyPattern {
+		return st, err
+	}
+	return st.WithPatterns(patterns)
 }

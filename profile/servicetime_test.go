@@ -39,6 +39,7 @@ func TestServiceTimesErrors(t *testing.T) {
 		{"zero time", "  queue_depths: [1]\n  reads:\n    - {size: 4KiB, times: [0s]}\n", "between 0 and 10s"},
 		{"huge time", "  queue_depths: [1]\n  reads:\n    - {size: 4KiB, times: [1h]}\n", "between 0 and 10s"},
 		{"unknown key", "  queue_depth: [1]\n  reads:\n    - {size: 4KiB, times: [1us]}\n", "queue_depth"},
+		{"bad pattern", "  queue_depths: [1]\n  reads:\n    - {size: 4KiB, pattern: zigzag, times: [1us]}\n", "pattern"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Parse([]byte(head + tc.yaml))
@@ -63,5 +64,22 @@ func TestServiceTimesRoundTrip(t *testing.T) {
 	}
 	if !p.Service.Equal(q.Service) {
 		t.Fatalf("table %+v read back as %+v", p.Service, q.Service)
+	}
+	// The rows' patterns (how profile measure read them) survive too, and
+	// a table that differs only in one is not equal.
+	withPat, err := p.Service.WithPatterns([]string{expert.PatternRandom, expert.PatternPages, expert.PatternLayer})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Service = withPat
+	out := expert.MarshalProfile(p, "patterns")
+	if q, err = Parse(out); err != nil || !q.Service.Equal(withPat) || q.Service.Pattern(2) != expert.PatternLayer || !strings.Contains(string(out), "pattern: pages") {
+		t.Fatalf("patterns read back as %+v, %v\n%s", q.Service, err, out)
+	}
+	if other, _ := withPat.WithPatterns([]string{expert.PatternRandom, expert.PatternLayer, expert.PatternLayer}); other.Equal(withPat) {
+		t.Fatal("tables that differ in a row's pattern compare equal")
+	}
+	if _, err := withPat.WithPatterns([]string{"x", "y", "z"}); err == nil {
+		t.Fatal("a bad pattern was accepted")
 	}
 }

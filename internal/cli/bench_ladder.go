@@ -130,7 +130,7 @@ func addLadderFlags(f *pflag.FlagSet) *ladderFlags {
 	f.StringVar(&lf.mixed, "mixed", "", "ladder: add the +mixed-precision row: this model (lesfarm quantize --budget output) in the scheduled mode, same budget and storage")
 	f.StringVar(&lf.mixedExperts, "mixed-experts", "", "ladder: stream the --mixed model's experts from this file (e.g. its packed form)")
 	f.StringVar(&lf.pplFile, "perplexity-file", "", "ladder: text whose perplexity the +mixed-precision row reports for --mixed and --model")
-	f.StringVar(&lf.twin, "twin-check", "", "ladder on --storage direct: also run every mode on this profile (the host's twin, from profile measure), interleaved, and print direct against twin per row with the error of each part (bytes, stall, compute per token)")
+	f.StringVar(&lf.twin, "twin-check", "", "ladder on --storage direct: also run every mode on this profile (the host's twin, from profile measure), interleaved, and print direct against twin per row with the error of each part (bytes, stall, compute per token); 'measure' measures the twin in the run and re-measures the disk before every repetition of every row")
 	f.DurationVar(&lf.replay, "replay-compute", 0, "ladder: record the model's routing once, then replay it through each mode with this emulated compute time per token (e.g. 50ms) instead of running the model")
 	return lf
 }

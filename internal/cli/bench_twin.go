@@ -1,20 +1,26 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/lesfarm/lesfarm/profile"
 	"github.com/lesfarm/lesfarm/runtime/bench"
+	"github.com/lesfarm/lesfarm/runtime/calibrate"
 	"github.com/lesfarm/lesfarm/runtime/expert"
 )
 
 // runTwinCheck is bench --ladder --storage direct --twin-check PROFILE:
 // every mode on direct storage and on the twin, interleaved, compared per
-// row (bench.RunTwinCheck).
+// row (bench.RunTwinCheck). With --twin-check measure the twin is this
+// host measured in the run, its disk re-measured before every repetition
+// of every row (measureTwin).
 func runTwinCheck(env *Env, lf *ladderFlags, lc bench.LadderConfig, format string) error {
 	switch {
 	case !lc.Direct:
@@ -26,12 +32,24 @@ func runTwinCheck(env *Env, lf *ladderFlags, lc bench.LadderConfig, format strin
 	case !slices.Contains(bench.TwinFormats, format):
 		return usagef("--twin-check writes --format %s", strings.Join(bench.TwinFormats, " or "))
 	}
-	twin, err := profile.Load(lf.twin)
-	if err != nil {
-		return usagef("--twin-check: %v", err)
-	}
 	before := loadAverage()
-	rep, err := bench.RunTwinCheck(env.Ctx, lc, twin)
+	var twin *expert.Profile
+	var cal bench.TwinCalibration
+	if lf.twin == twinMeasure {
+		var err error
+		if twin, cal, err = measureTwin(env, lc); err != nil {
+			if env.Ctx.Err() != nil {
+				return fmt.Errorf("bench: interrupted")
+			}
+			return err
+		}
+	} else {
+		var err error
+		if twin, err = profile.Load(lf.twin); err != nil {
+			return usagef("--twin-check: %v", err)
+		}
+	}
+	rep, err := bench.RunTwinCheck(env.Ctx, lc, twin, cal)
 	if err != nil {
 		if errors.Is(err, expert.ErrBudgetTooSmall) {
 			return usagef("--expert-budget: %v", err)
@@ -45,6 +63,68 @@ func runTwinCheck(env *Env, lf *ladderFlags, lc bench.LadderConfig, format strin
 		rep.Load = []string{before, after}
 	}
 	return rep.Write(env.Stdout, format)
+}
+
+// twinMeasure is --twin-check's value that measures the twin in the run.
+const twinMeasure = "measure"
+
+// Calibration cells: the packed expert read at these depths and naive's
+// page runs at depth 1, each read for twinCalCell before every repetition.
+var twinCalDepths = []int{1, 2, 4, 8}
+
+const (
+	twinGridCell = 200 * time.Millisecond
+	twinCalCell  = 150 * time.Millisecond
+)
+
+// measureTwin is --twin-check measure: this host's profile measured now
+// (profile measure on the files the store reads: the packed experts for
+// the expert rows, the model for naive's page runs, the model's decode for
+// compute), and a calibration that re-measures the expert row at
+// twinCalDepths and the page rows at depth 1 before each repetition.
+func measureTwin(env *Env, lc bench.LadderConfig) (*expert.Profile, bench.TwinCalibration, error) {
+	experts := lc.ExpertsPath
+	if experts == "" {
+		experts = lc.Model
+	}
+	cfg := calibrate.Config{Name: "this-host-now", Dir: filepath.Dir(experts), Model: lc.Model, ReadFile: experts, PageFile: lc.Model, CellTime: twinGridCell, Threads: max(lc.Threads, 1)}
+	if lc.Progress != nil {
+		cfg.Progress = func(line string) { lc.Progress("twin: " + line) }
+	}
+	res, err := calibrate.Measure(env.Ctx, cfg)
+	if err != nil {
+		return nil, nil, fmt.Errorf("bench: --twin-check measure: %w", err)
+	}
+	base := res.Profile.Service
+	if base == nil || res.Profile.Compute == nil {
+		return nil, nil, fmt.Errorf("bench: --twin-check measure: the measurement gave no service-time table or compute")
+	}
+	var specs []calibrate.CellSpec
+	for i, n := range base.Sizes {
+		switch base.Pattern(i) {
+		case expert.PatternLayer:
+			for _, q := range twinCalDepths {
+				specs = append(specs, calibrate.CellSpec{Block: n, QD: q, Pattern: expert.PatternLayer})
+			}
+		case expert.PatternPages:
+			specs = append(specs, calibrate.CellSpec{Block: n, QD: 1, Pattern: expert.PatternPages})
+		}
+	}
+	cal := func(ctx context.Context) (*expert.ServiceTimes, []bench.TwinCalCell, error) {
+		cells, err := calibrate.Cells(ctx, experts, lc.Model, lc.Model, twinCalCell, specs)
+		if err != nil {
+			return nil, nil, err
+		}
+		times := map[expert.ServiceCell]time.Duration{}
+		out := make([]bench.TwinCalCell, len(cells))
+		for i, c := range cells {
+			times[expert.ServiceCell{Size: c.Block, Depth: c.QD}] = max(c.MeanLatency.Round(time.Microsecond), time.Microsecond)
+			out[i] = bench.TwinCalCell{Size: c.Block, Depth: c.QD, Pattern: c.Pattern, US: float64(c.MeanLatency.Nanoseconds()) / 1e3}
+		}
+		st, err := base.Remeasured(times)
+		return st, out, err
+	}
+	return res.Profile, cal, nil
 }
 
 // loadAverage is the host's 1-minute load average, or "" where unknown.

@@ -27,7 +27,7 @@ func newProfileCmd(env *Env) *cobra.Command {
 func newProfileMeasureCmd(env *Env) *cobra.Command {
 	var (
 		name, out, dir, fileSize, refModel string
-		readFile                           string
+		readFile, pageFile                 string
 		sizes                              []string
 		cellTime                           time.Duration
 		threads                            int
@@ -41,10 +41,14 @@ func newProfileMeasureCmd(env *Env) *cobra.Command {
 		Long: `Measure runs on the device to profile (a host, or a phone through the agent's
 host binary) and writes a profile YAML that --profile FILE reads back:
 
-  flash    O_DIRECT random reads of a test file in --dir (it must be on the
+  flash    O_DIRECT reads of a test file in --dir (it must be on the
            storage to measure), or of --read-file as it is, from 4 KiB to
-           4 MiB and the --model's expert blob size (and --sizes) at queue
-           depths 1 to 32:
+           4 MiB at random offsets, the --model's expert blob size (and
+           --sizes) as the store reads experts (one layer's routed set of
+           adjacent blobs at a time), and with --model the naive mode's page
+           runs (half the read-ahead window and the window, one preadv of
+           page buffers each; from --page-file if given), at queue
+           depths 1 to 32; the YAML records each row's pattern:
            bandwidth is the best throughput, latency the QD 1 4 KiB read
            less its transfer, max_in_flight the smallest queue depth within
            90% of the best 4 KiB throughput
@@ -92,7 +96,12 @@ an emulated twin of it: lesfarm agent --profile twin:ID.`,
 					return usagef("--read-file %s: not a readable regular file", readFile)
 				}
 			}
-			cfg := calibrate.Config{Name: name, Dir: dir, FileBytes: size, CellTime: cellTime, Model: refModel, Threads: threads, ReadFile: readFile}
+			if pageFile != "" {
+				if st, err := os.Stat(pageFile); err != nil || !st.Mode().IsRegular() {
+					return usagef("--page-file %s: not a readable regular file", pageFile)
+				}
+			}
+			cfg := calibrate.Config{Name: name, Dir: dir, FileBytes: size, CellTime: cellTime, Model: refModel, Threads: threads, ReadFile: readFile, PageFile: pageFile}
 			for _, z := range sizes {
 				n, err := units.ParseSize(z)
 				if err != nil || n < 4096 || n%4096 != 0 || n > 64<<20 {
@@ -129,6 +138,7 @@ an emulated twin of it: lesfarm agent --profile twin:ID.`,
 	f.DurationVar(&cellTime, "cell-time", 150*time.Millisecond, "how long each (block size, queue depth) cell reads")
 	f.StringVar(&refModel, "model", "", "reference model for the compute speed (default: a small synthetic qwen3moe); its packed expert read size joins the flash grid")
 	f.StringVar(&readFile, "read-file", "", "measure the flash grid on this existing file, read-only (e.g. the model file the store reads), instead of a fresh test file")
+	f.StringVar(&pageFile, "page-file", "", "read the naive page-run rows from this file instead (e.g. the unpacked model naive reads, with --read-file the packed one)")
 	f.StringSliceVar(&sizes, "sizes", nil, "extra read sizes for the flash grid (multiples of 4KiB), e.g. a model's expert blob")
 	f.IntVar(&threads, "threads", 1, "decode threads for the compute measurement")
 	f.BoolVar(&quiet, "quiet", false, "no progress lines")

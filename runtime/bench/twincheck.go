@@ -77,6 +77,9 @@ type TwinRow struct {
 	// twin's stall: the flash model's error without the host's compute
 	// noise.
 	FlashOnlyError float64 `json:"flash_only_error"`
+	// Calibrations are the cells measured before each repetition, with a
+	// calibration (--twin-check measure); the twin was priced by them.
+	Calibrations [][]TwinCalCell `json:"calibrations,omitempty"`
 }
 
 // TwinReport is the result of RunTwinCheck.
@@ -100,8 +103,10 @@ const TwinLimit = 0.15
 // RunTwinCheck runs cfg's ladder (its modes and the oracle, no speculative
 // or mixed rung) on direct storage and on the profile twin, interleaved,
 // and compares them row by row. cfg.Direct must be set and cfg.Profile
-// nil; the twin runs in device time when it has a compute section.
-func RunTwinCheck(ctx context.Context, cfg LadderConfig, twin *expert.Profile) (*TwinReport, error) {
+// nil; the twin runs in device time when it has a compute section. With
+// cal, the disk is re-measured before each repetition of each row and
+// the twin priced by that (TwinCalibration).
+func RunTwinCheck(ctx context.Context, cfg LadderConfig, twin *expert.Profile, cal TwinCalibration) (*TwinReport, error) {
 	if twin == nil {
 		return nil, errors.New("bench: the twin check needs the twin's profile")
 	}
@@ -141,6 +146,8 @@ func RunTwinCheck(ctx context.Context, cfg LadderConfig, twin *expert.Profile) (
 	type side struct {
 		s         *les.Session
 		reps      []les.Rep
+		tables    []*expert.ServiceTimes // pricing each repetition's reads
+		cals      [][]TwinCalCell
 		cpu       time.Duration // process CPU time over the decodes
 		identical bool
 	}
@@ -201,6 +208,14 @@ func RunTwinCheck(ctx context.Context, cfg LadderConfig, twin *expert.Profile) (
 	}
 	for i := range cfg.Repetitions {
 		for _, p := range pairs {
+			st, cells, err := calibrateTwin(ctx, cal, p.twin.s.Store, twin.Service)
+			if err != nil {
+				return nil, err
+			}
+			p.direct.tables = append(p.direct.tables, st)
+			if cal != nil {
+				p.twin.cals = append(p.twin.cals, cells)
+			}
 			order := []*side{p.direct, p.twin}
 			if i%2 == 1 {
 				order[0], order[1] = order[1], order[0]
@@ -231,7 +246,8 @@ func RunTwinCheck(ctx context.Context, cfg LadderConfig, twin *expert.Profile) (
 	}
 	for _, p := range pairs {
 		row := TwinRow{Mode: p.name, Direct: twinSide(p.direct.reps, p.direct.cpu, p.direct.identical, false), Twin: twinSide(p.twin.reps, p.twin.cpu, p.twin.identical, tc.DeviceTime)}
-		row.Direct.IO = twinIO(p.direct.reps, twin.Service)
+		row.Direct.IO = twinIO(p.direct.reps, p.direct.tables)
+		row.Calibrations = p.twin.cals
 		d, t := &row.Direct, &row.Twin
 		row.ComputeCPUError = relErr(t.ComputeMSPerToken, d.CPUMSPerToken)
 		row.Error = relErr(t.DecodeTokensPerSecond, d.DecodeTokensPerSecond)

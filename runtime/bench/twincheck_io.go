@@ -22,18 +22,32 @@ type TwinIOCell struct {
 	ReadsPerToken float64 `json:"reads_per_token"`
 	MeanUS        float64 `json:"mean_us"` // measured service time per read
 	// TableUS is the profile's table at the cell's mean size and depth
-	// (expert.ServiceTimes.ReadTime); 0 without a table.
+	// (expert.ServiceTimes.ReadTime), with a calibration each
+	// repetition's table at its reads; 0 without a table.
 	TableUS float64 `json:"table_us,omitempty"`
 }
 
 // twinIO returns the read histogram of reps' decodes as cells, largest
-// share of the read time first.
-func twinIO(reps []les.Rep, st *expert.ServiceTimes) []TwinIOCell {
+// share of the read time first, each priced by the table of its
+// repetition (tables[i] for reps[i]; nil: no price).
+func twinIO(reps []les.Rep, tables []*expert.ServiceTimes) []TwinIOCell {
 	var hist expert.IOHist
 	var tokens float64
-	for _, r := range reps {
+	priced := map[[2]int]float64{} // Σ reads × table time, µs
+	for i, r := range reps {
 		hist.Add(r.Expert.IO)
 		tokens += float64(r.DecodeTokens)
+		if i >= len(tables) || tables[i] == nil {
+			continue
+		}
+		for c := range r.Expert.IO.Cells {
+			for q, x := range r.Expert.IO.Cells[c] {
+				if x.Reads > 0 {
+					t := tables[i].ReadTime(x.Bytes/x.Reads, x.DepthSum/float64(x.Reads))
+					priced[[2]int{c, q}] += float64(x.Reads) * float64(t) / float64(time.Microsecond)
+				}
+			}
+		}
 	}
 	tokens = max(tokens, 1)
 	h := &hist
@@ -45,9 +59,7 @@ func twinIO(reps []les.Rep, st *expert.ServiceTimes) []TwinIOCell {
 			}
 			cell := TwinIOCell{SizeClass: expert.IOClassBytes(c), MeanBytes: float64(x.Bytes) / float64(x.Reads), Depth: q + 1,
 				MeanDepth: x.DepthSum / float64(x.Reads), ReadsPerToken: float64(x.Reads) / tokens, MeanUS: float64(x.Time.Microseconds()) / float64(x.Reads)}
-			if st != nil {
-				cell.TableUS = float64(st.ReadTime(int64(cell.MeanBytes), cell.MeanDepth)) / float64(time.Microsecond)
-			}
+			cell.TableUS = priced[[2]int{c, q}] / float64(x.Reads)
 			out = append(out, cell)
 		}
 	}

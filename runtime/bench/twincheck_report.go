@@ -39,6 +39,7 @@ func (r *TwinReport) Write(w io.Writer, format string) error {
 			d.ReadsPerToken, t.ReadsPerToken, d.StallMSPerToken, t.StallMSPerToken, d.ComputeMSPerToken, t.ComputeMSPerToken, d.CPUMSPerToken, t.CPUMSPerToken, t.HostComputeMSPerToken, 100*row.StallError, 100*row.ComputeError, 100*row.ComputeCPUError)
 	}
 	r.writeIO(&b)
+	r.writeCalibration(&b)
 	_, err := io.WriteString(w, b.String())
 	return err
 }

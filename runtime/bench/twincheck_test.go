@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/lesfarm/lesfarm/profile"
 	"github.com/lesfarm/lesfarm/runtime/expert"
@@ -15,10 +16,15 @@ import (
 	"github.com/lesfarm/lesfarm/runtime/tensor"
 )
 
-// twinRead is the flat QD-1 time of every read in the test twin's
-// measured table, so a synchronous mode's device stall is its reads
-// times it.
-const twinReadUS = 250
+// twinProfileUS is the flat time of every read in the test twin's
+// profile table, and twinReadUS the flat time of the table its
+// calibration measures before each repetition (a disk twice as slow as
+// the profile's), so a synchronous mode's device stall is its reads times
+// twinReadUS, and a twin priced by the profile instead is caught.
+const (
+	twinProfileUS = 125
+	twinReadUS    = 250
+)
 
 // twinProfile is a measured-style profile (service_times table, compute)
 // whose read-ahead is the one direct storage uses for dir, as profile
@@ -45,7 +51,7 @@ service_times:
 compute:
   weight_bandwidth: 2GB/s
   throughput: 100GFLOP/s
-`, ra, twinReadUS)
+`, ra, twinProfileUS)
 	p, err := profile.Parse([]byte(y))
 	if err != nil {
 		t.Fatal(err)
@@ -57,7 +63,10 @@ compute:
 // model: the twin reads exactly the bytes direct storage reads in every
 // mode that reads on demand (naive, on-demand, on-demand-parallel), its synchronous modes' stall is the measured
 // table applied to those reads, every output is the resident one, and the
-// errors are the stated ratios of the parts.
+// errors are the stated ratios of the parts. It runs with a calibration
+// (as --twin-check measure does), called before every repetition of every
+// row: the twin is priced by the table it returns, not the profile's, and
+// the report lists what it measured.
 func TestTwinCheckStructure(t *testing.T) {
 	c := model.SynthConfig{Layers: 3, Experts: 16, ExpertsUsed: 4, Hidden: 256, ExpertFFN: 256, Heads: 4, KVHeads: 2, Vocab: 512, Context: 128, Type: tensor.Q4_K, Seed: 5}
 	p := writeSynth(t, c)
@@ -66,17 +75,37 @@ func TestTwinCheckStructure(t *testing.T) {
 		t.Fatal(err)
 	}
 	twin := twinProfile(t, filepath.Dir(p))
+	calls := 0
+	cal := func(context.Context) (*expert.ServiceTimes, []TwinCalCell, error) {
+		calls++
+		st := twin.Service
+		cells := map[expert.ServiceCell]time.Duration{}
+		for _, n := range st.Sizes {
+			for _, q := range st.QueueDepths {
+				cells[expert.ServiceCell{Size: n, Depth: q}] = twinReadUS * time.Microsecond
+			}
+		}
+		measured, err := st.Remeasured(cells)
+		return measured, []TwinCalCell{{Size: 1 << 20, Depth: 1, Pattern: expert.PatternLayer, US: twinReadUS}}, err
+	}
+	const reps = 2
 	rep, err := RunTwinCheck(context.Background(), LadderConfig{
-		Model: p, ExpertsPath: packed, Direct: true, BudgetFraction: 0.3, Threads: 1, Repetitions: 2, Warmup: 1, PromptTokens: 4, GenTokens: 10,
+		Model: p, ExpertsPath: packed, Direct: true, BudgetFraction: 0.3, Threads: 1, Repetitions: reps, Warmup: 1, PromptTokens: 4, GenTokens: 10,
 		Modes: []expert.Mode{expert.Naive, expert.OnDemand, expert.OnDemandParallel},
-	}, twin)
+	}, twin, cal)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if rep.TimeBase != "device" || len(rep.Rows) != 4 || rep.Rows[3].Mode != "oracle" {
 		t.Fatalf("report %+v", rep)
 	}
+	if calls != reps*len(rep.Rows) {
+		t.Errorf("the calibration ran %d times, want once per repetition of each row (%d)", calls, reps*len(rep.Rows))
+	}
 	for _, row := range rep.Rows {
+		if len(row.Calibrations) != reps || len(row.Calibrations[0]) != 1 || row.Calibrations[1][0].US != twinReadUS {
+			t.Errorf("%s: calibrations %+v, want the cell measured before each of %d repetitions", row.Mode, row.Calibrations, reps)
+		}
 		d, tw := row.Direct, row.Twin
 		t.Logf("%s: direct %.1f tok/s, %.0f B/token, %.2f reads, stall %.3f ms; twin %.1f tok/s, %.0f B/token, %.2f reads, stall %.3f ms, compute %.3f ms (host %.3f)",
 			row.Mode, d.DecodeTokensPerSecond, d.BytesReadPerToken, d.ReadsPerToken, d.StallMSPerToken, tw.DecodeTokensPerSecond, tw.BytesReadPerToken, tw.ReadsPerToken, tw.StallMSPerToken, tw.ComputeMSPerToken, tw.HostComputeMSPerToken)
@@ -140,7 +169,8 @@ func TestTwinCheckStructure(t *testing.T) {
 		}
 	}
 	var md strings.Builder
-	if err := rep.Write(&md, "md"); err != nil || !strings.Contains(md.String(), "| naive |") || !strings.Contains(md.String(), "rows within ±15%") || !strings.Contains(md.String(), "× QD 1:") {
+	if err := rep.Write(&md, "md"); err != nil || !strings.Contains(md.String(), "| naive |") || !strings.Contains(md.String(), "rows within ±15%") || !strings.Contains(md.String(), "× QD 1:") ||
+		!strings.Contains(md.String(), "1.00 MiB layer × QD 1: 250 / 250") {
 		t.Fatalf("md: %v\n%s", err, md.String())
 	}
 }
@@ -159,7 +189,7 @@ func TestTwinCheckBadInput(t *testing.T) {
 		{LadderConfig{Model: p, Direct: true, BudgetFraction: 0.5, Mixed: p}, twin, "expert modes only"},
 		{LadderConfig{Model: p, Direct: true, BudgetFraction: 0.5, Warmup: 0, Repetitions: 1, Modes: []expert.Mode{expert.OnDemand}}, twin, ""},
 	} {
-		_, err := RunTwinCheck(context.Background(), tc.cfg, tc.twin)
+		_, err := RunTwinCheck(context.Background(), tc.cfg, tc.twin, nil)
 		if tc.want == "" {
 			if err == nil || !strings.Contains(err.Error(), "warm-up") || strings.Contains(err.Error(), "\n") {
 				t.Errorf("no warm-up: err = %v, want one line asking for a warm-up", err)

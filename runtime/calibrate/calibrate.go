@@ -17,7 +17,6 @@ import (
 	"runtime"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/lesfarm/lesfarm/runtime/bench"
@@ -42,8 +41,19 @@ type Config struct {
 	// ExpertSizes are read sizes added to the grid: the reads a store
 	// really issues (Measure adds the reference model's expert blob, the
 	// read of one packed expert, when Model is set), so the emulated flash
-	// prices them from a measured row instead of interpolating.
+	// prices them from a measured row instead of interpolating. They are
+	// read as a store reads them (expert.PatternLayer): blocks of one
+	// layer's adjacent expert blobs, the layer's routed set shared by the
+	// readers in flight, then the next layer's.
 	ExpertSizes []int64
+	// PageRuns are read sizes read as the naive mode's faults read them
+	// (expert.PatternPages: one preadv of page-sized buffers): with Model
+	// set, half the read-ahead window and the window, the runs naive
+	// reads. A size in both lists is read as pages.
+	PageRuns []int64
+	// PageFile, if set, is the file the PageRuns rows read (the unpacked
+	// model naive reads); default the grid's file.
+	PageFile string
 	// ReadFile, if set, is an existing file the grid reads (read-only,
 	// O_DIRECT, random 4 KiB-aligned offsets) instead of a test file
 	// written in Dir: the model file, to measure the device as the store
@@ -62,12 +72,26 @@ type Config struct {
 	Threads int // decode threads (default 1, as the ladder)
 	// Progress, if set, receives one line per finished step.
 	Progress func(string)
+
+	geom expertGeometry // of Model, for the layer pattern
+}
+
+// pattern returns how the grid reads block-sized reads.
+func (c *Config) pattern(block int64) string {
+	switch {
+	case slices.Contains(c.PageRuns, block):
+		return expert.PatternPages
+	case slices.Contains(c.ExpertSizes, block):
+		return expert.PatternLayer
+	}
+	return expert.PatternRandom
 }
 
 // Cell is one measured point of the read grid.
 type Cell struct {
 	Block       int64
 	QD          int
+	Pattern     string // how it was read (expert.PatternRandom, ...)
 	Reads       int64
 	BytesPerS   float64
 	MeanLatency time.Duration
@@ -90,6 +114,8 @@ type Result struct {
 	PageCost time.Duration
 	// ReadFile is the existing file the grid read, or "" for a test file.
 	ReadFile string
+	// PageFile is the file the pages rows read, when not the grid's.
+	PageFile string
 	Measured time.Time
 }
 
@@ -107,13 +133,18 @@ func (c *Config) defaults() error {
 		c.BlockSizes = []int64{4 << 10, 16 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20}
 	}
 	if c.Model != "" {
-		n, err := expertReadSize(c.Model)
+		g, err := modelGeometry(c.Model)
 		if err != nil {
 			return err
 		}
-		c.ExpertSizes = append(c.ExpertSizes, n)
+		c.geom = g
+		c.ExpertSizes = append(c.ExpertSizes, g.read)
+		if len(c.PageRuns) == 0 {
+			c.PageRuns = defaultPageRuns(c.Dir)
+		}
 	}
 	sizes := append(slices.Clone(c.BlockSizes), c.ExpertSizes...)
+	sizes = append(sizes, c.PageRuns...)
 	c.BlockSizes = slices.Compact(slices.Sorted(slices.Values(sizes)))
 	if len(c.QueueDepths) == 0 {
 		c.QueueDepths = []int{1, 2, 4, 8, 16, 32}
@@ -173,44 +204,9 @@ func Measure(ctx context.Context, cfg Config) (*Result, error) {
 	res := &Result{Measured: time.Now().UTC()}
 
 	// Flash.
-	path := cfg.ReadFile
-	if path == "" {
-		path = filepath.Join(tmp, "flash.bin")
-		if err := writeTestFile(ctx, path, cfg.FileBytes); err != nil {
-			return nil, err
-		}
-		progress("flash: wrote a %d MiB test file in %s", cfg.FileBytes>>20, cfg.Dir)
-	} else {
-		res.ReadFile = path
-		progress("flash: reading %s (%d MiB) as it is", path, cfg.FileBytes>>20)
-	}
-	f, direct, err := expert.OpenForReads(path, true)
-	if err != nil {
-		return nil, fmt.Errorf("calibrate: %w", err)
-	}
-	res.Direct = direct
-	// Warm up the device (the test file's writeback may still occupy it)
-	// with one unrecorded cell of the grid's first size, so the first
-	// recorded cell is not a stall.
-	if _, err := readCell(ctx, f, cfg.FileBytes, cfg.BlockSizes[0], 1, cfg.CellTime); err != nil {
-		f.Close()
+	if err := measureGrid(ctx, &cfg, res, tmp, progress); err != nil {
 		return nil, err
 	}
-	if !direct {
-		progress("flash: O_DIRECT is not supported here; reads go through the page cache and measure it, not the flash")
-	}
-	for _, b := range cfg.BlockSizes {
-		for _, qd := range cfg.QueueDepths {
-			cell, err := readCell(ctx, f, cfg.FileBytes, b, qd, cfg.CellTime)
-			if err != nil {
-				f.Close()
-				return nil, err
-			}
-			res.Cells = append(res.Cells, cell)
-			progress("flash: %7d B × QD %2d: %8.1f MB/s, %7.1f µs per read", b, qd, cell.BytesPerS/1e6, float64(cell.MeanLatency.Nanoseconds())/1e3)
-		}
-	}
-	f.Close()
 
 	// Memory.
 	if err := ctx.Err(); err != nil {
@@ -284,57 +280,6 @@ func writeTestFile(ctx context.Context, path string, n int64) error {
 	return f.Close()
 }
 
-// readCell reads block-sized pieces at random aligned offsets with qd
-// readers for d, and returns the throughput and mean latency.
-func readCell(ctx context.Context, f *os.File, size, block int64, qd int, d time.Duration) (Cell, error) {
-	slots := (size - block) / expert.DirectAlign
-	var mu sync.Mutex
-	var reads int64
-	var lat time.Duration
-	var firstErr error
-	var wg sync.WaitGroup
-	start := time.Now()
-	deadline := start.Add(d)
-	for w := range qd {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			buf := expert.AlignedBuffer(block)
-			rng := rand.New(rand.NewPCG(uint64(block), uint64(w)))
-			var n int64
-			var l time.Duration
-			for n < 8 || time.Now().Before(deadline) {
-				if ctx.Err() != nil {
-					break
-				}
-				off := rng.Int64N(slots) * expert.DirectAlign
-				t0 := time.Now()
-				if _, err := f.ReadAt(buf, off); err != nil {
-					mu.Lock()
-					firstErr = cmpErr(firstErr, err)
-					mu.Unlock()
-					return
-				}
-				l += time.Since(t0)
-				n++
-			}
-			mu.Lock()
-			reads += n
-			lat += l
-			mu.Unlock()
-		}()
-	}
-	wg.Wait()
-	if err := ctx.Err(); err != nil {
-		return Cell{}, err
-	}
-	if firstErr != nil {
-		return Cell{}, fmt.Errorf("calibrate: reading the test file: %w", firstErr)
-	}
-	el := time.Since(start)
-	return Cell{Block: block, QD: qd, Reads: reads, BytesPerS: float64(reads*block) / el.Seconds(), MeanLatency: lat / time.Duration(max(reads, 1))}, nil
-}
-
 func cmpErr(a, b error) error {
 	if a != nil {
 		return a
@@ -362,7 +307,9 @@ func serviceTable(cfg Config, cells []Cell) *expert.ServiceTimes {
 	sizes := slices.Compact(slices.Sorted(slices.Values(cfg.BlockSizes)))
 	depths := slices.Compact(slices.Sorted(slices.Values(cfg.QueueDepths)))
 	times := make([][]time.Duration, len(sizes))
+	patterns := make([]string, len(sizes))
 	for i, b := range sizes {
+		patterns[i] = cfg.pattern(b)
 		times[i] = make([]time.Duration, len(depths))
 		for j, q := range depths {
 			for _, c := range cells {
@@ -377,6 +324,9 @@ func serviceTable(cfg Config, cells []Cell) *expert.ServiceTimes {
 	}
 	st, err := expert.NewServiceTimes(sizes, depths, times)
 	if err != nil {
+		return nil
+	}
+	if st, err = st.WithPatterns(patterns); err != nil {
 		return nil
 	}
 	return st

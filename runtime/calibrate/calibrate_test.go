@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/lesfarm/lesfarm/profile"
+	"github.com/lesfarm/lesfarm/runtime/expert"
 	"github.com/lesfarm/lesfarm/runtime/pack"
 )
 
@@ -87,7 +88,9 @@ func TestMeasureBadConfig(t *testing.T) {
 }
 
 // TestMeasureReadFile: the grid reads an existing file as it is (left in
-// place), with the extra read sizes as rows of the table.
+// place), with the extra read sizes as rows of the table read as the
+// store reads them (layer), naive's page runs read as pages from the page
+// file, and each row's pattern in the profile, read back the same.
 func TestMeasureReadFile(t *testing.T) {
 	dir := t.TempDir()
 	existing := filepath.Join(dir, "model.bin")
@@ -95,13 +98,33 @@ func TestMeasureReadFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := quick(dir)
-	cfg.ReadFile, cfg.ExpertSizes = existing, []int64{884736}
+	pages := filepath.Join(dir, "unpacked.bin")
+	if err := writeTestFile(context.Background(), pages, 8<<20); err != nil {
+		t.Fatal(err)
+	}
+	cfg.ReadFile, cfg.ExpertSizes, cfg.PageRuns, cfg.PageFile = existing, []int64{884736}, []int64{128 << 10, 256 << 10}, pages
 	res, err := Measure(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.ReadFile != existing || len(res.Cells) != 6 || res.Profile.Service == nil || !slices.Contains(res.Profile.Service.Sizes, 884736) {
-		t.Fatalf("cells %+v, table %+v", res.Cells, res.Profile.Service)
+	st := res.Profile.Service
+	if res.ReadFile != existing || res.PageFile != pages || len(res.Cells) != 8 || st == nil || !slices.Equal(st.Sizes, []int64{4 << 10, 128 << 10, 256 << 10, 884736}) {
+		t.Fatalf("cells %+v, table %+v", res.Cells, st)
+	}
+	want := []string{expert.PatternRandom, expert.PatternPages, expert.PatternPages, expert.PatternLayer}
+	for i := range st.Sizes {
+		if st.Pattern(i) != want[i] {
+			t.Errorf("row %d (%d B): pattern %q, want %q", i, st.Sizes[i], st.Pattern(i), want[i])
+		}
+	}
+	for _, c := range res.Cells {
+		if c.Pattern != cfg.pattern(c.Block) || c.Reads < 8*int64(c.QD) {
+			t.Errorf("cell %+v: want pattern %q and at least 8 reads per reader", c, cfg.pattern(c.Block))
+		}
+	}
+	q, err := profile.Parse(res.YAML())
+	if err != nil || !q.Service.Equal(st) || q.Service.Pattern(3) != expert.PatternLayer {
+		t.Fatalf("read back %+v, %v\n%s", q, err, res.YAML())
 	}
 	if _, err := os.Stat(existing); err != nil {
 		t.Fatalf("the file read was removed: %v", err)
@@ -115,9 +138,10 @@ func TestMeasureReadFile(t *testing.T) {
 	}
 }
 
-// TestExpertReadSize: a model's expert read is its gate, up and down
-// bytes in whole 4 KiB blocks, stacked or packed.
-func TestExpertReadSize(t *testing.T) {
+// TestModelGeometry: a model's expert read is its gate, up and down
+// bytes in whole 4 KiB blocks, stacked or packed, beside its experts per
+// layer and per token (the layer pattern's geometry).
+func TestModelGeometry(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "m.gguf")
 	if err := writeReference(path); err != nil {
@@ -131,11 +155,67 @@ func TestExpertReadSize(t *testing.T) {
 	want := int64(3 * 1024 * 512 / 256 * 144)
 	want = (want + 4095) / 4096 * 4096
 	for _, p := range []string{path, packed} {
-		if got, err := expertReadSize(p); err != nil || got != want {
-			t.Errorf("%s: expertReadSize = %d, %v; want %d", filepath.Base(p), got, err, want)
+		if got, err := modelGeometry(p); err != nil || got != (expertGeometry{read: want, experts: 16, used: 4}) {
+			t.Errorf("%s: modelGeometry = %+v, %v; want %d bytes, 16 experts, 4 used", filepath.Base(p), got, err, want)
 		}
 	}
-	if _, err := expertReadSize(filepath.Join(dir, "none.gguf")); err == nil {
+	if _, err := modelGeometry(filepath.Join(dir, "none.gguf")); err == nil {
 		t.Error("a missing model gave no error")
+	}
+}
+
+// TestLayerOffsets: the layer pattern hands the readers one layer's
+// routed set at a time (distinct adjacent expert blocks of one layer
+// region), then the next layer's, at block-aligned offsets in the file.
+func TestLayerOffsets(t *testing.T) {
+	const block = 64 << 10
+	g := &gridFile{size: 10 * 16 * block, geom: expertGeometry{experts: 16, used: 4}, page: 4096}
+	o := newOffsets(g, expert.PatternLayer, block)
+	var prev int64 = -1
+	for set := range 25 {
+		seen := map[int64]bool{}
+		var layer int64 = -1
+		for range 4 {
+			off := o.next(nil)
+			if off%block != 0 || off < 0 || off+block > g.size {
+				t.Fatalf("offset %d is not a whole block in the file", off)
+			}
+			l := off / (16 * block)
+			if layer >= 0 && l != layer {
+				t.Fatalf("set %d mixes layers %d and %d", set, layer, l)
+			}
+			layer = l
+			if seen[off] {
+				t.Fatalf("set %d reads block %d twice", set, off)
+			}
+			seen[off] = true
+		}
+		if prev >= 0 && layer != (prev+1)%10 {
+			t.Fatalf("set %d is layer %d after layer %d, want the next", set, layer, prev)
+		}
+		prev = layer
+	}
+}
+
+// TestCells: the twin check's calibration measures the cells asked for,
+// each by its pattern, and refuses a bad one in one line.
+func TestCells(t *testing.T) {
+	dir := t.TempDir()
+	f := filepath.Join(dir, "f.bin")
+	if err := writeTestFile(context.Background(), f, 8<<20); err != nil {
+		t.Fatal(err)
+	}
+	specs := []CellSpec{{Block: 256 << 10, QD: 2, Pattern: expert.PatternLayer}, {Block: 512 << 10, QD: 1, Pattern: expert.PatternPages}, {Block: 4096, QD: 1, Pattern: expert.PatternRandom}}
+	cells, err := Cells(context.Background(), f, f, "", 5*time.Millisecond, specs)
+	if err != nil || len(cells) != len(specs) {
+		t.Fatalf("cells %+v, %v", cells, err)
+	}
+	for i, c := range cells {
+		if c.Block != specs[i].Block || c.QD != specs[i].QD || c.Pattern != specs[i].Pattern || c.MeanLatency <= 0 || c.Reads < 8*int64(c.QD) {
+			t.Errorf("cell %+v for %+v", c, specs[i])
+		}
+	}
+	if _, err := Cells(context.Background(), f, f, "", time.Millisecond, []CellSpec{{Block: 4096, QD: 1, Pattern: "zigzag"}}); err == nil || strings.Contains(err.Error(), "\n") {
+		t.Errorf("bad pattern: err = %v, want one line", err)
 	}
 }

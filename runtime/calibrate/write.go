@@ -18,7 +18,12 @@ func (r *Result) YAML() []byte {
 	if r.ReadFile != "" {
 		what = r.ReadFile + " (read as it is)"
 	}
-	fmt.Fprintf(&h, "flash: random 4KiB-aligned reads of %s, O_DIRECT %v; MB/s (µs per read):\n", what, r.Direct)
+	fmt.Fprintf(&h, "flash: reads of %s, O_DIRECT %v, each size by its pattern; MB/s (µs per read):\n", what, r.Direct)
+	if r.PageFile != "" {
+		fmt.Fprintf(&h, "  (the pages rows read %s)\n", r.PageFile)
+	}
+	h.WriteString("  random: one pread at a random 4KiB-aligned offset per read; layer: the store's expert reads, one layer's routed set of adjacent expert blobs\n")
+	h.WriteString("  shared by the readers in flight, then the next layer's; pages: the naive mode's fault, one preadv of page-sized buffers.\n")
 	var qds []int
 	var blocks []int64
 	for _, c := range r.Cells {
@@ -29,13 +34,19 @@ func (r *Result) YAML() []byte {
 			blocks = append(blocks, c.Block)
 		}
 	}
-	line := fmt.Sprintf("  %-8s", "block/QD")
+	line := fmt.Sprintf("  %-15s", "block/QD")
 	for _, q := range qds {
 		line += fmt.Sprintf(" | %14d", q)
 	}
 	h.WriteString(line + "\n")
 	for _, b := range blocks {
-		line := fmt.Sprintf("  %-8s", sizeName(b))
+		pat := ""
+		for _, c := range r.Cells {
+			if c.Block == b {
+				pat = c.Pattern
+			}
+		}
+		line := fmt.Sprintf("  %-15s", sizeName(b)+" "+pat)
 		for _, q := range qds {
 			for _, c := range r.Cells {
 				if c.Block == b && c.QD == q {

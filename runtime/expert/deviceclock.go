@@ -389,6 +389,24 @@ func (s *Store) Batch(n int) {
 	}
 }
 
+// SetServiceTimes replaces the measured table the device clock's flash
+// prices reads by (the twin check re-measures the disk before each
+// repetition, so a twin is priced by the disk of that minute). Reads in
+// flight keep their progress and are priced by st from now on. It returns
+// false, changing nothing, when the store has no device clock with a
+// measured table or st is nil.
+func (s *Store) SetServiceTimes(st *ServiceTimes) bool {
+	if s.clock == nil || s.clock.ps == nil || st == nil {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.clock.ps.advance(s.clock.now)
+	s.clock.ps.st = st
+	s.clock.ps.plan()
+	return true
+}
+
 // DeviceTime reports whether the store runs on device time.
 func (s *Store) DeviceTime() bool { return s.clock != nil }
 

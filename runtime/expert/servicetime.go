@@ -38,12 +38,37 @@ type ServiceTimes struct {
 	Sizes       []int64           // read sizes in bytes, increasing
 	QueueDepths []int             // queue depths, increasing
 	Times       [][]time.Duration // Times[i][j]: size i at queue depth j
+	// Patterns, if set, names per size how the row was read (a Pattern*
+	// constant): it documents the measurement and does not change the
+	// pricing. nil: every row random.
+	Patterns []string
 
 	qd1  []time.Duration // monotone QD-1 time per size
 	xfer []time.Duration // monotone transfer time per size
 	// grid is Times made monotone: no size slower than a bigger one at
 	// the same depth, no depth with less throughput than a shallower one.
 	grid [][]time.Duration
+}
+
+// The access patterns a service-time row is measured with (lesfarm
+// profile measure reads each size as the store reads it).
+const (
+	// PatternRandom: one pread per read at a random 4 KiB-aligned offset
+	// of the file, each reader on its own.
+	PatternRandom = "random"
+	// PatternLayer: the reads of a prefetch batch: blocks of the size at
+	// the offsets of one layer's adjacent expert blobs, a layer's routed
+	// set shared by the readers in flight, then the next layer's.
+	PatternLayer = "layer"
+	// PatternPages: the naive mode's fault: one preadv of page-sized
+	// buffers (the block layer splits it into requests of its segment
+	// limit) at a random page-aligned offset.
+	PatternPages = "pages"
+)
+
+// ValidPattern reports whether p names a service-time row's pattern.
+func ValidPattern(p string) bool {
+	return p == PatternRandom || p == PatternLayer || p == PatternPages
 }
 
 // Limits of a service-time table.
@@ -95,6 +120,58 @@ func NewServiceTimes(sizes []int64, depths []int, times [][]time.Duration) (*Ser
 	}
 	s.prepare()
 	return s, nil
+}
+
+// WithPatterns returns s with each row's pattern set (one per size, each
+// a Pattern* constant), or an error naming the bad one.
+func (s *ServiceTimes) WithPatterns(patterns []string) (*ServiceTimes, error) {
+	if len(patterns) != len(s.Sizes) {
+		return nil, fmt.Errorf("has %d patterns for %d sizes", len(patterns), len(s.Sizes))
+	}
+	for i, p := range patterns {
+		if !ValidPattern(p) {
+			return nil, fmt.Errorf("size %d: pattern %q is not %s, %s or %s", s.Sizes[i], p, PatternRandom, PatternLayer, PatternPages)
+		}
+	}
+	t := *s
+	t.Patterns = slices.Clone(patterns)
+	return &t, nil
+}
+
+// Pattern returns how row i was measured (PatternRandom when unrecorded).
+func (s *ServiceTimes) Pattern(i int) string {
+	if i < len(s.Patterns) && s.Patterns[i] != "" {
+		return s.Patterns[i]
+	}
+	return PatternRandom
+}
+
+// Remeasured returns a copy of s whose cells at (size, depth) are
+// replaced by times (a fresh measurement of part of the grid: the twin
+// check's calibration before each repetition); cells not in the table are
+// ignored. The other cells and the patterns stay.
+func (s *ServiceTimes) Remeasured(times map[ServiceCell]time.Duration) (*ServiceTimes, error) {
+	rows := make([][]time.Duration, len(s.Times))
+	for i, n := range s.Sizes {
+		rows[i] = slices.Clone(s.Times[i])
+		for j, q := range s.QueueDepths {
+			if d, ok := times[ServiceCell{Size: n, Depth: q}]; ok {
+				rows[i][j] = d
+			}
+		}
+	}
+	t, err := NewServiceTimes(s.Sizes, s.QueueDepths, rows)
+	if err != nil {
+		return nil, err
+	}
+	t.Patterns = slices.Clone(s.Patterns)
+	return t, nil
+}
+
+// ServiceCell names one cell of a service-time table.
+type ServiceCell struct {
+	Size  int64
+	Depth int
 }
 
 // prepare derives the monotone QD-1 and transfer times per size. A cell
@@ -176,7 +253,11 @@ func (s *ServiceTimes) marshal(b *strings.Builder) {
 	}
 	b.WriteString("]\n  reads:\n")
 	for i, n := range s.Sizes {
-		fmt.Fprintf(b, "    - {size: %d, times: [", n)
+		fmt.Fprintf(b, "    - {size: %d, ", n)
+		if i < len(s.Patterns) && s.Patterns[i] != "" {
+			fmt.Fprintf(b, "pattern: %s, ", s.Patterns[i])
+		}
+		b.WriteString("times: [")
 		for j, d := range s.Times[i] {
 			if j > 0 {
 				b.WriteString(", ")
@@ -194,6 +275,11 @@ func (s *ServiceTimes) Equal(t *ServiceTimes) bool {
 	}
 	if !slices.Equal(s.Sizes, t.Sizes) || !slices.Equal(s.QueueDepths, t.QueueDepths) || len(s.Times) != len(t.Times) {
 		return false
+	}
+	for i := range s.Sizes {
+		if s.Pattern(i) != t.Pattern(i) {
+			return false
+		}
 	}
 	for i := range s.Times {
 		if !slices.Equal(s.Times[i], t.Times[i]) {
