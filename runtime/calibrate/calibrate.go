@@ -48,8 +48,8 @@ type Config struct {
 	ExpertSizes []int64
 	// PageRuns are read sizes read as the naive mode's faults read them
 	// (expert.PatternPages: one preadv of page-sized buffers): with Model
-	// set, half the read-ahead window and the window, the runs naive
-	// reads. A size in both lists is read as pages.
+	// set and the default BlockSizes, half the read-ahead window and the
+	// window, the runs naive reads. A size in both lists is read as pages.
 	PageRuns []int64
 	// PageFile, if set, is the file the PageRuns rows read (the unpacked
 	// model naive reads); default the grid's file.
@@ -129,7 +129,8 @@ func (c *Config) defaults() error {
 	if c.FileBytes == 0 {
 		c.FileBytes = 512 << 20
 	}
-	if len(c.BlockSizes) == 0 {
+	fullGrid := len(c.BlockSizes) == 0
+	if fullGrid {
 		c.BlockSizes = []int64{4 << 10, 16 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20}
 	}
 	if c.Model != "" {
@@ -139,7 +140,7 @@ func (c *Config) defaults() error {
 		}
 		c.geom = g
 		c.ExpertSizes = append(c.ExpertSizes, g.read)
-		if len(c.PageRuns) == 0 {
+		if len(c.PageRuns) == 0 && fullGrid { // a grid asked for stays as asked
 			c.PageRuns = defaultPageRuns(c.Dir)
 		}
 	}
