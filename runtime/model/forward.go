@@ -72,10 +72,12 @@ type scratch struct {
 	probs            []float32 // Experts
 	topk             []int     // n × K
 	topw             []float32 // n × K
-	eout             []float32 // n × K × Hidden (per token, slot)
+	eout             []float32 // n × K × Hidden: each expert's rows, experts in union order
+	eloc             []int32   // n × K: the eout row of (token, slot)
+	ebase            []int32   // per expert: its first eout row
 	union            []int
 	assign           [][]int32   // per expert: token*K+slot
-	ein, eg, eu, ed  []float32   // per-expert batches
+	ein, eg, eu      []float32   // per-expert batches
 	rows             tensor.Rows // sc.h of the layer's positions, quantized once for all experts
 	sel              []int32     // positions routed to the current expert
 	ffg, ffu         []float32   // dense FFN n × FFN
@@ -174,6 +176,8 @@ func (s *State) ensure(n int) {
 		sc.topk = grow(sc.topk, n*K)
 		sc.topw = grow(sc.topw, n*K)
 		sc.eout = grow(sc.eout, n*K*H)
+		sc.eloc = grow(sc.eloc, n*K)
+		sc.ebase = grow(sc.ebase, E)
 		sc.union = grow(sc.union, E)[:0]
 		if sc.assign == nil {
 			sc.assign = make([][]int32, E)
@@ -181,7 +185,6 @@ func (s *State) ensure(n int) {
 		sc.ein = grow(sc.ein, n*H)
 		sc.eg = grow(sc.eg, n*m.ExpertFFN)
 		sc.eu = grow(sc.eu, n*m.ExpertFFN)
-		sc.ed = grow(sc.ed, n*H)
 		sc.predMark = grow(sc.predMark, E)
 	}
 	if m.FFN > 0 {
@@ -474,10 +477,18 @@ func (s *State) moe(ctx context.Context, li, n int) error {
 			s.OnRoute(s.pos+i, li, idx, w)
 		}
 	}
+	// Each expert writes its rows to its own run of eout (no scatter);
+	// eloc says where the combine finds (token, slot).
 	sc.union = sc.union[:0]
+	base := int32(0)
 	for e := range E {
 		if len(sc.assign[e]) > 0 {
 			sc.union = append(sc.union, e)
+			sc.ebase[e] = base
+			for j, r := range sc.assign[e] {
+				sc.eloc[r] = base + int32(j)
+			}
+			base += int32(len(sc.assign[e]))
 		}
 	}
 	sc.layerIdx = li
@@ -492,12 +503,13 @@ func (s *State) moe(ctx context.Context, li, n int) error {
 		xi := x[i*H : (i+1)*H]
 		acc := sc.hnorm[:H]
 		w := sc.topw[i*K : (i+1)*K]
-		o := sc.eout[i*K*H : (i*K+1)*H]
+		loc := sc.eloc[i*K : (i+1)*K]
+		o := sc.eout[int(loc[0])*H : int(loc[0]+1)*H]
 		for d := range acc {
 			acc[d] = float32(w[0] * o[d])
 		}
 		for j := 1; j < K; j++ {
-			o := sc.eout[(i*K+j)*H : (i*K+j+1)*H]
+			o := sc.eout[int(loc[j])*H : int(loc[j]+1)*H]
 			for d := range acc {
 				acc[d] += float32(w[j] * o[d])
 			}
@@ -510,7 +522,7 @@ func (s *State) moe(ctx context.Context, li, n int) error {
 }
 
 // runExpert computes expert sc.layerExperts[i] of layer sc.layerIdx for
-// every (token, slot) routed to it into sc.eout.
+// every (token, slot) routed to it into its run of sc.eout (sc.ebase).
 func (s *State) runExpert(i int, w moe.Weights) error {
 	m := s.m
 	sc := &s.sc
@@ -534,21 +546,8 @@ func (s *State) runExpert(i int, w moe.Weights) error {
 	}
 	g, u := sc.eg[:cnt*F], sc.eu[:cnt*F]
 	tensor.SiLUMul(g, u)
-	if cnt == 1 {
-		r := int(rows[0])
-		return wrapErr(m.matmul(sc.eout[r*H:(r+1)*H], &down, g, 1), e)
-	}
-	if err := m.matmul(sc.ed, &down, g, cnt); err != nil {
-		return fmt.Errorf("expert %d down: %w", e, err)
-	}
-	for j, r := range rows {
-		copy(sc.eout[int(r)*H:(int(r)+1)*H], sc.ed[j*H:(j+1)*H])
-	}
-	return nil
-}
-
-func wrapErr(err error, e int) error {
-	if err != nil {
+	b := int(sc.ebase[e])
+	if err := m.matmul(sc.eout[b*H:(b+cnt)*H], &down, g, cnt); err != nil {
 		return fmt.Errorf("expert %d down: %w", e, err)
 	}
 	return nil

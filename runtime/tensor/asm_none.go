@@ -21,6 +21,10 @@ func rowKernels() map[Type]*kernel {
 // prevKernels: no previous batched kernels outside amd64 assembly.
 func prevKernels() map[Type]*kernel { return nil }
 
+// noPrefetchKernels: the prefetch-free batched Q4_K kernels exist only in
+// amd64 assembly.
+func noPrefetchKernels() map[Type]*kernel { return nil }
+
 // prevDecodeKernels: the previous decode kernels exist only in amd64
 // assembly.
 func prevDecodeKernels() map[Type]*kernel { return nil }

@@ -97,3 +97,53 @@ func prevKernels() map[Type]*kernel {
 	m[Q4_K] = &c
 	return m
 }
+
+// q4kVecsNp2AVX2 .. q4kVecsNp8AVX2 are q4kVecs2AVX2 .. q4kVecs8AVX2
+// without the software prefetch of the weights (the kernels before session
+// 7), kept for the prefill benchmarks' side-by-side comparison.
+//
+//go:noescape
+func q4kVecsNp2AVX2(w *byte, rows int, y *blockQ8K, nb, ystride int, dst *float32, dstride int)
+
+//go:noescape
+func q4kVecsNp3AVX2(w *byte, rows int, y *blockQ8K, nb, ystride int, dst *float32, dstride int)
+
+//go:noescape
+func q4kVecsNp4AVX2(w *byte, rows int, y *blockQ8K, nb, ystride int, dst *float32, dstride int)
+
+//go:noescape
+func q4kVecsNp5AVX2(w *byte, rows int, y *blockQ8K, nb, ystride int, dst *float32, dstride int)
+
+//go:noescape
+func q4kVecsNp6AVX2(w *byte, rows int, y *blockQ8K, nb, ystride int, dst *float32, dstride int)
+
+//go:noescape
+func q4kVecsNp7AVX2(w *byte, rows int, y *blockQ8K, nb, ystride int, dst *float32, dstride int)
+
+//go:noescape
+func q4kVecsNp8AVX2(w *byte, rows int, y *blockQ8K, nb, ystride int, dst *float32, dstride int)
+
+// noPrefetchKernels returns the kernel set with the batched Q4_K kernels
+// of 2-8 vectors that do not prefetch (one vector still uses q4kVecs1AVX2);
+// BenchmarkQ4KExpertsCold compares them with the kernels in use.
+func noPrefetchKernels() map[Type]*kernel {
+	m := make(map[Type]*kernel, len(kernels))
+	for t, k := range kernels {
+		m[t] = k
+	}
+	c := *kernels[Q4_K]
+	c.q8kN = func(w []byte, rows int, y []blockQ8K, nv int, dst []float32, stride int) {
+		nb := len(y) / max(nv, 1)
+		if rows == 0 || nv < 2 || nv > 8 || nb == 0 {
+			dotQ4KQ8KVecsAsm(w, rows, y, nv, dst, stride)
+			return
+		}
+		_ = w[144*nb*rows-1]
+		_ = dst[(nv-1)*stride+rows-1]
+		np := [...]func(w *byte, rows int, y *blockQ8K, nb, ystride int, dst *float32, dstride int){
+			q4kVecsNp2AVX2, q4kVecsNp3AVX2, q4kVecsNp4AVX2, q4kVecsNp5AVX2, q4kVecsNp6AVX2, q4kVecsNp7AVX2, q4kVecsNp8AVX2}
+		np[nv-2](&w[0], rows, &y[0], nb, nb*int(unsafe.Sizeof(y[0])), &dst[0], stride)
+	}
+	m[Q4_K] = &c
+	return m
+}

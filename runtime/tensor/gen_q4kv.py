@@ -16,12 +16,16 @@ operation is the scalar one of dotQ4KQ8KGeneric (float32 products, then the
 add or subtract), so each vector's result is bit-identical to it.
 """
 
-# The single-vector kernel (decode) prefetches the weights PREFETCH bytes
-# (~28 super-blocks) ahead: expert rows come from DRAM. 1 KiB ahead measured
-# about 6% faster than none on a 38 MB matrix; on 128 MiB of expert-shaped
-# matrices (BenchmarkDecodeStream) 4 KiB was 7-13% faster than 1 KiB, 2 KiB
-# and 3 KiB in between, 6 and 8 KiB the same as 4 KiB.
-PREFETCH, PREFETCH_NV = 4096, 1
+# Every kernel prefetches the weights PREFETCH bytes (~28 super-blocks)
+# ahead: expert rows come from DRAM. For the single-vector kernel (decode)
+# 1 KiB ahead measured about 6% faster than none on a 38 MB matrix; on 128
+# MiB of expert-shaped matrices (BenchmarkDecodeStream) 4 KiB was 7-13%
+# faster than 1 KiB, 2 KiB and 3 KiB in between, 6 and 8 KiB the same as 4
+# KiB. The 2-8 vector kernels (prefill experts) had no prefetch until
+# session 7; with it, BenchmarkQ4KExpertsCold (160 cold experts) measured
+# 1.2-2.9x (median of 8 interleaved runs, load 8-21) the same kernels
+# without it, which are kept as q4kVecsNp{nv}AVX2 for that comparison.
+PREFETCH = 4096
 
 # blockQ8K offsets (TestBlockQ8KLayout): d 0, bsum2 548, lqs 580, size 836.
 D, BSUM2, LQS, SIZE = 0, 548, 580, 836
@@ -40,7 +44,8 @@ def vec_addr(off, v):
 
 def kernel(nv, name=None, reg=False, prefetch=PREFETCH):
     """nv vectors; reg (nv = 1 only) keeps sums (Y11), sumf (X15) and d·y.d
-    in registers instead of the frame."""
+    in registers instead of the frame; prefetch 0 leaves the weights to the
+    hardware prefetcher."""
     name = name or f"q4kVecs{nv}AVX2"
     assert not reg or nv == 1
     # frame: sums 32·v, sumf at 128+4v, d·y.d at 144+4v
@@ -71,8 +76,8 @@ def kernel(nv, name=None, reg=False, prefetch=PREFETCH):
     e("\tTESTQ R8, R8")
     e(f"\tJEQ {name}_finish")
     e(f"{name}_block:")
-    if nv <= PREFETCH_NV:
-        # decode streams the weights from DRAM: ask for them ~7 blocks ahead
+    if prefetch:
+        # the weights stream from DRAM: ask for them ~28 blocks ahead
         e(f"\tPREFETCHT0 {prefetch}(SI)")
         e(f"\tPREFETCHT0 {prefetch + 64}(SI)")
         e(f"\tPREFETCHT0 {prefetch + 128}(SI)")
@@ -258,7 +263,7 @@ def hsum4(e, regs):
         e(f"\tVPHADDD {x[2]}, {x[0]}, {x[0]}")
 
 
-def kernel_wide(nv):
+def kernel_wide(nv, name=None, prefetch=PREFETCH):
     """q4kVecs5AVX2 .. q4kVecs8AVX2: the scheme of kernel(nv) for 5 to 8
     vectors. Integer accumulators Y0..Y(nv-1), weights Y8/Y9, scales
     Y10/Y11 (from Y12), the VPERMD index in Y13, temporaries Y14/Y15; the
@@ -266,7 +271,7 @@ def kernel_wide(nv):
     work of the nv vectors is one YMM op each (lanes 0-3 vectors 0-3, lanes
     4-7 vectors 4-7), the same float32 operations as kernel(nv)."""
     assert 5 <= nv <= 8
-    name = f"q4kVecs{nv}AVX2"
+    name = name or f"q4kVecs{nv}AVX2"
     SUMF, DY = 256, 288  # frame: sums 32·v, sumf 256+4v, d·y.d 288+4v
     o = []
     e = o.append
@@ -289,6 +294,10 @@ def kernel_wide(nv):
     e("\tTESTQ R8, R8")
     e(f"\tJEQ {name}_finish")
     e(f"{name}_block:")
+    if prefetch:
+        e(f"\tPREFETCHT0 {prefetch}(SI)")
+        e(f"\tPREFETCHT0 {prefetch + 64}(SI)")
+        e(f"\tPREFETCHT0 {prefetch + 128}(SI)")
     e("\tLEAQ (DI)(R12*4), R13")
     # scales → Y12, mins → X14 as int16 (the kmask shuffle of kernel())
     e("\tMOVL 4(SI), AX")
@@ -431,5 +440,11 @@ for nv in range(5, 9):
 # the previous single-vector kernel (sums and sumf in the frame), kept for
 # the decode benchmarks' side-by-side comparison (prevDecodeKernels)
 out += kernel(1, name="q4kVecs1FrameAVX2")
+# the 2-8 vector kernels without prefetch (the previous ones), for the
+# prefill benchmarks' side-by-side comparison (noPrefetchKernels)
+for nv in range(2, 5):
+    out += kernel(nv, name=f"q4kVecsNp{nv}AVX2", prefetch=0)
+for nv in range(5, 9):
+    out += kernel_wide(nv, name=f"q4kVecsNp{nv}AVX2", prefetch=0)
 with open("dot_q4kv_amd64.s", "w") as f:
     f.write("\n".join(out))

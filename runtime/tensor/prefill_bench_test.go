@@ -12,7 +12,9 @@ import (
 // BenchmarkQ4KExpertsCold runs the batched Q4_K product over 160 distinct
 // expert-shaped matrices (512×1024, 47 MB in all, more than the L3 cache),
 // one after another, as a prefill's expert loop does: every matrix comes
-// from DRAM. GFLOP per CPU-second, one thread.
+// from DRAM. GFLOP per CPU-second, one thread; "best" is the kernel set in
+// use, "noprefetch" the same kernels without the software prefetch of the
+// weights (noPrefetchKernels), side by side.
 //
 //	go test ./runtime/tensor -run XXX -bench Q4KExpertsCold
 func BenchmarkQ4KExpertsCold(b *testing.B) {
@@ -26,25 +28,37 @@ func BenchmarkQ4KExpertsCold(b *testing.B) {
 		d[0] ^= byte(i) // distinct pages
 		ms[i] = Matrix{Type: Q4_K, Rows: rows, Cols: cols, Data: d}
 	}
+	sets := []struct {
+		name string
+		ks   map[Type]*kernel
+	}{{"best", kernels}}
+	if nk := noPrefetchKernels(); nk != nil {
+		sets = append(sets, struct {
+			name string
+			ks   map[Type]*kernel
+		}{"noprefetch", nk})
+	}
 	for _, n := range []int{1, 2, 3, 4, 5, 6, 7, 8} {
 		x := randVec(r, n*cols, 1)
 		dst := make([]float32, n*rows)
-		b.Run(fmt.Sprintf("n%d", n), func(b *testing.B) {
-			runtime.LockOSThread()
-			defer runtime.UnlockOSThread()
-			b.ReportAllocs()
-			cpu0 := cputime.Thread()
-			k := 0
-			for b.Loop() {
-				if err := matMulWith(kernels, nil, dst, ms[k], x, n); err != nil {
-					b.Fatal(err)
+		for _, set := range sets {
+			b.Run(fmt.Sprintf("n%d/%s", n, set.name), func(b *testing.B) {
+				runtime.LockOSThread()
+				defer runtime.UnlockOSThread()
+				b.ReportAllocs()
+				cpu0 := cputime.Thread()
+				k := 0
+				for b.Loop() {
+					if err := matMulWith(set.ks, nil, dst, ms[k], x, n); err != nil {
+						b.Fatal(err)
+					}
+					k = (k + 1) % experts
 				}
-				k = (k + 1) % experts
-			}
-			flops := 2 * float64(rows*cols*n) * float64(b.N)
-			if cpu := (cputime.Thread() - cpu0).Seconds(); cpu > 0 {
-				b.ReportMetric(flops/cpu/1e9, "cpuGFLOP/s")
-			}
-		})
+				flops := 2 * float64(rows*cols*n) * float64(b.N)
+				if cpu := (cputime.Thread() - cpu0).Seconds(); cpu > 0 {
+					b.ReportMetric(flops/cpu/1e9, "cpuGFLOP/s")
+				}
+			})
+		}
 	}
 }
