@@ -8,8 +8,10 @@
 // the messages are acknowledged only after the commit:
 // a crash between fetch and commit leaves them unacknowledged, JetStream
 // redelivers them after AckWait, and duplicates are harmless. Results are
-// applied as they arrive, several at once, each in its own transaction with
-// its fencing token checked in SQL, without waiting to fill a batch.
+// applied as they arrive, without waiting to fill a batch: a free result
+// worker takes what the stream holds (up to ResultBatch) and commits it in
+// one transaction (store.CompleteRuns), each result's fencing token
+// checked on its own.
 //
 // Memory is bounded by the consumers' MaxAckPending and the fetch size, not
 // by the backlog: JetStream keeps the backlog on disk.
@@ -66,6 +68,12 @@ type Config struct {
 	// results' wait in the stream from 7.5 to 0.6 s but the samples
 	// committed from 6.6k to 1.9k per second (docs/scale.md).
 	ResultWorkers int
+	// ResultBatch is the most results a worker commits in one transaction
+	// (default 64; store.CompleteRuns). A worker takes what the stream
+	// holds when it is free, so a lone result is committed alone at once
+	// and a backlog in batches: one transaction of a few statements for
+	// many results instead of one per result.
+	ResultBatch int
 	// AckWait is how long JetStream waits for an ack before redelivering
 	// (default 30s).
 	AckWait time.Duration
@@ -91,7 +99,8 @@ type Config struct {
 	HookWorkers int
 	// OnPhase, when set, is told how long each result waited in its
 	// stream before a worker took it ("result_queued") and how long its
-	// commit took ("result_commit"): the coordinator's breakdown of the
+	// commit took ("result_commit"; "result_batch_commit" once per
+	// transaction): the coordinator's breakdown of the
 	// result → next assignment path. It must be quick.
 	OnPhase func(phase string, d time.Duration)
 	// BeforeCommit, when set, is called before each telemetry transaction;
@@ -116,6 +125,7 @@ type Stats struct {
 	SamplesInserted   uint64 // new rows (duplicates excluded)
 	Stale             uint64 // messages rejected for a stale token
 	Results           uint64 // committed results
+	ResultBatches     uint64 // result transactions (each commits one or more results)
 	Rejected          uint64 // malformed/oversized/invalid messages
 	Errors            uint64 // database errors (batch retried)
 }
@@ -130,6 +140,7 @@ type Ingester struct {
 	errs    []error
 
 	telMsgs, samples, inserted, stale, results, rejected, dbErrors atomic.Uint64
+	resultBatches                                                  atomic.Uint64
 	fetchNS, decodeNS, commitNS, ackNS                             atomic.Int64
 }
 
@@ -142,11 +153,12 @@ func New(cfg Config) (*Ingester, error) {
 	cfg.FetchMessages = cmp.Or(cfg.FetchMessages, 128)
 	cfg.FetchWait = cmp.Or(cfg.FetchWait, 50*time.Millisecond)
 	cfg.ResultWorkers = cmp.Or(cfg.ResultWorkers, 8)
+	cfg.ResultBatch = cmp.Or(cfg.ResultBatch, 64)
 	cfg.HookWorkers = cmp.Or(cfg.HookWorkers, 4)
 	cfg.AckWait = cmp.Or(cfg.AckWait, 30*time.Second)
 	cfg.MaxAckPending = cmp.Or(cfg.MaxAckPending, 4*cfg.Workers*cfg.FetchMessages)
-	if cfg.Workers < 1 || cfg.FetchMessages < 1 || cfg.MaxAckPending < cfg.FetchMessages || cfg.ResultWorkers < 1 || cfg.HookWorkers < 1 {
-		return nil, errors.New("ingest config: Workers, FetchMessages, ResultWorkers, HookWorkers must be positive and MaxAckPending >= FetchMessages")
+	if cfg.Workers < 1 || cfg.FetchMessages < 1 || cfg.MaxAckPending < cfg.FetchMessages || cfg.ResultWorkers < 1 || cfg.ResultBatch < 1 || cfg.HookWorkers < 1 {
+		return nil, errors.New("ingest config: Workers, FetchMessages, ResultWorkers, ResultBatch, HookWorkers must be positive and MaxAckPending >= FetchMessages")
 	}
 	r := cfg.Rejects
 	if r == nil {
@@ -233,7 +245,7 @@ func (i *Ingester) Stop() error {
 // Stats returns the counters.
 func (i *Ingester) Stats() Stats {
 	return Stats{TelemetryMessages: i.telMsgs.Load(), Samples: i.samples.Load(), SamplesInserted: i.inserted.Load(),
-		Stale: i.stale.Load(), Results: i.results.Load(), Rejected: i.rejected.Load(), Errors: i.dbErrors.Load(),
+		Stale: i.stale.Load(), Results: i.results.Load(), ResultBatches: i.resultBatches.Load(), Rejected: i.rejected.Load(), Errors: i.dbErrors.Load(),
 		FetchTime: time.Duration(i.fetchNS.Load()), DecodeTime: time.Duration(i.decodeNS.Load()),
 		CommitTime: time.Duration(i.commitNS.Load()), AckTime: time.Duration(i.ackNS.Load())}
 }
@@ -436,7 +448,7 @@ func (i *Ingester) resultLoop(ctx context.Context, c jetstream.Consumer) {
 	}()
 	backoff := 100 * time.Millisecond
 	for ctx.Err() == nil {
-		msgs, err := fetchNow(c, 2*i.cfg.ResultWorkers, resultIdleWait)
+		msgs, err := fetchNow(c, i.cfg.ResultBatch, resultIdleWait)
 		if err != nil {
 			if ctx.Err() != nil {
 				return
@@ -445,21 +457,16 @@ func (i *Ingester) resultLoop(ctx context.Context, c jetstream.Consumer) {
 			sleep(ctx, backoff)
 			continue
 		}
-		for _, m := range msgs {
-			sem <- struct{}{}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				defer func() { <-sem }()
-				mctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), i.cfg.AckWait)
-				defer cancel()
-				if err := i.result(mctx, m, hooks); err != nil {
-					i.dbErrors.Add(1)
-					i.log.ErrorContext(mctx, "ingest: result failed, will be redelivered", "subject", m.Subject(), "err", err)
-					_ = m.NakWithDelay(100 * time.Millisecond)
-				}
-			}()
+		if len(msgs) == 0 {
+			continue
 		}
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			mctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), i.cfg.AckWait)
+			defer cancel()
+			i.resultBatch(mctx, msgs, hooks)
+		})
 	}
 }
 
@@ -521,19 +528,66 @@ type committedResult struct {
 	commit    time.Duration
 }
 
-// result applies one result and hands it to the hook stage (hooks), which
-// acknowledges it after OnResult.
-func (i *Ingester) result(ctx context.Context, m jetstream.Msg, hooks *hookQueue) error {
+// resultBatch applies a batch of fetched results in one transaction
+// (store.CompleteRuns) and hands each committed one to the hook stage
+// (hooks), which acknowledges it after OnResult. Malformed results are
+// terminated, stale ones too (each is fenced by its own token). When the
+// transaction fails, the results are applied one by one, so one that the
+// database refuses is redelivered alone and does not hold back the others.
+func (i *Ingester) resultBatch(ctx context.Context, msgs []jetstream.Msg, hooks *hookQueue) {
+	var ok []jetstream.Msg
+	var results []*protocol.Result
+	for _, m := range msgs {
+		res, err := decodeResult(m)
+		if err != nil {
+			i.reject(ctx, m, err, "malformed result")
+			continue
+		}
+		ok, results = append(ok, m), append(results, res)
+	}
+	if len(results) == 0 {
+		return
+	}
+	start := time.Now()
+	outs, err := i.cfg.Store.CompleteRuns(ctx, results)
+	if err != nil {
+		i.dbErrors.Add(1)
+		i.log.WarnContext(ctx, "ingest: result batch failed, applying one by one", "results", len(results), "err", err)
+		for k, m := range ok {
+			if err := i.applied(ctx, m, results[k], hooks, start, func() (*store.Run, error) { return i.cfg.Store.CompleteRun(ctx, results[k]) }); err != nil {
+				i.dbErrors.Add(1)
+				i.log.ErrorContext(ctx, "ingest: result failed, will be redelivered", "subject", m.Subject(), "err", err)
+				_ = m.NakWithDelay(100 * time.Millisecond)
+			}
+		}
+		return
+	}
+	commit := time.Since(start)
+	for k, m := range ok {
+		_ = i.applied(ctx, m, results[k], hooks, start, func() (*store.Run, error) { return outs[k].Run, outs[k].Err })
+	}
+	if i.cfg.OnPhase != nil {
+		i.cfg.OnPhase("result_batch_commit", commit)
+	}
+	i.resultBatches.Add(1)
+}
+
+// decodeResult decodes a result message and checks it against its subject.
+func decodeResult(m jetstream.Msg) (*protocol.Result, error) {
 	res, err := protocol.DecodeResult(m.Data())
 	if err == nil {
 		err = checkSubject("result", m.Subject(), res.RunID, res.DeviceID)
 	}
-	if err != nil {
-		i.reject(ctx, m, err, "malformed result")
-		return nil
-	}
-	start := time.Now()
-	run, err := i.cfg.Store.CompleteRun(ctx, res)
+	return res, err
+}
+
+// applied handles the outcome of one result's commit (complete returns
+// it: the batch's outcome, or a commit of its own): a stale result is
+// terminated, a committed or already-recorded one goes to OnCommit and the
+// hook stage. A database error is returned (the caller naks the message).
+func (i *Ingester) applied(ctx context.Context, m jetstream.Msg, res *protocol.Result, hooks *hookQueue, start time.Time,
+	complete func() (*store.Run, error)) error {
+	run, err := complete()
 	h := committedResult{m: m, run: run, stored: start, commit: time.Since(start)}
 	if i.cfg.OnPhase != nil && err == nil {
 		i.cfg.OnPhase("result_queued", storedAgo(m, start))

@@ -13,7 +13,7 @@ import (
 	"github.com/lesfarm/lesfarm/protocol"
 )
 
-func open(t *testing.T) *store.Store {
+func open(t testing.TB) *store.Store {
 	t.Helper()
 	st, err := store.Open(context.Background(), testenv.MigratedPostgresURL(t), store.Config{})
 	if err != nil {
@@ -25,7 +25,7 @@ func open(t *testing.T) *store.Store {
 
 func i64(v int64) *int64 { return &v }
 
-func addDevice(t *testing.T, st *store.Store, id string, labels map[string]string) *store.Device {
+func addDevice(t testing.TB, st *store.Store, id string, labels map[string]string) *store.Device {
 	t.Helper()
 	d, err := st.UpsertDevice(context.Background(), &store.UpsertDeviceParams{ID: id, TTL: 15 * time.Second, Labels: labels,
 		Fingerprint: protocol.Fingerprint{Platform: "android", DeviceModel: "Pixel 8", RAMBytes: i64(8 << 30)}})
@@ -35,7 +35,7 @@ func addDevice(t *testing.T, st *store.Store, id string, labels map[string]strin
 	return d
 }
 
-func smoke(t *testing.T) *jobs.Spec {
+func smoke(t testing.TB) *jobs.Spec {
 	t.Helper()
 	s, err := jobs.Builtin("smoke")
 	if err != nil {

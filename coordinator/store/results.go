@@ -17,121 +17,309 @@ import (
 // nothing. A result that was already recorded gives ErrAlreadyCompleted
 // with the run. The run becomes succeeded, failed or cancelled as the result says;
 // a failed run whose spec retries failures is requeued while attempts
-// remain. It returns the updated run.
-//
-// The run row is locked FOR NO KEY UPDATE, which does not wait for a
-// telemetry transaction writing the same run (FOR KEY SHARE): a result
-// usually arrives while its last batches are being copied. Only the
-// requeue, which deletes the attempt's samples, takes FOR UPDATE.
+// remain. It returns the updated run. It is CompleteRuns of one result.
 func (s *Store) CompleteRun(ctx context.Context, res *protocol.Result) (*Run, error) {
-	var out *Run
-	err := s.tx(ctx, func(tx pgx.Tx) error {
-		var model, osv string
-		var emulated bool
-		var state, deviceID, suite, build, gitSHA string
-		var token int64
-		var attempts, maxAttempts int
-		var retryOnFailure bool
-		err := tx.QueryRow(ctx, `SELECT r.state, coalesce(r.token, 0), coalesce(r.device_id, ''), r.suite, r.build, r.git_sha,
-				r.attempts, r.max_attempts, r.retry_on_failure,
-				coalesce(d.device_model, ''), coalesce(d.os_version, ''), coalesce(d.emulated, false)
-			FROM runs r LEFT JOIN devices d ON d.id = r.device_id WHERE r.id = $1 FOR NO KEY UPDATE OF r`, res.RunID).
-			Scan(&state, &token, &deviceID, &suite, &build, &gitSHA, &attempts, &maxAttempts, &retryOnFailure, &model, &osv, &emulated)
-		if errors.Is(notFound(err), ErrNotFound) {
-			return ErrStaleToken
+	outs, err := s.CompleteRuns(ctx, []*protocol.Result{res})
+	if err != nil {
+		return nil, err
+	}
+	return outs[0].Run, outs[0].Err
+}
+
+// ResultOutcome is what CompleteRuns did with one result: Err is nil (Run
+// is the updated run), ErrAlreadyCompleted (Run is the run as recorded)
+// or ErrStaleToken (Run is nil, nothing was written for it).
+type ResultOutcome struct {
+	Run *Run
+	Err error
+}
+
+// CompleteRuns records many results in one transaction of a few
+// statements, with CompleteRun's rules for each one: a result whose token,
+// device or run state does not match is rejected as stale (ErrStaleToken in
+// its outcome) without affecting the others, and a result recorded before
+// gives ErrAlreadyCompleted. The outcomes are in the order of results. A
+// run listed twice is settled by its first result, and the later ones in
+// a following transaction (where they are stale or already completed). An
+// error means nothing of the transaction was committed.
+//
+// The run rows are locked FOR NO KEY UPDATE, in id order (so concurrent
+// batches never deadlock), which does not wait for a telemetry transaction
+// writing the same run (FOR KEY SHARE): a result usually arrives while its
+// last batches are being copied. Only a requeue, which deletes the
+// attempt's samples, takes FOR UPDATE. The runs' notices go out after the
+// commit.
+func (s *Store) CompleteRuns(ctx context.Context, results []*protocol.Result) ([]ResultOutcome, error) {
+	outs := make([]ResultOutcome, len(results))
+	pending := make([]int, len(results))
+	for i := range pending {
+		pending[i] = i
+	}
+	for len(pending) > 0 {
+		// First occurrences of each run now, repeats in the next round.
+		seen := map[int64]bool{}
+		var now, later []int
+		for _, i := range pending {
+			if seen[results[i].RunID] {
+				later = append(later, i)
+				continue
+			}
+			seen[results[i].RunID] = true
+			now = append(now, i)
 		}
+		batch := make([]*protocol.Result, len(now))
+		for k, i := range now {
+			batch[k] = results[i]
+		}
+		got, err := s.completeBatch(ctx, batch)
+		if err != nil {
+			return nil, fmt.Errorf("store: complete run: %w", err)
+		}
+		var notices []Run
+		for k, i := range now {
+			outs[i] = got[k]
+			if got[k].Err == nil {
+				notices = append(notices, *got[k].Run)
+			}
+		}
+		s.notifyRuns(ctx, notices)
+		pending = later
+	}
+	return outs, nil
+}
+
+// resultRow is a run's row as a result's check needs it.
+type resultRow struct {
+	state, deviceID, suite, build, gitSHA string
+	token                                 int64
+	attempts, maxAttempts                 int
+	retryOnFailure                        bool
+	model, osVersion                      string
+	emulated                              bool
+}
+
+// completeBatch is one transaction of CompleteRuns over results of
+// distinct runs.
+func (s *Store) completeBatch(ctx context.Context, results []*protocol.Result) ([]ResultOutcome, error) {
+	ids := make([]int64, len(results))
+	for i, r := range results {
+		ids[i] = r.RunID
+	}
+	var outs []ResultOutcome
+	err := s.tx(ctx, func(tx pgx.Tx) error {
+		outs = make([]ResultOutcome, len(results))
+		rowsByID, err := lockResultRuns(ctx, tx, ids)
 		if err != nil {
 			return err
 		}
-		if token == res.Token && deviceID == res.DeviceID && TerminalState(state) && state == outcomeState(res.Outcome) {
-			// This very result was committed before (a redelivery after a
-			// crash between commit and ack).
-			out, err = scanRun(tx.QueryRow(ctx, `SELECT `+runCols+` FROM runs r WHERE r.id = $1`, res.RunID))
-			if err != nil {
+		var done configRows
+		var already, requeues []int
+		var upIDs, upTokens []int64
+		var upStates, upOutcomes, upErrs []string
+		for i, res := range results {
+			row, ok := rowsByID[res.RunID]
+			switch {
+			case !ok:
+				outs[i].Err = ErrStaleToken
+				continue
+			case row.token == res.Token && row.deviceID == res.DeviceID && TerminalState(row.state) && row.state == outcomeState(res.Outcome):
+				// This very result was committed before (a redelivery
+				// after a crash between commit and ack).
+				outs[i].Err = ErrAlreadyCompleted
+				already = append(already, i)
+				continue
+			case row.token != res.Token || (row.state != RunAssigned && row.state != RunRunning) || row.deviceID != res.DeviceID:
+				outs[i].Err = ErrStaleToken
+				continue
+			}
+			final, outcome := finalState(res.Outcome)
+			if (final == RunFailed && row.retryOnFailure || final == RunInfraFailed) && row.attempts < row.maxAttempts {
+				requeues = append(requeues, i)
+				continue
+			}
+			if err := done.add(res, &row); err != nil {
 				return err
 			}
-			return ErrAlreadyCompleted
+			upIDs, upTokens = append(upIDs, res.RunID), append(upTokens, res.Token)
+			upStates, upOutcomes, upErrs = append(upStates, final), append(upOutcomes, outcome), append(upErrs, clipText(res.Error))
 		}
-		if token != res.Token || (state != RunAssigned && state != RunRunning) || deviceID != res.DeviceID {
-			return ErrStaleToken
-		}
-		final, outcome := RunSucceeded, "succeeded"
-		switch res.Outcome {
-		case protocol.OutcomeFailed:
-			final, outcome = RunFailed, "failed"
-		case protocol.OutcomeCancelled:
-			final, outcome = RunCancelled, "cancelled"
-		case protocol.OutcomeAborted:
-			final, outcome = RunInfraFailed, "aborted"
-		}
-		requeue := (final == RunFailed && retryOnFailure || final == RunInfraFailed) && attempts < maxAttempts
-		batch := &pgx.Batch{}
-		// The run's notice goes out after the commit (notifyRuns).
-		batch.Queue(deferNotifySQL)
-		for i := range res.Configs {
-			c := &res.Configs[i]
-			stats, err := json.Marshal(c)
-			if err != nil {
-				return err
-			}
-			batch.Queue(`INSERT INTO results (run_id, config_index, config_key, suite, build, git_sha, device_id, device_model, os_version, emulated,
-				decode_tps_mean, decode_tps_median, decode_tps_stddev, decode_tps_cv, prefill_tps_mean, prefill_tps_median, prefill_tps_stddev,
-				ttft_ms_mean, ttft_ms_median, ttft_ms_stddev, peak_memory_bytes, hit_rate, predictor_recall, stall_fraction, bytes_per_token,
-				repetitions, warmup, valid, invalid_reason, error, stats)
-				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27, $28, $29, $30, $31)
-				ON CONFLICT (run_id, config_index) DO NOTHING`,
-				res.RunID, c.ConfigIndex, c.ConfigKey, suite, build, gitSHA, deviceID, model, osv, emulated,
-				c.DecodeTPS.Mean, c.DecodeTPS.Median, c.DecodeTPS.Stddev, c.DecodeTPS.CV, c.PrefillTPS.Mean, c.PrefillTPS.Median, c.PrefillTPS.Stddev,
-				c.TTFTMS.Mean, c.TTFTMS.Median, c.TTFTMS.Stddev, c.PeakMemoryBytes, c.HitRate, c.PredictorRecall, c.StallFraction, c.BytesPerToken,
-				c.Repetitions, c.Warmup, c.Valid, clipText(c.InvalidReason), clipText(c.Error), stats)
-		}
-		if requeue {
+		for _, i := range requeues {
 			// Deleting the attempt's samples: take the lock that waits for
 			// telemetry transactions in flight (FOR KEY SHARE, see
-			// InsertTelemetry), which the common case does not need.
+			// InsertTelemetry), which the common case does not need. The
+			// requeue deletes the attempt's results, so none are written.
+			res := results[i]
+			final, outcome := finalState(res.Outcome)
 			if _, err := tx.Exec(ctx, `SELECT 1 FROM runs WHERE id = $1 FOR UPDATE`, res.RunID); err != nil {
 				return err
 			}
-			if err := tx.SendBatch(ctx, batch).Close(); err != nil {
+			if err := endLease(ctx, tx, res.RunID, res.Token, true, final, res.Error, outcome); err != nil {
 				return err
 			}
-			if err := endLease(ctx, tx, res.RunID, token, true, final, res.Error, outcome); err != nil {
-				return err
-			}
-			out, err = scanRun(tx.QueryRow(ctx, `SELECT `+runCols+` FROM runs r WHERE r.id = $1`, res.RunID))
-			return err
+			already = append(already, i) // read back below
 		}
-		// Common case: results, lease release and the final state in one
-		// round trip.
-		batch.Queue(`UPDATE leases SET released_at = now(), outcome = $2 WHERE token = $1 AND released_at IS NULL`, token, outcome)
-		batch.Queue(`UPDATE runs r SET state = $2, finished_at = now(), updated_at = now(), lease_expires_at = NULL, error = $3,
-			progress = CASE WHEN $2 = 'succeeded' THEN 1 ELSE progress END
-			WHERE r.id = $1 RETURNING `+runCols, res.RunID, final, clipText(res.Error))
-		br := tx.SendBatch(ctx, batch)
-		for range len(res.Configs) + 2 {
-			if _, err := br.Exec(); err != nil {
-				br.Close()
-				return err
-			}
-		}
-		out, err = scanRun(br.QueryRow())
-		if err != nil {
-			br.Close()
-			return err
-		}
-		return br.Close()
+		return finishBatch(ctx, tx, results, outs, &done, already, upIDs, upTokens, upStates, upOutcomes, upErrs)
 	})
 	if err != nil {
-		if errors.Is(err, ErrAlreadyCompleted) {
-			return out, err
-		}
-		if errors.Is(err, ErrStaleToken) {
+		return nil, err
+	}
+	return outs, nil
+}
+
+// lockResultRuns locks the runs ids FOR NO KEY UPDATE in id order and
+// reads what a result's check needs, with its device's facts.
+func lockResultRuns(ctx context.Context, tx pgx.Tx, ids []int64) (map[int64]resultRow, error) {
+	rows, err := tx.Query(ctx, `SELECT r.id, r.state, coalesce(r.token, 0), coalesce(r.device_id, ''), r.suite, r.build, r.git_sha,
+			r.attempts, r.max_attempts, r.retry_on_failure,
+			coalesce(d.device_model, ''), coalesce(d.os_version, ''), coalesce(d.emulated, false)
+		FROM runs r LEFT JOIN devices d ON d.id = r.device_id WHERE r.id = ANY($1) ORDER BY r.id FOR NO KEY UPDATE OF r`, ids)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := make(map[int64]resultRow, len(ids))
+	for rows.Next() {
+		var id int64
+		var w resultRow
+		if err := rows.Scan(&id, &w.state, &w.token, &w.deviceID, &w.suite, &w.build, &w.gitSHA, &w.attempts, &w.maxAttempts,
+			&w.retryOnFailure, &w.model, &w.osVersion, &w.emulated); err != nil {
 			return nil, err
 		}
-		return nil, fmt.Errorf("store: complete run: %w", err)
+		out[id] = w
 	}
-	s.notifyRuns(ctx, []Run{*out})
-	return out, nil
+	return out, rows.Err()
+}
+
+// finishBatch writes the results' configs, releases the leases and ends
+// the runs of the common case in one round trip, and reads back the runs
+// of the already-completed and requeued results (outs[i].Run for i in
+// reread).
+func finishBatch(ctx context.Context, tx pgx.Tx, results []*protocol.Result, outs []ResultOutcome, done *configRows,
+	reread []int, ids, tokens []int64, states, outcomes, errs []string) error {
+	b := &pgx.Batch{}
+	// The runs' notices go out after the commit (notifyRuns).
+	b.Queue(deferNotifySQL)
+	nexec := 1
+	if len(done.runID) > 0 {
+		done.queue(b)
+		nexec++
+	}
+	if len(ids) > 0 {
+		b.Queue(`UPDATE leases l SET released_at = now(), outcome = u.outcome
+			FROM unnest($1::bigint[], $2::text[]) AS u(token, outcome) WHERE l.token = u.token AND l.released_at IS NULL`, tokens, outcomes)
+		nexec++
+		b.Queue(`UPDATE runs r SET state = u.state, finished_at = now(), updated_at = now(), lease_expires_at = NULL, error = u.err,
+				progress = CASE WHEN u.state = 'succeeded' THEN 1 ELSE r.progress END
+			FROM unnest($1::bigint[], $2::text[], $3::text[]) AS u(id, state, err)
+			WHERE r.id = u.id RETURNING `+runCols, ids, states, errs)
+	}
+	var rereadIDs []int64
+	for _, i := range reread {
+		rereadIDs = append(rereadIDs, results[i].RunID)
+	}
+	if len(rereadIDs) > 0 {
+		b.Queue(`SELECT `+runCols+` FROM runs r WHERE r.id = ANY($1)`, rereadIDs)
+	}
+	br := tx.SendBatch(ctx, b)
+	defer br.Close()
+	for range nexec {
+		if _, err := br.Exec(); err != nil {
+			return err
+		}
+	}
+	byID := map[int64]*Run{}
+	if len(ids) > 0 {
+		ended, err := collectRuns(br.Query())
+		if err != nil {
+			return err
+		}
+		if len(ended) != len(ids) {
+			return fmt.Errorf("ended %d of %d runs", len(ended), len(ids))
+		}
+		for k := range ended {
+			byID[ended[k].ID] = &ended[k]
+		}
+	}
+	if len(rereadIDs) > 0 {
+		runs, err := collectRuns(br.Query())
+		if err != nil {
+			return err
+		}
+		for k := range runs {
+			byID[runs[k].ID] = &runs[k]
+		}
+	}
+	for i := range outs {
+		if errors.Is(outs[i].Err, ErrStaleToken) {
+			continue
+		}
+		r, ok := byID[results[i].RunID]
+		if !ok {
+			return fmt.Errorf("run %d not read back", results[i].RunID)
+		}
+		outs[i].Run = r
+	}
+	return br.Close()
+}
+
+// configRows are the results rows of a batch, column by column, for one
+// INSERT over unnest.
+type configRows struct {
+	runID                                                    []int64
+	index, repetitions, warmup                               []int32
+	key, suite, build, gitSHA, deviceID, model, osv          []string
+	invalidReason, errText, stats                            []string
+	emulated, valid                                          []bool
+	dMean, dMedian, dStddev, dCV, pMean, pMedian, pStddev    []float64
+	tMean, tMedian, tStddev, hitRate, recall, stall, perByte []float64
+	peak                                                     []int64
+}
+
+func (c *configRows) add(res *protocol.Result, row *resultRow) error {
+	for k := range res.Configs {
+		cf := &res.Configs[k]
+		stats, err := json.Marshal(cf)
+		if err != nil {
+			return err
+		}
+		c.runID = append(c.runID, res.RunID)
+		c.index, c.repetitions, c.warmup = append(c.index, int32(cf.ConfigIndex)), append(c.repetitions, int32(cf.Repetitions)), append(c.warmup, int32(cf.Warmup))
+		c.key, c.suite, c.build, c.gitSHA = append(c.key, cf.ConfigKey), append(c.suite, row.suite), append(c.build, row.build), append(c.gitSHA, row.gitSHA)
+		c.deviceID, c.model, c.osv = append(c.deviceID, row.deviceID), append(c.model, row.model), append(c.osv, row.osVersion)
+		c.invalidReason, c.errText, c.stats = append(c.invalidReason, clipText(cf.InvalidReason)), append(c.errText, clipText(cf.Error)), append(c.stats, string(stats))
+		c.emulated, c.valid = append(c.emulated, row.emulated), append(c.valid, cf.Valid)
+		c.dMean, c.dMedian, c.dStddev, c.dCV = append(c.dMean, cf.DecodeTPS.Mean), append(c.dMedian, cf.DecodeTPS.Median), append(c.dStddev, cf.DecodeTPS.Stddev), append(c.dCV, cf.DecodeTPS.CV)
+		c.pMean, c.pMedian, c.pStddev = append(c.pMean, cf.PrefillTPS.Mean), append(c.pMedian, cf.PrefillTPS.Median), append(c.pStddev, cf.PrefillTPS.Stddev)
+		c.tMean, c.tMedian, c.tStddev = append(c.tMean, cf.TTFTMS.Mean), append(c.tMedian, cf.TTFTMS.Median), append(c.tStddev, cf.TTFTMS.Stddev)
+		c.peak, c.hitRate, c.recall = append(c.peak, cf.PeakMemoryBytes), append(c.hitRate, cf.HitRate), append(c.recall, cf.PredictorRecall)
+		c.stall, c.perByte = append(c.stall, cf.StallFraction), append(c.perByte, cf.BytesPerToken)
+	}
+	return nil
+}
+
+// queue adds the INSERT of every row to b.
+func (c *configRows) queue(b *pgx.Batch) {
+	b.Queue(`INSERT INTO results (run_id, config_index, config_key, suite, build, git_sha, device_id, device_model, os_version, emulated,
+			decode_tps_mean, decode_tps_median, decode_tps_stddev, decode_tps_cv, prefill_tps_mean, prefill_tps_median, prefill_tps_stddev,
+			ttft_ms_mean, ttft_ms_median, ttft_ms_stddev, peak_memory_bytes, hit_rate, predictor_recall, stall_fraction, bytes_per_token,
+			repetitions, warmup, valid, invalid_reason, error, stats)
+		SELECT run_id, config_index, config_key, suite, build, git_sha, device_id, device_model, os_version, emulated,
+			decode_tps_mean, decode_tps_median, decode_tps_stddev, decode_tps_cv, prefill_tps_mean, prefill_tps_median, prefill_tps_stddev,
+			ttft_ms_mean, ttft_ms_median, ttft_ms_stddev, peak_memory_bytes, hit_rate, predictor_recall, stall_fraction, bytes_per_token,
+			repetitions, warmup, valid, invalid_reason, error, stats::jsonb
+		FROM unnest($1::bigint[], $2::int[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[], $10::bool[],
+			$11::float8[], $12::float8[], $13::float8[], $14::float8[], $15::float8[], $16::float8[], $17::float8[],
+			$18::float8[], $19::float8[], $20::float8[], $21::bigint[], $22::float8[], $23::float8[], $24::float8[], $25::float8[],
+			$26::int[], $27::int[], $28::bool[], $29::text[], $30::text[], $31::text[])
+			AS u(run_id, config_index, config_key, suite, build, git_sha, device_id, device_model, os_version, emulated,
+			decode_tps_mean, decode_tps_median, decode_tps_stddev, decode_tps_cv, prefill_tps_mean, prefill_tps_median, prefill_tps_stddev,
+			ttft_ms_mean, ttft_ms_median, ttft_ms_stddev, peak_memory_bytes, hit_rate, predictor_recall, stall_fraction, bytes_per_token,
+			repetitions, warmup, valid, invalid_reason, error, stats)
+		ON CONFLICT (run_id, config_index) DO NOTHING`,
+		c.runID, c.index, c.key, c.suite, c.build, c.gitSHA, c.deviceID, c.model, c.osv, c.emulated,
+		c.dMean, c.dMedian, c.dStddev, c.dCV, c.pMean, c.pMedian, c.pStddev,
+		c.tMean, c.tMedian, c.tStddev, c.peak, c.hitRate, c.recall, c.stall, c.perByte,
+		c.repetitions, c.warmup, c.valid, c.invalidReason, c.errText, c.stats)
 }
 
 // ErrAlreadyCompleted is returned by CompleteRun, with the run, when the
@@ -139,15 +327,22 @@ func (s *Store) CompleteRun(ctx context.Context, res *protocol.Result) (*Run, er
 // harmless redelivery.
 var ErrAlreadyCompleted = errors.New("store: result already recorded")
 
-// outcomeState maps a result outcome to the run state it leads to.
-func outcomeState(outcome string) string {
+// finalState is the state a result's outcome ends its run in, and the
+// outcome recorded on its lease.
+func finalState(outcome string) (state, leaseOutcome string) {
 	switch outcome {
 	case protocol.OutcomeFailed:
-		return RunFailed
+		return RunFailed, "failed"
 	case protocol.OutcomeCancelled:
-		return RunCancelled
+		return RunCancelled, "cancelled"
 	case protocol.OutcomeAborted:
-		return RunInfraFailed
+		return RunInfraFailed, "aborted"
 	}
-	return RunSucceeded
+	return RunSucceeded, "succeeded"
+}
+
+// outcomeState maps a result outcome to the run state it leads to.
+func outcomeState(outcome string) string {
+	s, _ := finalState(outcome)
+	return s
 }
