@@ -189,6 +189,7 @@ type Coordinator struct {
 	sendWG sync.WaitGroup
 	sem    chan struct{}
 	wake   chan struct{}
+	work   *dispatchWork
 
 	timersMu sync.Mutex
 	timers   map[string]*time.Timer
@@ -237,7 +238,7 @@ func New(cfg Config) (*Coordinator, error) {
 	}
 	log := cmp.Or(cfg.Logger, slog.Default())
 	return &Coordinator{cfg: cfg, log: log, store: cfg.Store, nc: cfg.NATS, rejects: &protocol.RejectCounter{}, timers: map[string]*time.Timer{},
-		wake: make(chan struct{}, 1), sem: make(chan struct{}, 32), db: newDBHealth(time.Now), phases: newPhases(),
+		wake: make(chan struct{}, 1), work: newDispatchWork(), sem: make(chan struct{}, 32), db: newDBHealth(time.Now), phases: newPhases(),
 		// Four requests per heartbeat interval on average, bursts of 20.
 		limits: newDeviceLimiter(4/scheduler.HeartbeatInterval(cfg.HeartbeatTTL).Seconds(), 20),
 		logs:   newLogLimiter(time.Second)}, nil
@@ -301,7 +302,7 @@ func (c *Coordinator) Start(ctx context.Context) (err error) {
 	}
 	icfg.OnCommit = func(ctx context.Context, r *store.Run) {
 		c.phases.freedAt(r.DeviceID, time.Now())
-		c.Wake() // the device is free: place it without waiting for the hooks
+		c.wakeFreed(r) // the device is free: place it without waiting for the hooks
 		if prevCommit != nil {
 			prevCommit(ctx, r)
 		}

@@ -15,8 +15,15 @@ import (
 	"github.com/lesfarm/lesfarm/protocol"
 )
 
-// Wake asks the dispatcher to run a placement round soon. It never blocks.
+// Wake asks the dispatcher to run a placement round over every idle
+// device soon. It never blocks.
 func (c *Coordinator) Wake() {
+	c.work.setFull()
+	c.signal()
+}
+
+// signal wakes the dispatch loop for the work pending (c.work).
+func (c *Coordinator) signal() {
 	c.phases.woken(time.Now())
 	select {
 	case c.wake <- struct{}{}:
@@ -34,10 +41,18 @@ func (c *Coordinator) dispatchLoop(ctx context.Context) {
 			return
 		case <-c.wake:
 		case <-t.C:
+			c.work.setFull()
+		}
+		full, freed := c.work.take()
+		if !full && freed == nil {
+			continue
+		}
+		if full {
+			freed = nil // a full round places them with the others
 		}
 		start := time.Now()
 		c.phases.roundStarts(start)
-		if err := c.dispatchRound(ctx); err != nil && ctx.Err() == nil {
+		if err := c.dispatchRound(ctx, freed); err != nil && ctx.Err() == nil {
 			c.log.ErrorContext(ctx, "coordinator: dispatch round", "err", err)
 		}
 		c.log.DebugContext(ctx, "coordinator: dispatch round done", "took", time.Since(start))
@@ -45,30 +60,22 @@ func (c *Coordinator) dispatchLoop(ctx context.Context) {
 }
 
 // dispatchRound gives queued runs to idle devices until a pass leaves an
-// idle device unplaced. One query reads the head of every suite's queue for all idle
-// devices; workers then take candidates from that shared list (each run is
-// tried by one worker of this coordinator) and claim them in the database,
-// where SKIP LOCKED arbitrates between coordinators. A device that matches
-// nothing in a truncated list asks the database for its own candidates.
-func (c *Coordinator) dispatchRound(ctx context.Context) error {
+// idle device unplaced; with freed set, one pass over those devices only
+// (the ones results just freed). One round trip reads a pass's inputs:
+// the idle devices, the suites' load and the head of every suite's queue
+// (store.Placement); workers then take candidates from that shared list
+// (each run is tried by one worker of this coordinator) and claim them in
+// the database, where SKIP LOCKED arbitrates between coordinators. A
+// device that matches nothing in a truncated list asks the database for
+// its own candidates.
+func (c *Coordinator) dispatchRound(ctx context.Context, freed []string) error {
 	for ctx.Err() == nil {
 		qstart := time.Now()
-		queued, err := c.store.HasQueuedRuns(ctx)
-		if err != nil || !queued {
+		snap, err := c.store.Placement(ctx, &store.PlacementParams{DeviceIDs: freed, Limit: 2000})
+		if err != nil || len(snap.Devices) == 0 || len(snap.Head) == 0 {
 			return err
 		}
-		devs, err := c.store.IdleDevices(ctx, 2000)
-		if err != nil || len(devs) == 0 {
-			return err
-		}
-		load, err := c.store.SuiteLoad(ctx)
-		if err != nil {
-			return err
-		}
-		head, truncated, err := c.store.QueuedRuns(ctx, len(devs)+16)
-		if err != nil {
-			return err
-		}
+		devs, load, head, truncated := snap.Devices, snap.Load, snap.Head, snap.Truncated
 		c.phases.observe(PhaseRoundQueries, time.Since(qstart))
 		r := &round{load: load, taken: map[int64]bool{}, head: toSched(head), truncated: truncated}
 		// One batch claim for every device the shared head has a run for;
@@ -109,7 +116,7 @@ func (c *Coordinator) dispatchRound(ctx context.Context) error {
 		// them, and a pass to confirm it (all its reads again) doubled the
 		// database work of every round at 1,000 agents; runs queued or
 		// devices freed since wake the dispatcher again.
-		if r.granted == 0 || r.granted < len(devs) {
+		if freed != nil || r.granted == 0 || r.granted < len(devs) {
 			return nil
 		}
 	}

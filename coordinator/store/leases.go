@@ -28,26 +28,12 @@ type PlacementDevice struct {
 // emulated device whose host (HostLabel) is busy with another emulated
 // device's run is not idle.
 func (s *Store) IdleDevices(ctx context.Context, limit int) ([]PlacementDevice, error) {
-	rows, err := s.pool.Query(ctx, `SELECT d.id, d.platform, d.device_model, coalesce(d.ram_bytes, 0), d.emulated, d.agent_labels || d.labels
-		FROM devices d
-		WHERE d.state = 'online' AND NOT d.drained
-		  AND NOT EXISTS (SELECT 1 FROM runs r WHERE r.device_id = d.id AND r.state IN ('assigned', 'running'))
-		  AND NOT `+hostBusySQL("d")+`
-		ORDER BY d.last_assigned_at NULLS FIRST, d.id
-		LIMIT $1`, limit)
+	rows, err := s.pool.Query(ctx, idleDevicesSQL(""), limit)
+	devs, err := scanPlacementDevices(rows, err)
 	if err != nil {
 		return nil, fmt.Errorf("store: idle devices: %w", err)
 	}
-	defer rows.Close()
-	var out []PlacementDevice
-	for rows.Next() {
-		var d PlacementDevice
-		if err := rows.Scan(&d.ID, &d.Platform, &d.DeviceModel, &d.RAMBytes, &d.Emulated, &d.Labels); err != nil {
-			return nil, err
-		}
-		out = append(out, d)
-	}
-	return out, rows.Err()
+	return devs, nil
 }
 
 // Candidate is a queued run that may go to a device.
@@ -114,26 +100,6 @@ func (s *Store) Candidates(ctx context.Context, p *CandidatesParams) ([]Candidat
 			return nil, err
 		}
 		out = append(out, c)
-	}
-	return out, rows.Err()
-}
-
-// SuiteLoad returns the number of active (assigned or running) runs per
-// suite, the input of fair placement.
-func (s *Store) SuiteLoad(ctx context.Context) (map[string]int, error) {
-	rows, err := s.pool.Query(ctx, `SELECT suite, count(*) FROM runs WHERE state IN ('assigned', 'running') GROUP BY suite`)
-	if err != nil {
-		return nil, fmt.Errorf("store: suite load: %w", err)
-	}
-	defer rows.Close()
-	out := map[string]int{}
-	for rows.Next() {
-		var suite string
-		var n int
-		if err := rows.Scan(&suite, &n); err != nil {
-			return nil, err
-		}
-		out[suite] = n
 	}
 	return out, rows.Err()
 }
@@ -531,44 +497,4 @@ func (s *Store) TimeoutRuns(ctx context.Context, limit int) ([]TimedOutRun, erro
 	}
 	s.notifyRuns(ctx, notices)
 	return out, nil
-}
-
-// HasQueuedRuns reports whether any run is queued (a cheap check before a
-// placement round).
-func (s *Store) HasQueuedRuns(ctx context.Context) (bool, error) {
-	var ok bool
-	err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM runs WHERE state = 'queued' AND (not_before IS NULL OR not_before <= now()))`).Scan(&ok)
-	return ok, err
-}
-
-// QueuedRuns returns the best perSuite queued runs of every suite (by
-// priority, then age), for placement on many devices at once, and whether
-// some suite had more queued runs than returned.
-func (s *Store) QueuedRuns(ctx context.Context, perSuite int) ([]Candidate, bool, error) {
-	rows, err := s.pool.Query(ctx, `SELECT id, suite, priority, queued_at, device_selector, coalesce(target_device_id, ''), n FROM (
-		SELECT r.id, r.suite, r.priority, r.queued_at, r.device_selector, r.target_device_id,
-			row_number() OVER (PARTITION BY r.suite ORDER BY r.priority DESC, r.queued_at, r.id) AS rn,
-			count(*) OVER (PARTITION BY r.suite) AS n
-		FROM runs r WHERE r.state = 'queued' AND (r.not_before IS NULL OR r.not_before <= now())) q
-		WHERE rn <= $1 ORDER BY priority DESC, queued_at, id`, perSuite)
-	if err != nil {
-		return nil, false, fmt.Errorf("store: queued runs: %w", err)
-	}
-	defer rows.Close()
-	var out []Candidate
-	truncated := false
-	for rows.Next() {
-		var c Candidate
-		var sel []byte
-		var n int
-		if err := rows.Scan(&c.RunID, &c.Suite, &c.Priority, &c.QueuedAt, &sel, &c.TargetDeviceID, &n); err != nil {
-			return nil, false, err
-		}
-		if err := jsonUnmarshal(sel, &c.Selector); err != nil {
-			return nil, false, err
-		}
-		truncated = truncated || n > perSuite
-		out = append(out, c)
-	}
-	return out, truncated, rows.Err()
 }
