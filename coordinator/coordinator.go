@@ -190,6 +190,7 @@ type Coordinator struct {
 	sem    chan struct{}
 	wake   chan struct{}
 	work   *dispatchWork
+	acks   *acker
 
 	timersMu sync.Mutex
 	timers   map[string]*time.Timer
@@ -238,7 +239,7 @@ func New(cfg Config) (*Coordinator, error) {
 	}
 	log := cmp.Or(cfg.Logger, slog.Default())
 	return &Coordinator{cfg: cfg, log: log, store: cfg.Store, nc: cfg.NATS, rejects: &protocol.RejectCounter{}, timers: map[string]*time.Timer{},
-		wake: make(chan struct{}, 1), work: newDispatchWork(), sem: make(chan struct{}, 32), db: newDBHealth(time.Now), phases: newPhases(),
+		wake: make(chan struct{}, 1), work: newDispatchWork(), acks: &acker{st: cfg.Store}, sem: make(chan struct{}, 32), db: newDBHealth(time.Now), phases: newPhases(),
 		// Four requests per heartbeat interval on average, bursts of 20.
 		limits: newDeviceLimiter(4/scheduler.HeartbeatInterval(cfg.HeartbeatTTL).Seconds(), 20),
 		logs:   newLogLimiter(time.Second)}, nil

@@ -394,7 +394,7 @@ func (c *Coordinator) sendAssignment(g *store.Grant, grantedAt time.Time) {
 		return
 	}
 	c.phases.observe(PhaseAgentReply, replied.Sub(start))
-	err = c.store.AckAssignmentRenew(ctx, g.Run.ID, g.Token, c.cfg.LeaseTTL)
+	err = c.acks.ack(ctx, g.Run.ID, g.Token, c.cfg.LeaseTTL)
 	c.phases.observe(PhaseAckCommit, time.Since(replied))
 	if err != nil {
 		// Cancelled or failed over while the assignment was in flight; the

@@ -94,18 +94,51 @@ func (s *Store) ClaimRuns(ctx context.Context, p *ClaimRunsParams) ([]Grant, err
 	return out, nil
 }
 
-// AckAssignmentRenew is AckAssignment that also renews the lease to ttl
-// from now: the lease granted at claim time covered the assignment's
-// delivery, and the agent's heartbeats renew it from here.
-func (s *Store) AckAssignmentRenew(ctx context.Context, runID, token int64, ttl time.Duration) error {
-	tag, err := s.pool.Exec(ctx, `UPDATE runs SET state = 'running', started_at = coalesce(started_at, now()), updated_at = now(),
-		lease_expires_at = greatest(lease_expires_at, now() + make_interval(secs => $3::float8))
-		FROM `+asyncCommit+` WHERE id = $1 AND token = $2 AND state IN ('assigned', 'running')`, runID, token, ttl.Seconds())
+// AckRenew is one acknowledged assignment for AckAssignmentsRenew.
+type AckRenew struct {
+	RunID, Token int64
+}
+
+// AckAssignmentsRenew is AckAssignment for many assignments in one
+// statement, each lease also renewed to ttl from now: the lease granted at
+// claim time covered the assignment's delivery, and the agent's heartbeats
+// renew it from here. acked[i] says whether acks[i] was current (its token
+// the run's, the run assigned or running); one that was not is left
+// unchanged. The rows are locked in id order, so concurrent batches never
+// deadlock on each other. Its commit is asynchronous: a lost
+// acknowledgement is repaired by the next heartbeat, which moves an
+// assigned run the agent runs to running.
+func (s *Store) AckAssignmentsRenew(ctx context.Context, acks []AckRenew, ttl time.Duration) (acked []bool, err error) {
+	ids := make([]int64, len(acks))
+	tokens := make([]int64, len(acks))
+	for i, a := range acks {
+		ids[i], tokens[i] = a.RunID, a.Token
+	}
+	rows, err := s.pool.Query(ctx, `WITH l AS (
+			SELECT r.id FROM runs r JOIN unnest($1::bigint[], $2::bigint[]) AS u(id, token) ON r.id = u.id AND r.token = u.token
+			WHERE r.state IN ('assigned', 'running') ORDER BY r.id FOR NO KEY UPDATE OF r)
+		UPDATE runs SET state = 'running', started_at = coalesce(started_at, now()), updated_at = now(),
+			lease_expires_at = greatest(lease_expires_at, now() + make_interval(secs => $3::float8))
+		FROM l, `+asyncCommit+` WHERE runs.id = l.id
+		RETURNING runs.id`, ids, tokens, ttl.Seconds())
 	if err != nil {
-		return fmt.Errorf("store: ack assignment: %w", err)
+		return nil, fmt.Errorf("store: ack assignments: %w", err)
 	}
-	if tag.RowsAffected() == 0 {
-		return ErrStaleToken
+	defer rows.Close()
+	done := map[int64]bool{}
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, fmt.Errorf("store: ack assignments: %w", err)
+		}
+		done[id] = true
 	}
-	return nil
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("store: ack assignments: %w", err)
+	}
+	acked = make([]bool, len(acks))
+	for i, a := range acks {
+		acked[i] = done[a.RunID]
+	}
+	return acked, nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/lesfarm/lesfarm/coordinator/store"
 	"github.com/lesfarm/lesfarm/protocol"
@@ -99,5 +100,33 @@ func TestCompleteRunsBatch(t *testing.T) {
 	outs, err = st.CompleteRuns(ctx, []*protocol.Result{wrongDev2, stale1})
 	if err != nil || outs[0].Err != nil || outs[1].Err != nil || outs[0].Run.State != store.RunSucceeded || outs[1].Run.State != store.RunSucceeded {
 		t.Fatalf("the current results of runs 1 and 2: %v %+v", err, outs)
+	}
+}
+
+// TestAckAssignmentsRenew: one statement acknowledges many assignments;
+// a stale token's is refused without touching its run.
+func TestAckAssignmentsRenew(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := open(t)
+	var gs []*store.Grant
+	for i := range 3 {
+		dev := fmt.Sprintf("ack-%d", i)
+		addDevice(t, st, dev, nil)
+		if _, _, err := st.CreateRuns(ctx, &store.CreateRunsParams{Spec: smoke(t)}); err != nil {
+			t.Fatal(err)
+		}
+		gs = append(gs, claim(t, st, dev))
+	}
+	acked, err := st.AckAssignmentsRenew(ctx, []store.AckRenew{{RunID: gs[2].Run.ID, Token: gs[2].Token}, {RunID: gs[0].Run.ID, Token: gs[0].Token + 100},
+		{RunID: gs[1].Run.ID, Token: gs[1].Token}}, time.Hour)
+	if err != nil || len(acked) != 3 || !acked[0] || acked[1] || !acked[2] {
+		t.Fatalf("acked %v (%v), want [true false true]", acked, err)
+	}
+	for i, want := range []string{store.RunAssigned, store.RunRunning, store.RunRunning} {
+		r, err := st.GetRun(ctx, gs[i].Run.ID)
+		if err != nil || r.State != want || (want == store.RunRunning && (r.StartedAt == nil || time.Until(*r.LeaseExpiresAt) < 30*time.Minute)) {
+			t.Errorf("run %d: %+v (%v), want %s with its lease renewed", i, r, err, want)
+		}
 	}
 }
