@@ -69,7 +69,8 @@ func runTwinCheck(env *Env, lf *ladderFlags, lc bench.LadderConfig, format strin
 const twinMeasure = "measure"
 
 // Calibration cells: the packed expert read at these depths and naive's
-// page runs at depth 1, each read for twinCalCell before every repetition.
+// page runs at depth 1, each read for twinCalCell before and after every
+// direct repetition.
 var twinCalDepths = []int{1, 2, 4, 8}
 
 const (
@@ -81,7 +82,8 @@ const (
 // (profile measure on the files the store reads: the packed experts for
 // the expert rows, the model for naive's page runs, the model's decode for
 // compute), and a calibration that re-measures the expert row at
-// twinCalDepths and the page rows at depth 1 before each repetition.
+// twinCalDepths and the page rows at depth 1 around each direct
+// repetition.
 func measureTwin(env *Env, lc bench.LadderConfig) (*expert.Profile, bench.TwinCalibration, error) {
 	experts := lc.ExpertsPath
 	if experts == "" {
@@ -110,19 +112,16 @@ func measureTwin(env *Env, lc bench.LadderConfig) (*expert.Profile, bench.TwinCa
 			specs = append(specs, calibrate.CellSpec{Block: n, QD: 1, Pattern: expert.PatternPages})
 		}
 	}
-	cal := func(ctx context.Context) (*expert.ServiceTimes, []bench.TwinCalCell, error) {
+	cal := func(ctx context.Context) ([]bench.TwinCalCell, error) {
 		cells, err := calibrate.Cells(ctx, experts, lc.Model, lc.Model, twinCalCell, specs)
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
-		times := map[expert.ServiceCell]time.Duration{}
 		out := make([]bench.TwinCalCell, len(cells))
 		for i, c := range cells {
-			times[expert.ServiceCell{Size: c.Block, Depth: c.QD}] = max(c.MeanLatency.Round(time.Microsecond), time.Microsecond)
 			out[i] = bench.TwinCalCell{Size: c.Block, Depth: c.QD, Pattern: c.Pattern, US: float64(c.MeanLatency.Nanoseconds()) / 1e3}
 		}
-		st, err := base.Remeasured(times)
-		return st, out, err
+		return out, nil
 	}
 	return res.Profile, cal, nil
 }

@@ -206,40 +206,57 @@ func RunTwinCheck(ctx context.Context, cfg LadderConfig, twin *expert.Profile, c
 		}
 		progress("%-18s loaded and warmed up on direct storage and on the twin (%d runs each)", p.name, cfg.Warmup)
 	}
+	// run runs one repetition of one side.
+	run := func(p *pair, sd *side) error {
+		// The decode's CPU time: from the first token sampled to the last.
+		var first, last time.Duration
+		n := 0
+		rp := one
+		rp.OnToken = func(int) error {
+			if n++; n == 1 {
+				first = processCPU()
+			}
+			last = processCPU()
+			return nil
+		}
+		r, err := sd.s.Repetition(ctx, rp)
+		if err != nil {
+			return fmt.Errorf("bench: %s: %w", p.name, err)
+		}
+		sd.cpu += last - first
+		sd.identical = sd.identical && slices.Equal(r.Tokens[0], ref)
+		sd.reps = append(sd.reps, r)
+		return nil
+	}
 	for i := range cfg.Repetitions {
 		for _, p := range pairs {
-			st, cells, err := calibrateTwin(ctx, cal, p.twin.s.Store, twin.Service)
-			if err != nil {
-				return nil, err
-			}
-			p.direct.tables = append(p.direct.tables, st)
 			if cal != nil {
+				// The disk before and after the direct run prices the
+				// twin's (in device time the twin does not depend on
+				// the host's load, so it need not alternate).
+				st, cells, err := calibrateAround(ctx, cal, twin.Service, func() error { return run(p, p.direct) })
+				if err != nil {
+					return nil, err
+				}
+				if !p.twin.s.Store.SetServiceTimes(st) {
+					return nil, errors.New("bench: the twin check's calibration needs a twin priced by a measured table in device time")
+				}
+				p.direct.tables = append(p.direct.tables, st)
 				p.twin.cals = append(p.twin.cals, cells)
+				if err := run(p, p.twin); err != nil {
+					return nil, err
+				}
+				continue
 			}
+			p.direct.tables = append(p.direct.tables, twin.Service)
 			order := []*side{p.direct, p.twin}
 			if i%2 == 1 {
 				order[0], order[1] = order[1], order[0]
 			}
 			for _, sd := range order {
-				// The decode's CPU time: from the first token sampled to
-				// the last.
-				var first, last time.Duration
-				n := 0
-				rp := one
-				rp.OnToken = func(int) error {
-					if n++; n == 1 {
-						first = processCPU()
-					}
-					last = processCPU()
-					return nil
+				if err := run(p, sd); err != nil {
+					return nil, err
 				}
-				r, err := sd.s.Repetition(ctx, rp)
-				if err != nil {
-					return nil, fmt.Errorf("bench: %s: %w", p.name, err)
-				}
-				sd.cpu += last - first
-				sd.identical = sd.identical && slices.Equal(r.Tokens[0], ref)
-				sd.reps = append(sd.reps, r)
 			}
 		}
 		progress("repetition %d/%d done", i+1, cfg.Repetitions)

@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/lesfarm/lesfarm/profile"
 	"github.com/lesfarm/lesfarm/runtime/expert"
@@ -64,9 +63,9 @@ compute:
 // mode that reads on demand (naive, on-demand, on-demand-parallel), its synchronous modes' stall is the measured
 // table applied to those reads, every output is the resident one, and the
 // errors are the stated ratios of the parts. It runs with a calibration
-// (as --twin-check measure does), called before every repetition of every
-// row: the twin is priced by the table it returns, not the profile's, and
-// the report lists what it measured.
+// (as --twin-check measure does), called before and after every direct
+// repetition of every row: the twin is priced by the mean of the two, not
+// by the profile's table, and the report lists what it measured.
 func TestTwinCheckStructure(t *testing.T) {
 	c := model.SynthConfig{Layers: 3, Experts: 16, ExpertsUsed: 4, Hidden: 256, ExpertFFN: 256, Heads: 4, KVHeads: 2, Vocab: 512, Context: 128, Type: tensor.Q4_K, Seed: 5}
 	p := writeSynth(t, c)
@@ -75,18 +74,23 @@ func TestTwinCheckStructure(t *testing.T) {
 		t.Fatal(err)
 	}
 	twin := twinProfile(t, filepath.Dir(p))
+	// The disk measures 1.5× the twin's read time before each direct
+	// run and 0.5× after: the twin is priced by the mean of the two, the
+	// calibration's flat table, not the profile's.
 	calls := 0
-	cal := func(context.Context) (*expert.ServiceTimes, []TwinCalCell, error) {
+	cal := func(context.Context) ([]TwinCalCell, error) {
 		calls++
-		st := twin.Service
-		cells := map[expert.ServiceCell]time.Duration{}
-		for _, n := range st.Sizes {
-			for _, q := range st.QueueDepths {
-				cells[expert.ServiceCell{Size: n, Depth: q}] = twinReadUS * time.Microsecond
+		f := 1.5
+		if calls%2 == 0 {
+			f = 0.5
+		}
+		var cells []TwinCalCell
+		for _, n := range twin.Service.Sizes {
+			for _, q := range twin.Service.QueueDepths {
+				cells = append(cells, TwinCalCell{Size: n, Depth: q, Pattern: expert.PatternLayer, US: f * twinReadUS})
 			}
 		}
-		measured, err := st.Remeasured(cells)
-		return measured, []TwinCalCell{{Size: 1 << 20, Depth: 1, Pattern: expert.PatternLayer, US: twinReadUS}}, err
+		return cells, nil
 	}
 	const reps = 2
 	rep, err := RunTwinCheck(context.Background(), LadderConfig{
@@ -99,12 +103,12 @@ func TestTwinCheckStructure(t *testing.T) {
 	if rep.TimeBase != "device" || len(rep.Rows) != 4 || rep.Rows[3].Mode != "oracle" {
 		t.Fatalf("report %+v", rep)
 	}
-	if calls != reps*len(rep.Rows) {
-		t.Errorf("the calibration ran %d times, want once per repetition of each row (%d)", calls, reps*len(rep.Rows))
+	if calls != 2*reps*len(rep.Rows) {
+		t.Errorf("the calibration ran %d times, want before and after each repetition of each row (%d)", calls, 2*reps*len(rep.Rows))
 	}
 	for _, row := range rep.Rows {
-		if len(row.Calibrations) != reps || len(row.Calibrations[0]) != 1 || row.Calibrations[1][0].US != twinReadUS {
-			t.Errorf("%s: calibrations %+v, want the cell measured before each of %d repetitions", row.Mode, row.Calibrations, reps)
+		if len(row.Calibrations) != reps || len(row.Calibrations[0]) != 6 || row.Calibrations[1][0].US != twinReadUS || row.Calibrations[1][0].Before != 1.5*twinReadUS {
+			t.Errorf("%s: calibrations %+v, want the cells measured around each of %d repetitions", row.Mode, row.Calibrations, reps)
 		}
 		d, tw := row.Direct, row.Twin
 		t.Logf("%s: direct %.1f tok/s, %.0f B/token, %.2f reads, stall %.3f ms; twin %.1f tok/s, %.0f B/token, %.2f reads, stall %.3f ms, compute %.3f ms (host %.3f)",
@@ -170,7 +174,7 @@ func TestTwinCheckStructure(t *testing.T) {
 	}
 	var md strings.Builder
 	if err := rep.Write(&md, "md"); err != nil || !strings.Contains(md.String(), "| naive |") || !strings.Contains(md.String(), "rows within ±15%") || !strings.Contains(md.String(), "× QD 1:") ||
-		!strings.Contains(md.String(), "1.00 MiB layer × QD 1: 250 / 250") {
+		!strings.Contains(md.String(), "1.00 MiB layer × QD 1: 375–125 / 375–125") {
 		t.Fatalf("md: %v\n%s", err, md.String())
 	}
 }
