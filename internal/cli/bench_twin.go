@@ -89,7 +89,7 @@ func measureTwin(env *Env, lc bench.LadderConfig) (*expert.Profile, bench.TwinCa
 	if experts == "" {
 		experts = lc.Model
 	}
-	cfg := calibrate.Config{Name: "this-host-now", Dir: filepath.Dir(experts), Model: lc.Model, ReadFile: experts, PageFile: lc.Model, CellTime: twinGridCell, Threads: max(lc.Threads, 1)}
+	cfg := calibrate.Config{Name: "this-host-now", Dir: filepath.Dir(experts), Model: lc.Model, ReadFile: experts, PageFile: lc.Model, Experts: experts, CellTime: twinGridCell, Threads: max(lc.Threads, 1)}
 	if lc.Progress != nil {
 		cfg.Progress = func(line string) { lc.Progress("twin: " + line) }
 	}

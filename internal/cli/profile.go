@@ -27,7 +27,7 @@ func newProfileCmd(env *Env) *cobra.Command {
 func newProfileMeasureCmd(env *Env) *cobra.Command {
 	var (
 		name, out, dir, fileSize, refModel string
-		readFile, pageFile                 string
+		readFile, pageFile, experts        string
 		sizes                              []string
 		cellTime                           time.Duration
 		threads                            int
@@ -55,7 +55,9 @@ host binary) and writes a profile YAML that --profile FILE reads back:
   memory   memory copy bandwidth (recorded in the file's comments)
   compute  decode of a reference model (--model, or a small synthetic
            qwen3moe): its weight bytes and FLOPs per second become the
-           compute section that device time uses
+           compute section that device time uses, divided by how much more
+           CPU a token takes with its experts served by the store (from
+           --experts if given), the path the ladder's modes compute on
   naive    the OS page size and the block device's read_ahead_kb
 
 Every cell of the read grid is written as a comment. An interrupted
@@ -101,7 +103,7 @@ an emulated twin of it: lesfarm agent --profile twin:ID.`,
 					return usagef("--page-file %s: not a readable regular file", pageFile)
 				}
 			}
-			cfg := calibrate.Config{Name: name, Dir: dir, FileBytes: size, CellTime: cellTime, Model: refModel, Threads: threads, ReadFile: readFile, PageFile: pageFile}
+			cfg := calibrate.Config{Name: name, Dir: dir, FileBytes: size, CellTime: cellTime, Model: refModel, Threads: threads, ReadFile: readFile, PageFile: pageFile, Experts: experts}
 			for _, z := range sizes {
 				n, err := units.ParseSize(z)
 				if err != nil || n < 4096 || n%4096 != 0 || n > 64<<20 {
@@ -138,6 +140,7 @@ an emulated twin of it: lesfarm agent --profile twin:ID.`,
 	f.DurationVar(&cellTime, "cell-time", 150*time.Millisecond, "how long each (block size, queue depth) cell reads")
 	f.StringVar(&refModel, "model", "", "reference model for the compute speed (default: a small synthetic qwen3moe); its packed expert read size joins the flash grid")
 	f.StringVar(&readFile, "read-file", "", "measure the flash grid on this existing file, read-only (e.g. the model file the store reads), instead of a fresh test file")
+	f.StringVar(&experts, "experts", "", "with --model: serve its experts from this file (its packed form) when measuring the streamed compute")
 	f.StringVar(&pageFile, "page-file", "", "read the naive page-run rows from this file instead (e.g. the unpacked model naive reads, with --read-file the packed one)")
 	f.StringSliceVar(&sizes, "sizes", nil, "extra read sizes for the flash grid (multiples of 4KiB), e.g. a model's expert blob")
 	f.IntVar(&threads, "threads", 1, "decode threads for the compute measurement")

@@ -68,7 +68,10 @@ type Config struct {
 	// Model is the reference model whose decode gives the compute speed;
 	// empty synthesizes a small qwen3moe (4 layers, 16 experts, hidden
 	// 1024, Q4_K) in Dir.
-	Model   string
+	Model string
+	// Experts is the file the streamed compute measurement serves the
+	// reference's experts from (its packed form; default the model).
+	Experts string
 	Threads int // decode threads (default 1, as the ladder)
 	// Progress, if set, receives one line per finished step.
 	Progress func(string)
@@ -107,8 +110,12 @@ type Result struct {
 	// DecodeCPUTPS is the reference decode's tokens per CPU-second of the
 	// process: its speed when it has the CPU, whatever else the host runs.
 	DecodeCPUTPS float64
-	WeightGBTok  float64 // weight GB read per decoded token of the reference
-	RefModel     string
+	// StreamedCPUTPS is the same decode's tokens per CPU-second with the
+	// experts served by the store (bench.StreamedCPUPerToken), every
+	// expert cached: the path the ladder's modes compute on.
+	StreamedCPUTPS float64
+	WeightGBTok    float64 // weight GB read per decoded token of the reference
+	RefModel       string
 	// PageCost is the naive mode's page-cache work per page on this host
 	// (expert.MeasurePageCost), the profile's compute.page_cost.
 	PageCost time.Duration
@@ -248,6 +255,17 @@ func Measure(ctx context.Context, cfg Config) (*Result, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	// The same decode with the experts served by the store: its CPU per
+	// token over the resident one's is what the streamed path costs.
+	streamed, err := bench.StreamedCPUPerToken(ctx, ref, cfg.Experts, cfg.Threads, 2, 16)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, fmt.Errorf("calibrate: reference model: %w", err)
+	}
+	res.StreamedCPUTPS = 1 / streamed.Seconds()
+	progress("compute, experts through the store: %.2f tok per CPU-second (resident %.2f)", res.StreamedCPUTPS, res.DecodeCPUTPS)
 	res.PageCost = expert.MeasurePageCost()
 	progress("naive page cache: %v of CPU per page read", res.PageCost)
 	res.Profile = derive(cfg, res, tg)
@@ -381,13 +399,27 @@ func derive(cfg Config, res *Result, tg *bench.Row) *expert.Profile {
 	if ra, ok := expert.DeviceReadAhead(cfg.Dir); ok {
 		p.ReadAhead = (ra + p.PageSize - 1) / p.PageSize * p.PageSize
 	}
+	scale := computeScale(cfg, tg) / streamedSlowdown(res)
 	p.Compute = &expert.Compute{
-		WeightBandwidth: math.Round(tg.GBps * computeScale(cfg, tg) * 1e9),
-		Throughput:      math.Round(tg.GFLOPs * computeScale(cfg, tg) * 1e9),
+		WeightBandwidth: math.Round(tg.GBps * scale * 1e9),
+		Throughput:      math.Round(tg.GFLOPs * scale * 1e9),
 		PageCost:        res.PageCost,
 	}
 	p.Description = fmt.Sprintf("measured on %s/%s, %d CPUs, %s", runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), res.Measured.Format("2006-01-02"))
 	return p
+}
+
+// streamedSlowdown is how much more CPU a token takes with its experts
+// served by the store than resident (at least 1): the compute rates of
+// the profile are the streamed path's, which a device running the ladder's
+// modes pays (the store's bookkeeping around each expert, experts
+// computed from its buffers); the twin check measured the twin's compute
+// 16-23% below direct storage's with the resident rates.
+func streamedSlowdown(res *Result) float64 {
+	if res.StreamedCPUTPS <= 0 || res.DecodeCPUTPS <= 0 {
+		return 1
+	}
+	return max(res.DecodeCPUTPS/res.StreamedCPUTPS, 1)
 }
 
 // computeScale turns the reference decode's wall-clock rates into the

@@ -32,6 +32,11 @@ func TestMeasureRoundTrip(t *testing.T) {
 	if len(res.Cells) != 4 || p.Bandwidth <= 0 || p.MaxInFlight < 1 || p.Compute == nil || p.Compute.WeightBandwidth <= 0 || p.Compute.Throughput <= 0 || res.CopyGBps <= 0 {
 		t.Fatalf("implausible result %+v, profile %+v", res, p)
 	}
+	// The compute rates are the streamed path's: never above the resident
+	// decode's, by the measured ratio of CPU per token.
+	if res.StreamedCPUTPS <= 0 || streamedSlowdown(res) < 1 || !strings.Contains(string(res.YAML()), "served by the store") {
+		t.Fatalf("streamed compute not measured: %+v", res)
+	}
 	out := filepath.Join(dir, "this-host.yaml")
 	if err := WriteFile(out, res.YAML()); err != nil {
 		t.Fatal(err)

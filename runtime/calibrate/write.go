@@ -60,7 +60,8 @@ func (r *Result) YAML() []byte {
 	h.WriteString("service_times is the grid's mean time per read; the emulated flash prices every read by it (latency and transfer per read size).\n")
 	fmt.Fprintf(&h, "memory copy: %.2f GB/s.\n", r.CopyGBps)
 	fmt.Fprintf(&h, "compute: decode of the reference model (%s): %.2f tok/s, %.2f tok per CPU-second, %.3f GB of weights per token;\n", r.RefModel, r.DecodeTPS, r.DecodeCPUTPS, r.WeightGBTok)
-	h.WriteString("weight_bandwidth and throughput are that decode's weight bytes and FLOPs per CPU-second of each decode thread (its speed with the CPU to itself, not the host's load).\n")
+	h.WriteString("weight_bandwidth and throughput are that decode's weight bytes and FLOPs per CPU-second of each decode thread (its speed with the CPU to itself, not the host's load),\n")
+	fmt.Fprintf(&h, "divided by %.3f: the same decode with its experts served by the store took %.2f tok per CPU-second against %.2f resident (the ladder's modes compute on that path).\n", streamedSlowdown(r), r.StreamedCPUTPS, r.DecodeCPUTPS)
 	h.WriteString("page_cost is the naive mode's page-cache work per page read (evict, insert, look up; the fastest of 5 rounds), charged on the device clock as compute.\n")
 	return expert.MarshalProfile(r.Profile, h.String())
 }
