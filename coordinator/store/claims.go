@@ -79,7 +79,7 @@ func (s *Store) ClaimRuns(ctx context.Context, p *ClaimRunsParams) ([]Grant, err
 	if err != nil {
 		return nil, fmt.Errorf("store: claim runs: %w", err)
 	}
-	s.notifyRuns(ctx, granted)
+	s.notifyRunsLater(ctx, granted)
 	out := make([]Grant, 0, len(granted))
 	for _, r := range granted {
 		job, err := s.GetJob(ctx, r.JobID)

@@ -43,6 +43,27 @@ func (s *Store) notifyRuns(ctx context.Context, runs []Run) {
 	_, _ = s.pool.Exec(nctx, `SELECT pg_notify('`+RunNotifyChannel+`', n) FROM unnest($1::text[]) AS n, `+asyncCommit, payloads)
 }
 
+// notifyRunsLater is notifyRuns in the background, so a caller on the
+// assignment path (a claim, a result commit) does not wait for the
+// notice's round trip: the coordinator that made the change acts on it
+// itself, and listeners re-read the runs a notice names, so its order
+// against later notices does not matter. Up to 4 are in flight; beyond
+// that it waits, as notifyRuns does.
+func (s *Store) notifyRunsLater(ctx context.Context, runs []Run) {
+	if len(runs) == 0 {
+		return
+	}
+	select {
+	case s.notifying <- struct{}{}:
+		go func() {
+			defer func() { <-s.notifying }()
+			s.notifyRuns(context.WithoutCancel(ctx), runs)
+		}()
+	default:
+		s.notifyRuns(ctx, runs)
+	}
+}
+
 // notifyTimeout bounds notifyRuns.
 const notifyTimeout = 5 * time.Second
 

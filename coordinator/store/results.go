@@ -82,7 +82,7 @@ func (s *Store) CompleteRuns(ctx context.Context, results []*protocol.Result) ([
 				notices = append(notices, *got[k].Run)
 			}
 		}
-		s.notifyRuns(ctx, notices)
+		s.notifyRunsLater(ctx, notices)
 		pending = later
 	}
 	return outs, nil

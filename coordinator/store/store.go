@@ -73,6 +73,8 @@ type Store struct {
 	// telemetryHeld, when set, is called inside InsertTelemetry's
 	// transaction right after the token check (tests hold it open there).
 	telemetryHeld func()
+	// notifying bounds the notices sent in the background (notifyRunsLater).
+	notifying chan struct{}
 }
 
 // SetDedupOnly makes InsertTelemetry always take the staging-table path
@@ -132,11 +134,11 @@ func Open(ctx context.Context, databaseURL string, cfg Config) (*Store, error) {
 		pool.Close()
 		return nil, fmt.Errorf("store: ping database: %w", err)
 	}
-	return &Store{pool: pool}, nil
+	return New(pool), nil
 }
 
 // New wraps an existing pool. Close closes it.
-func New(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }
+func New(pool *pgxpool.Pool) *Store { return &Store{pool: pool, notifying: make(chan struct{}, 4)} }
 
 // Pool returns the underlying pool, for packages (tests, benchmarks) that
 // need raw access. Production code outside store must not write SQL.
