@@ -8,7 +8,7 @@
 // schedules), 00020 regressions (alerts), then one number per change from
 // 00021 on (lineage, device credentials, run notifications, artifact model
 // facts, measured device profiles, credential expiry, deferred run notices,
-// expert load and device trace, devices' last assignment). Migrations written in parallel may merge out of order; they are
+// expert load and device trace, devices' last assignment, samples one row per telemetry message). Migrations written in parallel may merge out of order; they are
 // applied when they appear (see New).
 package migrations
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"slices"
 	"strings"
 	"sync"
 
@@ -47,7 +48,14 @@ var sampleCopyPool = sync.Pool{New: func() any { return &sampleCopy{} }}
 // sampleCopy (release it with putSampleCopy).
 func encodeSampleCopy(batches []*protocol.TelemetryBatch) *sampleCopy {
 	c := sampleCopyPool.Get().(*sampleCopy)
-	c.buf, c.end = append(c.buf[:0], copyHeader...), c.end[:0]
+	size := len(copyHeader) + 2
+	for _, b := range batches {
+		if len(b.Samples) > 0 {
+			size += batchTupleSize(b)
+		}
+	}
+	c.buf, c.end = slices.Grow(c.buf[:0], size), c.end[:0]
+	c.buf = append(c.buf, copyHeader...)
 	for _, b := range batches {
 		if len(b.Samples) > 0 {
 			c.buf = appendBatchTuple(c.buf, b)
@@ -99,6 +107,23 @@ func copySampleBatches(ctx context.Context, conn *pgconn.PgConn, table string, d
 	_, err := conn.CopyFrom(ctx, bytes.NewReader(data),
 		"COPY "+table+" ("+strings.Join(sampleBatchCols, ", ")+") FROM STDIN (FORMAT binary)")
 	return err
+}
+
+// batchTupleSize is the length of bt's tuple (appendBatchTuple), so the
+// buffer is allocated once at its size instead of doubling.
+func batchTupleSize(bt *protocol.TelemetryBatch) int {
+	n := len(bt.Samples)
+	size := 2 + 12 + 8 + 6  // field count, run_id, seq, n
+	size += 3 * (24 + 6*n)  // smallint[]: config_index, repetition, phase
+	size += 7 * (24 + 8*n)  // integer[]: step, pos, tokens and the four totals
+	size += 4 * (24 + 12*n) // bigint[]
+	size += 24 + 4*n        // bytea[] header and element lengths
+	for i := range bt.Samples {
+		if l := bt.Samples[i].Layers; l != nil {
+			size += 2 * (len(l.Hits) + len(l.Misses) + len(l.PrefetchUsed) + len(l.PrefetchWasted))
+		}
+	}
+	return size
 }
 
 // appendArrayHeader appends the length word of a one-dimensional binary
