@@ -140,7 +140,7 @@ rounds.` + ladderHelp,
 	f.IntVar(&cfg.GenTokens, "gen-tokens", 32, "decode test length (0 = skip)")
 	f.IntVar(&copyMB, "copy-mb", 512, "buffer size of the memory copy benchmark in MiB (0 = skip)")
 	f.StringVar(&format, "format", "md", "output format: md, csv, json or jsonl")
-	f.StringVar(&draft, "draft", "", "draft model (GGUF), or ngram (prompt lookup), for speculative decoding: measure decode with and without it")
+	f.StringVar(&draft, "draft", "", "draft model (GGUF), ngram (prompt lookup) or mtp (the model's MTP block), for speculative decoding: measure decode with and without it")
 	f.StringVar(&draftK, "draft-k", "2,4", "with --draft: draft tokens per round to measure, comma-separated; auto = adaptive k")
 	f.BoolVar(&quiet, "quiet", false, "no progress lines on stderr")
 	f.BoolVar(&cfg.Pin, "pin", false, "pin the measuring thread to one CPU (the highest this process may use) while measuring")
@@ -170,7 +170,7 @@ func runSpecBench(env *Env, cmd *cobra.Command, cfg bench.Config, threads, draft
 		return usagef("--model is required: give the path of a GGUF model file")
 	}
 	for _, p := range []string{cfg.Model, draft} {
-		if p == bench.DraftNGram {
+		if p == bench.DraftNGram || p == bench.DraftMTP {
 			continue
 		}
 		if _, err := os.Stat(p); errors.Is(err, fs.ErrNotExist) {

@@ -20,8 +20,9 @@ import (
 // SpecConfig configures RunSpec: decode throughput of a model with and
 // without a speculative draft, side by side.
 type SpecConfig struct {
-	// Model is the target's GGUF path; Draft the draft model's, or
-	// DraftNGram for the model-free n-gram drafter (both required).
+	// Model is the target's GGUF path; Draft the draft model's,
+	// DraftNGram for the model-free n-gram drafter or DraftMTP for the
+	// target's MTP block (both required).
 	Model, Draft string
 	Threads      int // threads for matrix products (default 1)
 	// Ks are the draft tokens per round to measure (default 2, 4);
@@ -39,6 +40,10 @@ type SpecConfig struct {
 // DraftNGram as SpecConfig.Draft selects the n-gram (prompt lookup)
 // drafter instead of a draft model.
 const DraftNGram = "ngram"
+
+// DraftMTP as SpecConfig.Draft drafts with the target's own MTP/NextN
+// block (a model that has one).
+const DraftMTP = "mtp"
 
 // KAdaptive in SpecConfig.Ks measures adaptive draft lengths.
 const KAdaptive = -1
@@ -119,7 +124,15 @@ func RunSpec(ctx context.Context, cfg SpecConfig) ([]SpecRow, error) {
 	defer target.Close()
 	var drafter spec.Drafter = &spec.NGramDrafter{}
 	draftName := DraftNGram
-	if cfg.Draft != DraftNGram {
+	var dec *spec.Decoder
+	switch cfg.Draft {
+	case DraftNGram:
+	case DraftMTP:
+		if dec, err = spec.NewMTP(target); err != nil {
+			return nil, fmt.Errorf("bench: %w", err)
+		}
+		draftName = DraftMTP
+	default:
 		draft, err := model.Load(cfg.Draft, model.Options{Threads: cfg.Threads})
 		if err != nil {
 			return nil, fmt.Errorf("bench: draft: %w", err)
@@ -130,9 +143,10 @@ func RunSpec(ctx context.Context, cfg SpecConfig) ([]SpecRow, error) {
 		}
 		draftName = modelName(draft, cfg.Draft)
 	}
-	dec, err := spec.NewWithDrafter(target, drafter)
-	if err != nil {
-		return nil, fmt.Errorf("bench: %w", err)
+	if dec == nil {
+		if dec, err = spec.NewWithDrafter(target, drafter); err != nil {
+			return nil, fmt.Errorf("bench: %w", err)
+		}
 	}
 	prompt := cfg.PromptIDs
 	if len(prompt) == 0 {

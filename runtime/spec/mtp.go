@@ -28,16 +28,25 @@ type targetObserver interface {
 	observe(ctx context.Context, ts *model.State, seq []int, cached int) error
 }
 
-// mtpDrafter is the Drafter of a target's own MTP block.
+// mtpDrafter is the Drafter of a target's own MTP block. It catches up
+// lazily: observe only keeps the agreed positions' tokens and target
+// hidden states (pending), and the block forwards them in one batch when a
+// draft is asked for, so rounds that do not draft (adaptive k turned off)
+// cost a copy of a hidden row per token, not a block pass and its output
+// head. After a long stretch without drafting it restarts from the last
+// maxBacklog positions (attention in the block is rotary, so a shifted
+// start only drops the older context).
 type mtpDrafter struct {
 	target *model.Model
 	d      *model.MTP
 	cap    int
-	hid    []float32 // catch-up hidden rows
+	off    int       // sequence position of the block's cache position 0
+	pend   []float32 // hidden rows of the pending positions (target hidden at p−1)
+	ptok   []int     // their tokens
 	chn    []float32 // chained hidden state
 	carry  []float32 // target hidden at the last position of the previous pass
 	first  []float32 // logits of the first draft (the last catch-up)
-	have   bool      // first holds the logits after seq[:d.Pos()]
+	have   bool      // first holds the logits after seq[:off+d.Pos()]
 	out    []int
 	one    []int
 	// override, in tests only, replaces the block's draft for sequence
@@ -45,6 +54,9 @@ type mtpDrafter struct {
 	// whose MTP block never predicts the target).
 	override func(pos, tok int) int
 }
+
+// next is the sequence position after the cached and pending ones.
+func (md *mtpDrafter) next() int { return md.off + md.d.Pos() + len(md.ptok) }
 
 // NewMTP returns a Decoder that drafts with target's own MTP block, or an
 // error when the model has none.
@@ -93,22 +105,23 @@ func (md *mtpDrafter) Start(capacity int) error {
 	}
 	md.d.Reset()
 	clear(md.carry)
-	md.have = false
+	md.off, md.pend, md.ptok, md.have = 0, md.pend[:0], md.ptok[:0], false
 	return nil
 }
 
-// observe implements targetObserver: catch up on positions d.Pos()..cached
-// of seq (token seq[p] with the target's hidden state at p−1, from the
+// observe implements targetObserver: keep positions next()..cached of seq
+// pending (token seq[p] with the target's hidden state at p−1, from the
 // pass just made, or carry for the position before it).
-func (md *mtpDrafter) observe(ctx context.Context, ts *model.State, seq []int, cached int) error {
-	from, to := md.d.Pos(), min(cached+1, len(seq))
+func (md *mtpDrafter) observe(_ context.Context, ts *model.State, seq []int, cached int) error {
+	from, to := md.next(), min(cached+1, len(seq))
 	if from >= to {
 		return nil
 	}
 	H := md.target.Hidden
-	md.hid = grow(md.hid, (to-from)*H)
 	for p := from; p < to; p++ {
-		row := md.hid[(p-from)*H : (p-from+1)*H]
+		n := len(md.pend)
+		md.pend = append(md.pend, make([]float32, H)...)
+		row := md.pend[n : n+H]
 		switch h := ts.OutputHidden(p - 1); {
 		case p == 0:
 			clear(row)
@@ -119,28 +132,54 @@ func (md *mtpDrafter) observe(ctx context.Context, ts *model.State, seq []int, c
 		default:
 			return fmt.Errorf("spec: MTP: the target's hidden state at position %d is gone", p-1)
 		}
-	}
-	logits, err := md.d.Forward(ctx, seq[from:to], md.hid[:(to-from)*H], false)
-	if err != nil {
-		return fmt.Errorf("spec: MTP draft: %w", err)
+		md.ptok = append(md.ptok, seq[p])
 	}
 	if h := ts.OutputHidden(cached - 1); h != nil {
 		copy(md.carry, h)
 	}
-	md.first = append(md.first[:0], logits...)
-	md.have = to == len(seq)
+	md.have = false
 	return nil
 }
 
-// Propose implements Drafter: the first draft from the last catch-up, then
+// catchUp forwards the pending positions through the block (the last
+// maxBacklog of them from a fresh cache when more are pending, or when the
+// cache would not hold them); first then holds the next draft's logits.
+func (md *mtpDrafter) catchUp(ctx context.Context) error {
+	if len(md.ptok) == 0 {
+		return nil
+	}
+	H := md.target.Hidden
+	if n := len(md.ptok); n > maxBacklog || md.d.Pos()+n > md.cap {
+		drop := n - min(n, maxBacklog)
+		md.off += md.d.Pos() + drop
+		md.d.Reset()
+		md.ptok, md.pend = md.ptok[drop:], md.pend[drop*H:]
+	}
+	logits, err := md.d.Forward(ctx, md.ptok, md.pend, false)
+	md.ptok, md.pend = md.ptok[:0], md.pend[:0]
+	if err != nil {
+		return fmt.Errorf("spec: MTP draft: %w", err)
+	}
+	md.first = append(md.first[:0], logits...)
+	md.have = true
+	return nil
+}
+
+// Propose implements Drafter: the first draft from the catch-up, then
 // chained block passes; the chained positions are dropped afterwards.
 func (md *mtpDrafter) Propose(ctx context.Context, seq []int, k int, smp *sample.Sampler, q [][]float64) ([]int, error) {
 	md.out = md.out[:0]
 	tpos := len(seq) - 1
-	if !md.have || md.d.Pos() != len(seq) || k <= 0 {
+	if md.next() != len(seq) || k <= 0 {
 		return md.out, nil
 	}
-	k = min(k, md.cap-len(seq)+1)
+	if err := md.catchUp(ctx); err != nil {
+		return md.out, err
+	}
+	if !md.have {
+		return md.out, nil
+	}
+	k = min(k, md.cap-md.d.Pos()+1)
 	logits := md.first
 	var err error
 	for i := 0; i < k; i++ {
@@ -161,18 +200,29 @@ func (md *mtpDrafter) Propose(ctx context.Context, seq []int, k int, smp *sample
 		copy(md.chn, md.d.LastHidden())
 		md.one[0] = tok
 		if logits, err = md.d.Forward(ctx, md.one, md.chn, false); err != nil {
-			md.d.Truncate(len(seq))
+			md.d.Truncate(len(seq) - md.off)
 			return md.out, fmt.Errorf("spec: MTP draft: %w", err)
 		}
 	}
-	md.d.Truncate(len(seq)) // drop the chained positions
+	md.d.Truncate(len(seq) - md.off) // drop the chained positions
 	return md.out, nil
 }
 
-// Rewind implements Drafter.
+// Rewind implements Drafter: positions ≥ n go, cached or pending.
 func (md *mtpDrafter) Rewind(n int) {
-	if n < md.d.Pos() {
-		md.d.Truncate(n)
-		md.have = false
+	cached := md.off + md.d.Pos()
+	switch {
+	case n >= md.next():
+		return
+	case n >= cached:
+		H := md.target.Hidden
+		md.ptok, md.pend = md.ptok[:n-cached], md.pend[:(n-cached)*H]
+	case n >= md.off:
+		md.d.Truncate(n - md.off)
+		md.ptok, md.pend = md.ptok[:0], md.pend[:0]
+	default:
+		md.d.Reset()
+		md.off, md.ptok, md.pend = n, md.ptok[:0], md.pend[:0]
 	}
+	md.have = false
 }

@@ -92,3 +92,45 @@ func sharedTestdataDir() string {
 }
 
 func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
+
+// TestMTPLazyCatchUp: the MTP drafter forwards its pending positions only
+// when asked for a draft, from a fresh cache of the last maxBacklog
+// positions when more are pending (a prompt longer than that, a stretch
+// of plain rounds under adaptive k). Greedy output stays plain greedy's,
+// for fixed and adaptive k, with forced drafts so rounds accept.
+func TestMTPLazyCatchUp(t *testing.T) {
+	m := synth(t, synthQwen35)
+	prompt := make([]int, 3*maxBacklog)
+	for i := range prompt {
+		prompt[i] = (i*37 + 11) % m.Vocab
+	}
+	want := plain(t, m, prompt, 40, nil)
+	for _, adaptive := range []bool{false, true} {
+		dec, err := NewMTP(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dec.mtp.override = func(pos, tok int) int {
+			if g := pos - len(prompt); g%4 != 3 && g < len(want.TokenIDs) {
+				return want.TokenIDs[g]
+			}
+			return tok
+		}
+		for rep := range 3 {
+			got, err := dec.Run(context.Background(), Params{PromptIDs: prompt, MaxTokens: 40, K: 3, Adaptive: adaptive})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(got.TokenIDs, want.TokenIDs) || got.StopReason != want.StopReason {
+				t.Fatalf("adaptive=%v rep %d: %v, plain greedy %v", adaptive, rep, got.TokenIDs, want.TokenIDs)
+			}
+			checkStats(t, &got.Spec, len(got.TokenIDs))
+			if !adaptive && (got.Spec.Accepted == 0 || got.Spec.Drafted == 0) {
+				t.Fatalf("rep %d: accepted %d of %d drafts; want forced acceptance", rep, got.Spec.Accepted, got.Spec.Drafted)
+			}
+			if off := dec.mtp.off; !adaptive && off < len(prompt)-maxBacklog {
+				t.Fatalf("rep %d: a %d-token prompt was caught up from position %d, want a restart at ≥ %d", rep, len(prompt), off, len(prompt)-maxBacklog)
+			}
+		}
+	}
+}
