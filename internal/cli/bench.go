@@ -57,7 +57,9 @@ chosen each round from the measured acceptance and verify cost; it decodes
 plainly where drafting does not pay). Rows: t/s, speedup over plain,
 acceptance rate, tokens per target pass, mean verify pass (µs), experts per
 verify pass (the union of its positions) and, adaptive, the share of plain
-rounds.` + ladderHelp,
+rounds; paired is the geometric mean of per-repetition CPU ratios to the
+plain row with its 95% interval. --draft-k 0 adds a second plain row, an
+A/A control of that interval.` + ladderHelp,
 		Example: `  lesfarm bench --model tiny.gguf
   lesfarm bench --model /tmp/phone.gguf --threads 1,2 --repetitions 3 --gen-tokens 16 --format json
   lesfarm bench --model tiny-moe.gguf --draft tiny-draft.gguf --draft-k 2,4 --threads 1` + ladderExample,
@@ -191,8 +193,8 @@ func runSpecBench(env *Env, cmd *cobra.Command, cfg bench.Config, threads, draft
 			continue
 		}
 		k, err := strconv.Atoi(strings.TrimSpace(f))
-		if err != nil || k < 1 || k > 64 {
-			return usagef("--draft-k %q: want draft token counts from 1 to 64 or auto (adaptive), comma-separated", draftK)
+		if err != nil || k < 0 || k > 64 {
+			return usagef("--draft-k %q: want draft token counts from 1 to 64 or auto (adaptive), or 0 for a second plain row, comma-separated", draftK)
 		}
 		ks = append(ks, k)
 	}

@@ -23,7 +23,7 @@ func TestBenchDraft(t *testing.T) {
 	}{
 		{[]string{"--model", goldenQ4, "--draft-k", "2"}, "--draft-k needs --draft"},
 		{[]string{"--model", goldenQ4, "--draft", "ngram", "--ladder", "--no-speculative"}, "--no-speculative skips"},
-		{[]string{"--model", goldenQ4, "--draft", goldenQ4, "--draft-k", "0"}, "--draft-k \"0\""},
+		{[]string{"--model", goldenQ4, "--draft", goldenQ4, "--draft-k", "-1"}, "--draft-k \"-1\""},
 		{[]string{"--model", goldenQ4, "--draft", goldenQ4, "--threads", "1,2"}, "one thread count"},
 		{[]string{"--model", goldenQ4, "--draft", "/nonexistent.gguf"}, "does not exist"},
 		{[]string{"--model", goldenQ4, "--ladder", "--draft-k", "2,4"}, "--draft-k \"2,4\" with --ladder: give one draft length"},
@@ -51,5 +51,26 @@ func TestBenchDraftNGramAdaptive(t *testing.T) {
 	code, _, errOut = run(t, "bench", "--model", goldenQ4, "--draft", "ngram", "--draft-k", "aut")
 	if code != 2 || !strings.Contains(errOut, "or auto") {
 		t.Errorf("--draft-k aut: exit %d, stderr %q", code, errOut)
+	}
+}
+
+// TestBenchDraftPaired: --draft-k 0 adds a second plain row (an A/A
+// control), and every row after the first carries its paired CPU speedup
+// over plain with a 95% interval; --draft mtp on a model without the
+// block says so in one line.
+func TestBenchDraftPaired(t *testing.T) {
+	code, out, errOut := run(t, "bench", "--model", goldenQ4, "--draft", "ngram", "--draft-k", "0,auto",
+		"--threads", "1", "--repetitions", "3", "--warmup", "0", "--prompt-tokens", "4", "--gen-tokens", "8", "--format", "jsonl")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 3 || !strings.Contains(lines[1], `"k":0`) || strings.Contains(lines[1], `"draft"`) ||
+		!strings.Contains(lines[1], `"paired_cpu_speedup"`) || !strings.Contains(lines[2], `"paired_ci_low"`) || strings.Contains(lines[0], `"paired_cpu_speedup"`) {
+		t.Fatalf("jsonl:\n%s", out)
+	}
+	code, _, errOut = run(t, "bench", "--model", goldenQ4, "--draft", "mtp", "--draft-k", "auto", "--threads", "1", "--repetitions", "1")
+	if code == 0 || !strings.Contains(errOut, "no MTP/NextN block") || strings.Count(strings.TrimSpace(errOut), "\n") != 0 {
+		t.Errorf("--draft mtp without the block: exit %d, stderr %q", code, errOut)
 	}
 }
