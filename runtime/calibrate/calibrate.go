@@ -48,8 +48,9 @@ type Config struct {
 	ExpertSizes []int64
 	// PageRuns are read sizes read as the naive mode's faults read them
 	// (expert.PatternPages: one preadv of page-sized buffers): with Model
-	// set and the default BlockSizes, half the read-ahead window and the
-	// window, the runs naive reads. A size in both lists is read as pages.
+	// set and the default BlockSizes, the read-ahead window and an
+	// eighth, a quarter and half of it, the runs naive reads
+	// (defaultPageRuns). A size in both lists is read as pages.
 	PageRuns []int64
 	// PageFile, if set, is the file the PageRuns rows read (the unpacked
 	// model naive reads); default the grid's file.

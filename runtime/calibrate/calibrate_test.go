@@ -224,3 +224,24 @@ func TestCells(t *testing.T) {
 		t.Errorf("bad pattern: err = %v, want one line", err)
 	}
 }
+
+// TestDefaultPageRuns: naive's page runs are whole pages, increasing, up
+// to the read-ahead window of the directory's device.
+func TestDefaultPageRuns(t *testing.T) {
+	dir := t.TempDir()
+	runs := defaultPageRuns(dir)
+	page := int64(os.Getpagesize())
+	ra := int64(expert.DirectReadAhead)
+	if n, ok := expert.DeviceReadAhead(dir); ok && n > 0 {
+		ra = n
+	}
+	ra = max(ra/page*page, 2*page)
+	if len(runs) == 0 || runs[len(runs)-1] != ra {
+		t.Fatalf("runs %v, want up to the window %d", runs, ra)
+	}
+	for i, r := range runs {
+		if r%page != 0 || r < 2*page || i > 0 && r <= runs[i-1] {
+			t.Fatalf("runs %v: want increasing whole pages of at least two", runs)
+		}
+	}
+}
