@@ -24,24 +24,7 @@ func TestSlowHooksDoNotHoldResults(t *testing.T) {
 	ctx := context.Background()
 	e := setup(t)
 	const n = 300
-	ram := int64(8 << 30)
-	spec, _ := jobs.Builtin("smoke")
-	var grants []*store.Grant
-	for i := range n {
-		id := fmt.Sprintf("hook-dev-%03d", i)
-		if _, err := e.st.UpsertDevice(ctx, &store.UpsertDeviceParams{ID: id, TTL: time.Minute, Fingerprint: protocol.Fingerprint{Platform: "linux", RAMBytes: &ram}}); err != nil {
-			t.Fatal(err)
-		}
-		_, runs, err := e.st.CreateRuns(ctx, &store.CreateRunsParams{Spec: spec})
-		if err != nil {
-			t.Fatal(err)
-		}
-		g, err := e.st.ClaimRun(ctx, &store.ClaimRunParams{DeviceID: id, RunIDs: []int64{runs[0].ID}, LeaseTTL: time.Minute})
-		if err != nil {
-			t.Fatal(err)
-		}
-		grants = append(grants, g)
-	}
+	grants := claimSmokeRuns(ctx, t, e, "hook", n)
 	release := make(chan struct{})
 	var once sync.Once
 	unblock := func() { once.Do(func() { close(release) }) }
@@ -82,4 +65,29 @@ func TestSlowHooksDoNotHoldResults(t *testing.T) {
 	if c := commits.Load(); c != n {
 		t.Fatalf("%d commits, want %d", c, n)
 	}
+}
+
+// claimSmokeRuns registers n devices named PREFIX-dev-NNN and claims one
+// run of the smoke suite for each, returning their grants.
+func claimSmokeRuns(ctx context.Context, t *testing.T, e *env, prefix string, n int) []*store.Grant {
+	t.Helper()
+	ram := int64(8 << 30)
+	spec, _ := jobs.Builtin("smoke")
+	var grants []*store.Grant
+	for i := range n {
+		id := fmt.Sprintf("%s-dev-%03d", prefix, i)
+		if _, err := e.st.UpsertDevice(ctx, &store.UpsertDeviceParams{ID: id, TTL: time.Minute, Fingerprint: protocol.Fingerprint{Platform: "linux", RAMBytes: &ram}}); err != nil {
+			t.Fatal(err)
+		}
+		_, runs, err := e.st.CreateRuns(ctx, &store.CreateRunsParams{Spec: spec})
+		if err != nil {
+			t.Fatal(err)
+		}
+		g, err := e.st.ClaimRun(ctx, &store.ClaimRunParams{DeviceID: id, RunIDs: []int64{runs[0].ID}, LeaseTTL: time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		grants = append(grants, g)
+	}
+	return grants
 }

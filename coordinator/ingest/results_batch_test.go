@@ -2,14 +2,12 @@ package ingest_test
 
 import (
 	"context"
-	"fmt"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/lesfarm/lesfarm/coordinator/ingest"
 	"github.com/lesfarm/lesfarm/coordinator/store"
-	"github.com/lesfarm/lesfarm/jobs"
 	"github.com/lesfarm/lesfarm/protocol"
 )
 
@@ -22,24 +20,7 @@ func TestResultsCommitInBatches(t *testing.T) {
 	ctx := context.Background()
 	e := setup(t)
 	const n = 150
-	ram := int64(8 << 30)
-	spec, _ := jobs.Builtin("smoke")
-	var grants []*store.Grant
-	for i := range n {
-		id := fmt.Sprintf("batch-dev-%03d", i)
-		if _, err := e.st.UpsertDevice(ctx, &store.UpsertDeviceParams{ID: id, TTL: time.Minute, Fingerprint: protocol.Fingerprint{Platform: "linux", RAMBytes: &ram}}); err != nil {
-			t.Fatal(err)
-		}
-		_, runs, err := e.st.CreateRuns(ctx, &store.CreateRunsParams{Spec: spec})
-		if err != nil {
-			t.Fatal(err)
-		}
-		g, err := e.st.ClaimRun(ctx, &store.ClaimRunParams{DeviceID: id, RunIDs: []int64{runs[0].ID}, LeaseTTL: time.Minute})
-		if err != nil {
-			t.Fatal(err)
-		}
-		grants = append(grants, g)
-	}
+	grants := claimSmokeRuns(ctx, t, e, "batch", n)
 	const poison = 7
 	wantCommitted := map[int64]bool{}
 	for i, g := range grants {
