@@ -141,6 +141,7 @@ type deviceClock struct {
 	comp     *Compute
 	gap      []time.Duration // device time per layer before its Use (decode)
 	head     time.Duration   // output head + embedding row (decode)
+	headCost ComputeCost     // for a verify pass's head (logits at every position)
 	gapCost  []ComputeCost   // for prefill
 	expert   []time.Duration // one expert for one token, per layer
 	expBytes []int64
@@ -159,7 +160,11 @@ type deviceClock struct {
 	specActive []*entry      // speculative reads not done on the clock
 	charged    []bool        // gap of layer l already charged (at a Prefetch)
 	batchN     int
-	last       time.Time // end of the latest store call in decode (host)
+	// counted is set while the current pass counts in the totals: a
+	// decode pass (one position) or a verify pass of several positions
+	// announced by Store.VerifyNext (verifyNext until its Batch).
+	counted, verifyNext bool
+	last                time.Time // end of the latest store call in decode (host)
 
 	mu         sync.Mutex
 	hostTotal  time.Duration
@@ -174,7 +179,7 @@ func newDeviceClock(p *Profile, costs *ComputeCosts, shapes []moe.LayerShape, sl
 	d := &deviceClock{
 		comp: c, gap: make([]time.Duration, len(shapes)), gapCost: make([]ComputeCost, len(shapes)),
 		expert: make([]time.Duration, len(shapes)), expBytes: make([]int64, len(shapes)), charged: make([]bool, len(shapes)),
-		slow: max(slow, 1), batchN: 1, prof: p,
+		slow: max(slow, 1), batchN: 1, counted: true, prof: p,
 	}
 	if p.Service != nil {
 		d.ps = &psFlash{st: p.Service, specMax: specMax}
@@ -197,16 +202,17 @@ func newDeviceClock(p *Profile, costs *ComputeCosts, shapes []moe.LayerShape, sl
 	}
 	if costs != nil {
 		d.head = secs(c.Seconds(costs.Head.Bytes, costs.Head.FLOPs))
+		d.headCost = costs.Head
 	}
 	return d
 }
 
 // compute advances the clock by a compute segment: dev on the device; in
-// decode the host's time for it (measured from since, busy work of the
-// slowdown hook added) is counted too.
+// decode (a counted pass) the host's time for it (measured from since,
+// busy work of the slowdown hook added) is counted too.
 func (d *deviceClock) compute(dev time.Duration, since time.Time) {
 	d.now += dev
-	if d.batchN != 1 || since.IsZero() {
+	if !d.counted || since.IsZero() {
 		return
 	}
 	h := time.Since(since)
@@ -225,7 +231,7 @@ func (d *deviceClock) stall(t time.Duration) {
 	if t <= d.now {
 		return
 	}
-	if d.batchN == 1 {
+	if d.counted {
 		d.mu.Lock()
 		d.stallTotal += t - d.now
 		d.mu.Unlock()
@@ -300,7 +306,7 @@ func (d *deviceClock) pages(n int64) {
 		return
 	}
 	d.now += dev
-	if d.batchN == 1 {
+	if d.counted {
 		d.mu.Lock()
 		d.devTotal += dev
 		d.mu.Unlock()
@@ -320,14 +326,23 @@ func busy(d time.Duration) {
 }
 
 func (d *deviceClock) batch(n int) {
+	prevN, prevVerify := d.batchN, d.batchN != 1 && d.counted
 	d.batchN = n
+	d.counted = n == 1 || d.verifyNext
+	d.verifyNext = false
 	clear(d.charged)
-	if n != 1 {
+	if !d.counted {
 		d.last = time.Time{}
 		return
 	}
-	// The previous token's output head ran since the last Use.
-	d.compute(d.head, d.last)
+	// The previous pass's output head ran since the last Use (a verify
+	// pass's for the logits of all its positions; after a prefill, d.last
+	// is zero and the head is not counted).
+	head := d.head
+	if prevVerify {
+		head = secs(d.comp.Seconds(d.headCost.Bytes, d.headCost.FLOPs*float64(prevN)))
+	}
+	d.compute(head, d.last)
 	d.last = time.Now()
 }
 
@@ -345,7 +360,7 @@ func (d *deviceClock) gapCharge(layer int) {
 		dev = secs(d.comp.Seconds(g.Bytes, g.FLOPs*float64(max(d.batchN, 1))))
 	}
 	d.compute(dev, d.last)
-	if d.batchN == 1 {
+	if d.counted {
 		d.last = time.Now()
 	}
 }
@@ -361,7 +376,7 @@ func (d *deviceClock) expertDone(layer int, t0 time.Time) {
 
 // endUse marks the end of a Use: the next segment starts here.
 func (d *deviceClock) endUse() {
-	if d.batchN == 1 {
+	if d.counted {
 		d.last = time.Now()
 	}
 }

@@ -388,14 +388,30 @@ func (c *controller) choose() int {
 	return 0
 }
 
-// observe records a round.
+// plainSample is how often (in plain rounds) a settled controller
+// samples a plain pass's cost (see wants).
+const plainSample = 4
+
+// wants reports whether the controller uses the cost of the next pass, of
+// positions: every drafting pass, and plain passes while the plain
+// estimate fills, while speculation is on (its calibration rounds) and
+// every plainSample-th round otherwise. A pass it does not want is not
+// metered (round.verify < 0): on the host, metering costs two reads of the
+// process CPU clock, system calls.
+func (c *controller) wants(positions int) bool {
+	return positions > 1 || c.on || c.verify[1].n < window || c.rounds%plainSample == 0
+}
+
+// observe records a round; r.verify < 0 is a pass that was not metered.
 func (c *controller) observe(r round) {
 	// A plain pass right after a drafting one has the evictions of that
 	// pass in its reads: they are charged to drafting (evict), so they
 	// come out of the plain sample.
 	verify := r.verify.Seconds()
-	verify = max(verify/2, verify-c.reads.observe(r.positions, r.bytes, r.stall))
+	spill := c.reads.observe(r.positions, r.bytes, r.stall)
+	verify = max(verify/2, verify-spill)
 	switch p := c.verify[1].v; {
+	case r.verify < 0:
 	case r.positions == 1:
 		c.verify[1].add(verify)
 	case r.positions < len(c.verify) && p > 0:

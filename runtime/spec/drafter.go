@@ -160,6 +160,15 @@ func (d *NGramDrafter) Rewind(int) {}
 // Deterministic implements Drafter.
 func (d *NGramDrafter) Deterministic() bool { return true }
 
+func (d *NGramDrafter) modelFree() {}
+
+// isModelFree reports a drafter that runs no model (its proposal is a
+// scan of the sequence).
+func isModelFree(d Drafter) bool {
+	_, ok := d.(interface{ modelFree() })
+	return ok
+}
+
 // Propose implements Drafter. Proposals are deterministic.
 func (d *NGramDrafter) Propose(_ context.Context, seq []int, k int, _ *sample.Sampler, _ [][]float64) ([]int, error) {
 	d.out = d.out[:0]

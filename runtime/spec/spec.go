@@ -424,6 +424,7 @@ func (dec *Decoder) Run(ctx context.Context, p Params) (*Result, error) {
 		return res, err
 	}
 	drafts := make([]int, 0, k+1)
+	met := newMeter(target.Experts)
 	for {
 		roundStart := time.Now()
 		tpos := len(seq) - 1 // target cached positions
@@ -438,9 +439,19 @@ func (dec *Decoder) Run(ctx context.Context, p Params) (*Result, error) {
 		drafts = append(drafts[:0], seq[tpos])
 		var draftTime, draftCPU time.Duration
 		if kr > 0 {
-			t0, c0 := time.Now(), cputime.Process()
+			// Only the adaptive controller weighs the draft's CPU time,
+			// and a model-free drafter's (a scan of the sequence, a few
+			// µs) is its wall time: no clock system calls.
+			cpu := p.Adaptive && !isModelFree(dec.drafter)
+			t0, c0 := time.Now(), time.Duration(0)
+			if cpu {
+				c0 = cputime.Process()
+			}
 			prop, err := dec.drafter.Propose(ctx, seq, kr, smp, dec.qs)
-			draftTime, draftCPU = time.Since(t0), cpuSince(c0, t0)
+			draftTime, draftCPU = time.Since(t0), time.Since(t0)
+			if cpu {
+				draftCPU = cpuSince(c0, t0)
+			}
 			st.DraftTime += draftTime
 			if err != nil {
 				res.Decode += time.Since(roundStart)
@@ -459,10 +470,10 @@ func (dec *Decoder) Run(ctx context.Context, p Params) (*Result, error) {
 			dec.unionN = 0
 		}
 		ts.CutVerify, ts.CutSlack = cut && kr > 0, p.CutSlack // never the prompt's passes
-		t0, c0 := time.Now(), cputime.Process()
+		met.begin(kr+1, p.Adaptive && ctl.wants(kr+1))
 		logits, err = ts.Forward(ctx, drafts, kr > 0)
 		ts.CutVerify = false
-		d, dCPU := time.Since(t0), cpuSince(c0, t0)
+		d := met.end()
 		st.TargetTime += d
 		if err != nil {
 			res.Decode += time.Since(roundStart)
@@ -486,11 +497,13 @@ func (dec *Decoder) Run(ctx context.Context, p Params) (*Result, error) {
 			ph = trace.Decode
 		}
 		emit(step, ph, tpos, kr+1, d)
-		// The controller weighs CPU time plus the wait for expert reads:
-		// wall time on a shared machine also counts other processes'
-		// turns, and one slow sample of a wide pass would keep
-		// speculation off for many rounds.
-		ctl.observe(round{proposed: kr, accepted: acc, positions: kr + 1, verify: dCPU + ev.Stall, draft: draftCPU, bytes: ev.BytesRead, stall: ev.Stall})
+		// The controller weighs the pass in the meter's clock: the device
+		// clock in device time, else CPU time plus the wait for expert
+		// reads (wall time on a shared machine also counts other
+		// processes' turns, and one slow sample of a wide pass would keep
+		// speculation off for many rounds).
+		cost, stall := met.cost(ev.Stall)
+		ctl.observe(round{proposed: kr, accepted: acc, positions: kr + 1, verify: cost, draft: draftCPU, bytes: ev.BytesRead, stall: stall})
 		step++
 		// Rewind the target and the drafter to the agreed sequence: the
 		// target keeps seq[tpos] and the accepted drafts.
