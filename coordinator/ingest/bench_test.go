@@ -36,6 +36,31 @@ func benchBatches(e *env) []*protocol.TelemetryBatch {
 	return out
 }
 
+// agentMsgs, agentPer and agentLayers are the load test's telemetry shape
+// (internal/loadtest: 500 ms batches at 100 samples/s, a 48-layer MoE):
+// 2,048 messages of 50 samples, the same 102,400 samples as benchBatches.
+const agentMsgs, agentPer, agentLayers = 2048, 50, 48
+
+// agentBatches are agentMsgs messages of the load test's shape.
+func agentBatches(e *env) []*protocol.TelemetryBatch {
+	base := seqBase.Add(agentMsgs) - agentMsgs
+	out := make([]*protocol.TelemetryBatch, agentMsgs)
+	for k := range out {
+		b := &protocol.TelemetryBatch{RunID: e.run.Run.ID, Token: e.run.Token, DeviceID: "dev-1", Seq: base + uint64(k), SentAt: time.Now()}
+		for i := range agentPer {
+			lc := &protocol.LayerCounts{Hits: make([]int32, agentLayers), Misses: make([]int32, agentLayers),
+				PrefetchUsed: make([]int32, agentLayers), PrefetchWasted: make([]int32, agentLayers)}
+			for l := range agentLayers {
+				lc.Hits[l], lc.Misses[l], lc.PrefetchUsed[l], lc.PrefetchWasted[l] = int32(3+(i+l)%6), int32((i*l)%4), int32((i+2*l)%3), int32((i+l)%2)
+			}
+			b.Samples = append(b.Samples, protocol.Sample{ConfigIndex: 1, Step: int(b.Seq)*agentPer + i, Phase: protocol.PhaseDecode, Pos: 16 + i, Tokens: 1,
+				DurationNS: 48e6, StallNS: 11e6, BytesRead: 9 << 20, CacheBytes: 1 << 30, Layers: lc})
+		}
+		out[k] = b
+	}
+	return out
+}
+
 // BenchmarkIngest compares, on the same samples:
 //   - rows: raw pgx CopyFrom on two connections into a scratch table of
 //     the per-sample row layout that samples had before migration 00030
@@ -125,50 +150,70 @@ func BenchmarkIngest(b *testing.B) {
 			b.ReportMetric(float64(dbCPU.Nanoseconds())/float64(b.N*benchMsgs*benchPer), "db-cpu-ns/sample")
 		})
 	}
-	b.Run("jetstream", func(b *testing.B) {
-		var total, cpu, dbCPU time.Duration
-		for b.Loop() {
-			bs := benchBatches(e)
-			before, _ := e.st.CountSamples(ctx, e.run.Run.ID)
-			for _, bt := range bs {
-				data, err := protocol.Encode(bt)
-				if err != nil {
-					b.Fatal(err)
-				}
-				if _, err := e.js.PublishAsync(protocol.TelemetrySubject(bt.RunID), data); err != nil {
-					b.Fatal(err)
-				}
-			}
-			<-e.js.PublishAsyncComplete()
-			ing, err := ingest.New(ingest.Config{JS: e.js, Store: e.st})
+	// The agent's shape with the default transactions (several fetches
+	// per commit from a backlog), and with one fetch per commit.
+	for _, shape := range []struct {
+		name   string
+		gen    func(*env) []*protocol.TelemetryBatch
+		commit int
+	}{{"jetstream", benchBatches, 0}, {"jetstream-agent", agentBatches, 0}, {"jetstream-agent-onefetch", agentBatches, 128}} {
+		b.Run(shape.name, func(b *testing.B) { benchJetStream(b, e, shape.gen, shape.commit) })
+	}
+}
+
+// benchJetStream is BenchmarkIngest's whole path: gen's messages published
+// into the TELEMETRY stream, then consumed, decoded, committed and acked by
+// an Ingester (CommitMessages commit, 0 for the default).
+func benchJetStream(b *testing.B, e *env, gen func(*env) []*protocol.TelemetryBatch, commit int) {
+	ctx := context.Background()
+	var total, cpu, dbCPU time.Duration
+	var samples int
+	for b.Loop() {
+		bs := gen(e)
+		n := 0
+		for _, bt := range bs {
+			n += len(bt.Samples)
+		}
+		samples += n
+		before, _ := e.st.CountSamples(ctx, e.run.Run.ID)
+		for _, bt := range bs {
+			data, err := protocol.Encode(bt)
 			if err != nil {
 				b.Fatal(err)
 			}
-			start, cpu0, db0 := time.Now(), processCPU(), backendCPU(ctx, e.st)
-			if err := ing.Start(ctx); err != nil {
+			if _, err := e.js.PublishAsync(protocol.TelemetrySubject(bt.RunID), data); err != nil {
 				b.Fatal(err)
-			}
-			want := before + benchMsgs*benchPer
-			for {
-				if st := ing.Stats(); st.SamplesInserted == benchMsgs*benchPer {
-					break
-				}
-				time.Sleep(2 * time.Millisecond)
-			}
-			total += time.Since(start)
-			cpu += processCPU() - cpu0
-			dbCPU += backendCPU(ctx, e.st) - db0
-			if err := ing.Stop(); err != nil {
-				b.Fatal(err)
-			}
-			if n, _ := e.st.CountSamples(ctx, e.run.Run.ID); n != want {
-				b.Fatalf("%d samples, want %d (loss or duplicates)", n, want)
 			}
 		}
-		b.ReportMetric(float64(b.N*benchMsgs*benchPer)/total.Seconds(), "samples/s")
-		b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N*benchMsgs*benchPer), "cpu-ns/sample")
-		b.ReportMetric(float64(dbCPU.Nanoseconds())/float64(b.N*benchMsgs*benchPer), "db-cpu-ns/sample")
-	})
+		<-e.js.PublishAsyncComplete()
+		ing, err := ingest.New(ingest.Config{JS: e.js, Store: e.st, CommitMessages: commit})
+		if err != nil {
+			b.Fatal(err)
+		}
+		start, cpu0, db0 := time.Now(), processCPU(), backendCPU(ctx, e.st)
+		if err := ing.Start(ctx); err != nil {
+			b.Fatal(err)
+		}
+		want := before + int64(n)
+		for {
+			if st := ing.Stats(); st.SamplesInserted == uint64(n) {
+				break
+			}
+			time.Sleep(2 * time.Millisecond)
+		}
+		total += time.Since(start)
+		cpu += processCPU() - cpu0
+		dbCPU += backendCPU(ctx, e.st) - db0
+		if err := ing.Stop(); err != nil {
+			b.Fatal(err)
+		}
+		if n, _ := e.st.CountSamples(ctx, e.run.Run.ID); n != want {
+			b.Fatalf("%d samples, want %d (loss or duplicates)", n, want)
+		}
+	}
+	b.ReportMetric(float64(samples)/total.Seconds(), "samples/s")
+	b.ReportMetric(float64(cpu.Nanoseconds())/float64(samples), "cpu-ns/sample")
+	b.ReportMetric(float64(dbCPU.Nanoseconds())/float64(samples), "db-cpu-ns/sample")
 }
 
 // benchRowsDDL is the per-sample row layout of samples before migration

@@ -160,8 +160,18 @@ func TestIngestExactlyOnceWithDuplicatesAndJunk(t *testing.T) {
 
 // TestIngestCrashBetweenConsumeAndCommit stops an ingester after it fetched
 // batches but before it committed them, starts a new one, and checks the
-// exact sample count.
+// exact sample count: with one fetch per transaction, and with a
+// transaction topped up from the backlog by several fetches.
 func TestIngestCrashBetweenConsumeAndCommit(t *testing.T) {
+	for _, c := range []struct {
+		name          string
+		commit, first int // CommitMessages; messages in the first transaction
+	}{{"one fetch per commit", 8, 8}, {"three fetches per commit", 24, 24}} {
+		t.Run(c.name, func(t *testing.T) { crashBetweenConsumeAndCommit(t, c.commit, c.first) })
+	}
+}
+
+func crashBetweenConsumeAndCommit(t *testing.T, commit, first int) {
 	ctx := context.Background()
 	e := setup(t)
 	const batches, per = 30, 20
@@ -170,7 +180,7 @@ func TestIngestCrashBetweenConsumeAndCommit(t *testing.T) {
 	}
 	var commits atomic.Int32
 	crashed := make(chan struct{})
-	ing1, err := ingest.New(ingest.Config{JS: e.js, Store: e.st, Workers: 1, FetchMessages: 8, AckWait: time.Second,
+	ing1, err := ingest.New(ingest.Config{JS: e.js, Store: e.st, Workers: 1, FetchMessages: 8, CommitMessages: commit, AckWait: time.Second,
 		BeforeCommit: func() error {
 			if commits.Add(1) == 2 { // the second batch: fetched, never committed
 				close(crashed)
@@ -189,8 +199,8 @@ func TestIngestCrashBetweenConsumeAndCommit(t *testing.T) {
 		t.Fatal("crashed worker reported no error")
 	}
 	n, _ := e.st.CountSamples(ctx, e.run.Run.ID)
-	if n != 8*per {
-		t.Fatalf("after crash: %d samples, want exactly the first committed batch (%d)", n, 8*per)
+	if n != int64(first*per) {
+		t.Fatalf("after crash: %d samples, want exactly the first committed batch (%d)", n, first*per)
 	}
 	ing2, err := ingest.New(ingest.Config{JS: e.js, Store: e.st, AckWait: time.Second})
 	if err != nil {

@@ -155,6 +155,7 @@ func printLoadReport(w io.Writer, r *loadtest.Report) {
 	fmt.Fprintf(w, "  result → next      p50 %.1f ms  p99 %.1f ms  max %.1f ms  (n=%d)\n", r.ResultToNext.P50MS, r.ResultToNext.P99MS, r.ResultToNext.MaxMS, r.ResultToNext.N)
 	fmt.Fprintf(w, "  telemetry          %d samples/batch × %d layers, %d bytes/batch\n", r.SamplesPerBatch, r.Layers, r.BatchBytes)
 	fmt.Fprintf(w, "  samples            sent %.0f/s, ingested %.0f/s; lag p50 %.3fs max %.3fs; drained %.2fs after the last\n", r.SentPerS, r.IngestedPerS, r.IngestLagP50S, r.IngestLagMaxS, r.DrainS)
+	fmt.Fprintf(w, "  steady (2nd half)  sent %.0f/s, ingested %.0f/s; with a backlog (%.1fs) ingested %.0f/s\n", r.SteadySentPerS, r.SteadyIngestedPerS, r.BacklogS, r.BacklogIngestedPerS)
 	for _, c := range r.Coordinators {
 		fmt.Fprintf(w, "  coordinator        %s: RSS max %.1f MiB, CPU %.2f cores, %d samples committed\n", c.MetricsURL, float64(c.RSSMaxBytes)/(1<<20), c.CPUCores, c.SamplesCommitted)
 		if m := c.MemoryAtRSSMax; m != nil {

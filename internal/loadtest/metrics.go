@@ -277,6 +277,62 @@ func (s *scraper) fill(rep *Report, end time.Time) {
 	slices.Sort(lags)
 	rep.IngestLagP50S = math.Round(pct(lags, 0.5)*1000) / 1000
 	rep.IngestLagMaxS = math.Round(lags[len(lags)-1]*1000) / 1000
+	steadyRates(rep, win, first)
+	backlogRate(rep, s.points, first)
+}
+
+// committedSince is the samples committed at p since first, plus those
+// sent before first (taken as committed then); ok is false when a
+// coordinator's scrape failed at either point.
+func committedSince(p, first scrapePoint) (n int64, ok bool) {
+	for i := range p.ingested {
+		if p.ingested[i] < 0 || first.ingested[i] < 0 {
+			return 0, false
+		}
+		n += p.ingested[i] - first.ingested[i]
+	}
+	return n + first.sent, true
+}
+
+// steadyRates sets the sent and committed rates over the window's second
+// half: from the first point at or after its middle to its last point.
+func steadyRates(rep *Report, win []scrapePoint, first scrapePoint) {
+	last := win[len(win)-1]
+	mid := first.at.Add(last.at.Sub(first.at) / 2)
+	k := slices.IndexFunc(win, func(p scrapePoint) bool { return !p.at.Before(mid) })
+	if k < 0 || k == len(win)-1 {
+		return
+	}
+	m := win[k]
+	span := last.at.Sub(m.at).Seconds()
+	c0, ok0 := committedSince(m, first)
+	c1, ok1 := committedSince(last, first)
+	if !ok0 || !ok1 || span <= 0 {
+		return
+	}
+	rep.SteadySentPerS = math.Round(float64(last.sent-m.sent) / span)
+	rep.SteadyIngestedPerS = math.Round(float64(c1-c0) / span)
+}
+
+// backlogRate sets the committed rate over the intervals between
+// consecutive points that both had a backlog (committed < sent).
+func backlogRate(rep *Report, points []scrapePoint, first scrapePoint) {
+	var dur float64
+	var n int64
+	for k := 1; k < len(points); k++ {
+		p, q := points[k-1], points[k]
+		cp, okp := committedSince(p, first)
+		cq, okq := committedSince(q, first)
+		if !okp || !okq || cp >= p.sent || cq >= q.sent {
+			continue
+		}
+		dur += q.at.Sub(p.at).Seconds()
+		n += cq - cp
+	}
+	if dur > 0 {
+		rep.BacklogS = math.Round(dur*100) / 100
+		rep.BacklogIngestedPerS = math.Round(float64(n) / dur)
+	}
 }
 
 // processCPU is this process's user+system CPU time.

@@ -64,9 +64,23 @@ type Report struct {
 	SamplesSent   int64 `json:"samples_sent"`
 	SamplesStored int64 `json:"samples_stored"`
 	// SentPerS and IngestedPerS are samples per second within the window
-	// (IngestedPerS from the coordinators' committed-sample counters).
+	// (IngestedPerS from the coordinators' committed-sample counters,
+	// committed within the window: what is still in JetStream at its end
+	// is committed during the drain and not counted here).
 	SentPerS     float64 `json:"samples_sent_per_s"`
 	IngestedPerS float64 `json:"samples_ingested_per_s"`
+	// SteadySentPerS and SteadyIngestedPerS are the same rates over the
+	// window's second half, past the fan-out onto the idle fleet and the
+	// first batches: the rates the farm sustains.
+	SteadySentPerS     float64 `json:"samples_sent_steady_per_s"`
+	SteadyIngestedPerS float64 `json:"samples_ingested_steady_per_s"`
+	// BacklogIngestedPerS is the committed rate over the scrape intervals
+	// (window and drain) that began and ended with a backlog (fewer
+	// samples committed than sent): the ingest's capacity, since its
+	// workers never lacked work then. BacklogS is how long those intervals
+	// lasted (0: ingest kept up, and capacity was not reached).
+	BacklogIngestedPerS float64 `json:"samples_ingested_backlog_per_s"`
+	BacklogS            float64 `json:"backlog_s"`
 	// IngestLag is how far, in time, the committed samples trailed the
 	// sent ones (sampled every ScrapeInterval in the window); DrainS is
 	// how long after the last sample was sent the last one was stored.
