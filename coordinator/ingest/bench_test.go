@@ -159,6 +159,67 @@ func BenchmarkIngest(b *testing.B) {
 	}{{"jetstream", benchBatches, 0}, {"jetstream-agent", agentBatches, 0}, {"jetstream-agent-onefetch", agentBatches, 128}} {
 		b.Run(shape.name, func(b *testing.B) { benchJetStream(b, e, shape.gen, shape.commit) })
 	}
+	b.Run("jetstream-agent-live", func(b *testing.B) { benchJetStreamLive(b, e) })
+}
+
+// benchJetStreamLive is jetstream-agent with the messages published while
+// the Ingester consumes them, by 64 publishers each waiting for its
+// acknowledgement like an agent: the stream's writes, deliveries and
+// deletions then share its file store, as at 1,000 agents. samples/s is
+// from the first publish to the last commit; fetch-share is the share of
+// the workers' time spent waiting for fetches to fill.
+func benchJetStreamLive(b *testing.B, e *env) {
+	ctx := context.Background()
+	var total, cpu, dbCPU, fetch, busy time.Duration
+	var samples int
+	for b.Loop() {
+		bs := agentBatches(e)
+		data := make([][]byte, len(bs))
+		for k, bt := range bs {
+			var err error
+			if data[k], err = protocol.Encode(bt); err != nil {
+				b.Fatal(err)
+			}
+		}
+		samples += agentMsgs * agentPer
+		ing, err := ingest.New(ingest.Config{JS: e.js, Store: e.st})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := ing.Start(ctx); err != nil {
+			b.Fatal(err)
+		}
+		start, cpu0, db0 := time.Now(), processCPU(), backendCPU(ctx, e.st)
+		var next atomic.Int64
+		var wg sync.WaitGroup
+		for range 64 {
+			wg.Go(func() {
+				for k := next.Add(1) - 1; k < int64(len(data)); k = next.Add(1) - 1 {
+					if _, err := e.js.Publish(ctx, protocol.TelemetrySubject(bs[k].RunID), data[k]); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+		}
+		for ing.Stats().SamplesInserted < uint64(agentMsgs*agentPer) {
+			time.Sleep(2 * time.Millisecond)
+		}
+		wg.Wait()
+		total += time.Since(start)
+		cpu += processCPU() - cpu0
+		dbCPU += backendCPU(ctx, e.st) - db0
+		if err := ing.Stop(); err != nil {
+			b.Fatal(err)
+		}
+		st := ing.Stats()
+		fetch += st.FetchTime
+		busy += st.FetchTime + st.DecodeTime + st.CommitTime + st.AckTime
+	}
+	b.ReportMetric(float64(samples)/total.Seconds(), "samples/s")
+	b.ReportMetric(float64(cpu.Nanoseconds())/float64(samples), "cpu-ns/sample")
+	b.ReportMetric(float64(dbCPU.Nanoseconds())/float64(samples), "db-cpu-ns/sample")
+	b.ReportMetric(fetch.Seconds()/busy.Seconds(), "fetch-share")
 }
 
 // benchJetStream is BenchmarkIngest's whole path: gen's messages published
@@ -166,7 +227,7 @@ func BenchmarkIngest(b *testing.B) {
 // an Ingester (CommitMessages commit, 0 for the default).
 func benchJetStream(b *testing.B, e *env, gen func(*env) []*protocol.TelemetryBatch, commit int) {
 	ctx := context.Background()
-	var total, cpu, dbCPU time.Duration
+	var total, cpu, dbCPU, fetch, busy time.Duration
 	var samples int
 	for b.Loop() {
 		bs := gen(e)
@@ -207,6 +268,9 @@ func benchJetStream(b *testing.B, e *env, gen func(*env) []*protocol.TelemetryBa
 		if err := ing.Stop(); err != nil {
 			b.Fatal(err)
 		}
+		st := ing.Stats()
+		fetch += st.FetchTime
+		busy += st.FetchTime + st.DecodeTime + st.CommitTime + st.AckTime
 		if n, _ := e.st.CountSamples(ctx, e.run.Run.ID); n != want {
 			b.Fatalf("%d samples, want %d (loss or duplicates)", n, want)
 		}
@@ -214,6 +278,7 @@ func benchJetStream(b *testing.B, e *env, gen func(*env) []*protocol.TelemetryBa
 	b.ReportMetric(float64(samples)/total.Seconds(), "samples/s")
 	b.ReportMetric(float64(cpu.Nanoseconds())/float64(samples), "cpu-ns/sample")
 	b.ReportMetric(float64(dbCPU.Nanoseconds())/float64(samples), "db-cpu-ns/sample")
+	b.ReportMetric(fetch.Seconds()/busy.Seconds(), "fetch-share")
 }
 
 // benchRowsDDL is the per-sample row layout of samples before migration

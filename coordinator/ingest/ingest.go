@@ -1,8 +1,9 @@
 // Package ingest moves telemetry and results from JetStream into Postgres.
 //
 // Two durable pull consumers read the TELEMETRY and RESULTS streams in
-// batches. Several telemetry workers each fetch a batch of messages,
-// decode them as they arrive, and write the batch in one transaction (one
+// batches. Several telemetry workers each fetch a batch of messages
+// (topped up by further fetches while the stream holds a backlog), decode
+// them as they arrive, and write the batch in one transaction (one
 // COPY straight into samples; on a unique violation, COPY into a staging
 // table, then INSERT ... ON CONFLICT DO NOTHING on (run, seq, idx)), and
 // the messages are acknowledged only after the commit:
