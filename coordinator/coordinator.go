@@ -189,8 +189,12 @@ type Coordinator struct {
 	sendWG sync.WaitGroup
 	sem    chan struct{}
 	wake   chan struct{}
-	work   *dispatchWork
-	acks   *acker
+	// wakeFreedCh wakes freedLoop; reserved are the runs picked by a pass
+	// in progress (the full and the freed passes run concurrently).
+	wakeFreedCh chan struct{}
+	reserved    *reservations
+	work        *dispatchWork
+	acks        *acker
 
 	timersMu sync.Mutex
 	timers   map[string]*time.Timer
@@ -239,7 +243,7 @@ func New(cfg Config) (*Coordinator, error) {
 	}
 	log := cmp.Or(cfg.Logger, slog.Default())
 	return &Coordinator{cfg: cfg, log: log, store: cfg.Store, nc: cfg.NATS, rejects: &protocol.RejectCounter{}, timers: map[string]*time.Timer{},
-		wake: make(chan struct{}, 1), work: newDispatchWork(), acks: &acker{st: cfg.Store}, sem: make(chan struct{}, 32), db: newDBHealth(time.Now), phases: newPhases(),
+		wake: make(chan struct{}, 1), wakeFreedCh: make(chan struct{}, 1), reserved: newReservations(), work: newDispatchWork(), acks: &acker{st: cfg.Store}, sem: make(chan struct{}, 32), db: newDBHealth(time.Now), phases: newPhases(),
 		// Four requests per heartbeat interval on average, bursts of 20.
 		limits: newDeviceLimiter(4/scheduler.HeartbeatInterval(cfg.HeartbeatTTL).Seconds(), 20),
 		logs:   newLogLimiter(time.Second)}, nil
@@ -301,9 +305,9 @@ func (c *Coordinator) Start(ctx context.Context) (err error) {
 			prevPhase(phase, d)
 		}
 	}
+	icfg.CompleteRuns = c.completeRuns
 	icfg.OnCommit = func(ctx context.Context, r *store.Run) {
-		c.phases.freedAt(r.DeviceID, time.Now())
-		c.wakeFreed(r) // the device is free: place it without waiting for the hooks
+		c.wakeFreed(r) // the device is free (unless its commit placed it): place it without waiting for the hooks
 		if prevCommit != nil {
 			prevCommit(ctx, r)
 		}
@@ -390,8 +394,9 @@ func (c *Coordinator) Start(ctx context.Context) (err error) {
 			return err
 		}
 	}
-	c.wg.Add(2)
+	c.wg.Add(3)
 	go func() { defer c.wg.Done(); c.dispatchLoop(c.ctx) }()
+	go func() { defer c.wg.Done(); c.freedLoop(c.ctx) }()
 	go func() { defer c.wg.Done(); c.sweepLoop(c.ctx) }()
 	c.Wake()
 	c.log.InfoContext(ctx, "coordinator: started", "name", c.cfg.Name, "nats_url", c.NATSURL(), "http_addr", c.HTTPAddr(),

@@ -31,7 +31,9 @@ func (c *Coordinator) signal() {
 	}
 }
 
-// dispatchLoop runs placement rounds on wake-ups and on every tick.
+// dispatchLoop runs full placement rounds (every idle device) on
+// wake-ups and on every tick. The devices results free are placed by
+// freedLoop, concurrently, so they never wait for a full round.
 func (c *Coordinator) dispatchLoop(ctx context.Context) {
 	t := time.NewTicker(c.cfg.DispatchInterval)
 	defer t.Stop()
@@ -43,19 +45,38 @@ func (c *Coordinator) dispatchLoop(ctx context.Context) {
 		case <-t.C:
 			c.work.setFull()
 		}
-		full, freed := c.work.take()
-		if !full && freed == nil {
+		if !c.work.takeFull() {
 			continue
-		}
-		if full {
-			freed = nil // a full round places them with the others
 		}
 		start := time.Now()
 		c.phases.roundStarts(start)
-		if err := c.dispatchRound(ctx, freed); err != nil && ctx.Err() == nil {
+		if err := c.dispatchRound(ctx, nil); err != nil && ctx.Err() == nil {
 			c.log.ErrorContext(ctx, "coordinator: dispatch round", "err", err)
 		}
 		c.log.DebugContext(ctx, "coordinator: dispatch round done", "took", time.Since(start))
+	}
+}
+
+// freedLoop places the devices that committed results freed, one pass
+// over those devices alone as soon as one is freed: a lone result's
+// device is placed at once, and the devices freed while a pass is in
+// flight go together in the next one (a batch only under backlog).
+func (c *Coordinator) freedLoop(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-c.wakeFreedCh:
+		}
+		freed := c.work.takeFreed()
+		if freed == nil {
+			continue
+		}
+		start := time.Now()
+		if err := c.dispatchRound(ctx, freed); err != nil && ctx.Err() == nil {
+			c.log.ErrorContext(ctx, "coordinator: freed-device pass", "devices", len(freed), "err", err)
+		}
+		c.log.DebugContext(ctx, "coordinator: freed-device pass done", "devices", len(freed), "took", time.Since(start))
 	}
 }
 
@@ -75,9 +96,14 @@ func (c *Coordinator) dispatchRound(ctx context.Context, freed []string) error {
 		if err != nil || len(snap.Devices) == 0 || len(snap.Head) == 0 {
 			return err
 		}
-		devs, load, head, truncated := snap.Devices, snap.Load, snap.Head, snap.Truncated
+		load, head, truncated := snap.Load, snap.Head, snap.Truncated
 		c.phases.observe(PhaseRoundQueries, time.Since(qstart))
-		r := &round{load: load, taken: map[int64]bool{}, head: toSched(head), truncated: truncated}
+		// Devices a concurrent pass read are that pass's to place.
+		devs, held := c.reserved.takeDevices(snap.Devices)
+		if len(devs) == 0 {
+			return nil
+		}
+		r := &round{load: load, taken: map[int64]bool{}, head: toSched(head), truncated: truncated, shared: c.reserved}
 		// One batch claim for every device the shared head has a run for;
 		// the devices it left out (run taken elsewhere, unfit, nothing in
 		// the head) go through place, one claim each.
@@ -110,12 +136,19 @@ func (c *Coordinator) dispatchRound(ctx context.Context, freed []string) error {
 		}
 		close(next)
 		wg.Wait()
+		r.releaseAll()
+		c.reserved.releaseDevices(held)
 		// Another pass only when this one placed every idle device it
 		// read (more may be idle beyond the read's limit, or freed
 		// meanwhile). A pass that left devices unplaced found nothing for
 		// them, and a pass to confirm it (all its reads again) doubled the
 		// database work of every round at 1,000 agents; runs queued or
 		// devices freed since wake the dispatcher again.
+		if freed != nil && r.granted < len(devs) && r.skippedReserved {
+			// Runs this device could take were picked by a concurrent pass,
+			// which may not claim them all: a full round rechecks.
+			c.Wake()
+		}
 		if freed != nil || r.granted == 0 || r.granted < len(devs) {
 			return nil
 		}
@@ -134,6 +167,11 @@ func (c *Coordinator) grantTTL() time.Duration { return c.cfg.LeaseTTL + c.cfg.A
 func (c *Coordinator) send(g *store.Grant) {
 	at := time.Now()
 	c.phases.granted(g.Run.DeviceID, at)
+	c.sendAt(g, at)
+}
+
+// sendAt pushes a grant made at at to its agent in the background.
+func (c *Coordinator) sendAt(g *store.Grant, at time.Time) {
 	c.sendWG.Add(1)
 	go func() {
 		defer c.sendWG.Done()
@@ -145,24 +183,7 @@ func (c *Coordinator) send(g *store.Grant) {
 // claims all the pairs in one statement (store.ClaimRuns), sending each
 // grant at once. It returns the devices still unplaced, for place.
 func (c *Coordinator) claimBatch(ctx context.Context, r *round, devs []store.PlacementDevice) []*store.PlacementDevice {
-	var pairs []store.ClaimPair
-	var rest []*store.PlacementDevice
-	byDevice := map[string]*store.PlacementDevice{}
-	for i := range devs {
-		d := &devs[i]
-		if d.Emulated && d.Labels[store.HostLabel] != "" {
-			rest = append(rest, d) // its host's devices take turns: ClaimRun
-			continue
-		}
-		sd := &scheduler.Device{ID: d.ID, Platform: d.Platform, DeviceModel: d.DeviceModel, RAMBytes: d.RAMBytes, Emulated: d.Emulated, Labels: d.Labels}
-		cd, ok := r.pick(sd, r.head, nil)
-		if !ok {
-			rest = append(rest, d)
-			continue
-		}
-		pairs = append(pairs, store.ClaimPair{DeviceID: d.ID, RunID: cd.RunID})
-		byDevice[d.ID] = d
-	}
+	pairs, rest, byDevice := c.pickPairs(r, devs)
 	if len(pairs) == 0 {
 		return rest
 	}
@@ -196,6 +217,31 @@ func (c *Coordinator) claimBatch(ctx context.Context, r *round, devs []store.Pla
 	return rest
 }
 
+// pickPairs picks the best run of the shared head for each device (marking
+// it taken), for one batch claim. It returns the pairs, the devices left
+// for place (no run in the head, or an emulated device whose host's
+// devices take turns: ClaimRun) and the paired devices by id.
+func (c *Coordinator) pickPairs(r *round, devs []store.PlacementDevice) (pairs []store.ClaimPair, rest []*store.PlacementDevice,
+	byDevice map[string]*store.PlacementDevice) {
+	byDevice = map[string]*store.PlacementDevice{}
+	for i := range devs {
+		d := &devs[i]
+		if d.Emulated && d.Labels[store.HostLabel] != "" {
+			rest = append(rest, d) // its host's devices take turns: ClaimRun
+			continue
+		}
+		sd := &scheduler.Device{ID: d.ID, Platform: d.Platform, DeviceModel: d.DeviceModel, RAMBytes: d.RAMBytes, Emulated: d.Emulated, Labels: d.Labels}
+		cd, ok := r.pick(sd, r.head, nil)
+		if !ok {
+			rest = append(rest, d)
+			continue
+		}
+		pairs = append(pairs, store.ClaimPair{DeviceID: d.ID, RunID: cd.RunID})
+		byDevice[d.ID] = d
+	}
+	return pairs, rest, byDevice
+}
+
 // round is the shared state of one placement pass.
 type round struct {
 	mu        sync.Mutex
@@ -204,6 +250,34 @@ type round struct {
 	head      []scheduler.Candidate
 	truncated bool
 	granted   int
+	// shared are the runs picked by every pass of this coordinator in
+	// flight (nil: this pass alone); a run another pass picked is skipped,
+	// and skippedReserved says one was.
+	shared          *reservations
+	skippedReserved bool
+}
+
+// releaseAll gives back the pass's picks: claimed runs are no longer
+// queued, and the others may be picked again.
+func (r *round) releaseAll() {
+	if r.shared == nil {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for id := range r.taken {
+		r.shared.release(id)
+	}
+}
+
+// untake gives back one run (the device refused it as unfit).
+func (r *round) untake(id int64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.taken, id)
+	if r.shared != nil {
+		r.shared.release(id)
+	}
 }
 
 func toSched(cs []store.Candidate) []scheduler.Candidate {
@@ -220,9 +294,21 @@ func toSched(cs []store.Candidate) []scheduler.Candidate {
 func (r *round) pick(d *scheduler.Device, cands []scheduler.Candidate, tried map[int64]bool) (scheduler.Candidate, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	cd, ok := scheduler.Best(d, cands, r.load, func(id int64) bool { return tried[id] || r.taken[id] })
+	cd, ok := scheduler.Best(d, cands, r.load, func(id int64) bool {
+		if tried[id] || r.taken[id] {
+			return true
+		}
+		if r.shared != nil && r.shared.has(id) {
+			r.skippedReserved = true
+			return true
+		}
+		return false
+	})
 	if ok {
 		r.taken[cd.RunID] = true
+		if r.shared != nil {
+			r.shared.add(cd.RunID)
+		}
 	}
 	return cd, ok
 }
@@ -259,9 +345,7 @@ func (c *Coordinator) place(ctx context.Context, r *round, d *store.PlacementDev
 		if errors.Is(err, store.ErrUnfit) {
 			// The device refused it as unfit (the store remembers that for
 			// every coordinator): leave it to the other devices.
-			r.mu.Lock()
-			delete(r.taken, cd.RunID)
-			r.mu.Unlock()
+			r.untake(cd.RunID)
 			continue
 		}
 		if errors.Is(err, store.ErrNothingToClaim) {

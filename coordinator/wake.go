@@ -2,6 +2,7 @@ package coordinator
 
 import (
 	"sync"
+	"time"
 
 	"github.com/lesfarm/lesfarm/coordinator/store"
 )
@@ -25,13 +26,20 @@ func (c *Coordinator) onRunNotice(n store.RunNotice) {
 	c.Wake()
 }
 
-// wakeFreed asks the dispatcher to place the device a committed result
-// just freed, reading only that device (and the others freed meanwhile)
-// instead of every idle one: in a busy fleet the devices that just
-// finished are the ones to place.
+// wakeFreed asks the freed-device placer (freedLoop) to place the device
+// a committed result just freed, reading only that device (and the others
+// freed meanwhile) instead of every idle one: in a busy fleet the devices
+// that just finished are the ones to place. It does not wait for a full
+// round in progress.
 func (c *Coordinator) wakeFreed(r *store.Run) {
-	c.work.freed(r)
-	c.signal()
+	if !c.work.freed(r) {
+		return
+	}
+	c.phases.freedAt(r.DeviceID, time.Now())
+	select {
+	case c.wakeFreedCh <- struct{}{}:
+	default:
+	}
 }
 
 // dispatchWork is what the next placement round must cover: every idle
@@ -44,10 +52,24 @@ type dispatchWork struct {
 	// ended are runs whose result this coordinator committed, until their
 	// notice comes back.
 	ended map[int64]bool
+	// placed are devices granted their next run in their result's own
+	// commit, until that result's OnCommit.
+	placed map[string]bool
 }
 
 func newDispatchWork() *dispatchWork {
-	return &dispatchWork{devices: map[string]bool{}, ended: map[int64]bool{}}
+	return &dispatchWork{devices: map[string]bool{}, ended: map[int64]bool{}, placed: map[string]bool{}}
+}
+
+// placedInCommit records that device id was granted a run in the commit
+// of the result that freed it: that result's freed() does not queue it.
+func (w *dispatchWork) placedInCommit(id string) {
+	w.mu.Lock()
+	if len(w.placed) >= 1<<16 {
+		clear(w.placed)
+	}
+	w.placed[id] = true
+	w.mu.Unlock()
 }
 
 func (w *dispatchWork) setFull() {
@@ -56,11 +78,17 @@ func (w *dispatchWork) setFull() {
 	w.mu.Unlock()
 }
 
-func (w *dispatchWork) freed(r *store.Run) {
+// freed queues the device of committed result r for a freed-device pass
+// and reports whether it did (not when its commit already placed it).
+func (w *dispatchWork) freed(r *store.Run) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if r.DeviceID != "" {
+	queued := false
+	if r.DeviceID != "" && w.placed[r.DeviceID] {
+		delete(w.placed, r.DeviceID)
+	} else if r.DeviceID != "" {
 		w.devices[r.DeviceID] = true
+		queued = true
 	}
 	if store.TerminalState(r.State) {
 		if len(w.ended) >= 1<<16 {
@@ -68,6 +96,7 @@ func (w *dispatchWork) freed(r *store.Run) {
 		}
 		w.ended[r.ID] = true
 	}
+	return queued
 }
 
 // ownEnd reports whether run id's end was committed by this coordinator's
@@ -80,15 +109,89 @@ func (w *dispatchWork) ownEnd(id int64) bool {
 	return ok
 }
 
-// take returns the work pending and resets it: full, or the freed
-// devices (nil when there are none).
-func (w *dispatchWork) take() (full bool, devices []string) {
+// takeFull reports whether a full round is pending and resets it.
+func (w *dispatchWork) takeFull() bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	full, w.full = w.full, false
+	full := w.full
+	w.full = false
+	return full
+}
+
+// takeFreed returns the devices freed since the last call (nil when there
+// are none) and forgets them.
+func (w *dispatchWork) takeFreed() (devices []string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
 	for id := range w.devices {
 		devices = append(devices, id)
 	}
 	clear(w.devices)
-	return full, devices
+	return devices
+}
+
+// reservations are the queued runs that a placement pass of this
+// coordinator has picked and not yet claimed or given up. The full rounds
+// and the freed-device passes run concurrently and read the same head of
+// the queue: without them both would propose the same best runs, and the
+// loser of each claim would fall back to one claim per device.
+//
+// The devices a pass read as idle are reserved too (devices): a device
+// another pass read is that pass's to place, so two passes never propose
+// runs for one device (the loser of such a claim tried its other
+// candidates one claim at a time).
+type reservations struct {
+	mu      sync.Mutex
+	m       map[int64]bool
+	devices map[string]bool
+}
+
+func newReservations() *reservations {
+	return &reservations{m: map[int64]bool{}, devices: map[string]bool{}}
+}
+
+// takeDevices reserves the devices of devs no other pass holds and returns
+// those (the others are left out), with their ids for releaseDevices.
+func (r *reservations) takeDevices(devs []store.PlacementDevice) ([]store.PlacementDevice, []string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := devs[:0:0]
+	var ids []string
+	for _, d := range devs {
+		if r.devices[d.ID] {
+			continue
+		}
+		r.devices[d.ID] = true
+		out = append(out, d)
+		ids = append(ids, d.ID)
+	}
+	return out, ids
+}
+
+func (r *reservations) releaseDevices(ids []string) {
+	r.mu.Lock()
+	for _, id := range ids {
+		delete(r.devices, id)
+	}
+	r.mu.Unlock()
+}
+
+func (r *reservations) has(id int64) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.m[id]
+}
+
+func (r *reservations) add(id int64) {
+	r.mu.Lock()
+	r.m[id] = true
+	r.mu.Unlock()
+}
+
+func (r *reservations) release(ids ...int64) {
+	r.mu.Lock()
+	for _, id := range ids {
+		delete(r.m, id)
+	}
+	r.mu.Unlock()
 }

@@ -102,6 +102,11 @@ type Config struct {
 	// slow hooks of other results (the coordinator wakes its scheduler, the
 	// device being free). It must be quick and idempotent.
 	OnCommit func(ctx context.Context, run *store.Run)
+	// CompleteRuns, when set, commits a batch of results in place of
+	// Store.CompleteRuns, with its contract (the coordinator's also places
+	// the freed devices in the results' transaction:
+	// store.CompleteRunsPlace).
+	CompleteRuns func(ctx context.Context, results []*protocol.Result) ([]store.ResultOutcome, error)
 	// HookWorkers is how many OnResult hooks run at once (default 4). They
 	// run apart from the result workers, so a slow hook (regression
 	// detection) delays acknowledgements, never the next commits.

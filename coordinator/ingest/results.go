@@ -99,7 +99,11 @@ func (i *Ingester) resultBatch(ctx context.Context, msgs []jetstream.Msg, hooks 
 		return
 	}
 	start := time.Now()
-	outs, err := i.cfg.Store.CompleteRuns(ctx, results)
+	complete := i.cfg.Store.CompleteRuns
+	if i.cfg.CompleteRuns != nil {
+		complete = i.cfg.CompleteRuns
+	}
+	outs, err := complete(ctx, results)
 	if err != nil {
 		i.dbErrors.Add(1)
 		i.log.WarnContext(ctx, "ingest: result batch failed, applying one by one", "results", len(results), "err", err)

@@ -5,6 +5,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // ClaimPair proposes one run for one device.
@@ -43,24 +45,33 @@ func (s *Store) ClaimRuns(ctx context.Context, p *ClaimRunsParams) ([]Grant, err
 	if len(p.Pairs) == 0 {
 		return nil, nil
 	}
-	devs := make([]string, len(p.Pairs))
-	runs := make([]int64, len(p.Pairs))
-	for i, pr := range p.Pairs {
-		devs[i], runs[i] = pr.DeviceID, pr.RunID
+	granted, err := claimRunsOn(ctx, s.pool, p)
+	if err != nil {
+		return nil, err
 	}
-	rows, err := s.pool.Query(ctx, `WITH p AS (
-			SELECT p.* FROM unnest($1::text[], $2::bigint[]) AS p(device_id, run_id), `+deferNotify+`),
+	s.notifyRunsLater(ctx, granted)
+	return s.grantsOf(ctx, granted)
+}
+
+// claimQuerier is a pool or a transaction.
+type claimQuerier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}
+
+// claimRunsSQL is ClaimRuns' statement; its arguments are claimRunsArgs.
+var claimRunsSQL = `WITH p AS (
+			SELECT p.* FROM unnest($1::text[], $2::bigint[]) AS p(device_id, run_id), ` + deferNotify + `),
 		d AS MATERIALIZED (
 			SELECT d.id FROM devices d
 			WHERE d.id = ANY($1) AND d.state = 'online' AND NOT d.drained
 			  AND NOT EXISTS (SELECT 1 FROM runs r WHERE r.device_id = d.id AND r.state IN ('assigned', 'running'))
-			  AND `+hostOf("d")+` IS NULL
+			  AND ` + hostOf("d") + ` IS NULL
 			FOR UPDATE OF d SKIP LOCKED),
 		q AS MATERIALIZED (
 			SELECT r.id FROM runs r WHERE r.id = ANY($2) AND r.state = 'queued' FOR UPDATE OF r SKIP LOCKED),
 		ok AS (
 			SELECT p.device_id, p.run_id FROM p JOIN d ON d.id = p.device_id JOIN q ON q.id = p.run_id
-			WHERE NOT `+unfitSQL("p.run_id", "p.device_id", "$5")+`),
+			WHERE NOT ` + unfitSQL("p.run_id", "p.device_id", "$5") + `),
 		r AS (
 			UPDATE runs r SET state = 'assigned', device_id = ok.device_id, token = nextval('fencing_tokens'),
 				attempts = attempts + 1, assigned_at = now(), started_at = NULL, finished_at = NULL, updated_at = now(),
@@ -71,15 +82,36 @@ func (s *Store) ClaimRuns(ctx context.Context, p *ClaimRunsParams) ([]Grant, err
 		l AS (INSERT INTO leases (token, run_id, device_id, coordinator, expires_at)
 			SELECT token, id, device_id, $4, lease_expires_at FROM r),
 		dv AS (UPDATE devices SET last_assigned_at = now() FROM r WHERE devices.id = r.device_id)
-		SELECT `+runCols+` FROM r`, devs, runs, p.LeaseTTL.Seconds(), p.Coordinator, cmp.Or(p.UnfitFor, UnfitFor).Seconds())
+		SELECT ` + runCols + ` FROM r`
+
+func claimRunsArgs(p *ClaimRunsParams) []any {
+	devs := make([]string, len(p.Pairs))
+	runs := make([]int64, len(p.Pairs))
+	for i, pr := range p.Pairs {
+		devs[i], runs[i] = pr.DeviceID, pr.RunID
+	}
+	return []any{devs, runs, p.LeaseTTL.Seconds(), p.Coordinator, cmp.Or(p.UnfitFor, UnfitFor).Seconds()}
+}
+
+// claimRunsOn is ClaimRuns' statement on q, returning the granted runs.
+func claimRunsOn(ctx context.Context, q claimQuerier, p *ClaimRunsParams) ([]Run, error) {
+	rows, err := q.Query(ctx, claimRunsSQL, claimRunsArgs(p)...)
 	granted, err := collectRuns(rows, err)
+	return granted, claimRunsErr(err)
+}
+
+func claimRunsErr(err error) error {
 	if isUniqueViolation(err) {
-		return nil, fmt.Errorf("store: claim runs: %w", ErrBusy)
+		return fmt.Errorf("store: claim runs: %w", ErrBusy)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("store: claim runs: %w", err)
+		return fmt.Errorf("store: claim runs: %w", err)
 	}
-	s.notifyRunsLater(ctx, granted)
+	return nil
+}
+
+// grantsOf returns the grants of committed claims, with their jobs.
+func (s *Store) grantsOf(ctx context.Context, granted []Run) ([]Grant, error) {
 	out := make([]Grant, 0, len(granted))
 	for _, r := range granted {
 		job, err := s.GetJob(ctx, r.JobID)

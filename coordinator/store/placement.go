@@ -68,6 +68,18 @@ type PlacementSnapshot struct {
 // devices (all, or p.DeviceIDs), the suites' load and the head of the
 // queue. With nothing queued it returns no devices and no head.
 func (s *Store) Placement(ctx context.Context, p *PlacementParams) (*PlacementSnapshot, error) {
+	return placementOn(ctx, s.pool, p, "")
+}
+
+// batchSender is a pool or a transaction.
+type batchSender interface {
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
+}
+
+// placementOn is Placement's read on q (the pool, or a result's
+// transaction: CompleteRunsPlace), after the statement first (if any) in
+// the same round trip.
+func placementOn(ctx context.Context, q batchSender, p *PlacementParams, first string) (*PlacementSnapshot, error) {
 	limit := p.Limit
 	devSQL, devArgs := idleDevicesSQL(` AND `+anyQueued), []any{limit}
 	if p.DeviceIDs != nil {
@@ -76,6 +88,9 @@ func (s *Store) Placement(ctx context.Context, p *PlacementParams) (*PlacementSn
 	}
 	perSuite := limit + 16
 	b := &pgx.Batch{}
+	if first != "" {
+		b.Queue(first)
+	}
 	b.Queue(devSQL, devArgs...)
 	b.Queue(`SELECT suite, count(*) FROM runs WHERE state IN ('assigned', 'running') AND ` + anyQueued + ` GROUP BY suite`)
 	b.Queue(`SELECT id, suite, priority, queued_at, device_selector, coalesce(target_device_id, ''), n FROM (
@@ -84,10 +99,15 @@ func (s *Store) Placement(ctx context.Context, p *PlacementParams) (*PlacementSn
 			count(*) OVER (PARTITION BY r.suite) AS n
 		FROM runs r WHERE r.state = 'queued' AND (r.not_before IS NULL OR r.not_before <= now())) q
 		WHERE rn <= $1 ORDER BY priority DESC, queued_at, id`, perSuite)
-	br := s.pool.SendBatch(ctx, b)
+	br := q.SendBatch(ctx, b)
 	defer br.Close()
 	snap := &PlacementSnapshot{Load: map[string]int{}}
 	var err error
+	if first != "" {
+		if _, err := br.Exec(); err != nil {
+			return nil, fmt.Errorf("store: placement: %w", err)
+		}
+	}
 	if snap.Devices, err = scanPlacementDevices(br.Query()); err != nil {
 		return nil, fmt.Errorf("store: placement: idle devices: %w", err)
 	}

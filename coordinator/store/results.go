@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -50,6 +51,17 @@ type ResultOutcome struct {
 // attempt's samples, takes FOR UPDATE. The runs' notices go out after the
 // commit.
 func (s *Store) CompleteRuns(ctx context.Context, results []*protocol.Result) ([]ResultOutcome, error) {
+	pr, err := s.completeRuns(ctx, results, nil)
+	if err != nil {
+		return nil, err
+	}
+	return pr.Outcomes, nil
+}
+
+// completeRuns is CompleteRuns, placing the freed devices in each
+// transaction when pl is set (CompleteRunsPlace).
+func (s *Store) completeRuns(ctx context.Context, results []*protocol.Result, pl *PlaceParams) (*PlacedResults, error) {
+	pr := &PlacedResults{}
 	outs := make([]ResultOutcome, len(results))
 	pending := make([]int, len(results))
 	for i := range pending {
@@ -71,10 +83,12 @@ func (s *Store) CompleteRuns(ctx context.Context, results []*protocol.Result) ([
 		for k, i := range now {
 			batch[k] = results[i]
 		}
-		got, err := s.completeBatch(ctx, batch)
+		got, placed, err := s.completeBatch(ctx, batch, pl)
 		if err != nil {
 			return nil, fmt.Errorf("store: complete run: %w", err)
 		}
+		pr.granted = append(pr.granted, placed.granted...)
+		pr.PlaceErr = cmp.Or(pr.PlaceErr, placed.err)
 		var notices []Run
 		for k, i := range now {
 			outs[i] = got[k]
@@ -82,10 +96,11 @@ func (s *Store) CompleteRuns(ctx context.Context, results []*protocol.Result) ([
 				notices = append(notices, *got[k].Run)
 			}
 		}
-		s.notifyRunsLater(ctx, notices)
+		s.notifyRunsLater(ctx, append(notices, placed.granted...))
 		pending = later
 	}
-	return outs, nil
+	pr.Outcomes = outs
+	return pr, nil
 }
 
 // resultRow is a run's row as a result's check needs it.
@@ -100,14 +115,16 @@ type resultRow struct {
 
 // completeBatch is one transaction of CompleteRuns over results of
 // distinct runs.
-func (s *Store) completeBatch(ctx context.Context, results []*protocol.Result) ([]ResultOutcome, error) {
+func (s *Store) completeBatch(ctx context.Context, results []*protocol.Result, pl *PlaceParams) ([]ResultOutcome, placement, error) {
 	ids := make([]int64, len(results))
 	for i, r := range results {
 		ids[i] = r.RunID
 	}
 	var outs []ResultOutcome
+	var placed placement
 	err := s.tx(ctx, func(tx pgx.Tx) error {
 		outs = make([]ResultOutcome, len(results))
+		placed = placement{}
 		rowsByID, err := lockResultRuns(ctx, tx, ids)
 		if err != nil {
 			return err
@@ -158,12 +175,16 @@ func (s *Store) completeBatch(ctx context.Context, results []*protocol.Result) (
 			}
 			already = append(already, i) // read back below
 		}
-		return finishBatch(ctx, tx, results, outs, &done, already, upIDs, upTokens, upStates, upOutcomes, upErrs)
+		if err := finishBatch(ctx, tx, results, outs, &done, already, upIDs, upTokens, upStates, upOutcomes, upErrs); err != nil {
+			return err
+		}
+		placed = placeFreed(ctx, tx, results, outs, pl)
+		return nil
 	})
 	if err != nil {
-		return nil, err
+		return nil, placement{}, err
 	}
-	return outs, nil
+	return outs, placed, nil
 }
 
 // lockResultRuns locks the runs ids FOR NO KEY UPDATE in id order and

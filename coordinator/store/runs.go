@@ -310,10 +310,21 @@ type Trigger struct {
 }
 
 // CreateRuns stores the job snapshot, a trigger and its queued runs in one
-// transaction (see Tx.CreateRuns). With Fanout and no matching device it
+// transaction (see Tx.CreateRuns); a trigger without fanout is one
+// statement (createRunOne). With Fanout and no matching device it
 // returns ErrNoDevices; an invalid Lineage gives an error wrapping
 // ErrBadLineage.
 func (s *Store) CreateRuns(ctx context.Context, p *CreateRunsParams) (*Trigger, []Run, error) {
+	if !p.Fanout {
+		tr, runs, ok, err := s.createRunOne(ctx, p)
+		if err != nil {
+			return nil, nil, err
+		}
+		if ok {
+			s.notifyRuns(ctx, runs)
+			return tr, runs, nil
+		}
+	}
 	var (
 		tr   *Trigger
 		runs []Run
