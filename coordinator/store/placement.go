@@ -80,6 +80,29 @@ type batchSender interface {
 // transaction: CompleteRunsPlace), after the statement first (if any) in
 // the same round trip.
 func placementOn(ctx context.Context, q batchSender, p *PlacementParams, first string) (*PlacementSnapshot, error) {
+	b := &pgx.Batch{}
+	pq := queuePlacement(b, p, first)
+	br := q.SendBatch(ctx, b)
+	defer br.Close()
+	snap, err := pq.read(br)
+	if err != nil {
+		return nil, err
+	}
+	if err := br.Close(); err != nil {
+		return nil, fmt.Errorf("store: placement: %w", err)
+	}
+	return snap, nil
+}
+
+// placementQuery is a placement read queued in a batch (queuePlacement),
+// to be read from its results in order.
+type placementQuery struct {
+	perSuite int
+	first    bool
+}
+
+// queuePlacement queues Placement's statements (after first, if any) in b.
+func queuePlacement(b *pgx.Batch, p *PlacementParams, first string) placementQuery {
 	limit := p.Limit
 	devSQL, devArgs := idleDevicesSQL(` AND `+anyQueued), []any{limit}
 	if p.DeviceIDs != nil {
@@ -87,7 +110,6 @@ func placementOn(ctx context.Context, q batchSender, p *PlacementParams, first s
 		devSQL, devArgs = idleDevicesSQL(` AND d.id = ANY($2) AND `+anyQueued), []any{limit, p.DeviceIDs}
 	}
 	perSuite := limit + 16
-	b := &pgx.Batch{}
 	if first != "" {
 		b.Queue(first)
 	}
@@ -99,11 +121,14 @@ func placementOn(ctx context.Context, q batchSender, p *PlacementParams, first s
 			count(*) OVER (PARTITION BY r.suite) AS n
 		FROM runs r WHERE r.state = 'queued' AND (r.not_before IS NULL OR r.not_before <= now())) q
 		WHERE rn <= $1 ORDER BY priority DESC, queued_at, id`, perSuite)
-	br := q.SendBatch(ctx, b)
-	defer br.Close()
+	return placementQuery{perSuite: perSuite, first: first != ""}
+}
+
+// read reads the queued placement's results from br.
+func (pq placementQuery) read(br pgx.BatchResults) (*PlacementSnapshot, error) {
 	snap := &PlacementSnapshot{Load: map[string]int{}}
 	var err error
-	if first != "" {
+	if pq.first {
 		if _, err := br.Exec(); err != nil {
 			return nil, fmt.Errorf("store: placement: %w", err)
 		}
@@ -114,11 +139,8 @@ func placementOn(ctx context.Context, q batchSender, p *PlacementParams, first s
 	if err := scanLoad(br, snap.Load); err != nil {
 		return nil, fmt.Errorf("store: placement: suite load: %w", err)
 	}
-	if snap.Head, snap.Truncated, err = scanHead(br, perSuite); err != nil {
+	if snap.Head, snap.Truncated, err = scanHead(br, pq.perSuite); err != nil {
 		return nil, fmt.Errorf("store: placement: queued runs: %w", err)
-	}
-	if err := br.Close(); err != nil {
-		return nil, fmt.Errorf("store: placement: %w", err)
 	}
 	return snap, nil
 }

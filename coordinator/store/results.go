@@ -175,10 +175,13 @@ func (s *Store) completeBatch(ctx context.Context, results []*protocol.Result, p
 			}
 			already = append(already, i) // read back below
 		}
-		if err := finishBatch(ctx, tx, results, outs, &done, already, upIDs, upTokens, upStates, upOutcomes, upErrs); err != nil {
+		// The freed devices' placement read goes in finishBatch's round
+		// trip (CompleteRunsPlace).
+		read, tail := placementTail(results, outs, pl)
+		if err := finishBatch(ctx, tx, results, outs, &done, already, upIDs, upTokens, upStates, upOutcomes, upErrs, tail); err != nil {
 			return err
 		}
-		placed = placeFreed(ctx, tx, results, outs, pl)
+		placed = placeFreed(ctx, tx, read, pl)
 		return nil
 	})
 	if err != nil {
@@ -215,8 +218,12 @@ func lockResultRuns(ctx context.Context, tx pgx.Tx, ids []int64) (map[int64]resu
 // the runs of the common case in one round trip, and reads back the runs
 // of the already-completed and requeued results (outs[i].Run for i in
 // reread).
+//
+// tail, when set, queues more statements after these in the same round
+// trip; the reader it returns is called with their results once the batch's
+// own are read (not when those fail).
 func finishBatch(ctx context.Context, tx pgx.Tx, results []*protocol.Result, outs []ResultOutcome, done *configRows,
-	reread []int, ids, tokens []int64, states, outcomes, errs []string) error {
+	reread []int, ids, tokens []int64, states, outcomes, errs []string, tail func(*pgx.Batch) func(pgx.BatchResults)) error {
 	b := &pgx.Batch{}
 	// The runs' notices go out after the commit (notifyRuns).
 	b.Queue(deferNotifySQL)
@@ -240,6 +247,10 @@ func finishBatch(ctx context.Context, tx pgx.Tx, results []*protocol.Result, out
 	}
 	if len(rereadIDs) > 0 {
 		b.Queue(`SELECT `+runCols+` FROM runs r WHERE r.id = ANY($1)`, rereadIDs)
+	}
+	var readTail func(pgx.BatchResults)
+	if tail != nil {
+		readTail = tail(b)
 	}
 	br := tx.SendBatch(ctx, b)
 	defer br.Close()
@@ -269,6 +280,9 @@ func finishBatch(ctx context.Context, tx pgx.Tx, results []*protocol.Result, out
 		for k := range runs {
 			byID[runs[k].ID] = &runs[k]
 		}
+	}
+	if readTail != nil {
+		readTail(br)
 	}
 	for i := range outs {
 		if errors.Is(outs[i].Err, ErrStaleToken) {

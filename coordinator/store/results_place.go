@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -45,7 +46,7 @@ type placement struct {
 
 // CompleteRunsPlace is CompleteRuns that also places the devices its
 // results free, inside the same transaction: after the results are
-// written, one round trip reads the freed devices that are idle, the
+// written, the same round trip reads the freed devices that are idle, the
 // suites' load and the queue head (Placement's read, under a savepoint),
 // pl.Pick proposes runs, and a second round trip claims them with
 // ClaimRuns' statement and rules (device and run rows locked FOR UPDATE
@@ -72,12 +73,19 @@ func (s *Store) CompleteRunsPlace(ctx context.Context, results []*protocol.Resul
 // transaction.
 const placeSavepoint = "lesfarm_place"
 
-// placeFreed places the devices of the batch's committed results (outs
-// with no error) inside tx, as CompleteRunsPlace describes; with pl nil it
-// does nothing.
-func placeFreed(ctx context.Context, tx pgx.Tx, results []*protocol.Result, outs []ResultOutcome, pl *PlaceParams) placement {
+// placeRead is the freed devices' placement read, done in the results'
+// last round trip (placementTail).
+type placeRead struct {
+	snap *PlacementSnapshot
+	err  error
+}
+
+// placementTail returns, when pl is set and the batch's committed results
+// (outs with no error so far) free devices, the tail for finishBatch that
+// reads their placement (under a savepoint) and where it lands.
+func placementTail(results []*protocol.Result, outs []ResultOutcome, pl *PlaceParams) (*placeRead, func(*pgx.Batch) func(pgx.BatchResults)) {
 	if pl == nil || pl.Pick == nil {
-		return placement{}
+		return nil, nil
 	}
 	seen := map[string]bool{}
 	var devices []string
@@ -88,9 +96,23 @@ func placeFreed(ctx context.Context, tx pgx.Tx, results []*protocol.Result, outs
 		}
 	}
 	if len(devices) == 0 {
+		return nil, nil
+	}
+	read := &placeRead{err: errors.New("not read")}
+	return read, func(b *pgx.Batch) func(pgx.BatchResults) {
+		pq := queuePlacement(b, &PlacementParams{DeviceIDs: devices}, "SAVEPOINT "+placeSavepoint)
+		return func(br pgx.BatchResults) { read.snap, read.err = pq.read(br) }
+	}
+}
+
+// placeFreed claims the runs pl.Pick proposes from the placement read
+// inside tx, as CompleteRunsPlace describes; with read nil (nothing to
+// place) it does nothing.
+func placeFreed(ctx context.Context, tx pgx.Tx, read *placeRead, pl *PlaceParams) placement {
+	if read == nil {
 		return placement{}
 	}
-	granted, err := placeIn(ctx, tx, devices, pl)
+	granted, err := placeIn(ctx, tx, read, pl)
 	if err != nil {
 		if _, rerr := tx.Exec(ctx, "ROLLBACK TO SAVEPOINT "+placeSavepoint); rerr != nil {
 			// The transaction cannot go on: its commit fails, and the
@@ -102,11 +124,11 @@ func placeFreed(ctx context.Context, tx pgx.Tx, results []*protocol.Result, outs
 	return placement{granted: granted}
 }
 
-func placeIn(ctx context.Context, tx pgx.Tx, devices []string, pl *PlaceParams) ([]Run, error) {
-	snap, err := placementOn(ctx, tx, &PlacementParams{DeviceIDs: devices}, "SAVEPOINT "+placeSavepoint)
-	if err != nil {
-		return nil, err
+func placeIn(ctx context.Context, tx pgx.Tx, read *placeRead, pl *PlaceParams) ([]Run, error) {
+	if read.err != nil {
+		return nil, read.err
 	}
+	snap := read.snap
 	if len(snap.Devices) == 0 || len(snap.Head) == 0 {
 		return nil, nil
 	}
