@@ -44,9 +44,6 @@ func newMeter(src any) meter {
 	return meter{}
 }
 
-// device reports whether passes are weighed in device time.
-func (m *meter) device() bool { return m.dev != nil }
-
 // begin starts metering a pass of positions when want (a device clock
 // always meters: reading it costs no system call); it marks a verify pass
 // as decode on a device clock.
