@@ -2,6 +2,7 @@ package protocol
 
 import (
 	"encoding/binary"
+	"reflect"
 	"slices"
 	"testing"
 )
@@ -28,4 +29,44 @@ func FuzzLayerCounts(f *testing.F) {
 			t.Fatalf("counts %v, want %v", fast, slow)
 		}
 	})
+}
+
+// TestLayerCountsSlabs decodes a batch whose samples have different
+// depths (48, none, 6, 48, 1 layers) and checks every sample's counts
+// round-trip and that the samples' arrays do not overlap: appending to one
+// sample's counts leaves the next sample's unchanged.
+func TestLayerCountsSlabs(t *testing.T) {
+	depths := []int{48, 0, 6, 48, 1}
+	in := &TelemetryBatch{RunID: 1, Token: 1, DeviceID: "d", SentAt: t0}
+	for i, l := range depths {
+		s := Sample{ConfigIndex: 0, Step: i, Phase: PhaseDecode, Tokens: 1}
+		if l > 0 {
+			lc := &LayerCounts{Hits: make([]int32, l), Misses: make([]int32, l), PrefetchUsed: make([]int32, l), PrefetchWasted: make([]int32, l)}
+			for j := range l {
+				lc.Hits[j], lc.Misses[j], lc.PrefetchUsed[j], lc.PrefetchWasted[j] = int32(i*100+j), int32(j%3), int32(j%2), int32(i)
+			}
+			s.Layers = lc
+		}
+		in.Samples = append(in.Samples, s)
+	}
+	data, err := Encode(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := DecodeTelemetry(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range in.Samples {
+		if !reflect.DeepEqual(in.Samples[i].Layers, out.Samples[i].Layers) {
+			t.Fatalf("sample %d (%d layers): decoded %+v, want %+v", i, depths[i], out.Samples[i].Layers, in.Samples[i].Layers)
+		}
+	}
+	next := slices.Clone(out.Samples[2].Layers.Hits) // cut from the slab right after sample 0's
+	l := out.Samples[0].Layers
+	l.Hits = append(l.Hits, -1)
+	l.PrefetchWasted = append(l.PrefetchWasted, -1)
+	if !slices.Equal(out.Samples[2].Layers.Hits, next) || !slices.Equal(out.Samples[0].Layers.Misses, in.Samples[0].Layers.Misses) {
+		t.Fatal("appending to one sample's counts changed another's")
+	}
 }
