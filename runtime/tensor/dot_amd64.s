@@ -344,7 +344,7 @@ q4done:
 // VPMADDUBSW lanes, and the float combination in the generic order —
 // sums[l] += d·lane (vector, per lane), sumf -= dmin·sumi (scalar), then
 // sumf += sums[0..7] in order. blockQ8K offsets: d 0, pqs 292, bsum2 548,
-// size 836 (checked by TestBlockQ8KLayout).
+// size 864 (checked by TestBlockQ8KLayout).
 TEXT ·q4kRowAVX2(SB), NOSPLIT, $32-28
 	MOVQ w+0(FP), SI
 	MOVQ y+8(FP), DI
@@ -423,7 +423,7 @@ q4rowloop:
 	VMULSS X10, X11, X11
 	VSUBSS X11, X13, X13
 	ADDQ $144, SI
-	ADDQ $836, DI
+	ADDQ $864, DI
 	DECQ R8
 	JNZ q4rowloop
 q4rowdone:
@@ -521,7 +521,7 @@ q5rowloop:
 	VMULSS X10, X8, X8
 	VSUBSS X8, X11, X11
 	ADDQ $176, SI
-	ADDQ $836, DI
+	ADDQ $864, DI
 	DECQ R8
 	JNZ q5rowloop
 q5rowdone:
@@ -583,7 +583,7 @@ q6rowloop:
 	VMULPS Y11, Y0, Y0
 	VADDPS Y0, Y10, Y10
 	ADDQ $210, SI
-	ADDQ $836, R11
+	ADDQ $864, R11
 	DECQ R8
 	JNZ q6rowloop
 q6rowdone:

@@ -229,7 +229,7 @@ q4rowloop:
 	SCVTFWS R8, F4
 	FMULS F4, F3, F3
 	FSUBS F3, F20, F20
-	ADD $836, R13, R1
+	ADD $864, R13, R1
 	SUB $1, R2, R2
 	B q4rowloop
 q4rowdone:
@@ -457,7 +457,7 @@ q6rowloop:
 	WORD $0x4e38d75a // FADD V26.4S, V26.4S, V24.4S
 	WORD $0x4e39d77b // FADD V27.4S, V27.4S, V25.4S
 	ADD $210, R12, R0
-	ADD $836, R13, R1
+	ADD $864, R13, R1
 	SUB $1, R2, R2
 	B q6rowloop
 q6rowdone:
@@ -646,7 +646,7 @@ q4rsvec:
 	ADD R22, R1, R1
 	SUB $1, R21, R21
 	CBNZ R21, q4rsvec
-	ADD $836, R20, R20
+	ADD $864, R20, R20
 	SUB $1, R2, R2
 	B q4rsblock
 q4rsfinish:

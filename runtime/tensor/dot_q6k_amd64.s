@@ -85,8 +85,8 @@ GLOBL q6kM30<>(SB), RODATA|NOPTR, $32
 // Q6SUB(G, ACC): sub-block G's lanes for the vector at R12 added to ACC.
 #define Q6SUB(G, ACC) \
 	VMOVDQU (32*G)(SP), Y1 \
-	VPMADDUBSW (580+32*G)(R12), Y1, Y1 \
-	VPMADDUBSW (580+32*G)(R12), Y9, Y2 \
+	VPMADDUBSW (608+32*G)(R12), Y1, Y1 \
+	VPMADDUBSW (608+32*G)(R12), Y9, Y2 \
 	VPSUBW Y2, Y1, Y1 \
 	VPMADDWD (256+32*G)(SP), Y1, Y1 \
 	VPADDD Y1, ACC, ACC
@@ -97,8 +97,8 @@ GLOBL q6kM30<>(SB), RODATA|NOPTR, $32
 // vector v at dst[r + v·dstride].
 // Frame: 0..255 the assembled 6-bit values of the 8 sub-blocks; 256..511
 // the 8 scale pairs broadcast; 512..767 sums[0..7] per vector; 768..799 the
-// 16 scales as int16; 800 the row pointer. blockQ8K offsets: d 0, lqs 580,
-// size 836 (TestBlockQ8KLayout).
+// 16 scales as int16; 800 the row pointer. blockQ8K offsets: d 0, lqs 608,
+// size 864 (TestBlockQ8KLayout).
 TEXT ·q6kRowsAVX2(SB), $816-72
 	MOVQ w+0(FP), SI
 	MOVQ ystride+48(FP), R15
@@ -175,7 +175,7 @@ q6rsvec:
 	DECQ R14
 	JNZ q6rsvec
 	ADDQ $210, SI
-	ADDQ $836, DI
+	ADDQ $864, DI
 	DECQ R8
 	JNZ q6rsblock
 q6rsfinish:
@@ -212,8 +212,8 @@ q6rsdone:
 // Q6R(W, G, ACC): the lanes of sub-block G (its values in W) for the
 // vector at DI, scale pair from the frame, added to ACC. Clobbers W, Y5.
 #define Q6R(W, G, ACC) \
-	VPMADDUBSW (580+32*G)(DI), W, W \
-	VPMADDUBSW (580+32*G)(DI), Y9, Y5 \
+	VPMADDUBSW (608+32*G)(DI), W, W \
+	VPMADDUBSW (608+32*G)(DI), Y9, Y5 \
 	VPSUBW Y5, W, W \
 	VPBROADCASTD (4*G)(SP), Y5 \
 	VPMADDWD Y5, W, W \
@@ -282,7 +282,7 @@ q6r1loop:
 	VMULPS Y10, Y0, Y0
 	VADDPS Y0, Y15, Y15
 	ADDQ $210, SI
-	ADDQ $836, DI
+	ADDQ $864, DI
 	DECQ R8
 	JNZ q6r1loop
 q6r1done:
@@ -342,7 +342,7 @@ q6v1loop:
 	VMULPS Y10, Y0, Y0
 	VADDPS Y0, Y15, Y15
 	ADDQ $210, SI
-	ADDQ $836, DI
+	ADDQ $864, DI
 	DECQ R8
 	JNZ q6v1loop
 q6v1fold:

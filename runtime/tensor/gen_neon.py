@@ -221,7 +221,7 @@ def fcvt_s_h(d, n):  # FCVT Sd, Hn
 # The whole dotQ4KQ8KGeneric for one row, like q4kRowAVX2: kmask unpacking
 # (scalar), the mins term (pairwise bsums · mins), the SMULL/SMLAL lanes,
 # and the float combination in the generic order. blockQ8K: d 0, qs 4,
-# bsums 260, size 836.
+# bsums 260, size 864.
 out += ["// func q4kRowNEON(w *byte, y *blockQ8K, nb int) float32",
         "TEXT ·q4kRowNEON(SB), NOSPLIT, $32-28",
         "\tMOVD w+0(FP), R0", "\tMOVD y+8(FP), R1", "\tMOVD nb+16(FP), R2",
@@ -294,7 +294,7 @@ out += [  # R0 is now the next block; R1 = activation + 260
         "\tSCVTFWS R8, F4",
         "\tFMULS F4, F3, F3",                # dmin·float32(sumi)
         "\tFSUBS F3, F20, F20",
-        "\tADD $836, R13, R1",
+        "\tADD $864, R13, R1",
         "\tSUB $1, R2, R2",
         "\tB q4rowloop",
         "q4rowdone:",
@@ -328,7 +328,7 @@ out += ["// func q6kRowNEON(w *byte, y *blockQ8K, nb int) float32",
         w(fadd4s_(26, 26, 24), "FADD V26.4S, V26.4S, V24.4S"),
         w(fadd4s_(27, 27, 25), "FADD V27.4S, V27.4S, V25.4S"),
         "\tADD $210, R12, R0",
-        "\tADD $836, R13, R1",
+        "\tADD $864, R13, R1",
         "\tSUB $1, R2, R2",
         "\tB q6rowloop",
         "q6rowdone:",
@@ -436,7 +436,7 @@ out += ["\tFMOVS (R1), F0",                  # y.d
         "\tADD R22, R1, R1",
         "\tSUB $1, R21, R21",
         "\tCBNZ R21, q4rsvec",
-        "\tADD $836, R20, R20",
+        "\tADD $864, R20, R20",
         "\tSUB $1, R2, R2",
         "\tB q4rsblock",
         "q4rsfinish:",

@@ -27,8 +27,8 @@ add or subtract), so each vector's result is bit-identical to it.
 # without it, which are kept as q4kVecsNp{nv}AVX2 for that comparison.
 PREFETCH = 4096
 
-# blockQ8K offsets (TestBlockQ8KLayout): d 0, bsum2 548, lqs 580, size 836.
-D, BSUM2, LQS, SIZE = 0, 548, 580, 836
+# blockQ8K offsets (TestBlockQ8KLayout): d 0, bsum2 548, lqs 608, size 864.
+D, BSUM2, LQS, SIZE = 0, 548, 608, 864
 
 
 def vec_addr(off, v):

@@ -281,7 +281,7 @@ func quantizeActivations(act actKind, sc *scratch, x []float32, n, cols int) { /
 		sc.q81 = grow(sc.q81, len(x)/32)
 		quantizeQ8_1(x, sc.q81)
 	case actQ8K:
-		sc.q8k = grow(sc.q8k, len(x)/QK_K)
+		sc.q8k = growQ8K(sc.q8k, len(x)/QK_K)
 		quantizeQ8K(x, sc.q8k)
 	}
 }

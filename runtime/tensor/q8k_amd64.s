@@ -47,7 +47,7 @@ GLOBL q8kPq<>(SB), RODATA|NOPTR, $32
 // lqs) and returns true, or returns false without writing when they are
 // all zero. Frame: the int32 sums of four of each 32-value group (8×32
 // bytes). blockQ8K offsets: d 0, qs 4, bsums 260, pqs 292, bsum2 548, lqs
-// 580 (TestBlockQ8KLayout).
+// 608 (TestBlockQ8KLayout).
 TEXT ·q8kBlockAVX2(SB), NOSPLIT, $256-17
 	MOVQ x+0(FP), SI
 	MOVQ b+8(FP), DI
@@ -156,7 +156,7 @@ q8kgroup:
 	VPERMD Y0, Y8, Y1
 	VMOVDQU Y1, 4(R9)
 	VPSHUFB Y9, Y0, Y13
-	VMOVDQU Y13, 580(R9)
+	VMOVDQU Y13, 608(R9)
 	VPSHUFB Y10, Y0, Y14
 	VPERMQ $0xd8, Y14, Y14
 	VMOVDQU Y14, 292(R9)

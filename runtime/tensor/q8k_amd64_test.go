@@ -20,12 +20,15 @@ func checkQ8KAsm(t *testing.T, x []float32) {
 		t.Skip("no AVX2 activation quantizer on this CPU")
 	}
 	nb := len(x) / QK_K
+	var b blockQ8K
+	padLo, padHi := unsafe.Offsetof(b.bsum2)+unsafe.Sizeof(b.bsum2), unsafe.Offsetof(b.lqs)
 	want, got := make([]blockQ8K, nb), make([]blockQ8K, nb)
 	for i := range got { // stale contents must be overwritten
 		for j := range q8kBytes(&got[i]) {
 			q8kBytes(&got[i])[j] = 0x5a
 		}
 		got[i].bsum2 = [16]int16{}
+		clear(q8kBytes(&got[i])[padLo:padHi]) // the padding is never written
 	}
 	quantizeQ8KGo(x, want)
 	quantizeQ8K(x, got)

@@ -79,6 +79,7 @@ func (r *Rows) gather(act actKind, sc *scratch, sel []int32) {
 	case actQ8_1:
 		sc.q81 = gatherRows(sc.q81, r.sc.q81, sel, c/32)
 	case actQ8K:
+		sc.q8k = growQ8K(sc.q8k, len(sel)*(c/QK_K)) // aligned; gatherRows keeps it
 		sc.q8k = gatherRows(sc.q8k, r.sc.q8k, sel, c/QK_K)
 	}
 }

@@ -330,7 +330,7 @@ func TestBlockQ8KLayout(t *testing.T) {
 	var b blockQ8K
 	var c blockQ8_0
 	got := [...]uintptr{unsafe.Offsetof(b.d), unsafe.Offsetof(b.qs), unsafe.Offsetof(b.bsums), unsafe.Offsetof(b.pqs), unsafe.Offsetof(b.bsum2), unsafe.Offsetof(b.lqs), unsafe.Sizeof(b), unsafe.Offsetof(c.qs), unsafe.Sizeof(c)}
-	want := [...]uintptr{0, 4, 260, 292, 548, 580, 836, 4, 36}
+	want := [...]uintptr{0, 4, 260, 292, 548, 608, 864, 4, 36}
 	if got != want {
 		t.Fatalf("blockQ8K/blockQ8_0 layout %v, assembly expects %v", got, want)
 	}
