@@ -21,9 +21,9 @@ func rowKernels() map[Type]*kernel {
 // prevKernels: no previous batched kernels outside amd64 assembly.
 func prevKernels() map[Type]*kernel { return nil }
 
-// noPrefetchKernels: the prefetch-free batched Q4_K kernels exist only in
+// prevVecsKernels: the previous 2-8 vector Q4_K kernels exist only in
 // amd64 assembly.
-func noPrefetchKernels() map[Type]*kernel { return nil }
+func prevVecsKernels() map[Type]*kernel { return nil }
 
 // prevDecodeKernels: the previous decode kernels exist only in amd64
 // assembly.

@@ -414,8 +414,8 @@ q4kVecs2AVX2_done:
 	VZEROUPPER
 	RET
 
-// func q4kVecs3AVX2(w *byte, rows int, y *blockQ8K, nb, ystride int, dst *float32, dstride int)
-TEXT ·q4kVecs3AVX2(SB), NOSPLIT, $160-56
+// func q4kVecs3AVX2(w *byte, rows int, y *blockQ8K, nb, ystride int, dst *float32, dstride int, aux *byte)
+TEXT ·q4kVecs3AVX2(SB), NOSPLIT, $160-64
 	MOVQ w+0(FP), SI
 	MOVQ ystride+32(FP), R12
 	LEAQ (R12)(R12*2), R11
@@ -432,6 +432,7 @@ q4kVecs3AVX2_row:
 	VMOVDQU Y0, 64(SP)
 	VMOVDQU X0, 128(SP)
 	MOVQ y+16(FP), DI
+	MOVQ aux+56(FP), R14
 	MOVQ nb+24(FP), R8
 	TESTQ R8, R8
 	JEQ q4kVecs3AVX2_finish
@@ -469,16 +470,19 @@ q4kVecs3AVX2_block:
 	ORQ R9, DX
 	VMOVQ DX, X9
 	VPMOVZXBW X9, X9
-	VPMADDWD 548(DI), X9, X0
-	VPMADDWD 548(DI)(R12*1), X9, X1
-	VPMADDWD 548(DI)(R12*2), X9, X2
-	VPHADDD X1, X0, X0
-	VPHADDD X2, X2, X2
-	VPHADDD X2, X0, X0
+	VPSHUFD $0x00, X9, X0
+	VPSHUFD $0x55, X9, X1
+	VPSHUFD $0xaa, X9, X2
+	VPSHUFD $0xff, X9, X3
+	VPMADDWD 0(R14), X0, X0
+	VPMADDWD 32(R14), X1, X1
+	VPMADDWD 64(R14), X2, X2
+	VPMADDWD 96(R14), X3, X3
+	VPADDD X1, X0, X0
+	VPADDD X3, X2, X2
+	VPADDD X2, X0, X0
+	VMOVUPS 128(R14), X1
 	VCVTDQ2PS X0, X0
-	VMOVSS 0(DI), X1
-	VINSERTPS $0x10, 0(DI)(R12*1), X1, X1
-	VINSERTPS $0x20, 0(DI)(R12*2), X1, X1
 	MOVWLZX 0(SI), CX
 	VMOVD CX, X2
 	VCVTPH2PS X2, X2
@@ -608,6 +612,7 @@ q4kVecs3AVX2_block:
 	VMOVUPS Y2, 64(SP)
 	ADDQ $144, SI
 	ADDQ $864, DI
+	ADDQ $160, R14
 	DECQ R8
 	JNZ q4kVecs3AVX2_block
 q4kVecs3AVX2_finish:
@@ -653,8 +658,8 @@ q4kVecs3AVX2_done:
 	VZEROUPPER
 	RET
 
-// func q4kVecs4AVX2(w *byte, rows int, y *blockQ8K, nb, ystride int, dst *float32, dstride int)
-TEXT ·q4kVecs4AVX2(SB), NOSPLIT, $160-56
+// func q4kVecs4AVX2(w *byte, rows int, y *blockQ8K, nb, ystride int, dst *float32, dstride int, aux *byte)
+TEXT ·q4kVecs4AVX2(SB), NOSPLIT, $160-64
 	MOVQ w+0(FP), SI
 	MOVQ ystride+32(FP), R12
 	LEAQ (R12)(R12*2), R11
@@ -672,6 +677,7 @@ q4kVecs4AVX2_row:
 	VMOVDQU Y0, 96(SP)
 	VMOVDQU X0, 128(SP)
 	MOVQ y+16(FP), DI
+	MOVQ aux+56(FP), R14
 	MOVQ nb+24(FP), R8
 	TESTQ R8, R8
 	JEQ q4kVecs4AVX2_finish
@@ -709,18 +715,19 @@ q4kVecs4AVX2_block:
 	ORQ R9, DX
 	VMOVQ DX, X9
 	VPMOVZXBW X9, X9
-	VPMADDWD 548(DI), X9, X0
-	VPMADDWD 548(DI)(R12*1), X9, X1
-	VPMADDWD 548(DI)(R12*2), X9, X2
-	VPMADDWD 548(DI)(R11*1), X9, X3
-	VPHADDD X1, X0, X0
-	VPHADDD X3, X2, X2
-	VPHADDD X2, X0, X0
+	VPSHUFD $0x00, X9, X0
+	VPSHUFD $0x55, X9, X1
+	VPSHUFD $0xaa, X9, X2
+	VPSHUFD $0xff, X9, X3
+	VPMADDWD 0(R14), X0, X0
+	VPMADDWD 32(R14), X1, X1
+	VPMADDWD 64(R14), X2, X2
+	VPMADDWD 96(R14), X3, X3
+	VPADDD X1, X0, X0
+	VPADDD X3, X2, X2
+	VPADDD X2, X0, X0
+	VMOVUPS 128(R14), X1
 	VCVTDQ2PS X0, X0
-	VMOVSS 0(DI), X1
-	VINSERTPS $0x10, 0(DI)(R12*1), X1, X1
-	VINSERTPS $0x20, 0(DI)(R12*2), X1, X1
-	VINSERTPS $0x30, 0(DI)(R11*1), X1, X1
 	MOVWLZX 0(SI), CX
 	VMOVD CX, X2
 	VCVTPH2PS X2, X2
@@ -878,6 +885,7 @@ q4kVecs4AVX2_block:
 	VMOVUPS Y3, 96(SP)
 	ADDQ $144, SI
 	ADDQ $864, DI
+	ADDQ $160, R14
 	DECQ R8
 	JNZ q4kVecs4AVX2_block
 q4kVecs4AVX2_finish:
@@ -934,8 +942,8 @@ q4kVecs4AVX2_done:
 	VZEROUPPER
 	RET
 
-// func q4kVecs5AVX2(w *byte, rows int, y *blockQ8K, nb, ystride int, dst *float32, dstride int)
-TEXT ·q4kVecs5AVX2(SB), NOSPLIT, $320-56
+// func q4kVecs5AVX2(w *byte, rows int, y *blockQ8K, nb, ystride int, dst *float32, dstride int, aux *byte)
+TEXT ·q4kVecs5AVX2(SB), NOSPLIT, $320-64
 	MOVQ w+0(FP), SI
 	MOVQ ystride+32(FP), R12
 	LEAQ (R12)(R12*2), R11
@@ -952,6 +960,7 @@ q4kVecs5AVX2_row:
 	VMOVDQU Y0, 128(SP)
 	VMOVDQU Y0, 256(SP)
 	MOVQ y+16(FP), DI
+	MOVQ aux+56(FP), R14
 	MOVQ nb+24(FP), R8
 	TESTQ R8, R8
 	JEQ q4kVecs5AVX2_finish
@@ -990,24 +999,20 @@ q4kVecs5AVX2_block:
 	ORQ R9, DX
 	VMOVQ DX, X14
 	VPMOVZXBW X14, X14
-	VPMADDWD 548(DI), X14, X0
-	VPMADDWD 548(DI)(R12*1), X14, X1
-	VPMADDWD 548(DI)(R12*2), X14, X2
-	VPMADDWD 548(DI)(R11*1), X14, X3
-	VPMADDWD 548(R13), X14, X4
-	VPHADDD X1, X0, X0
-	VPHADDD X3, X2, X2
-	VPHADDD X2, X0, X0
-	VPHADDD X4, X4, X4
-	VPHADDD X4, X4, X4
-	VINSERTI128 $1, X4, Y0, Y0
+	VINSERTI128 $1, X14, Y14, Y14
+	VPSHUFD $0x00, Y14, Y0
+	VPSHUFD $0x55, Y14, Y4
+	VPSHUFD $0xaa, Y14, Y5
+	VPSHUFD $0xff, Y14, Y6
+	VPMADDWD 0(R14), Y0, Y0
+	VPMADDWD 32(R14), Y4, Y4
+	VPMADDWD 64(R14), Y5, Y5
+	VPMADDWD 96(R14), Y6, Y6
+	VPADDD Y4, Y0, Y0
+	VPADDD Y6, Y5, Y5
+	VPADDD Y5, Y0, Y0
 	VCVTDQ2PS Y0, Y0
-	VMOVSS 0(DI), X1
-	VINSERTPS $0x10, 0(DI)(R12*1), X1, X1
-	VINSERTPS $0x20, 0(DI)(R12*2), X1, X1
-	VINSERTPS $0x30, 0(DI)(R11*1), X1, X1
-	VMOVSS 0(R13), X2
-	VINSERTF128 $1, X2, Y1, Y1
+	VMOVUPS 128(R14), Y1
 	MOVWLZX 0(SI), CX
 	VMOVD CX, X2
 	VCVTPH2PS X2, X2
@@ -1193,6 +1198,7 @@ q4kVecs5AVX2_block:
 	VMOVUPS Y4, 128(SP)
 	ADDQ $144, SI
 	ADDQ $864, DI
+	ADDQ $160, R14
 	DECQ R8
 	JNZ q4kVecs5AVX2_block
 q4kVecs5AVX2_finish:
@@ -1260,8 +1266,8 @@ q4kVecs5AVX2_done:
 	VZEROUPPER
 	RET
 
-// func q4kVecs6AVX2(w *byte, rows int, y *blockQ8K, nb, ystride int, dst *float32, dstride int)
-TEXT ·q4kVecs6AVX2(SB), NOSPLIT, $320-56
+// func q4kVecs6AVX2(w *byte, rows int, y *blockQ8K, nb, ystride int, dst *float32, dstride int, aux *byte)
+TEXT ·q4kVecs6AVX2(SB), NOSPLIT, $320-64
 	MOVQ w+0(FP), SI
 	MOVQ ystride+32(FP), R12
 	LEAQ (R12)(R12*2), R11
@@ -1279,6 +1285,7 @@ q4kVecs6AVX2_row:
 	VMOVDQU Y0, 160(SP)
 	VMOVDQU Y0, 256(SP)
 	MOVQ y+16(FP), DI
+	MOVQ aux+56(FP), R14
 	MOVQ nb+24(FP), R8
 	TESTQ R8, R8
 	JEQ q4kVecs6AVX2_finish
@@ -1317,26 +1324,20 @@ q4kVecs6AVX2_block:
 	ORQ R9, DX
 	VMOVQ DX, X14
 	VPMOVZXBW X14, X14
-	VPMADDWD 548(DI), X14, X0
-	VPMADDWD 548(DI)(R12*1), X14, X1
-	VPMADDWD 548(DI)(R12*2), X14, X2
-	VPMADDWD 548(DI)(R11*1), X14, X3
-	VPMADDWD 548(R13), X14, X4
-	VPMADDWD 548(R13)(R12*1), X14, X5
-	VPHADDD X1, X0, X0
-	VPHADDD X3, X2, X2
-	VPHADDD X2, X0, X0
-	VPHADDD X5, X4, X4
-	VPHADDD X4, X4, X4
-	VINSERTI128 $1, X4, Y0, Y0
+	VINSERTI128 $1, X14, Y14, Y14
+	VPSHUFD $0x00, Y14, Y0
+	VPSHUFD $0x55, Y14, Y4
+	VPSHUFD $0xaa, Y14, Y5
+	VPSHUFD $0xff, Y14, Y6
+	VPMADDWD 0(R14), Y0, Y0
+	VPMADDWD 32(R14), Y4, Y4
+	VPMADDWD 64(R14), Y5, Y5
+	VPMADDWD 96(R14), Y6, Y6
+	VPADDD Y4, Y0, Y0
+	VPADDD Y6, Y5, Y5
+	VPADDD Y5, Y0, Y0
 	VCVTDQ2PS Y0, Y0
-	VMOVSS 0(DI), X1
-	VINSERTPS $0x10, 0(DI)(R12*1), X1, X1
-	VINSERTPS $0x20, 0(DI)(R12*2), X1, X1
-	VINSERTPS $0x30, 0(DI)(R11*1), X1, X1
-	VMOVSS 0(R13), X2
-	VINSERTPS $0x10, 0(R13)(R12*1), X2, X2
-	VINSERTF128 $1, X2, Y1, Y1
+	VMOVUPS 128(R14), Y1
 	MOVWLZX 0(SI), CX
 	VMOVD CX, X2
 	VCVTPH2PS X2, X2
@@ -1550,6 +1551,7 @@ q4kVecs6AVX2_block:
 	VMOVUPS Y5, 160(SP)
 	ADDQ $144, SI
 	ADDQ $864, DI
+	ADDQ $160, R14
 	DECQ R8
 	JNZ q4kVecs6AVX2_block
 q4kVecs6AVX2_finish:
@@ -1628,8 +1630,8 @@ q4kVecs6AVX2_done:
 	VZEROUPPER
 	RET
 
-// func q4kVecs7AVX2(w *byte, rows int, y *blockQ8K, nb, ystride int, dst *float32, dstride int)
-TEXT ·q4kVecs7AVX2(SB), NOSPLIT, $320-56
+// func q4kVecs7AVX2(w *byte, rows int, y *blockQ8K, nb, ystride int, dst *float32, dstride int, aux *byte)
+TEXT ·q4kVecs7AVX2(SB), NOSPLIT, $320-64
 	MOVQ w+0(FP), SI
 	MOVQ ystride+32(FP), R12
 	LEAQ (R12)(R12*2), R11
@@ -1648,6 +1650,7 @@ q4kVecs7AVX2_row:
 	VMOVDQU Y0, 192(SP)
 	VMOVDQU Y0, 256(SP)
 	MOVQ y+16(FP), DI
+	MOVQ aux+56(FP), R14
 	MOVQ nb+24(FP), R8
 	TESTQ R8, R8
 	JEQ q4kVecs7AVX2_finish
@@ -1686,29 +1689,20 @@ q4kVecs7AVX2_block:
 	ORQ R9, DX
 	VMOVQ DX, X14
 	VPMOVZXBW X14, X14
-	VPMADDWD 548(DI), X14, X0
-	VPMADDWD 548(DI)(R12*1), X14, X1
-	VPMADDWD 548(DI)(R12*2), X14, X2
-	VPMADDWD 548(DI)(R11*1), X14, X3
-	VPMADDWD 548(R13), X14, X4
-	VPMADDWD 548(R13)(R12*1), X14, X5
-	VPMADDWD 548(R13)(R12*2), X14, X6
-	VPHADDD X1, X0, X0
-	VPHADDD X3, X2, X2
-	VPHADDD X2, X0, X0
-	VPHADDD X5, X4, X4
-	VPHADDD X6, X6, X6
-	VPHADDD X6, X4, X4
-	VINSERTI128 $1, X4, Y0, Y0
+	VINSERTI128 $1, X14, Y14, Y14
+	VPSHUFD $0x00, Y14, Y0
+	VPSHUFD $0x55, Y14, Y4
+	VPSHUFD $0xaa, Y14, Y5
+	VPSHUFD $0xff, Y14, Y6
+	VPMADDWD 0(R14), Y0, Y0
+	VPMADDWD 32(R14), Y4, Y4
+	VPMADDWD 64(R14), Y5, Y5
+	VPMADDWD 96(R14), Y6, Y6
+	VPADDD Y4, Y0, Y0
+	VPADDD Y6, Y5, Y5
+	VPADDD Y5, Y0, Y0
 	VCVTDQ2PS Y0, Y0
-	VMOVSS 0(DI), X1
-	VINSERTPS $0x10, 0(DI)(R12*1), X1, X1
-	VINSERTPS $0x20, 0(DI)(R12*2), X1, X1
-	VINSERTPS $0x30, 0(DI)(R11*1), X1, X1
-	VMOVSS 0(R13), X2
-	VINSERTPS $0x10, 0(R13)(R12*1), X2, X2
-	VINSERTPS $0x20, 0(R13)(R12*2), X2, X2
-	VINSERTF128 $1, X2, Y1, Y1
+	VMOVUPS 128(R14), Y1
 	MOVWLZX 0(SI), CX
 	VMOVD CX, X2
 	VCVTPH2PS X2, X2
@@ -1950,6 +1944,7 @@ q4kVecs7AVX2_block:
 	VMOVUPS Y6, 192(SP)
 	ADDQ $144, SI
 	ADDQ $864, DI
+	ADDQ $160, R14
 	DECQ R8
 	JNZ q4kVecs7AVX2_block
 q4kVecs7AVX2_finish:
@@ -2039,8 +2034,8 @@ q4kVecs7AVX2_done:
 	VZEROUPPER
 	RET
 
-// func q4kVecs8AVX2(w *byte, rows int, y *blockQ8K, nb, ystride int, dst *float32, dstride int)
-TEXT ·q4kVecs8AVX2(SB), NOSPLIT, $320-56
+// func q4kVecs8AVX2(w *byte, rows int, y *blockQ8K, nb, ystride int, dst *float32, dstride int, aux *byte)
+TEXT ·q4kVecs8AVX2(SB), NOSPLIT, $320-64
 	MOVQ w+0(FP), SI
 	MOVQ ystride+32(FP), R12
 	LEAQ (R12)(R12*2), R11
@@ -2060,6 +2055,7 @@ q4kVecs8AVX2_row:
 	VMOVDQU Y0, 224(SP)
 	VMOVDQU Y0, 256(SP)
 	MOVQ y+16(FP), DI
+	MOVQ aux+56(FP), R14
 	MOVQ nb+24(FP), R8
 	TESTQ R8, R8
 	JEQ q4kVecs8AVX2_finish
@@ -2098,31 +2094,20 @@ q4kVecs8AVX2_block:
 	ORQ R9, DX
 	VMOVQ DX, X14
 	VPMOVZXBW X14, X14
-	VPMADDWD 548(DI), X14, X0
-	VPMADDWD 548(DI)(R12*1), X14, X1
-	VPMADDWD 548(DI)(R12*2), X14, X2
-	VPMADDWD 548(DI)(R11*1), X14, X3
-	VPMADDWD 548(R13), X14, X4
-	VPMADDWD 548(R13)(R12*1), X14, X5
-	VPMADDWD 548(R13)(R12*2), X14, X6
-	VPMADDWD 548(R13)(R11*1), X14, X7
-	VPHADDD X1, X0, X0
-	VPHADDD X3, X2, X2
-	VPHADDD X2, X0, X0
-	VPHADDD X5, X4, X4
-	VPHADDD X7, X6, X6
-	VPHADDD X6, X4, X4
-	VINSERTI128 $1, X4, Y0, Y0
+	VINSERTI128 $1, X14, Y14, Y14
+	VPSHUFD $0x00, Y14, Y0
+	VPSHUFD $0x55, Y14, Y4
+	VPSHUFD $0xaa, Y14, Y5
+	VPSHUFD $0xff, Y14, Y6
+	VPMADDWD 0(R14), Y0, Y0
+	VPMADDWD 32(R14), Y4, Y4
+	VPMADDWD 64(R14), Y5, Y5
+	VPMADDWD 96(R14), Y6, Y6
+	VPADDD Y4, Y0, Y0
+	VPADDD Y6, Y5, Y5
+	VPADDD Y5, Y0, Y0
 	VCVTDQ2PS Y0, Y0
-	VMOVSS 0(DI), X1
-	VINSERTPS $0x10, 0(DI)(R12*1), X1, X1
-	VINSERTPS $0x20, 0(DI)(R12*2), X1, X1
-	VINSERTPS $0x30, 0(DI)(R11*1), X1, X1
-	VMOVSS 0(R13), X2
-	VINSERTPS $0x10, 0(R13)(R12*1), X2, X2
-	VINSERTPS $0x20, 0(R13)(R12*2), X2, X2
-	VINSERTPS $0x30, 0(R13)(R11*1), X2, X2
-	VINSERTF128 $1, X2, Y1, Y1
+	VMOVUPS 128(R14), Y1
 	MOVWLZX 0(SI), CX
 	VMOVD CX, X2
 	VCVTPH2PS X2, X2
@@ -2392,6 +2377,7 @@ q4kVecs8AVX2_block:
 	VMOVUPS Y7, 224(SP)
 	ADDQ $144, SI
 	ADDQ $864, DI
+	ADDQ $160, R14
 	DECQ R8
 	JNZ q4kVecs8AVX2_block
 q4kVecs8AVX2_finish:
@@ -2648,8 +2634,8 @@ q4kVecs1FrameAVX2_done:
 	VZEROUPPER
 	RET
 
-// func q4kVecsNp2AVX2(w *byte, rows int, y *blockQ8K, nb, ystride int, dst *float32, dstride int)
-TEXT ·q4kVecsNp2AVX2(SB), NOSPLIT, $160-56
+// func q4kVecsPrev3AVX2(w *byte, rows int, y *blockQ8K, nb, ystride int, dst *float32, dstride int)
+TEXT ·q4kVecsPrev3AVX2(SB), NOSPLIT, $160-56
 	MOVQ w+0(FP), SI
 	MOVQ ystride+32(FP), R12
 	LEAQ (R12)(R12*2), R11
@@ -2658,201 +2644,8 @@ TEXT ·q4kVecsNp2AVX2(SB), NOSPLIT, $160-56
 	VMOVDQU q4kvMask<>(SB), Y14
 	MOVQ rows+8(FP), AX
 	TESTQ AX, AX
-	JEQ q4kVecsNp2AVX2_done
-q4kVecsNp2AVX2_row:
-	VPXOR Y0, Y0, Y0
-	VMOVDQU Y0, 0(SP)
-	VMOVDQU Y0, 32(SP)
-	VMOVDQU X0, 128(SP)
-	MOVQ y+16(FP), DI
-	MOVQ nb+24(FP), R8
-	TESTQ R8, R8
-	JEQ q4kVecsNp2AVX2_finish
-q4kVecsNp2AVX2_block:
-	MOVL 4(SI), AX
-	MOVL 8(SI), BX
-	MOVL 12(SI), CX
-	MOVL AX, DX
-	ANDL $0x3f3f3f3f, DX
-	MOVL AX, R9
-	SHRL $6, R9
-	ANDL $0x03030303, R9
-	SHLL $4, R9
-	MOVL CX, R10
-	ANDL $0x0f0f0f0f, R10
-	ORL R10, R9
-	SHLQ $32, R9
-	ORQ R9, DX
-	VMOVQ DX, X8
-	VPBROADCASTQ X8, Y8
-	MOVL BX, DX
-	ANDL $0x3f3f3f3f, DX
-	MOVL BX, R9
-	SHRL $6, R9
-	ANDL $0x03030303, R9
-	SHLL $4, R9
-	MOVL CX, R10
-	SHRL $4, R10
-	ANDL $0x0f0f0f0f, R10
-	ORL R10, R9
-	SHLQ $32, R9
-	ORQ R9, DX
-	VMOVQ DX, X9
-	VPMOVZXBW X9, X9
-	VPMADDWD 548(DI), X9, X0
-	VPMADDWD 548(DI)(R12*1), X9, X1
-	VPHADDD X1, X0, X0
-	VPHADDD X0, X0, X0
-	VCVTDQ2PS X0, X0
-	VMOVSS 0(DI), X1
-	VINSERTPS $0x10, 0(DI)(R12*1), X1, X1
-	MOVWLZX 0(SI), CX
-	VMOVD CX, X2
-	VCVTPH2PS X2, X2
-	VBROADCASTSS X2, X2
-	MOVWLZX 2(SI), CX
-	VMOVD CX, X3
-	VCVTPH2PS X3, X3
-	VBROADCASTSS X3, X3
-	VMULPS X1, X2, X2
-	VMOVUPS X2, 144(SP)
-	VMULPS X1, X3, X3
-	VMULPS X0, X3, X3
-	VMOVUPS 128(SP), X4
-	VSUBPS X3, X4, X4
-	VMOVUPS X4, 128(SP)
-	VPERMD 16(SI), Y12, Y4
-	VPSHUFB Y13, Y4, Y4
-	VPSRLW $4, Y4, Y5
-	VPAND Y14, Y4, Y4
-	VPAND Y14, Y5, Y5
-	VPSHUFB q4kvSc<>+0(SB), Y8, Y6
-	VPSHUFB q4kvSc<>+32(SB), Y8, Y7
-	VPMADDUBSW 608(DI), Y4, Y9
-	VPMADDUBSW 640(DI), Y5, Y10
-	VPMADDWD Y6, Y9, Y9
-	VPMADDWD Y7, Y10, Y10
-	VPADDD Y10, Y9, Y0
-	VPMADDUBSW 608(DI)(R12*1), Y4, Y11
-	VPMADDUBSW 640(DI)(R12*1), Y5, Y15
-	VPMADDWD Y6, Y11, Y11
-	VPMADDWD Y7, Y15, Y15
-	VPADDD Y15, Y11, Y1
-	VPERMD 48(SI), Y12, Y4
-	VPSHUFB Y13, Y4, Y4
-	VPSRLW $4, Y4, Y5
-	VPAND Y14, Y4, Y4
-	VPAND Y14, Y5, Y5
-	VPSHUFB q4kvSc<>+64(SB), Y8, Y6
-	VPSHUFB q4kvSc<>+96(SB), Y8, Y7
-	VPMADDUBSW 672(DI), Y4, Y9
-	VPMADDUBSW 704(DI), Y5, Y10
-	VPMADDWD Y6, Y9, Y9
-	VPMADDWD Y7, Y10, Y10
-	VPADDD Y9, Y0, Y0
-	VPADDD Y10, Y0, Y0
-	VPMADDUBSW 672(DI)(R12*1), Y4, Y11
-	VPMADDUBSW 704(DI)(R12*1), Y5, Y15
-	VPMADDWD Y6, Y11, Y11
-	VPMADDWD Y7, Y15, Y15
-	VPADDD Y11, Y1, Y1
-	VPADDD Y15, Y1, Y1
-	VPERMD 80(SI), Y12, Y4
-	VPSHUFB Y13, Y4, Y4
-	VPSRLW $4, Y4, Y5
-	VPAND Y14, Y4, Y4
-	VPAND Y14, Y5, Y5
-	VPSHUFB q4kvSc<>+128(SB), Y8, Y6
-	VPSHUFB q4kvSc<>+160(SB), Y8, Y7
-	VPMADDUBSW 736(DI), Y4, Y9
-	VPMADDUBSW 768(DI), Y5, Y10
-	VPMADDWD Y6, Y9, Y9
-	VPMADDWD Y7, Y10, Y10
-	VPADDD Y9, Y0, Y0
-	VPADDD Y10, Y0, Y0
-	VPMADDUBSW 736(DI)(R12*1), Y4, Y11
-	VPMADDUBSW 768(DI)(R12*1), Y5, Y15
-	VPMADDWD Y6, Y11, Y11
-	VPMADDWD Y7, Y15, Y15
-	VPADDD Y11, Y1, Y1
-	VPADDD Y15, Y1, Y1
-	VPERMD 112(SI), Y12, Y4
-	VPSHUFB Y13, Y4, Y4
-	VPSRLW $4, Y4, Y5
-	VPAND Y14, Y4, Y4
-	VPAND Y14, Y5, Y5
-	VPSHUFB q4kvSc<>+192(SB), Y8, Y6
-	VPSHUFB q4kvSc<>+224(SB), Y8, Y7
-	VPMADDUBSW 800(DI), Y4, Y9
-	VPMADDUBSW 832(DI), Y5, Y10
-	VPMADDWD Y6, Y9, Y9
-	VPMADDWD Y7, Y10, Y10
-	VPADDD Y9, Y0, Y0
-	VPADDD Y10, Y0, Y0
-	VPMADDUBSW 800(DI)(R12*1), Y4, Y11
-	VPMADDUBSW 832(DI)(R12*1), Y5, Y15
-	VPMADDWD Y6, Y11, Y11
-	VPMADDWD Y7, Y15, Y15
-	VPADDD Y11, Y1, Y1
-	VPADDD Y15, Y1, Y1
-	VBROADCASTSS 144(SP), Y9
-	VCVTDQ2PS Y0, Y0
-	VMULPS Y9, Y0, Y0
-	VADDPS 0(SP), Y0, Y0
-	VMOVUPS Y0, 0(SP)
-	VBROADCASTSS 148(SP), Y9
-	VCVTDQ2PS Y1, Y1
-	VMULPS Y9, Y1, Y1
-	VADDPS 32(SP), Y1, Y1
-	VMOVUPS Y1, 32(SP)
-	ADDQ $144, SI
-	ADDQ $864, DI
-	DECQ R8
-	JNZ q4kVecsNp2AVX2_block
-q4kVecsNp2AVX2_finish:
-	MOVQ dst+40(FP), R9
-	MOVQ dstride+48(FP), R10
-	SHLQ $2, R10
-	VMOVSS 128(SP), X0
-	VADDSS 0(SP), X0, X0
-	VADDSS 4(SP), X0, X0
-	VADDSS 8(SP), X0, X0
-	VADDSS 12(SP), X0, X0
-	VADDSS 16(SP), X0, X0
-	VADDSS 20(SP), X0, X0
-	VADDSS 24(SP), X0, X0
-	VADDSS 28(SP), X0, X0
-	VMOVSS X0, (R9)
-	ADDQ R10, R9
-	VMOVSS 132(SP), X0
-	VADDSS 32(SP), X0, X0
-	VADDSS 36(SP), X0, X0
-	VADDSS 40(SP), X0, X0
-	VADDSS 44(SP), X0, X0
-	VADDSS 48(SP), X0, X0
-	VADDSS 52(SP), X0, X0
-	VADDSS 56(SP), X0, X0
-	VADDSS 60(SP), X0, X0
-	VMOVSS X0, (R9)
-	ADDQ $4, dst+40(FP)
-	DECQ rows+8(FP)
-	JNZ q4kVecsNp2AVX2_row
-q4kVecsNp2AVX2_done:
-	VZEROUPPER
-	RET
-
-// func q4kVecsNp3AVX2(w *byte, rows int, y *blockQ8K, nb, ystride int, dst *float32, dstride int)
-TEXT ·q4kVecsNp3AVX2(SB), NOSPLIT, $160-56
-	MOVQ w+0(FP), SI
-	MOVQ ystride+32(FP), R12
-	LEAQ (R12)(R12*2), R11
-	VMOVDQU q4kvPerm<>(SB), Y12
-	VMOVDQU q4kvTr<>(SB), Y13
-	VMOVDQU q4kvMask<>(SB), Y14
-	MOVQ rows+8(FP), AX
-	TESTQ AX, AX
-	JEQ q4kVecsNp3AVX2_done
-q4kVecsNp3AVX2_row:
+	JEQ q4kVecsPrev3AVX2_done
+q4kVecsPrev3AVX2_row:
 	VPXOR Y0, Y0, Y0
 	VMOVDQU Y0, 0(SP)
 	VMOVDQU Y0, 32(SP)
@@ -2861,8 +2654,11 @@ q4kVecsNp3AVX2_row:
 	MOVQ y+16(FP), DI
 	MOVQ nb+24(FP), R8
 	TESTQ R8, R8
-	JEQ q4kVecsNp3AVX2_finish
-q4kVecsNp3AVX2_block:
+	JEQ q4kVecsPrev3AVX2_finish
+q4kVecsPrev3AVX2_block:
+	PREFETCHT0 4096(SI)
+	PREFETCHT0 4160(SI)
+	PREFETCHT0 4224(SI)
 	MOVL 4(SI), AX
 	MOVL 8(SI), BX
 	MOVL 12(SI), CX
@@ -3033,8 +2829,8 @@ q4kVecsNp3AVX2_block:
 	ADDQ $144, SI
 	ADDQ $864, DI
 	DECQ R8
-	JNZ q4kVecsNp3AVX2_block
-q4kVecsNp3AVX2_finish:
+	JNZ q4kVecsPrev3AVX2_block
+q4kVecsPrev3AVX2_finish:
 	MOVQ dst+40(FP), R9
 	MOVQ dstride+48(FP), R10
 	SHLQ $2, R10
@@ -3072,13 +2868,13 @@ q4kVecsNp3AVX2_finish:
 	VMOVSS X0, (R9)
 	ADDQ $4, dst+40(FP)
 	DECQ rows+8(FP)
-	JNZ q4kVecsNp3AVX2_row
-q4kVecsNp3AVX2_done:
+	JNZ q4kVecsPrev3AVX2_row
+q4kVecsPrev3AVX2_done:
 	VZEROUPPER
 	RET
 
-// func q4kVecsNp4AVX2(w *byte, rows int, y *blockQ8K, nb, ystride int, dst *float32, dstride int)
-TEXT ·q4kVecsNp4AVX2(SB), NOSPLIT, $160-56
+// func q4kVecsPrev4AVX2(w *byte, rows int, y *blockQ8K, nb, ystride int, dst *float32, dstride int)
+TEXT ·q4kVecsPrev4AVX2(SB), NOSPLIT, $160-56
 	MOVQ w+0(FP), SI
 	MOVQ ystride+32(FP), R12
 	LEAQ (R12)(R12*2), R11
@@ -3087,8 +2883,8 @@ TEXT ·q4kVecsNp4AVX2(SB), NOSPLIT, $160-56
 	VMOVDQU q4kvMask<>(SB), Y14
 	MOVQ rows+8(FP), AX
 	TESTQ AX, AX
-	JEQ q4kVecsNp4AVX2_done
-q4kVecsNp4AVX2_row:
+	JEQ q4kVecsPrev4AVX2_done
+q4kVecsPrev4AVX2_row:
 	VPXOR Y0, Y0, Y0
 	VMOVDQU Y0, 0(SP)
 	VMOVDQU Y0, 32(SP)
@@ -3098,8 +2894,11 @@ q4kVecsNp4AVX2_row:
 	MOVQ y+16(FP), DI
 	MOVQ nb+24(FP), R8
 	TESTQ R8, R8
-	JEQ q4kVecsNp4AVX2_finish
-q4kVecsNp4AVX2_block:
+	JEQ q4kVecsPrev4AVX2_finish
+q4kVecsPrev4AVX2_block:
+	PREFETCHT0 4096(SI)
+	PREFETCHT0 4160(SI)
+	PREFETCHT0 4224(SI)
 	MOVL 4(SI), AX
 	MOVL 8(SI), BX
 	MOVL 12(SI), CX
@@ -3300,8 +3099,8 @@ q4kVecsNp4AVX2_block:
 	ADDQ $144, SI
 	ADDQ $864, DI
 	DECQ R8
-	JNZ q4kVecsNp4AVX2_block
-q4kVecsNp4AVX2_finish:
+	JNZ q4kVecsPrev4AVX2_block
+q4kVecsPrev4AVX2_finish:
 	MOVQ dst+40(FP), R9
 	MOVQ dstride+48(FP), R10
 	SHLQ $2, R10
@@ -3350,21 +3149,21 @@ q4kVecsNp4AVX2_finish:
 	VMOVSS X0, (R9)
 	ADDQ $4, dst+40(FP)
 	DECQ rows+8(FP)
-	JNZ q4kVecsNp4AVX2_row
-q4kVecsNp4AVX2_done:
+	JNZ q4kVecsPrev4AVX2_row
+q4kVecsPrev4AVX2_done:
 	VZEROUPPER
 	RET
 
-// func q4kVecsNp5AVX2(w *byte, rows int, y *blockQ8K, nb, ystride int, dst *float32, dstride int)
-TEXT ·q4kVecsNp5AVX2(SB), NOSPLIT, $320-56
+// func q4kVecsPrev5AVX2(w *byte, rows int, y *blockQ8K, nb, ystride int, dst *float32, dstride int)
+TEXT ·q4kVecsPrev5AVX2(SB), NOSPLIT, $320-56
 	MOVQ w+0(FP), SI
 	MOVQ ystride+32(FP), R12
 	LEAQ (R12)(R12*2), R11
 	VMOVDQU q4kvPerm<>(SB), Y13
 	MOVQ rows+8(FP), AX
 	TESTQ AX, AX
-	JEQ q4kVecsNp5AVX2_done
-q4kVecsNp5AVX2_row:
+	JEQ q4kVecsPrev5AVX2_done
+q4kVecsPrev5AVX2_row:
 	VPXOR Y0, Y0, Y0
 	VMOVDQU Y0, 0(SP)
 	VMOVDQU Y0, 32(SP)
@@ -3375,8 +3174,11 @@ q4kVecsNp5AVX2_row:
 	MOVQ y+16(FP), DI
 	MOVQ nb+24(FP), R8
 	TESTQ R8, R8
-	JEQ q4kVecsNp5AVX2_finish
-q4kVecsNp5AVX2_block:
+	JEQ q4kVecsPrev5AVX2_finish
+q4kVecsPrev5AVX2_block:
+	PREFETCHT0 4096(SI)
+	PREFETCHT0 4160(SI)
+	PREFETCHT0 4224(SI)
 	LEAQ (DI)(R12*4), R13
 	MOVL 4(SI), AX
 	MOVL 8(SI), BX
@@ -3612,8 +3414,8 @@ q4kVecsNp5AVX2_block:
 	ADDQ $144, SI
 	ADDQ $864, DI
 	DECQ R8
-	JNZ q4kVecsNp5AVX2_block
-q4kVecsNp5AVX2_finish:
+	JNZ q4kVecsPrev5AVX2_block
+q4kVecsPrev5AVX2_finish:
 	MOVQ dst+40(FP), R9
 	MOVQ dstride+48(FP), R10
 	SHLQ $2, R10
@@ -3673,21 +3475,21 @@ q4kVecsNp5AVX2_finish:
 	VMOVSS X0, (R9)
 	ADDQ $4, dst+40(FP)
 	DECQ rows+8(FP)
-	JNZ q4kVecsNp5AVX2_row
-q4kVecsNp5AVX2_done:
+	JNZ q4kVecsPrev5AVX2_row
+q4kVecsPrev5AVX2_done:
 	VZEROUPPER
 	RET
 
-// func q4kVecsNp6AVX2(w *byte, rows int, y *blockQ8K, nb, ystride int, dst *float32, dstride int)
-TEXT ·q4kVecsNp6AVX2(SB), NOSPLIT, $320-56
+// func q4kVecsPrev6AVX2(w *byte, rows int, y *blockQ8K, nb, ystride int, dst *float32, dstride int)
+TEXT ·q4kVecsPrev6AVX2(SB), NOSPLIT, $320-56
 	MOVQ w+0(FP), SI
 	MOVQ ystride+32(FP), R12
 	LEAQ (R12)(R12*2), R11
 	VMOVDQU q4kvPerm<>(SB), Y13
 	MOVQ rows+8(FP), AX
 	TESTQ AX, AX
-	JEQ q4kVecsNp6AVX2_done
-q4kVecsNp6AVX2_row:
+	JEQ q4kVecsPrev6AVX2_done
+q4kVecsPrev6AVX2_row:
 	VPXOR Y0, Y0, Y0
 	VMOVDQU Y0, 0(SP)
 	VMOVDQU Y0, 32(SP)
@@ -3699,8 +3501,11 @@ q4kVecsNp6AVX2_row:
 	MOVQ y+16(FP), DI
 	MOVQ nb+24(FP), R8
 	TESTQ R8, R8
-	JEQ q4kVecsNp6AVX2_finish
-q4kVecsNp6AVX2_block:
+	JEQ q4kVecsPrev6AVX2_finish
+q4kVecsPrev6AVX2_block:
+	PREFETCHT0 4096(SI)
+	PREFETCHT0 4160(SI)
+	PREFETCHT0 4224(SI)
 	LEAQ (DI)(R12*4), R13
 	MOVL 4(SI), AX
 	MOVL 8(SI), BX
@@ -3966,8 +3771,8 @@ q4kVecsNp6AVX2_block:
 	ADDQ $144, SI
 	ADDQ $864, DI
 	DECQ R8
-	JNZ q4kVecsNp6AVX2_block
-q4kVecsNp6AVX2_finish:
+	JNZ q4kVecsPrev6AVX2_block
+q4kVecsPrev6AVX2_finish:
 	MOVQ dst+40(FP), R9
 	MOVQ dstride+48(FP), R10
 	SHLQ $2, R10
@@ -4038,21 +3843,21 @@ q4kVecsNp6AVX2_finish:
 	VMOVSS X0, (R9)
 	ADDQ $4, dst+40(FP)
 	DECQ rows+8(FP)
-	JNZ q4kVecsNp6AVX2_row
-q4kVecsNp6AVX2_done:
+	JNZ q4kVecsPrev6AVX2_row
+q4kVecsPrev6AVX2_done:
 	VZEROUPPER
 	RET
 
-// func q4kVecsNp7AVX2(w *byte, rows int, y *blockQ8K, nb, ystride int, dst *float32, dstride int)
-TEXT ·q4kVecsNp7AVX2(SB), NOSPLIT, $320-56
+// func q4kVecsPrev7AVX2(w *byte, rows int, y *blockQ8K, nb, ystride int, dst *float32, dstride int)
+TEXT ·q4kVecsPrev7AVX2(SB), NOSPLIT, $320-56
 	MOVQ w+0(FP), SI
 	MOVQ ystride+32(FP), R12
 	LEAQ (R12)(R12*2), R11
 	VMOVDQU q4kvPerm<>(SB), Y13
 	MOVQ rows+8(FP), AX
 	TESTQ AX, AX
-	JEQ q4kVecsNp7AVX2_done
-q4kVecsNp7AVX2_row:
+	JEQ q4kVecsPrev7AVX2_done
+q4kVecsPrev7AVX2_row:
 	VPXOR Y0, Y0, Y0
 	VMOVDQU Y0, 0(SP)
 	VMOVDQU Y0, 32(SP)
@@ -4065,8 +3870,11 @@ q4kVecsNp7AVX2_row:
 	MOVQ y+16(FP), DI
 	MOVQ nb+24(FP), R8
 	TESTQ R8, R8
-	JEQ q4kVecsNp7AVX2_finish
-q4kVecsNp7AVX2_block:
+	JEQ q4kVecsPrev7AVX2_finish
+q4kVecsPrev7AVX2_block:
+	PREFETCHT0 4096(SI)
+	PREFETCHT0 4160(SI)
+	PREFETCHT0 4224(SI)
 	LEAQ (DI)(R12*4), R13
 	MOVL 4(SI), AX
 	MOVL 8(SI), BX
@@ -4363,8 +4171,8 @@ q4kVecsNp7AVX2_block:
 	ADDQ $144, SI
 	ADDQ $864, DI
 	DECQ R8
-	JNZ q4kVecsNp7AVX2_block
-q4kVecsNp7AVX2_finish:
+	JNZ q4kVecsPrev7AVX2_block
+q4kVecsPrev7AVX2_finish:
 	MOVQ dst+40(FP), R9
 	MOVQ dstride+48(FP), R10
 	SHLQ $2, R10
@@ -4446,21 +4254,21 @@ q4kVecsNp7AVX2_finish:
 	VMOVSS X0, (R9)
 	ADDQ $4, dst+40(FP)
 	DECQ rows+8(FP)
-	JNZ q4kVecsNp7AVX2_row
-q4kVecsNp7AVX2_done:
+	JNZ q4kVecsPrev7AVX2_row
+q4kVecsPrev7AVX2_done:
 	VZEROUPPER
 	RET
 
-// func q4kVecsNp8AVX2(w *byte, rows int, y *blockQ8K, nb, ystride int, dst *float32, dstride int)
-TEXT ·q4kVecsNp8AVX2(SB), NOSPLIT, $320-56
+// func q4kVecsPrev8AVX2(w *byte, rows int, y *blockQ8K, nb, ystride int, dst *float32, dstride int)
+TEXT ·q4kVecsPrev8AVX2(SB), NOSPLIT, $320-56
 	MOVQ w+0(FP), SI
 	MOVQ ystride+32(FP), R12
 	LEAQ (R12)(R12*2), R11
 	VMOVDQU q4kvPerm<>(SB), Y13
 	MOVQ rows+8(FP), AX
 	TESTQ AX, AX
-	JEQ q4kVecsNp8AVX2_done
-q4kVecsNp8AVX2_row:
+	JEQ q4kVecsPrev8AVX2_done
+q4kVecsPrev8AVX2_row:
 	VPXOR Y0, Y0, Y0
 	VMOVDQU Y0, 0(SP)
 	VMOVDQU Y0, 32(SP)
@@ -4474,8 +4282,11 @@ q4kVecsNp8AVX2_row:
 	MOVQ y+16(FP), DI
 	MOVQ nb+24(FP), R8
 	TESTQ R8, R8
-	JEQ q4kVecsNp8AVX2_finish
-q4kVecsNp8AVX2_block:
+	JEQ q4kVecsPrev8AVX2_finish
+q4kVecsPrev8AVX2_block:
+	PREFETCHT0 4096(SI)
+	PREFETCHT0 4160(SI)
+	PREFETCHT0 4224(SI)
 	LEAQ (DI)(R12*4), R13
 	MOVL 4(SI), AX
 	MOVL 8(SI), BX
@@ -4802,8 +4613,8 @@ q4kVecsNp8AVX2_block:
 	ADDQ $144, SI
 	ADDQ $864, DI
 	DECQ R8
-	JNZ q4kVecsNp8AVX2_block
-q4kVecsNp8AVX2_finish:
+	JNZ q4kVecsPrev8AVX2_block
+q4kVecsPrev8AVX2_finish:
 	MOVQ dst+40(FP), R9
 	MOVQ dstride+48(FP), R10
 	SHLQ $2, R10
@@ -4896,7 +4707,7 @@ q4kVecsNp8AVX2_finish:
 	VMOVSS X0, (R9)
 	ADDQ $4, dst+40(FP)
 	DECQ rows+8(FP)
-	JNZ q4kVecsNp8AVX2_row
-q4kVecsNp8AVX2_done:
+	JNZ q4kVecsPrev8AVX2_row
+q4kVecsPrev8AVX2_done:
 	VZEROUPPER
 	RET

@@ -29,6 +29,9 @@ PREFETCH = 4096
 
 # blockQ8K offsets (TestBlockQ8KLayout): d 0, bsum2 548, lqs 608, size 864.
 D, BSUM2, LQS, SIZE = 0, 548, 608, 864
+# bytes per super-block of the 2-8 vector kernels' side array (q4kAux):
+# four 32-byte rows of bsum2 pairs, then the 8 vectors' y.d
+AUX = 160
 
 
 def vec_addr(off, v):
@@ -42,17 +45,23 @@ def vec_addr(off, v):
     return f"{off}(DI)(R11*1)"
 
 
-def kernel(nv, name=None, reg=False, prefetch=PREFETCH):
+def kernel(nv, name=None, reg=False, prefetch=PREFETCH, aux=False):
     """nv vectors; reg (nv = 1 only) keeps sums (Y11), sumf (X15) and d·y.d
     in registers instead of the frame; prefetch 0 leaves the weights to the
-    hardware prefetcher."""
+    hardware prefetcher; aux (nv ≥ 2) takes the vectors' mins sums and y.d
+    from the packed side array (see aux_mins)."""
     name = name or f"q4kVecs{nv}AVX2"
     assert not reg or nv == 1
+    assert not aux or nv >= 2
     # frame: sums 32·v, sumf at 128+4v, d·y.d at 144+4v
     o = []
     e = o.append
-    e(f"// func {name}(w *byte, rows int, y *blockQ8K, nb, ystride int, dst *float32, dstride int)")
-    e(f"TEXT ·{name}(SB), NOSPLIT, ${0 if reg else 160}-56")
+    if aux:
+        e(f"// func {name}(w *byte, rows int, y *blockQ8K, nb, ystride int, dst *float32, dstride int, aux *byte)")
+        e(f"TEXT ·{name}(SB), NOSPLIT, $160-64")
+    else:
+        e(f"// func {name}(w *byte, rows int, y *blockQ8K, nb, ystride int, dst *float32, dstride int)")
+        e(f"TEXT ·{name}(SB), NOSPLIT, ${0 if reg else 160}-56")
     e("\tMOVQ w+0(FP), SI")
     e("\tMOVQ ystride+32(FP), R12")
     e("\tLEAQ (R12)(R12*2), R11")
@@ -72,6 +81,8 @@ def kernel(nv, name=None, reg=False, prefetch=PREFETCH):
             e(f"\tVMOVDQU Y0, {32 * v}(SP)")
         e("\tVMOVDQU X0, 128(SP)")
     e("\tMOVQ y+16(FP), DI")
+    if aux:
+        e("\tMOVQ aux+56(FP), R14")
     e("\tMOVQ nb+24(FP), R8")
     e("\tTESTQ R8, R8")
     e(f"\tJEQ {name}_finish")
@@ -112,10 +123,15 @@ def kernel(nv, name=None, reg=False, prefetch=PREFETCH):
     e("\tORQ R9, DX")
     e("\tVMOVQ DX, X9")
     e("\tVPMOVZXBW X9, X9")
+    if aux:
+        aux_mins(e, "X9", "X", [0, 1, 2, 3])
+        e("\tVMOVUPS 128(R14), X1")  # y.d of the vectors
     # mins: sumi_v = Σ bsum2[j]·m[j], packed into X0 lane v
-    for v in range(nv):
+    for v in range(0 if aux else nv):
         e(f"\tVPMADDWD {vec_addr(BSUM2, v)}, X9, X{v}")
-    if nv == 1:
+    if aux:
+        pass
+    elif nv == 1:
         e("\tVPSHUFD $0x4e, X0, X1")
         e("\tVPADDD X1, X0, X0")
         e("\tVPSHUFD $0xb1, X0, X1")
@@ -134,8 +150,9 @@ def kernel(nv, name=None, reg=False, prefetch=PREFETCH):
             e("\tVPHADDD X2, X0, X0")  # [p0, p1, p2, p3]
     e("\tVCVTDQ2PS X0, X0")
     # y.d of the nv vectors in X1
-    e(f"\tVMOVSS {vec_addr(D, 0)}, X1")
-    for v in range(1, nv):
+    if not aux:
+        e(f"\tVMOVSS {vec_addr(D, 0)}, X1")
+    for v in range(1, 0 if aux else nv):
         e(f"\tVINSERTPS ${v << 4:#x}, {vec_addr(D, v)}, X1, X1")
     # d, dmin as float32, broadcast
     e("\tMOVWLZX 0(SI), CX")
@@ -194,6 +211,8 @@ def kernel(nv, name=None, reg=False, prefetch=PREFETCH):
         e(f"\tVMOVUPS Y{v}, {32 * v}(SP)")
     e("\tADDQ $144, SI")
     e(f"\tADDQ ${SIZE}, DI")
+    if aux:
+        e(f"\tADDQ ${AUX}, R14")
     e("\tDECQ R8")
     e(f"\tJNZ {name}_block")
     e(f"{name}_finish:")
@@ -263,7 +282,25 @@ def hsum4(e, regs):
         e(f"\tVPHADDD {x[2]}, {x[0]}, {x[0]}")
 
 
-def kernel_wide(nv, name=None, prefetch=PREFETCH):
+def aux_mins(e, m, x, t):
+    """The mins sums of all vectors from the side array at R14: m holds the
+    8 int16 mins m[j] (pairs m[2i], m[2i+1] are its dwords i), t four
+    scratch register numbers (t[0] is X0/Y0, which gets the sums); x is "X"
+    (lanes 0-3) or "Y" (lanes 0-7). Lane v of register t[0] = Σ_i
+    (bsum2[2i]·m[2i] + bsum2[2i+1]·m[2i+1]) of vector v: the side array
+    holds, per block, the vectors' bsum2 pairs i as 8 dwords (32 bytes) for
+    i = 0..3, then their y.d (32 bytes). Integer sums, so their order does
+    not matter."""
+    for i in range(4):
+        e(f"\tVPSHUFD ${0x55 * i:#04x}, {x}{m[1:]}, {x}{t[i]}")
+    for i in range(4):
+        e(f"\tVPMADDWD {32 * i}(R14), {x}{t[i]}, {x}{t[i]}")
+    e(f"\tVPADDD {x}{t[1]}, {x}{t[0]}, {x}{t[0]}")
+    e(f"\tVPADDD {x}{t[3]}, {x}{t[2]}, {x}{t[2]}")
+    e(f"\tVPADDD {x}{t[2]}, {x}{t[0]}, {x}{t[0]}")
+
+
+def kernel_wide(nv, name=None, prefetch=PREFETCH, aux=False):
     """q4kVecs5AVX2 .. q4kVecs8AVX2: the scheme of kernel(nv) for 5 to 8
     vectors. Integer accumulators Y0..Y(nv-1), weights Y8/Y9, scales
     Y10/Y11 (from Y12), the VPERMD index in Y13, temporaries Y14/Y15; the
@@ -275,8 +312,12 @@ def kernel_wide(nv, name=None, prefetch=PREFETCH):
     SUMF, DY = 256, 288  # frame: sums 32·v, sumf 256+4v, d·y.d 288+4v
     o = []
     e = o.append
-    e(f"// func {name}(w *byte, rows int, y *blockQ8K, nb, ystride int, dst *float32, dstride int)")
-    e(f"TEXT ·{name}(SB), NOSPLIT, $320-56")
+    if aux:
+        e(f"// func {name}(w *byte, rows int, y *blockQ8K, nb, ystride int, dst *float32, dstride int, aux *byte)")
+        e(f"TEXT ·{name}(SB), NOSPLIT, $320-64")
+    else:
+        e(f"// func {name}(w *byte, rows int, y *blockQ8K, nb, ystride int, dst *float32, dstride int)")
+        e(f"TEXT ·{name}(SB), NOSPLIT, $320-56")
     e("\tMOVQ w+0(FP), SI")
     e("\tMOVQ ystride+32(FP), R12")
     e("\tLEAQ (R12)(R12*2), R11")
@@ -290,6 +331,8 @@ def kernel_wide(nv, name=None, prefetch=PREFETCH):
         e(f"\tVMOVDQU Y0, {32 * v}(SP)")
     e(f"\tVMOVDQU Y0, {SUMF}(SP)")
     e("\tMOVQ y+16(FP), DI")
+    if aux:
+        e("\tMOVQ aux+56(FP), R14")
     e("\tMOVQ nb+24(FP), R8")
     e("\tTESTQ R8, R8")
     e(f"\tJEQ {name}_finish")
@@ -330,21 +373,27 @@ def kernel_wide(nv, name=None, prefetch=PREFETCH):
     e("\tORQ R9, DX")
     e("\tVMOVQ DX, X14")
     e("\tVPMOVZXBW X14, X14")
-    # mins: lane v of Y0 = Σ bsum2[j]·m[j] of vector v
-    for v in range(nv):
-        e(f"\tVPMADDWD {wide_addr(BSUM2, v)}, X14, X{v}")
-    hsum4(e, [0, 1, 2, 3])
-    hsum4(e, list(range(4, nv)))
-    e("\tVINSERTI128 $1, X4, Y0, Y0")
-    e("\tVCVTDQ2PS Y0, Y0")
-    # y.d of the vectors: lanes 0-3 in X1, 4-7 in X2, then Y1
-    e(f"\tVMOVSS {wide_addr(D, 0)}, X1")
-    for v in range(1, 4):
-        e(f"\tVINSERTPS ${v << 4:#x}, {wide_addr(D, v)}, X1, X1")
-    e(f"\tVMOVSS {wide_addr(D, 4)}, X2")
-    for v in range(5, nv):
-        e(f"\tVINSERTPS ${(v - 4) << 4:#x}, {wide_addr(D, v)}, X2, X2")
-    e("\tVINSERTF128 $1, X2, Y1, Y1")
+    if aux:
+        e("\tVINSERTI128 $1, X14, Y14, Y14")
+        aux_mins(e, "X14", "Y", [0, 4, 5, 6])
+        e("\tVCVTDQ2PS Y0, Y0")
+        e("\tVMOVUPS 128(R14), Y1")  # y.d of the vectors
+    else:
+        # mins: lane v of Y0 = Σ bsum2[j]·m[j] of vector v
+        for v in range(nv):
+            e(f"\tVPMADDWD {wide_addr(BSUM2, v)}, X14, X{v}")
+        hsum4(e, [0, 1, 2, 3])
+        hsum4(e, list(range(4, nv)))
+        e("\tVINSERTI128 $1, X4, Y0, Y0")
+        e("\tVCVTDQ2PS Y0, Y0")
+        # y.d of the vectors: lanes 0-3 in X1, 4-7 in X2, then Y1
+        e(f"\tVMOVSS {wide_addr(D, 0)}, X1")
+        for v in range(1, 4):
+            e(f"\tVINSERTPS ${v << 4:#x}, {wide_addr(D, v)}, X1, X1")
+        e(f"\tVMOVSS {wide_addr(D, 4)}, X2")
+        for v in range(5, nv):
+            e(f"\tVINSERTPS ${(v - 4) << 4:#x}, {wide_addr(D, v)}, X2, X2")
+        e("\tVINSERTF128 $1, X2, Y1, Y1")
     e("\tMOVWLZX 0(SI), CX")
     e("\tVMOVD CX, X2")
     e("\tVCVTPH2PS X2, X2")
@@ -386,6 +435,8 @@ def kernel_wide(nv, name=None, prefetch=PREFETCH):
         e(f"\tVMOVUPS Y{v}, {32 * v}(SP)")
     e("\tADDQ $144, SI")
     e(f"\tADDQ ${SIZE}, DI")
+    if aux:
+        e(f"\tADDQ ${AUX}, R14")
     e("\tDECQ R8")
     e(f"\tJNZ {name}_block")
     e(f"{name}_finish:")
@@ -433,18 +484,22 @@ out += data("q4kvTr", [0x0d0905010c080400, 0x0f0b07030e0a0602] * 2)
 out += data("q4kvMask", [0x0f0f0f0f0f0f0f0f] * 4)
 out += data("q4kvSc", [0x8000800080008000 + 0x0001000100010001 * j for j in range(8) for _ in range(4)])
 out += kernel(1, reg=True)
-for nv in range(2, 5):
-    out += kernel(nv)
+# two vectors: the side array measured 0.99x of gathering (two VPMADDWD
+# and two VPHADDD per super-block against four VPMADDWD, plus its fill)
+out += kernel(2)
+for nv in range(3, 5):
+    out += kernel(nv, aux=True)
 for nv in range(5, 9):
-    out += kernel_wide(nv)
+    out += kernel_wide(nv, aux=True)
 # the previous single-vector kernel (sums and sumf in the frame), kept for
 # the decode benchmarks' side-by-side comparison (prevDecodeKernels)
 out += kernel(1, name="q4kVecs1FrameAVX2")
-# the 2-8 vector kernels without prefetch (the previous ones), for the
-# prefill benchmarks' side-by-side comparison (noPrefetchKernels)
-for nv in range(2, 5):
-    out += kernel(nv, name=f"q4kVecsNp{nv}AVX2", prefetch=0)
+# the previous 2-8 vector kernels (mins sums and y.d gathered from each
+# vector's block), for the prefill benchmarks' side-by-side comparison
+# (prevVecsKernels)
+for nv in range(3, 5):
+    out += kernel(nv, name=f"q4kVecsPrev{nv}AVX2")
 for nv in range(5, 9):
-    out += kernel_wide(nv, name=f"q4kVecsNp{nv}AVX2", prefetch=0)
+    out += kernel_wide(nv, name=f"q4kVecsPrev{nv}AVX2")
 with open("dot_q4kv_amd64.s", "w") as f:
     f.write("\n".join(out))

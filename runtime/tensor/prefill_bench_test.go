@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"runtime"
+	"slices"
 	"testing"
 
 	"github.com/lesfarm/lesfarm/runtime/internal/cputime"
@@ -13,8 +14,8 @@ import (
 // expert-shaped matrices (512×1024, 47 MB in all, more than the L3 cache),
 // one after another, as a prefill's expert loop does: every matrix comes
 // from DRAM. GFLOP per CPU-second, one thread; "best" is the kernel set in
-// use, "noprefetch" the same kernels without the software prefetch of the
-// weights (noPrefetchKernels), side by side.
+// use, "prev" the previous 3-8 vector kernels (prevVecsKernels), side by
+// side.
 //
 //	go test ./runtime/tensor -run XXX -bench Q4KExpertsCold
 func BenchmarkQ4KExpertsCold(b *testing.B) {
@@ -32,11 +33,11 @@ func BenchmarkQ4KExpertsCold(b *testing.B) {
 		name string
 		ks   map[Type]*kernel
 	}{{"best", kernels}}
-	if nk := noPrefetchKernels(); nk != nil {
+	if nk := prevVecsKernels(); nk != nil {
 		sets = append(sets, struct {
 			name string
 			ks   map[Type]*kernel
-		}{"noprefetch", nk})
+		}{"prev", nk})
 	}
 	for _, n := range []int{1, 2, 3, 4, 5, 6, 7, 8} {
 		x := randVec(r, n*cols, 1)
@@ -60,5 +61,63 @@ func BenchmarkQ4KExpertsCold(b *testing.B) {
 				}
 			})
 		}
+	}
+}
+
+// BenchmarkQ4KVecsPaired alternates the batched Q4_K kernels in use with
+// the previous 3-8 vector kernels (prevVecsKernels) over the 160 cold
+// expert matrices of BenchmarkQ4KExpertsCold, 20 rounds of one pass each
+// per n, and reports the median over rounds of the CPU-time ratio prev/new
+// (above 1: the kernels in use are faster) and both rates. Pairing within
+// a round keeps host noise out of the ratio.
+//
+//	go test ./runtime/tensor -run XXX -bench Q4KVecsPaired -benchtime 1x
+func BenchmarkQ4KVecsPaired(b *testing.B) {
+	pk := prevVecsKernels()
+	if pk == nil {
+		b.Skip("no previous kernels in this build")
+	}
+	const experts, rows, cols, rounds = 160, 512, 1024, 20
+	r := rand.New(rand.NewPCG(9, 9))
+	band := makeMatrix(b, r, Q4_K, rows, cols)
+	ms := make([]Matrix, experts)
+	for i := range ms {
+		d := make([]byte, len(band.Data))
+		copy(d, band.Data)
+		d[0] ^= byte(i)
+		ms[i] = Matrix{Type: Q4_K, Rows: rows, Cols: cols, Data: d}
+	}
+	for _, n := range []int{3, 4, 5, 6, 7, 8} {
+		x := randVec(r, n*cols, 1)
+		dst := make([]float32, n*rows)
+		b.Run(fmt.Sprintf("n%d", n), func(b *testing.B) {
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			pass := func(ks map[Type]*kernel) float64 {
+				c0 := cputime.Thread()
+				for _, m := range ms {
+					if err := matMulWith(ks, nil, dst, m, x, n); err != nil {
+						b.Fatal(err)
+					}
+				}
+				return (cputime.Thread() - c0).Seconds()
+			}
+			var ratios []float64
+			var tn, tp float64
+			for b.Loop() {
+				ratios = ratios[:0]
+				for range rounds {
+					p := pass(pk)
+					q := pass(kernels)
+					ratios = append(ratios, p/q)
+					tn, tp = tn+q, tp+p
+				}
+			}
+			slices.Sort(ratios)
+			flops := 2 * float64(rows*cols*n*experts*rounds) * float64(b.N)
+			b.ReportMetric(ratios[len(ratios)/2], "prev/new")
+			b.ReportMetric(flops/tn/1e9, "newGFLOP/s")
+			b.ReportMetric(flops/tp/1e9, "prevGFLOP/s")
+		})
 	}
 }
