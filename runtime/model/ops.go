@@ -2,6 +2,8 @@ package model
 
 import (
 	"math"
+
+	"github.com/lesfarm/lesfarm/runtime/tensor"
 )
 
 // The float32 vector operations below follow ggml's CPU reference
@@ -23,7 +25,10 @@ func rmsNorm(dst, x, w []float32, eps float32) {
 	}
 }
 
-// softmax normalises x in place: exp(x-max) / sum.
+// softmax normalises x in place: exp(x-max) / sum. The exp is
+// tensor.ExpShift's (within 1 ulp of the correctly rounded one, the same
+// bits in every build, vectorised where the build has a kernel); the sum
+// is float64 in index order.
 func softmax(x []float32) {
 	mx := float32(math.Inf(-1))
 	for _, v := range x {
@@ -31,10 +36,9 @@ func softmax(x []float32) {
 			mx = v
 		}
 	}
+	tensor.ExpShift(x, mx)
 	var sum float64
-	for i, v := range x {
-		e := float32(math.Exp(float64(v - mx)))
-		x[i] = e
+	for _, e := range x {
 		sum += float64(e)
 	}
 	inv := float32(1.0 / sum)

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Writes silu_amd64.s and silu_arm64.s: SiLUMul (silu.go) in AVX2 and NEON,
+"""Writes silu_amd64.s and silu_arm64.s: SiLUMul (silu.go) in AVX2 and NEON
+(and ExpShift, the exp of a softmax, in AVX2),
 the same IEEE operations in the same order as expPoly/siluPoly (no fused
 multiply-adds), so every build gives the pure-Go bits.
 
@@ -95,6 +96,50 @@ def amd64():
           "\tJNZ silu_loop",
           "\tVZEROUPPER",
           "silu_done:",
+          "\tRET", ""]
+    # expShiftAVX2: x[i] = expPoly(x[i] - m), the exp of a softmax
+    o += ["// func expShiftAVX2(xp *float32, m float32, n int)",
+          "TEXT ·expShiftAVX2(SB), NOSPLIT, $0-24",
+          "\tMOVQ xp+0(FP), DI",
+          "\tMOVQ n+16(FP), CX",
+          "\tSHRQ $3, CX",
+          "\tJZ exps_done",
+          "\tVBROADCASTSS m+8(FP), Y15",
+          f"\tVMOVUPS {k('lo')}, Y14",
+          f"\tVMOVUPS {k('hi')}, Y13",
+          f"\tVMOVUPS {k('log2e')}, Y12",
+          f"\tVMOVUPS {k('half')}, Y11",
+          f"\tVMOVUPS {k('one')}, Y10",
+          "exps_loop:",
+          "\tVMOVUPS (DI), Y1",
+          "\tVSUBPS Y15, Y1, Y1 // a = x - m",
+          "\tVMAXPS Y1, Y14, Y1 // lo > a ? lo : a (NaN stays)",
+          "\tVMINPS Y1, Y13, Y1 // hi < a ? hi : a",
+          "\tVMULPS Y12, Y1, Y2",
+          "\tVADDPS Y11, Y2, Y2",
+          "\tVROUNDPS $1, Y2, Y2 // fx = floor(a·log2e + 0.5)",
+          f"\tVMULPS {k('c1')}, Y2, Y3",
+          "\tVSUBPS Y3, Y1, Y1",
+          f"\tVMULPS {k('c2')}, Y2, Y3",
+          "\tVSUBPS Y3, Y1, Y1 // r",
+          "\tVMULPS Y1, Y1, Y4 // z = r·r",
+          f"\tVMULPS {k('p0')}, Y1, Y5"]
+    for p in ("p1", "p2", "p3", "p4"):
+        o += [f"\tVADDPS {k(p)}, Y5, Y5", "\tVMULPS Y1, Y5, Y5"]
+    o += ["\tVADDPS Y11, Y5, Y5 // + p5",
+          "\tVMULPS Y4, Y5, Y5",
+          "\tVADDPS Y1, Y5, Y5",
+          "\tVADDPS Y10, Y5, Y5 // y = p·z + r + 1",
+          "\tVCVTTPS2DQ Y2, Y6",
+          f"\tVPADDD {k('e127')}, Y6, Y6",
+          "\tVPSLLD $23, Y6, Y6 // 2ⁿ",
+          "\tVMULPS Y6, Y5, Y5 // exp(a)",
+          "\tVMOVUPS Y5, (DI)",
+          "\tADDQ $32, DI",
+          "\tDECQ CX",
+          "\tJNZ exps_loop",
+          "\tVZEROUPPER",
+          "exps_done:",
           "\tRET", ""]
     return o
 

@@ -73,3 +73,20 @@ func siluMulGo(g, u []float32) {
 		g[i] = siluPoly(v) * u[i]
 	}
 }
+
+// ExpShift sets x[i] = exp(x[i]-m) with expPoly (the build's vector form
+// where there is one): within 1 ulp of the correctly rounded exp and the
+// same bits in every build. A softmax passes its maximum as m.
+func ExpShift(x []float32, m float32) {
+	i := expShiftVec(x, m)
+	for ; i < len(x); i++ {
+		x[i] = expPoly(x[i] - m)
+	}
+}
+
+// expShiftGo is the pure-Go ExpShift (tests compare the vector kernel with it).
+func expShiftGo(x []float32, m float32) {
+	for i, v := range x {
+		x[i] = expPoly(v - m)
+	}
+}

@@ -172,3 +172,53 @@ silu_loop:
 	VZEROUPPER
 silu_done:
 	RET
+
+// func expShiftAVX2(xp *float32, m float32, n int)
+TEXT ·expShiftAVX2(SB), NOSPLIT, $0-24
+	MOVQ xp+0(FP), DI
+	MOVQ n+16(FP), CX
+	SHRQ $3, CX
+	JZ exps_done
+	VBROADCASTSS m+8(FP), Y15
+	VMOVUPS siluK<>+32(SB), Y14
+	VMOVUPS siluK<>+64(SB), Y13
+	VMOVUPS siluK<>+96(SB), Y12
+	VMOVUPS siluK<>+128(SB), Y11
+	VMOVUPS siluK<>+384(SB), Y10
+exps_loop:
+	VMOVUPS (DI), Y1
+	VSUBPS Y15, Y1, Y1 // a = x - m
+	VMAXPS Y1, Y14, Y1 // lo > a ? lo : a (NaN stays)
+	VMINPS Y1, Y13, Y1 // hi < a ? hi : a
+	VMULPS Y12, Y1, Y2
+	VADDPS Y11, Y2, Y2
+	VROUNDPS $1, Y2, Y2 // fx = floor(a·log2e + 0.5)
+	VMULPS siluK<>+160(SB), Y2, Y3
+	VSUBPS Y3, Y1, Y1
+	VMULPS siluK<>+192(SB), Y2, Y3
+	VSUBPS Y3, Y1, Y1 // r
+	VMULPS Y1, Y1, Y4 // z = r·r
+	VMULPS siluK<>+224(SB), Y1, Y5
+	VADDPS siluK<>+256(SB), Y5, Y5
+	VMULPS Y1, Y5, Y5
+	VADDPS siluK<>+288(SB), Y5, Y5
+	VMULPS Y1, Y5, Y5
+	VADDPS siluK<>+320(SB), Y5, Y5
+	VMULPS Y1, Y5, Y5
+	VADDPS siluK<>+352(SB), Y5, Y5
+	VMULPS Y1, Y5, Y5
+	VADDPS Y11, Y5, Y5 // + p5
+	VMULPS Y4, Y5, Y5
+	VADDPS Y1, Y5, Y5
+	VADDPS Y10, Y5, Y5 // y = p·z + r + 1
+	VCVTTPS2DQ Y2, Y6
+	VPADDD siluK<>+416(SB), Y6, Y6
+	VPSLLD $23, Y6, Y6 // 2ⁿ
+	VMULPS Y6, Y5, Y5 // exp(a)
+	VMOVUPS Y5, (DI)
+	ADDQ $32, DI
+	DECQ CX
+	JNZ exps_loop
+	VZEROUPPER
+exps_done:
+	RET

@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"testing"
 )
 
@@ -190,4 +191,44 @@ func BenchmarkSiLUMul(b *testing.B) {
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(g)), "ns/value")
 		})
 	}
+}
+
+// TestExpShiftMatchesGo: the build's vector ExpShift gives the pure-Go
+// bits (expPoly(x-m)) for random rows, special values and every 4099th bit
+// pattern, with several shifts and every length around the vector width.
+func TestExpShiftMatchesGo(t *testing.T) {
+	check := func(x []float32, m float32) {
+		t.Helper()
+		want := append([]float32(nil), x...)
+		expShiftGo(want, m)
+		got := append([]float32(nil), x...)
+		ExpShift(got, m)
+		for i := range got {
+			if !sameBits(got[i], want[i]) {
+				t.Fatalf("%s: ExpShift(%v, m=%v) at %d of %d = %v (%#08x), Go %v (%#08x)", siluImpl(), x[i], m, i, len(x),
+					got[i], math.Float32bits(got[i]), want[i], math.Float32bits(want[i]))
+			}
+		}
+	}
+	r := rand.New(rand.NewPCG(11, 12))
+	for n := range 40 {
+		for _, scale := range []float64{1, 10, 100} {
+			x := make([]float32, n)
+			for i := range x {
+				x[i] = float32(r.NormFloat64() * scale)
+			}
+			check(x, 0)
+			if n > 0 {
+				check(x, slices.Max(x))
+			}
+		}
+	}
+	for _, m := range []float32{0, 1, -3, 88, float32(math.Inf(1))} {
+		check(append([]float32(nil), siluSpecials...), m)
+	}
+	x := make([]float32, 0, 1<<20)
+	for b := uint64(0); b < 1<<32; b += 4099 {
+		x = append(x, math.Float32frombits(uint32(b)))
+	}
+	check(x, 0)
 }
