@@ -24,7 +24,7 @@ add or subtract), so each vector's result is bit-identical to it.
 # KiB. The 2-8 vector kernels (prefill experts) had no prefetch until
 # session 7; with it, BenchmarkQ4KExpertsCold (160 cold experts) measured
 # 1.2-2.9x (median of 8 interleaved runs, load 8-21) the same kernels
-# without it, which are kept as q4kVecsNp{nv}AVX2 for that comparison.
+# without it (those copies were dropped in session 8 for q4kVecsPrev*).
 PREFETCH = 4096
 
 # blockQ8K offsets (TestBlockQ8KLayout): d 0, bsum2 548, lqs 608, size 864.
