@@ -92,7 +92,7 @@ func (c *Coordinator) freedLoop(ctx context.Context) {
 func (c *Coordinator) dispatchRound(ctx context.Context, freed []string) error {
 	for ctx.Err() == nil {
 		qstart := time.Now()
-		snap, err := c.store.Placement(ctx, &store.PlacementParams{DeviceIDs: freed, Limit: 2000})
+		snap, err := c.store.Placement(ctx, &store.PlacementParams{DeviceIDs: freed, Limit: 2000, HeadExtra: c.reserved.headExtra()})
 		if err != nil || len(snap.Devices) == 0 || len(snap.Head) == 0 {
 			return err
 		}

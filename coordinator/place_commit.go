@@ -17,7 +17,7 @@ import (
 // (OnCommit → wakeFreed).
 func (c *Coordinator) completeRuns(ctx context.Context, results []*protocol.Result) ([]store.ResultOutcome, error) {
 	var rounds []*round
-	pl := &store.PlaceParams{LeaseTTL: c.grantTTL(), Coordinator: c.cfg.Name, Pick: func(snap *store.PlacementSnapshot) []store.ClaimPair {
+	pl := &store.PlaceParams{LeaseTTL: c.grantTTL(), Coordinator: c.cfg.Name, HeadExtra: c.reserved.headExtra(), Pick: func(snap *store.PlacementSnapshot) []store.ClaimPair {
 		r := &round{load: snap.Load, taken: map[int64]bool{}, head: toSched(snap.Head), truncated: snap.Truncated, shared: c.reserved}
 		rounds = append(rounds, r)
 		pairs, _, _ := c.pickPairs(r, snap.Devices)

@@ -182,6 +182,15 @@ func (r *reservations) has(id int64) bool {
 	return r.m[id]
 }
 
+// headExtra is how much longer than its own need a pass reads the queue
+// head: by the runs reserved now, plus a margin for those reserved while
+// its read is on the way.
+func (r *reservations) headExtra() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.m) + 64
+}
+
 func (r *reservations) add(id int64) {
 	r.mu.Lock()
 	r.m[id] = true

@@ -48,6 +48,10 @@ type PlacementParams struct {
 	// device is, up to Limit.
 	DeviceIDs []string
 	Limit     int
+	// HeadExtra lengthens the head read per suite beyond the devices to
+	// place plus 16: the runs concurrent passes have reserved (which this
+	// pass skips) would otherwise fill a short head.
+	HeadExtra int
 }
 
 // PlacementSnapshot is what a placement pass reads.
@@ -58,7 +62,8 @@ type PlacementSnapshot struct {
 	// the input of fair placement.
 	Load map[string]int
 	// Head is the best queued runs of every suite (by priority, then age),
-	// as many per suite as there are devices to place plus 16, and
+	// as many per suite as there are devices to place plus 16 (plus
+	// HeadExtra), and
 	// Truncated says whether some suite had more.
 	Head      []Candidate
 	Truncated bool
@@ -109,7 +114,7 @@ func queuePlacement(b *pgx.Batch, p *PlacementParams, first string) placementQue
 		limit = len(p.DeviceIDs)
 		devSQL, devArgs = idleDevicesSQL(` AND d.id = ANY($2) AND `+anyQueued), []any{limit, p.DeviceIDs}
 	}
-	perSuite := limit + 16
+	perSuite := limit + 16 + max(p.HeadExtra, 0)
 	if first != "" {
 		b.Queue(first)
 	}

@@ -59,6 +59,11 @@ func TestPlacementSnapshot(t *testing.T) {
 	if err != nil || len(snap.Head) != 17 || !snap.Truncated {
 		t.Fatalf("head of %d (truncated %v, %v), want 17 of 21 queued", len(snap.Head), snap.Truncated, err)
 	}
+	// HeadExtra lengthens it (runs reserved by concurrent passes).
+	snap2, err := st.Placement(ctx, &store.PlacementParams{DeviceIDs: []string{"pl-1"}, HeadExtra: 3})
+	if err != nil || len(snap2.Head) != 20 || !snap2.Truncated {
+		t.Fatalf("head with HeadExtra 3: %d (truncated %v, %v), want 20 of 21", len(snap2.Head), snap2.Truncated, err)
+	}
 	if !slices.IsSortedFunc(snap.Head, func(a, b store.Candidate) int { return a.QueuedAt.Compare(b.QueuedAt) }) {
 		t.Error("head not oldest first")
 	}

@@ -22,6 +22,8 @@ type PlaceParams struct {
 	Pick        func(snap *PlacementSnapshot) []ClaimPair
 	LeaseTTL    time.Duration
 	Coordinator string
+	// HeadExtra: see PlacementParams.HeadExtra.
+	HeadExtra int
 }
 
 // PlacedResults is what CompleteRunsPlace did.
@@ -100,7 +102,7 @@ func placementTail(results []*protocol.Result, outs []ResultOutcome, pl *PlacePa
 	}
 	read := &placeRead{err: errors.New("not read")}
 	return read, func(b *pgx.Batch) func(pgx.BatchResults) {
-		pq := queuePlacement(b, &PlacementParams{DeviceIDs: devices}, "SAVEPOINT "+placeSavepoint)
+		pq := queuePlacement(b, &PlacementParams{DeviceIDs: devices, HeadExtra: pl.HeadExtra}, "SAVEPOINT "+placeSavepoint)
 		return func(br pgx.BatchResults) { read.snap, read.err = pq.read(br) }
 	}
 }
