@@ -34,6 +34,34 @@ assert f32(5.0000001201e-1) == f32(0.5)
 IDX = {n: i for i, (n, _) in enumerate(CONSTS)}
 
 
+def exp_avx2(k):
+    """Returns the AVX2 lines of expPoly on Y1 = a (Y14..Y10 holding lo, hi,
+    log2e, half, one): exp(a) in Y5, with Y2..Y4 and Y6 as scratch. SiLUMul
+    and ExpShift share it, so their exps are the same operations."""
+    o = ["\tVMAXPS Y1, Y14, Y1 // lo > a ? lo : a (NaN stays)",
+          "\tVMINPS Y1, Y13, Y1 // hi < a ? hi : a",
+          "\tVMULPS Y12, Y1, Y2",
+          "\tVADDPS Y11, Y2, Y2",
+          "\tVROUNDPS $1, Y2, Y2 // fx = floor(a·log2e + 0.5)",
+          f"\tVMULPS {k('c1')}, Y2, Y3",
+          "\tVSUBPS Y3, Y1, Y1",
+          f"\tVMULPS {k('c2')}, Y2, Y3",
+          "\tVSUBPS Y3, Y1, Y1 // r",
+          "\tVMULPS Y1, Y1, Y4 // z = r·r",
+          f"\tVMULPS {k('p0')}, Y1, Y5"]
+    for p in ("p1", "p2", "p3", "p4"):
+        o += [f"\tVADDPS {k(p)}, Y5, Y5", "\tVMULPS Y1, Y5, Y5"]
+    o += ["\tVADDPS Y11, Y5, Y5 // + p5",
+          "\tVMULPS Y4, Y5, Y5",
+          "\tVADDPS Y1, Y5, Y5",
+          "\tVADDPS Y10, Y5, Y5 // y = p·z + r + 1",
+          "\tVCVTTPS2DQ Y2, Y6",
+          f"\tVPADDD {k('e127')}, Y6, Y6",
+          "\tVPSLLD $23, Y6, Y6 // 2ⁿ",
+          "\tVMULPS Y6, Y5, Y5 // exp(a)"]
+    return o
+
+
 def table(name, lanes):
     o = []
     for i, (_, v) in enumerate(CONSTS):
@@ -64,29 +92,9 @@ def amd64():
           f"\tVMOVUPS {k('one')}, Y10",
           "silu_loop:",
           "\tVMOVUPS (DI), Y0",
-          "\tVXORPS Y15, Y0, Y1 // a = -x",
-          "\tVMAXPS Y1, Y14, Y1 // lo > a ? lo : a (NaN stays)",
-          "\tVMINPS Y1, Y13, Y1 // hi < a ? hi : a",
-          "\tVMULPS Y12, Y1, Y2",
-          "\tVADDPS Y11, Y2, Y2",
-          "\tVROUNDPS $1, Y2, Y2 // fx = floor(a·log2e + 0.5)",
-          f"\tVMULPS {k('c1')}, Y2, Y3",
-          "\tVSUBPS Y3, Y1, Y1",
-          f"\tVMULPS {k('c2')}, Y2, Y3",
-          "\tVSUBPS Y3, Y1, Y1 // r",
-          "\tVMULPS Y1, Y1, Y4 // z = r·r",
-          f"\tVMULPS {k('p0')}, Y1, Y5"]
-    for p in ("p1", "p2", "p3", "p4"):
-        o += [f"\tVADDPS {k(p)}, Y5, Y5", "\tVMULPS Y1, Y5, Y5"]
-    o += ["\tVADDPS Y11, Y5, Y5 // + p5",
-          "\tVMULPS Y4, Y5, Y5",
-          "\tVADDPS Y1, Y5, Y5",
-          "\tVADDPS Y10, Y5, Y5 // y = p·z + r + 1",
-          "\tVCVTTPS2DQ Y2, Y6",
-          f"\tVPADDD {k('e127')}, Y6, Y6",
-          "\tVPSLLD $23, Y6, Y6 // 2ⁿ",
-          "\tVMULPS Y6, Y5, Y5 // exp(a)",
-          "\tVADDPS Y10, Y5, Y5",
+          "\tVXORPS Y15, Y0, Y1 // a = -x"]
+    o += exp_avx2(k)
+    o += ["\tVADDPS Y10, Y5, Y5",
           "\tVDIVPS Y5, Y0, Y0 // x / (1 + exp(-x))",
           "\tVMULPS (SI), Y0, Y0 // · u",
           "\tVMOVUPS Y0, (DI)",
@@ -112,29 +120,9 @@ def amd64():
           f"\tVMOVUPS {k('one')}, Y10",
           "exps_loop:",
           "\tVMOVUPS (DI), Y1",
-          "\tVSUBPS Y15, Y1, Y1 // a = x - m",
-          "\tVMAXPS Y1, Y14, Y1 // lo > a ? lo : a (NaN stays)",
-          "\tVMINPS Y1, Y13, Y1 // hi < a ? hi : a",
-          "\tVMULPS Y12, Y1, Y2",
-          "\tVADDPS Y11, Y2, Y2",
-          "\tVROUNDPS $1, Y2, Y2 // fx = floor(a·log2e + 0.5)",
-          f"\tVMULPS {k('c1')}, Y2, Y3",
-          "\tVSUBPS Y3, Y1, Y1",
-          f"\tVMULPS {k('c2')}, Y2, Y3",
-          "\tVSUBPS Y3, Y1, Y1 // r",
-          "\tVMULPS Y1, Y1, Y4 // z = r·r",
-          f"\tVMULPS {k('p0')}, Y1, Y5"]
-    for p in ("p1", "p2", "p3", "p4"):
-        o += [f"\tVADDPS {k(p)}, Y5, Y5", "\tVMULPS Y1, Y5, Y5"]
-    o += ["\tVADDPS Y11, Y5, Y5 // + p5",
-          "\tVMULPS Y4, Y5, Y5",
-          "\tVADDPS Y1, Y5, Y5",
-          "\tVADDPS Y10, Y5, Y5 // y = p·z + r + 1",
-          "\tVCVTTPS2DQ Y2, Y6",
-          f"\tVPADDD {k('e127')}, Y6, Y6",
-          "\tVPSLLD $23, Y6, Y6 // 2ⁿ",
-          "\tVMULPS Y6, Y5, Y5 // exp(a)",
-          "\tVMOVUPS Y5, (DI)",
+          "\tVSUBPS Y15, Y1, Y1 // a = x - m"]
+    o += exp_avx2(k)
+    o += ["\tVMOVUPS Y5, (DI)",
           "\tADDQ $32, DI",
           "\tDECQ CX",
           "\tJNZ exps_loop",
