@@ -349,39 +349,14 @@ func (s *Store) ResolveSuite(ctx context.Context, name string) (*jobs.Spec, erro
 // nightly scheduler, so an occurrence's runs and its firing record are one
 // atomic write.
 func (s *Store) createRunsTx(ctx context.Context, tx pgx.Tx, p *CreateRunsParams) (*Trigger, []Run, error) {
-	if p.Spec == nil {
-		return nil, nil, errors.New("store: create runs: spec required")
-	}
-	if err := p.Spec.Validate(); err != nil {
-		return nil, nil, err
-	}
-	lineage, err := lineageOr(p.Lineage)
+	in, err := triggerInputOf(p)
 	if err != nil {
 		return nil, nil, err
 	}
-	js, err := p.Spec.MarshalCanonical()
+	lineage, sel, selJSON, labels, source := in.lineage, in.sel, in.selJSON, in.labels, in.source
+	jobID, err := putJobID(ctx, tx, p.Spec, in.spec, p.Spec.Fingerprint())
 	if err != nil {
 		return nil, nil, err
-	}
-	jobID, err := putJobID(ctx, tx, p.Spec, js, p.Spec.Fingerprint())
-	if err != nil {
-		return nil, nil, err
-	}
-	sel := p.Spec.Devices
-	if p.Selector != nil {
-		sel = *p.Selector
-	}
-	selJSON, err := json.Marshal(&sel)
-	if err != nil {
-		return nil, nil, err
-	}
-	labels := sel.Labels
-	if labels == nil {
-		labels = map[string]string{}
-	}
-	source := p.Source
-	if source == "" {
-		source = "api"
 	}
 	tr := &Trigger{Suite: p.Spec.SuiteName(), JobID: jobID, Build: p.Build, GitSHA: p.GitSHA, Lineage: lineage, Selector: sel, Fanout: p.Fanout, Source: source}
 	if err := tx.QueryRow(ctx, `INSERT INTO triggers (suite, job_id, build, git_sha, device_selector, fanout, source, lineage)

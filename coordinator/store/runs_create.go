@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+
+	"github.com/lesfarm/lesfarm/jobs"
 )
 
 // createRunOne is CreateRuns of a trigger without fanout (one queued run,
@@ -16,36 +18,11 @@ import (
 // transaction that the statement's snapshot cannot see yet; the caller
 // then takes the transaction path, whose second read sees it.
 func (s *Store) createRunOne(ctx context.Context, p *CreateRunsParams) (tr *Trigger, runs []Run, ok bool, err error) {
-	if p.Spec == nil {
-		return nil, nil, false, errors.New("store: create runs: spec required")
-	}
-	if err := p.Spec.Validate(); err != nil {
-		return nil, nil, false, err
-	}
-	lineage, err := lineageOr(p.Lineage)
+	in, err := triggerInputOf(p)
 	if err != nil {
 		return nil, nil, false, err
 	}
-	js, err := p.Spec.MarshalCanonical()
-	if err != nil {
-		return nil, nil, false, err
-	}
-	sel := p.Spec.Devices
-	if p.Selector != nil {
-		sel = *p.Selector
-	}
-	selJSON, err := json.Marshal(&sel)
-	if err != nil {
-		return nil, nil, false, err
-	}
-	labels := sel.Labels
-	if labels == nil {
-		labels = map[string]string{}
-	}
-	source := p.Source
-	if source == "" {
-		source = "api"
-	}
+	lineage, js, sel, selJSON, labels, source := in.lineage, in.spec, in.sel, in.selJSON, in.labels, in.source
 	suite := p.Spec.SuiteName()
 	// The triggers row and the run share the statement's now(), so the
 	// trigger's created_at is the run's.
@@ -76,4 +53,49 @@ func (s *Store) createRunOne(ctx context.Context, p *CreateRunsParams) (tr *Trig
 	tr = &Trigger{ID: r.TriggerID, Suite: suite, JobID: r.JobID, Build: p.Build, GitSHA: p.GitSHA, Lineage: lineage, Selector: sel,
 		Source: source, CreatedAt: r.CreatedAt, RunIDs: []int64{r.ID}}
 	return tr, runs, true, nil
+}
+
+// triggerInput is what both ways of creating a trigger's runs
+// (createRunOne, createRunsTx) derive from their params before writing.
+type triggerInput struct {
+	lineage string
+	spec    []byte // the spec's canonical JSON
+	sel     jobs.Selector
+	selJSON []byte
+	labels  map[string]string // sel's labels, never nil
+	source  string            // "api" unless the params say
+}
+
+// triggerInputOf checks p's spec and derives its trigger's input: the
+// lineage (a new one unless given), the selector (the spec's unless p
+// overrides it) and the source.
+func triggerInputOf(p *CreateRunsParams) (*triggerInput, error) {
+	if p.Spec == nil {
+		return nil, errors.New("store: create runs: spec required")
+	}
+	if err := p.Spec.Validate(); err != nil {
+		return nil, err
+	}
+	lineage, err := lineageOr(p.Lineage)
+	if err != nil {
+		return nil, err
+	}
+	js, err := p.Spec.MarshalCanonical()
+	if err != nil {
+		return nil, err
+	}
+	in := &triggerInput{lineage: lineage, spec: js, sel: p.Spec.Devices, labels: p.Spec.Devices.Labels, source: p.Source}
+	if p.Selector != nil {
+		in.sel, in.labels = *p.Selector, p.Selector.Labels
+	}
+	if in.selJSON, err = json.Marshal(&in.sel); err != nil {
+		return nil, err
+	}
+	if in.labels == nil {
+		in.labels = map[string]string{}
+	}
+	if in.source == "" {
+		in.source = "api"
+	}
+	return in, nil
 }
