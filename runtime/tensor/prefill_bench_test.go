@@ -21,14 +21,7 @@ import (
 func BenchmarkQ4KExpertsCold(b *testing.B) {
 	const experts, rows, cols = 160, 512, 1024
 	r := rand.New(rand.NewPCG(9, 9))
-	band := makeMatrix(b, r, Q4_K, rows, cols)
-	ms := make([]Matrix, experts)
-	for i := range ms {
-		d := make([]byte, len(band.Data))
-		copy(d, band.Data)
-		d[0] ^= byte(i) // distinct pages
-		ms[i] = Matrix{Type: Q4_K, Rows: rows, Cols: cols, Data: d}
-	}
+	ms := coldExperts(b, r, experts, rows, cols)
 	sets := []struct {
 		name string
 		ks   map[Type]*kernel
@@ -79,14 +72,7 @@ func BenchmarkQ4KVecsPaired(b *testing.B) {
 	}
 	const experts, rows, cols, rounds = 160, 512, 1024, 20
 	r := rand.New(rand.NewPCG(9, 9))
-	band := makeMatrix(b, r, Q4_K, rows, cols)
-	ms := make([]Matrix, experts)
-	for i := range ms {
-		d := make([]byte, len(band.Data))
-		copy(d, band.Data)
-		d[0] ^= byte(i)
-		ms[i] = Matrix{Type: Q4_K, Rows: rows, Cols: cols, Data: d}
-	}
+	ms := coldExperts(b, r, experts, rows, cols)
 	for _, n := range []int{3, 4, 5, 6, 7, 8} {
 		x := randVec(r, n*cols, 1)
 		dst := make([]float32, n*rows)
@@ -120,4 +106,19 @@ func BenchmarkQ4KVecsPaired(b *testing.B) {
 			b.ReportMetric(flops/tp/1e9, "prevGFLOP/s")
 		})
 	}
+}
+
+// coldExperts returns n Q4_K matrices of rows×cols with the same weights
+// but distinct pages (each copy's first byte differs), so walking them in
+// turn reads memory rather than cache, as a prefill's experts do.
+func coldExperts(b *testing.B, r *rand.Rand, n, rows, cols int) []Matrix {
+	band := makeMatrix(b, r, Q4_K, rows, cols)
+	ms := make([]Matrix, n)
+	for i := range ms {
+		d := make([]byte, len(band.Data))
+		copy(d, band.Data)
+		d[0] ^= byte(i)
+		ms[i] = Matrix{Type: Q4_K, Rows: rows, Cols: cols, Data: d}
+	}
+	return ms
 }
