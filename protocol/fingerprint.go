@@ -48,6 +48,15 @@ type Fingerprint struct {
 	AgentBuild   string `json:"agent_build,omitempty"`
 	RuntimeBuild string `json:"runtime_build,omitempty"`
 	GoVersion    string `json:"go_version,omitempty"`
+	// ExecPlatform is GOOS/GOARCH of the build executables the agent can
+	// run as a child process ("linux/amd64"); empty when it cannot exec
+	// downloaded code (a gomobile app) and runs its embedded build only.
+	ExecPlatform string `json:"exec_platform,omitempty"`
+	// EmbeddedBuild is the build id of the agent's embedded runtime
+	// (EmbeddedBuildID) and EmbeddedSHA256 its executable's sha256; the
+	// coordinator registers it as a build on hello.
+	EmbeddedBuild  string `json:"embedded_build,omitempty"`
+	EmbeddedSHA256 string `json:"embedded_sha256,omitempty"`
 	// Emulated is true for an agent that emulates a device's storage with a
 	// profile; its results never mix with real devices' series.
 	Emulated bool `json:"emulated,omitempty"`

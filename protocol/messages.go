@@ -217,6 +217,12 @@ type Assignment struct {
 	// Configs is Spec.Expand(), sent so both sides agree on indices and keys.
 	Configs  []jobs.Config `json:"configs"`
 	Artifact Artifact      `json:"artifact"`
+	// Executable is the build's executable for the device's platform
+	// (builds.go): the agent runs it as a child process (`EXE runner`).
+	// Nil when the build has none for the device, which then runs its
+	// embedded runtime (Build is empty or the device's EmbeddedBuild).
+	// It is inside the signed bytes.
+	Executable *Executable `json:"executable,omitempty"`
 	// Model holds facts about the model file read from its GGUF header
 	// when the coordinator stored it, so the agent can refuse work it
 	// cannot run before downloading anything. Nil when unknown (a model
@@ -255,6 +261,7 @@ const (
 	RefuseBusy            = "busy"             // the agent already runs something
 	RefuseShuttingDown    = "shutting_down"
 	RefuseWrongDevice     = "wrong_device"
+	RefuseWrongBuild      = "wrong_build" // the agent cannot run the assignment's build
 )
 
 // AssignReply acknowledges (Accepted) or refuses an assignment.
@@ -398,6 +405,11 @@ type ConfigResult struct {
 	Error string `json:"error,omitempty"`
 	// Extra holds further named metrics (thermal start/end, ...).
 	Extra map[string]float64 `json:"extra,omitempty"`
+	// TokensSHA256 is the sha256 of the generated token ids of the first
+	// measured repetition (little-endian int32s), when the runner records
+	// it: the same build, model, config and seed give the same digest in
+	// the embedded and the child path.
+	TokensSHA256 string `json:"tokens_sha256,omitempty"`
 }
 
 // Result outcomes.
@@ -409,6 +421,12 @@ const (
 	// shutting down); the run is not at fault, so the coordinator requeues
 	// it as an infrastructure failure while attempts remain.
 	OutcomeAborted = "aborted"
+	// OutcomeBuildFailed: the build's executable crashed, hung, printed
+	// malformed runner output, spoke another runner protocol or overran
+	// the RAM budget. It is the build's failure, not the farm's: never
+	// retried (Error says why, Provenance.StderrTail keeps the end of its
+	// stderr).
+	OutcomeBuildFailed = "build_failed"
 )
 
 // Result is the final report of a run attempt, sent once to RESULTS.
@@ -423,9 +441,12 @@ type Result struct {
 	// TelemetryBatches and TelemetrySamples are how many batches and samples
 	// the agent produced for this attempt (sent or dropped), for
 	// completeness checks.
-	TelemetryBatches uint64    `json:"telemetry_batches"`
-	TelemetrySamples uint64    `json:"telemetry_samples"`
-	TelemetryDropped uint64    `json:"telemetry_dropped,omitempty"`
-	StartedAt        time.Time `json:"started_at"`
-	FinishedAt       time.Time `json:"finished_at"`
+	TelemetryBatches uint64 `json:"telemetry_batches"`
+	TelemetrySamples uint64 `json:"telemetry_samples"`
+	TelemetryDropped uint64 `json:"telemetry_dropped,omitempty"`
+	// Provenance says which code produced the result (builds.go); nil
+	// from agents older than builds under test.
+	Provenance *Provenance `json:"provenance,omitempty"`
+	StartedAt  time.Time   `json:"started_at"`
+	FinishedAt time.Time   `json:"finished_at"`
 }

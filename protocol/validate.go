@@ -126,6 +126,12 @@ func (f *Fingerprint) Validate() error {
 			return fmt.Errorf("fingerprint.%s negative", name)
 		}
 	}
+	if f.ExecPlatform != "" && !ValidPlatform(f.ExecPlatform) {
+		return fmt.Errorf("fingerprint.exec_platform %q invalid (want GOOS/GOARCH)", clip(f.ExecPlatform))
+	}
+	if len(f.EmbeddedBuild) > 200 || (f.EmbeddedSHA256 != "" && !ValidSHA256(f.EmbeddedSHA256)) {
+		return errors.New("fingerprint.embedded_build too long or embedded_sha256 not a sha256")
+	}
 	if f.Emulated && f.Profile == "" {
 		return errors.New("fingerprint.profile required for an emulated device")
 	}
@@ -460,11 +466,16 @@ func (m *Result) Validate() error {
 		return err
 	}
 	switch m.Outcome {
-	case OutcomeSucceeded, OutcomeFailed, OutcomeCancelled, OutcomeAborted:
+	case OutcomeSucceeded, OutcomeFailed, OutcomeCancelled, OutcomeAborted, OutcomeBuildFailed:
 	default:
-		return fmt.Errorf("outcome %q unknown (want succeeded, failed, cancelled or aborted)", clip(m.Outcome))
+		return fmt.Errorf("outcome %q unknown (want succeeded, failed, cancelled, aborted or build_failed)", clip(m.Outcome))
 	}
-	if (m.Outcome == OutcomeFailed || m.Outcome == OutcomeAborted) && m.Error == "" {
+	if m.Provenance != nil {
+		if err := m.Provenance.validate(); err != nil {
+			return err
+		}
+	}
+	if (m.Outcome == OutcomeFailed || m.Outcome == OutcomeAborted || m.Outcome == OutcomeBuildFailed) && m.Error == "" {
 		return fmt.Errorf("a result with outcome %s needs an error", m.Outcome)
 	}
 	if err := checkText("error", m.Error); err != nil {
@@ -495,6 +506,9 @@ func (m *Result) Validate() error {
 			if st.N < 0 || st.Stddev < 0 {
 				return fmt.Errorf("configs[%d].%s: n and stddev must be non-negative", i, name)
 			}
+		}
+		if c.TokensSHA256 != "" && !ValidSHA256(c.TokensSHA256) {
+			return fmt.Errorf("configs[%d].tokens_sha256 is not a sha256", i)
 		}
 		if err := checkText("invalid_reason", c.InvalidReason); err != nil {
 			return err
