@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/lesfarm/lesfarm/coordinator/artifact"
-	"github.com/lesfarm/lesfarm/coordinator/scheduler"
 	"github.com/lesfarm/lesfarm/coordinator/store"
 	"github.com/lesfarm/lesfarm/jobs"
 	"github.com/lesfarm/lesfarm/protocol"
@@ -219,7 +218,7 @@ func (c *Coordinator) claimBatch(ctx context.Context, r *round, devs []store.Pla
 
 // place claims the best run for one idle device, or returns nil.
 func (c *Coordinator) place(ctx context.Context, r *round, d *store.PlacementDevice) (*store.Grant, error) {
-	sd := &scheduler.Device{ID: d.ID, Platform: d.Platform, DeviceModel: d.DeviceModel, RAMBytes: d.RAMBytes, Emulated: d.Emulated, Labels: d.Labels}
+	sd := schedDevice(d)
 	cands := r.head
 	own := false
 	var tried map[int64]bool // runs this device tried in the round
@@ -279,6 +278,27 @@ func (c *Coordinator) artifactFor(spec *jobs.Spec) protocol.Artifact {
 	return a
 }
 
+// executableFor returns the executable the device runs for the grant's
+// build (nil for a run without a registered exec build), or why the device
+// cannot run the build. An exec build's run never goes out without its
+// executable: the agent would run its embedded runtime instead.
+func (c *Coordinator) executableFor(ctx context.Context, g *store.Grant) (*protocol.Executable, string) {
+	kind, x, err := c.store.ExecutableForDevice(ctx, g.Run.Build, g.Run.DeviceID)
+	switch {
+	case err != nil:
+		return nil, "cannot read the build's executable: " + err.Error()
+	case kind == "exec" && x == nil:
+		return nil, "build " + g.Run.Build + " has no executable for the device's platform"
+	case x == nil:
+		return nil, ""
+	}
+	a := protocol.Artifact{SHA256: x.SHA256, Size: x.SizeBytes, Name: g.Run.Build + " " + x.Platform}
+	if c.cfg.ArtifactBaseURL != "" {
+		a.URL = strings.TrimRight(c.cfg.ArtifactBaseURL, "/") + "/v1/artifacts/" + x.SHA256
+	}
+	return &protocol.Executable{Platform: x.Platform, Artifact: a}, ""
+}
+
 // modelFacts returns the recorded facts of the spec's model when its
 // sha256 is in the artifact store (content-addressed, so the facts hold
 // whatever URL serves it) and it is not a device-local path, or nil.
@@ -333,7 +353,12 @@ func (c *Coordinator) sendAssignment(g *store.Grant, grantedAt time.Time) {
 		c.Wake()
 	}
 	spec := g.Job.Spec
-	a := &protocol.Assignment{RunID: g.Run.ID, Token: g.Token, Attempt: g.Run.Attempts, DeviceID: g.Run.DeviceID, JobID: g.Job.ID,
+	exe, why := c.executableFor(ctx, g)
+	if why != "" {
+		release(why, "unfit", false)
+		return
+	}
+	a := &protocol.Assignment{Executable: exe, RunID: g.Run.ID, Token: g.Token, Attempt: g.Run.Attempts, DeviceID: g.Run.DeviceID, JobID: g.Job.ID,
 		Suite: g.Run.Suite, Build: g.Run.Build, GitSHA: g.Run.GitSHA, Spec: spec, Configs: spec.Expand(),
 		Artifact: c.artifactFor(&spec), Model: c.modelFacts(ctx, &spec), LeaseExpiresAt: g.LeaseExpiresAt, Deadline: g.Deadline, IssuedAt: time.Now(),
 		// The run's timeout, counted from now: the grant was made a

@@ -20,7 +20,7 @@ func (c *Coordinator) pickPairs(r *round, devs []store.PlacementDevice) (pairs [
 			rest = append(rest, d) // its host's devices take turns: ClaimRun
 			continue
 		}
-		sd := &scheduler.Device{ID: d.ID, Platform: d.Platform, DeviceModel: d.DeviceModel, RAMBytes: d.RAMBytes, Emulated: d.Emulated, Labels: d.Labels}
+		sd := schedDevice(d)
 		cd, ok := r.pick(sd, r.head, nil)
 		if !ok {
 			rest = append(rest, d)
@@ -70,10 +70,17 @@ func (r *round) untake(id int64) {
 	}
 }
 
+// schedDevice is what placement knows of d.
+func schedDevice(d *store.PlacementDevice) *scheduler.Device {
+	return &scheduler.Device{ID: d.ID, Platform: d.Platform, DeviceModel: d.DeviceModel, RAMBytes: d.RAMBytes, Emulated: d.Emulated,
+		Labels: d.Labels, ExecPlatform: d.ExecPlatform, EmbeddedBuild: d.EmbeddedBuild}
+}
+
 func toSched(cs []store.Candidate) []scheduler.Candidate {
 	out := make([]scheduler.Candidate, len(cs))
 	for i, cd := range cs {
-		out[i] = scheduler.Candidate{RunID: cd.RunID, Suite: cd.Suite, Priority: cd.Priority, QueuedAt: cd.QueuedAt, Selector: cd.Selector, TargetDeviceID: cd.TargetDeviceID}
+		out[i] = scheduler.Candidate{RunID: cd.RunID, Suite: cd.Suite, Priority: cd.Priority, QueuedAt: cd.QueuedAt, Selector: cd.Selector,
+			TargetDeviceID: cd.TargetDeviceID, Build: cd.Build, Needs: cd.Needs}
 	}
 	return out
 }

@@ -27,6 +27,10 @@ type Device struct {
 	// Labels are the effective labels (agent labels overlaid with operator
 	// labels).
 	Labels map[string]string
+	// ExecPlatform is GOOS/GOARCH of the build executables the device's
+	// agent runs ("" when it runs its embedded build only), and
+	// EmbeddedBuild the id of its embedded build.
+	ExecPlatform, EmbeddedBuild string
 }
 
 // Match reports whether d satisfies sel, and when it does not, a short
@@ -64,6 +68,39 @@ type Candidate struct {
 	Selector jobs.Selector
 	// TargetDeviceID pins the run to one device; empty means any.
 	TargetDeviceID string
+	// Build is the run's build id and Needs what that build asks of a
+	// device (nil: no build, or a label that is not a registered build,
+	// which any device runs with its embedded runtime).
+	Build string
+	Needs *BuildNeeds
+}
+
+// BuildNeeds is what a registered build asks of a device: an agent that
+// executes one of its executables' platforms, or, for an embedded build
+// (an agent's own runtime), the very agent that embeds it.
+type BuildNeeds struct {
+	Embedded  bool
+	Platforms []string
+}
+
+// BuildMatch reports whether d can run a run of build with needs, and when
+// it cannot, a short reason. An agent never runs a build it was not asked
+// for, so this is a hard constraint like the selector.
+func BuildMatch(build string, needs *BuildNeeds, d *Device) (bool, string) {
+	switch {
+	case needs == nil:
+		return true, ""
+	case needs.Embedded:
+		if d.EmbeddedBuild == build {
+			return true, ""
+		}
+		return false, "build " + build + " is another agent's embedded runtime"
+	case d.ExecPlatform == "":
+		return false, "the device runs its embedded build only, build " + build + " is an executable"
+	case !slices.Contains(needs.Platforms, d.ExecPlatform):
+		return false, "build " + build + " has no executable for " + d.ExecPlatform + " (has " + strings.Join(needs.Platforms, ", ") + ")"
+	}
+	return true, ""
 }
 
 // Load is the number of active runs per suite.
@@ -112,6 +149,9 @@ func Best(d *Device, cands []Candidate, load Load, skip func(runID int64) bool) 
 // matching its selector.
 func fits(d *Device, c *Candidate) bool {
 	if c.TargetDeviceID != "" && c.TargetDeviceID != d.ID {
+		return false
+	}
+	if ok, _ := BuildMatch(c.Build, c.Needs, d); !ok {
 		return false
 	}
 	ok, _ := Match(&c.Selector, d)

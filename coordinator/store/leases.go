@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/lesfarm/lesfarm/coordinator/scheduler"
 	"github.com/lesfarm/lesfarm/jobs"
 	"github.com/lesfarm/lesfarm/protocol"
 )
@@ -21,6 +22,9 @@ type PlacementDevice struct {
 	RAMBytes    int64
 	Emulated    bool
 	Labels      map[string]string // effective labels
+	// ExecPlatform and EmbeddedBuild are the fingerprint's: which build
+	// executables the agent runs, and its embedded build's id.
+	ExecPlatform, EmbeddedBuild string
 }
 
 // IdleDevices returns online, undrained devices without an active run, in
@@ -44,6 +48,10 @@ type Candidate struct {
 	QueuedAt       time.Time
 	Selector       jobs.Selector
 	TargetDeviceID string
+	// Build is the run's build and Needs what it asks of a device (nil:
+	// any device runs it with its embedded runtime).
+	Build string
+	Needs *scheduler.BuildNeeds
 }
 
 // CandidatesParams are the arguments of Candidates.
@@ -71,7 +79,7 @@ func (s *Store) Candidates(ctx context.Context, p *CandidatesParams) ([]Candidat
 	if labels == nil {
 		labels = map[string]string{}
 	}
-	rows, err := s.pool.Query(ctx, `SELECT id, suite, priority, queued_at, device_selector, coalesce(target_device_id, '') FROM (
+	rows, err := s.pool.Query(ctx, `SELECT q.id, q.suite, q.priority, q.queued_at, q.device_selector, coalesce(q.target_device_id, ''), `+buildNeedsCols+` FROM (
 		SELECT r.*, row_number() OVER (PARTITION BY r.suite ORDER BY r.priority DESC, r.queued_at, r.id) AS rn
 		FROM runs r
 		WHERE r.state = 'queued' AND (r.not_before IS NULL OR r.not_before <= now())
@@ -82,9 +90,10 @@ func (s *Store) Candidates(ctx context.Context, p *CandidatesParams) ([]Candidat
 		  AND (r.sel_emulated IS NULL OR r.sel_emulated = $5)
 		  AND $6::jsonb @> r.sel_labels
 		  AND NOT `+unfitSQL("r.id", "$1", "$8")+`
-		) q WHERE rn <= $7
-		ORDER BY priority DESC, queued_at, id`, d.ID, d.Platform, d.DeviceModel, d.RAMBytes, d.Emulated, labels, k,
-		cmp.Or(p.UnfitFor, UnfitFor).Seconds())
+		  AND `+buildRunnableSQL("$9", "$10")+`
+		) q`+buildNeedsJoin+` WHERE q.rn <= $7
+		ORDER BY q.priority DESC, q.queued_at, q.id`, d.ID, d.Platform, d.DeviceModel, d.RAMBytes, d.Emulated, labels, k,
+		cmp.Or(p.UnfitFor, UnfitFor).Seconds(), d.ExecPlatform, d.EmbeddedBuild)
 	if err != nil {
 		return nil, fmt.Errorf("store: candidates: %w", err)
 	}
@@ -93,9 +102,12 @@ func (s *Store) Candidates(ctx context.Context, p *CandidatesParams) ([]Candidat
 	for rows.Next() {
 		var c Candidate
 		var sel []byte
-		if err := rows.Scan(&c.RunID, &c.Suite, &c.Priority, &c.QueuedAt, &sel, &c.TargetDeviceID); err != nil {
+		var kind string
+		var platforms []string
+		if err := rows.Scan(&c.RunID, &c.Suite, &c.Priority, &c.QueuedAt, &sel, &c.TargetDeviceID, &c.Build, &kind, &platforms); err != nil {
 			return nil, err
 		}
+		c.Needs = needsOf(kind, platforms)
 		if err := jsonUnmarshal(sel, &c.Selector); err != nil {
 			return nil, err
 		}

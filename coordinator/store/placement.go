@@ -11,7 +11,8 @@ import (
 // (an emulated device whose host is busy is not idle), least recently
 // assigned first, LIMIT $1; extra is ANDed to the condition.
 func idleDevicesSQL(extra string) string {
-	return `SELECT d.id, d.platform, d.device_model, coalesce(d.ram_bytes, 0), d.emulated, d.agent_labels || d.labels
+	return `SELECT d.id, d.platform, d.device_model, coalesce(d.ram_bytes, 0), d.emulated, d.agent_labels || d.labels,
+			coalesce(d.fingerprint->>'exec_platform', ''), coalesce(d.fingerprint->>'embedded_build', '')
 		FROM devices d
 		WHERE d.state = 'online' AND NOT d.drained
 		  AND NOT EXISTS (SELECT 1 FROM runs r WHERE r.device_id = d.id AND r.state IN ('assigned', 'running'))
@@ -28,7 +29,7 @@ func scanPlacementDevices(rows pgx.Rows, err error) ([]PlacementDevice, error) {
 	var out []PlacementDevice
 	for rows.Next() {
 		var d PlacementDevice
-		if err := rows.Scan(&d.ID, &d.Platform, &d.DeviceModel, &d.RAMBytes, &d.Emulated, &d.Labels); err != nil {
+		if err := rows.Scan(&d.ID, &d.Platform, &d.DeviceModel, &d.RAMBytes, &d.Emulated, &d.Labels, &d.ExecPlatform, &d.EmbeddedBuild); err != nil {
 			return nil, err
 		}
 		out = append(out, d)
@@ -120,12 +121,12 @@ func queuePlacement(b *pgx.Batch, p *PlacementParams, first string) placementQue
 	}
 	b.Queue(devSQL, devArgs...)
 	b.Queue(`SELECT suite, count(*) FROM runs WHERE state IN ('assigned', 'running') AND ` + anyQueued + ` GROUP BY suite`)
-	b.Queue(`SELECT id, suite, priority, queued_at, device_selector, coalesce(target_device_id, ''), n FROM (
-		SELECT r.id, r.suite, r.priority, r.queued_at, r.device_selector, r.target_device_id,
+	b.Queue(`SELECT q.id, q.suite, q.priority, q.queued_at, q.device_selector, coalesce(q.target_device_id, ''), q.n, `+buildNeedsCols+` FROM (
+		SELECT r.id, r.suite, r.priority, r.queued_at, r.device_selector, r.target_device_id, r.build,
 			row_number() OVER (PARTITION BY r.suite ORDER BY r.priority DESC, r.queued_at, r.id) AS rn,
 			count(*) OVER (PARTITION BY r.suite) AS n
-		FROM runs r WHERE r.state = 'queued' AND (r.not_before IS NULL OR r.not_before <= now())) q
-		WHERE rn <= $1 ORDER BY priority DESC, queued_at, id`, perSuite)
+		FROM runs r WHERE r.state = 'queued' AND (r.not_before IS NULL OR r.not_before <= now())) q`+buildNeedsJoin+`
+		WHERE q.rn <= $1 ORDER BY q.priority DESC, q.queued_at, q.id`, perSuite)
 	return placementQuery{perSuite: perSuite, first: first != ""}
 }
 
@@ -179,9 +180,12 @@ func scanHead(br pgx.BatchResults, perSuite int) ([]Candidate, bool, error) {
 		var c Candidate
 		var sel []byte
 		var n int
-		if err := rows.Scan(&c.RunID, &c.Suite, &c.Priority, &c.QueuedAt, &sel, &c.TargetDeviceID, &n); err != nil {
+		var kind string
+		var platforms []string
+		if err := rows.Scan(&c.RunID, &c.Suite, &c.Priority, &c.QueuedAt, &sel, &c.TargetDeviceID, &n, &c.Build, &kind, &platforms); err != nil {
 			return nil, false, err
 		}
+		c.Needs = needsOf(kind, platforms)
 		if err := jsonUnmarshal(sel, &c.Selector); err != nil {
 			return nil, false, err
 		}

@@ -111,6 +111,10 @@ type resultRow struct {
 	retryOnFailure                        bool
 	model, osVersion                      string
 	emulated                              bool
+	// buildKind is the run's build's kind ("" when not registered) and
+	// buildExes its executables as "platform sha256" (checkProvenance).
+	buildKind string
+	buildExes []string
 }
 
 // completeBatch is one transaction of CompleteRuns over results of
@@ -132,7 +136,7 @@ func (s *Store) completeBatch(ctx context.Context, results []*protocol.Result, p
 		var done configRows
 		var already, requeues []int
 		var upIDs, upTokens []int64
-		var upStates, upOutcomes, upErrs []string
+		var upStates, upOutcomes, upErrs, upProv []string
 		for i, res := range results {
 			row, ok := rowsByID[res.RunID]
 			switch {
@@ -149,6 +153,10 @@ func (s *Store) completeBatch(ctx context.Context, results []*protocol.Result, p
 				outs[i].Err = ErrStaleToken
 				continue
 			}
+			if why := checkProvenance(res, &row); why != "" {
+				res = rejectedResult(res, why)
+				results[i] = res
+			}
 			final, outcome := finalState(res.Outcome)
 			if (final == RunFailed && row.retryOnFailure || final == RunInfraFailed) && row.attempts < row.maxAttempts {
 				requeues = append(requeues, i)
@@ -159,6 +167,7 @@ func (s *Store) completeBatch(ctx context.Context, results []*protocol.Result, p
 			}
 			upIDs, upTokens = append(upIDs, res.RunID), append(upTokens, res.Token)
 			upStates, upOutcomes, upErrs = append(upStates, final), append(upOutcomes, outcome), append(upErrs, clipText(res.Error))
+			upProv = append(upProv, provenanceJSON(res.Provenance))
 		}
 		for _, i := range requeues {
 			// Deleting the attempt's samples: take the lock that waits for
@@ -178,7 +187,7 @@ func (s *Store) completeBatch(ctx context.Context, results []*protocol.Result, p
 		// The freed devices' placement read goes in finishBatch's round
 		// trip (CompleteRunsPlace).
 		read, tail := placementTail(results, outs, pl)
-		if err := finishBatch(ctx, tx, results, outs, &done, already, upIDs, upTokens, upStates, upOutcomes, upErrs, tail); err != nil {
+		if err := finishBatch(ctx, tx, results, outs, &done, already, upIDs, upTokens, upStates, upOutcomes, upErrs, upProv, tail); err != nil {
 			return err
 		}
 		placed = placeFreed(ctx, tx, read, pl)
@@ -195,7 +204,9 @@ func (s *Store) completeBatch(ctx context.Context, results []*protocol.Result, p
 func lockResultRuns(ctx context.Context, tx pgx.Tx, ids []int64) (map[int64]resultRow, error) {
 	rows, err := tx.Query(ctx, `SELECT r.id, r.state, coalesce(r.token, 0), coalesce(r.device_id, ''), r.suite, r.build, r.git_sha,
 			r.attempts, r.max_attempts, r.retry_on_failure,
-			coalesce(d.device_model, ''), coalesce(d.os_version, ''), coalesce(d.emulated, false)
+			coalesce(d.device_model, ''), coalesce(d.os_version, ''), coalesce(d.emulated, false),
+			coalesce((SELECT b.kind FROM builds b WHERE b.id = r.build), ''),
+			array(SELECT e.platform || ' ' || e.sha256 FROM build_executables e WHERE e.build_id = r.build)
 		FROM runs r LEFT JOIN devices d ON d.id = r.device_id WHERE r.id = ANY($1) ORDER BY r.id FOR NO KEY UPDATE OF r`, ids)
 	if err != nil {
 		return nil, err
@@ -206,7 +217,7 @@ func lockResultRuns(ctx context.Context, tx pgx.Tx, ids []int64) (map[int64]resu
 		var id int64
 		var w resultRow
 		if err := rows.Scan(&id, &w.state, &w.token, &w.deviceID, &w.suite, &w.build, &w.gitSHA, &w.attempts, &w.maxAttempts,
-			&w.retryOnFailure, &w.model, &w.osVersion, &w.emulated); err != nil {
+			&w.retryOnFailure, &w.model, &w.osVersion, &w.emulated, &w.buildKind, &w.buildExes); err != nil {
 			return nil, err
 		}
 		out[id] = w
@@ -223,7 +234,7 @@ func lockResultRuns(ctx context.Context, tx pgx.Tx, ids []int64) (map[int64]resu
 // trip; the reader it returns is called with their results once the batch's
 // own are read (not when those fail).
 func finishBatch(ctx context.Context, tx pgx.Tx, results []*protocol.Result, outs []ResultOutcome, done *configRows,
-	reread []int, ids, tokens []int64, states, outcomes, errs []string, tail func(*pgx.Batch) func(pgx.BatchResults)) error {
+	reread []int, ids, tokens []int64, states, outcomes, errs, provs []string, tail func(*pgx.Batch) func(pgx.BatchResults)) error {
 	b := &pgx.Batch{}
 	// The runs' notices go out after the commit (notifyRuns).
 	b.Queue(deferNotifySQL)
@@ -237,9 +248,9 @@ func finishBatch(ctx context.Context, tx pgx.Tx, results []*protocol.Result, out
 			FROM unnest($1::bigint[], $2::text[]) AS u(token, outcome) WHERE l.token = u.token AND l.released_at IS NULL`, tokens, outcomes)
 		nexec++
 		b.Queue(`UPDATE runs r SET state = u.state, finished_at = now(), updated_at = now(), lease_expires_at = NULL, error = u.err,
-				progress = CASE WHEN u.state = 'succeeded' THEN 1 ELSE r.progress END
-			FROM unnest($1::bigint[], $2::text[], $3::text[]) AS u(id, state, err)
-			WHERE r.id = u.id RETURNING `+runCols, ids, states, errs)
+				progress = CASE WHEN u.state = 'succeeded' THEN 1 ELSE r.progress END, provenance = nullif(u.prov, '')::jsonb
+			FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[]) AS u(id, state, err, prov)
+			WHERE r.id = u.id RETURNING `+runCols, ids, states, errs, provs)
 	}
 	var rereadIDs []int64
 	for _, i := range reread {
@@ -303,7 +314,7 @@ type configRows struct {
 	runID                                                    []int64
 	index, repetitions, warmup                               []int32
 	key, suite, build, gitSHA, deviceID, model, osv          []string
-	invalidReason, errText, stats                            []string
+	invalidReason, errText, stats, exeSHA                    []string
 	emulated, valid                                          []bool
 	dMean, dMedian, dStddev, dCV, pMean, pMedian, pStddev    []float64
 	tMean, tMedian, tStddev, hitRate, recall, stall, perByte []float64
@@ -323,6 +334,11 @@ func (c *configRows) add(res *protocol.Result, row *resultRow) error {
 		c.deviceID, c.model, c.osv = append(c.deviceID, row.deviceID), append(c.model, row.model), append(c.osv, row.osVersion)
 		c.invalidReason, c.errText, c.stats = append(c.invalidReason, clipText(cf.InvalidReason)), append(c.errText, clipText(cf.Error)), append(c.stats, string(stats))
 		c.emulated, c.valid = append(c.emulated, row.emulated), append(c.valid, cf.Valid)
+		exe := ""
+		if res.Provenance != nil {
+			exe = res.Provenance.ExecutableSHA256
+		}
+		c.exeSHA = append(c.exeSHA, exe)
 		c.dMean, c.dMedian, c.dStddev, c.dCV = append(c.dMean, cf.DecodeTPS.Mean), append(c.dMedian, cf.DecodeTPS.Median), append(c.dStddev, cf.DecodeTPS.Stddev), append(c.dCV, cf.DecodeTPS.CV)
 		c.pMean, c.pMedian, c.pStddev = append(c.pMean, cf.PrefillTPS.Mean), append(c.pMedian, cf.PrefillTPS.Median), append(c.pStddev, cf.PrefillTPS.Stddev)
 		c.tMean, c.tMedian, c.tStddev = append(c.tMean, cf.TTFTMS.Mean), append(c.tMedian, cf.TTFTMS.Median), append(c.tStddev, cf.TTFTMS.Stddev)
@@ -337,24 +353,24 @@ func (c *configRows) queue(b *pgx.Batch) {
 	b.Queue(`INSERT INTO results (run_id, config_index, config_key, suite, build, git_sha, device_id, device_model, os_version, emulated,
 			decode_tps_mean, decode_tps_median, decode_tps_stddev, decode_tps_cv, prefill_tps_mean, prefill_tps_median, prefill_tps_stddev,
 			ttft_ms_mean, ttft_ms_median, ttft_ms_stddev, peak_memory_bytes, hit_rate, predictor_recall, stall_fraction, bytes_per_token,
-			repetitions, warmup, valid, invalid_reason, error, stats)
+			repetitions, warmup, valid, invalid_reason, error, stats, executable_sha256)
 		SELECT run_id, config_index, config_key, suite, build, git_sha, device_id, device_model, os_version, emulated,
 			decode_tps_mean, decode_tps_median, decode_tps_stddev, decode_tps_cv, prefill_tps_mean, prefill_tps_median, prefill_tps_stddev,
 			ttft_ms_mean, ttft_ms_median, ttft_ms_stddev, peak_memory_bytes, hit_rate, predictor_recall, stall_fraction, bytes_per_token,
-			repetitions, warmup, valid, invalid_reason, error, stats::jsonb
+			repetitions, warmup, valid, invalid_reason, error, stats::jsonb, executable_sha256
 		FROM unnest($1::bigint[], $2::int[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[], $10::bool[],
 			$11::float8[], $12::float8[], $13::float8[], $14::float8[], $15::float8[], $16::float8[], $17::float8[],
 			$18::float8[], $19::float8[], $20::float8[], $21::bigint[], $22::float8[], $23::float8[], $24::float8[], $25::float8[],
-			$26::int[], $27::int[], $28::bool[], $29::text[], $30::text[], $31::text[])
+			$26::int[], $27::int[], $28::bool[], $29::text[], $30::text[], $31::text[], $32::text[])
 			AS u(run_id, config_index, config_key, suite, build, git_sha, device_id, device_model, os_version, emulated,
 			decode_tps_mean, decode_tps_median, decode_tps_stddev, decode_tps_cv, prefill_tps_mean, prefill_tps_median, prefill_tps_stddev,
 			ttft_ms_mean, ttft_ms_median, ttft_ms_stddev, peak_memory_bytes, hit_rate, predictor_recall, stall_fraction, bytes_per_token,
-			repetitions, warmup, valid, invalid_reason, error, stats)
+			repetitions, warmup, valid, invalid_reason, error, stats, executable_sha256)
 		ON CONFLICT (run_id, config_index) DO NOTHING`,
 		c.runID, c.index, c.key, c.suite, c.build, c.gitSHA, c.deviceID, c.model, c.osv, c.emulated,
 		c.dMean, c.dMedian, c.dStddev, c.dCV, c.pMean, c.pMedian, c.pStddev,
 		c.tMean, c.tMedian, c.tStddev, c.peak, c.hitRate, c.recall, c.stall, c.perByte,
-		c.repetitions, c.warmup, c.valid, c.invalidReason, c.errText, c.stats)
+		c.repetitions, c.warmup, c.valid, c.invalidReason, c.errText, c.stats, c.exeSHA)
 }
 
 // ErrAlreadyCompleted is returned by CompleteRun, with the run, when the
@@ -372,6 +388,8 @@ func finalState(outcome string) (state, leaseOutcome string) {
 		return RunCancelled, "cancelled"
 	case protocol.OutcomeAborted:
 		return RunInfraFailed, "aborted"
+	case protocol.OutcomeBuildFailed:
+		return RunBuildFailed, "build_failed"
 	}
 	return RunSucceeded, "succeeded"
 }
@@ -380,4 +398,17 @@ func finalState(outcome string) (state, leaseOutcome string) {
 func outcomeState(outcome string) string {
 	s, _ := finalState(outcome)
 	return s
+}
+
+// provenanceJSON is p's JSON for runs.provenance, "" (stored as NULL) for
+// nil.
+func provenanceJSON(p *protocol.Provenance) string {
+	if p == nil {
+		return ""
+	}
+	b, err := json.Marshal(p)
+	if err != nil {
+		return ""
+	}
+	return string(b)
 }

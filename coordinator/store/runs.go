@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/lesfarm/lesfarm/jobs"
+	"github.com/lesfarm/lesfarm/protocol"
 )
 
 // Run states.
@@ -23,15 +24,18 @@ const (
 	RunFailed      = "failed"
 	RunCancelled   = "cancelled"
 	RunInfraFailed = "infra_failed"
+	// RunBuildFailed: the build's own code failed (protocol.OutcomeBuildFailed);
+	// never retried as infrastructure.
+	RunBuildFailed = "build_failed"
 )
 
 // RunStates lists every run state.
-var RunStates = []string{RunQueued, RunAssigned, RunRunning, RunSucceeded, RunFailed, RunCancelled, RunInfraFailed}
+var RunStates = []string{RunQueued, RunAssigned, RunRunning, RunSucceeded, RunFailed, RunCancelled, RunInfraFailed, RunBuildFailed}
 
 // TerminalState reports whether a run in state st will not change again.
 func TerminalState(st string) bool {
 	switch st {
-	case RunSucceeded, RunFailed, RunCancelled, RunInfraFailed:
+	case RunSucceeded, RunFailed, RunCancelled, RunInfraFailed, RunBuildFailed:
 		return true
 	}
 	return false
@@ -233,25 +237,35 @@ type Run struct {
 	StartedAt       *time.Time    `json:"started_at,omitempty"`
 	FinishedAt      *time.Time    `json:"finished_at,omitempty"`
 	UpdatedAt       time.Time     `json:"updated_at"`
+	// Provenance is which code produced the last attempt's result, as its
+	// agent reported it (nil before a result, or from an older agent).
+	Provenance *protocol.Provenance `json:"provenance,omitempty"`
 }
 
 const runCols = `r.id, coalesce(r.trigger_id, 0), r.job_id, r.suite, r.build, r.git_sha, r.device_selector,
 	coalesce(r.target_device_id, ''), coalesce(r.device_id, ''), r.state, r.priority, r.attempts, r.max_attempts,
 	r.retry_on_failure, r.timeout_ms, coalesce(r.token, 0), r.lease_expires_at, r.deadline_at, r.progress,
 	r.progress_message, r.error, r.cancel_reason, r.created_at, r.queued_at, r.assigned_at, r.started_at,
-	r.finished_at, r.updated_at, r.lineage`
+	r.finished_at, r.updated_at, r.lineage, r.provenance`
 
 func scanRun(row pgx.Row) (*Run, error) {
 	var r Run
 	var sel []byte
 	var timeoutMS int64
 	var progress float32
+	var prov []byte
 	err := row.Scan(&r.ID, &r.TriggerID, &r.JobID, &r.Suite, &r.Build, &r.GitSHA, &sel, &r.TargetDeviceID, &r.DeviceID,
 		&r.State, &r.Priority, &r.Attempts, &r.MaxAttempts, &r.RetryOnFailure, &timeoutMS, &r.Token, &r.LeaseExpiresAt,
 		&r.DeadlineAt, &progress, &r.ProgressMessage, &r.Error, &r.CancelReason, &r.CreatedAt, &r.QueuedAt,
-		&r.AssignedAt, &r.StartedAt, &r.FinishedAt, &r.UpdatedAt, &r.Lineage)
+		&r.AssignedAt, &r.StartedAt, &r.FinishedAt, &r.UpdatedAt, &r.Lineage, &prov)
 	if err != nil {
 		return nil, notFound(err)
+	}
+	if len(prov) > 0 {
+		r.Provenance = new(protocol.Provenance)
+		if json.Unmarshal(prov, r.Provenance) != nil {
+			r.Provenance = nil
+		}
 	}
 	_ = json.Unmarshal(sel, &r.Selector)
 	r.Timeout = time.Duration(timeoutMS) * time.Millisecond

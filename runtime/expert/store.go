@@ -318,7 +318,7 @@ func New(path string, layout Layout, shapes []moe.LayerShape, opts Options) (*St
 		}
 	}
 	s.strat = newStrategy(opts.Mode, oracle, plan)
-	if opts.NoLookahead {
+	if opts.NoLookahead || LookaheadCompiledOut() {
 		s.strat = withoutLookahead{s.strat}
 	}
 	if s.strat.speculative() && !opts.PrefetchAll {
