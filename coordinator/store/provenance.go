@@ -57,9 +57,9 @@ func short(sha string) string {
 	return sha
 }
 
-// BuildExecutable is a build's executable for one platform, as an
+// DeviceExecutable is a build's executable for one platform, as an
 // assignment carries it.
-type BuildExecutable struct {
+type DeviceExecutable struct {
 	Platform  string
 	SHA256    string
 	SizeBytes int64
@@ -70,12 +70,12 @@ type BuildExecutable struct {
 // executable for the platform deviceID's agent executes (nil when it has
 // none for it: the run must not go to that device, which would otherwise
 // run its embedded runtime instead of the build).
-func (s *Store) ExecutableForDevice(ctx context.Context, build, deviceID string) (string, *BuildExecutable, error) {
+func (s *Store) ExecutableForDevice(ctx context.Context, build, deviceID string) (string, *DeviceExecutable, error) {
 	if build == "" {
 		return "", nil, nil
 	}
 	var kind string
-	var x BuildExecutable
+	var x DeviceExecutable
 	err := s.pool.QueryRow(ctx, `SELECT b.kind, coalesce(e.platform, ''), coalesce(e.sha256, ''), coalesce(e.size_bytes, 0)
 		FROM builds b
 		LEFT JOIN devices d ON d.id = $2
