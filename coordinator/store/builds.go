@@ -53,7 +53,7 @@ type Build struct {
 	Dirty    bool      `json:"dirty"`
 	PushedAt time.Time `json:"pushed_at"`
 	// PushedBy is the API token's name ("coordinator" for embedded builds).
-	PushedBy    string            `json:"pushed_by"`
+	PushedBy    string       `json:"pushed_by"`
 	Executables []Executable `json:"executables"`
 	// Runs and Alerts count the runs and regression alert groups of the
 	// build (filled by GetBuild and ListBuilds).
