@@ -3,6 +3,9 @@ package agent
 import (
 	"cmp"
 	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -91,6 +94,12 @@ type Job struct {
 	Position func(configIndex, repetition int)
 	// OnConfig is called before each config starts (progress; may be nil).
 	OnConfig func(i int, c jobs.Config)
+	// OnResult is called with each config's result as it finishes (may be
+	// nil); Run returns them all as well.
+	OnResult func(res protocol.ConfigResult)
+	// OnProgress is told of a phase that has no callback of its own, such
+	// as packing the model (may be nil).
+	OnProgress func(p protocol.Progress)
 }
 
 // Run runs every config of job and returns one result per config. A config
@@ -119,6 +128,9 @@ func (r *Runner) Run(ctx context.Context, job *Job) ([]protocol.ConfigResult, er
 				"decode_tps", fmt.Sprintf("%.2f", res.DecodeTPS.Mean), "elapsed", time.Since(t0).Round(time.Millisecond).String())
 		}
 		out = append(out, res)
+		if job.OnResult != nil {
+			job.OnResult(res)
+		}
 	}
 	return out, nil
 }
@@ -200,14 +212,14 @@ func (r *Runner) load(ctx context.Context, job *Job, c jobs.Config) (*loaded, er
 		}
 		switch layout {
 		case jobs.LayoutPacked:
-			if cfg.ExpertsPath, err = r.packed(ctx, job.ModelPath, job.Spec.Model.SHA256, pack.LayoutBlob); err != nil {
+			if cfg.ExpertsPath, err = r.packed(ctx, job, pack.LayoutBlob); err != nil {
 				return nil, err
 			}
 		case jobs.LayoutPackedCompat:
 			// A compat file is a complete model (its expert FFN may be
 			// padded), so it is loaded itself rather than as an experts
 			// file beside the original.
-			if p, err := r.packed(ctx, job.ModelPath, job.Spec.Model.SHA256, pack.LayoutCompat); err != nil {
+			if p, err := r.packed(ctx, job, pack.LayoutCompat); err != nil {
 				return nil, err
 			} else if p != "" {
 				cfg.Model = p
@@ -242,9 +254,10 @@ func (r *Runner) load(ctx context.Context, job *Job, c jobs.Config) (*loaded, er
 	return &loaded{s: ses, tok: tok}, nil
 }
 
-// packed returns the path of a packed copy of the model, packing it into
-// WorkDir once. A model that is packed already is used as it is.
-func (r *Runner) packed(ctx context.Context, modelPath, sha, layout string) (string, error) {
+// packed returns the path of a packed copy of the job's model, packing it
+// into WorkDir once. A model that is packed already is used as it is.
+func (r *Runner) packed(ctx context.Context, job *Job, layout string) (string, error) {
+	modelPath, sha := job.ModelPath, job.Spec.Model.SHA256
 	f, err := gguf.Open(modelPath)
 	if err != nil {
 		return "", err
@@ -273,6 +286,9 @@ func (r *Runner) packed(ctx context.Context, modelPath, sha, layout string) (str
 		return out, nil
 	}
 	cmp.Or(r.Logger, slog.Default()).InfoContext(ctx, "agent: packing model", "sha256", sha, "layout", layout, "out", out)
+	if job.OnProgress != nil {
+		job.OnProgress(protocol.Progress{Phase: "pack", Message: layout})
+	}
 	tmp := out + ".tmp"
 	if err := pack.Pack(ctx, modelPath, tmp, pack.Options{Layout: layout}); err != nil {
 		os.Remove(tmp)
@@ -370,11 +386,14 @@ func (r *Runner) runConfig(ctx context.Context, job *Job, c jobs.Config, res *pr
 			tEnd = append(tEnd, *s1.MaxTempC)
 		}
 	}
-	m, _, err := l.s.Run(ctx, plan)
+	m, reps, err := l.s.Run(ctx, plan)
 	if err != nil {
 		return err
 	}
 	fillResult(res, m)
+	if len(reps) > 0 {
+		res.TokensSHA256 = tokensDigest(reps[0].Tokens)
+	}
 	res.Extra = map[string]float64{
 		"prompts":                 float64(len(ps)),
 		"budget_bytes":            float64(l.s.Budget),
@@ -420,6 +439,21 @@ func fillResult(res *protocol.ConfigResult, m *les.Result) {
 	res.PeakMemoryBytes = m.PeakRSSBytes
 	res.HitRate, res.PredictorPrecision, res.PredictorRecall = m.HitRate, m.PredictorPrecision, m.PredictorRecall
 	res.StallFraction, res.BytesPerToken = m.StallFraction, m.BytesPerToken
+}
+
+// tokensDigest is ConfigResult.TokensSHA256 of one repetition's generated
+// tokens: the sha256 of every prompt's token ids in order, each a
+// little-endian int32.
+func tokensDigest(tokens [][]int) string {
+	h := sha256.New()
+	var b [4]byte
+	for _, ids := range tokens {
+		for _, id := range ids {
+			binary.LittleEndian.PutUint32(b[:], uint32(int32(id)))
+			h.Write(b[:])
+		}
+	}
+	return hex.EncodeToString(h.Sum(nil))
 }
 
 // wireStat is a stat.Summary as the protocol carries it.
