@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"sync"
 	"time"
 
@@ -34,6 +33,7 @@ func (a *Agent) execute(ctx context.Context, r *activeRun) {
 	a.settleState()
 	started := time.Now().UTC()
 	subject := protocol.DeviceTelemetrySubject(a.cfg.Name, asg.RunID)
+	nonce := protocol.NewMsgNonce() // message ids no other device can predict (protocol/msgid.go)
 	_, dropped0 := a.buf.Dropped()
 	lastDropped := dropped0[subject]
 	var dropMu sync.Mutex
@@ -52,7 +52,7 @@ func (a *Agent) execute(ctx context.Context, r *activeRun) {
 				log.Error("agent: telemetry batch not encodable, dropped", "seq", b.Seq, "err", err)
 				return
 			}
-			a.outbox.Send(telemetry.Record{Subject: subject, MsgID: fmt.Sprintf("t/%d/%d/%d", asg.RunID, asg.Token, b.Seq), Data: data})
+			a.outbox.Send(telemetry.Record{Subject: subject, MsgID: protocol.TelemetryMsgID(a.cfg.Name, asg.RunID, asg.Token, b.Seq, nonce), Data: data})
 		},
 	})
 
@@ -129,7 +129,7 @@ func (a *Agent) execute(ctx context.Context, r *activeRun) {
 			return
 		}
 	}
-	rec := telemetry.Record{Subject: protocol.DeviceResultSubject(a.cfg.Name, asg.RunID), MsgID: "r/" + strconv.FormatInt(asg.RunID, 10) + "/" + strconv.FormatInt(asg.Token, 10), Data: data, Summary: true}
+	rec := telemetry.Record{Subject: protocol.DeviceResultSubject(a.cfg.Name, asg.RunID), MsgID: protocol.ResultMsgID(a.cfg.Name, asg.RunID, asg.Token, nonce), Data: data, Summary: true}
 	a.noteUnreported(r, rec)
 	a.outbox.Send(rec)
 	log.Info("agent: run reported", "outcome", res.Outcome, "configs", len(res.Configs), "telemetry_batches", res.TelemetryBatches, "telemetry_samples", res.TelemetrySamples, "err", res.Error)

@@ -134,7 +134,7 @@ func readUnreported(path string) (unreportedRun, bool) {
 		return unreportedRun{}, false
 	}
 	return unreportedRun{runID: f.RunID, token: f.Token, until: f.Until,
-		rec: telemetry.Record{Subject: f.Subject, MsgID: f.MsgID, Data: f.Data, Summary: true}}, true
+		rec: telemetry.Record{Subject: f.Subject, MsgID: f.MsgID, Data: f.Data, Summary: true, Resend: true}}, true
 }
 
 func syncDir(dir string) error {

@@ -19,12 +19,18 @@ import (
 type Record struct {
 	Subject string
 	// MsgID is the JetStream de-duplication id (Nats-Msg-Id), e.g.
-	// "t/<run>/<seq>", so a record published twice is stored once.
+	// "t/<device>/<run>/<token>/<seq>/<nonce>" (protocol/msgid.go), so a
+	// record published twice is stored once.
 	MsgID string
 	Data  []byte
 	// Summary records are never dropped; detail records are dropped oldest
 	// first when the buffer is full.
 	Summary bool
+	// Resend marks a record that may have been published before this
+	// process handed it to the Outbox (a result replayed after a restart):
+	// a duplicate ack then means its own earlier copy was stored. It is
+	// not stored in the Buffer, whose records all count as re-sends.
+	Resend bool
 }
 
 // Buffer is a bounded, crash-safe FIFO of records on disk: one file per

@@ -2,6 +2,7 @@ package telemetry
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/nats-io/nats.go"
@@ -24,13 +25,23 @@ func NewJetStreamPublisher(nc *nats.Conn) (*JetStreamPublisher, error) {
 	return &JetStreamPublisher{nc: nc, js: js}, nil
 }
 
-// Publish implements Publisher.
+// ErrDuplicate is returned (wrapped) by a Publisher when the server
+// acknowledged a record as a duplicate of one it already holds under the
+// same MsgID: the record itself was not stored.
+var ErrDuplicate = errors.New("telemetry: acknowledged as a duplicate")
+
+// Publish implements Publisher. An ack with Duplicate set returns an error
+// wrapping ErrDuplicate: the Outbox decides whether the stored copy is the
+// record's own (a re-send after a lost ack) or another publisher's.
 func (p *JetStreamPublisher) Publish(ctx context.Context, r Record) error {
 	var opts []jetstream.PublishOpt
 	if r.MsgID != "" {
 		opts = append(opts, jetstream.WithMsgID(r.MsgID))
 	}
-	_, err := p.js.Publish(ctx, r.Subject, r.Data, opts...)
+	ack, err := p.js.Publish(ctx, r.Subject, r.Data, opts...)
+	if err == nil && ack != nil && ack.Duplicate {
+		return fmt.Errorf("%w of stream %s message %d", ErrDuplicate, ack.Stream, ack.Sequence)
+	}
 	return err
 }
 

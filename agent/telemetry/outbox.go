@@ -8,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/lesfarm/lesfarm/protocol"
 )
 
 // Publisher delivers one record and returns once the server acknowledged
@@ -45,8 +47,9 @@ type Outbox struct {
 	mem  chan Record
 	wake chan struct{}
 
-	published atomic.Uint64
-	spilled   atomic.Uint64
+	published  atomic.Uint64
+	spilled    atomic.Uint64
+	duplicates atomic.Uint64 // first publishes acknowledged as duplicates
 
 	mu      sync.Mutex
 	pending int // records accepted by Send and not yet published or buffered
@@ -95,6 +98,9 @@ func (o *Outbox) kick() {
 func (o *Outbox) Reconnected() { o.kick() }
 
 func (o *Outbox) spill(r Record) {
+	if r.Subject == "" {
+		return // nothing to keep (firstPublishFailed)
+	}
 	if err := o.cfg.Buffer.Append(r); err != nil {
 		o.log.Error("telemetry: buffering failed, record lost", "subject", r.Subject, "msg_id", r.MsgID, "err", err)
 		return
@@ -130,7 +136,9 @@ func (o *Outbox) Run(ctx context.Context) {
 			if o.cfg.Publisher.Connected() {
 				r, id, err := o.cfg.Buffer.Peek()
 				if err == nil {
-					if o.publish(ctx, r) == nil {
+					// A buffered record may have been published before its
+					// ack was lost: a duplicate ack is its own copy.
+					if err := o.publish(ctx, r); err == nil || errors.Is(err, ErrDuplicate) {
 						o.cfg.Buffer.Remove(id)
 						o.signal()
 						continue
@@ -151,8 +159,10 @@ func (o *Outbox) Run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case r := <-o.mem:
-			if !o.cfg.Publisher.Connected() || o.publish(ctx, r) != nil {
+			if !o.cfg.Publisher.Connected() {
 				o.spill(r)
+			} else if err := o.publish(ctx, r); err != nil {
+				o.spill(o.firstPublishFailed(r, err))
 			}
 			o.done()
 		case <-o.wake:
@@ -205,6 +215,36 @@ func (o *Outbox) Flush(ctx context.Context) error {
 	}
 	return nil
 }
+
+// firstPublishFailed returns the record to buffer after the first publish
+// of r failed with err. A duplicate ack on a first publish is not success:
+// the stream holds another publisher's message under r's id (a record
+// never sent before cannot have a copy of its own there), so r was dropped.
+// It is logged, counted (Duplicates) and returned under a fresh id
+// (protocol.RenewMsgID) to be sent again. A record marked Resend may have
+// been stored by an earlier process: its duplicate ack is success, and the
+// zero Record (which spill skips) is returned.
+func (o *Outbox) firstPublishFailed(r Record, err error) Record {
+	if !errors.Is(err, ErrDuplicate) {
+		return r
+	}
+	if r.Resend {
+		o.published.Add(1)
+		return Record{}
+	}
+	o.duplicates.Add(1)
+	renewed := protocol.RenewMsgID(r.MsgID)
+	o.log.Error("telemetry: first publish acknowledged as a duplicate: another publisher holds this message id; sending again under a new id",
+		"subject", r.Subject, "msg_id", r.MsgID, "new_msg_id", renewed, "err", err)
+	r.MsgID = renewed
+	return r
+}
+
+// Duplicates returns how many records were acknowledged as duplicates on
+// their first publish (see firstPublishFailed): each one is a message id
+// some other publisher used first, which never happens to a well-behaved
+// farm.
+func (o *Outbox) Duplicates() uint64 { return o.duplicates.Load() }
 
 // Stats returns counters: records published and records that went through
 // the on-disk buffer.
