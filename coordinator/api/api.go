@@ -301,6 +301,11 @@ func (s *Server) registerAll() {
 	art.RegisterDelete(s.api)
 	art.RegisterPin(s.api)
 	art.RegisterGC(s.api)
+
+	bld := &buildHandler{st: s.deps.Store, files: s.deps.Files, log: s.log}
+	bld.RegisterPush(s.api)
+	bld.RegisterList(s.api)
+	bld.RegisterGet(s.api)
 }
 
 // write marks an operation as a mutation: it documents the bearer
@@ -337,7 +342,8 @@ func (s *Server) authMiddleware(ctx huma.Context, next func(huma.Context)) {
 		huma.WriteErr(s.api, ctx, http.StatusUnauthorized, "missing bearer token: send 'Authorization: Bearer <token>' (create one with 'lesfarm token create')")
 		return
 	}
-	if _, err := s.deps.Store.VerifyAPIToken(ctx.Context(), strings.TrimSpace(secret)); err != nil {
+	tok, err := s.deps.Store.VerifyAPIToken(ctx.Context(), strings.TrimSpace(secret))
+	if err != nil {
 		ctx.SetHeader("WWW-Authenticate", `Bearer realm="lesfarm", error="invalid_token"`)
 		if errors.Is(err, store.ErrUnauthorized) {
 			huma.WriteErr(s.api, ctx, http.StatusUnauthorized, "invalid, revoked or expired API token")
@@ -348,7 +354,18 @@ func (s *Server) authMiddleware(ctx huma.Context, next func(huma.Context)) {
 		huma.WriteErr(s.api, ctx, http.StatusServiceUnavailable, "cannot check the API token now")
 		return
 	}
-	next(ctx)
+	next(huma.WithValue(ctx, tokenNameKey{}, tok.Name))
+}
+
+// tokenNameKey is the context key of the name of the API token that
+// authenticated a request.
+type tokenNameKey struct{}
+
+// tokenName returns the name of the API token that authenticated the
+// request of ctx, or "" for an unauthenticated read.
+func tokenName(ctx context.Context) string {
+	name, _ := ctx.Value(tokenNameKey{}).(string)
+	return name
 }
 
 // metrics are the API's Prometheus collectors.
