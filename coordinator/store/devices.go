@@ -215,9 +215,14 @@ func (s *Store) SetDeviceLabels(ctx context.Context, id string, labels map[strin
 }
 
 // SetDeviceDrained drains (true) or undrains a device. A drained device
-// finishes its current run and gets no new ones.
+// finishes its current run and gets no new ones. Undraining also clears a
+// quarantine's drain reason and rejection window (rejections.go).
 func (s *Store) SetDeviceDrained(ctx context.Context, id string, drained bool) (*Device, error) {
-	tag, err := s.pool.Exec(ctx, `UPDATE devices SET drained = $2 WHERE id = $1`, id, drained)
+	tag, err := s.pool.Exec(ctx, `UPDATE devices SET drained = $2,
+			drain_reason = CASE WHEN $2 THEN drain_reason ELSE '' END,
+			rejection_window_count = CASE WHEN $2 THEN rejection_window_count ELSE 0 END,
+			rejection_window_start = CASE WHEN $2 THEN rejection_window_start END
+		WHERE id = $1`, id, drained)
 	if err != nil {
 		return nil, fmt.Errorf("store: drain: %w", err)
 	}
