@@ -23,6 +23,11 @@ type TelemetryStats struct {
 	// Duplicates is true when some sample was already stored and the
 	// deduplicating path was taken.
 	Duplicates bool
+	// Conflicts lists the indices (ascending, into the argument) of
+	// batches that were not stored because the same (run, seq) is stored
+	// with other content: a batch is written once, and a re-send that
+	// differs is refused, never a replacement (samples_conflict.go).
+	Conflicts []int
 	// ExpertRows is the number of new expert_load rows (expertload.go).
 	ExpertRows int64
 }
@@ -59,7 +64,7 @@ func (s *Store) InsertTelemetry(ctx context.Context, batches []*protocol.Telemet
 	enc := encodeSampleCopy(batches)
 	defer putSampleCopy(enc)
 	err := s.tx(ctx, func(tx pgx.Tx) error {
-		st.Batches, st.Samples, st.Inserted, st.Stale, st.Duplicates = 0, 0, 0, nil, false
+		st.Batches, st.Samples, st.Inserted, st.Stale, st.Duplicates, st.Conflicts = 0, 0, 0, nil, false, nil
 		rows, err := tx.Query(ctx, `SELECT id, token, coalesce(device_id, '') FROM runs WHERE id = ANY($1) AND token IS NOT NULL
 			ORDER BY id FOR KEY SHARE`, runIDs)
 		if err != nil {
@@ -143,8 +148,12 @@ func (s *Store) InsertTelemetry(ctx context.Context, batches []*protocol.Telemet
 		if err := copySampleBatches(ctx, tx.Conn().PgConn(), "sample_batches_in", data); err != nil {
 			return err
 		}
-		return tx.QueryRow(ctx, `WITH ins AS (INSERT INTO sample_batches SELECT * FROM sample_batches_in ON CONFLICT DO NOTHING RETURNING n)
-			SELECT coalesce(sum(n), 0) FROM ins`).Scan(&st.Inserted)
+		if err := tx.QueryRow(ctx, `WITH ins AS (INSERT INTO sample_batches SELECT * FROM sample_batches_in ON CONFLICT DO NOTHING RETURNING n)
+			SELECT coalesce(sum(n), 0) FROM ins`).Scan(&st.Inserted); err != nil {
+			return err
+		}
+		st.Conflicts, err = stagedConflicts(ctx, tx, batches, keep)
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("store: insert telemetry: %w", err)
