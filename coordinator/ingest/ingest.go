@@ -123,6 +123,11 @@ type Config struct {
 	BeforeCommit func() error
 	// Rejects counts rejected messages; nil means a private counter.
 	Rejects *protocol.RejectCounter
+	// QuarantineAfter and QuarantineWindow: a device is drained once this
+	// many of its messages were rejected within the window (defaults 20
+	// and 10 minutes; store.RecordRejections, validate.go).
+	QuarantineAfter  int
+	QuarantineWindow time.Duration
 	Logger  *slog.Logger
 }
 
@@ -141,6 +146,10 @@ type Stats struct {
 	Results           uint64 // committed results
 	ResultBatches     uint64 // result transactions (each commits one or more results)
 	Rejected          uint64 // malformed/oversized/invalid messages
+	// RejectionsRecorded counts rejections charged to their devices in
+	// the store; Quarantined the devices drained for them (validate.go).
+	RejectionsRecorded uint64
+	Quarantined        uint64
 	Errors            uint64 // database errors (batch retried)
 }
 
@@ -155,7 +164,14 @@ type Ingester struct {
 
 	telMsgs, samples, inserted, stale, results, rejected, dbErrors atomic.Uint64
 	resultBatches                                                  atomic.Uint64
+	rejRecorded, quarantined                                       atomic.Uint64
 	fetchNS, decodeNS, commitNS, ackNS                             atomic.Int64
+
+	// validate.go: runs' bounds, and rejections waiting to be charged.
+	bounds     boundsCache
+	rejMu      sync.Mutex
+	rejPending []store.Rejection
+	rejWake    chan struct{}
 }
 
 // New validates cfg and returns an Ingester.
@@ -180,7 +196,7 @@ func New(cfg Config) (*Ingester, error) {
 	if r == nil {
 		r = &protocol.RejectCounter{}
 	}
-	return &Ingester{cfg: cfg, log: cmp.Or(cfg.Logger, slog.Default()), rejects: r}, nil
+	return &Ingester{cfg: cfg, log: cmp.Or(cfg.Logger, slog.Default()), rejects: r, rejWake: make(chan struct{}, 1)}, nil
 }
 
 // EnsureStreams creates or updates the TELEMETRY and RESULTS streams: file
@@ -236,6 +252,11 @@ func (i *Ingester) Start(ctx context.Context) error {
 		return nil
 	}
 	return i.ss.StartFunc(ctx, setup, func(ctx context.Context) {
+		// Rejections are charged until the loops, which note them, are done.
+		rctx, stopRej := context.WithCancel(context.WithoutCancel(ctx))
+		var rwg sync.WaitGroup
+		rwg.Go(func() { i.rejectionLoop(rctx) })
+		defer func() { stopRej(); rwg.Wait() }()
 		var wg sync.WaitGroup
 		for w := range i.cfg.Workers {
 			wg.Go(func() { i.telemetryLoop(ctx, tel, fmt.Sprintf("telemetry-%d", w)) })
@@ -262,6 +283,7 @@ func (i *Ingester) Stop() error {
 func (i *Ingester) Stats() Stats {
 	return Stats{TelemetryMessages: i.telMsgs.Load(), Samples: i.samples.Load(), SamplesInserted: i.inserted.Load(),
 		Stale: i.stale.Load(), Results: i.results.Load(), ResultBatches: i.resultBatches.Load(), Rejected: i.rejected.Load(), Errors: i.dbErrors.Load(),
+		RejectionsRecorded: i.rejRecorded.Load(), Quarantined: i.quarantined.Load(),
 		FetchTime: time.Duration(i.fetchNS.Load()), DecodeTime: time.Duration(i.decodeNS.Load()),
 		CommitTime: time.Duration(i.commitNS.Load()), AckTime: time.Duration(i.ackNS.Load())}
 }
@@ -363,6 +385,7 @@ func checkSubject(typ, subject string, runID int64, deviceID string) error {
 func (i *Ingester) reject(ctx context.Context, m jetstream.Msg, err error, what string) {
 	i.rejected.Add(1)
 	i.rejects.Observe(err)
+	i.noteReject(m.Subject(), what+": "+err.Error()) // charged to the publishing device (validate.go)
 	i.log.WarnContext(ctx, "ingest: message rejected", "subject", m.Subject(), "kind", protocol.RejectKind(err), "what", what, "err", err)
 	_ = m.TermWithReason(what)
 }
@@ -409,6 +432,9 @@ func (i *Ingester) decodeTelemetry(ctx context.Context, m jetstream.Msg, b *telB
 	if err == nil {
 		err = checkSubject("telemetry", m.Subject(), tb.RunID, tb.DeviceID)
 	}
+	if err == nil {
+		err = checkMsgID("telemetry", m, tb.DeviceID, tb.RunID, tb.Token, tb.Seq)
+	}
 	if err != nil {
 		i.reject(ctx, m, err, "malformed telemetry")
 		return
@@ -426,6 +452,9 @@ func (i *Ingester) commitTelemetry(ctx context.Context, b *telBatch) error {
 		}
 	}
 	t0 := time.Now()
+	if err := i.checkTelemetry(ctx, b); err != nil { // validate.go
+		return err
+	}
 	st, err := i.cfg.Store.InsertTelemetry(ctx, b.batches)
 	t1 := time.Now()
 	i.commitNS.Add(int64(t1.Sub(t0)))
@@ -434,7 +463,13 @@ func (i *Ingester) commitTelemetry(ctx context.Context, b *telBatch) error {
 	}
 	// Committed: now, and only now, acknowledge.
 	stale := st.Stale // ascending indexes into b.batches
+	conflicts := st.Conflicts
 	for k, m := range b.msgs {
+		if len(conflicts) > 0 && conflicts[0] == k {
+			conflicts = conflicts[1:]
+			i.rejectConflict(ctx, m, b.batches[k])
+			continue
+		}
 		if len(stale) > 0 && stale[0] == k {
 			stale = stale[1:]
 			i.stale.Add(1)

@@ -98,6 +98,7 @@ func (i *Ingester) resultBatch(ctx context.Context, msgs []jetstream.Msg, hooks 
 	if len(results) == 0 {
 		return
 	}
+	i.checkResults(ctx, ok, results) // validate.go
 	start := time.Now()
 	complete := i.cfg.Store.CompleteRuns
 	if i.cfg.CompleteRuns != nil {
@@ -131,6 +132,9 @@ func decodeResult(m jetstream.Msg) (*protocol.Result, error) {
 	res, err := protocol.DecodeResult(m.Data())
 	if err == nil {
 		err = checkSubject("result", m.Subject(), res.RunID, res.DeviceID)
+	}
+	if err == nil {
+		err = checkMsgID("result", m, res.DeviceID, res.RunID, res.Token, 0)
 	}
 	return res, err
 }
