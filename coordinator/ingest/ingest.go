@@ -128,7 +128,8 @@ type Config struct {
 	// and 10 minutes; store.RecordRejections, validate.go).
 	QuarantineAfter  int
 	QuarantineWindow time.Duration
-	Logger  *slog.Logger
+
+	Logger *slog.Logger
 }
 
 // Stats are cumulative counters of an Ingester.
@@ -146,11 +147,12 @@ type Stats struct {
 	Results           uint64 // committed results
 	ResultBatches     uint64 // result transactions (each commits one or more results)
 	Rejected          uint64 // malformed/oversized/invalid messages
+	Errors            uint64 // database errors (batch retried)
+
 	// RejectionsRecorded counts rejections charged to their devices in
 	// the store; Quarantined the devices drained for them (validate.go).
 	RejectionsRecorded uint64
 	Quarantined        uint64
-	Errors            uint64 // database errors (batch retried)
 }
 
 // Ingester runs the consumers. Start it once; Stop drains it.
