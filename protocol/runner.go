@@ -267,7 +267,7 @@ type RunnerLayers struct {
 // ParseRunnerLine decodes and validates one line of runner output (without
 // its newline) into l, which it resets first. Errors are *DecodeError.
 func ParseRunnerLine(data []byte, l *RunnerLine) error {
-	const typ = "runner line"
+	const typ = "runner"
 	*l = RunnerLine{}
 	if len(data) > MaxRunnerLineBytes {
 		return &DecodeError{Type: typ, Kind: RejectOversized, Err: fmt.Errorf("%d bytes exceeds the %d-byte limit", len(data), MaxRunnerLineBytes)}
