@@ -155,6 +155,7 @@ func NewServer(d Deps) (*Server, error) {
 	s.metrics = m
 
 	cfg := huma.DefaultConfig("lesfarm coordinator API", d.Version)
+	cfg.Formats = finiteFormats(d.Logger) // never a panic on NaN or ±Inf (finite.go)
 	cfg.Info.Description = "REST API of the lesfarm device farm: devices, benchmark suites and jobs, runs and their results, series for the dashboard, regression alerts, nightly schedules and the content-addressed artifact store. Mutations need `Authorization: Bearer <token>` (create one with `lesfarm token create`). Errors are RFC 9457 problem+json."
 	cfg.OpenAPIPath = "/openapi"
 	cfg.DocsPath = "" // served by apidocs below, from vendored assets (huma's page loads a CDN script)

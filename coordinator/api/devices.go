@@ -117,7 +117,9 @@ func (h *deviceHandler) RegisterGet(api huma.API) {
 		if err != nil {
 			return nil, storeErr(ctx, h.log, "device", err)
 		}
-		return deviceOut(d), nil
+		out := deviceOut(d)
+		withRejections(ctx, h.st, out.Body)
+		return out, nil
 	})
 }
 

@@ -29,6 +29,10 @@ type Device struct {
 	LastSeenAt  time.Time            `json:"last_seen_at" doc:"When its last hello or heartbeat arrived." example:"2026-12-01T14:00:00Z"`
 	LostAt      *time.Time           `json:"lost_at,omitempty" doc:"When it was marked lost." example:"2026-12-01T13:00:15Z"`
 	ActiveRunID int64                `json:"active_run_id,omitempty" doc:"Run the device holds (assigned or running); absent when idle." example:"4812"`
+	// DrainReason and Rejections are set by GET /v1/devices/{id} only
+	// (wire_rejections.go).
+	DrainReason string            `json:"drain_reason,omitempty" doc:"Why the device was drained by quarantine (absent for an operator's drain)." example:"quarantined: 20 messages rejected within 10m0s; last: config 99 unknown"`
+	Rejections  *DeviceRejections `json:"rejections,omitempty" doc:"Messages of the device rejected at ingest (GET /v1/devices/{id} only)."`
 }
 
 // deviceFromStore converts a store row to its wire form.

@@ -438,7 +438,7 @@ func (s *Store) ResultSeries(ctx context.Context, q *SeriesQuery) ([]SeriesWithP
 	rows, err := s.pool.Query(ctx, `
 		WITH r AS (
 			SELECT device_model, emulated, config_key, build, min(created_at) AS first_at,
-			       avg(`+cols[0]+`)::double precision AS value, avg(`+sd+`)::double precision AS sd, count(*) AS n
+			       avg(`+finiteNumeric(cols[0])+`)::double precision AS value, avg(`+finiteNumeric(sd)+`)::double precision AS sd, count(*) AS n
 			FROM results
 			WHERE suite = $1 AND valid AND error = '' AND ($2 = '' OR config_key = $2) AND ($3 = '' OR device_model = $3)
 			GROUP BY device_model, emulated, config_key, build),

@@ -61,7 +61,8 @@ func (s *Store) DeviceTrace(ctx context.Context, runID int64, maxPoints int) (pt
 	if maxPoints < 1 {
 		return nil, 0, fmt.Errorf("store: device trace of %d points", maxPoints)
 	}
-	rows, err := s.pool.Query(ctx, `SELECT min(at), count(*), avg(max_temp_c), avg(battery_percent), avg(battery_temp_c), bool_or(charging),
+	rows, err := s.pool.Query(ctx, `SELECT min(at), count(*), avg(`+finiteNumeric("max_temp_c")+`)::float8, avg(`+finiteNumeric("battery_percent")+`)::float8,
+			avg(`+finiteNumeric("battery_temp_c")+`)::float8, bool_or(charging),
 			coalesce((array_agg(thermal_status ORDER BY at DESC))[1], ''), max(total)
 		FROM (SELECT at, max_temp_c, battery_percent, battery_temp_c, charging, thermal_status,
 				count(*) OVER () AS total, ntile($2) OVER (ORDER BY at) AS b

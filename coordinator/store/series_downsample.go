@@ -62,14 +62,13 @@ func DownsampleSeries(in []SeriesWithPoints, maxPoints int) []SeriesWithPoints {
 	for k, s := range in {
 		out[k] = SeriesWithPoints{RegressSeries: s.RegressSeries, Points: []RegressPoint{}}
 		var cur *RegressPoint
-		var sum, sq float64
+		var vals, sds []float64
 		flush := func() {
 			if cur == nil {
 				return
 			}
-			nb := float64(cur.Bucket.Builds)
-			cur.Value = sum / nb
-			cur.Stddev = math.Sqrt(sq / nb)
+			cur.Value = finiteMean(vals)
+			cur.Stddev = finiteRMS(sds)
 			out[k].Points = append(out[k].Points, *cur)
 			cur = nil
 		}
@@ -81,17 +80,45 @@ func DownsampleSeries(in []SeriesWithPoints, maxPoints int) []SeriesWithPoints {
 			if cur == nil {
 				cur = &RegressPoint{SeriesID: p.SeriesID, Seq: last[b], Build: builds[last[b]],
 					Bucket: &PointBucket{SeqFirst: first[b], Min: p.Value, Max: p.Value}}
-				sum, sq = 0, 0
+				vals, sds = vals[:0], sds[:0]
 			}
 			cur.Bucket.Builds++
 			cur.Bucket.Min = min(cur.Bucket.Min, p.Value)
 			cur.Bucket.Max = max(cur.Bucket.Max, p.Value)
 			cur.N += p.N
 			cur.RunKey = p.RunKey
-			sum += p.Value
-			sq += p.Stddev * p.Stddev
+			vals, sds = append(vals, p.Value), append(sds, p.Stddev)
 		}
 		flush()
 	}
 	return out
+}
+
+// finiteMean is the mean of vs, computed so that finite values give a
+// finite mean however large they are (a sum of two 1e308 overflows: each
+// value is divided first).
+func finiteMean(vs []float64) float64 {
+	var m float64
+	n := float64(len(vs))
+	for _, v := range vs {
+		m += v / n
+	}
+	return m
+}
+
+// finiteRMS is the root mean square of vs, scaled by the largest magnitude
+// so that squaring cannot overflow.
+func finiteRMS(vs []float64) float64 {
+	var big float64
+	for _, v := range vs {
+		big = max(big, math.Abs(v))
+	}
+	if big == 0 || math.IsInf(big, 0) || math.IsNaN(big) {
+		return big
+	}
+	var sq float64
+	for _, v := range vs {
+		sq += (v / big) * (v / big)
+	}
+	return big * math.Sqrt(sq/float64(len(vs)))
 }
