@@ -1,0 +1,112 @@
+package agent
+
+import (
+	"context"
+	"log/slog"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/lesfarm/lesfarm/agent/telemetry"
+	"github.com/lesfarm/lesfarm/internal/fixture"
+	"github.com/lesfarm/lesfarm/jobs"
+	"github.com/lesfarm/lesfarm/protocol"
+)
+
+// TestRunChildRealBuild builds ./cmd/lesfarm and runs a job through its
+// `lesfarm runner` and through the embedded runtime on the same model:
+// the same configs and the same tokens.
+func TestRunChildRealBuild(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds ./cmd/lesfarm (seconds with a warm Go cache); run without -short")
+	}
+	t.Parallel()
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("no go toolchain on PATH to build ./cmd/lesfarm")
+	}
+	bin := buildLesfarm(t, goBin)
+	path, sha, _ := writeKillModel(t)
+	spec := childSpec(t, sha)
+	if err := bin.wait(); err != nil {
+		t.Fatal(err)
+	}
+	compareChildAndEmbedded(t, bin.path, path, spec)
+}
+
+// BenchmarkRunnerChildOverhead measures what running a build as a child
+// costs over the embedded runtime on one les-ladder config (lookahead at
+// half the expert bytes on the emulated flagship's flash, the trained
+// fixture model, the ladder's prompts and token counts, no cool-down):
+// each iteration runs the config embedded and through a freshly built
+// `lesfarm runner`, alternating which goes first, both streaming into a
+// telemetry aggregator that encodes its batches as the agent does. It
+// reports the median wall time of each and their ratio.
+//
+//	go test -run '^$' -bench RunnerChildOverhead -benchtime 10x ./agent/
+func BenchmarkRunnerChildOverhead(b *testing.B) {
+	path := trainedModel(b)
+	spec, err := jobs.Builtin("les-ladder")
+	if err != nil {
+		b.Fatal(err)
+	}
+	spec.Cooldown = 0
+	i := slices.IndexFunc(spec.Expand(), func(c jobs.Config) bool { return c.Key == "lookahead/budget=50%/profile=phone-flagship" })
+	if i < 0 {
+		b.Fatal("les-ladder has no lookahead/budget=50%/profile=phone-flagship config")
+	}
+	configs := spec.Expand()[i : i+1]
+	exe := filepath.Join(b.TempDir(), "lesfarm")
+	build := exec.Command("go", "build", "-o", exe, "./cmd/lesfarm")
+	build.Dir = fixture.RepoRoot()
+	if out, err := build.CombinedOutput(); err != nil {
+		b.Fatalf("go build ./cmd/lesfarm: %v\n%s", err, out)
+	}
+	r := &Runner{Threads: 1, Gate: ThermalGate{Disabled: true}, WorkDir: b.TempDir(), Logger: slog.New(slog.DiscardHandler)}
+	run := func(child bool) time.Duration {
+		agg := telemetryEncoder(b)
+		job := &Job{Spec: spec, Configs: configs, ModelPath: path, Sink: agg, Position: agg.SetPosition}
+		t0 := time.Now()
+		var res []protocol.ConfigResult
+		var err error
+		if child {
+			res, _, err = r.RunChild(context.Background(), exe, job, ChildLimits{})
+		} else {
+			res, err = r.Run(context.Background(), job)
+		}
+		d := time.Since(t0)
+		agg.Close()
+		if err != nil || len(res) != 1 || res[0].Error != "" {
+			b.Fatalf("child %v: %v %+v", child, err, res)
+		}
+		return d
+	}
+	var emb, chi []float64
+	b.ReportAllocs()
+	for n := 0; b.Loop(); n++ {
+		if n%2 == 0 {
+			emb = append(emb, run(false).Seconds())
+			chi = append(chi, run(true).Seconds())
+		} else {
+			chi = append(chi, run(true).Seconds())
+			emb = append(emb, run(false).Seconds())
+		}
+	}
+	me, mc := median(emb), median(chi)
+	b.ReportMetric(me*1e3, "embedded-ms")
+	b.ReportMetric(mc*1e3, "child-ms")
+	b.ReportMetric(100*(mc/me-1), "overhead-%")
+	b.Logf("%d pairs: embedded median %.1f ms, child median %.1f ms, ratio %.3f", len(emb), me*1e3, mc*1e3, mc/me)
+}
+
+// telemetryEncoder is an aggregator whose batches are encoded as the
+// agent encodes them before it sends them.
+func telemetryEncoder(b *testing.B) *telemetry.Aggregator {
+	return telemetry.NewAggregator(telemetry.AggregatorConfig{RunID: 1, Token: 1, DeviceID: "bench", Emit: func(tb *protocol.TelemetryBatch) {
+		if _, err := protocol.Encode(tb); err != nil {
+			b.Error("telemetry batch not encodable: ", err)
+		}
+	}})
+}
