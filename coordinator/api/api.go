@@ -333,7 +333,7 @@ func isRead(method string) bool { return method == http.MethodGet || method == h
 func (s *Server) authMiddleware(ctx huma.Context, next func(huma.Context)) {
 	op := ctx.Operation()
 	if op.Metadata["public"] == true || (isRead(ctx.Method()) && !s.deps.RequireAuthForReads) {
-		next(ctx)
+		next(s.readerContext(ctx)) // reader.go: a valid token on a read shows fencing tokens
 		return
 	}
 	h := ctx.Header("Authorization")

@@ -264,6 +264,7 @@ func (h *runHandler) RegisterList(api huma.API) {
 			out.Body.NextCursor = items[len(items)-1].ID
 		}
 		out.Body.Items = runsFromStore(items)
+		hideTokens(ctx, out.Body.Items) // reader.go
 		return out, nil
 	})
 }
@@ -288,6 +289,9 @@ func (h *runHandler) RegisterGet(api huma.API) {
 			return nil, storeErr(ctx, h.log, "run", err)
 		}
 		d := &RunDetail{Run: runFromStore(r)}
+		if !authed(ctx) {
+			d.Run.Token = 0 // reader.go
+		}
 		if j, err := h.st.GetJob(ctx, r.JobID); err == nil {
 			d.Job = jobFromStore(j)
 		}
