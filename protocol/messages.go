@@ -180,6 +180,10 @@ type ModelFacts struct {
 	ResidentBytes int64 `json:"resident_bytes" doc:"Bytes of non-expert tensors (always resident)."`
 	// Packed is true for a file written by lesfarm pack (les.pack.* keys).
 	Packed bool `json:"packed" doc:"Written by lesfarm pack (les.pack.* metadata present)."`
+	// ContextLength is <arch>.context_length, the most positions the model
+	// was trained for (0 when absent): a spec whose prompt and decode
+	// tokens cannot fit is refused at trigger time.
+	ContextLength int `json:"context_length,omitempty" doc:"Context length the model was trained for (<arch>.context_length); absent when unknown."`
 	// Recurrent is the recurrent-state geometry of a hybrid model
 	// (qwen35moe's Gated DeltaNet layers), from which the agent sizes the
 	// per-sequence state it must hold beside the weights; nil for models

@@ -325,7 +325,7 @@ func (f *ModelFacts) Validate() error {
 		return fmt.Errorf("%d tensor types, max %d", len(f.TensorTypes), MaxTensorTypes)
 	case f.TotalBytes < 0 || f.ExpertBytes < 0 || f.ResidentBytes < 0 || f.ExpertBytes > f.TotalBytes || f.ResidentBytes > f.TotalBytes:
 		return errors.New("byte counts must be non-negative and within total_bytes")
-	case f.ExpertCount < 0 || f.ExpertsUsed < 0 || f.Tensors < 0:
+	case f.ExpertCount < 0 || f.ExpertsUsed < 0 || f.Tensors < 0 || f.ContextLength < 0:
 		return errors.New("counts must be non-negative")
 	}
 	for _, t := range f.TensorTypes {

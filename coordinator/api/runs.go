@@ -95,6 +95,9 @@ func (h *runHandler) RegisterTrigger(api huma.API) {
 		if err := h.modelProblem(ctx, spec); err != nil {
 			return nil, err
 		}
+		if err := h.contextProblem(ctx, spec, ov); err != nil { // runs_model.go
+			return nil, err
+		}
 		tr, runs, err := h.st.CreateRuns(ctx, &store.CreateRunsParams{
 			Spec: spec, Build: in.Body.Build, GitSHA: in.Body.GitSHA, Lineage: in.Body.Lineage, Selector: sel, Fanout: in.Body.Fanout, Source: "api",
 		})

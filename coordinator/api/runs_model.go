@@ -38,3 +38,40 @@ func (h *runHandler) modelProblem(ctx context.Context, spec *jobs.Spec) error {
 	}
 	return nil
 }
+
+// contextProblem refuses, at trigger time, a spec whose prompt and decode
+// tokens cannot fit the model's context, when the stored artifact's facts
+// know it (protocol.ModelFacts.ContextLength): every config would be
+// invalid on every device, and the run would measure nothing (issue 29,
+// finding 3). A prompt without prefill_tokens counts as at least one
+// token. The 422 names the override's field when the override set it, else
+// the suite.
+func (h *runHandler) contextProblem(ctx context.Context, spec *jobs.Spec, ov *jobs.Override) error {
+	if spec.Model.SHA256 == "" {
+		return nil
+	}
+	facts, _, err := h.st.ArtifactModelFacts(ctx, spec.Model.SHA256)
+	if err != nil {
+		return storeErr(ctx, h.log, "artifact", err)
+	}
+	if facts == nil || facts.ContextLength <= 0 {
+		return nil
+	}
+	prompt := max(spec.PrefillTokens, 1)
+	if need := prompt + spec.DecodeTokens; need > facts.ContextLength {
+		loc, field, value := "body.suite", "decode_tokens", any(spec.Suite)
+		switch {
+		case ov != nil && ov.DecodeTokens != nil:
+			loc, value = "body.override.decode_tokens", *ov.DecodeTokens
+		case ov != nil && ov.PrefillTokens != nil:
+			loc, field, value = "body.override.prefill_tokens", "prefill_tokens", *ov.PrefillTokens
+		}
+		return huma.Error422UnprocessableEntity("the spec does not fit the model's context", &huma.ErrorDetail{
+			Location: loc,
+			Message: fmt.Sprintf("%s: prompt (%d tokens) + decode_tokens (%d) = %d exceeds the context length %d of model %s; lower %s",
+				field, prompt, spec.DecodeTokens, need, facts.ContextLength, spec.Model.SHA256[:min(12, len(spec.Model.SHA256))], field),
+			Value: value,
+		})
+	}
+	return nil
+}

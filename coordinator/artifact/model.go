@@ -74,7 +74,8 @@ func ReadModelFacts(r io.ReaderAt, size int64) (*protocol.ModelFacts, error) {
 	case len(arch) > protocol.MaxArchitecture || strings.ContainsFunc(arch, func(r rune) bool { return r < 0x20 || r > 0x7e }):
 		return nil, fmt.Errorf("gguf: general.architecture %q is not a short printable name", clipName(arch))
 	}
-	facts := &protocol.ModelFacts{Architecture: arch, ExpertCount: metaCount(f, arch+".expert_count"), ExpertsUsed: metaCount(f, arch+".expert_used_count")}
+	facts := &protocol.ModelFacts{Architecture: arch, ExpertCount: metaCount(f, arch+".expert_count"), ExpertsUsed: metaCount(f, arch+".expert_used_count"),
+		ContextLength: metaCount(f, arch+".context_length")}
 	if arch == "qwen35moe" {
 		if facts.Recurrent, err = qwen35Facts(f); err != nil {
 			return nil, fmt.Errorf("gguf: %w", err)
