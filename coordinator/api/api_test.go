@@ -402,7 +402,7 @@ func TestArtifactGC(t *testing.T) {
 		t.Fatalf("suite: %d %s", resp.Code, resp.Body)
 	}
 	override := map[string]any{"sha256": byRun, "size": len("by-run")}
-	if resp := e.api.Post("/v1/runs", e.auth(), map[string]any{"suite": "smoke", "build": "b", "override": map[string]any{"model": override}}); resp.Code != http.StatusCreated {
+	if resp := e.api.Post("/v1/runs", e.auth(), map[string]any{"suite": "smoke", "override": map[string]any{"model": override}}); resp.Code != http.StatusCreated {
 		t.Fatalf("run: %d %s", resp.Code, resp.Body)
 	}
 	e.st.Pool().Exec(ctx, `UPDATE artifacts SET last_accessed_at = now() - interval '2 days' WHERE sha256 = ANY($1)`, []string{old, pinned, bySuite, byRun})

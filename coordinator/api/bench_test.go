@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/lesfarm/lesfarm/coordinator/artifact"
+	"github.com/lesfarm/lesfarm/coordinator/builds/buildstest"
 	"github.com/lesfarm/lesfarm/coordinator/store"
 	"github.com/lesfarm/lesfarm/internal/testenv"
 	"github.com/lesfarm/lesfarm/jobs"
@@ -36,6 +37,7 @@ func benchEnv(b *testing.B) (string, string) {
 	srv := httptest.NewServer(h)
 	b.Cleanup(srv.Close)
 	secret, _, _ := st.CreateAPIToken(ctx, "bench")
+	buildstest.Register(b, st, "bench")
 	spec, _ := jobs.Builtin("smoke")
 	for i := range 2000 {
 		if _, _, err := st.CreateRuns(ctx, &store.CreateRunsParams{Spec: spec, Build: fmt.Sprintf("b%d", i%40)}); err != nil {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/lesfarm/lesfarm/coordinator/api"
 	"github.com/lesfarm/lesfarm/coordinator/artifact"
+	"github.com/lesfarm/lesfarm/coordinator/builds/buildstest"
 	"github.com/lesfarm/lesfarm/coordinator/store"
 	"github.com/lesfarm/lesfarm/internal/cli"
 	"github.com/lesfarm/lesfarm/internal/testenv"
@@ -97,6 +98,7 @@ func TestCLIAgainstRealCoordinatorAPI(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	buildstest.Register(t, st, "b-ok", "b-fail", "b-reg")
 	// agent moves every queued run of build to running and then to final.
 	agent := func(build, final string) {
 		deadline := time.Now().Add(20 * time.Second)

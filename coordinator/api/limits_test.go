@@ -14,6 +14,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/lesfarm/lesfarm/coordinator/builds/buildstest"
 	"github.com/lesfarm/lesfarm/coordinator/store"
 )
 
@@ -136,6 +137,7 @@ func TestWaitOutlivesWriteTimeout(t *testing.T) {
 	srv.Config.WriteTimeout = 200 * time.Millisecond
 	srv.Start()
 	t.Cleanup(srv.Close)
+	buildstest.Register(t, e.st, "slow-wait")
 	go func() {
 		// Finish the run well past the write timeout.
 		for start := time.Now(); time.Since(start) < 10*time.Second; time.Sleep(20 * time.Millisecond) {

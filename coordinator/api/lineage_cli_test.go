@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/lesfarm/lesfarm/coordinator/api"
+	"github.com/lesfarm/lesfarm/coordinator/builds/buildstest"
 	"github.com/lesfarm/lesfarm/coordinator/store"
 	"github.com/lesfarm/lesfarm/internal/testenv"
 	"github.com/lesfarm/lesfarm/protocol"
@@ -36,6 +37,7 @@ func TestCLIRunLineage(t *testing.T) {
 		t.Fatal(err)
 	}
 	server := []string{"--server", srv.URL, "--token", token}
+	buildstest.Register(t, st, "rc-1")
 	ram := int64(8 << 30)
 	if _, err := st.UpsertDevice(ctx, &store.UpsertDeviceParams{ID: "p1", Fingerprint: protocol.Fingerprint{Platform: "android", DeviceModel: "Pixel 8", RAMBytes: &ram}, TTL: time.Minute}); err != nil {
 		t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/lesfarm/lesfarm/coordinator/builds/buildstest"
 	"github.com/lesfarm/lesfarm/coordinator/store"
 )
 
@@ -20,6 +21,7 @@ func TestRunLineageAPI(t *testing.T) {
 	e := newEnv(t)
 	addDevice(t, e.st, "p1", "android", "Pixel 8", nil)
 	addDevice(t, e.st, "p2", "android", "Pixel 8", nil)
+	buildstest.Register(t, e.st, "b1", "rc-1")
 
 	for _, bad := range []string{"release/1", "", "-rc", "a b", strings.Repeat("x", store.MaxLineageLen+1)} {
 		resp := e.api.Post("/v1/runs", e.auth(), map[string]any{"suite": "smoke", "build": "b1", "lineage": bad})

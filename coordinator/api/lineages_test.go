@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"testing"
 
+	"github.com/lesfarm/lesfarm/coordinator/builds/buildstest"
 	"github.com/lesfarm/lesfarm/coordinator/store"
 )
 
@@ -14,6 +15,7 @@ func TestListLineages(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	addDevice(t, e.st, "p1", "android", "Pixel 8", nil)
+	buildstest.Register(t, e.st, "rc-1", "rc-2", "b1")
 	for _, body := range []map[string]any{
 		{"suite": "smoke", "build": "rc-1", "lineage": "release-1"},
 		{"suite": "smoke", "build": "rc-2", "lineage": "release-1"},

@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/lesfarm/lesfarm/coordinator/builds/buildstest"
 )
 
 // TestNULBytesAre422: a NUL byte anywhere a string reaches the database
@@ -47,6 +49,7 @@ func TestNULBytesAre422(t *testing.T) {
 		}
 	}
 	// A body without NUL still reaches the handler intact.
+	buildstest.Register(t, e.st, "clean")
 	resp := e.do("POST", "/v1/runs", strings.NewReader(`{"suite":"smoke","build":"clean"}`), "Authorization", "Bearer "+e.token, "Content-Type", "application/json")
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusCreated {

@@ -41,7 +41,7 @@ type runHandler struct {
 // TriggerBody asks for runs of a suite on a build.
 type TriggerBody struct {
 	Suite    string          `json:"suite" minLength:"1" maxLength:"100" example:"les-ladder" doc:"Suite to run (stored or built-in)."`
-	Build    string          `json:"build" minLength:"1" maxLength:"200" example:"ci-4812" doc:"Build id of the runtime under test; series are ordered by it."`
+	Build    string          `json:"build,omitempty" maxLength:"200" example:"ci-4812" doc:"Registered build to run (lesfarm build push); an id that is not registered is refused with 422 naming the nearest ids. Empty: each device runs its embedded build."`
 	GitSHA   string          `json:"git_sha,omitempty" maxLength:"64" pattern:"^[0-9a-f]*$" example:"9813d69" doc:"Git commit of the build (lowercase hex), shown with its runs and alerts."`
 	Lineage  string          `json:"lineage,omitempty" minLength:"1" maxLength:"200" pattern:"^[A-Za-z0-9][A-Za-z0-9._-]*$" default:"main" example:"release-3" doc:"Build lineage: the branch the build belongs to (default main). Regression series and alert groups are kept per lineage, so a release branch's builds are compared with each other, not with main's. Letters, digits, '.', '_' and '-'; no '/' (write release/3 as release-3)."`
 	Devices  json.RawMessage `json:"devices,omitempty" doc:"Device selector replacing the suite's: {platform, labels, min_ram, device_model, emulated}."`
@@ -93,6 +93,9 @@ func (h *runHandler) RegisterTrigger(api huma.API) {
 			return nil, specProblem(err, "body.override", false)
 		}
 		if err := h.modelProblem(ctx, spec); err != nil {
+			return nil, err
+		}
+		if err := requireBuild(ctx, h.st, h.log, in.Body.Build); err != nil {
 			return nil, err
 		}
 		if err := h.contextProblem(ctx, spec, ov); err != nil { // runs_model.go

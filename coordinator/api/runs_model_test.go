@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/lesfarm/lesfarm/coordinator/builds/buildstest"
 	"github.com/lesfarm/lesfarm/jobs"
 )
 
@@ -16,6 +17,7 @@ import (
 // to fail on every device; once the artifact is stored the check passes.
 func TestTriggerRefusesModelNeverUploaded(t *testing.T) {
 	e := newEnv(t, func(d *Deps) { d.RequireModelArtifacts = true })
+	buildstest.Register(t, e.st, "b1")
 	trigger := func() (*http.Response, []byte) {
 		resp := e.do("POST", "/v1/runs", strings.NewReader(`{"suite":"smoke","build":"b1"}`), "Authorization", "Bearer "+e.token, "Content-Type", "application/json")
 		body, _ := io.ReadAll(resp.Body)

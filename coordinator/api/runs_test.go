@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lesfarm/lesfarm/coordinator/builds/buildstest"
 	"github.com/lesfarm/lesfarm/coordinator/store"
 	"github.com/lesfarm/lesfarm/protocol"
 )
@@ -155,6 +156,7 @@ func TestRunsTriggerListCancelAndEvents(t *testing.T) {
 	e := newEnv(t)
 	addDevice(t, e.st, "p1", "android", "Pixel 8", nil)
 	addDevice(t, e.st, "p2", "android", "Pixel 8", nil)
+	buildstest.Register(t, e.st, "b1", "b2", "b3", "b4", "b5", "bw")
 
 	// Validation with locations.
 	resp := e.api.Post("/v1/runs", e.auth(), map[string]any{"suite": "smoke", "build": "b1", "override": map[string]any{"modes": []string{"warp"}}})
@@ -165,9 +167,9 @@ func TestRunsTriggerListCancelAndEvents(t *testing.T) {
 	if resp.Code != http.StatusNotFound || !decodeProblem(t, resp.Header().Get("Content-Type"), resp.Body.Bytes()).hasLocation("body.suite") {
 		t.Fatalf("unknown suite: %d %s", resp.Code, resp.Body)
 	}
-	if resp := e.api.Post("/v1/runs", e.auth(), map[string]any{"suite": "smoke"}); resp.Code != http.StatusUnprocessableEntity ||
+	if resp := e.api.Post("/v1/runs", e.auth(), map[string]any{"suite": "smoke", "build": "b9"}); resp.Code != http.StatusUnprocessableEntity ||
 		!decodeProblem(t, resp.Header().Get("Content-Type"), resp.Body.Bytes()).hasLocation("body.build") {
-		t.Fatalf("missing build: %d %s", resp.Code, resp.Body)
+		t.Fatalf("unregistered build: %d %s", resp.Code, resp.Body)
 	}
 	if resp := e.api.Post("/v1/runs", map[string]any{"suite": "smoke", "build": "b1"}); resp.Code != http.StatusUnauthorized {
 		t.Fatalf("trigger without token: %d", resp.Code)

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lesfarm/lesfarm/coordinator/builds/buildstest"
 	"github.com/lesfarm/lesfarm/coordinator/store"
 	"github.com/lesfarm/lesfarm/internal/testenv"
 	"github.com/lesfarm/lesfarm/jobs"
@@ -86,6 +87,7 @@ func TestTriggerWaitWakesOnNotification(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, withRunListener(t, 10*time.Second))
 	addDevice(t, e.st, "p1", "android", "Pixel 8", nil)
+	buildstest.Register(t, e.st, "bw")
 	type result struct {
 		set RunSet
 		at  time.Time

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/lesfarm/lesfarm/coordinator/builds/buildstest"
 	"github.com/lesfarm/lesfarm/coordinator/store"
 )
 
@@ -133,6 +134,7 @@ func TestResultSeries(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	buildstest.Register(t, e.st, "b1", "b2", "b3")
 	add("b1", "Pixel 8", 10, true)
 	add("b1", "Pixel 8", 12, true) // two runs of one build average
 	add("b1", "Galaxy S24", 20, true)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/lesfarm/lesfarm/coordinator/artifact"
+	"github.com/lesfarm/lesfarm/coordinator/builds/buildstest"
 	"github.com/lesfarm/lesfarm/coordinator/store"
 )
 
@@ -118,6 +119,7 @@ func TestDurationsOnTheWire(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	addDevice(t, e.st, "wire-1", "android", "Pixel 8", nil)
+	buildstest.Register(t, e.st, "wire")
 	resp := e.api.Post("/v1/runs?wait_timeout=30s", e.auth(), map[string]any{"suite": "smoke", "build": "wire", "override": map[string]any{"timeout": "7m"}})
 	if resp.Code != http.StatusCreated {
 		t.Fatalf("trigger: %d %s", resp.Code, resp.Body)
