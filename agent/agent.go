@@ -70,11 +70,12 @@ type Config struct {
 	Threads int
 	// Direct reads experts with O_DIRECT where supported.
 	Direct bool
-	// NoLookahead turns the runtime's lookahead prefetch off in every mode
-	// (expert.Options.NoLookahead), a build-variant switch; the
-	// fingerprint's runtime build then ends in "+no-lookahead". The demo
-	// plants its regression with it.
-	NoLookahead bool
+	// NoExec keeps the agent from executing downloaded build executables:
+	// it runs its embedded runtime only, so it takes runs of its own
+	// embedded build (Identity.BuildID) and runs without a build. A phone
+	// app (agent/mobile) cannot exec downloaded code; a host agent may
+	// choose not to.
+	NoExec bool
 	// BatchInterval and BatchEvents cut telemetry batches (every N ms or M
 	// samples); 0 means 500 ms and 256.
 	BatchInterval time.Duration
@@ -227,8 +228,13 @@ func New(cfg Config) (*Agent, error) {
 		return nil, fmt.Errorf("agent: cache dir: %w", err)
 	}
 	a.fp = device.Read(dopt)
-	if cfg.NoLookahead {
-		a.fp.RuntimeBuild += "+no-lookahead"
+	id, err := SelfIdentity()
+	if err != nil {
+		return nil, err
+	}
+	a.fp.EmbeddedBuild, a.fp.EmbeddedSHA256 = id.BuildID, id.SHA256
+	if !cfg.NoExec {
+		a.fp.ExecPlatform = id.Platform
 	}
 	hdr := http.Header{}
 	if cfg.ArtifactToken != "" {
@@ -254,7 +260,7 @@ func New(cfg Config) (*Agent, error) {
 	if a.unreported, err = a.unreportedDisk.load(time.Now()); err != nil {
 		return nil, err
 	}
-	a.runner = &Runner{Threads: cfg.Threads, Profile: prof, Direct: cfg.Direct, NoLookahead: cfg.NoLookahead, WorkDir: cfg.CacheDir, Gate: cfg.Gate, Logger: log,
+	a.runner = &Runner{Threads: cfg.Threads, Profile: prof, Direct: cfg.Direct, WorkDir: cfg.CacheDir, Gate: cfg.Gate, Logger: log,
 		Pin: cfg.Pin, DiscardOutliers: cfg.DiscardOutliers,
 		ReadState: func() protocol.DeviceState { return device.ReadState(dopt) }}
 	return a, nil

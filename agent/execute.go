@@ -80,14 +80,16 @@ func (a *Agent) execute(ctx context.Context, r *activeRun) {
 			return err
 		}
 		n := len(asg.Configs)
-		cr, err := a.runner.Run(ctx, &Job{
+		cr, prov, err := a.runBuild(ctx, r, &Job{
 			Spec: &asg.Spec, Configs: asg.Configs, ModelPath: h.Path, Sink: agg, Position: agg.SetPosition,
 			OnConfig: func(i int, c jobs.Config) {
 				agg.Progress(protocol.Progress{Phase: "config", Done: int64(i), Total: int64(n), Message: c.Key})
 				a.setRun(r, protocol.RunStateRunning, 0.1+0.9*float64(i)/float64(n), c.Key)
 			},
+		}, func(done, total int64) {
+			agg.Progress(protocol.Progress{Phase: "download", Done: done, Total: total, Message: "build " + asg.Build})
 		})
-		res.Configs = cr
+		res.Configs, res.Provenance = cr, prov
 		return err
 	}()
 	agg.Close()
@@ -105,6 +107,10 @@ func (a *Agent) execute(ctx context.Context, r *activeRun) {
 		res.Outcome = protocol.OutcomeSucceeded
 	case errors.Is(runErr, errCancelled):
 		res.Outcome = protocol.OutcomeCancelled
+		res.Error = clipText(runErr.Error())
+	case errors.As(runErr, new(*BuildError)):
+		// The build's own code failed: not retried as infrastructure.
+		res.Outcome = protocol.OutcomeBuildFailed
 		res.Error = clipText(runErr.Error())
 	case errors.Is(runErr, errShutdown):
 		// Not the run's fault: the coordinator requeues it elsewhere.

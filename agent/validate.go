@@ -2,6 +2,7 @@ package agent
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/lesfarm/lesfarm/jobs"
 	"github.com/lesfarm/lesfarm/protocol"
@@ -16,6 +17,9 @@ type deviceLimits struct {
 	// ramBytes is the device's memory; 0 means unknown (no RAM check
 	// except against a profile's budget).
 	ramBytes int64
+	// execPlatform is GOOS/GOARCH of the build executables the agent runs
+	// (empty: it runs none); embeddedBuild is its embedded build's id.
+	execPlatform, embeddedBuild string
 	// resolveProfile returns a config's storage profile (its own, else the
 	// agent's; nil for none), or an error for an unknown one.
 	resolveProfile func(jobs.Config) (*expert.Profile, error)
@@ -23,7 +27,8 @@ type deviceLimits struct {
 
 // check refuses work this agent cannot do; see validateAssignment.
 func (a *Agent) check(asg *protocol.Assignment) (code, reason string) {
-	d := deviceLimits{name: a.cfg.Name, resolveProfile: a.runner.ResolveProfile}
+	d := deviceLimits{name: a.cfg.Name, resolveProfile: a.runner.ResolveProfile,
+		execPlatform: a.fp.ExecPlatform, embeddedBuild: a.fp.EmbeddedBuild}
 	if a.fp.RAMBytes != nil {
 		d.ramBytes = *a.fp.RAMBytes
 	}
@@ -41,6 +46,9 @@ func (a *Agent) check(asg *protocol.Assignment) (code, reason string) {
 func validateAssignment(asg *protocol.Assignment, d deviceLimits) (code, reason string) {
 	if asg.DeviceID != d.name {
 		return protocol.RefuseWrongDevice, fmt.Sprintf("assignment for device %q reached %q", asg.DeviceID, d.name)
+	}
+	if code, reason := checkBuild(asg, d); code != "" {
+		return code, reason
 	}
 	spec := &asg.Spec
 	if len(spec.ResolvePrompts()) == 0 {
@@ -95,4 +103,21 @@ func RequiredRAM(spec *jobs.Spec, c jobs.Config) int64 {
 		return size
 	}
 	return min(c.Budget.Resolve(size), size) + size/10
+}
+
+// checkBuild refuses a build the agent must not run: an executable when it
+// executes none or for another platform, or another agent's embedded
+// build. An agent never runs a build it was not asked for: a run with an
+// executable runs that executable, any other run the embedded runtime,
+// whose build id the result then carries.
+func checkBuild(asg *protocol.Assignment, d deviceLimits) (code, reason string) {
+	switch {
+	case asg.Executable != nil && d.execPlatform == "":
+		return protocol.RefuseWrongBuild, fmt.Sprintf("build %q is an executable and this agent runs its embedded build only", asg.Build)
+	case asg.Executable != nil && asg.Executable.Platform != d.execPlatform:
+		return protocol.RefuseWrongBuild, fmt.Sprintf("build %q executable is for %s, this agent runs %s", asg.Build, asg.Executable.Platform, d.execPlatform)
+	case asg.Executable == nil && strings.HasPrefix(asg.Build, "embedded-") && asg.Build != d.embeddedBuild:
+		return protocol.RefuseWrongBuild, fmt.Sprintf("build %q is another agent's embedded runtime (this agent embeds %s)", asg.Build, d.embeddedBuild)
+	}
+	return "", ""
 }

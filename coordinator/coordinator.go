@@ -187,8 +187,11 @@ type Coordinator struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 	sendWG sync.WaitGroup
-	sem    chan struct{}
-	wake   chan struct{}
+	// embedded remembers the embedded builds this coordinator registered
+	// (liveness.go registerEmbedded), keyed by id, platform and sha256.
+	embedded sync.Map
+	sem      chan struct{}
+	wake     chan struct{}
 	// wakeFreedCh wakes freedLoop; reserved are the runs picked by a pass
 	// in progress (the full and the freed passes run concurrently).
 	wakeFreedCh chan struct{}

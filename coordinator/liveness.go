@@ -52,6 +52,7 @@ func (c *Coordinator) handleHello(m *nats.Msg) {
 		c.respond(m, &protocol.HelloReply{DeviceID: id, Accepted: false, Reason: "coordinator error, retry", ServerTime: time.Now()})
 		return
 	}
+	c.registerEmbedded(ctx, id, &h.Fingerprint)
 	cancels, lost, err := c.store.ReconcileHello(ctx, id, h.Runs, c.cfg.LeaseTTL)
 	if err != nil {
 		c.log.ErrorContext(ctx, "coordinator: reconcile hello", "device_id", id, "err", err)
@@ -209,4 +210,27 @@ func (c *Coordinator) recordDeviceState(ctx context.Context, id string, renewed 
 	if err := c.store.RecordDeviceState(ctx, ids, st); err != nil {
 		c.log.WarnContext(ctx, "coordinator: device state not recorded", "device_id", id, "err", err)
 	}
+}
+
+// registerEmbedded registers the agent's embedded runtime as a build
+// (store.EnsureEmbeddedBuild), once per build, platform and sha256 for this
+// coordinator. A refusal (the id is registered with another sha256: two
+// binaries from one revision) is logged, not fatal to the hello: runs of
+// that build then reject this device's results by their sha256.
+func (c *Coordinator) registerEmbedded(ctx context.Context, deviceID string, fp *protocol.Fingerprint) {
+	if fp.EmbeddedBuild == "" || fp.EmbeddedSHA256 == "" {
+		return
+	}
+	platform := fp.Platform + "/" + fp.Arch
+	key := fp.EmbeddedBuild + " " + platform + " " + fp.EmbeddedSHA256
+	if _, done := c.embedded.Load(key); done {
+		return
+	}
+	_, err := c.store.EnsureEmbeddedBuild(ctx, &store.EmbeddedBuildParams{ID: fp.EmbeddedBuild, Platform: platform,
+		SHA256: fp.EmbeddedSHA256, GoVersion: fp.GoVersion})
+	if err != nil {
+		c.log.WarnContext(ctx, "coordinator: embedded build not registered", "device_id", deviceID, "build", fp.EmbeddedBuild, "err", err)
+		return
+	}
+	c.embedded.Store(key, true)
 }

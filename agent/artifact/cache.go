@@ -420,3 +420,18 @@ func (c *Cache) Has(sha string) bool {
 	_, ok := c.index[sha]
 	return ok
 }
+
+// Discard forgets a cached object and removes its file unless a handle
+// still pins it (the file then goes when it is next found not to match).
+// The next Get fetches the artifact again. Callers use it when a file
+// fails a check of their own (a build executable hashed again before it
+// runs).
+func (c *Cache) Discard(sha string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.pins[sha] == 0 {
+		_ = os.Remove(c.objectPath(sha))
+	}
+	delete(c.index, sha)
+	c.saveLocked()
+}

@@ -145,6 +145,9 @@ func parseConfig(s string) (agent.Config, slog.Level, error) {
 		return agent.Config{}, 0, errors.New("mobile: config: batch_ms and thermal_timeout_s must not be negative")
 	}
 	return agent.Config{
+		// A phone app cannot exec downloaded code: it runs its embedded
+		// build, registered as embedded-<revision or sha256>.
+		NoExec:  true,
 		NATSURL: c.NATSURL, Name: c.Name, CacheDir: c.CacheDir, Labels: c.Labels,
 		CredsFile: c.CredsFile, NKeySeedFile: c.NKeySeedFile, User: c.User, Password: c.Password, Token: c.Token,
 		TLSCAFile: c.TLSCAFile, TLSCertFile: c.TLSCertFile, TLSKeyFile: c.TLSKeyFile, ArtifactToken: c.ArtifactToken,

@@ -255,6 +255,9 @@ type Result struct {
 	Error         string          `json:"error,omitempty"`
 	Stats         json.RawMessage `json:"stats"`
 	CreatedAt     time.Time       `json:"created_at"`
+	// ExecutableSHA256 is the sha256 of the executable that produced the
+	// result ("" for results stored before builds under test).
+	ExecutableSHA256 string `json:"executable_sha256,omitempty"`
 }
 
 // Stat is a summary statistic over repetitions: N is the repetitions it
@@ -271,7 +274,7 @@ const resultCols = `run_id, config_index, config_key, suite, build, git_sha, dev
 	decode_tps_mean, decode_tps_median, decode_tps_stddev, decode_tps_cv, prefill_tps_mean, prefill_tps_median, prefill_tps_stddev,
 	ttft_ms_mean, ttft_ms_median, ttft_ms_stddev, peak_memory_bytes, hit_rate, predictor_recall, stall_fraction, bytes_per_token,
 	repetitions, warmup, valid, invalid_reason, error, stats, created_at,
-	COALESCE((stats->'prefill_tps'->>'cv')::float8, 0), COALESCE((stats->'ttft_ms'->>'cv')::float8, 0)`
+	COALESCE((stats->'prefill_tps'->>'cv')::float8, 0), COALESCE((stats->'ttft_ms'->>'cv')::float8, 0), executable_sha256`
 
 // ListResultsParams filter ListResults; zero fields do not filter.
 type ListResultsParams struct {
@@ -307,7 +310,7 @@ func (s *Store) ListResults(ctx context.Context, p *ListResultsParams) ([]Result
 			&r.OSVersion, &r.Emulated, &r.DecodeTPS.Mean, &r.DecodeTPS.Median, &r.DecodeTPS.Stddev, &r.DecodeTPS.CV,
 			&r.PrefillTPS.Mean, &r.PrefillTPS.Median, &r.PrefillTPS.Stddev, &r.TTFTms.Mean, &r.TTFTms.Median, &r.TTFTms.Stddev,
 			&r.PeakMemory, &r.HitRate, &r.Recall, &r.StallFraction, &r.BytesPerToken, &r.Repetitions, &r.Warmup,
-			&r.Valid, &r.InvalidReason, &r.Error, &stats, &r.CreatedAt, &r.PrefillTPS.CV, &r.TTFTms.CV); err != nil {
+			&r.Valid, &r.InvalidReason, &r.Error, &stats, &r.CreatedAt, &r.PrefillTPS.CV, &r.TTFTms.CV, &r.ExecutableSHA256); err != nil {
 			return nil, fmt.Errorf("store: list results: %w", err)
 		}
 		r.DecodeTPS.N, r.PrefillTPS.N, r.TTFTms.N = r.Repetitions, r.Repetitions, r.Repetitions

@@ -192,7 +192,7 @@ Examples:
 	f.StringVar(&cfg.ArtifactToken, "artifact-token", "", "bearer token sent with model downloads from the coordinator")
 	f.IntVar(&cfg.Threads, "threads", 0, "threads for the runtime's matrix products (0 = all CPUs)")
 	f.BoolVar(&cfg.Direct, "direct", false, "read experts with O_DIRECT (bypass the page cache) where supported")
-	f.BoolVar(&cfg.NoLookahead, "no-lookahead", false, "turn the runtime's lookahead prediction and prefetch off in every mode (a build-variant switch; the runtime build reads +no-lookahead)")
+	f.BoolVar(&cfg.NoExec, "no-exec", false, "never execute downloaded build executables: run the embedded runtime only, taking runs of this agent's own embedded build (embedded-<revision>) and runs without a build")
 	f.IntVar(&batchMS, "batch-ms", 500, "send a telemetry batch at least every N milliseconds")
 	f.IntVar(&cfg.BatchEvents, "batch-events", 256, "send a telemetry batch when it holds M samples")
 	f.Float64Var(&gateTemp, "thermal-max", 45, "thermal gate: wait before each repetition until every readable zone is at or below this °C")

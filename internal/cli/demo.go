@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"time"
 
@@ -30,9 +29,9 @@ const demoSuite = "les-demo"
 // demoOptions are the demo's flags.
 type demoOptions struct {
 	dataDir, httpAddr, modelArg string
+	source                      string
 	profiles                    []string
 	builds, regressBuild        int
-	regressProfile              string
 	exit                        bool
 	timeout                     time.Duration
 	// ready, when set, is called with the API's base URL and the demo's
@@ -64,19 +63,25 @@ with nothing to configure and nothing fetched, and tells the LES story:
      (on-demand, on-demand-parallel, lookahead, scheduled) at a 25% expert
      budget, one warm-up and three repetitions, decode timed on each
      profile's device clock;
-  4. --builds builds triggered in turn on every device. From build
-     --regress-build on, the --regress-profile phone runs a build that turns
-     the runtime's lookahead off (agent option NoLookahead: the runtime
-     predicts and prefetches nothing): a real regression, not a doctored
-     number;
-  5. the ladder per device and build, then the alerts the coordinator's
-     detector raised (scoped to the device, attributed to the LES metrics
-     that moved), and the dashboard's address.
+  4. two real builds compiled from the source tree (--source, default the
+     checkout around the working directory) with the Go toolchain: the
+     baseline, and one whose runtime is linked with lookahead turned off
+     (-ldflags -X ...expert.lookaheadVariant=off: it predicts and
+     prefetches nothing), pushed to the build registry with their sha256;
+  5. --builds builds of the demo's lineage triggered in turn on every
+     device: builds before --regress-build are the baseline executable,
+     the later ones the lookahead-off one. Each phone downloads the build's
+     executable and runs it as a child process (EXE runner); every result
+     carries the sha256 of the executable that produced it. The regression
+     is code, not a doctored number or an agent switch;
+  6. the ladder per device and build, then the alerts the coordinator's
+     detector raised (attributed to the LES metrics that moved, per device
+     where they differ), and the dashboard's address.
 
 Each demo is its own build lineage (demo-<time>), so running it again in the
 same --data-dir adds a new story beside the old ones. Afterwards it keeps
 serving the dashboard and the API until Ctrl-C, unless --exit is given.`,
-		Example: "  lesfarm demo\n  lesfarm demo --exit --http-addr 127.0.0.1:0\n  lesfarm demo --regress-profile phone-flagship --builds 8 --regress-build 6",
+		Example: "  lesfarm demo\n  lesfarm demo --exit --http-addr 127.0.0.1:0\n  lesfarm demo --builds 8 --regress-build 6 --source ~/src/lesfarm",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o.profiles = splitList(profiles)
@@ -92,8 +97,8 @@ serving the dashboard and the API until Ctrl-C, unless --exit is given.`,
 	f.StringVar(&o.modelArg, "model", "", "GGUF MoE model to benchmark instead of the synthetic one (packed models stream with one read per expert)")
 	f.StringVar(&profiles, "profiles", "phone-flagship,phone-flagship-2025,phone-mid", "comma-separated storage profiles, one emulated phone each")
 	f.IntVar(&o.builds, "builds", 8, "builds to run, one after the other, on every device")
-	f.IntVar(&o.regressBuild, "regress-build", 5, "first build that turns lookahead off on --regress-profile (0: none)")
-	f.StringVar(&o.regressProfile, "regress-profile", "phone-mid", "the profile whose phone runs the builds without lookahead")
+	f.IntVar(&o.regressBuild, "regress-build", 5, "first build that is the executable compiled with lookahead turned off (0: none)")
+	f.StringVar(&o.source, "source", "", "lesfarm source tree to compile the builds under test from (default: the checkout around the working directory)")
 	f.BoolVar(&o.exit, "exit", false, "stop after printing the results instead of serving the dashboard")
 	f.DurationVar(&o.timeout, "timeout", 10*time.Minute, "give up when the builds take longer than this")
 	return cmd
@@ -113,9 +118,6 @@ func (o *demoOptions) validate() error {
 	}
 	if o.regressBuild < 0 || o.regressBuild > o.builds {
 		return usagef("demo: --regress-build %d must be between 0 (none) and --builds %d", o.regressBuild, o.builds)
-	}
-	if o.regressBuild > 0 && !slices.Contains(o.profiles, o.regressProfile) {
-		return usagef("demo: --regress-profile %q is not one of --profiles %s", o.regressProfile, strings.Join(o.profiles, ","))
 	}
 	if o.modelArg != "" {
 		if _, err := os.Stat(o.modelArg); err != nil {
@@ -190,6 +192,14 @@ func runDemo(env *Env, o *demoOptions) error {
 	if d.cl, err = client.New(d.base, secret); err != nil {
 		return err
 	}
+	src, err := demoSource(o.source)
+	if err != nil {
+		return err
+	}
+	code, err := d.compileDemoCode(ctx, src, filepath.Join(o.dataDir, "builds"))
+	if err != nil {
+		return err
+	}
 	path := o.modelArg
 	if path == "" {
 		d.say("writing the synthetic MoE with synth and packing it (one read per expert)")
@@ -229,16 +239,12 @@ func runDemo(env *Env, o *demoOptions) error {
 	defer cancel()
 	var builds []demoBuild
 	for b := 1; b <= o.builds; b++ {
-		if b == o.regressBuild {
-			for _, ph := range d.phones {
-				if ph.profile == o.regressProfile {
-					d.say("build %d turns lookahead off on %s (agent option NoLookahead: the runtime predicts and prefetches nothing); redeploying %s",
-						b, ph.profile, ph.name)
-					if err := d.restartPhone(tctx, ph, true); err != nil {
-						return err
-					}
-				}
-			}
+		exe, what := code.base, "the baseline"
+		if o.regressBuild > 0 && b >= o.regressBuild {
+			exe, what = code.variant, "compiled with lookahead turned off"
+		}
+		if err := d.pushBuild(tctx, lineage, b, exe, what); err != nil {
+			return err
 		}
 		bd, err := d.runBuild(tctx, lineage, b)
 		if err != nil {

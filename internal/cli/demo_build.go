@@ -28,13 +28,7 @@ type demoBuild struct {
 func (d *demoFarm) runBuild(ctx context.Context, lineage string, n int) (demoBuild, error) {
 	t0 := time.Now()
 	name := fmt.Sprintf("%s-b%d", lineage, n)
-	note := ""
-	for _, ph := range d.phones {
-		if ph.noLookahead {
-			note += fmt.Sprintf(" (lookahead off on %s)", ph.name)
-		}
-	}
-	d.say("build %d/%d: %s%s", n, d.o.builds, name, note)
+	d.say("build %d/%d: %s", n, d.o.builds, name)
 	set, err := d.cl.TriggerRuns(ctx, &client.TriggerRequest{Suite: demoSuite, Build: name, Lineage: lineage,
 		Devices: &jobs.Selector{Labels: d.labels()}, Fanout: true})
 	if err != nil {

@@ -15,7 +15,6 @@ type demoPhone struct {
 	name, profile string
 	secret        string
 	credID        int64
-	noLookahead   bool
 	cancel        context.CancelFunc
 	done          chan struct{}
 	idle          chan struct{} // receives when the agent is registered and idle
@@ -37,8 +36,7 @@ func (d *demoFarm) launch(ctx context.Context, ph *demoPhone) error {
 	ph.idle = make(chan struct{}, 1)
 	a, err := agent.New(agent.Config{
 		NATSURL: d.c.NATSURL(), Name: ph.name, User: ph.name, Password: ph.secret, Profile: ph.profile,
-		NoLookahead: ph.noLookahead,
-		CacheDir:    filepath.Join(d.o.dataDir, "agents", ph.name),
+		CacheDir: filepath.Join(d.o.dataDir, "agents", ph.name),
 		// The phones share this machine's CPUs: the coordinator runs them
 		// one at a time (store.HostLabel).
 		Labels: withHostLabel(d.labels(), ph.profile, machineHostID()),
@@ -68,15 +66,6 @@ func (d *demoFarm) launch(ctx context.Context, ph *demoPhone) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-}
-
-// restartPhone redeploys ph's agent with lookahead on or off, as a new
-// build installed on the phone would be.
-func (d *demoFarm) restartPhone(ctx context.Context, ph *demoPhone, noLookahead bool) error {
-	ph.cancel()
-	<-ph.done
-	ph.noLookahead = noLookahead
-	return d.launch(ctx, ph)
 }
 
 // stopPhones stops every agent and revokes its credential.

@@ -67,7 +67,7 @@ func TestDemoCatchesPlantedRegression(t *testing.T) {
 	type farm struct{ base, lineage string }
 	ready := make(chan farm, 1)
 	o := &demoOptions{dataDir: filepath.Join(base, "farm"), httpAddr: "127.0.0.1:0",
-		profiles: []string{"phone-flagship", "phone-mid"}, builds: 8, regressBuild: 5, regressProfile: "phone-mid",
+		profiles: []string{"phone-flagship", "phone-mid"}, builds: 8, regressBuild: 5,
 		timeout: 12 * time.Minute, ready: func(b, l string) { ready <- farm{b, l} }}
 	if err := o.validate(); err != nil {
 		t.Fatal(err)
