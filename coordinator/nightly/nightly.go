@@ -51,6 +51,8 @@ type Occurrence struct {
 	Schedule *store.Schedule
 	At       time.Time
 	// Build is Schedule.Build with "{date}" replaced by At's UTC date.
+	// "latest" (store.BuildLatest) is kept as it is: StoreTrigger resolves
+	// it when the occurrence fires.
 	Build string
 }
 
@@ -234,9 +236,25 @@ func (s *Scheduler) handle(ctx context.Context, tx *store.Tx, sc *store.Schedule
 // lineage, so a release branch's nightly feeds its own regression series).
 // When the schedule has a
 // selector, runs fan out to every matching online device.
+//
+// A schedule whose build is "latest" (store.BuildLatest) runs the newest
+// registered build of its lineage at fire time; while the lineage has no
+// build the occurrence fails with a detail that says so.
 func StoreTrigger(st *store.Store) Trigger {
 	return func(ctx context.Context, tx *store.Tx, occ *Occurrence) ([]string, error) {
 		sc := occ.Schedule
+		build, gitSHA := occ.Build, sc.GitSHA
+		if build == store.BuildLatest {
+			b, err := st.LatestBuild(ctx, sc.Lineage)
+			if errors.Is(err, store.ErrNotFound) {
+				return nil, fmt.Errorf("build latest: lineage %s has no registered build yet (push one with lesfarm build push ID FILE... --lineage %s)",
+					cmp.Or(sc.Lineage, store.DefaultLineage), cmp.Or(sc.Lineage, store.DefaultLineage))
+			}
+			if err != nil {
+				return nil, fmt.Errorf("build latest: %w", err)
+			}
+			build, gitSHA = b.ID, b.GitSHA
+		}
 		base, err := st.ResolveSuite(ctx, sc.Suite)
 		if errors.Is(err, store.ErrNotFound) {
 			return nil, fmt.Errorf("unknown suite %q", sc.Suite)
@@ -255,7 +273,7 @@ func StoreTrigger(st *store.Store) Trigger {
 		if err != nil {
 			return nil, err
 		}
-		p := &store.CreateRunsParams{Spec: spec, Build: occ.Build, GitSHA: sc.GitSHA, Lineage: sc.Lineage, Source: fmt.Sprintf("schedule:%d", sc.ID)}
+		p := &store.CreateRunsParams{Spec: spec, Build: build, GitSHA: gitSHA, Lineage: sc.Lineage, Source: fmt.Sprintf("schedule:%d", sc.ID)}
 		if s := strings.TrimSpace(string(sc.DeviceSelector)); s != "" && s != "{}" && s != "null" {
 			var sel jobs.Selector
 			if err := json.Unmarshal(sc.DeviceSelector, &sel); err != nil {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -302,4 +303,63 @@ func counter(c prometheus.Counter) float64 {
 		return -1
 	}
 	return m.GetCounter().GetValue()
+}
+
+// TestScheduleBuildLatest: a schedule of build "latest" runs the newest
+// build of its lineage at fire time (by position, not push time); while
+// the lineage has none its occurrences fail with a detail that says so.
+func TestScheduleBuildLatest(t *testing.T) {
+	st := openStore(t)
+	ctx := context.Background()
+	clk := &clock{}
+	start := time.Date(2026, 11, 30, 2, 0, 0, 0, time.UTC)
+	clk.Set(start)
+	sc, err := st.CreateSchedule(ctx, &store.Schedule{Name: "rel-latest", Cron: "* * * * *", Timezone: "UTC", Suite: "smoke",
+		Build: store.BuildLatest, Lineage: "release-2", Enabled: true, CatchupSeconds: 600, NextFireAt: start})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(Config{Store: st, Trigger: StoreTrigger(st), Now: clk.Now, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tick := func() store.ScheduleFiring {
+		t.Helper()
+		if n, err := s.Tick(ctx); err != nil || n != 1 {
+			t.Fatalf("tick: %d, %v", n, err)
+		}
+		clk.Add(time.Minute)
+		fs, err := st.ListScheduleFirings(ctx, sc.ID, 1)
+		if err != nil || len(fs) != 1 {
+			t.Fatalf("firings %v, %v", fs, err)
+		}
+		return fs[0]
+	}
+	if f := tick(); f.Outcome != store.FiringFailed || !strings.Contains(f.Detail, "build latest: lineage release-2 has no registered build yet") {
+		t.Fatalf("firing without a build: %+v", f)
+	}
+	if _, err := st.PutArtifact(ctx, strings.Repeat("a", 64), 1, "exe"); err != nil {
+		t.Fatal(err)
+	}
+	push := func(id, after string) {
+		t.Helper()
+		if _, _, err := st.CreateBuild(ctx, &store.CreateBuildParams{ID: id, Lineage: "release-2", After: after, GitSHA: "abcdef0",
+			Executables: []store.Executable{{Platform: "linux/amd64", SHA256: strings.Repeat("a", 64), Size: 1}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	push("rel-2.0", "")
+	push("rel-2.1", "")
+	push("rel-2.0.1", "rel-2.0") // pushed last, ordered before rel-2.1
+	f := tick()
+	if f.Outcome != store.FiringFired || len(f.RunIDs) != 1 {
+		t.Fatalf("firing: %+v", f)
+	}
+	var build, sha string
+	if err := st.Pool().QueryRow(ctx, `SELECT build, git_sha FROM runs WHERE id = $1::bigint`, f.RunIDs[0]).Scan(&build, &sha); err != nil {
+		t.Fatal(err)
+	}
+	if build != "rel-2.1" || sha != "abcdef0" {
+		t.Fatalf("latest resolved to build %s (git sha %s), want rel-2.1", build, sha)
+	}
 }

@@ -33,6 +33,11 @@ const (
 // (a schedule's "latest" of main). Exec builds cannot use it.
 const EmbeddedLineage = "embedded"
 
+// BuildLatest is the build a schedule names to run the newest build of
+// its lineage at fire time (coordinator/nightly). No build can take it as
+// its id.
+const BuildLatest = "latest"
+
 // embeddedPrefix starts every embedded build's id (protocol.EmbeddedBuildID);
 // exec builds cannot use it.
 const embeddedPrefix = "embedded-"
@@ -122,6 +127,8 @@ func (p *CreateBuildParams) validate() error {
 		return fmt.Errorf("store: create build: invalid id %q", p.ID)
 	case strings.HasPrefix(p.ID, embeddedPrefix):
 		return refuseBuild(ErrConflict, "build ids starting with %q are reserved for agents' embedded builds", embeddedPrefix)
+	case p.ID == BuildLatest:
+		return refuseBuild(ErrConflict, "build id %q is reserved: schedules name it to run their lineage's newest build", BuildLatest)
 	case p.Lineage == EmbeddedLineage:
 		return refuseBuild(ErrConflict, "lineage %q is reserved for agents' embedded builds", EmbeddedLineage)
 	case !gitSHAText.MatchString(p.GitSHA):

@@ -111,6 +111,7 @@ func TestCreateBuild(t *testing.T) {
 		{"other lineage", store.CreateBuildParams{ID: "ci-4812", Lineage: "release-3", Executables: []store.Executable{amd, arm}}, "lineage main, not release-3", store.ErrConflict},
 		{"other git sha", store.CreateBuildParams{ID: "ci-4812", GitSHA: "abcdef0", Executables: []store.Executable{amd, arm}}, "git sha 9813d69a0b1c2d3e4f5a6b7c8d9e0f1a2b3c4d5e, not abcdef0", store.ErrConflict},
 		{"embedded prefix", store.CreateBuildParams{ID: "embedded-0123456789ab", Executables: amdOnly}, `build ids starting with "embedded-" are reserved`, store.ErrConflict},
+		{"latest reserved", store.CreateBuildParams{ID: "latest", Executables: amdOnly}, `build id "latest" is reserved`, store.ErrConflict},
 		{"embedded lineage", store.CreateBuildParams{ID: "x1", Lineage: "embedded", Executables: amdOnly}, `lineage "embedded" is reserved`, store.ErrConflict},
 		{"after unknown", store.CreateBuildParams{ID: "x2", After: "ci-9999", Executables: amdOnly}, `--after build "ci-9999" is not registered`, store.ErrNotFound},
 		{"after in another lineage", store.CreateBuildParams{ID: "x3", After: "ci-4812", Lineage: "release-3", Executables: amdOnly}, `--after build "ci-4812" is in lineage main, not release-3`, store.ErrConflict},
