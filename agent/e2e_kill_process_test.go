@@ -249,7 +249,7 @@ func (f *killFarm) run(t *testing.T, bin string, sc killScenario) {
 		return err == nil && d.State == "online", fmt.Sprintf("device %+v err %v; %s", d, err, a1.status())
 	})
 
-	set, err := f.cl.TriggerRuns(ctx, &client.TriggerRequest{Suite: "kill", Build: "kill-" + name,
+	set, err := f.cl.TriggerRuns(ctx, &client.TriggerRequest{Suite: "kill", // no build: the agent's embedded one
 		Devices: &jobs.Selector{Labels: map[string]string{"pool": device}}, Fanout: true})
 	if err != nil {
 		t.Fatalf("trigger through the API: %v", err)

@@ -96,7 +96,7 @@ func TestE2EServeProcessSIGKILL(t *testing.T) {
 		d, err := st.GetDevice(ctx, device)
 		return err == nil && d.State == "online", fmt.Sprintf("%+v %v", ra.a.Status(), err)
 	})
-	set, err := cl.TriggerRuns(ctx, &client.TriggerRequest{Suite: "smoke", Build: "serve-kill", Fanout: true,
+	set, err := cl.TriggerRuns(ctx, &client.TriggerRequest{Suite: "smoke", Fanout: true, // no build: the agent's embedded one
 		Devices: &jobs.Selector{Labels: map[string]string{"pool": device}}})
 	if err != nil || len(set.Trigger.RunIDs) != 1 {
 		t.Fatalf("trigger: %+v %v", set, err)
