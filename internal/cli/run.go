@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"strings"
 	"time"
@@ -50,7 +51,8 @@ did not succeed or a regression alert was raised for this build:
   exit 0  all runs succeeded, no regression alert
   exit 1  a run failed (or was cancelled, or timed out), a regression alert
           fired, or the coordinator could not be reached
-  exit 2  bad flags
+  exit 2  bad flags, or the build is not registered (push it first:
+          lesfarm build push)
 
 Reports for CI (with --wait; FILE - means standard output):
   --junit FILE    JUnit XML: one test case per run × config (a failure for
@@ -116,6 +118,9 @@ Reports for CI (with --wait; FILE - means standard output):
 			}
 			set, err := c.TriggerRuns(ctx, req)
 			if err != nil {
+				if why, ok := unregisteredBuild(err); ok {
+					return &ExitError{Code: 2, Msg: "run: " + why}
+				}
 				return fmt.Errorf("run: %w", err)
 			}
 			fmt.Fprintf(out, "trigger %d: %d run(s) of %s for build %s (lineage %s):", set.Trigger.ID, len(set.Runs), set.Trigger.Suite, set.Trigger.Build, cmp.Or(set.Trigger.Lineage, lineage))
@@ -171,6 +176,7 @@ Reports for CI (with --wait; FILE - means standard output):
 			}
 			if !done.Succeeded {
 				rep.Problems = append(rep.Problems, fmt.Sprintf("%d of %d run(s) did not succeed", done.Runs-done.States["succeeded"], done.Runs))
+				rep.Problems = append(rep.Problems, runFailures(rep.Runs, 3)...)
 			}
 			alerts, err := waitAlerts(ctx, c, suite, build, lineage, alertGrace)
 			if err != nil {
@@ -258,4 +264,43 @@ func stateSummary(states map[string]int) string {
 		}
 	}
 	return strings.Join(parts, ", ")
+}
+
+// unregisteredBuild returns the API's one-line detail when err is the
+// trigger's refusal of a build that is not registered (422, "build "x" is
+// not registered; nearest: a, b"): a usage error of the command, not a
+// failure of the farm.
+func unregisteredBuild(err error) (string, bool) {
+	var p *client.Problem
+	if !errors.As(err, &p) || p.Status != http.StatusUnprocessableEntity || !strings.Contains(p.Detail, "is not registered") {
+		return "", false
+	}
+	return strings.Join(strings.Fields(p.Detail), " "), true
+}
+
+// runFailures says why runs did not succeed, one problem per run (at most
+// limit, then how many more), from each run's error: the report's verdict,
+// --summary and the exit message then name the cause ("no valid
+// measurement: ...", "result rejected at ingest: ...").
+func runFailures(runs []reportRun, limit int) []string {
+	var out []string
+	more := 0
+	for _, r := range runs {
+		if r.State == "succeeded" {
+			continue
+		}
+		if len(out) == limit {
+			more++
+			continue
+		}
+		line := fmt.Sprintf("run %d %s", r.ID, r.State)
+		if r.Error != "" {
+			line += ": " + strings.Join(strings.Fields(r.Error), " ")
+		}
+		out = append(out, line)
+	}
+	if more > 0 {
+		out = append(out, fmt.Sprintf("%d more run(s) did not succeed", more))
+	}
+	return out
 }
