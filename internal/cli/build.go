@@ -138,6 +138,14 @@ func runBuildPush(env *Env, sf *serverFlags, o *pushOptions, id string, files []
 		}
 		exes = append(exes, pushFile{path: path, info: info})
 	}
+	// The coordinator checks again; checking here first saves the uploads.
+	local := make([]builds.Executable, len(exes))
+	for i, e := range exes {
+		local[i] = builds.Executable{Platform: e.info.Platform, Info: e.info}
+	}
+	if _, err := builds.Check(o.gitSHA, local); err != nil {
+		return usagef("build push: %v", err)
+	}
 	c, err := sf.client()
 	if err != nil {
 		return err
