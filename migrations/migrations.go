@@ -70,8 +70,13 @@ func New(databaseURL string) (*Migrator, error) {
 // Close releases the database connection.
 func (m *Migrator) Close() error { return m.db.Close() }
 
-// Up applies every pending migration and returns how many it applied.
+// Up applies every pending migration and returns how many it applied. It
+// applies nothing, and returns a *SchemaAheadError, when the database is
+// newer than this binary (versions.go).
 func (m *Migrator) Up(ctx context.Context) (int, error) {
+	if err := m.CheckNotAhead(ctx); err != nil {
+		return 0, err
+	}
 	res, err := m.provider.Up(ctx)
 	if err != nil {
 		return len(res), fmt.Errorf("migrations: up: %w", err)
@@ -105,7 +110,8 @@ func (m *Migrator) Status(ctx context.Context) ([]Status, error) {
 	return out, nil
 }
 
-// Up applies all pending migrations to databaseURL.
+// Up applies all pending migrations to databaseURL; see Migrator.Up. serve
+// calls it at startup, so it refuses a database newer than the binary.
 func Up(ctx context.Context, databaseURL string) error {
 	m, err := New(databaseURL)
 	if err != nil {

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"text/tabwriter"
@@ -24,7 +25,9 @@ PostgreSQL session lock, so coordinators starting together migrate once.
 
   up      apply every pending migration
   down    roll back the most recent migration
-  status  list migrations and whether each is applied
+  status  list migrations and whether each is applied; when the database
+          is ahead of this binary (a newer lesfarm migrated it), say so and
+          exit 1: serve refuses to start on it
 
 Without --database-url, a local PostgreSQL is started in DATA_DIR/pg.`,
 		Example: "  lesfarm migrate status\n  lesfarm migrate up --database-url postgres://farm@db/lesfarm",
@@ -73,6 +76,13 @@ Without --database-url, a local PostgreSQL is started in DATA_DIR/pg.`,
 					fmt.Fprintf(tw, "%05d\t%v\t%s\n", s.Version, s.Applied, s.Name)
 				}
 				tw.Flush()
+				var ahead *migrations.SchemaAheadError
+				if err := m.CheckNotAhead(env.Ctx); errors.As(err, &ahead) {
+					fmt.Fprintf(env.Stdout, "database ahead of this binary: schema version %05d, newest migration here %05d\n", ahead.Database, ahead.Binary)
+					return &ExitError{Code: 1, Msg: err.Error()}
+				} else if err != nil {
+					return err
+				}
 			}
 			return nil
 		},
