@@ -307,6 +307,7 @@ func (h *runHandler) RegisterGet(api huma.API) {
 		}
 		slices.Reverse(res) // config order
 		d.Results = mapSlice(res, resultFromStore)
+		d.Telemetry = telemetryOf(ctx, h.st, r) // wire_telemetry.go
 		return &runOutput{Body: d}, nil
 	})
 }

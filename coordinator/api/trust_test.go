@@ -84,3 +84,43 @@ func TestRunTokenHiddenFromAnonymousReaders(t *testing.T) {
 		}
 	}
 }
+
+// TestRunShowsTelemetryCounts: GET /v1/runs/{id} shows the telemetry the
+// attempt's result says was sent next to what is stored (issue 29,
+// finding 7).
+func TestRunShowsTelemetryCounts(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	ram := int64(8 << 30)
+	if _, err := e.st.UpsertDevice(ctx, &store.UpsertDeviceParams{ID: "dev-1", TTL: time.Minute, Fingerprint: protocol.Fingerprint{Platform: "linux", RAMBytes: &ram}}); err != nil {
+		t.Fatal(err)
+	}
+	spec, _ := jobs.Builtin("smoke")
+	_, runs, err := e.st.CreateRuns(ctx, &store.CreateRunsParams{Spec: spec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := e.st.ClaimRun(ctx, &store.ClaimRunParams{DeviceID: "dev-1", RunIDs: []int64{runs[0].ID}, LeaseTTL: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &protocol.TelemetryBatch{RunID: g.Run.ID, Token: g.Token, DeviceID: "dev-1", Seq: 0}
+	for k := range 3 {
+		b.Samples = append(b.Samples, protocol.Sample{Step: k, Phase: protocol.PhaseDecode, Tokens: 1})
+	}
+	if _, err := e.st.InsertTelemetry(ctx, []*protocol.TelemetryBatch{b}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.st.RecordTelemetrySent(ctx, []store.TelemetrySent{{RunID: g.Run.ID, Token: g.Token, Batches: 2, Samples: 8}}); err != nil {
+		t.Fatal(err)
+	}
+	resp := e.api.Get(fmt.Sprintf("/v1/runs/%d", g.Run.ID))
+	var d RunDetail
+	if err := json.Unmarshal(resp.Body.Bytes(), &d); err != nil || d.Telemetry == nil {
+		t.Fatalf("%d %s", resp.Code, resp.Body)
+	}
+	if got := *d.Telemetry; got != (RunTelemetry{Reported: true, BatchesSent: 2, SamplesSent: 8, BatchesStored: 1, SamplesStored: 3}) {
+		t.Fatalf("telemetry %+v", got)
+	}
+}

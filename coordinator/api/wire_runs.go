@@ -169,6 +169,9 @@ type RunDetail struct {
 	Run
 	Job     *Job     `json:"job,omitempty" doc:"The job snapshot the run executes."`
 	Results []Result `json:"results" doc:"Per-config results, in config order."`
+	// Telemetry is the current attempt's telemetry accounting
+	// (wire_telemetry.go).
+	Telemetry *RunTelemetry `json:"telemetry,omitempty" doc:"Telemetry the current attempt's agent sent and the coordinator stored; absent for a run never leased."`
 }
 
 // RunSet is a trigger with its runs.

@@ -128,6 +128,11 @@ type Config struct {
 	// and 10 minutes; store.RecordRejections, validate.go).
 	QuarantineAfter  int
 	QuarantineWindow time.Duration
+	// TelemetryWait is how long a succeeded result whose telemetry is not
+	// all stored is held back (redelivered) waiting for it, from when it
+	// reached its stream; past it the attempt fails as infrastructure
+	// (default 2 minutes; completeness.go).
+	TelemetryWait time.Duration
 
 	Logger *slog.Logger
 }
@@ -153,6 +158,9 @@ type Stats struct {
 	// the store; Quarantined the devices drained for them (validate.go).
 	RejectionsRecorded uint64
 	Quarantined        uint64
+	// HeldResults counts deliveries of results held back waiting for
+	// their telemetry (completeness.go).
+	HeldResults uint64
 }
 
 // Ingester runs the consumers. Start it once; Stop drains it.
@@ -166,7 +174,7 @@ type Ingester struct {
 
 	telMsgs, samples, inserted, stale, results, rejected, dbErrors atomic.Uint64
 	resultBatches                                                  atomic.Uint64
-	rejRecorded, quarantined                                       atomic.Uint64
+	rejRecorded, quarantined, held                                 atomic.Uint64
 	fetchNS, decodeNS, commitNS, ackNS                             atomic.Int64
 
 	// validate.go: runs' bounds, and rejections waiting to be charged.
@@ -189,6 +197,7 @@ func New(cfg Config) (*Ingester, error) {
 	cfg.ResultBatch = cmp.Or(cfg.ResultBatch, 64)
 	cfg.HookWorkers = cmp.Or(cfg.HookWorkers, 4)
 	cfg.AckWait = cmp.Or(cfg.AckWait, 30*time.Second)
+	cfg.TelemetryWait = cmp.Or(cfg.TelemetryWait, 2*time.Minute)
 	cfg.MaxAckPending = cmp.Or(cfg.MaxAckPending, 2*cfg.Workers*cfg.CommitMessages)
 	if cfg.Workers < 1 || cfg.FetchMessages < 1 || cfg.CommitMessages < cfg.FetchMessages || cfg.MaxAckPending < cfg.CommitMessages ||
 		cfg.ResultWorkers < 1 || cfg.ResultBatch < 1 || cfg.HookWorkers < 1 {
@@ -285,7 +294,7 @@ func (i *Ingester) Stop() error {
 func (i *Ingester) Stats() Stats {
 	return Stats{TelemetryMessages: i.telMsgs.Load(), Samples: i.samples.Load(), SamplesInserted: i.inserted.Load(),
 		Stale: i.stale.Load(), Results: i.results.Load(), ResultBatches: i.resultBatches.Load(), Rejected: i.rejected.Load(), Errors: i.dbErrors.Load(),
-		RejectionsRecorded: i.rejRecorded.Load(), Quarantined: i.quarantined.Load(),
+		RejectionsRecorded: i.rejRecorded.Load(), Quarantined: i.quarantined.Load(), HeldResults: i.held.Load(),
 		FetchTime: time.Duration(i.fetchNS.Load()), DecodeTime: time.Duration(i.decodeNS.Load()),
 		CommitTime: time.Duration(i.commitNS.Load()), AckTime: time.Duration(i.ackNS.Load())}
 }

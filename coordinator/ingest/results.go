@@ -98,7 +98,9 @@ func (i *Ingester) resultBatch(ctx context.Context, msgs []jetstream.Msg, hooks 
 	if len(results) == 0 {
 		return
 	}
-	i.checkResults(ctx, ok, results) // validate.go
+	if ok, results = i.checkResults(ctx, ok, results); len(results) == 0 { // validate.go
+		return
+	}
 	start := time.Now()
 	complete := i.cfg.Store.CompleteRuns
 	if i.cfg.CompleteRuns != nil {

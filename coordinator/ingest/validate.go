@@ -136,8 +136,10 @@ func (i *Ingester) rejectConflict(ctx context.Context, m jetstream.Msg, tb *prot
 // is charged with a rejection). A succeeded result none of whose configs
 // is a valid measurement becomes a failed one too: a run that measured
 // nothing must not go green. A database error leaves the results as they
-// are (the store still fences them).
-func (i *Ingester) checkResults(ctx context.Context, msgs []jetstream.Msg, results []*protocol.Result) {
+// are (the store still fences them). Then the results whose telemetry is
+// not all stored yet are held back (completeness.go); the ones to commit
+// now are returned.
+func (i *Ingester) checkResults(ctx context.Context, msgs []jetstream.Msg, results []*protocol.Result) ([]jetstream.Msg, []*protocol.Result) {
 	ids := make([]int64, len(results))
 	for k, r := range results {
 		ids[k] = r.RunID
@@ -162,6 +164,7 @@ func (i *Ingester) checkResults(ctx context.Context, msgs []jetstream.Msg, resul
 			res.Outcome, res.Error = protocol.OutcomeFailed, clip(why)
 		}
 	}
+	return i.holdIncomplete(ctx, msgs, results)
 }
 
 // noMeasurement says why a succeeded result measured nothing: it has
