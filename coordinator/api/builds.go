@@ -57,7 +57,7 @@ func (h *buildHandler) RegisterPush(api huma.API) {
 	huma.Register(api, write(huma.Operation{
 		OperationID: "push-build", Method: http.MethodPost, Path: "/v1/builds",
 		Summary: "Register a build", Tags: []string{"builds"},
-		Description: "Registers an immutable build from executables already uploaded with POST /v1/artifacts. The coordinator reads each executable's Go build information (without running it) and refuses, with a one-line 422, a file that is not a lesfarm binary (not Go, another module or package, truncated), a GOOS/GOARCH that is not the declared platform, executables of different revisions, a git_sha that contradicts their vcs.revision, and an id already registered with other content. A binary built from a modified tree is accepted and flagged dirty. Returns 201 for a new build and 200 when the same build was already registered. The executables' artifacts are pinned.",
+		Description:   "Registers an immutable build from executables already uploaded with POST /v1/artifacts. The coordinator reads each executable's Go build information (without running it) and refuses, with a one-line 422, a file that is not a lesfarm binary (not Go, another module or package, truncated), a GOOS/GOARCH that is not the declared platform, executables of different revisions, a git_sha that contradicts their vcs.revision, and an id already registered with other content. A binary built from a modified tree is accepted and flagged dirty. Returns 201 for a new build and 200 when the same build was already registered. The executables' artifacts are pinned.",
 		Errors:        []int{http.StatusUnprocessableEntity, http.StatusServiceUnavailable},
 		DefaultStatus: http.StatusCreated,
 	}), func(ctx context.Context, in *pushBuildInput) (*buildOutput, error) {

@@ -8,12 +8,12 @@ import (
 
 // Build is a registered build: immutable code under a user-chosen id.
 type Build struct {
-	ID       string `json:"id" doc:"Build id, chosen at push." example:"ci-4812"`
-	Lineage  string `json:"lineage" doc:"Build lineage (branch); builds are ordered within it." example:"main"`
-	Position int64  `json:"position" doc:"Order in the lineage, 1 the oldest. A push after an older build moves later builds up by one; their order never changes." example:"4812"`
-	Kind     string `json:"kind" enum:"exec,embedded" doc:"exec: pushed, with executables that agents download and run; embedded: an agent's embedded runtime, registered when the agent said hello." example:"exec"`
-	GitSHA   string `json:"git_sha" doc:"The executables' vcs.revision when stamped, else the git sha given at push (may be empty)." example:"9813d69a0b1c2d3e4f5a6b7c8d9e0f1a2b3c4d5e"`
-	Dirty    bool   `json:"dirty" doc:"Some executable was built from a tree with uncommitted changes (vcs.modified)." example:"false"`
+	ID       string    `json:"id" doc:"Build id, chosen at push." example:"ci-4812"`
+	Lineage  string    `json:"lineage" doc:"Build lineage (branch); builds are ordered within it." example:"main"`
+	Position int64     `json:"position" doc:"Order in the lineage, 1 the oldest. A push after an older build moves later builds up by one; their order never changes." example:"4812"`
+	Kind     string    `json:"kind" enum:"exec,embedded" doc:"exec: pushed, with executables that agents download and run; embedded: an agent's embedded runtime, registered when the agent said hello." example:"exec"`
+	GitSHA   string    `json:"git_sha" doc:"The executables' vcs.revision when stamped, else the git sha given at push (may be empty)." example:"9813d69a0b1c2d3e4f5a6b7c8d9e0f1a2b3c4d5e"`
+	Dirty    bool      `json:"dirty" doc:"Some executable was built from a tree with uncommitted changes (vcs.modified)." example:"false"`
 	PushedAt time.Time `json:"pushed_at" doc:"When the build was registered." example:"2026-12-01T02:10:00Z"`
 	PushedBy string    `json:"pushed_by" doc:"Name of the API token that pushed it (coordinator for embedded builds)." example:"ci"`
 	Runs     int64     `json:"runs" doc:"Runs of this build." example:"24"`
