@@ -1,3 +1,5 @@
+//go:build unix
+
 // The fake runner children of child_test.go: this test binary, started
 // again through a script that sets fakeRunnerEnv, plays a runner child
 // that misbehaves in one way (or, in mode "serve", the real one).

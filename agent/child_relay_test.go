@@ -1,3 +1,5 @@
+//go:build unix
+
 package agent
 
 import (
@@ -132,7 +134,7 @@ func TestRunnerLinesRelayTheRuntimesEvents(t *testing.T) {
 		switch {
 		case o.pos:
 			direct.SetPosition(o.cfg, o.rep)
-			if err := w.line(&protocol.RunnerLine{T: protocol.RunnerPos, Config: o.cfg, Rep: o.rep}); err != nil {
+			if err := w.write(&protocol.RunnerLine{T: protocol.RunnerPos, Config: o.cfg, Rep: o.rep}); err != nil {
 				t.Fatal(err)
 			}
 		case o.layer != nil:
@@ -266,4 +268,59 @@ func samples(batches []*protocol.TelemetryBatch) []protocol.Sample {
 		out = append(out, b.Samples...)
 	}
 	return out
+}
+
+// BenchmarkRunnerStepLine measures the per-token cost of the runner
+// protocol on a step of 24 layers (8 experts selected, 8 predicted and 2
+// missed per layer): the child writing it (layer and token events into a
+// step line) and the agent reading it (parsing and validating it), beside
+// what the telemetry aggregator costs either way.
+//
+//	go test -run '^$' -bench RunnerStepLine ./agent/
+func BenchmarkRunnerStepLine(b *testing.B) {
+	const layers = 24
+	evs := make([]trace.LayerEvent, layers)
+	for i := range evs {
+		evs[i] = trace.LayerEvent{Layer: i, Hits: 6, Misses: 2, PrefetchUsed: 5, PrefetchWasted: 3, Compute: 41 * time.Microsecond, Stall: 3 * time.Microsecond,
+			Selected: []int{1, 4, 9, 17, 33, 40, 51, 60}, Predicted: []int{1, 4, 9, 17, 20, 33, 51, 62}, Missed: []int{40, 60}}
+	}
+	tok := trace.TokenEvent{Step: 100, Phase: trace.Decode, Pos: 132, Tokens: 1, Duration: 1234567 * time.Nanosecond, Stall: 80 * time.Microsecond, BytesRead: 1 << 20, CacheBytes: 64 << 20}
+	var buf bytes.Buffer
+	w := newRunnerWriter(&buf, nil)
+	write := func() {
+		buf.Reset()
+		for i := range evs {
+			w.Layer(&evs[i])
+		}
+		w.Token(&tok)
+	}
+	b.Run("write", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			write()
+		}
+		b.SetBytes(int64(buf.Len()))
+	})
+	write()
+	line := bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
+	agg := telemetry.NewAggregator(telemetry.AggregatorConfig{RunID: 1, Token: 1, DeviceID: "bench", Emit: func(*protocol.TelemetryBatch) {}})
+	defer agg.Close()
+	var l protocol.RunnerLine
+	b.Run("read", func(b *testing.B) {
+		b.ReportAllocs()
+		b.SetBytes(int64(len(line)))
+		for b.Loop() {
+			if err := protocol.ParseRunnerLine(line, &l); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	// What the aggregator costs the agent either way (embedded, it is
+	// handed the events directly).
+	b.Run("aggregate", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			relayStep(agg, l.Step)
+		}
+	})
 }

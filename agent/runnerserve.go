@@ -30,11 +30,11 @@ func ServeRunner(ctx context.Context, in io.Reader, out io.Writer, log *slog.Log
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	w := newRunnerWriter(out, func(err error) { cancel(fmt.Errorf("writing runner output: %w", err)) })
-	if err := w.line(runnerHello()); err != nil {
+	if err := w.write(runnerHello()); err != nil {
 		return err
 	}
 	fail := func(err error) error {
-		_ = w.line(&protocol.RunnerLine{T: protocol.RunnerError, Error: clipText(err.Error())})
+		_ = w.write(&protocol.RunnerLine{T: protocol.RunnerError, Error: clipText(err.Error())})
 		return err
 	}
 	data, err := io.ReadAll(io.LimitReader(in, protocol.MaxRunnerJobBytes+1))
@@ -50,19 +50,19 @@ func ServeRunner(ctx context.Context, in io.Reader, out io.Writer, log *slog.Log
 		return fail(err)
 	}
 	job.Sink = w
-	job.Position = func(cfg, rep int) { _ = w.line(&protocol.RunnerLine{T: protocol.RunnerPos, Config: cfg, Rep: rep}) }
-	job.OnConfig = func(i int, _ jobs.Config) { _ = w.line(&protocol.RunnerLine{T: protocol.RunnerConfig, Index: i}) }
+	job.Position = func(cfg, rep int) { _ = w.write(&protocol.RunnerLine{T: protocol.RunnerPos, Config: cfg, Rep: rep}) }
+	job.OnConfig = func(i int, _ jobs.Config) { _ = w.write(&protocol.RunnerLine{T: protocol.RunnerConfig, Index: i}) }
 	job.OnResult = func(res protocol.ConfigResult) {
-		_ = w.line(&protocol.RunnerLine{T: protocol.RunnerResult, Result: &res})
+		_ = w.write(&protocol.RunnerLine{T: protocol.RunnerResult, Result: &res})
 	}
-	job.OnProgress = func(p protocol.Progress) { _ = w.line(&protocol.RunnerLine{T: protocol.RunnerProgress, Progress: &p}) }
+	job.OnProgress = func(p protocol.Progress) { _ = w.write(&protocol.RunnerLine{T: protocol.RunnerProgress, Progress: &p}) }
 	if _, err := r.Run(ctx, job); err != nil {
 		if cause := context.Cause(ctx); cause != nil {
 			err = cause
 		}
 		return fail(err)
 	}
-	if err := w.line(&protocol.RunnerLine{T: protocol.RunnerDone}); err != nil {
+	if err := w.write(&protocol.RunnerLine{T: protocol.RunnerDone}); err != nil {
 		return err
 	}
 	return context.Cause(ctx) // a write that failed on the way
@@ -98,9 +98,9 @@ type runnerWriter struct {
 	err   error
 	onErr func(error)
 
-	layers stepLayers
-	line1  protocol.RunnerLine
+	layers protocol.RunnerLayers // the step in progress, buffers reused
 	step   protocol.RunnerStepData
+	line   []byte
 }
 
 func newRunnerWriter(out io.Writer, onErr func(error)) *runnerWriter {
@@ -110,8 +110,8 @@ func newRunnerWriter(out io.Writer, onErr func(error)) *runnerWriter {
 	return w
 }
 
-// line writes l and flushes.
-func (w *runnerWriter) line(l *protocol.RunnerLine) error {
+// write writes l and flushes.
+func (w *runnerWriter) write(l *protocol.RunnerLine) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.writeLocked(l)
@@ -122,19 +122,24 @@ func (w *runnerWriter) writeLocked(l *protocol.RunnerLine) error {
 		return w.err
 	}
 	err := w.enc.Encode(l)
+	var je *json.UnsupportedValueError
+	if errors.As(err, &je) && l.T == protocol.RunnerResult {
+		// A figure JSON cannot carry (NaN): the config fails, the stream
+		// goes on.
+		res := protocol.ConfigResult{ConfigIndex: l.Result.ConfigIndex, ConfigKey: l.Result.ConfigKey, Warmup: l.Result.Warmup,
+			Error: clipText("runner: result not encodable: " + err.Error())}
+		err = w.enc.Encode(&protocol.RunnerLine{T: protocol.RunnerResult, Result: &res})
+	}
+	return w.flushLocked(err)
+}
+
+// flushLocked flushes the line written (when err is nil) and records the
+// first error.
+func (w *runnerWriter) flushLocked(err error) error {
 	if err == nil {
 		err = w.bw.Flush()
 	}
-	if err != nil {
-		var je *json.UnsupportedValueError
-		if errors.As(err, &je) && l.T == protocol.RunnerResult {
-			// A figure JSON cannot carry (NaN): the config fails, the
-			// stream goes on.
-			res := *l.Result
-			res = protocol.ConfigResult{ConfigIndex: res.ConfigIndex, ConfigKey: res.ConfigKey, Warmup: res.Warmup,
-				Error: clipText("runner: result not encodable: " + err.Error())}
-			return w.writeLocked(&protocol.RunnerLine{T: protocol.RunnerResult, Result: &res})
-		}
+	if err != nil && w.err == nil {
 		w.err = err
 		if w.onErr != nil {
 			w.onErr(err)
@@ -146,24 +151,46 @@ func (w *runnerWriter) writeLocked(l *protocol.RunnerLine) error {
 // Layer implements trace.Sink.
 func (w *runnerWriter) Layer(ev *trace.LayerEvent) {
 	w.mu.Lock()
-	w.layers.add(ev)
+	c := &w.layers
+	n := len(c.Layer)
+	c.Layer = append(c.Layer, ev.Layer)
+	c.Hits = append(c.Hits, ev.Hits)
+	c.Misses = append(c.Misses, ev.Misses)
+	c.PrefetchUsed = append(c.PrefetchUsed, ev.PrefetchUsed)
+	c.PrefetchWasted = append(c.PrefetchWasted, ev.PrefetchWasted)
+	c.StallNS = append(c.StallNS, int64(ev.Stall))
+	c.ComputeNS = append(c.ComputeNS, int64(ev.Compute))
+	c.Selected = appendIDs(c.Selected, n, ev.Selected)
+	c.Missed = appendIDs(c.Missed, n, ev.Missed)
+	c.Predicted = appendIDs(c.Predicted, n, ev.Predicted)
 	w.mu.Unlock()
 }
 
 // Read implements trace.Sink; reads are summed up in the token event.
 func (w *runnerWriter) Read(*trace.ReadEvent) {}
 
-// Token implements trace.Sink: it writes the step line.
+// Token implements trace.Sink: it writes the step line
+// (protocol.AppendRunnerStepLine, no reflection) and flushes it.
 func (w *runnerWriter) Token(ev *trace.TokenEvent) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.step = protocol.RunnerStepData{
 		Step: ev.Step, Phase: phaseName(ev.Phase), Pos: ev.Pos, Tokens: ev.Tokens, DurationNS: int64(ev.Duration),
-		StallNS: int64(ev.Stall), BytesRead: ev.BytesRead, CacheBytes: ev.CacheBytes, Layers: w.layers.wire(),
+		StallNS: int64(ev.Stall), BytesRead: ev.BytesRead, CacheBytes: ev.CacheBytes,
 	}
-	w.line1 = protocol.RunnerLine{T: protocol.RunnerStep, Step: &w.step}
-	_ = w.writeLocked(&w.line1)
-	w.layers.reset()
+	if len(w.layers.Layer) > 0 {
+		w.step.Layers = &w.layers
+	}
+	if w.err == nil {
+		w.line = append(protocol.AppendRunnerStepLine(w.line[:0], &w.step), '\n')
+		_, err := w.bw.Write(w.line)
+		_ = w.flushLocked(err)
+	}
+	c := &w.layers
+	c.Layer, c.Hits, c.Misses = c.Layer[:0], c.Hits[:0], c.Misses[:0]
+	c.PrefetchUsed, c.PrefetchWasted = c.PrefetchUsed[:0], c.PrefetchWasted[:0]
+	c.StallNS, c.ComputeNS = c.StallNS[:0], c.ComputeNS[:0]
+	c.Selected, c.Missed, c.Predicted = c.Selected[:0], c.Missed[:0], c.Predicted[:0]
 }
 
 // phaseName is a trace.Phase as the protocol names it.
@@ -177,33 +204,6 @@ func phaseName(p trace.Phase) string {
 	return protocol.PhaseDecode
 }
 
-// stepLayers collects a step's layer events column-wise, reusing its
-// buffers from step to step; any marks the columns that hold a non-zero
-// entry (the others are left off the line).
-type stepLayers struct {
-	cols protocol.RunnerLayers
-	any  [9]bool
-}
-
-func (s *stepLayers) add(ev *trace.LayerEvent) {
-	c := &s.cols
-	n := len(c.Layer)
-	c.Layer = append(c.Layer, ev.Layer)
-	c.Hits = append(c.Hits, ev.Hits)
-	c.Misses = append(c.Misses, ev.Misses)
-	c.PrefetchUsed = append(c.PrefetchUsed, ev.PrefetchUsed)
-	c.PrefetchWasted = append(c.PrefetchWasted, ev.PrefetchWasted)
-	c.StallNS = append(c.StallNS, int64(ev.Stall))
-	c.ComputeNS = append(c.ComputeNS, int64(ev.Compute))
-	c.Selected = appendIDs(c.Selected, n, ev.Selected)
-	c.Missed = appendIDs(c.Missed, n, ev.Missed)
-	c.Predicted = appendIDs(c.Predicted, n, ev.Predicted)
-	for i, nz := range [9]bool{ev.Hits != 0, ev.Misses != 0, ev.PrefetchUsed != 0, ev.PrefetchWasted != 0, ev.Stall != 0, ev.Compute != 0,
-		len(ev.Selected) > 0, len(ev.Missed) > 0, len(ev.Predicted) > 0} {
-		s.any[i] = s.any[i] || nz
-	}
-}
-
 // appendIDs sets entry n of col to a copy of ids, reusing the entry's
 // buffer from an earlier step (trace events' slices are only valid
 // during the call).
@@ -214,41 +214,6 @@ func appendIDs(col [][]int, n int, ids []int) [][]int {
 		return col
 	}
 	return append(col, append([]int(nil), ids...))
-}
-
-// wire returns the step's layers for its line (nil when it had none): a
-// view of the buffers, valid until reset.
-func (s *stepLayers) wire() *protocol.RunnerLayers {
-	c := &s.cols
-	if len(c.Layer) == 0 {
-		return nil
-	}
-	w := &protocol.RunnerLayers{Layer: c.Layer}
-	pick(&w.Hits, c.Hits, s.any[0])
-	pick(&w.Misses, c.Misses, s.any[1])
-	pick(&w.PrefetchUsed, c.PrefetchUsed, s.any[2])
-	pick(&w.PrefetchWasted, c.PrefetchWasted, s.any[3])
-	pick(&w.StallNS, c.StallNS, s.any[4])
-	pick(&w.ComputeNS, c.ComputeNS, s.any[5])
-	pick(&w.Selected, c.Selected, s.any[6])
-	pick(&w.Missed, c.Missed, s.any[7])
-	pick(&w.Predicted, c.Predicted, s.any[8])
-	return w
-}
-
-func pick[T any](dst *[]T, col []T, used bool) {
-	if used {
-		*dst = col
-	}
-}
-
-func (s *stepLayers) reset() {
-	c := &s.cols
-	c.Layer, c.Hits, c.Misses = c.Layer[:0], c.Hits[:0], c.Misses[:0]
-	c.PrefetchUsed, c.PrefetchWasted = c.PrefetchUsed[:0], c.PrefetchWasted[:0]
-	c.StallNS, c.ComputeNS = c.StallNS[:0], c.ComputeNS[:0]
-	c.Selected, c.Missed, c.Predicted = c.Selected[:0], c.Missed[:0], c.Predicted[:0]
-	s.any = [9]bool{}
 }
 
 // relayStep hands a step line to sink as the events the runner's runtime

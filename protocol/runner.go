@@ -248,9 +248,10 @@ type RunnerStepData struct {
 
 // RunnerLayers holds a step's trace.LayerEvents column-wise: entry i of
 // each column is the i-th event, in the order emitted. Layer is always
-// set; any other column is either absent (zero or empty for every event)
-// or as long as Layer. An empty expert list and an absent one are the
-// same.
+// set; any other column is either empty (zero or no experts for every
+// event) or as long as Layer; decoded, every column is as long as Layer.
+// An empty expert list and a nil one are the same. On the wire it is one
+// blob of varints (RunnerLayersEncoding, runner_step.go).
 type RunnerLayers struct {
 	Layer          []int   `json:"i"`
 	Hits           []int   `json:"h,omitempty"`
@@ -262,18 +263,27 @@ type RunnerLayers struct {
 	Selected       [][]int `json:"sel,omitempty"`
 	Missed         [][]int `json:"miss,omitempty"`
 	Predicted      [][]int `json:"pred,omitempty"`
+
+	// The slabs the decoded columns are cut from (runner_step.go).
+	slabInts, slabIDs []int
+	slabDurs          []int64
 }
 
 // ParseRunnerLine decodes and validates one line of runner output (without
-// its newline) into l, which it resets first. Errors are *DecodeError.
+// its newline) into l. Every field of l is the line's afterwards, but a
+// step line reuses the arrays of the step line l held before: copy what
+// must outlive the next call. Errors are *DecodeError.
 func ParseRunnerLine(data []byte, l *RunnerLine) error {
 	const typ = "runner"
-	*l = RunnerLine{}
 	if len(data) > MaxRunnerLineBytes {
+		*l = RunnerLine{}
 		return &DecodeError{Type: typ, Kind: RejectOversized, Err: fmt.Errorf("%d bytes exceeds the %d-byte limit", len(data), MaxRunnerLineBytes)}
 	}
-	if err := json.Unmarshal(data, l); err != nil {
-		return &DecodeError{Type: typ, Kind: RejectMalformed, Err: cleanJSONError(err)}
+	if !scanRunnerStep(data, l) {
+		*l = RunnerLine{}
+		if err := json.Unmarshal(data, l); err != nil {
+			return &DecodeError{Type: typ, Kind: RejectMalformed, Err: cleanJSONError(err)}
+		}
 	}
 	if err := l.Validate(); err != nil {
 		return &DecodeError{Type: typ, Kind: RejectInvalid, Err: err}

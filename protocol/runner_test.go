@@ -3,6 +3,7 @@ package protocol
 import (
 	"bytes"
 	"encoding/json"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -62,10 +63,14 @@ func TestRunnerLineRejects(t *testing.T) {
 		{"step missing", `{"t":"step"}`, RejectInvalid, "step missing"},
 		{"step phase", `{"t":"step","step":{"ph":"think","n":1}}`, RejectInvalid, "phase"},
 		{"step negative", `{"t":"step","step":{"ph":"decode","n":1,"d":-5}}`, RejectInvalid, "non-negative"},
-		{"layer out of range", `{"t":"step","step":{"ph":"decode","n":1,"l":{"i":[512]}}}`, RejectInvalid, "layer 512"},
-		{"column length", `{"t":"step","step":{"ph":"decode","n":1,"l":{"i":[0,1],"h":[1]}}}`, RejectInvalid, "1 entries for 2"},
-		{"expert id", `{"t":"step","step":{"ph":"decode","n":1,"l":{"i":[0],"sel":[[4096]]}}}`, RejectInvalid, "expert 4096"},
-		{"no layers", `{"t":"step","step":{"ph":"decode","n":1,"l":{"i":[]}}}`, RejectInvalid, "0 layer events"},
+		{"layer out of range", layersLine(1, &RunnerLayers{Layer: []int{512}}), RejectMalformed, "layer 512 out of range"},
+		{"expert id", layersLine(1, &RunnerLayers{Layer: []int{0}, Selected: [][]int{{4096}}}), RejectMalformed, "expert 4096 out of range"},
+		{"count", layersLine(1, &RunnerLayers{Layer: []int{0}, Hits: []int{5000}}), RejectMalformed, "hits 5000 out of range"},
+		{"no layers", layersLine(0, &RunnerLayers{}), RejectMalformed, "step.l.n 0 out of range"},
+		{"more events than data", layersLine(2, &RunnerLayers{Layer: []int{0}}), RejectMalformed, "step.l.n 2 out of range"},
+		{"fewer events than data", layersLine(1, &RunnerLayers{Layer: []int{0, 1}, Hits: []int{1, 2}}), RejectMalformed, "bytes after 1 events"},
+		{"truncated", layersLine(1, &RunnerLayers{Layer: []int{0}, Selected: [][]int{{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}}})[:60] + `"}}}`, RejectMalformed, ""},
+		{"encoding", `{"t":"step","step":{"ph":"decode","n":1,"l":{"n":1,"enc":"json","data":"AAAAAAAAAAAAAA=="}}}`, RejectMalformed, `enc "json" unsupported`},
 		{"result missing", `{"t":"result"}`, RejectInvalid, "result missing"},
 		{"result bad rate", `{"t":"result","result":{"config_index":0,"config_key":"k","hit_rate":2}}`, RejectInvalid, "hit_rate"},
 		{"error empty", `{"t":"error"}`, RejectInvalid, "message missing"},
@@ -85,6 +90,48 @@ func TestRunnerLineRejects(t *testing.T) {
 	}
 }
 
+// layersLine is a step line whose layers are l's blob, claiming n events.
+func layersLine(n int, l *RunnerLayers) string {
+	b, _ := json.Marshal(&runnerLayersWire{N: n, Enc: RunnerLayersEncoding, Data: appendLayers(nil, l)})
+	return `{"t":"step","step":{"ph":"decode","n":1,"l":` + string(b) + `}}`
+}
+
+// TestRunnerLayersValidate: a column of another length than Layer is
+// refused (the blob cannot carry one; a struct can).
+func TestRunnerLayersValidate(t *testing.T) {
+	t.Parallel()
+	l := RunnerLine{T: RunnerStep, Step: &RunnerStepData{Phase: PhaseDecode, Layers: &RunnerLayers{Layer: []int{0, 1}, Hits: []int{1}}}}
+	if err := l.Validate(); err == nil || !strings.Contains(err.Error(), "1 entries for 2") {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+// TestAppendRunnerStepLine: the hand-written step line is json.Marshal's,
+// and the one-pass scanner reads it as encoding/json does.
+func TestAppendRunnerStepLine(t *testing.T) {
+	t.Parallel()
+	for _, l := range runnerSamples() {
+		if l.T != RunnerStep {
+			continue
+		}
+		want, err := json.Marshal(&l)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := AppendRunnerStepLine([]byte("prefix"), l.Step)
+		if string(got) != "prefix"+string(want) {
+			t.Fatalf("AppendRunnerStepLine:\n%s\njson.Marshal:\n%s", got[6:], want)
+		}
+		var scanned, decoded RunnerLine
+		if !scanRunnerStep(want, &scanned) {
+			t.Fatalf("scanner refused %s", want)
+		}
+		if err := json.Unmarshal(want, &decoded); err != nil || !reflect.DeepEqual(scanned, decoded) {
+			t.Fatalf("scanned %+v, decoded %+v (%v)", scanned.Step, decoded.Step, err)
+		}
+	}
+}
+
 // TestParseRunnerLineResets: a line leaves nothing of the one parsed
 // before it into the same RunnerLine.
 func TestParseRunnerLineResets(t *testing.T) {
@@ -98,6 +145,34 @@ func TestParseRunnerLineResets(t *testing.T) {
 	}
 	if l != (RunnerLine{T: RunnerDone}) {
 		t.Fatalf("after done: %+v", l)
+	}
+}
+
+// TestParseRunnerLineReusesSteps: step lines parsed into one RunnerLine
+// reuse its arrays, and each parse still gives exactly its own line.
+func TestParseRunnerLineReusesSteps(t *testing.T) {
+	t.Parallel()
+	big := &RunnerStepData{Step: 1, Phase: PhaseDecode, Tokens: 1, Layers: &RunnerLayers{Layer: []int{0, 1, 2}, Hits: []int{1, 2, 3},
+		Selected: [][]int{{1, 2, 3}, {4, 5}, {6}}, Predicted: [][]int{{1}, nil, {7, 8}}}}
+	small := &RunnerStepData{Step: 2, Phase: PhaseVerify, Tokens: 3, Layers: &RunnerLayers{Layer: []int{5}, Missed: [][]int{{9}}}}
+	var l RunnerLine
+	for i, st := range []*RunnerStepData{big, small, big, nil, small} {
+		line := []byte(`{"t":"pos","cfg":1,"rep":0}`)
+		if st != nil {
+			line = AppendRunnerStepLine(nil, st)
+		}
+		if err := ParseRunnerLine(line, &l); err != nil {
+			t.Fatal(err)
+		}
+		var fresh RunnerLine
+		if err := json.Unmarshal(line, &fresh); err != nil {
+			t.Fatal(err)
+		}
+		got, _ := json.Marshal(&l)
+		want, _ := json.Marshal(&fresh)
+		if !bytes.Equal(got, want) || (st != nil && !reflect.DeepEqual(l.Step.Layers.Selected, fresh.Step.Layers.Selected)) {
+			t.Fatalf("line %d parsed as %s, want %s", i, got, want)
+		}
 	}
 }
 
@@ -190,11 +265,17 @@ func FuzzRunnerLine(f *testing.F) {
 		}
 		f.Add(b)
 	}
-	f.Add([]byte(`{"t":"step","step":{"ph":"verify","n":4,"l":{"i":[0,0],"pred":[[1],[2]]}}}`))
+	f.Add([]byte(layersLine(2, &RunnerLayers{Layer: []int{0, 0}, Predicted: [][]int{{1}, {2}}})))
 	f.Add([]byte(`{"t":"hello","protocol":99}`))
 	f.Add([]byte(`null`))
 	f.Add([]byte(`{"t":"result","result":null}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
+		var scanned, decoded RunnerLine
+		if scanRunnerStep(data, &scanned) {
+			if err := json.Unmarshal(data, &decoded); err != nil || !reflect.DeepEqual(scanned, decoded) {
+				t.Fatalf("scanner and encoding/json disagree on %q: %+v vs %+v (%v)", data, scanned.Step, decoded.Step, err)
+			}
+		}
 		var l RunnerLine
 		err := ParseRunnerLine(data, &l)
 		if err != nil {
