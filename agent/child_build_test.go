@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"syscall"
 	"testing"
 	"time"
 
@@ -45,8 +46,9 @@ func TestRunChildRealBuild(t *testing.T) {
 // each iteration runs the config embedded and through a freshly built
 // `lesfarm runner`, alternating which goes first, both streaming into a
 // telemetry aggregator that encodes its batches as the agent does. It
-// reports the median wall time of each and the median of the pairs'
-// child/embedded ratios as overhead-%.
+// reports the median wall time of each, the median of the pairs'
+// child/embedded ratios as overhead-%, and the same for the CPU time both
+// processes spent as cpu-overhead-%.
 //
 //	go test -run '^$' -bench RunnerChildOverhead -benchtime 10x ./agent/
 func BenchmarkRunnerChildOverhead(b *testing.B) {
@@ -68,10 +70,10 @@ func BenchmarkRunnerChildOverhead(b *testing.B) {
 		b.Fatalf("go build ./cmd/lesfarm: %v\n%s", err, out)
 	}
 	r := &Runner{Threads: 1, Gate: ThermalGate{Disabled: true}, WorkDir: b.TempDir(), Logger: slog.New(slog.DiscardHandler)}
-	run := func(child bool) time.Duration {
+	run := func(child bool) (wall, cpu time.Duration) {
 		agg := telemetryEncoder(b)
 		job := &Job{Spec: spec, Configs: configs, ModelPath: path, Sink: agg, Position: agg.SetPosition}
-		t0 := time.Now()
+		c0, t0 := cpuTime(), time.Now()
 		var res []protocol.ConfigResult
 		var err error
 		if child {
@@ -79,23 +81,27 @@ func BenchmarkRunnerChildOverhead(b *testing.B) {
 		} else {
 			res, err = r.Run(context.Background(), job)
 		}
-		d := time.Since(t0)
+		wall = time.Since(t0)
 		agg.Close()
+		cpu = cpuTime() - c0
 		if err != nil || len(res) != 1 || res[0].Error != "" {
 			b.Fatalf("child %v: %v %+v", child, err, res)
 		}
-		return d
+		return wall, cpu
 	}
-	var emb, chi []float64
+	var emb, chi, embCPU, chiCPU []float64
+	add := func(child bool) {
+		w, c := run(child)
+		if child {
+			chi, chiCPU = append(chi, w.Seconds()), append(chiCPU, c.Seconds())
+		} else {
+			emb, embCPU = append(emb, w.Seconds()), append(embCPU, c.Seconds())
+		}
+	}
 	b.ReportAllocs()
 	for n := 0; b.Loop(); n++ {
-		if n%2 == 0 {
-			emb = append(emb, run(false).Seconds())
-			chi = append(chi, run(true).Seconds())
-		} else {
-			chi = append(chi, run(true).Seconds())
-			emb = append(emb, run(false).Seconds())
-		}
+		add(n%2 == 1)
+		add(n%2 == 0)
 	}
 	// Each pair ran back to back, under the same load: the median of the
 	// pairs' ratios is the figure least moved by what else the machine
@@ -108,9 +114,29 @@ func BenchmarkRunnerChildOverhead(b *testing.B) {
 	b.ReportMetric(me*1e3, "embedded-ms")
 	b.ReportMetric(mc*1e3, "child-ms")
 	b.ReportMetric(100*(mr-1), "overhead-%")
+	// CPU time (the agent's and the child's, user and system) is the
+	// work each path does, whatever else runs on the machine.
+	cpuRatios := make([]float64, len(embCPU))
+	for i := range embCPU {
+		cpuRatios[i] = chiCPU[i] / embCPU[i]
+	}
+	b.ReportMetric(100*(median(cpuRatios)-1), "cpu-overhead-%")
 	slices.Sort(ratios)
-	b.Logf("%d pairs: embedded median %.1f ms, child median %.1f ms; child/embedded per pair: median %.3f, range %.3f-%.3f",
-		len(emb), me*1e3, mc*1e3, mr, ratios[0], ratios[len(ratios)-1])
+	b.Logf("%d pairs: embedded median %.1f ms, child median %.1f ms; child/embedded per pair: median %.3f, range %.3f-%.3f; CPU %.1f ms vs %.1f ms, ratio %.3f",
+		len(emb), me*1e3, mc*1e3, mr, ratios[0], ratios[len(ratios)-1], median(embCPU)*1e3, median(chiCPU)*1e3, median(cpuRatios))
+}
+
+// cpuTime is the user and system time of this process and of its
+// children that were waited for.
+func cpuTime() time.Duration {
+	var total time.Duration
+	for _, who := range []int{syscall.RUSAGE_SELF, syscall.RUSAGE_CHILDREN} {
+		var ru syscall.Rusage
+		if err := syscall.Getrusage(who, &ru); err == nil {
+			total += time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+		}
+	}
+	return total
 }
 
 // telemetryEncoder is an aggregator whose batches are encoded as the

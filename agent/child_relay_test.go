@@ -148,6 +148,10 @@ func TestRunnerLinesRelayTheRuntimesEvents(t *testing.T) {
 		}
 	}
 
+	if err := w.flush(); err != nil {
+		t.Fatal(err)
+	}
+
 	// The agent's side: parse and relay into a recorder and an aggregator.
 	again := &recorder{}
 	relayed, batchesRelayed := collector()
@@ -293,6 +297,7 @@ func BenchmarkRunnerStepLine(b *testing.B) {
 			w.Layer(&evs[i])
 		}
 		w.Token(&tok)
+		w.flush()
 	}
 	b.Run("write", func(b *testing.B) {
 		b.ReportAllocs()

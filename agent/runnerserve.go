@@ -30,6 +30,8 @@ func ServeRunner(ctx context.Context, in io.Reader, out io.Writer, log *slog.Log
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	w := newRunnerWriter(out, func(err error) { cancel(fmt.Errorf("writing runner output: %w", err)) })
+	stop := w.flushStale(stepFlushEvery)
+	defer stop()
 	if err := w.write(runnerHello()); err != nil {
 		return err
 	}
@@ -86,11 +88,23 @@ func runnerHello() *protocol.RunnerLine {
 	return h
 }
 
-// runnerWriter writes runner lines to a buffered stdout, one write per
-// line, and is the child's trace.Sink: a step's layer events are held
-// until its token event and written with it on one step line. It is safe
-// for concurrent use. The first write error goes to onErr and makes every
-// later line fail.
+// stepFlushEvery is how long step lines may wait in the runner's buffer:
+// a step line is flushed when the last flush is this old (or the buffer
+// holds stepFlushBytes), every other line at once. A write, and a wake-up
+// of the agent, per step of a small model cost the agent about 100 us a
+// step in syscalls and scheduling, three times its parsing; on a phone a
+// step takes longer than this and each is flushed.
+const (
+	stepFlushEvery = 10 * time.Millisecond
+	stepFlushBytes = 32 << 10
+)
+
+// runnerWriter writes runner lines to a buffered stdout and is the child's
+// trace.Sink: a step's layer events are held until its token event and
+// written with it on one step line. Step lines are flushed at step
+// boundaries at most every stepFlushEvery, every other line at once. It is
+// safe for concurrent use. The first write error goes to onErr and makes
+// every later line fail.
 type runnerWriter struct {
 	mu    sync.Mutex
 	bw    *bufio.Writer
@@ -101,6 +115,8 @@ type runnerWriter struct {
 	layers protocol.RunnerLayers // the step in progress, buffers reused
 	step   protocol.RunnerStepData
 	line   []byte
+
+	lastFlush time.Time
 }
 
 func newRunnerWriter(out io.Writer, onErr func(error)) *runnerWriter {
@@ -138,6 +154,7 @@ func (w *runnerWriter) writeLocked(l *protocol.RunnerLine) error {
 func (w *runnerWriter) flushLocked(err error) error {
 	if err == nil {
 		err = w.bw.Flush()
+		w.lastFlush = time.Now()
 	}
 	if err != nil && w.err == nil {
 		w.err = err
@@ -146,6 +163,40 @@ func (w *runnerWriter) flushLocked(err error) error {
 		}
 	}
 	return err
+}
+
+// flush flushes what is buffered.
+func (w *runnerWriter) flush() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.err != nil {
+		return w.err
+	}
+	return w.flushLocked(nil)
+}
+
+// flushStale flushes step lines left in the buffer for every (a step
+// that ends a repetition waits for no next step) until stop is called.
+func (w *runnerWriter) flushStale(every time.Duration) (stop func()) {
+	done, stopped := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(stopped)
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				w.mu.Lock()
+				if w.err == nil && w.bw.Buffered() > 0 && time.Since(w.lastFlush) >= every {
+					_ = w.flushLocked(nil)
+				}
+				w.mu.Unlock()
+			}
+		}
+	}()
+	return func() { close(done); <-stopped }
 }
 
 // Layer implements trace.Sink.
@@ -184,7 +235,9 @@ func (w *runnerWriter) Token(ev *trace.TokenEvent) {
 	if w.err == nil {
 		w.line = append(protocol.AppendRunnerStepLine(w.line[:0], &w.step), '\n')
 		_, err := w.bw.Write(w.line)
-		_ = w.flushLocked(err)
+		if err != nil || time.Since(w.lastFlush) >= stepFlushEvery || w.bw.Buffered() >= stepFlushBytes {
+			_ = w.flushLocked(err)
+		}
 	}
 	c := &w.layers
 	c.Layer, c.Hits, c.Misses = c.Layer[:0], c.Hits[:0], c.Misses[:0]
