@@ -72,7 +72,13 @@ func (f *killFarm) rejectZombie(t *testing.T, id, token int64, device string, co
 func (f *killFarm) getRun(t *testing.T, id int64) api.RunDetail {
 	t.Helper()
 	var r api.RunDetail
-	resp, err := http.Get(fmt.Sprintf("%s/v1/runs/%d", f.base, id))
+	// With the API token: fencing tokens are hidden from anonymous readers.
+	req, err := http.NewRequest(http.MethodGet, fmt.Sprintf("%s/v1/runs/%d", f.base, id), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+f.secret)
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatalf("GET run %d: %v", id, err)
 	}
@@ -114,6 +120,7 @@ func (f *killFarm) publishZombie(t *testing.T, id, token int64, device string, c
 	for i, c := range configs {
 		res.Configs = append(res.Configs, protocol.ConfigResult{ConfigIndex: i, ConfigKey: c.Key, Repetitions: 1, Valid: true})
 	}
+	nonce := protocol.NewMsgNonce()
 	for _, m := range []struct {
 		subject string
 		msg     protocol.Message
@@ -122,7 +129,13 @@ func (f *killFarm) publishZombie(t *testing.T, id, token int64, device string, c
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := f.js.Publish(ctx, m.subject, data, jetstream.WithMsgID(fmt.Sprintf("zombie/%d/%d/%s/%s", id, token, phase, m.msg.MessageType()))); err != nil {
+		// The ids a real agent would use (protocol/msgid.go), a fresh
+		// nonce per phase.
+		msgID := protocol.TelemetryMsgID(device, id, token, tb.Seq, nonce)
+		if m.msg == protocol.Message(res) {
+			msgID = protocol.ResultMsgID(device, id, token, nonce)
+		}
+		if _, err := f.js.Publish(ctx, m.subject, data, jetstream.WithMsgID(msgID)); err != nil {
 			t.Fatalf("publish zombie %s: %v", m.msg.MessageType(), err)
 		}
 	}

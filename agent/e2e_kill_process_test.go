@@ -28,6 +28,7 @@ import (
 	"github.com/lesfarm/lesfarm/coordinator/store"
 	"github.com/lesfarm/lesfarm/internal/testenv"
 	"github.com/lesfarm/lesfarm/jobs"
+	"github.com/lesfarm/lesfarm/protocol"
 	"github.com/lesfarm/lesfarm/runtime/model"
 	"github.com/lesfarm/lesfarm/runtime/tensor"
 )
@@ -119,6 +120,7 @@ type killFarm struct {
 	js     jetstream.JetStream
 	spec   *jobs.Spec
 	logs   *lockedBuffer
+	secret string // API token (reads of fencing tokens need one)
 }
 
 // newKillFarm starts a coordinator with short liveness timings (device TTL
@@ -143,6 +145,7 @@ func newKillFarm(t *testing.T) *killFarm {
 	if err != nil {
 		t.Fatal(err)
 	}
+	f.secret = secret
 	if f.cl, err = client.New(f.base, secret); err != nil {
 		t.Fatal(err)
 	}
@@ -302,15 +305,14 @@ func (f *killFarm) run(t *testing.T, bin string, sc killScenario) {
 	var spilledSeqs []uint64
 	for _, rec := range spilled {
 		msgID, err := readBufferRecord(filepath.Join(bufDir, rec))
-		var run, tok int64
-		var seq uint64
+		var m *protocol.MsgID
 		if err == nil {
-			_, err = fmt.Sscanf(msgID, "t/%d/%d/%d", &run, &tok, &seq)
+			m, err = protocol.ParseMsgID(msgID)
 		}
-		if err != nil || run != id || tok != t1 || !strings.HasSuffix(rec, ".d") {
-			t.Fatalf("buffer record %s left by the killed agent: msg id %q, err %v; want a whole telemetry batch t/%d/%d/<seq>", rec, msgID, err, id, t1)
+		if err != nil || m.Kind != protocol.MsgIDTelemetry || m.DeviceID != device || m.RunID != id || m.Token != t1 || !strings.HasSuffix(rec, ".d") {
+			t.Fatalf("buffer record %s left by the killed agent: msg id %q, err %v; want a whole telemetry batch t/%s/%d/%d/<seq>/<nonce>", rec, msgID, err, device, id, t1)
 		}
-		spilledSeqs = append(spilledSeqs, seq)
+		spilledSeqs = append(spilledSeqs, m.Seq)
 	}
 
 	restartAt := time.Now()

@@ -118,7 +118,9 @@ func (b *RunBounds) CheckResult(res *Result) error {
 
 // CheckTelemetry checks a telemetry batch's samples against the run: each
 // names a config of the assignment, its durations are at most
-// MaxDurationNS, and its byte counts at most the model's size.
+// MaxDurationNS, its cache at most the model's size, and the bytes it read
+// at most the model's size per token of the step (a prefill step with a
+// small cache evicts and reads experts again for later tokens).
 func (b *RunBounds) CheckTelemetry(tb *TelemetryBatch) error {
 	limit := b.maxBytes()
 	for k := range tb.Samples {
@@ -128,8 +130,10 @@ func (b *RunBounds) CheckTelemetry(tb *TelemetryBatch) error {
 			return fmt.Errorf("samples[%d].cfg %d: the run has %d configs", k, s.ConfigIndex, len(b.Configs))
 		case s.DurationNS < 0 || s.DurationNS > MaxDurationNS || s.StallNS < 0 || s.StallNS > MaxDurationNS:
 			return fmt.Errorf("samples[%d]: dur_ns %d or stall_ns %d out of range [0, %d]", k, s.DurationNS, s.StallNS, MaxDurationNS)
-		case s.BytesRead < 0 || s.BytesRead > limit || s.CacheBytes < 0 || s.CacheBytes > limit:
-			return fmt.Errorf("samples[%d]: bytes_read %d or cache_bytes %d out of range [0, %d]", k, s.BytesRead, s.CacheBytes, limit)
+		case s.CacheBytes < 0 || s.CacheBytes > limit:
+			return fmt.Errorf("samples[%d]: cache_bytes %d out of range [0, %d]", k, s.CacheBytes, limit)
+		case s.BytesRead < 0 || s.BytesRead/int64(max(s.Tokens, 1)) > limit:
+			return fmt.Errorf("samples[%d]: bytes_read %d out of range [0, %d per token x %d tokens]", k, s.BytesRead, limit, s.Tokens)
 		}
 	}
 	for k, e := range tb.Experts {
