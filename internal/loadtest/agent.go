@@ -345,7 +345,7 @@ func sampleTemplate(n, layers, configs int) (json.RawMessage, error) {
 			lc.PrefetchWasted[l] = int32((i + l) % 2)
 		}
 		b.Samples = append(b.Samples, protocol.Sample{ConfigIndex: i % max(configs, 1), Step: i, Phase: protocol.PhaseDecode, Pos: 16 + i, Tokens: 1,
-			DurationNS: 48e6 + int64(i%7)*1e6, StallNS: 11e6 + int64(i%5)*1e6, BytesRead: 9<<20 + int64(i%11)<<16, CacheBytes: 1 << 30, Layers: lc})
+			DurationNS: 48e6 + int64(i%7)*1e6, StallNS: 11e6 + int64(i%5)*1e6, BytesRead: 9<<20 + int64(i%11)<<16, CacheBytes: 16 << 20, Layers: lc}) // within the smoke model's 33 MB: ingest bounds byte counts by the model (protocol.RunBounds)
 	}
 	data, err := protocol.Encode(b)
 	if err != nil {
