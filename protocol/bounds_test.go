@@ -92,3 +92,33 @@ func TestRunBoundsCheckTelemetry(t *testing.T) {
 		t.Fatal("expert load for config 5 of 2 accepted")
 	}
 }
+
+// FuzzRunBoundsResult: whatever a result's decoder and RunBounds accept
+// holds only finite numbers whose sum over any plausible number of rows
+// stays finite, so no read over stored results can overflow or produce a
+// value JSON cannot carry.
+func FuzzRunBoundsResult(f *testing.F) {
+	ok, _ := Encode(&Result{RunID: 1, Token: 1, DeviceID: "d", Outcome: OutcomeSucceeded, Configs: []ConfigResult{goodConfig()}})
+	f.Add(ok)
+	f.Add([]byte(`{"v":1,"run_id":1,"token":1,"device_id":"d","outcome":"succeeded","configs":[{"config_index":0,"config_key":"resident","decode_tps":{"mean":1e308}}]}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		res, err := DecodeResult(data)
+		if err != nil || testBounds().CheckResult(res) != nil {
+			return
+		}
+		for _, c := range res.Configs {
+			vals := []float64{c.HitRate, c.PredictorPrecision, c.PredictorRecall, c.StallFraction, c.BytesPerToken}
+			for _, st := range []Stat{c.DecodeTPS, c.PrefillTPS, c.TTFTMS} {
+				vals = append(vals, st.Mean, st.Median, st.Stddev, st.CV, st.Min, st.Max)
+			}
+			for _, v := range c.Extra {
+				vals = append(vals, v)
+			}
+			for _, v := range vals {
+				if !Finite(v) || !Finite(v*1e9) || !Finite(v*v) {
+					t.Fatalf("accepted %v: a sum over 1e9 rows or a square overflows", v)
+				}
+			}
+		}
+	})
+}
