@@ -40,10 +40,13 @@ func TestRunChildRealBuild(t *testing.T) {
 }
 
 // BenchmarkRunnerChildOverhead measures what running a build as a child
-// costs over the embedded runtime on one les-ladder config (lookahead at
-// half the expert bytes on the emulated flagship's flash, the trained
-// fixture model, the ladder's prompts and token counts, no cool-down):
-// each iteration runs the config embedded and through a freshly built
+// costs over the embedded runtime on les-ladder configs (the trained
+// fixture model, the ladder's prompts and token counts, the emulated
+// flagship's flash at half the expert bytes, no cool-down). configs=1 is
+// one config a job (lookahead), the worst case: the child's start is paid
+// by one config; configs=4 is a job of on-demand, on-demand-parallel,
+// lookahead and scheduled, as a ladder's job runs all its configs in one
+// child. Each iteration runs the job embedded and through a freshly built
 // `lesfarm runner`, alternating which goes first, both streaming into a
 // telemetry aggregator that encodes its batches as the agent does. It
 // reports the median wall time of each, the median of the pairs'
@@ -58,17 +61,31 @@ func BenchmarkRunnerChildOverhead(b *testing.B) {
 		b.Fatal(err)
 	}
 	spec.Cooldown = 0
-	i := slices.IndexFunc(spec.Expand(), func(c jobs.Config) bool { return c.Key == "lookahead/budget=50%/profile=phone-flagship" })
-	if i < 0 {
-		b.Fatal("les-ladder has no lookahead/budget=50%/profile=phone-flagship config")
+	pick := func(modes ...string) []jobs.Config {
+		var out []jobs.Config
+		for _, m := range modes {
+			i := slices.IndexFunc(spec.Expand(), func(c jobs.Config) bool { return c.Key == m+"/budget=50%/profile=phone-flagship" })
+			if i < 0 {
+				b.Fatalf("les-ladder has no %s/budget=50%%/profile=phone-flagship config", m)
+			}
+			out = append(out, spec.Expand()[i])
+		}
+		return out
 	}
-	configs := spec.Expand()[i : i+1]
 	exe := filepath.Join(b.TempDir(), "lesfarm")
 	build := exec.Command("go", "build", "-o", exe, "./cmd/lesfarm")
 	build.Dir = fixture.RepoRoot()
 	if out, err := build.CombinedOutput(); err != nil {
 		b.Fatalf("go build ./cmd/lesfarm: %v\n%s", err, out)
 	}
+	b.Run("configs=1", func(b *testing.B) { benchChildOverhead(b, exe, path, spec, pick("lookahead")) })
+	b.Run("configs=4", func(b *testing.B) {
+		benchChildOverhead(b, exe, path, spec, pick("on-demand", "on-demand-parallel", "lookahead", "scheduled"))
+	})
+}
+
+// benchChildOverhead is BenchmarkRunnerChildOverhead on one job.
+func benchChildOverhead(b *testing.B, exe, path string, spec *jobs.Spec, configs []jobs.Config) {
 	r := &Runner{Threads: 1, Gate: ThermalGate{Disabled: true}, WorkDir: b.TempDir(), Logger: slog.New(slog.DiscardHandler)}
 	run := func(child bool) (wall, cpu time.Duration) {
 		agg := telemetryEncoder(b)
@@ -84,7 +101,7 @@ func BenchmarkRunnerChildOverhead(b *testing.B) {
 		wall = time.Since(t0)
 		agg.Close()
 		cpu = cpuTime() - c0
-		if err != nil || len(res) != 1 || res[0].Error != "" {
+		if err != nil || len(res) != len(configs) || slices.ContainsFunc(res, func(c protocol.ConfigResult) bool { return c.Error != "" }) {
 			b.Fatalf("child %v: %v %+v", child, err, res)
 		}
 		return wall, cpu
