@@ -75,8 +75,8 @@ func TestRunBoundsCheckTelemetry(t *testing.T) {
 		{"a day-long step", func(s *Sample) { s.DurationNS = MaxDurationNS + 1 }, false},
 		{"stall beyond bound", func(s *Sample) { s.StallNS = math.MaxInt64 }, false},
 		{"reads beyond the model", func(s *Sample) { s.BytesRead = 34 << 20 }, false},
-		{"a prefill step reading the model twice over", func(s *Sample) { s.Tokens, s.BytesRead = 16, 66 << 20 }, true},
-		{"a prefill step reading beyond its tokens", func(s *Sample) { s.Tokens, s.BytesRead = 2, 67 << 20 }, false},
+		{"a prefill step reading the model twice over", func(s *Sample) { s.Tokens, s.BytesRead = 16, 66<<20 }, true},
+		{"a prefill step reading beyond its tokens", func(s *Sample) { s.Tokens, s.BytesRead = 2, 67<<20 }, false},
 		{"cache beyond the model", func(s *Sample) { s.CacheBytes = math.MaxInt64 }, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
