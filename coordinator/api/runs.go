@@ -235,7 +235,7 @@ func (h *runHandler) waitDoneIdle(ctx context.Context, ids []int64, onIdle func(
 
 type listRunsInput struct {
 	Suite    string   `query:"suite" maxLength:"100"`
-	State    []string `query:"state,explode" enum:"queued,assigned,running,succeeded,failed,cancelled,infra_failed" doc:"Repeat for several states."`
+	State    []string `query:"state,explode" enum:"queued,assigned,running,succeeded,failed,cancelled,infra_failed,build_failed" doc:"Repeat for several states."`
 	Build    string   `query:"build" maxLength:"200"`
 	Lineage  string   `query:"lineage" maxLength:"200" doc:"Only runs of this build lineage (e.g. main, release-3)."`
 	DeviceID string   `query:"device_id" maxLength:"64"`

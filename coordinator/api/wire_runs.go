@@ -6,6 +6,7 @@ import (
 
 	"github.com/lesfarm/lesfarm/coordinator/store"
 	"github.com/lesfarm/lesfarm/jobs"
+	"github.com/lesfarm/lesfarm/protocol"
 )
 
 // This file and the other wire_*.go files hold the API's own response
@@ -32,7 +33,7 @@ type Run struct {
 	Selector       jobs.Selector `json:"device_selector" doc:"Device selector the run was placed with."`
 	TargetDeviceID string        `json:"target_device_id,omitempty" doc:"Device the run is pinned to (fanout triggers)." example:"pixel8-a1"`
 	DeviceID       string        `json:"device_id,omitempty" doc:"Device of the current or last attempt." example:"pixel8-a1"`
-	State          string        `json:"state" enum:"queued,assigned,running,succeeded,failed,cancelled,infra_failed" doc:"Run state; succeeded, failed, cancelled and infra_failed are terminal." example:"running"`
+	State          string        `json:"state" enum:"queued,assigned,running,succeeded,failed,cancelled,infra_failed,build_failed" doc:"Run state; succeeded, failed, cancelled, infra_failed and build_failed (the build's own code crashed, broke the runner protocol or overran the RAM budget) are terminal." example:"running"`
 	Priority       int           `json:"priority" doc:"Placement priority; higher runs first." example:"0"`
 	Attempts       int           `json:"attempts" doc:"Attempts started so far." example:"1"`
 	MaxAttempts    int           `json:"max_attempts" doc:"Attempts allowed before the run fails for good." example:"3"`
@@ -52,6 +53,32 @@ type Run struct {
 	StartedAt       *time.Time `json:"started_at,omitempty" doc:"When the current attempt started on the device." example:"2026-12-01T14:00:03Z"`
 	FinishedAt      *time.Time `json:"finished_at,omitempty" doc:"When the run reached a terminal state." example:"2026-12-01T14:12:40Z"`
 	UpdatedAt       time.Time  `json:"updated_at" doc:"When the run last changed." example:"2026-12-01T14:12:40Z"`
+	// Provenance is which code produced the last attempt's result.
+	Provenance *Provenance `json:"provenance,omitempty" doc:"Which code produced the last attempt's result; absent until a result is stored."`
+}
+
+// Provenance is which code produced a run's result: the agent's report,
+// checked at ingest against the build's registered executables.
+type Provenance struct {
+	Build            string `json:"build" doc:"Build id that ran." example:"ci-4812"`
+	ExecutableSHA256 string `json:"executable_sha256" doc:"sha256 of the executable that ran; ingest rejects a result whose hash is not the build's for its platform." example:"419167b57b10ffd91e2143ab8a99593c53f3e46007cfc0fe6132e4fc815eacd7"`
+	Platform         string `json:"platform" doc:"GOOS/GOARCH of that executable." example:"linux/arm64"`
+	Embedded         bool   `json:"embedded,omitempty" doc:"True when the agent ran its embedded runtime in-process instead of a child process." example:"false"`
+	RunnerRevision   string `json:"runner_revision,omitempty" doc:"VCS revision the runner reported in its hello (empty for a binary built without VCS stamping)." example:"9813d69c1f0e"`
+	RunnerGoVersion  string `json:"runner_go_version,omitempty" doc:"Go version the runner was built with." example:"go1.25.4"`
+	RunnerProtocol   int    `json:"runner_protocol,omitempty" doc:"Runner protocol version the child spoke." example:"1"`
+	AgentBuild       string `json:"agent_build,omitempty" doc:"The agent's own build (module version and revision)." example:"v0.9.0 9813d69c1f0e"`
+	PeakRSSBytes     int64  `json:"peak_rss_bytes,omitempty" doc:"Peak resident memory of the runner child, in bytes (0 for the embedded runtime)." example:"734003200"`
+	StderrTail       string `json:"stderr_tail,omitempty" doc:"Last 4 KiB of the child's standard error, kept when the build failed." example:"panic: runtime error: index out of range"`
+}
+
+func provenanceFromProtocol(p *protocol.Provenance) *Provenance {
+	if p == nil {
+		return nil
+	}
+	return &Provenance{Build: p.Build, ExecutableSHA256: p.ExecutableSHA256, Platform: p.Platform, Embedded: p.Embedded,
+		RunnerRevision: p.RunnerRevision, RunnerGoVersion: p.RunnerGoVersion, RunnerProtocol: p.RunnerProtocol,
+		AgentBuild: p.AgentBuild, PeakRSSBytes: p.PeakRSSBytes, StderrTail: p.StderrTail}
 }
 
 // runFromStore converts a store row to its wire form.
@@ -63,6 +90,7 @@ func runFromStore(r *store.Run) Run {
 		Token: r.Token, LeaseExpiresAt: r.LeaseExpiresAt, DeadlineAt: r.DeadlineAt, Progress: r.Progress,
 		ProgressMessage: r.ProgressMessage, Error: r.Error, CancelReason: r.CancelReason, CreatedAt: r.CreatedAt,
 		QueuedAt: r.QueuedAt, AssignedAt: r.AssignedAt, StartedAt: r.StartedAt, FinishedAt: r.FinishedAt, UpdatedAt: r.UpdatedAt,
+		Provenance: provenanceFromProtocol(r.Provenance),
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 
 	"github.com/lesfarm/lesfarm/coordinator/store"
 	"github.com/lesfarm/lesfarm/internal/pglocal"
+	"github.com/lesfarm/lesfarm/protocol"
 )
 
 // syncBuffer is a bytes.Buffer safe for the demo's writes and the test's
@@ -40,12 +41,15 @@ func (s *syncBuffer) String() string {
 // TestDemoCatchesPlantedRegression runs README's main job in-process, as
 // `make demo` does but with two phones instead of three: a real
 // coordinator (embedded NATS, local PostgreSQL), emulated phones on this
-// host taking turns, the les-demo suite over eight builds, lookahead
-// turned off on phone-mid from build 5. The coordinator's detector must
-// raise exactly one alert group: a device-scoped regression of phone-mid's
-// lookahead and scheduled decode at build 5, attributed to the LES metrics
-// that moved, and nothing on the control phone. The dashboard is served
-// and the regressions API it reads answers with that group.
+// host taking turns, the les-demo suite over eight builds compiled from
+// this checkout: builds 1-4 the baseline executable, builds 5-8 the one
+// linked with lookahead turned off. Every phone runs the executable of the
+// build it is asked for, so the coordinator's detector must raise exactly
+// one alert group: a global regression at build 5 of the lookahead and
+// scheduled decode (the rungs that prefetch) on both phones, attributed to
+// the LES metrics that moved, and nothing on the rungs that do not
+// prefetch. The dashboard is served and the regressions API it reads
+// answers with that group.
 func TestDemoCatchesPlantedRegression(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end demo skipped in -short mode")
@@ -83,7 +87,7 @@ func TestDemoCatchesPlantedRegression(t *testing.T) {
 	t.Logf("demo output:\n%s", out.String())
 	text := out.String()
 	for _, want := range []string{"coordinator up", "on emu-phone-mid-2: running", "lookahead/budget=25%", "scheduled/budget=25%",
-		"× on-demand", "build 5 turns lookahead off on phone-mid", "scope device (emulated:phone-mid)", "dashboard: http://"} {
+		"× on-demand", "compiled both builds", "compiled with lookahead turned off", "sha256 ", "scope global", "dashboard: http://"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("demo output lacks %q", want)
 		}
@@ -107,16 +111,16 @@ func TestDemoCatchesPlantedRegression(t *testing.T) {
 	if err := getJSON(ctx, fmt.Sprintf("%s/v1/alerts/%d", f.base, list.Items[0].ID), &g); err != nil {
 		t.Fatal(err)
 	}
-	if !g.Regression || g.Scope != "device" || !strings.Contains(g.ScopeDetail, "emulated:phone-mid") ||
-		g.Suite != demoSuite || !strings.HasSuffix(g.Build, "-b5") {
-		t.Errorf("alert group: regression %v, scope %q (%q), suite %s, build %q; want a device-scoped regression of emulated:phone-mid at build 5",
+	if !g.Regression || g.Scope != "global" || g.Suite != demoSuite || !strings.HasSuffix(g.Build, "-b5") {
+		t.Errorf("alert group: regression %v, scope %q (%q), suite %s, build %q; want a global regression at build 5",
 			g.Regression, g.Scope, g.ScopeDetail, g.Suite, g.Build)
 	}
-	configs := map[string]bool{}
+	configs, devices := map[string]bool{}, map[string]bool{}
 	for _, a := range g.Alerts {
 		configs[a.Series.Config] = true
-		if a.Series.DeviceModel != "emulated:phone-mid" || a.Series.Metric != "decode_tps" || a.Direction != "regression" || a.RelativeChange > -0.1 {
-			t.Errorf("alert %d: %s %s on %s, %s %.3f; want a decode_tps regression beyond 10%% on emulated:phone-mid",
+		devices[a.Series.DeviceModel] = true
+		if a.Series.Metric != "decode_tps" || a.Direction != "regression" || a.RelativeChange > -0.1 {
+			t.Errorf("alert %d: %s %s on %s, %s %.3f; want a decode_tps regression beyond 10%%",
 				a.ID, a.Series.Config, a.Series.Metric, a.Series.DeviceModel, a.Direction, float64(a.RelativeChange))
 		}
 		var attrs []struct {
@@ -132,6 +136,10 @@ func TestDemoCatchesPlantedRegression(t *testing.T) {
 	if !configs["lookahead/budget=25%"] || !configs["scheduled/budget=25%"] || len(configs) != 2 {
 		t.Errorf("alerts on configs %v, want lookahead and scheduled (the rungs that prefetch)", configs)
 	}
+	if !devices["emulated:phone-flagship"] || !devices["emulated:phone-mid"] {
+		t.Errorf("alerts on devices %v, want both phones: both ran the lookahead-off executable", devices)
+	}
+	checkDemoProvenance(ctx, t, f.base, f.lineage)
 	// The dashboard itself is served next to the API.
 	resp, err := http.Get(f.base + "/?lineage=" + f.lineage)
 	if err != nil {
@@ -144,5 +152,44 @@ func TestDemoCatchesPlantedRegression(t *testing.T) {
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatalf("demo: %v", err)
+	}
+}
+
+// checkDemoProvenance checks that every run of builds 1 and 5 of the
+// demo's lineage proves it ran its build's registered executable, and that
+// the two builds are different code.
+func checkDemoProvenance(ctx context.Context, t *testing.T, base, lineage string) {
+	t.Helper()
+	exes := map[string]string{}
+	for _, b := range []string{lineage + "-b1", lineage + "-b5"} {
+		var build store.Build
+		if err := getJSON(ctx, base+"/v1/builds/"+url.PathEscape(b), &build); err != nil {
+			t.Fatal(err)
+		}
+		if len(build.Executables) != 1 {
+			t.Fatalf("build %s has %d executables, want 1", b, len(build.Executables))
+		}
+		want := build.Executables[0].SHA256
+		exes[b] = want
+		var runs struct {
+			Items []struct {
+				ID         int64                `json:"id"`
+				Provenance *protocol.Provenance `json:"provenance"`
+			} `json:"items"`
+		}
+		if err := getJSON(ctx, base+"/v1/runs?"+url.Values{"build": {b}}.Encode(), &runs); err != nil {
+			t.Fatal(err)
+		}
+		if len(runs.Items) == 0 {
+			t.Errorf("build %s has no runs", b)
+		}
+		for _, r := range runs.Items {
+			if r.Provenance == nil || r.Provenance.ExecutableSHA256 != want || r.Provenance.Embedded {
+				t.Errorf("run %d of %s: provenance %+v, want its build's executable %s run as a child", r.ID, b, r.Provenance, want)
+			}
+		}
+	}
+	if exes[lineage+"-b1"] == exes[lineage+"-b5"] {
+		t.Errorf("builds 1 and 5 have the same executable %s: the planted regression is not code", exes[lineage+"-b1"])
 	}
 }
