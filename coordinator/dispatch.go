@@ -218,7 +218,7 @@ func (c *Coordinator) claimBatch(ctx context.Context, r *round, devs []store.Pla
 
 // place claims the best run for one idle device, or returns nil.
 func (c *Coordinator) place(ctx context.Context, r *round, d *store.PlacementDevice) (*store.Grant, error) {
-	sd := schedDevice(d)
+	sd := d.SchedulerDevice()
 	cands := r.head
 	own := false
 	var tried map[int64]bool // runs this device tried in the round

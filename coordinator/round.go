@@ -20,7 +20,7 @@ func (c *Coordinator) pickPairs(r *round, devs []store.PlacementDevice) (pairs [
 			rest = append(rest, d) // its host's devices take turns: ClaimRun
 			continue
 		}
-		sd := schedDevice(d)
+		sd := d.SchedulerDevice()
 		cd, ok := r.pick(sd, r.head, nil)
 		if !ok {
 			rest = append(rest, d)
@@ -68,12 +68,6 @@ func (r *round) untake(id int64) {
 	if r.shared != nil {
 		r.shared.release(id)
 	}
-}
-
-// schedDevice is what placement knows of d.
-func schedDevice(d *store.PlacementDevice) *scheduler.Device {
-	return &scheduler.Device{ID: d.ID, Platform: d.Platform, DeviceModel: d.DeviceModel, RAMBytes: d.RAMBytes, Emulated: d.Emulated,
-		Labels: d.Labels, ExecPlatform: d.ExecPlatform, EmbeddedBuild: d.EmbeddedBuild}
 }
 
 func toSched(cs []store.Candidate) []scheduler.Candidate {

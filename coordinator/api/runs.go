@@ -204,8 +204,14 @@ func (h *runHandler) waitDoneIdle(ctx context.Context, ids []int64, onIdle func(
 			return last, err
 		}
 		last = runs
+		rctx, cancel = context.WithTimeout(ctx, cmp.Or(h.dbTimeout, DefaultRequestTimeout))
+		err = h.st.FillWaitingReasons(rctx, runs) // store/waiting.go
+		cancel()
+		if err != nil {
+			return last, err
+		}
 		for _, r := range runs {
-			key := fmt.Sprintf("%s/%.3f/%s/%d", r.State, r.Progress, r.ProgressMessage, r.Attempts)
+			key := fmt.Sprintf("%s/%.3f/%s/%d/%s", r.State, r.Progress, r.ProgressMessage, r.Attempts, r.WaitingReason)
 			if seen[r.ID] != key {
 				seen[r.ID] = key
 				if onChange != nil {
@@ -269,6 +275,9 @@ func (h *runHandler) RegisterList(api huma.API) {
 			items = items[:in.Limit]
 			out.Body.NextCursor = items[len(items)-1].ID
 		}
+		if err := h.st.FillWaitingReasons(ctx, items); err != nil {
+			return nil, storeErr(ctx, h.log, "runs", err)
+		}
 		out.Body.Items = runsFromStore(items)
 		hideTokens(ctx, out.Body.Items) // reader.go
 		return out, nil
@@ -294,6 +303,11 @@ func (h *runHandler) RegisterGet(api huma.API) {
 		if err != nil {
 			return nil, storeErr(ctx, h.log, "run", err)
 		}
+		one := []store.Run{*r}
+		if err := h.st.FillWaitingReasons(ctx, one); err != nil {
+			return nil, storeErr(ctx, h.log, "run", err)
+		}
+		r = &one[0]
 		d := &RunDetail{Run: runFromStore(r)}
 		if !authed(ctx) {
 			d.Run.Token = 0 // reader.go
@@ -367,6 +381,7 @@ type RunEvent struct {
 	Progress        float64 `json:"progress" doc:"Share of the run done, 0 to 1." example:"0.42"`
 	ProgressMessage string  `json:"progress_message,omitempty" doc:"The agent's last progress note." example:"config 3/8: decode"`
 	Error           string  `json:"error,omitempty" doc:"Why the run failed." example:"model download: 404"`
+	WaitingReason   string  `json:"waiting_reason,omitempty" doc:"Why the run waits while queued (see Run.waiting_reason)." example:"waiting for a free device: 2 online device(s) can run it, all busy"`
 }
 
 // PingEvent keeps an idle stream alive through proxies (every 15s without
@@ -435,7 +450,7 @@ func (h *runHandler) RegisterEvents(api huma.API) {
 		}, func(r store.Run) error {
 			lastSend = time.Now()
 			return send.Data(RunEvent{RunID: r.ID, State: r.State, DeviceID: r.DeviceID, Attempts: r.Attempts,
-				Progress: r.Progress, ProgressMessage: r.ProgressMessage, Error: r.Error})
+				Progress: r.Progress, ProgressMessage: r.ProgressMessage, Error: r.Error, WaitingReason: r.WaitingReason})
 		})
 		if err != nil {
 			if ctx.Err() == nil {

@@ -55,6 +55,8 @@ type Run struct {
 	UpdatedAt       time.Time  `json:"updated_at" doc:"When the run last changed." example:"2026-12-01T14:12:40Z"`
 	// Provenance is which code produced the last attempt's result.
 	Provenance *Provenance `json:"provenance,omitempty" doc:"Which code produced the last attempt's result; absent until a result is stored."`
+	// WaitingReason says why a queued run waits.
+	WaitingReason string `json:"waiting_reason,omitempty" doc:"Why a queued run waits, computed from the online devices' last hello: no device online, no online device can run it (its selector, pinned device or build platforms rule them out, with counts), or all that can are busy." example:"no online device can run it: build ci-4812 has no executable for linux/amd64 (has android/arm64) (3 device(s))"`
 }
 
 // Provenance is which code produced a run's result: the agent's report,
@@ -90,7 +92,7 @@ func runFromStore(r *store.Run) Run {
 		Token: r.Token, LeaseExpiresAt: r.LeaseExpiresAt, DeadlineAt: r.DeadlineAt, Progress: r.Progress,
 		ProgressMessage: r.ProgressMessage, Error: r.Error, CancelReason: r.CancelReason, CreatedAt: r.CreatedAt,
 		QueuedAt: r.QueuedAt, AssignedAt: r.AssignedAt, StartedAt: r.StartedAt, FinishedAt: r.FinishedAt, UpdatedAt: r.UpdatedAt,
-		Provenance: provenanceFromProtocol(r.Provenance),
+		Provenance: provenanceFromProtocol(r.Provenance), WaitingReason: r.WaitingReason,
 	}
 }
 

@@ -240,6 +240,9 @@ type Run struct {
 	// Provenance is which code produced the last attempt's result, as its
 	// agent reported it (nil before a result, or from an older agent).
 	Provenance *protocol.Provenance `json:"provenance,omitempty"`
+	// WaitingReason says why a queued run waits; not stored, filled at
+	// read time by FillWaitingReasons (waiting.go).
+	WaitingReason string `json:"waiting_reason,omitempty"`
 }
 
 const runCols = `r.id, coalesce(r.trigger_id, 0), r.job_id, r.suite, r.build, r.git_sha, r.device_selector,
