@@ -74,6 +74,8 @@ type RunEvent struct {
 	Progress        float64 `json:"progress"`
 	ProgressMessage string  `json:"progress_message"`
 	Error           string  `json:"error"`
+	// WaitingReason says why a queued run waits (see api.Run).
+	WaitingReason string `json:"waiting_reason"`
 }
 
 // DoneEvent is the final event of the progress stream.
