@@ -130,12 +130,15 @@ func (o *demoOptions) validate() error {
 // demoFarm is a running demo: the coordinator, its API client and the
 // emulated phones.
 type demoFarm struct {
-	env    *Env
-	o      *demoOptions
-	log    *slog.Logger
-	c      *coordinator.Coordinator
-	cl     *client.Client
-	base   string
+	env  *Env
+	o    *demoOptions
+	log  *slog.Logger
+	c    *coordinator.Coordinator
+	cl   *client.Client
+	base string
+	// secret is the API token the demo made for itself, printed for the
+	// user at the end.
+	secret string
 	phones []*demoPhone
 	// session names this demo's phones (label demoSessionLabel), so its
 	// runs fan out to them only, never to phones an earlier demo left
@@ -189,6 +192,7 @@ func runDemo(env *Env, o *demoOptions) error {
 	if err != nil {
 		return fmt.Errorf("demo: create API token: %w", err)
 	}
+	d.secret = secret
 	if d.cl, err = client.New(d.base, secret); err != nil {
 		return err
 	}
@@ -259,14 +263,17 @@ func runDemo(env *Env, o *demoOptions) error {
 	if err != nil {
 		return err
 	}
-	d.say("%d alert group(s) on lineage %s; dashboard: %s/?lineage=%s   API docs: %s/docs", groups, lineage, d.base, lineage, d.base)
 	d.say("demo took %s", time.Since(start).Round(100*time.Millisecond))
 	if o.ready != nil {
 		o.ready(d.base, lineage)
 	}
 	if o.exit {
+		d.say("%d alert group(s) on lineage %s; stopping the farm (--exit). Run it without --exit to browse the dashboard, or serve this data dir again:", groups, lineage)
+		d.say("  lesfarm serve --data-dir %s   then open /?lineage=%s", o.dataDir, lineage)
 		return nil
 	}
+	d.say("%d alert group(s) on lineage %s; dashboard: %s/?lineage=%s   API docs: %s/docs", groups, lineage, d.base, lineage, d.base)
+	d.say("API token for this farm (paste it in the dashboard's token dialog, or --token for lesfarm run/build/artifact --server %s): %s", d.base, d.secret)
 	d.say("serving until Ctrl-C")
 	<-ctx.Done()
 	return nil

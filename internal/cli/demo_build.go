@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/url"
 	"sort"
@@ -34,17 +35,29 @@ func (d *demoFarm) runBuild(ctx context.Context, lineage string, n int) (demoBui
 	if err != nil {
 		return demoBuild{}, fmt.Errorf("demo: trigger build %s: %w", name, err)
 	}
-	last := map[int64]string{}
+	fmt.Fprintf(d.env.Stdout, "    %d runs queued, one per phone; the phones share this host's CPUs, so they run one at a time\n", len(set.Trigger.RunIDs))
+	started, waits := map[int64]time.Time{}, map[int64]string{}
 	done, err := d.cl.FollowTrigger(ctx, set.Trigger.ID, func(ev client.RunEvent) {
-		if ev.State == string(store.RunAssigned) {
-			return // running follows at once
-		}
-		msg := ev.State
-		if ev.Error != "" {
-			msg += " (" + ev.Error + ")"
-		}
-		if last[ev.RunID] != msg {
-			last[ev.RunID] = msg
+		switch {
+		case ev.State == string(store.RunQueued):
+			// Busy devices are the normal wait here; say only why a run
+			// could not run at all.
+			if ev.WaitingReason != "" && !strings.HasPrefix(ev.WaitingReason, "waiting for a free device") && waits[ev.RunID] != ev.WaitingReason {
+				waits[ev.RunID] = ev.WaitingReason
+				fmt.Fprintf(d.env.Stdout, "    %s\n", demoProgressLine(ev.RunID, "", ev.WaitingReason))
+			}
+		case !store.TerminalState(ev.State):
+			if _, ok := started[ev.RunID]; !ok {
+				started[ev.RunID] = time.Now()
+			}
+		default:
+			msg := ev.State
+			if t, ok := started[ev.RunID]; ok {
+				msg += fmt.Sprintf(" in %.1f s", time.Since(t).Seconds())
+			}
+			if ev.Error != "" {
+				msg += " (" + ev.Error + ")"
+			}
 			fmt.Fprintf(d.env.Stdout, "    %s\n", demoProgressLine(ev.RunID, ev.DeviceID, msg))
 		}
 	})
@@ -74,13 +87,13 @@ func (d *demoFarm) runBuild(ctx context.Context, lineage string, n int) (demoBui
 }
 
 // printLadders prints, per phone, the decode rate of each rung of the
-// ladder at every build, with the last build's speed-up over on-demand,
-// hit rate, predictor recall and stall share.
+// ladder at every build, with the speed-up over on-demand, hit rate,
+// predictor recall and stall share of the first and the last build.
 func (d *demoFarm) printLadders(ctx context.Context, builds []demoBuild) error {
 	type cell struct {
-		index int
-		tps   []float64 // per build; 0 when missing
-		last  api.Result
+		index       int
+		tps         []float64 // per build; 0 when missing
+		first, last *api.Result
 	}
 	devices := map[string]map[string]*cell{}
 	models := map[string]string{}
@@ -105,11 +118,16 @@ func (d *demoFarm) printLadders(ctx context.Context, builds []demoBuild) error {
 				if r.Valid && r.Error == "" {
 					c.tps[bi] = r.DecodeTPS.Mean
 				}
-				c.last = r
+				if c.first == nil {
+					c.first = &r
+				}
+				c.last = &r
 			}
 		}
 	}
-	d.say("the LES ladder per phone: decode tok/s on the profile's device clock (mean of 3 repetitions after a warm-up), build by build")
+	first, last := builds[0].n, builds[len(builds)-1].n
+	d.say("the LES ladder per phone: decode tok/s on the profile's device clock (mean of 3 repetitions after a warm-up), build by build;")
+	d.say("the right-hand columns compare the first build with the last (b%d → b%d)", first, last)
 	names := make([]string, 0, len(devices))
 	for n := range devices {
 		names = append(names, n)
@@ -128,22 +146,23 @@ func (d *demoFarm) printLadders(ctx context.Context, builds []demoBuild) error {
 			keys = append(keys, k)
 		}
 		sort.Slice(keys, func(i, j int) bool { return devices[dev][keys[i]].index < devices[dev][keys[j]].index })
-		var base float64
+		var base0, base1 float64
 		for _, k := range keys {
 			c := devices[dev][k]
 			row := "  " + k + "\t"
 			for _, v := range c.tps {
 				row += fmt.Sprintf("%.1f\t", v)
 			}
-			lastTPS := c.tps[len(c.tps)-1]
+			tps0, tps1 := c.tps[0], c.tps[len(c.tps)-1]
 			if strings.HasPrefix(k, string(jobs.ModeOnDemand)+"/") {
-				base = lastTPS
+				base0, base1 = tps0, tps1
 			}
 			speed := ""
-			if base > 0 && lastTPS > 0 {
-				speed = fmt.Sprintf("%.2f×", lastTPS/base)
+			if base0 > 0 && base1 > 0 && tps0 > 0 && tps1 > 0 {
+				speed = fmt.Sprintf("%.2f→%.2f×", tps0/base0, tps1/base1)
 			}
-			fmt.Fprintf(tw, "%s%s\t%.3f\t%.3f\t%.3f\t\n", row, speed, c.last.HitRate, c.last.Recall, c.last.StallFraction)
+			fmt.Fprintf(tw, "%s%s\t%s\t%s\t%s\t\n", row, speed, pctPair(c.first.HitRate, c.last.HitRate),
+				recallPair(c.first.Recall, c.last.Recall), pctPair(c.first.StallFraction, c.last.StallFraction))
 		}
 		if err := tw.Flush(); err != nil {
 			return err
@@ -173,15 +192,95 @@ func (d *demoFarm) printAlerts(ctx context.Context, lineage string) (int, error)
 		if err := getJSON(ctx, fmt.Sprintf("%s/v1/alerts/%d", d.base, it.ID), &g); err != nil {
 			return 0, fmt.Errorf("demo: read alert group %d: %w", it.ID, err)
 		}
-		kind := "improvement"
-		if g.Regression {
-			kind = "regression"
-		}
-		fmt.Fprintf(d.env.Stdout, "  #%d %s, scope %s (%s), at build %s, status %s\n", g.ID, kind, g.Scope, g.ScopeDetail, g.Build, g.Status)
-		fmt.Fprintf(d.env.Stdout, "    %s\n", g.Summary)
-		for _, a := range g.Alerts {
-			fmt.Fprintf(d.env.Stdout, "    - %s\n", a.Summary)
-		}
+		d.printAlertGroup(&g, lineage)
 	}
 	return len(list.Items), nil
+}
+
+// pctPair formats a fraction at the first and the last build as
+// percentages, "42%→40%", or one figure when they agree to the percent.
+func pctPair(a, b float64) string {
+	pa, pb := fmt.Sprintf("%.0f%%", 100*a), fmt.Sprintf("%.0f%%", 100*b)
+	if pa == pb {
+		return pa
+	}
+	return pa + "→" + pb
+}
+
+// printAlertGroup prints one alert group in builds and human units: the
+// build it starts at (with the last one before it), where it holds, then
+// one line per alert naming the config, the device, the decode rates
+// before and after, and the LES metrics that moved with it.
+func (d *demoFarm) printAlertGroup(g *api.AlertGroup, lineage string) {
+	out := d.env.Stdout
+	kind := "improvement"
+	if g.Regression {
+		kind = "regression"
+	}
+	short := strings.TrimPrefix(g.Build, lineage+"-")
+	where := g.ScopeDetail
+	if g.Scope == "global" {
+		where = "on every device model: " + g.ScopeDetail
+	}
+	fmt.Fprintf(out, "  #%d %s at build %s (%s), %s; status %s\n", g.ID, kind, short, g.Build, where, g.Status)
+	for _, a := range g.Alerts {
+		unit := ""
+		if a.Series.Metric == "decode_tps" || a.Series.Metric == "prefill_tps" {
+			unit = " tok/s"
+		}
+		change := ""
+		if a.BeforeMean > 0 {
+			change = fmt.Sprintf(" (%+.0f%%)", 100*float64(a.RelativeChange))
+		}
+		fmt.Fprintf(out, "    - %s %s on %s: %.1f → %.1f%s%s\n", a.Series.Config, strings.TrimSuffix(a.Series.Metric, "_tps"),
+			a.Series.DeviceModel, a.BeforeMean, a.AfterMean, unit, change)
+		if moved := movedMetrics(a.Attribution); moved != "" {
+			fmt.Fprintf(out, "      moved with it: %s\n", moved)
+		}
+	}
+	if g.Regression && d.o.regressBuild > 0 && short == fmt.Sprintf("b%d", d.o.regressBuild) {
+		fmt.Fprintf(out, "    why (the planted change): from b%d the builds run the executable linked with lookahead off; it prefetches nothing,\n"+
+			"    so it reads fewer bytes per token and evicts less (hit rate up), but decode now waits for every expert it misses\n", d.o.regressBuild)
+	}
+}
+
+// movedMetrics renders an alert's attribution (the LES metrics that moved
+// with it) in human units: fractions as percentages, bytes in MB.
+func movedMetrics(raw json.RawMessage) string {
+	var full []struct {
+		Metric string  `json:"metric"`
+		Layers string  `json:"layers"`
+		Before float64 `json:"before"`
+		After  float64 `json:"after"`
+	}
+	if json.Unmarshal(raw, &full) != nil {
+		return ""
+	}
+	parts := make([]string, 0, len(full))
+	for _, m := range full {
+		name := strings.ReplaceAll(m.Metric, "_", " ")
+		var v string
+		switch {
+		case strings.Contains(m.Metric, "bytes"):
+			v = fmt.Sprintf("%.2f MB → %.2f MB", m.Before/1e6, m.After/1e6)
+		case strings.Contains(m.Metric, "rate") || strings.Contains(m.Metric, "fraction") || strings.Contains(m.Metric, "recall"):
+			v = fmt.Sprintf("%.0f%% → %.0f%%", 100*m.Before, 100*m.After)
+		default:
+			v = fmt.Sprintf("%.3g → %.3g", m.Before, m.After)
+		}
+		if m.Layers != "" {
+			name += " (layers " + m.Layers + ")"
+		}
+		parts = append(parts, name+" "+v)
+	}
+	return strings.Join(parts, ", ")
+}
+
+// recallPair is pctPair for predictor recall, "—" when neither build made
+// a prediction (the rungs without lookahead).
+func recallPair(a, b float64) string {
+	if a == 0 && b == 0 {
+		return "—"
+	}
+	return pctPair(a, b)
 }

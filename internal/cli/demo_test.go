@@ -86,8 +86,9 @@ func TestDemoCatchesPlantedRegression(t *testing.T) {
 	}
 	t.Logf("demo output:\n%s", out.String())
 	text := out.String()
-	for _, want := range []string{"coordinator up", "on emu-phone-mid-2: running", "lookahead/budget=25%", "scheduled/budget=25%",
-		"× on-demand", "compiled both builds", "compiled with lookahead turned off", "sha256 ", "scope global", "dashboard: http://"} {
+	for _, want := range []string{"coordinator up", "on emu-phone-mid-2: succeeded in ", "lookahead/budget=25%", "scheduled/budget=25%",
+		"× on-demand", "compiled both builds", "compiled with lookahead turned off", "sha256 ", "regression at build b5", "on every device model",
+		"lookahead/budget=25% decode on emulated:phone-mid: ", "moved with it: ", "stall fraction 8", "why (the planted change)", "dashboard: http://", "API token for this farm"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("demo output lacks %q", want)
 		}
