@@ -56,6 +56,11 @@ import (
 // requests, so each hello or heartbeat is handled by one coordinator.
 const QueueGroup = "lesfarm-coordinators"
 
+// DefaultQueueTimeout is Config.QueueTimeout's default: a day, longer than
+// any nightly suite waits for a busy fleet, short enough that a run no
+// device can take does not stay queued for ever.
+const DefaultQueueTimeout = 24 * time.Hour
+
 // Config configures a Coordinator. Store and NATS are required; the zero
 // value of every other field picks a default.
 type Config struct {
@@ -128,6 +133,10 @@ type Config struct {
 	// LostGrace is added to the TTL before a device is declared lost
 	// (default 1s).
 	LostGrace time.Duration
+	// QueueTimeout ends a run that has stayed queued this long as an
+	// infrastructure failure naming why it waited (default
+	// DefaultQueueTimeout; negative: never).
+	QueueTimeout time.Duration
 	// AssignTimeout bounds the wait for an agent's assignment reply
 	// (default 5s).
 	AssignTimeout time.Duration
@@ -224,6 +233,7 @@ func New(cfg Config) (*Coordinator, error) {
 	cfg.HeartbeatTTL = cmp.Or(cfg.HeartbeatTTL, 15*time.Second)
 	cfg.LeaseTTL = cmp.Or(cfg.LeaseTTL, cfg.HeartbeatTTL)
 	cfg.LostGrace = cmp.Or(cfg.LostGrace, time.Second)
+	cfg.QueueTimeout = cmp.Or(cfg.QueueTimeout, DefaultQueueTimeout)
 	cfg.AssignTimeout = cmp.Or(cfg.AssignTimeout, 5*time.Second)
 	cfg.DispatchInterval = cmp.Or(cfg.DispatchInterval, 500*time.Millisecond)
 	cfg.DispatchWorkers = cmp.Or(cfg.DispatchWorkers, 4)

@@ -506,6 +506,15 @@ func (c *Coordinator) sweep(ctx context.Context) {
 	if len(timedOut) > 0 {
 		c.Wake()
 	}
+	qctx, qcancel := context.WithTimeout(ctx, c.dbTimeout())
+	expired, err := c.store.ExpireQueuedRuns(qctx, c.cfg.QueueTimeout, 500) // store/queue_expiry.go
+	qcancel()
+	if err != nil && ctx.Err() == nil {
+		c.log.ErrorContext(ctx, "coordinator: expire queued runs", "err", err)
+	}
+	for _, r := range expired {
+		c.log.WarnContext(ctx, "coordinator: run expired in the queue", "run_id", r.ID, "reason", r.Error)
+	}
 	if !failover {
 		return
 	}

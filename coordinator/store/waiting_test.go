@@ -74,3 +74,42 @@ func TestFillWaitingReasons(t *testing.T) {
 		t.Errorf("assigned run has a waiting reason %q", got[0])
 	}
 }
+
+// TestExpireQueuedRuns: a run queued longer than the queue timeout ends as
+// an infrastructure failure whose error says how long it waited and why; a
+// run queued more recently, and a zero timeout, expire nothing.
+func TestExpireQueuedRuns(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := open(t)
+	spec := smoke(t)
+	spec.Devices.Labels = map[string]string{"pool": "nowhere"}
+	_, old, err := st.CreateRuns(ctx, &store.CreateRunsParams{Spec: spec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, fresh, err := st.CreateRuns(ctx, &store.CreateRunsParams{Spec: spec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Pool().Exec(ctx, `UPDATE runs SET queued_at = now() - interval '2 hours' WHERE id = $1`, old[0].ID); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := st.ExpireQueuedRuns(ctx, 0, 10); err != nil || len(got) != 0 {
+		t.Fatalf("zero timeout expired %v, %v", got, err)
+	}
+	got, err := st.ExpireQueuedRuns(ctx, time.Hour, 10)
+	if err != nil || len(got) != 1 || got[0].ID != old[0].ID {
+		t.Fatalf("ExpireQueuedRuns = %+v, %v; want run %d only", got, err, old[0].ID)
+	}
+	r, err := st.GetRun(ctx, old[0].ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.State != store.RunInfraFailed || !strings.Contains(r.Error, "queued for 1h0m0s") || !strings.Contains(r.Error, "no device is online") || r.FinishedAt == nil {
+		t.Errorf("expired run: state %s, error %q, finished %v", r.State, r.Error, r.FinishedAt)
+	}
+	if r, _ := st.GetRun(ctx, fresh[0].ID); r.State != store.RunQueued {
+		t.Errorf("fresh run is %s, want queued", r.State)
+	}
+}

@@ -33,6 +33,7 @@ func newServeCmd(env *Env) *cobra.Command {
 		artifactURL string
 		name        string
 		ttl         time.Duration
+		queueWait   time.Duration
 		authReads   bool
 		logLevel    string
 		natsCreds   string
@@ -147,7 +148,7 @@ REST mutations need a token: lesfarm token create --name NAME.`,
 			defer deps.Close()
 			auth := deps.auth
 			c, err := coordinator.New(coordinator.Config{
-				Store: deps.store, NATS: deps.nc, DataDir: db.DataDir, HTTPAddr: httpAddr, HTTPTLS: httpTLS, ArtifactBaseURL: artifactURL, Name: name, HeartbeatTTL: ttl,
+				Store: deps.store, NATS: deps.nc, DataDir: db.DataDir, HTTPAddr: httpAddr, HTTPTLS: httpTLS, ArtifactBaseURL: artifactURL, Name: name, HeartbeatTTL: ttl, QueueTimeout: queueWait,
 				RequireAuthForReads: authReads, Version: BuildVersion(), Logger: log, Mount: dashboard.Mount,
 				Ingest: ingest.Config{Replicas: replicas},
 			})
@@ -188,6 +189,7 @@ REST mutations need a token: lesfarm token create --name NAME.`,
 	f.StringVar(&calloutSeed, "nats-callout-seed", "", "file holding the account nkey seed (SA...) whose public key is the external NATS server's auth_callout issuer: serve per-device authorization to it (docs/scale.md)")
 	f.IntVar(&replicas, "stream-replicas", 1, "replicas of the TELEMETRY and RESULTS streams (3 on a NATS cluster of three or more nodes)")
 	f.DurationVar(&ttl, "heartbeat-ttl", 15*time.Second, "device TTL: a device silent this long is lost and its run requeued")
+	f.DurationVar(&queueWait, "queue-timeout", coordinator.DefaultQueueTimeout, "a run no device took for this long ends as an infrastructure failure saying why it waited (negative: never)")
 	f.BoolVar(&authReads, "auth-reads", false, "require an API token for reads (GET) too")
 	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	tlsFlags.add(cmd)
