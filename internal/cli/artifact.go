@@ -137,11 +137,7 @@ Uploading content that is already stored is cheap and not an error.`,
 				if quiet {
 					return progressbar.DefaultBytesSilent(fi.Size(), desc)
 				}
-				return progressbar.NewOptions64(fi.Size(),
-					progressbar.OptionSetWriter(env.Stderr), progressbar.OptionSetDescription(desc),
-					progressbar.OptionShowBytes(true), progressbar.OptionShowTotalBytes(true),
-					progressbar.OptionThrottle(100_000_000), progressbar.OptionOnCompletion(func() { fmt.Fprintln(env.Stderr) }),
-					progressbar.OptionSetWidth(30), progressbar.OptionFullWidth())
+				return newBytesBar(env, fi.Size(), desc, false, progressbar.OptionShowTotalBytes(true))
 			}
 			h := sha256.New()
 			hb := bar("hashing  ")

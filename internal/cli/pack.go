@@ -5,9 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"time"
 
-	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 
 	"github.com/lesfarm/lesfarm/runtime/pack"
@@ -71,15 +69,7 @@ interrupted pack leaves nothing behind.`,
 				}
 				return fmt.Errorf("pack: %w", err)
 			}
-			bar := progressbar.NewOptions64(st.Size(),
-				progressbar.OptionSetWriter(env.Stderr),
-				progressbar.OptionSetDescription("pack "+filepath.Base(out)),
-				progressbar.OptionShowBytes(true),
-				progressbar.OptionSetWidth(30),
-				progressbar.OptionThrottle(200*time.Millisecond),
-				progressbar.OptionSetVisibility(!quiet),
-				progressbar.OptionOnCompletion(func() { fmt.Fprintln(env.Stderr) }),
-			)
+			bar := newBytesBar(env, st.Size(), "pack "+filepath.Base(out), quiet)
 			if layout != pack.LayoutBlob && layout != pack.LayoutCompat {
 				return usagef("--layout %q is unknown: use %s or %s", layout, pack.LayoutBlob, pack.LayoutCompat)
 			}

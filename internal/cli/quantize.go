@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
-	"time"
 
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
@@ -208,15 +207,7 @@ func typeNames() string {
 }
 
 func newBar(env *Env, total int64, desc string, quiet bool) *progressbar.ProgressBar {
-	return progressbar.NewOptions64(total,
-		progressbar.OptionSetWriter(env.Stderr),
-		progressbar.OptionSetDescription(desc),
-		progressbar.OptionShowBytes(true),
-		progressbar.OptionSetWidth(30),
-		progressbar.OptionThrottle(200*time.Millisecond),
-		progressbar.OptionSetVisibility(!quiet),
-		progressbar.OptionOnCompletion(func() { fmt.Fprintln(env.Stderr) }),
-	)
+	return newBytesBar(env, total, desc, quiet)
 }
 
 // planBudget validates the planner's flags, measures sensitivity and

@@ -6,9 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"time"
 
-	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 
 	"github.com/lesfarm/lesfarm/runtime/model"
@@ -86,15 +84,7 @@ Flags given with --preset override the preset's values.`,
 				return usagef("cannot write in %s: %v", dir, err)
 			}
 			defer os.Remove(tmp.Name()) // no-op after the rename
-			bar := progressbar.NewOptions64(total,
-				progressbar.OptionSetWriter(env.Stderr),
-				progressbar.OptionSetDescription("synth "+filepath.Base(out)),
-				progressbar.OptionShowBytes(true),
-				progressbar.OptionSetWidth(30),
-				progressbar.OptionThrottle(200*time.Millisecond),
-				progressbar.OptionSetVisibility(!quiet),
-				progressbar.OptionOnCompletion(func() { fmt.Fprintln(env.Stderr) }),
-			)
+			bar := newBytesBar(env, total, "synth "+filepath.Base(out), quiet)
 			c.Progress = func(done, _ int64) { _ = bar.Set64(done) }
 			ctx := env.Ctx
 			bw := bufio.NewWriterSize(&ctxWriter{ctx: ctx, w: tmp}, 4<<20)
