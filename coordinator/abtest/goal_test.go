@@ -57,7 +57,7 @@ func gateTrial(rng *rand.Rand, ratio, cv, drift float64, tests int, plan Plan) (
 
 type gateStats struct {
 	trials, caught, different, same, unknown int
-	rounds                                  []int
+	rounds                                   []int
 }
 
 func runTrials(seed uint64, trials int, ratio, cv, drift float64, tests int) gateStats {
