@@ -1,10 +1,6 @@
 package regress
 
-import (
-	"math"
-
-	"github.com/lesfarm/lesfarm/runtime/stat"
-)
+import "math"
 
 // pelt returns candidate change-point indices of xs (the index of the first
 // point of each new segment) by PELT: optimal partitioning under a
@@ -25,7 +21,7 @@ func pelt(xs []float64, cfg Config) []int {
 	}
 	sigma := robustSigma(xs)
 	if sigma == 0 {
-		sigma = 1e-9 * math.Max(math.Abs(stat.Mean(xs)), 1e-9)
+		sigma = 1e-9 * math.Max(math.Abs(meanFloats(xs)), 1e-9)
 	}
 	beta := cfg.Penalty * sigma * sigma * math.Log(float64(n))
 	f := make([]float64, n+1)

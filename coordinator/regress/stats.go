@@ -2,10 +2,9 @@ package regress
 
 import (
 	"math"
+	"slices"
 	"sort"
 	"sync"
-
-	"github.com/lesfarm/lesfarm/runtime/stat"
 )
 
 // studentTwoSided returns the two-sided p-value of Student's t statistic t
@@ -222,6 +221,33 @@ func robustSigma(xs []float64) float64 {
 	for i := 1; i < len(xs); i++ {
 		d[i-1] = math.Abs(xs[i] - xs[i-1])
 	}
-	// stat.Median(|X1-X2|) for X ~ N(0, s²) is 0.6745·√2·s.
-	return stat.Median(d) / (0.67449 * math.Sqrt2)
+	// median(|X1-X2|) for X ~ N(0, s²) is 0.6745·√2·s.
+	return median(d) / (0.67449 * math.Sqrt2)
+}
+
+// median returns the median of xs (the mean of the middle two for an even
+// count), 0 for none. xs is not modified.
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	h := len(s) / 2
+	if len(s)%2 == 1 {
+		return s[h]
+	}
+	return (s[h-1] + s[h]) / 2
+}
+
+// meanFloats returns the arithmetic mean of xs, 0 for none.
+func meanFloats(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	var s float64
+	for _, x := range xs {
+		s += x
+	}
+	return s / float64(len(xs))
 }
