@@ -84,7 +84,9 @@ One binary holds every role:
 Run 'lesfarm COMMAND --help' for the details of each command.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		Version:       BuildVersion(),
 	}
+	root.SetVersionTemplate("lesfarm {{.Version}}\n")
 	root.SetIn(env.Stdin)
 	root.SetOut(env.Stdout)
 	root.SetErr(env.Stderr)

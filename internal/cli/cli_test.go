@@ -65,3 +65,11 @@ func TestNATSAuthDefaultAgrees(t *testing.T) {
 		t.Fatalf("token --help lacks %q (serve's default is %s):\n%s", want, m[1], token)
 	}
 }
+
+// TestVersionFlag: --version prints what `lesfarm version` prints and exits 0.
+func TestVersionFlag(t *testing.T) {
+	code, out, errOut := run(t, "--version")
+	if code != 0 || strings.TrimSpace(out) != "lesfarm "+cli.BuildVersion() {
+		t.Errorf("--version: exit %d, stdout %q, stderr %q; want lesfarm %s", code, out, errOut, cli.BuildVersion())
+	}
+}
