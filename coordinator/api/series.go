@@ -68,7 +68,7 @@ func (h *seriesHandler) RegisterSeries(api huma.API) {
 	huma.Register(api, huma.Operation{
 		OperationID: "query-series", Method: http.MethodGet, Path: "/v1/series",
 		Summary: "Query a metric by device model over builds", Tags: []string{"results"},
-		Description: "Returns every matching series (one per device model, OS major, emulation, config and lineage) with its most recent points; each point is one build's mean with its stddev and repetition count, or with points=N a bucket of consecutive builds.",
+		Description: "Returns every matching series (one per device model, OS major, emulation, config and lineage) with its most recent points (the last recorded, by seq) in build order: by the position of their build in the lineage, each with the build's git sha and the sha256 of the executable that ran; each point is one build's mean with its stddev and repetition count, or with points=N a bucket of consecutive builds.",
 	}, func(ctx context.Context, in *seriesInput) (*seriesOutput, error) {
 		items, err := h.st.QuerySeries(ctx, &store.SeriesQuery{
 			Suite: in.Suite, Metric: in.Metric, Config: in.Config, Lineage: in.Lineage, DeviceModel: in.DeviceModel, Last: in.Last,

@@ -42,12 +42,16 @@ func seriesFromStore(s *store.RegressSeries) Series {
 
 // SeriesPoint is one build's value of a series.
 type SeriesPoint struct {
-	Seq    int64   `json:"seq" doc:"Position of the build in the lineage (series are ordered by it)." example:"42"`
+	Seq    int64   `json:"seq" doc:"Series position of the point's run (its trigger id, shared by the runs one trigger fanned out; alerts name it). Points are in build order, not seq order: see build_position." example:"42"`
 	RunKey string  `json:"run,omitempty" doc:"Run (or runs) the point was computed from." example:"4812"`
 	Value  float64 `json:"value" doc:"The build's mean of the metric." example:"14.2"`
 	Stddev float64 `json:"stddev,omitempty" doc:"Standard deviation of the value over its repetitions." example:"0.3"`
 	N      int     `json:"n,omitempty" doc:"Repetitions (or runs) behind the value." example:"5"`
 	Build  string  `json:"build,omitempty" doc:"Build id." example:"ci-4812"`
+	// BuildPosition orders the points (GET /v1/series only).
+	BuildPosition    int64  `json:"build_position,omitempty" doc:"Position of the build in the series' lineage (GET /v1/builds/{id}); GET /v1/series returns points in build order, by this position. Absent when the build is not a registered build of that lineage (a label from before the registry, an agent's embedded build): such a point sits after the newest build that had run before it." example:"12"`
+	GitSHA           string `json:"git_sha,omitempty" doc:"Git commit of the build, when registered with one (GET /v1/series only)." example:"9813d69a0b1c2d3e4f5a6b7c8d9e0f1a2b3c4d5e"`
+	ExecutableSHA256 string `json:"executable_sha256,omitempty" doc:"sha256 of the executable that produced the point's run, from its provenance (GET /v1/series only; absent for results stored before provenance)." example:"3f2a9c0d4e5b6a7f8091a2b3c4d5e6f708192a3b4c5d6e7f8091a2b3c4d5e6f7"`
 	// Bucket is set on a downsampled point (GET /v1/series?points=N).
 	Bucket *PointBucket `json:"bucket,omitempty" doc:"The builds a downsampled point summarises (only with points=N)."`
 }
@@ -62,7 +66,8 @@ type PointBucket struct {
 }
 
 func pointFromStore(p *store.RegressPoint) SeriesPoint {
-	out := SeriesPoint{Seq: p.Seq, RunKey: p.RunKey, Value: p.Value, Stddev: p.Stddev, N: p.N, Build: p.Build}
+	out := SeriesPoint{Seq: p.Seq, RunKey: p.RunKey, Value: p.Value, Stddev: p.Stddev, N: p.N, Build: p.Build,
+		BuildPosition: p.BuildPosition, GitSHA: p.GitSHA, ExecutableSHA256: p.ExecutableSHA256}
 	if b := p.Bucket; b != nil {
 		out.Bucket = &PointBucket{SeqFirst: b.SeqFirst, Builds: b.Builds, Min: b.Min, Max: b.Max}
 	}

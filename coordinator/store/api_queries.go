@@ -71,49 +71,6 @@ type SeriesWithPoints struct {
 	Points []RegressPoint `json:"points"`
 }
 
-// QuerySeries returns the matching series with their last q.Last points,
-// for the dashboard's "metric by device model over builds" chart.
-func (s *Store) QuerySeries(ctx context.Context, q *SeriesQuery) ([]SeriesWithPoints, error) {
-	rows, err := s.pool.Query(ctx, `
-		SELECT s.id, s.suite, s.config, s.metric, s.device_model, s.os_major, s.lineage, s.emulated,
-		       p.seq, p.run_key, p.value, p.stddev, p.n, p.build
-		FROM regress_series s
-		LEFT JOIN LATERAL (
-			SELECT * FROM (SELECT * FROM regress_points WHERE series_id = s.id ORDER BY seq DESC, recorded_at DESC LIMIT $6) r
-			ORDER BY seq, recorded_at) p ON true
-		WHERE s.suite = $1 AND s.metric = $2 AND ($3 = '' OR s.config = $3) AND ($4 = '' OR s.lineage = $4)
-		  AND ($5 = '' OR s.device_model = $5)
-		ORDER BY s.device_model, s.os_major, s.emulated, s.config, s.lineage, s.id, p.seq, p.recorded_at
-		LIMIT 100000`, q.Suite, q.Metric, q.Config, q.Lineage, q.DeviceModel, max(q.Last, 1))
-	if err != nil {
-		return nil, fmt.Errorf("store: query series: %w", err)
-	}
-	defer rows.Close()
-	var out []SeriesWithPoints
-	for rows.Next() {
-		var sr RegressSeries
-		var seq *int64
-		var runKey, build *string
-		var value, stddev *float64
-		var n *int
-		if err := rows.Scan(&sr.ID, &sr.Suite, &sr.Config, &sr.Metric, &sr.DeviceModel, &sr.OSMajor, &sr.Lineage, &sr.Emulated,
-			&seq, &runKey, &value, &stddev, &n, &build); err != nil {
-			return nil, fmt.Errorf("store: query series: %w", err)
-		}
-		if len(out) == 0 || out[len(out)-1].ID != sr.ID {
-			out = append(out, SeriesWithPoints{RegressSeries: sr, Points: []RegressPoint{}})
-		}
-		if seq != nil {
-			cur := &out[len(out)-1]
-			cur.Points = append(cur.Points, RegressPoint{SeriesID: sr.ID, Seq: *seq, RunKey: *runKey, Value: *value, Stddev: *stddev, N: *n, Build: *build})
-		}
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("store: query series: %w", err)
-	}
-	return out, nil
-}
-
 // Suite is a named, editable job spec.
 type Suite struct {
 	Name      string    `json:"name"`

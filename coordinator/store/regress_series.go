@@ -32,6 +32,14 @@ type RegressPoint struct {
 	Stddev   float64 `json:"stddev,omitempty"`
 	N        int     `json:"n,omitempty"`
 	Build    string  `json:"build,omitempty"`
+	// BuildPosition, GitSHA and ExecutableSHA256 are filled by
+	// QuerySeries only: the position of Build in the series' lineage (0
+	// when Build is not a registered build of that lineage), the build's
+	// git sha, and the sha256 of the executable that produced the point's
+	// run (from its results; "" before provenance was recorded).
+	BuildPosition    int64  `json:"build_position,omitempty"`
+	GitSHA           string `json:"git_sha,omitempty"`
+	ExecutableSHA256 string `json:"executable_sha256,omitempty"`
 	// Bucket is set on a downsampled point (DownsampleSeries): the builds
 	// it summarises.
 	Bucket *PointBucket `json:"bucket,omitempty"`

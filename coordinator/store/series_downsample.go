@@ -19,11 +19,12 @@ type PointBucket struct {
 // DownsampleSeries bounds every series to at most maxPoints points, for
 // charts of long histories (maxPoints ≤ 0 returns in unchanged). The
 // builds of all the series are cut into the same buckets of consecutive
-// builds, equal in count to within one, so the downsampled series still
-// share an x axis; a bucket's point sits at its last build (seq, build)
-// and carries the mean of its build means (value), the root mean square
-// of their stddevs (the typical within-build spread, so the band keeps its
-// meaning), the sum of their repetitions (n), the latest run key, and
+// builds in build order (BuildOrder), equal in count to within one, so
+// the downsampled series still share an x axis; a bucket's point sits at
+// its last build (seq, build, position, git sha) and carries the mean of
+// its build means (value), the root mean square of their stddevs (the
+// typical within-build spread, so the band keeps its meaning), the sum of
+// their repetitions (n), the latest run key and executable, and
 // Bucket with the bucket's range, size and min/max. Series with no more
 // builds than maxPoints still get buckets of one build when others are
 // cut, so every point of a response means the same thing.
@@ -31,18 +32,17 @@ func DownsampleSeries(in []SeriesWithPoints, maxPoints int) []SeriesWithPoints {
 	if maxPoints <= 0 {
 		return in
 	}
-	var seqs []int64
-	builds := map[int64]string{}
+	var all []RegressPoint
+	builds := map[int64]*RegressPoint{}
 	for _, s := range in {
-		for _, p := range s.Points {
-			seqs = append(seqs, p.Seq)
-			if _, ok := builds[p.Seq]; !ok && p.Build != "" {
-				builds[p.Seq] = p.Build
+		for i, p := range s.Points {
+			all = append(all, p)
+			if b := builds[p.Seq]; b == nil || b.Build == "" {
+				builds[p.Seq] = &s.Points[i]
 			}
 		}
 	}
-	slices.Sort(seqs)
-	seqs = slices.Compact(seqs)
+	seqs := BuildOrder(all)
 	if len(seqs) <= maxPoints {
 		return in
 	}
@@ -58,9 +58,15 @@ func DownsampleSeries(in []SeriesWithPoints, maxPoints int) []SeriesWithPoints {
 			bucketOf[q] = i
 		}
 	}
+	rank := make(map[int64]int, len(seqs))
+	for i, q := range seqs {
+		rank[q] = i
+	}
 	out := make([]SeriesWithPoints, len(in))
 	for k, s := range in {
 		out[k] = SeriesWithPoints{RegressSeries: s.RegressSeries, Points: []RegressPoint{}}
+		s.Points = slices.Clone(s.Points)
+		slices.SortStableFunc(s.Points, func(a, b RegressPoint) int { return rank[a.Seq] - rank[b.Seq] })
 		var cur *RegressPoint
 		var vals, sds []float64
 		flush := func() {
@@ -78,7 +84,8 @@ func DownsampleSeries(in []SeriesWithPoints, maxPoints int) []SeriesWithPoints {
 				flush()
 			}
 			if cur == nil {
-				cur = &RegressPoint{SeriesID: p.SeriesID, Seq: last[b], Build: builds[last[b]],
+				lb := builds[last[b]]
+				cur = &RegressPoint{SeriesID: p.SeriesID, Seq: last[b], Build: lb.Build, BuildPosition: lb.BuildPosition, GitSHA: lb.GitSHA,
 					Bucket: &PointBucket{SeqFirst: first[b], Min: p.Value, Max: p.Value}}
 				vals, sds = vals[:0], sds[:0]
 			}
@@ -86,7 +93,7 @@ func DownsampleSeries(in []SeriesWithPoints, maxPoints int) []SeriesWithPoints {
 			cur.Bucket.Min = min(cur.Bucket.Min, p.Value)
 			cur.Bucket.Max = max(cur.Bucket.Max, p.Value)
 			cur.N += p.N
-			cur.RunKey = p.RunKey
+			cur.RunKey, cur.ExecutableSHA256 = p.RunKey, p.ExecutableSHA256
 			vals, sds = append(vals, p.Value), append(sds, p.Stddev)
 		}
 		flush()
