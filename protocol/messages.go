@@ -414,6 +414,9 @@ type ConfigResult struct {
 	// it: the same build, model, config and seed give the same digest in
 	// the embedded and the child path.
 	TokensSHA256 string `json:"tokens_sha256,omitempty"`
+	// PhoneState is the state of a real phone around the config (an agent
+	// driving phones over adb, protocol/phone.go); absent elsewhere.
+	PhoneState *PhoneState `json:"phone_state,omitempty"`
 }
 
 // Result outcomes.

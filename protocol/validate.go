@@ -494,6 +494,11 @@ func (m *Result) Validate() error {
 		if c.ConfigKey == "" || len(c.ConfigKey) > 256 {
 			return fmt.Errorf("configs[%d]: config_key required (max 256 bytes)", i)
 		}
+		if c.PhoneState != nil {
+			if err := c.PhoneState.Validate(); err != nil {
+				return fmt.Errorf("configs[%d]: %w", i, err)
+			}
+		}
 		if c.Repetitions < 0 || c.DiscardedRepetitions < 0 || c.Warmup < 0 || c.PeakMemoryBytes < 0 || c.BytesPerToken < 0 {
 			return fmt.Errorf("configs[%d]: negative count", i)
 		}

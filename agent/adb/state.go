@@ -1,0 +1,134 @@
+package adb
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/lesfarm/lesfarm/protocol"
+)
+
+// stateScript prints, in @@ sections, everything Snapshot reads.
+const stateScript = `echo @@battery; dumpsys battery; echo @@thermal; dumpsys thermalservice; echo @@cpu; ` +
+	`for d in /sys/devices/system/cpu/cpufreq/policy*; do echo "policy $d"; echo "cpus $(cat $d/related_cpus)"; ` +
+	`echo "gov $(cat $d/scaling_governor)"; echo "cur $(cat $d/scaling_cur_freq)"; echo "max $(cat $d/cpuinfo_max_freq)"; ` +
+	`if [ -r $d/stats/time_in_state ]; then while read f t; do echo "tis $f $t"; done < $d/stats/time_in_state; fi; done; ` +
+	`echo @@zones; for z in /sys/class/thermal/thermal_zone*; do echo "zone $(cat $z/type) $(cat $z/temp)"; done`
+
+// Snapshot reads serial's state now: battery, thermal status and zones,
+// and each cpufreq policy's governor, current frequency and time_in_state,
+// in one adb round trip. Parts the phone does not expose stay nil; only a
+// failed adb call is an error.
+func Snapshot(ctx context.Context, c *Client, serial string) (*protocol.PhoneSnapshot, error) {
+	out, err := c.Shell(ctx, serial, stateScript+" 2>/dev/null; true")
+	if err != nil {
+		return nil, err
+	}
+	return ParseSnapshot(string(out), time.Now().UTC()), nil
+}
+
+// ParseSnapshot reads the output of the state script.
+func ParseSnapshot(out string, at time.Time) *protocol.PhoneSnapshot {
+	sec := sections(out)
+	s := &protocol.PhoneSnapshot{ReadAt: at}
+	if b, err := ParseBattery(sec["battery"]); err == nil {
+		s.BatteryPercent, s.BatteryTempC, s.Charging = b.Percent, b.TempC, b.Charging
+	}
+	if t, err := ParseThermal(sec["thermal"]); err == nil {
+		s.ThermalStatus, s.ThermalHeadroom = t.Status, t.Headroom
+		s.MaxTempC = t.MaxTempC
+	}
+	if z := ParseZones(sec["zones"]); z != nil && (s.MaxTempC == nil || *z > *s.MaxTempC) {
+		s.MaxTempC = z
+	}
+	s.Clusters = ParseClusters(sec["cpu"])
+	return s
+}
+
+// SetFixedPerformance turns Android's fixed performance mode on or off
+// (`cmd power set-fixed-performance-mode-enabled`, Android 11+, no root).
+func SetFixedPerformance(ctx context.Context, c *Client, serial string, on bool) error {
+	out, err := c.Shell(ctx, serial, "cmd power set-fixed-performance-mode-enabled "+strconv.FormatBool(on)+" 2>&1")
+	if err != nil {
+		return err
+	}
+	if s := strings.ToLower(string(out)); strings.Contains(s, "unknown") || strings.Contains(s, "error") || strings.Contains(s, "exception") {
+		return fmt.Errorf("phone %s: fixed performance mode: %s", serial, clip(strings.TrimSpace(string(out)), 200))
+	}
+	return nil
+}
+
+// savedClocks is where LockClocks saves what it changed, so that a later
+// agent restores it after a crash (RestoreClocks).
+const savedClocks = RemoteDir + "/clocks.saved"
+
+// thermalDaemons are the services lockClocks.sh stops while clocks are
+// locked (those a phone does not have are skipped).
+const thermalDaemons = "thermal-engine perfd vendor.thermal-engine vendor.perfd thermald mpdecision vendor.perf-hal-1-0 vendor.perf-hal-2-0"
+
+// LockClocks locks a rooted phone's clocks as AndroidX's lockClocks.sh
+// does: it saves every policy's governor and limits to RemoteDir, picks
+// the cluster with the highest max frequency, sets the userspace governor
+// on it with every limit at the lowest available frequency ≥ 50% of its
+// max, and stops the thermal and perf daemons. It returns the locked
+// frequency in kHz. A phone without su is an error (the caller falls back
+// to fixed performance mode).
+func LockClocks(ctx context.Context, c *Client, serial string) (int64, error) {
+	script := `set -e; mkdir -p ` + RemoteDir + `; : > ` + savedClocks + `.tmp; best=; bmax=0; ` +
+		`for d in /sys/devices/system/cpu/cpufreq/policy*; do ` +
+		`echo "$d $(cat $d/scaling_governor) $(cat $d/scaling_min_freq) $(cat $d/scaling_max_freq)" >> ` + savedClocks + `.tmp; ` +
+		`m=$(cat $d/cpuinfo_max_freq); if [ "$m" -gt "$bmax" ]; then bmax=$m; best=$d; fi; done; ` +
+		`mv ` + savedClocks + `.tmp ` + savedClocks + `; ` +
+		`t=$bmax; for f in $(cat $best/scaling_available_frequencies 2>/dev/null || echo $bmax); do ` +
+		`if [ $((f*2)) -ge "$bmax" ] && [ "$f" -lt "$t" ]; then t=$f; fi; done; ` +
+		`for s in ` + thermalDaemons + `; do stop $s 2>/dev/null || true; done; ` +
+		`echo userspace > $best/scaling_governor; echo $t > $best/scaling_max_freq; echo $t > $best/scaling_min_freq; ` +
+		`echo $t > $best/scaling_setspeed 2>/dev/null || true; echo locked $t`
+	out, err := c.Shell(ctx, serial, "su -c "+ShellQuote(script))
+	if err != nil {
+		return 0, fmt.Errorf("phone %s: locking clocks (needs root): %w", serial, err)
+	}
+	f := strings.Fields(string(out))
+	if len(f) < 2 || f[len(f)-2] != "locked" {
+		return 0, fmt.Errorf("phone %s: locking clocks printed %q", serial, clip(string(out), 120))
+	}
+	khz, err := strconv.ParseInt(f[len(f)-1], 10, 64)
+	if err != nil || khz <= 0 {
+		return 0, fmt.Errorf("phone %s: locked at %q", serial, f[len(f)-1])
+	}
+	return khz, nil
+}
+
+// RestoreClocks puts back what LockClocks saved (governors and limits of
+// every policy; the daemons are started again) and removes the record.
+// It does nothing when nothing was saved, so the agent calls it on every
+// phone it attaches: clocks a crashed agent left locked are restored.
+func RestoreClocks(ctx context.Context, c *Client, serial string) (restored bool, err error) {
+	script := `[ -f ` + savedClocks + ` ] || { echo none; exit 0; }; ` +
+		`while read d g lo hi; do echo $lo > $d/scaling_min_freq; echo $hi > $d/scaling_max_freq; echo $hi > $d/scaling_max_freq; echo $lo > $d/scaling_min_freq; echo $g > $d/scaling_governor; done < ` + savedClocks + `; ` +
+		`for s in ` + thermalDaemons + `; do start $s 2>/dev/null || true; done; rm -f ` + savedClocks + `; echo restored`
+	out, err := c.Shell(ctx, serial, "if [ -f "+savedClocks+" ]; then su -c "+ShellQuote(script)+"; else echo none; fi")
+	if err != nil {
+		return false, fmt.Errorf("phone %s: restoring clocks: %w", serial, err)
+	}
+	return strings.Contains(string(out), "restored"), nil
+}
+
+// RefBench runs the reference microbenchmark on the phone: a fixed shell
+// loop of iters iterations timed by the phone's own clock, so that the
+// adb round trip is not in it. It returns the loop's duration.
+func RefBench(ctx context.Context, c *Client, serial string, iters int) (time.Duration, error) {
+	script := fmt.Sprintf(`s=$(date +%%s%%N); i=0; while [ $i -lt %d ]; do i=$((i+1)); done; e=$(date +%%s%%N); echo $((e-s))`, iters)
+	out, err := c.Shell(ctx, serial, script)
+	if err != nil {
+		return 0, err
+	}
+	ns, err := strconv.ParseInt(strings.TrimSpace(string(out)), 10, 64)
+	if err != nil || ns <= 0 {
+		return 0, errors.New("reference benchmark: the phone's date has no nanoseconds (" + clip(strings.TrimSpace(string(out)), 40) + ")")
+	}
+	return time.Duration(ns), nil
+}

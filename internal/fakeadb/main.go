@@ -1,0 +1,401 @@
+// Command fakeadb is a fake of Android's adb client for tests without a
+// phone: each fake phone is a directory, and the linux/arm64 executables
+// pushed to it run under qemu-aarch64 on the host.
+//
+// The farm is the directory $FAKEADB_DIR; phone SERIAL lives in
+// $FAKEADB_DIR/SERIAL/ and holds, all optional:
+//
+//	state          the adb state `adb devices` prints: device (default),
+//	               unauthorized, offline, recovery
+//	unplugged      present: the phone is not attached (it vanishes from
+//	               `adb devices`; every -s SERIAL command fails, and a
+//	               running shell session ends with exit status 255)
+//	getprop        the output of `getprop` ("[key]: [value]" lines)
+//	dumpsys/NAME   the output of `dumpsys NAME` (battery, thermalservice)
+//	rooted         present: `su` runs its command; absent: su: not found
+//	push_truncate  present: a push copies only the first half of the file
+//	               and still reports success (a push broken half-way)
+//	root/          the phone's filesystem: root/proc/meminfo,
+//	               root/sys/devices/system/cpu/..., root/data/local/tmp/
+//	log            fakeadb appends one line per invocation (its arguments)
+//
+// Supported commands: devices [-l], get-state, [-s SERIAL] shell [-T] CMD...,
+// exec-out CMD..., push LOCAL REMOTE, pull REMOTE LOCAL; ANDROID_SERIAL is
+// honoured like -s. A shell command is run by the host's /bin/sh in the
+// phone's root/ directory, after every absolute path under /data, /sys,
+// /proc/meminfo and /proc/cpuinfo is rewritten into root/; an aarch64 ELF
+// executable in command position (at the start, after exec, ;, && or ||)
+// is run as `qemu-aarch64 FILE` ($FAKEADB_QEMU overrides the path). The
+// phone's commands getprop, dumpsys and cmd (cmd power
+// set-fixed-performance-mode-enabled, recorded in the file
+// fixed_performance) and su are fakeadb itself, called by those names
+// from a bin directory first in PATH.
+//
+// Not modelled: the adb server and its port (every call is self-contained,
+// there is no start-server, kill-server, forward, reverse, install, logcat,
+// wait-for-device, tcpip or connect); USB transport speed (a push is a local
+// copy); PTYs (shell never allocates one, as with -T); the shell protocol's
+// exact exit codes for transport errors (255 here); Android's toybox
+// userland (commands are the host's: GNU coreutils' df, sha256sum, cat,
+// setsid, kill); SELinux and the noexec mounts of real /data/local/tmp
+// (a fake phone can be made non-executable only by chmod of root/data);
+// per-phone CPU speed, frequency scaling and throttling (every phone computes
+// at the host's speed, under qemu's slow-down); processes on an unplugged
+// phone keep running, as on a real one, but nothing kills them when the
+// host reboots.
+package main
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+)
+
+func main() {
+	name := filepath.Base(os.Args[0])
+	var code int
+	switch name {
+	case "getprop", "dumpsys", "cmd", "su":
+		code = phoneTool(name, os.Args[1:])
+	default:
+		code = adb(os.Args[1:])
+	}
+	os.Exit(code)
+}
+
+func fail(format string, a ...any) int {
+	fmt.Fprintf(os.Stderr, format+"\n", a...)
+	return 1
+}
+
+func farmDir() string { return os.Getenv("FAKEADB_DIR") }
+
+// phone is one fake phone directory.
+type phone struct{ serial, dir string }
+
+func (p phone) attached() bool { return !exists(filepath.Join(p.dir, "unplugged")) }
+
+func (p phone) state() string {
+	b, err := os.ReadFile(filepath.Join(p.dir, "state"))
+	if err != nil {
+		return "device"
+	}
+	return strings.TrimSpace(string(b))
+}
+
+func exists(p string) bool { _, err := os.Stat(p); return err == nil }
+
+func phones() []phone {
+	ents, _ := os.ReadDir(farmDir())
+	var out []phone
+	for _, e := range ents {
+		if e.IsDir() {
+			out = append(out, phone{e.Name(), filepath.Join(farmDir(), e.Name())})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].serial < out[j].serial })
+	return out
+}
+
+func adb(args []string) int {
+	if farmDir() == "" {
+		return fail("fakeadb: FAKEADB_DIR is not set")
+	}
+	logCall(args)
+	serial := os.Getenv("ANDROID_SERIAL")
+	for len(args) > 0 && strings.HasPrefix(args[0], "-") {
+		switch args[0] {
+		case "-s":
+			if len(args) < 2 {
+				return fail("adb: -s requires an argument")
+			}
+			serial, args = args[1], args[2:]
+		case "-P", "-H", "-L":
+			args = args[min(2, len(args)):]
+		default:
+			args = args[1:] // -d, -e, -a: ignored
+		}
+	}
+	if len(args) == 0 {
+		return fail("adb: no command")
+	}
+	if args[0] == "devices" {
+		fmt.Println("List of devices attached")
+		for _, p := range phones() {
+			if p.attached() {
+				fmt.Printf("%s\t%s\n", p.serial, p.state())
+			}
+		}
+		fmt.Println()
+		return 0
+	}
+	p, code := pick(serial)
+	if code != 0 {
+		return code
+	}
+	switch args[0] {
+	case "get-state":
+		fmt.Println(p.state())
+		return 0
+	}
+	switch st := p.state(); st {
+	case "device":
+	case "unauthorized":
+		return fail("adb: device unauthorized.\nThis adb server's $ADB_VENDOR_KEYS is not set\nTry 'adb kill-server' if that seems wrong.\nOtherwise check for a confirmation dialog on your device.")
+	case "recovery":
+		if args[0] != "shell" {
+			return fail("adb: device is in recovery")
+		}
+	default:
+		return fail("adb: device %s", st)
+	}
+	switch args[0] {
+	case "shell", "exec-out":
+		rest := args[1:]
+		for len(rest) > 0 && (rest[0] == "-T" || rest[0] == "-t" || rest[0] == "-x" || rest[0] == "-n") {
+			rest = rest[1:]
+		}
+		return shell(p, strings.Join(rest, " "), args[0] == "exec-out")
+	case "push":
+		if len(args) != 3 {
+			return fail("adb: usage: push LOCAL REMOTE")
+		}
+		return push(p, args[1], args[2])
+	case "pull":
+		if len(args) != 3 {
+			return fail("adb: usage: pull REMOTE LOCAL")
+		}
+		return copyFile(p.path(args[1]), args[2], false)
+	}
+	return fail("adb: unknown command %s (fakeadb models only devices, get-state, shell, exec-out, push, pull)", args[0])
+}
+
+func logCall(args []string) {
+	f, err := os.OpenFile(filepath.Join(farmDir(), "log"), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	if err == nil {
+		fmt.Fprintf(f, "%s %q\n", time.Now().Format("15:04:05.000"), args)
+		f.Close()
+	}
+}
+
+// pick finds the phone a command addresses, as adb does.
+func pick(serial string) (phone, int) {
+	var attached []phone
+	for _, p := range phones() {
+		if !p.attached() {
+			continue
+		}
+		if serial != "" && p.serial == serial {
+			return p, 0
+		}
+		attached = append(attached, p)
+	}
+	switch {
+	case serial != "":
+		return phone{}, fail("adb: device '%s' not found", serial)
+	case len(attached) == 0:
+		return phone{}, fail("adb: no devices/emulators found")
+	case len(attached) > 1:
+		return phone{}, fail("adb: more than one device/emulator")
+	}
+	return attached[0], 0
+}
+
+// path maps a phone path into the phone's root directory.
+func (p phone) path(phonePath string) string {
+	return filepath.Join(p.dir, "root", filepath.Clean("/"+phonePath))
+}
+
+var phonePaths = regexp.MustCompile(`(^|[\s'"=;(>&|<])((?:/data|/sys|/proc/meminfo|/proc/cpuinfo)(?:/[^\s'";|&)<>]*)?)`)
+
+// translate rewrites the phone paths of cmd into the phone's directory and
+// runs aarch64 executables in command position under qemu.
+func (p phone) translate(cmd string) string {
+	qemu := os.Getenv("FAKEADB_QEMU")
+	if qemu == "" {
+		qemu = "qemu-aarch64"
+	}
+	var b strings.Builder
+	last := 0
+	for _, m := range phonePaths.FindAllStringSubmatchIndex(cmd, -1) {
+		start, end := m[4], m[5]
+		b.WriteString(cmd[last:start])
+		mapped := p.path(cmd[start:end])
+		before := strings.TrimRight(cmd[:start], " \t'\"")
+		if (before == "" || strings.HasSuffix(before, "exec") || strings.HasSuffix(before, ";") ||
+			strings.HasSuffix(before, "&&") || strings.HasSuffix(before, "||") || strings.HasSuffix(before, "-c")) && isARM64(mapped) {
+			b.WriteString(qemu + " ")
+		}
+		b.WriteString(mapped)
+		last = end
+	}
+	b.WriteString(cmd[last:])
+	return b.String()
+}
+
+// isARM64 reports whether path is an ELF executable for aarch64.
+func isARM64(path string) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	var h [20]byte
+	if _, err := io.ReadFull(f, h[:]); err != nil {
+		return false
+	}
+	return bytes.Equal(h[:4], []byte("\x7fELF")) && h[18] == 0xb7 && h[19] == 0 // EM_AARCH64, little-endian
+}
+
+// shell runs cmd on the phone; it ends with status 255 when the phone is
+// unplugged meanwhile (what is running there keeps running).
+func shell(p phone, cmd string, merged bool) int {
+	bin := filepath.Join(p.dir, ".bin")
+	if err := os.MkdirAll(bin, 0o755); err != nil {
+		return fail("fakeadb: %v", err)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return fail("fakeadb: %v", err)
+	}
+	for _, t := range []string{"getprop", "dumpsys", "cmd", "su"} {
+		if _, err := os.Lstat(filepath.Join(bin, t)); err != nil {
+			_ = os.Symlink(self, filepath.Join(bin, t))
+		}
+	}
+	root := filepath.Join(p.dir, "root")
+	_ = os.MkdirAll(filepath.Join(root, "data", "local", "tmp"), 0o755)
+	c := exec.Command("/bin/sh", "-c", p.translate(cmd))
+	c.Dir = root
+	c.Env = append(os.Environ(), "PATH="+bin+":"+os.Getenv("PATH"), "FAKEADB_PHONE="+p.dir)
+	c.Stdin, c.Stdout, c.Stderr = os.Stdin, os.Stdout, os.Stderr
+	if merged {
+		c.Stderr = os.Stdout
+	}
+	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := c.Start(); err != nil {
+		return fail("fakeadb: %v", err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- c.Wait() }()
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case err := <-done:
+			var ee *exec.ExitError
+			if errors.As(err, &ee) {
+				if ee.ExitCode() < 0 {
+					return 128 + 9
+				}
+				return ee.ExitCode()
+			}
+			if err != nil {
+				return fail("fakeadb: %v", err)
+			}
+			return 0
+		case <-tick.C:
+			if !p.attached() {
+				// The USB link is gone: the session ends; what runs on the
+				// phone in its own session keeps running.
+				_ = syscall.Kill(-c.Process.Pid, syscall.SIGHUP)
+				fmt.Fprintln(os.Stderr, "adb: error: closed")
+				return 255
+			}
+		}
+	}
+}
+
+func push(p phone, local, remote string) int {
+	dst := p.path(remote)
+	if strings.HasSuffix(remote, "/") {
+		dst = filepath.Join(dst, filepath.Base(local))
+	}
+	if code := copyFile(local, dst, exists(filepath.Join(p.dir, "push_truncate"))); code != 0 {
+		return code
+	}
+	fmt.Printf("%s: 1 file pushed.\n", local)
+	return 0
+}
+
+func copyFile(src, dst string, half bool) int {
+	data, err := os.ReadFile(src)
+	if err != nil {
+		return fail("adb: error: cannot stat '%s': No such file or directory", src)
+	}
+	if half {
+		data = data[:len(data)/2]
+	}
+	if err := os.WriteFile(dst, data, 0o644); err != nil {
+		return fail("adb: error: failed to copy '%s' to '%s': %v", src, dst, err)
+	}
+	return 0
+}
+
+// phoneTool is one of the phone's own commands.
+func phoneTool(name string, args []string) int {
+	dir := os.Getenv("FAKEADB_PHONE")
+	switch name {
+	case "getprop":
+		data, _ := os.ReadFile(filepath.Join(dir, "getprop"))
+		if len(args) == 0 {
+			os.Stdout.Write(data)
+			return 0
+		}
+		for _, l := range strings.Split(string(data), "\n") {
+			if k, v, ok := strings.Cut(l, "]: ["); ok && strings.TrimPrefix(k, "[") == args[0] {
+				fmt.Println(strings.TrimSuffix(strings.TrimSpace(v), "]"))
+				return 0
+			}
+		}
+		fmt.Println()
+		return 0
+	case "dumpsys":
+		if len(args) == 0 {
+			return fail("dumpsys: a service name is required")
+		}
+		data, err := os.ReadFile(filepath.Join(dir, "dumpsys", args[0]))
+		if err != nil {
+			return fail("Can't find service: %s", args[0])
+		}
+		os.Stdout.Write(data)
+		return 0
+	case "cmd":
+		if len(args) == 3 && args[0] == "power" && args[1] == "set-fixed-performance-mode-enabled" {
+			if err := os.WriteFile(filepath.Join(dir, "fixed_performance"), []byte(args[2]+"\n"), 0o644); err != nil {
+				return fail("cmd: %v", err)
+			}
+			return 0
+		}
+		return fail("cmd: unknown command %q", args)
+	case "su":
+		if !exists(filepath.Join(dir, "rooted")) {
+			return fail("/system/bin/sh: su: not found")
+		}
+		if len(args) >= 2 && args[0] == "-c" {
+			args = args[1:]
+		} else if len(args) >= 1 && args[0] == "0" {
+			args = args[1:]
+		}
+		c := exec.Command("/bin/sh", "-c", strings.Join(args, " "))
+		c.Stdin, c.Stdout, c.Stderr = os.Stdin, os.Stdout, os.Stderr
+		if err := c.Run(); err != nil {
+			var ee *exec.ExitError
+			if errors.As(err, &ee) {
+				return ee.ExitCode()
+			}
+			return 1
+		}
+		return 0
+	}
+	return 1
+}
