@@ -12,13 +12,16 @@ import (
 
 // Parts a plan assigns types to. Every quantizable tensor belongs to one
 // (layer, part): blk.L.*_exps.* (the routed experts) to (L, PartExperts),
-// every other quantizable blk.L.* matrix (attention, and any shared expert
-// or recurrent-layer matrices) to (L, PartAttention), token_embd.weight to
-// (-1, PartEmbedding), output.weight to (-1, PartOutput) and anything else
-// to (-1, PartOther).
+// blk.L.*_shexp.* (a shared expert) to (L, PartShared), every other
+// quantizable blk.L.* matrix (attention, recurrent-layer projections such
+// as Gated DeltaNet's, a NextN block's eh_proj) to (L, PartAttention),
+// token_embd.weight to (-1, PartEmbedding), output.weight to (-1,
+// PartOutput) and anything else to (-1, PartOther). A part's tensors may be
+// stored in different types when rows do not fit a type's block (Target).
 const (
 	PartAttention = "attention"
 	PartExperts   = "experts"
+	PartShared    = "shared_expert"
 	PartEmbedding = "token_embd"
 	PartOutput    = "output"
 	PartOther     = "other"
@@ -29,6 +32,9 @@ func PartOf(name string) (layer int, part string) {
 	if l := layerOf(name); l >= 0 {
 		if strings.Contains(name, "_exps.") {
 			return l, PartExperts
+		}
+		if strings.Contains(name, "_shexp.") {
+			return l, PartShared
 		}
 		return l, PartAttention
 	}
@@ -54,7 +60,7 @@ func ParseKey(s string) (layer int, part string, err error) {
 	if rest, ok := strings.CutPrefix(s, "blk."); ok {
 		num, p, ok := strings.Cut(rest, ".")
 		l, err := strconv.Atoi(num)
-		if !ok || err != nil || l < 0 || l > 1<<20 || (p != PartAttention && p != PartExperts) {
+		if !ok || err != nil || l < 0 || l > 1<<20 || (p != PartAttention && p != PartExperts && p != PartShared) {
 			return 0, "", fmt.Errorf("quant: bad plan part %q", s)
 		}
 		return l, p, nil
@@ -68,16 +74,24 @@ func ParseKey(s string) (layer int, part string, err error) {
 
 // Choice is the chosen type of one (layer, part).
 type Choice struct {
-	Layer int         `json:"layer"` // -1 for model-wide parts
-	Part  string      `json:"part"`
-	Type  tensor.Type `json:"-"`
+	Layer int    `json:"layer"` // -1 for model-wide parts
+	Part  string `json:"part"`
+	// Type is the requested type of the part's tensors; a tensor whose
+	// rows do not fit its block is stored at the fallback (Target).
+	Type tensor.Type `json:"-"`
 	// TypeName is Type's name (JSON).
 	TypeName string `json:"type"`
+	// Stored names the tensors that fall back, by type ("Q8_0:
+	// ffn_down_shexp"); empty when all take Type. Not stored in the file.
+	Stored string `json:"stored,omitempty"`
 	// Bytes is the part's size at Type (after fallbacks).
 	Bytes int64 `json:"bytes"`
 	// Sensitivity is the measured KL divergence (nats per token) of the
 	// model's output when only this part is stored at Type.
 	Sensitivity float64 `json:"sensitivity"`
+	// Note says that Sensitivity is a proxy, not measured (NoteNextN).
+	// Not stored in the file.
+	Note string `json:"note,omitempty"`
 }
 
 // Plan is a per-(layer, part) type assignment under a byte budget.
@@ -214,7 +228,15 @@ func (p *Plan) WriteTable(w io.Writer) error {
 		if c.Layer >= 0 {
 			layer = strconv.Itoa(c.Layer)
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %d | %.5f |\n", layer, c.Part, c.Type, c.Bytes, c.Sensitivity)
+		typ := c.Type.String()
+		if c.Stored != "" {
+			typ += " (" + c.Stored + ")"
+		}
+		sens := fmt.Sprintf("%.5f", c.Sensitivity)
+		if c.Note != "" {
+			sens += " (" + c.Note + ")"
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %d | %s |\n", layer, c.Part, typ, c.Bytes, sens)
 	}
 	_, err := io.WriteString(w, b.String())
 	return err

@@ -55,7 +55,7 @@ func (s *Sensitivity) Plan(budget int64) (*Plan, error) {
 	pl := &Plan{Budget: budget, Size: s.Fixed, Method: MethodKnapsack}
 	for i, p := range s.Parts {
 		c := p.Candidates[pick[i]]
-		pl.Items = append(pl.Items, Choice{Layer: p.Layer, Part: p.Part, Type: c.Type, TypeName: c.Type.String(), Bytes: c.Bytes, Sensitivity: c.KL})
+		pl.Items = append(pl.Items, Choice{Layer: p.Layer, Part: p.Part, Type: c.Type, TypeName: c.Type.String(), Stored: c.Stored, Bytes: c.Bytes, Sensitivity: c.KL, Note: p.Note})
 		pl.Size += c.Bytes
 		pl.Error += c.KL
 	}

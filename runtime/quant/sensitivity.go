@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"sort"
 	"strings"
 
 	"github.com/lesfarm/lesfarm/runtime/gguf"
@@ -16,8 +15,15 @@ import (
 
 // Candidate is one type a part can take, its size and measured error.
 type Candidate struct {
-	Type  tensor.Type // the type the part's tensors are stored in (after fallback)
+	// Type is the requested type; Quantize stores each tensor of the part
+	// at Type or at its fallback (Target) when Type's block does not fit
+	// the tensor's rows.
+	Type tensor.Type
+	// Bytes is the part's size at Type, after the fallbacks.
 	Bytes int64
+	// Stored names the tensors stored in another type than Type, by type
+	// ("Q8_0: ffn_down_shexp"); empty when every tensor takes Type.
+	Stored string
 	// KL is the mean KL divergence (nats per token) of the model's next
 	// token distribution on the calibration text, reference (the input
 	// model) against the model with only this part at Type.
@@ -30,6 +36,9 @@ type PartSensitivity struct {
 	Part       string
 	Tensors    []string
 	Candidates []Candidate // most bytes first; the input's own type has KL 0
+	// Note, when set, says that the part's KLs are not measured but a
+	// proxy (NoteNextN).
+	Note string
 }
 
 // Sensitivity is the result of Measure.
@@ -66,7 +75,8 @@ var ErrNoCalibration = fmt.Errorf("calibration text too short")
 // for each (layer, part) and each candidate type, the KL divergence of the
 // output distribution when only that part is quantized to that type (the
 // rest stays as in the input). The quantized weights run through the same
-// kernels the quantized file will use. Architectures: qwen3moe and qwen3.
+// kernels the quantized file will use. Architectures: PlannerArchs (an
+// unknown one is an error wrapping ErrUnknownArch that names it).
 func Measure(ctx context.Context, path string, cfg MeasureConfig) (*Sensitivity, error) {
 	if len(cfg.Types) == 0 {
 		cfg.Types = Types
@@ -74,13 +84,22 @@ func Measure(ctx context.Context, path string, cfg MeasureConfig) (*Sensitivity,
 	if cfg.MaxTokens <= 0 {
 		cfg.MaxTokens = 1024
 	}
+	gf, err := gguf.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("quant: %w", err)
+	}
+	err = checkArch(gf.Architecture())
+	gf.Close()
+	if err != nil {
+		return nil, err
+	}
 	m, err := model.Load(path, model.Options{Threads: max(cfg.Threads, 1)})
 	if err != nil {
 		return nil, err
 	}
 	defer m.Close()
-	if m.Arch != "qwen3moe" && m.Arch != "qwen3" {
-		return nil, fmt.Errorf("quant: the planner measures qwen3moe and qwen3 models, not %s", m.Arch)
+	if err := checkArch(m.Arch); err != nil {
+		return nil, err
 	}
 	f := m.File
 	if cfg.Context <= 0 {
@@ -139,13 +158,18 @@ func Measure(ctx context.Context, path string, cfg MeasureConfig) (*Sensitivity,
 
 	total := 0
 	for _, p := range parts {
-		total += len(p.Candidates) - 1
+		if p.Note == "" {
+			total += len(p.Candidates) - 1
+		}
 	}
 	done := 0
 	pool := tensor.NewPool(max(cfg.Threads, 1))
 	defer pool.Close()
 	for pi := range parts {
 		p := &sens.Parts[pi]
+		if p.Note != "" {
+			continue // a NextN block: proxyNextN
+		}
 		for ci := range p.Candidates {
 			cand := &p.Candidates[ci]
 			if ci == 0 {
@@ -167,6 +191,7 @@ func Measure(ctx context.Context, path string, cfg MeasureConfig) (*Sensitivity,
 			}
 		}
 	}
+	proxyNextN(sens)
 	return sens, nil
 }
 
@@ -200,89 +225,11 @@ func logProbs(ctx context.Context, st *model.State, toks []int, windows, c, V in
 	return nil
 }
 
-// groupParts groups the quantizable tensors of f into (layer, part)s with
-// their candidate types, and sums the bytes of everything else.
-func groupParts(f *gguf.File, types []tensor.Type) ([]PartSensitivity, int64, error) {
-	byKey := map[string]*PartSensitivity{}
-	var order []string
-	// The input's header, room for the plan's metadata (about 100 bytes
-	// per part), and worst-case alignment padding per tensor.
-	fixed := f.DataOffset + 2048
-	for _, t := range f.Tensors() {
-		fixed += f.Alignment - 1
-		if !Quantizable(t.Name, len(t.Dims)) {
-			fixed += t.Size
-			continue
-		}
-		l, part := PartOf(t.Name)
-		k := Key(l, part)
-		p := byKey[k]
-		if p == nil {
-			p = &PartSensitivity{Layer: l, Part: part}
-			byKey[k] = p
-			order = append(order, k)
-		}
-		p.Tensors = append(p.Tensors, t.Name)
-	}
-	var out []PartSensitivity
-	for _, k := range order {
-		p := byKey[k]
-		// The input's own type first (it must be one type for the part).
-		var src tensor.Type
-		var srcBytes int64
-		for i, name := range p.Tensors {
-			t, _ := f.Tensor(name)
-			if i == 0 {
-				src = t.Type
-			} else if t.Type != src {
-				return nil, 0, fmt.Errorf("quant: part %s mixes %s and %s tensors; the planner needs one input type per part", k, src, t.Type)
-			}
-			srcBytes += t.Size
-		}
-		if src != tensor.F32 && src != tensor.F16 && src != tensor.BF16 {
-			return nil, 0, fmt.Errorf("quant: tensor %s is already %s: %w; plan from the F32, F16 or BF16 model", p.Tensors[0], src, ErrQuantizedInput)
-		}
-		p.Candidates = append(p.Candidates, Candidate{Type: src, Bytes: srcBytes})
-		seen := map[tensor.Type]bool{src: true}
-		for _, want := range types {
-			var eff tensor.Type
-			var bytes int64
-			for i, name := range p.Tensors {
-				t, _ := f.Tensor(name)
-				to, _, err := Target(name, t.Dims, t.Type, want)
-				if err != nil {
-					return nil, 0, err
-				}
-				if i == 0 {
-					eff = to
-				} else if to != eff {
-					return nil, 0, fmt.Errorf("quant: part %s would mix %s and %s at %s; the planner needs one type per part", k, eff, to, want)
-				}
-				sz, err := gguf.TensorSize(to, t.Dims)
-				if err != nil {
-					return nil, 0, err
-				}
-				bytes += sz
-			}
-			if seen[eff] {
-				continue // a fallback made it equal to an earlier candidate
-			}
-			seen[eff] = true
-			p.Candidates = append(p.Candidates, Candidate{Type: eff, Bytes: bytes})
-		}
-		sort.SliceStable(p.Candidates, func(i, j int) bool { return p.Candidates[i].Bytes > p.Candidates[j].Bytes })
-		if p.Candidates[0].Type != src {
-			return nil, 0, fmt.Errorf("quant: part %s: a candidate is larger than the input's %s", k, src)
-		}
-		out = append(out, *p)
-	}
-	return out, fixed, nil
-}
-
 // swapPart replaces the weights of part p in the loaded model m by the
-// input's values quantized to typ and returns a function that restores the
-// input weights.
-func swapPart(m *model.Model, f *gguf.File, p *PartSensitivity, typ tensor.Type, pool *tensor.Pool) (func(), error) {
+// input's values quantized to want (each tensor at want or its fallback, as
+// Quantize stores it) and returns a function that restores the input
+// weights.
+func swapPart(m *model.Model, f *gguf.File, p *PartSensitivity, want tensor.Type, pool *tensor.Pool) (func(), error) {
 	var undo []func()
 	restore := func() {
 		for i := len(undo) - 1; i >= 0; i-- {
@@ -291,6 +238,11 @@ func swapPart(m *model.Model, f *gguf.File, p *PartSensitivity, typ tensor.Type,
 	}
 	for _, name := range p.Tensors {
 		t, _ := f.Tensor(name)
+		typ, _, err := Target(name, t.Dims, t.Type, want)
+		if err != nil {
+			restore()
+			return nil, err
+		}
 		data, err := requantize(f, t, typ, pool)
 		if err != nil {
 			restore()
@@ -326,7 +278,7 @@ func swapPart(m *model.Model, f *gguf.File, p *PartSensitivity, typ tensor.Type,
 			}
 			undo = append(undo, func() { copy(res.Data[l], old); *sh = oldShape })
 		default:
-			mat := matrixOf(m, name)
+			mat := m.WeightMatrix(name)
 			if mat == nil {
 				restore()
 				return nil, fmt.Errorf("quant: the planner cannot measure tensor %s of %s", name, m.Arch)
@@ -347,39 +299,6 @@ func swapPart(m *model.Model, f *gguf.File, p *PartSensitivity, typ tensor.Type,
 }
 
 func containsPart(name, s string) bool { return strings.Contains(name, s) }
-
-// matrixOf returns the model field bound to a qwen3-family tensor name.
-func matrixOf(m *model.Model, name string) *tensor.Matrix {
-	switch name {
-	case "token_embd.weight":
-		return &m.Embed
-	case "output.weight":
-		return &m.Output
-	}
-	l, _ := PartOf(name)
-	if l < 0 || l >= len(m.Layers) {
-		return nil
-	}
-	L := &m.Layers[l]
-	suffix := strings.TrimPrefix(name, Key(l, ""))
-	switch suffix {
-	case "attn_q.weight":
-		return &L.Q
-	case "attn_k.weight":
-		return &L.K
-	case "attn_v.weight":
-		return &L.V
-	case "attn_output.weight":
-		return &L.O
-	case "ffn_gate.weight":
-		return L.Gate
-	case "ffn_up.weight":
-		return L.Up
-	case "ffn_down.weight":
-		return L.Down
-	}
-	return nil
-}
 
 // requantize reads tensor t of f and returns its data converted to typ.
 func requantize(f *gguf.File, t *gguf.TensorInfo, typ tensor.Type, pool *tensor.Pool) ([]byte, error) {
