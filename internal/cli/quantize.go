@@ -47,14 +47,19 @@ that fell back are listed.
 layout of lesfarm pack (one page-aligned blob per expert) instead.
 
 Layer-wise mixed precision: --budget SIZE|FRACTION --calib FILE plans a type
-per (layer, part) (parts: each layer's routed experts, each layer's other
-matrices "attention", and token_embd and output) under a file-size budget
+per (layer, part) (parts: each layer's routed experts, its shared expert
+(qwen35moe), its other matrices "attention" (incl. Gated DeltaNet's), and
+token_embd and output; architectures qwen3, qwen3moe, qwen35moe) under a file-size budget
 (bytes such as 12MiB, or a fraction of the input file such as 0.3 or 30%).
 The planner measures each part's sensitivity on the calibration text: the KL
 divergence (nats/token) of the model's next-token distribution when only that
 part is stored at a candidate type (--types, default all six), then solves the
 multiple-choice knapsack exactly by dynamic programming: least total KL within
-the budget. The plan goes into the output's metadata (les.quant.plan.*) and is
+the budget. A part's tensors whose rows fit no block of the chosen type take
+its fallback (shown in the table's type column, counted in its bytes). A
+qwen35moe NextN (MTP) block never runs in the measured forward pass: its
+parts take the largest KL of the decoder layers' same part as a proxy.
+The plan goes into the output's metadata (les.quant.plan.*) and is
 printed as a table (layer, part, type, bytes, sensitivity); --format json
 prints it as JSON.`,
 		Example: `  lesfarm quantize tiny-moe-kjv-f16.gguf -o tiny-q4.gguf --type Q4_K
