@@ -237,6 +237,14 @@ func sample(rng *rand.Rand, d Design, noise Noise, level, cv float64) Point {
 			mode = -mode
 		}
 		b = mode + 0.45*sb*rng.NormFloat64()
+	case NoiseHeavy:
+		// Student's t, 3 degrees of freedom (variance 3), scaled to sb.
+		c := 0.0
+		for range 3 {
+			z := rng.NormFloat64()
+			c += z * z
+		}
+		b = sb * rng.NormFloat64() / math.Sqrt(c)
 	default:
 		b = sb * rng.NormFloat64()
 	}

@@ -4,10 +4,9 @@ import (
 	"cmp"
 	"context"
 	"fmt"
-	"io"
+	"math"
 	"math/rand/v2"
 	"runtime"
-	"strings"
 	"sync"
 )
 
@@ -16,21 +15,79 @@ import (
 // run-to-run, so the bimodal noise's two modes are ±0.9·CV apart).
 var DesignSeries = Design{Name: "series", Reps: 1, BetweenShare: 1}
 
+// NoiseHeavy is heavy-tailed noise: Student's t with 3 degrees of freedom
+// scaled to the CV (rare runs 3–5 CVs off, without a separate outlier
+// process). It is a placed-evaluation family only (not in AllNoises).
+const NoiseHeavy Noise = "heavy-tail"
+
+// Family is one kind of series in the placed-step evaluation.
+type Family struct {
+	Name  string `json:"name"`
+	Noise Noise  `json:"noise"`
+	// Step: the series has one planted step (Steps × CVs cells); otherwise
+	// it is a null series (CVs cells) and every change found is false.
+	Step bool `json:"step"`
+	// Drift: "linear" (±0.03–0.08% per point), "exp" (an accelerating
+	// degradation of 2–4% over the series) or "" (none). A drift has no
+	// change point: a drift family without Step is a null family.
+	Drift string `json:"drift,omitempty"`
+	// Length: "short" or "long" series (PlacedConfig.ShortLen, LongLen)
+	// instead of the usual MinLen–MaxLen.
+	Length string `json:"length,omitempty"`
+}
+
+// PlacedFamilies are the families of the placed-step evaluation, in
+// report order.
+var PlacedFamilies = []Family{
+	{Name: "step", Noise: NoiseGaussian, Step: true},
+	{Name: "step-outliers", Noise: NoiseOutliers, Step: true},
+	{Name: "step-heavy-tail", Noise: NoiseHeavy, Step: true},
+	{Name: "step-bimodal", Noise: NoiseBimodal, Step: true},
+	{Name: "step-on-drift", Noise: NoiseGaussian, Step: true, Drift: "linear"},
+	{Name: "step-short", Noise: NoiseGaussian, Step: true, Length: "short"},
+	{Name: "step-long", Noise: NoiseGaussian, Step: true, Length: "long"},
+	{Name: "null", Noise: NoiseGaussian},
+	{Name: "null-outliers", Noise: NoiseOutliers},
+	{Name: "null-heavy-tail", Noise: NoiseHeavy},
+	{Name: "null-bimodal", Noise: NoiseBimodal},
+	{Name: "null-short", Noise: NoiseGaussian, Length: "short"},
+	{Name: "null-long", Noise: NoiseGaussian, Length: "long"},
+	{Name: "drift-linear", Noise: NoiseGaussian, Drift: "linear"},
+	{Name: "drift-exp", Noise: NoiseGaussian, Drift: "exp"},
+}
+
 // PlacedConfig sets up EvaluatePlaced. Zero fields take the defaults noted.
 type PlacedConfig struct {
-	Series int       // series per cell (default 400)
-	Seed   uint64    // generator seed (default 1)
-	Steps  []float64 // planted relative steps (default 3, 5, 7, 10%)
-	CVs    []float64 // noise CVs (default 1, 2, 3%)
-	// Nulls are the noise kinds of the null series (default gaussian,
-	// outliers, bimodal, drift); step series use gaussian noise.
-	Nulls     []Noise
-	MinLen    int     // shortest series (default 30)
-	MaxLen    int     // longest series (default 60)
-	MinBefore int     // fewest points before a settled step (default 8)
-	Tolerance int     // a change point within this many points of the step is a hit (default 2)
+	Series   int       // series per cell (default 400)
+	Seed     uint64    // generator seed (default 1)
+	Steps    []float64 // planted relative steps (default 3, 5, 7, 10%)
+	CVs      []float64 // noise CVs (default 1–5%)
+	Families []Family  // default PlacedFamilies
+	MinLen   int       // shortest usual series (default 30)
+	MaxLen   int       // longest usual series (default 60)
+	ShortLen [2]int    // short series lengths (default 12–20)
+	LongLen  [2]int    // long series lengths (default 100–120)
+	// MinBefore: fewest points before a step (default 8, at most half a
+	// short series).
+	MinBefore int
+	MaxAfter  int // most points after a settled step (default 40)
+	// Tolerance: a change within this many points of the step, in the
+	// step's direction, is a hit (default 1). Any other change is a false
+	// alert, so a change placed further off is a false alert and a miss.
+	Tolerance int
 	Setting   Setting // detector setting (default: the default Config)
 	Workers   int     // parallel workers (default GOMAXPROCS)
+}
+
+// HeldOut returns the held-out variant of c: other seeds and other series
+// lengths than the tuning run (c's defaults), the same families and grid.
+// Figures are reported on it; settings are chosen on the tuning run.
+func (c PlacedConfig) HeldOut() PlacedConfig {
+	c = c.withDefaults()
+	c.Seed = c.Seed*7919 + 104729
+	c.MinLen, c.MaxLen = 24, 72
+	c.ShortLen, c.LongLen = [2]int{10, 24}, [2]int{80, 120}
+	return c
 }
 
 func (c PlacedConfig) withDefaults() PlacedConfig {
@@ -40,193 +97,168 @@ func (c PlacedConfig) withDefaults() PlacedConfig {
 		c.Steps = []float64{0.03, 0.05, 0.07, 0.10}
 	}
 	if len(c.CVs) == 0 {
-		c.CVs = []float64{0.01, 0.02, 0.03}
+		c.CVs = []float64{0.01, 0.02, 0.03, 0.04, 0.05}
 	}
-	if len(c.Nulls) == 0 {
-		c.Nulls = []Noise{NoiseGaussian, NoiseOutliers, NoiseBimodal, NoiseDrift}
+	if len(c.Families) == 0 {
+		c.Families = PlacedFamilies
 	}
 	c.MinLen = cmp.Or(c.MinLen, 30)
 	c.MaxLen = max(cmp.Or(c.MaxLen, 60), c.MinLen)
+	c.ShortLen = cmp.Or(c.ShortLen, [2]int{12, 20})
+	c.LongLen = cmp.Or(c.LongLen, [2]int{100, 120})
 	c.MinBefore = cmp.Or(c.MinBefore, 8)
-	c.Tolerance = cmp.Or(c.Tolerance, 2)
+	c.MaxAfter = cmp.Or(c.MaxAfter, 40)
+	c.Tolerance = cmp.Or(c.Tolerance, 1)
 	c.Setting.Name = cmp.Or(c.Setting.Name, "pelt-default")
 	c.Workers = cmp.Or(c.Workers, runtime.GOMAXPROCS(0))
 	return c
 }
 
-// PlacedCell is one cell of the placed-step evaluation. For a step cell
-// (Step > 0) Settled and Fresh count the series caught with at least 4
-// and with exactly 2 points after the step; for a null cell (Step 0)
-// FalseSeries counts series where Detect on the whole series reports any
-// change, and OnlineFalseSeries those where any prefix does (the
-// coordinator runs the detector after every result).
+func (c PlacedConfig) validate() error {
+	for _, r := range [][2]int{{c.MinLen, c.MaxLen}, c.ShortLen, c.LongLen} {
+		if r[0] < 8 || r[1] < r[0] {
+			return fmt.Errorf("placed evaluation: series lengths %d–%d: want 8 <= min <= max", r[0], r[1])
+		}
+	}
+	if c.MaxAfter < 4 {
+		return fmt.Errorf("placed evaluation: max after %d: want >= 4", c.MaxAfter)
+	}
+	return nil
+}
+
+// PlacedCell is one cell of the placed-step evaluation: a family at one
+// step (0 for null families) and CV. Step series are drawn twice, settled
+// (4 to MaxAfter points after the step) and fresh (exactly 2 after).
 type PlacedCell struct {
-	Noise             Noise   `json:"noise"`
-	Step              float64 `json:"step"`
-	CV                float64 `json:"cv"`
-	Series            int     `json:"series"`
-	Settled           int     `json:"settled_hits"`
-	OnlineSettled     int     `json:"online_settled_hits"` // raised on some night of the replay
-	Fresh             int     `json:"fresh_hits"`
-	ExtraChanges      int     `json:"extra_changes"` // change points away from the step
-	FalseSeries       int     `json:"false_series"`
-	OnlineFalseSeries int     `json:"online_false_series"`
+	Family  string  `json:"family"`
+	Step    float64 `json:"step"`
+	CV      float64 `json:"cv"`
+	Series  int     `json:"series"`
+	Settled int     `json:"settled_hits"` // settled steps found within Tolerance
+	Fresh   int     `json:"fresh_hits"`
+	// Detected: step series (settled and fresh) with a change of the
+	// step's direction anywhere; Placed: those found within Tolerance.
+	Detected int `json:"detected"`
+	Placed   int `json:"placed"`
+	// Covered: detected series whose nearest change's location range
+	// holds the step; RangeSum sums those ranges' widths in points.
+	Covered     int `json:"covered"`
+	RangeSum    int `json:"range_sum"`
+	StepFalse   int `json:"step_false_alerts"` // misplaced, wrong direction or extra changes
+	NullSeries  int `json:"null_series_alerting"`
+	NullAlerts  int `json:"null_alerts"`
+	TotalAlerts int `json:"alerts"`
 }
 
-// PlacedSummary aggregates a region of the placed-step grid.
-type PlacedSummary struct {
-	Region         string  `json:"region"`
-	Series         int     `json:"series"`
-	SettledRecall  float64 `json:"settled_recall"`
-	OnlineSettled  float64 `json:"online_settled_recall"` // the monitor's replay
-	FreshRecall    float64 `json:"fresh_recall"`
-	NullSeries     int     `json:"null_series"`
-	FalseRate      float64 `json:"false_rate"`        // null series with a change, whole series
-	OnlineFalse    float64 `json:"online_false_rate"` // null series with a change in any prefix
-	ExtraPerSeries float64 `json:"extra_changes_per_series"`
-}
-
-// PlacedResult is the outcome of EvaluatePlaced.
-type PlacedResult struct {
-	Config    PlacedConfig    `json:"-"`
-	Setting   string          `json:"setting"`
-	Cells     []PlacedCell    `json:"cells"`
-	Summaries []PlacedSummary `json:"summaries"`
-}
-
-// placedSeries draws one series of n points at base 100 with a step of
-// relative size step (sign random) before the last after points (after 0:
-// no step), with the given noise; the drift noise drifts ±0.05% per point.
-func placedSeries(rng *rand.Rand, noise Noise, n, after int, step, cv float64) ([]Point, Direction) {
+// placedSeries draws one series of n points at base 100 of family f: a
+// step of relative size step (sign random) before the last after points
+// (after 0: none), with the family's noise and drift.
+func placedSeries(rng *rand.Rand, f Family, n, after int, step, cv float64) ([]Point, Direction) {
 	sign := 1.0
 	if rng.IntN(2) == 0 {
 		sign = -1
 	}
-	drift := 0.0
-	if noise == NoiseDrift {
-		drift = 0.0005 * sign
+	dsign := 1.0
+	if rng.IntN(2) == 0 {
+		dsign = -1
+	}
+	var drift func(i int) float64
+	switch f.Drift {
+	case "linear":
+		rate := (0.0003 + 0.0005*rng.Float64()) * dsign
+		drift = func(i int) float64 { return 1 + rate*float64(i) }
+	case "exp":
+		total := 0.02 + 0.02*rng.Float64()
+		k := 3.0 // e-folds over the series: most of it in the last third
+		drift = func(i int) float64 {
+			return 1 - total*math.Expm1(k*float64(i)/float64(n-1))/math.Expm1(k)
+		}
+	default:
+		drift = func(int) float64 { return 1 }
 	}
 	pts := make([]Point, n)
 	for i := range n {
-		level := 100 * (1 + drift*float64(i))
+		level := 100 * drift(i)
 		if after > 0 && i >= n-after {
 			level *= 1 + sign*step
 		}
-		pts[i] = sample(rng, DesignSeries, noise, level, cv)
+		pts[i] = sample(rng, DesignSeries, f.Noise, level, cv)
 		pts[i].Seq = int64(i + 1)
 	}
 	return pts, direction(sign, true)
 }
 
-// EvaluatePlaced runs the placed-step evaluation: series of MinLen–MaxLen
-// single results, each with its own noise as the CV. A settled step sits
-// anywhere with at least MinBefore points before and 4 or more after; a
-// fresh step has exactly 2 points after. Detect judges the whole series
-// once (Config.Once, as regress detect does); a hit is a change point of
-// the step's direction within Tolerance points of it. Null series (no
-// step) of every Nulls kind measure false alerts. Each settled and null
-// series is also replayed result by result with the monitor's sequential
-// schedule (Once false): was the step raised on some night, did a null
-// series alert on some night. It is
-// deterministic for a given config and stops with ctx's error when ctx is
-// cancelled.
+// seriesLen draws the length of a series of family f.
+func (c PlacedConfig) seriesLen(rng *rand.Rand, f Family) int {
+	r := [2]int{c.MinLen, c.MaxLen}
+	switch f.Length {
+	case "short":
+		r = c.ShortLen
+	case "long":
+		r = c.LongLen
+	}
+	return r[0] + rng.IntN(r[1]-r[0]+1)
+}
+
+// EvaluatePlaced runs the placed-step evaluation: series of single
+// results, each with its own noise as the CV, of every family. A settled
+// step sits anywhere with at least MinBefore points before (half a short
+// series at most) and 4 to MaxAfter after; a fresh step has exactly 2
+// after. Detect judges the whole series once (Config.Once, as regress
+// detect does). A hit is a change of the step's direction within
+// Tolerance points of it; every other change is a false alert, so a
+// change placed further off counts as a false alert and a miss. Every
+// change on a null family's series is false. It is deterministic for a
+// given config and stops with ctx's error when ctx is cancelled.
 func EvaluatePlaced(ctx context.Context, cfg PlacedConfig) (*PlacedResult, error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.Setting.Config.Validate(); err != nil {
 		return nil, fmt.Errorf("setting %s: %w", cfg.Setting.Name, err)
 	}
-	if cfg.MinLen < cfg.MinBefore+4 {
-		return nil, fmt.Errorf("placed evaluation: series of %d points cannot hold %d before and 4 after a step", cfg.MinLen, cfg.MinBefore)
+	if err := cfg.validate(); err != nil {
+		return nil, err
 	}
 	var cells []PlacedCell
-	for _, nz := range cfg.Nulls {
-		for _, cv := range cfg.CVs {
-			cells = append(cells, PlacedCell{Noise: nz, CV: cv})
+	fams := map[string]Family{}
+	for _, f := range cfg.Families {
+		fams[f.Name] = f
+		steps := []float64{0}
+		if f.Step {
+			steps = cfg.Steps
+		}
+		for _, step := range steps {
+			for _, cv := range cfg.CVs {
+				cells = append(cells, PlacedCell{Family: f.Name, Step: step, CV: cv})
+			}
 		}
 	}
-	for _, step := range cfg.Steps {
-		for _, cv := range cfg.CVs {
-			cells = append(cells, PlacedCell{Noise: NoiseGaussian, Step: step, CV: cv})
-		}
-	}
+	whole := cfg.Setting.Config
+	whole.Once = true
 	type job struct{ cell, i int }
 	jobs := make(chan job)
 	var mu sync.Mutex
 	var wg sync.WaitGroup
-	// The whole series is judged once; the online replay uses the
-	// monitor's sequential schedule.
-	whole, seq := cfg.Setting.Config, cfg.Setting.Config
-	whole.Once, seq.Once = true, false
-	minLen := 2 * max(seq.withDefaults().MinSegment, 2)
-	caught := func(pts []Point, after int, want Direction) (hit bool, extra int) {
-		cps, _ := Detect(pts, true, whole)
-		at := len(pts) - after
-		for _, cp := range cps {
-			if !hit && cp.Direction == want && abs(cp.Index-at) <= cfg.Tolerance {
-				hit = true
-				continue
-			}
-			extra++
-		}
-		return hit, extra
-	}
 	for range cfg.Workers {
 		wg.Go(func() {
 			for j := range jobs {
-				c := cells[j.cell] // read-only after setup
-				seed := cfg.Seed ^ hashString(fmt.Sprintf("placed/%s/%g/%g", c.Noise, c.Step, c.CV))
+				c := cells[j.cell] // parameters are read-only after setup
+				f := fams[c.Family]
+				seed := cfg.Seed ^ hashString(fmt.Sprintf("placed/%s/%g/%g", c.Family, c.Step, c.CV))
 				rng := rand.New(rand.NewPCG(seed, uint64(j.i)))
-				n := cfg.MinLen + rng.IntN(cfg.MaxLen-cfg.MinLen+1)
-				var d PlacedCell
-				if c.Step == 0 {
-					pts, _ := placedSeries(rng, c.Noise, n, 0, 0, c.CV)
-					if cps, _ := Detect(pts, true, whole); len(cps) > 0 {
-						d.FalseSeries = 1
-					}
-					for k := minLen; k <= n; k++ {
-						if cps, _ := Detect(pts[:k], true, seq); len(cps) > 0 {
-							d.OnlineFalseSeries = 1
-							break
-						}
-					}
-				} else {
-					after := 4 + rng.IntN(n-cfg.MinBefore-4+1)
-					pts, want := placedSeries(rng, c.Noise, n, after, c.Step, c.CV)
-					hit, extra := caught(pts, after, want)
-					d.ExtraChanges += extra
-					if hit {
-						d.Settled = 1
-					}
-					// The monitor's view: replayed result by result, was
-					// the step raised on some night?
-					at := n - after
-				replay:
-					for k := max(at+2, minLen); k <= n; k++ {
-						cps, _ := Detect(pts[:k], true, seq)
-						for _, cp := range cps {
-							if cp.Direction == want && abs(cp.Index-at) <= cfg.Tolerance {
-								d.OnlineSettled = 1
-								break replay
-							}
-						}
-					}
-					// Fresh: the same kind of series cut 2 points after a step.
-					pts, want = placedSeries(rng, c.Noise, n, 2, c.Step, c.CV)
-					hit, extra = caught(pts, 2, want)
-					d.ExtraChanges += extra
-					if hit {
-						d.Fresh = 1
-					}
-				}
+				d := scorePlaced(rng, cfg, f, c.Step, c.CV, whole)
 				mu.Lock()
 				cc := &cells[j.cell]
 				cc.Series++
 				cc.Settled += d.Settled
-				cc.OnlineSettled += d.OnlineSettled
 				cc.Fresh += d.Fresh
-				cc.ExtraChanges += d.ExtraChanges
-				cc.FalseSeries += d.FalseSeries
-				cc.OnlineFalseSeries += d.OnlineFalseSeries
+				cc.Detected += d.Detected
+				cc.Placed += d.Placed
+				cc.Covered += d.Covered
+				cc.RangeSum += d.RangeSum
+				cc.StepFalse += d.StepFalse
+				cc.NullSeries += d.NullSeries
+				cc.NullAlerts += d.NullAlerts
+				cc.TotalAlerts += d.TotalAlerts
 				mu.Unlock()
 			}
 		})
@@ -249,59 +281,63 @@ feed:
 		return nil, err
 	}
 	res := &PlacedResult{Config: cfg, Setting: cfg.Setting.Name, Cells: cells}
-	goal := func(c PlacedCell) bool { return c.CV <= 0.03+1e-9 && (c.Step == 0 || c.Step >= 0.05-1e-9) }
-	res.Summaries = append(res.Summaries,
-		res.summarize("goal: step>=5% cv<=3%", goal),
-		res.summarize("whole grid", func(PlacedCell) bool { return true }))
+	res.summarizeAll()
 	return res, nil
 }
 
-func (r *PlacedResult) summarize(region string, in func(PlacedCell) bool) PlacedSummary {
-	s := PlacedSummary{Region: region}
-	var settled, osettled, fresh, extra, fs, ofs int
-	for _, c := range r.Cells {
-		if !in(c) {
-			continue
-		}
-		if c.Step == 0 {
-			s.NullSeries += c.Series
-			fs += c.FalseSeries
-			ofs += c.OnlineFalseSeries
-			continue
-		}
-		s.Series += c.Series
-		settled += c.Settled
-		osettled += c.OnlineSettled
-		fresh += c.Fresh
-		extra += c.ExtraChanges
+// scorePlaced draws and scores one series (a null family) or one settled
+// and one fresh series (a step family) into a one-series PlacedCell.
+func scorePlaced(rng *rand.Rand, cfg PlacedConfig, f Family, step, cv float64, det Config) PlacedCell {
+	var d PlacedCell
+	n := cfg.seriesLen(rng, f)
+	if !f.Step {
+		pts, _ := placedSeries(rng, f, n, 0, 0, cv)
+		cps, _ := Detect(pts, true, det)
+		d.NullAlerts, d.TotalAlerts = len(cps), len(cps)
+		d.NullSeries = min(len(cps), 1)
+		return d
 	}
-	s.SettledRecall, s.FreshRecall = ratio(settled, s.Series), ratio(fresh, s.Series)
-	s.OnlineSettled = ratio(osettled, s.Series)
-	s.FalseRate, s.OnlineFalse = ratio(fs, s.NullSeries), ratio(ofs, s.NullSeries)
-	s.ExtraPerSeries = ratio(extra, 2*s.Series)
-	return s
-}
-
-// WriteMarkdown writes the summaries and the per-cell table.
-func (r *PlacedResult) WriteMarkdown(w io.Writer) error {
-	c := r.Config
-	var b strings.Builder
-	fmt.Fprintf(&b, "# Placed-step evaluation (setting %s)\n\n%d series per cell of %d–%d single results, each with its own noise as the CV; "+
-		"settled steps have >= %d points before and >= 4 after, fresh steps exactly 2 after. Detect judges the whole series once (Config.Once); a hit is a change of the right direction within %d points of the step. "+
-		"Online columns replay each series result by result with the monitor's sequential schedule: a settled step counts if some night raised it, a null series is false if some night alerted.\n\n",
-		r.Setting, c.Series, c.MinLen, c.MaxLen, c.MinBefore, c.Tolerance)
-	b.WriteString("| region | step series | settled recall (>=4 after) | fresh recall (2 after) | extra changes / series | null series | false alerts | online settled recall | online false alerts |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
-	for _, s := range r.Summaries {
-		fmt.Fprintf(&b, "| %s | %d | %s | %s | %.3f | %d | %s | %s | %s |\n", s.Region, s.Series, pct(s.SettledRecall), pct(s.FreshRecall), s.ExtraPerSeries, s.NullSeries, pct(s.FalseRate), pct(s.OnlineSettled), pct(s.OnlineFalse))
-	}
-	b.WriteString("\n| noise | step | CV | series | settled | fresh | false | online settled | online false |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
-	for _, x := range r.Cells {
-		if x.Step == 0 {
-			fmt.Fprintf(&b, "| %s | null | %g%% | %d | | | %s | | %s |\n", x.Noise, 100*x.CV, x.Series, pct(ratio(x.FalseSeries, x.Series)), pct(ratio(x.OnlineFalseSeries, x.Series)))
-			continue
+	before := min(cfg.MinBefore, n/2)
+	after := 4 + rng.IntN(max(min(cfg.MaxAfter, n-before)-4, 0)+1)
+	for _, a := range []int{after, 2} {
+		pts, want := placedSeries(rng, f, n, a, step, cv)
+		cps, _ := Detect(pts, true, det)
+		at := n - a
+		hit, nearest := false, -1
+		for i, cp := range cps {
+			if cp.Direction != want {
+				d.StepFalse++
+				continue
+			}
+			if nearest < 0 || abs(cp.Index-at) < abs(cps[nearest].Index-at) {
+				nearest = i
+			}
 		}
-		fmt.Fprintf(&b, "| %s | %.3g%% | %g%% | %d | %s | %s | | %s | |\n", x.Noise, 100*x.Step, 100*x.CV, x.Series, pct(ratio(x.Settled, x.Series)), pct(ratio(x.Fresh, x.Series)), pct(ratio(x.OnlineSettled, x.Series)))
+		for i, cp := range cps {
+			if cp.Direction == want && i != nearest {
+				d.StepFalse++
+			}
+		}
+		if nearest >= 0 {
+			cp := cps[nearest]
+			d.Detected++
+			if abs(cp.Index-at) <= cfg.Tolerance {
+				hit = true
+				d.Placed++
+			} else {
+				d.StepFalse++
+			}
+			if cp.LastGoodIndex < at && at <= cp.FirstBadIndex {
+				d.Covered++
+			}
+			d.RangeSum += cp.FirstBadIndex - cp.LastGoodIndex
+		}
+		d.TotalAlerts += len(cps)
+		if hit && a == 2 {
+			d.Fresh++
+		} else if hit {
+			d.Settled++
+		}
 	}
-	_, err := io.WriteString(w, b.String())
-	return err
+	return d
 }
