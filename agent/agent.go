@@ -105,6 +105,11 @@ type Config struct {
 	OnState func(state string)
 	// DeviceOptions overrides how the fingerprint is read (tests).
 	DeviceOptions *device.Options
+	// Phone, if set, makes the agent the farm device of an Android phone
+	// driven over adb (phone.go): its fingerprint is the phone's and runs
+	// execute on the phone. The agent's own storage profile and embedded
+	// runtime do not apply.
+	Phone *PhoneConfig
 	// Clock is the device's wall clock; nil means time.Now. Tests set a
 	// skewed one: the agent must not depend on it agreeing with the
 	// coordinator's (see clock.go).
@@ -138,6 +143,8 @@ type Agent struct {
 	cache  *artifact.Cache
 	buf    *telemetry.Buffer
 	runner *Runner
+	// phone is the attached phone of an agent with Config.Phone.
+	phone *phone
 
 	nc     *nats.Conn
 	outbox *telemetry.Outbox
@@ -235,6 +242,14 @@ func New(cfg Config) (*Agent, error) {
 	a.fp.EmbeddedBuild, a.fp.EmbeddedSHA256 = id.BuildID, id.SHA256
 	if !cfg.NoExec {
 		a.fp.ExecPlatform = id.Platform
+	}
+	if cfg.Phone != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		err := a.attachPhone(ctx)
+		cancel()
+		if err != nil {
+			return nil, err
+		}
 	}
 	hdr := http.Header{}
 	if cfg.ArtifactToken != "" {

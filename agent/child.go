@@ -92,14 +92,54 @@ func (e *BuildError) Error() string { return "build failed: " + e.Reason }
 // infrastructure failure). Every process of the child's group is killed
 // before RunChild returns, whatever happened.
 func (r *Runner) RunChild(ctx context.Context, exe string, job *Job, lim ChildLimits) ([]protocol.ConfigResult, *ChildInfo, error) {
+	return r.RunCommand(ctx, ChildCommand{Path: exe, Args: []string{"runner"}}, job, lim)
+}
+
+// ChildCommand is how RunCommand starts a runner: a local process (Path
+// with Args), which either is the runner (`EXE runner`) or carries its
+// protocol from elsewhere, such as `adb -s SERIAL shell ... EXE runner`
+// on a phone. The zero value is invalid.
+type ChildCommand struct {
+	// Path and Args are the local process; Env, if set, is added to its
+	// environment.
+	Path string
+	Args []string
+	Env  []string
+	// Remote says the runner is not the local process (nor in its group):
+	// the local group's memory is not the runner's, so neither the RAM
+	// budget nor the peak RSS is taken from it.
+	Remote bool
+	// Kill, if set, kills the runner where it runs; it is called every
+	// time RunCommand kills the local process group (on failure, cancel,
+	// timeout, and once the child exited), so that a remote runner whose
+	// transport died or that outlived its session is gone too.
+	Kill func()
+	// Transport, if set, is asked after a runner ended as a build failure
+	// whether its transport was lost meanwhile (the phone was unplugged):
+	// a non-nil error replaces the *BuildError and the run is the farm's
+	// failure, not the build's.
+	Transport func() error
+}
+
+// RunCommand is RunChild for a runner started by cc (see ChildCommand).
+func (r *Runner) RunCommand(ctx context.Context, cc ChildCommand, job *Job, lim ChildLimits) ([]protocol.ConfigResult, *ChildInfo, error) {
 	lim.HelloTimeout = cmp.Or(lim.HelloTimeout, DefaultHelloTimeout)
-	c := &childRun{r: r, job: job, lim: lim, log: cmp.Or(r.Logger, slog.Default()),
+	if cc.Remote {
+		lim.RAMBudget = 0
+	}
+	c := &childRun{r: r, job: job, lim: lim, cc: cc, log: cmp.Or(r.Logger, slog.Default()),
 		hello: make(chan int, 1), failed: make(chan error, 1), over: make(chan int64, 1),
 		readDone: make(chan struct{}), errDone: make(chan struct{}), exited: make(chan struct{}), polled: make(chan struct{})}
-	if err := c.start(exe); err != nil {
+	if err := c.start(); err != nil {
 		return nil, nil, err
 	}
 	err := c.supervise(ctx)
+	if be := (*BuildError)(nil); errors.As(err, &be) && cc.Transport != nil {
+		if terr := cc.Transport(); terr != nil {
+			c.log.Warn("agent: runner transport lost", "err", terr, "runner_said", be.Reason)
+			err = terr
+		}
+	}
 	c.info.StderrTail = c.tail.String()
 	if be := (*BuildError)(nil); errors.As(err, &be) {
 		be.StderrTail = c.info.StderrTail
@@ -114,6 +154,7 @@ type childRun struct {
 	r   *Runner
 	job *Job
 	lim ChildLimits
+	cc  ChildCommand
 	log *slog.Logger
 
 	cmd                   *exec.Cmd
@@ -142,7 +183,7 @@ type childRun struct {
 }
 
 // start starts the child with its three pipes and its goroutines.
-func (c *childRun) start(exe string) error {
+func (c *childRun) start() error {
 	inR, inW, err := os.Pipe()
 	if err != nil {
 		return err
@@ -160,7 +201,10 @@ func (c *childRun) start(exe string) error {
 		}
 		return err
 	}
-	c.cmd = exec.Command(exe, "runner")
+	c.cmd = exec.Command(c.cc.Path, c.cc.Args...)
+	if len(c.cc.Env) > 0 {
+		c.cmd.Env = append(c.cmd.Environ(), c.cc.Env...)
+	}
 	c.cmd.Stdin, c.cmd.Stdout, c.cmd.Stderr = inR, outW, errW
 	c.cmd.SysProcAttr = childProcAttr()
 	err = c.cmd.Start()
@@ -171,7 +215,7 @@ func (c *childRun) start(exe string) error {
 		inW.Close()
 		outR.Close()
 		errR.Close()
-		return fmt.Errorf("runner: start %s: %w", exe, err)
+		return fmt.Errorf("runner: start %s: %w", c.cc.Path, err)
 	}
 	c.pgid = c.cmd.Process.Pid // Setpgid: the child leads its own group
 	c.stdin, c.stdout, c.stderr = inW, outR, errR
@@ -180,7 +224,11 @@ func (c *childRun) start(exe string) error {
 	go c.readErr()
 	go func() { c.exit.await(); close(c.exited) }()
 	c.stopPoll = make(chan struct{})
-	go c.poll()
+	if c.cc.Remote {
+		close(c.polled)
+	} else {
+		go c.poll()
+	}
 	return nil
 }
 
@@ -240,6 +288,9 @@ loop:
 	// Kill whatever is left of the group: the child on failure, and any
 	// process it left behind in every case.
 	killGroup(c.pgid)
+	if c.cc.Kill != nil {
+		c.cc.Kill()
+	}
 	<-c.exited
 	killGroup(c.pgid) // the leader is reaped only now: its id is not reused yet
 	waitErr := c.exit.reap()
@@ -256,7 +307,9 @@ loop:
 	<-c.errDone
 	c.stdout.Close()
 	c.stderr.Close()
-	c.info.PeakRSSBytes = max(c.peak.Load(), maxRSS(c.cmd.ProcessState))
+	if !c.cc.Remote {
+		c.info.PeakRSSBytes = max(c.peak.Load(), maxRSS(c.cmd.ProcessState))
+	}
 	c.log.Debug("agent: runner child finished", "pid", c.pgid, "elapsed", time.Since(start).Round(time.Millisecond).String(),
 		"state", fmt.Sprint(c.cmd.ProcessState), "peak_rss_bytes", c.info.PeakRSSBytes)
 	if fail != nil {

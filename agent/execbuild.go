@@ -25,6 +25,9 @@ func (a *Agent) runBuild(ctx context.Context, r *activeRun, job *Job, onDownload
 	asg := r.asg
 	id, _ := SelfIdentity() // New checked the error
 	prov := &protocol.Provenance{AgentBuild: a.fp.AgentBuild, Platform: id.Platform}
+	if asg.Executable == nil && a.phone != nil {
+		return nil, prov, fmt.Errorf("phone %s runs build executables only; run of build %q names none", a.phone.cfg.Serial, asg.Build)
+	}
 	if asg.Executable == nil {
 		prov.Build, prov.ExecutableSHA256, prov.Embedded = id.BuildID, id.SHA256, true
 		prov.RunnerRevision, prov.RunnerGoVersion = id.Revision, id.GoVersion
@@ -33,6 +36,10 @@ func (a *Agent) runBuild(ctx context.Context, r *activeRun, job *Job, onDownload
 	}
 	x := asg.Executable
 	prov.Build, prov.ExecutableSHA256, prov.Platform = asg.Build, x.Artifact.SHA256, x.Platform
+	if a.phone != nil {
+		res, err := a.runOnPhone(ctx, r, job, prov, onDownload)
+		return res, prov, err
+	}
 	h, err := a.executable(ctx, x, onDownload)
 	if err != nil {
 		return nil, prov, err

@@ -37,6 +37,7 @@ func newAgentCmd(env *Env) *cobra.Command {
 		logLevel  string
 		printInfo bool
 		server    string
+		phones    adbFlags
 	)
 	var secrets []secretFlag // filled in with the flags below
 	cmd := &cobra.Command{
@@ -71,7 +72,8 @@ connects once to check it and exits with a hint when NATS refuses it.
 Examples:
   lesfarm agent --nats-url nats://127.0.0.1:4222 --name laptop-1 --token lfd_...
   lesfarm agent --nats-url nats://farm:4222 --name emu-flagship-1 --profile phone-flagship --labels pool=ci,lab=desk
-  lesfarm agent --name x --print-fingerprint`,
+  lesfarm agent --name x --print-fingerprint
+  lesfarm agent --nats-url nats://farm:4222 --adb all --name lab1     # every attached Android phone (docs/phones.md)`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			lv := new(slog.LevelVar)
@@ -127,6 +129,9 @@ Examples:
 				if cfg.Profile, err = resolveTwin(env.Ctx, c, server, id, cfg.CacheDir); err != nil {
 					return err
 				}
+			}
+			if phones.sel != "" {
+				return phones.run(env, cfg, printInfo)
 			}
 			if printInfo {
 				if cfg.NATSURL == "" {
@@ -202,6 +207,7 @@ Examples:
 	f.BoolVar(&cfg.DiscardOutliers, "discard-outliers", false, "drop repetitions whose decode tok/s lies beyond median ± 3·1.4826·MAD (needs >= 3 repetitions); results report how many were dropped")
 	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	f.BoolVar(&printInfo, "print-fingerprint", false, "print this device's fingerprint as JSON and exit")
+	phones.register(f)
 	return cmd
 }
 

@@ -1,0 +1,222 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/lesfarm/lesfarm/agent/adb"
+	"github.com/lesfarm/lesfarm/protocol"
+)
+
+// setPhoneClocks puts the phone's clocks in the configured state for a
+// run and returns that state, the locked frequency and the function that
+// restores the clocks afterwards.
+func (a *Agent) setPhoneClocks(ctx context.Context) (string, int64, func(), error) {
+	p := a.phone
+	c, serial, h := p.cfg.ADB, p.cfg.Serial, p.cfg.Hygiene
+	bg := func() (context.Context, context.CancelFunc) {
+		return context.WithTimeout(context.Background(), 30*time.Second)
+	}
+	if h.Clocks == "lock" {
+		khz, err := adb.LockClocks(ctx, c, serial)
+		if err == nil {
+			a.log.Info("agent: phone clocks locked", "serial", serial, "khz", khz)
+			return protocol.ClocksLocked, khz, func() {
+				rctx, cancel := bg()
+				defer cancel()
+				if _, err := adb.RestoreClocks(rctx, c, serial); err != nil {
+					a.log.Warn("agent: phone: restoring clocks", "serial", serial, "err", err)
+				}
+			}, nil
+		}
+		if h.RequireLocked {
+			return "", 0, nil, a.phoneErr(fmt.Errorf("phone %s: locked clocks are required: %w", serial, err))
+		}
+		a.log.Warn("agent: phone clocks not locked; trying fixed performance mode", "serial", serial, "err", err)
+	}
+	if h.Clocks == "lock" || h.Clocks == "fixed-performance" {
+		if err := adb.SetFixedPerformance(ctx, c, serial, true); err == nil {
+			return protocol.ClocksFixedPerformance, 0, func() {
+				rctx, cancel := bg()
+				defer cancel()
+				_ = adb.SetFixedPerformance(rctx, c, serial, false)
+			}, nil
+		} else {
+			a.log.Warn("agent: phone fixed performance mode refused; clocks are free", "serial", serial, "err", err)
+		}
+	}
+	return protocol.ClocksFree, 0, func() {}, nil
+}
+
+// phoneConfig runs one config on the phone with its hygiene: the battery
+// gate, the thermal wait, the reference microbenchmark before and after,
+// the phone's state at the start and end, and re-runs while the phone
+// came out throttled (at most MaxReruns). A refused config is a result
+// with an error, not a failed run.
+func (a *Agent) phoneConfig(ctx context.Context, rr *Runner, job *Job, exePath string, prov *protocol.Provenance) (*protocol.ConfigResult, error) {
+	p := a.phone
+	c, serial, h := p.cfg.ADB, p.cfg.Serial, p.cfg.Hygiene
+	cfg := job.Configs[0]
+	ps := &protocol.PhoneState{Serial: serial, BuildFingerprint: p.id.BuildFingerprint, RefBaselineNS: int64(p.baseline)}
+	if p.id.Emulator {
+		ps.Flags = append(ps.Flags, protocol.PhoneFlagEmulator)
+	}
+	if p.id.Debuggable {
+		ps.Flags = append(ps.Flags, protocol.PhoneFlagDebuggable)
+	}
+	refused := func(why string) *protocol.ConfigResult {
+		a.log.Warn("agent: phone config refused", "serial", serial, "config_key", cfg.Key, "reason", why)
+		return &protocol.ConfigResult{ConfigIndex: cfg.Index, ConfigKey: cfg.Key, Error: why, InvalidReason: why, PhoneState: ps}
+	}
+	for attempt := 0; ; attempt++ {
+		start, waited, err := a.phoneCool(ctx)
+		ps.CooldownMS += waited.Milliseconds()
+		if waited > 0 {
+			ps.Flags = appendOnce(ps.Flags, protocol.PhoneFlagCooledDown)
+		}
+		ps.Start = start
+		if err != nil {
+			if start != nil && ctx.Err() == nil && !errors.Is(err, errPhoneLost) {
+				return refused(err.Error()), nil
+			}
+			return nil, err
+		}
+		if b := start.BatteryPercent; h.MinBattery > 0 && b != nil && *b < h.MinBattery {
+			return refused(fmt.Sprintf("battery at %.0f%%, below the %.0f%% gate (charging or not)", *b, h.MinBattery)), nil
+		}
+		if !h.NoRefBench {
+			d, err := adb.RefBench(ctx, c, serial, h.RefIters)
+			if err != nil {
+				return nil, a.phoneErr(err)
+			}
+			ps.RefBeforeNS = int64(d)
+		}
+		res, err := a.runConfigOnPhone(ctx, rr, job, exePath, prov)
+		if err != nil {
+			return nil, err
+		}
+		end, err := adb.Snapshot(ctx, c, serial)
+		if err != nil {
+			return nil, a.phoneErr(err)
+		}
+		ps.End = end
+		if t := end.ThermalStatus; t != nil && *t >= 2 {
+			ps.Flags = appendOnce(ps.Flags, protocol.PhoneFlagHotAtFinish)
+		}
+		throttled := false
+		if !h.NoRefBench {
+			d, err := adb.RefBench(ctx, c, serial, h.RefIters)
+			if err != nil {
+				return nil, a.phoneErr(err)
+			}
+			ps.RefAfterNS = int64(d)
+			throttled = Throttled(p.baseline, d, h.ThrottleRatio)
+		}
+		if throttled && attempt < h.MaxReruns {
+			ps.Reruns++
+			a.log.Warn("agent: phone throttled after the config; cooling down and re-running it", "serial", serial, "config_key", cfg.Key,
+				"ref_after", time.Duration(ps.RefAfterNS).String(), "ref_baseline", p.baseline.String())
+			waited, err := a.phoneUnthrottle(ctx)
+			ps.CooldownMS += waited.Milliseconds()
+			if err != nil {
+				return nil, err
+			}
+			continue
+		}
+		if throttled {
+			ps.Flags = appendOnce(ps.Flags, protocol.PhoneFlagThrottled)
+		}
+		res.PhoneState = ps
+		return res, nil
+	}
+}
+
+// Throttled reports whether a reference microbenchmark time after a
+// config shows a throttled device: slower than ratio × its baseline
+// (AndroidX's throttle detector uses 1.10). A zero baseline never is.
+func Throttled(baseline, after time.Duration, ratio float64) bool {
+	return baseline > 0 && float64(after) > ratio*float64(baseline)
+}
+
+// phoneCool waits until the phone's thermal status is at most
+// MaxThermalStatus, re-reading every CooldownPoll for at most
+// CooldownTimeout, and returns the last state read and how long it
+// waited. A phone still hot at the timeout is an error with the state.
+func (a *Agent) phoneCool(ctx context.Context) (*protocol.PhoneSnapshot, time.Duration, error) {
+	p := a.phone
+	c, serial, h := p.cfg.ADB, p.cfg.Serial, p.cfg.Hygiene
+	t0 := time.Now()
+	logged := false
+	for {
+		s, err := adb.Snapshot(ctx, c, serial)
+		if err != nil {
+			return nil, time.Since(t0), a.phoneErr(err)
+		}
+		if st := s.ThermalStatus; st == nil || *st <= h.MaxThermalStatus {
+			waited := time.Duration(0)
+			if logged {
+				waited = time.Since(t0)
+			}
+			return s, waited, nil
+		}
+		if time.Since(t0) >= h.CooldownTimeout {
+			return s, time.Since(t0), fmt.Errorf("phone still at thermal status %d after %s of cooling down (gate: %d)", *s.ThermalStatus, h.CooldownTimeout, h.MaxThermalStatus)
+		}
+		if !logged {
+			a.log.Info("agent: phone too hot; cooling down", "serial", serial, "thermal_status", *s.ThermalStatus, "max", h.MaxThermalStatus)
+			a.setCoolingMessage(fmt.Sprintf("cooling down: thermal status %d", *s.ThermalStatus))
+			logged = true
+		}
+		select {
+		case <-ctx.Done():
+			return s, time.Since(t0), context.Cause(ctx)
+		case <-time.After(h.CooldownPoll):
+		}
+	}
+}
+
+// phoneUnthrottle waits, re-running the reference microbenchmark every
+// CooldownPoll for at most CooldownTimeout, until the phone is no longer
+// throttled, and returns how long it waited (a phone still throttled at
+// the timeout is re-run anyway; its result then carries the flag).
+func (a *Agent) phoneUnthrottle(ctx context.Context) (time.Duration, error) {
+	p := a.phone
+	c, serial, h := p.cfg.ADB, p.cfg.Serial, p.cfg.Hygiene
+	t0 := time.Now()
+	a.setCoolingMessage("cooling down: throttled")
+	for time.Since(t0) < h.CooldownTimeout {
+		select {
+		case <-ctx.Done():
+			return time.Since(t0), context.Cause(ctx)
+		case <-time.After(h.CooldownPoll):
+		}
+		d, err := adb.RefBench(ctx, c, serial, h.RefIters)
+		if err != nil {
+			return time.Since(t0), a.phoneErr(err)
+		}
+		if !Throttled(p.baseline, d, h.ThrottleRatio) {
+			break
+		}
+	}
+	return time.Since(t0), nil
+}
+
+// setCoolingMessage shows why the current run waits in the agent's status.
+func (a *Agent) setCoolingMessage(msg string) {
+	a.mu.Lock()
+	if r := a.current; r != nil {
+		r.message = msg
+	}
+	a.mu.Unlock()
+}
+
+func appendOnce(flags []string, f string) []string {
+	for _, x := range flags {
+		if x == f {
+			return flags
+		}
+	}
+	return append(flags, f)
+}
