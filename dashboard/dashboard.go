@@ -12,8 +12,8 @@
 //   - /ui/<file>: the static assets (JavaScript modules, CSS, icon), with
 //     explicit content types, ETags and gzip when the client accepts it;
 //   - any other GET path without a file extension (/, /series, /runs/42,
-//     /alerts/7, ...): index.html, so the client-side router can render
-//     deep links;
+//     /alerts/7, ...), and every /builds/<id> (build ids may hold dots):
+//     index.html, so the client-side router can render deep links;
 //   - the API's own paths (/v1, /v1/..., /openapi*, /docs, /schemas/...,
 //     /healthz, /readyz, /metrics) are never answered with the page: when
 //     they reach this handler no API route matched, and the answer is a 404
@@ -129,8 +129,9 @@ func serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// Client routes have no extension; a missing file (/favicon.ico,
-	// /robots.txt) must be a 404, not the page.
-	if strings.Contains(path.Base(p), ".") {
+	// /robots.txt) must be a 404, not the page. A build's page is the
+	// exception: build ids may hold dots (/builds/rel-1.3).
+	if strings.Contains(path.Base(p), ".") && !strings.HasPrefix(p, "/builds/") {
 		http.Error(w, "404 page not found", http.StatusNotFound)
 		return
 	}

@@ -112,7 +112,7 @@ func TestDashboardLineages(t *testing.T) {
 			t.Errorf("pending line %q, want %q", b.text(t, ".pending-line"), want)
 		}
 		// Navigation keeps the lineage.
-		if got := lineages("nav.tabs a", "href"); got != "/?lineage=release-1,/series?lineage=release-1,/runs?lineage=release-1,/devices,/compare" {
+		if got := lineages("nav.tabs a", "href"); got != "/?lineage=release-1,/series?lineage=release-1,/runs?lineage=release-1,/builds?lineage=release-1,/devices,/compare" {
 			t.Errorf("nav links %q", got)
 		}
 		b.screenshot(t, "lineage-regressions")

@@ -26,9 +26,9 @@ func TestDashboardNarrowScreen(t *testing.T) {
 			t.Errorf("%s on %s: left %.0f right %.0f width %.0f, want within 0..390 px and usable", css, path, r[0], r[1], r[2])
 		}
 	}
-	views := []string{"regressions", "series", "runs", "devices", "compare"}
+	views := []string{"regressions", "series", "runs", "builds", "devices", "compare"}
 	scrolled := 0
-	for _, tc := range []struct{ path, view string }{{"/", "Regressions"}, {"/series", "Series"}, {"/runs", "Runs"}, {"/devices", "Devices"}} {
+	for _, tc := range []struct{ path, view string }{{"/", "Regressions"}, {"/series", "Series"}, {"/runs", "Runs"}, {"/builds", "Builds"}, {"/devices", "Devices"}} {
 		b.open(t, f.url, tc.path)
 		shown := []string{"#menu-button", "#token-button"}
 		if tc.path != "/devices" { // the fleet is not per lineage

@@ -73,3 +73,5 @@ export const runLayers = (id, cfg) => get('/v1/runs/' + encodeURIComponent(id) +
 export const runExperts = (id, cfg, p) => get('/v1/runs/' + encodeURIComponent(id) + '/configs/' + encodeURIComponent(cfg) + '/experts', p);
 export const runDeviceTrace = (id, p) => get('/v1/runs/' + encodeURIComponent(id) + '/device-trace', p);
 export const listResults = (p) => get('/v1/results', p);
+export const listBuilds = (p) => get('/v1/builds', p);
+export const getBuild = (id) => get('/v1/builds/' + encodeURIComponent(id));

@@ -1,6 +1,7 @@
 // app.js: the dashboard shell: router, navigation, API token dialog.
 //
-// Routes are real paths (/, /alerts/7, /series, /runs, /runs/42, /devices)
+// Routes are real paths (/, /alerts/7, /series, /runs, /runs/42, /builds,
+// /builds/ci-4812, /devices)
 // that the coordinator answers with this page; links are intercepted and
 // rendered without a reload. The page talks only to the REST API (/v1).
 
@@ -12,6 +13,7 @@ import * as series from './series.js';
 import * as runs from './runs.js';
 import * as devices from './devices.js';
 import * as compare from './compare.js';
+import * as builds from './builds.js';
 
 const main = document.getElementById('view');
 let leaveHooks = [];
@@ -34,6 +36,8 @@ const routes = [
   [/^\/series\/?$/, 'series', (root, q, ctx) => series.render(root, q, ctx), true],
   [/^\/runs\/?$/, 'runs', (root, q, ctx) => runs.renderList(root, q, ctx), true],
   [/^\/runs\/(\d+)\/?$/, 'runs', (root, q, ctx, m) => runs.renderDetail(root, m[1], ctx, q)],
+  [/^\/builds\/?$/, 'builds', (root, q, ctx) => builds.renderList(root, q, ctx), true],
+  [/^\/builds\/([^/]+)\/?$/, 'builds', (root, q, ctx, m) => builds.renderDetail(root, decodeURIComponent(m[1]), ctx)],
   [/^\/devices\/?$/, 'devices', (root, q, ctx) => devices.render(root, q, ctx)],
   [/^\/compare\/?$/, 'compare', (root, q, ctx) => compare.render(root, q, ctx)],
 ];

@@ -1,9 +1,10 @@
 // chart.js: the line chart of series over builds, drawn by uPlot (see
 // plot.js and vendor/VENDOR.md).
 //
-// x is the build: the ordered union of the series' sequence numbers, one
-// slot per build, so builds without a point for a series leave no gap in
-// the axis. y is the metric, auto-scaled to the builds in view (or from
+// x is the build: the union of the series' sequence numbers in build
+// order (buildOrder: by the build's position in its lineage, as the API
+// orders each series), one slot per build, so builds without a point for
+// a series leave no gap in the axis. y is the metric, auto-scaled to the builds in view (or from
 // zero), in the metric's unit. Each series gets its line, its points and a
 // ±stddev band (the spread of the repetitions behind each point, drawn on
 // the canvas under the lines); change points are dashed vertical markers,
@@ -13,17 +14,36 @@
 //
 // The chart element (.chart) carries its uPlot instance as .plot, and
 // .drawn records what the last draw put on the canvas (bands, ringed
-// points) and .meta names each series (id, lineage, device), so tests can
+// points), .meta names each series (id, lineage, device) and .slots the
+// build of each x slot, in order, so tests can
 // check the canvas without reading pixels.
 
 import { h } from './dom.js';
-import { fmtAxis, fmtMeanSD, fmtValue, metricLabel, scaleFor, fmtPct } from './format.js';
+import { fmtAxis, fmtMeanSD, fmtValue, metricLabel, scaleFor, fmtPct, shortHash, shortSHA } from './format.js';
 import { PALETTE } from './plot.js';
 
 export { PALETTE };
 
 // DASHES are the line patterns of lineages after the first (dash 1–3).
 const DASHES = [null, [7, 4], [2, 3], [9, 3, 2, 3]];
+
+// buildOrder returns the distinct seqs of the series' points in build
+// order, as coordinator/store BuildOrder does for one series: by the
+// point's build_position, then seq; a point without one (a label that is
+// not a registered build of the lineage) takes the highest position seen
+// at a smaller seq, so it sits after the newest build that had run.
+export function buildOrder(series) {
+  const pos = new Map();
+  for (const x of series) for (const p of x.points) pos.set(p.seq, Math.max(pos.get(p.seq) || 0, p.build_position || 0));
+  const seqs = [...pos.keys()].sort((a, b) => a - b);
+  const key = new Map();
+  let carry = 0;
+  for (const q of seqs) {
+    key.set(q, pos.get(q) || carry);
+    carry = Math.max(carry, pos.get(q));
+  }
+  return seqs.sort((a, b) => key.get(a) - key.get(b) || a - b);
+}
 
 function niceStep(span, count) {
   const raw = span / Math.max(1, count);
@@ -53,14 +73,19 @@ export function renderChart(opts) {
   });
   wrap.append(el);
 
-  const seqs = [...new Set(series.flatMap((x) => x.points.map((p) => p.seq)))].sort((a, b) => a - b);
+  const seqs = buildOrder(series);
   if (!seqs.length) {
     el.append(h('p', { class: 'muted-text chart-empty' }, 'no points in these series yet'));
     return wrap;
   }
   const slot = new Map(seqs.map((q, i) => [q, i]));
-  const builds = new Map();
-  for (const x of series) for (const p of x.points) if (p.build && !builds.has(p.seq)) builds.set(p.seq, p.build);
+  const builds = new Map(), info = new Map();
+  for (const x of series) {
+    for (const p of x.points) {
+      if (p.build && !builds.has(p.seq)) builds.set(p.seq, p.build);
+      if ((p.git_sha || p.build_position) && !info.has(p.seq)) info.set(p.seq, p);
+    }
+  }
   const labelOf = (q) => builds.get(q) || '#' + q;
   const short = (q) => { const l = labelOf(q); return l.length > 14 ? l.slice(0, 13) + '…' : l; };
 
@@ -197,11 +222,15 @@ export function renderChart(opts) {
       if (!p || !u.series[k + 1].show) return;
       rows.push(h('div', { class: 'tip-row' }, h('span', { class: 'swatch', 'data-color': sr.color }), h('span', { class: 'tip-label' }, sr.label),
         h('span', { class: 'tip-val' }, fmtMeanSD(metric, p.value, p.stddev) + (p.n ? '  n=' + p.n : '') + (/^\d+$/.test(p.run || '') ? '  run #' + p.run : '') +
+          (p.executable_sha256 ? '  exe ' + shortHash(p.executable_sha256) : '') +
           (p.bucket ? '  (' + p.bucket.builds + ' builds, ' + fmtValue(metric, p.bucket.min) + ' to ' + fmtValue(metric, p.bucket.max) + ')' : ''))));
     });
     const cs = bySeq.get(q) || [];
     const bk = series.map((_, k) => cols[k].pts.get(q)).find((p) => p && p.bucket);
+    const bi = info.get(q);
     tip.replaceChildren(h('div', { class: 'tip-head' }, bk ? 'builds up to ' + labelOf(q) : 'build ' + labelOf(q),
+      bi && bi.build_position ? h('span', { class: 'muted' }, '  #' + bi.build_position) : null,
+      bi && bi.git_sha ? h('span', { class: 'tip-sha mono' }, '  git ' + shortSHA(bi.git_sha)) : null,
       h('span', { class: 'muted' }, bk ? '  seq ' + bk.bucket.seq_first + '–' + q : '  seq ' + q)), ...rows,
       ...cs.map((c) => h('div', { class: 'tip-change tip-' + c.direction }, c.text)));
     for (const sw of tip.querySelectorAll('.swatch')) sw.style.background = sw.dataset.color;
@@ -241,6 +270,7 @@ export function renderChart(opts) {
   }, [xs, ...cols.map((c) => c.v)], el);
   el.plot = u;
   el.meta = series.map((sr) => ({ id: sr.id, lineage: sr.lineage || '', device: sr.device_model || '' }));
+  el.slots = seqs.map(labelOf);
   for (const [, m] of markers) u.over.append(m);
   u.over.addEventListener('mouseleave', () => { tip.hidden = true; });
   return wrap;

@@ -198,3 +198,22 @@ export function shortSHA(sha) { return sha ? String(sha).slice(0, 10) : ''; }
 
 // humanize: "infra_failed" → "infra failed".
 export function humanize(s) { return String(s || '').replace(/_/g, ' '); }
+
+// STATE_TIPS says what each run state means, for the badges' tooltips.
+// build_failed is the build's own failure, infra_failed the farm's.
+export const STATE_TIPS = {
+  queued: 'waiting for a device that can run it',
+  assigned: 'leased to a device that has not started it yet',
+  running: 'running on its device',
+  succeeded: 'finished with its results stored',
+  failed: 'the benchmark failed (an error in the job or its results)',
+  cancelled: 'cancelled before it finished',
+  infra_failed: 'the farm failed (agent, device, network or lease), not the build; retried while attempts remain',
+  build_failed: 'the build’s own failure: its executable crashed, broke the runner protocol or overran the RAM budget; not retried',
+};
+
+// stateTip is the tooltip of a run state.
+export function stateTip(state) { return STATE_TIPS[state] || ''; }
+
+// shortHash keeps 12 hex digits of an executable's sha256.
+export function shortHash(sha) { return sha ? String(sha).slice(0, 12) : ''; }

@@ -4,14 +4,15 @@ import * as api from './api.js';
 import { h, code, empty, errorBox, badge } from './dom.js';
 import { renderInside } from './drill.js';
 import { param, text } from './lineage.js';
-import { fmtAgo, fmtTime, fmtDuration, parseGoDuration, fmtMeanSD, fmtValue, fmtBytes, fmtPct, shortSHA, humanize } from './format.js';
+import { fmtAgo, fmtTime, fmtDuration, parseGoDuration, fmtMeanSD, fmtValue, fmtBytes, fmtPct, shortSHA, humanize, stateTip, STATE_TIPS } from './format.js';
 
-const STATES = ['queued', 'assigned', 'running', 'succeeded', 'failed', 'cancelled', 'infra_failed'];
+// STATES are the run states in filter order (format.js STATE_TIPS).
+export const STATES = Object.keys(STATE_TIPS);
 const ACTIVE = ['queued', 'assigned', 'running'];
 const PAGE = 50;
 
 export function stateBadge(state) {
-  return badge(humanize(state), 'state state-' + state);
+  return badge(humanize(state), 'state state-' + state, stateTip(state) || undefined);
 }
 
 function ms(a, b) {
@@ -19,7 +20,7 @@ function ms(a, b) {
   return new Date(b).getTime() - new Date(a).getTime();
 }
 
-async function deviceMap() {
+export async function deviceMap() {
   try {
     const page = await api.listDevices({ limit: 1000 });
     return new Map((page.items || []).map((d) => [d.id, d]));
@@ -45,13 +46,13 @@ function outcomeCell(r) {
   return '';
 }
 
-function runRow(r, devices) {
+export function runRow(r, devices) {
   return h('tr', { 'data-run-id': r.id, 'data-state': r.state },
     h('td', {}, h('a', { href: '/runs/' + r.id }, '#' + r.id)),
     h('td', {}, stateBadge(r.state)),
     h('td', {}, r.suite),
     h('td', { class: 'lineage', 'data-lineage': r.lineage || '' }, r.lineage || '—'),
-    h('td', { class: 'mono' }, r.build, r.git_sha ? h('span', { class: 'muted small' }, ' ' + shortSHA(r.git_sha)) : null),
+    h('td', { class: 'mono' }, r.build ? h('a', { href: '/builds/' + encodeURIComponent(r.build), title: 'the build' }, r.build) : '—', r.git_sha ? h('span', { class: 'muted small' }, ' ' + shortSHA(r.git_sha)) : null),
     h('td', {}, deviceCell(r.device_id || r.target_device_id, devices)),
     h('td', {}, outcomeCell(r)),
     h('td', { class: 'r num' }, r.attempts + ' / ' + r.max_attempts),
@@ -65,7 +66,7 @@ export async function renderList(root, q, ctx) {
   const state = q.get('state') || '', suite = q.get('suite') || '', build = q.get('build') || '', deviceID = q.get('device_id') || '';
   const form = h('form', { class: 'filters', onsubmit: (ev) => { ev.preventDefault(); apply(); } },
     h('label', {}, 'state', h('select', { name: 'state' }, h('option', { value: '' }, 'any'), h('option', { value: 'active', selected: state === 'active' }, 'active (queued, assigned, running)'),
-      STATES.map((x) => h('option', { value: x, selected: x === state }, humanize(x))))),
+      STATES.map((x) => h('option', { value: x, selected: x === state, title: stateTip(x) }, humanize(x))))),
     h('label', {}, 'suite', h('input', { name: 'suite', value: suite, size: 12, placeholder: 'all' })),
     h('label', {}, 'build', h('input', { name: 'build', value: build, size: 14, placeholder: 'any' })),
     deviceID ? h('label', {}, 'device', h('span', { class: 'chip device-filter' }, deviceID, ' ', h('a', { href: '/runs?lineage=' + P, title: 'all devices', 'aria-label': 'clear the device filter' }, '✕'))) : null,
@@ -140,6 +141,30 @@ function resultsTable(results) {
       h('td', { class: 'r num', title: 'measured repetitions (warm-up runs)' }, r.repetitions + (r.warmup ? ' (+' + r.warmup + ')' : ''))))));
 }
 
+// provenanceCard shows which code produced the run's result, as the agent
+// reported it and ingest checked it: the build's executable (its sha256
+// and platform), whether the agent ran it as a child process or its
+// embedded runtime, what the runner said it was built from, its peak RSS
+// and, when the build failed, the tail of its stderr (as text).
+function provenanceCard(r) {
+  const p = r.provenance;
+  if (!p) return ACTIVE.includes(r.state) ? null : h('section', { class: 'card provenance' }, h('h3', {}, 'Code that ran'), h('p', { class: 'muted' }, 'No provenance: no result was stored for this run.'));
+  const row = (k, v, cls) => (v === null || v === undefined || v === '' ? null : [h('dt', {}, k), h('dd', { class: cls }, v)]);
+  return h('section', { class: 'card provenance' }, h('h3', {}, 'Code that ran'),
+    h('dl', { class: 'meta wide' },
+      row('build', p.build ? h('a', { class: 'mono', href: '/builds/' + encodeURIComponent(p.build) }, p.build) : null),
+      row('executable sha256', h('span', { class: 'mono', title: 'sha256 of the executable that ran; ingest checked it is the build’s for this platform' }, p.executable_sha256 || '—'), 'exe-sha'),
+      row('platform', p.platform, 'platform'),
+      row('ran as', p.embedded ? 'the agent’s embedded runtime, in-process' : 'a child process (the build’s own executable)', 'ran-as'),
+      row('runner revision', p.runner_revision ? h('span', { class: 'mono' }, p.runner_revision) : h('span', { class: 'muted' }, 'not stamped (built without VCS information)'), 'revision'),
+      row('runner Go version', p.runner_go_version, 'go-version'),
+      row('runner protocol', p.runner_protocol ? 'v' + p.runner_protocol : null),
+      row('agent build', p.agent_build ? h('span', { class: 'mono' }, p.agent_build) : null),
+      row('peak RSS', p.peak_rss_bytes ? fmtBytes(p.peak_rss_bytes) : p.embedded ? h('span', { class: 'muted' }, 'not measured (in-process)') : null, 'peak-rss')),
+    p.stderr_tail ? [h('h4', {}, r.state === 'build_failed' ? 'The build failed: the last of its stderr' : 'The last of its stderr'),
+      h('pre', { class: 'stderr-tail' }, p.stderr_tail)] : null);
+}
+
 // renderDetail is /runs/{id}.
 export async function renderDetail(root, id, ctx, q = new URLSearchParams()) {
   ctx.title('Run #' + id);
@@ -162,7 +187,7 @@ export async function renderDetail(root, id, ctx, q = new URLSearchParams()) {
         row('suite', h('a', { href: '/series?suite=' + encodeURIComponent(r.suite) }, r.suite)),
         row('job', r.job ? r.job.name + ' (#' + r.job.id + ')' : null),
         row('lineage', L),
-        row('build', h('span', { class: 'mono' }, r.build)),
+        row('build', r.build ? h('a', { class: 'mono', href: '/builds/' + encodeURIComponent(r.build), title: 'the build: its executables, runs and alerts' }, r.build) : null),
         row('git sha', r.git_sha ? h('span', { class: 'mono' }, r.git_sha) : null),
         row('device', deviceCell(r.device_id || r.target_device_id, devices)),
         row('attempts', r.attempts + ' of ' + r.max_attempts),
@@ -174,6 +199,7 @@ export async function renderDetail(root, id, ctx, q = new URLSearchParams()) {
         row('started', r.started_at ? fmtTime(r.started_at) : null),
         row('finished', r.finished_at ? fmtTime(r.finished_at) : null),
         row('duration', r.started_at && r.finished_at ? fmtDuration(ms(r.started_at, r.finished_at)) : null))),
+      provenanceCard(r),
       h('section', { class: 'card' }, h('h3', {}, 'Results per config'),
         results.length ? h('div', { class: 'table-scroll' }, resultsTable(results)) : empty(ACTIVE.includes(r.state) ? 'No results yet: the run is ' + humanize(r.state) + '.' : 'This run recorded no results.'),
         h('p', { class: 'muted small' }, 'Values are means over the measured repetitions ± their standard deviation; CV is stddev / mean of decode throughput. ',
