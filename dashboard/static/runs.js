@@ -148,7 +148,7 @@ function resultsTable(results) {
 // and, when the build failed, the tail of its stderr (as text).
 function provenanceCard(r) {
   const p = r.provenance;
-  if (!p) return ACTIVE.includes(r.state) ? null : h('section', { class: 'card provenance' }, h('h3', {}, 'Code that ran'), h('p', { class: 'muted' }, 'No provenance: no result was stored for this run.'));
+  if (!p) return ACTIVE.includes(r.state) ? null : h('section', { class: 'card provenance' }, h('h3', {}, 'Code that ran'), h('p', { class: 'muted' }, 'No provenance recorded: no result was stored, or it came from an agent older than the build registry.'));
   const row = (k, v, cls) => (v === null || v === undefined || v === '' ? null : [h('dt', {}, k), h('dd', { class: cls }, v)]);
   return h('section', { class: 'card provenance' }, h('h3', {}, 'Code that ran'),
     h('dl', { class: 'meta wide' },
