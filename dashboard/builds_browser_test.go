@@ -179,6 +179,9 @@ func TestDashboardBuilds(t *testing.T) {
 		if tip := eval[string](t, b, `document.querySelector('`+row+` .badge.state').title`); !strings.Contains(tip, "build’s own failure") {
 			t.Errorf("build_failed tooltip %q", tip)
 		}
+		if got := b.text(t, "section.build-runs"); strings.Contains(got, "null") || strings.Contains(got, "undefined") {
+			t.Errorf("runs section %q", got)
+		}
 		if got := b.text(t, "section.build-alerts"); !strings.Contains(got, "No regression alert groups") {
 			t.Errorf("alerts %q", got)
 		}
@@ -241,6 +244,24 @@ func TestDashboardBuilds(t *testing.T) {
 		}
 		if got := eval[string](t, b, `[...document.querySelectorAll('table.runs-table tbody tr')].map((r) => r.dataset.runId).join(',')`); got != fmt.Sprint(bf.failedRun) {
 			t.Errorf("build_failed runs %q, want %d", got, bf.failedRun)
+		}
+	})
+
+	t.Run("queued run", func(t *testing.T) {
+		spec, err := jobs.Builtin("smoke")
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, runs, err := f.st.CreateRuns(context.Background(), &store.CreateRunsParams{Spec: spec, Build: "ci-5001", Selector: &jobs.Selector{DeviceModel: "Galaxy S24"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.open(t, f.url, fmt.Sprintf("/runs/%d", runs[0].ID))
+		if n := b.count(t, "section.provenance"); n != 0 {
+			t.Errorf("a queued run shows provenance")
+		}
+		if got := b.text(t, "#view"); strings.Contains(got, "null") || strings.Contains(got, "undefined") {
+			t.Errorf("queued run page %q", got)
 		}
 	})
 

@@ -129,7 +129,7 @@ export async function renderDetail(root, id, ctx) {
           h('thead', {}, h('tr', {}, ['Run', 'State', 'Suite', 'Lineage', 'Build', 'Device', 'Progress / outcome', 'Attempts', 'Created'].map((t) => h('th', {}, t)))),
           h('tbody', {}, items.map((r) => runRow(r, devices))))
           : empty('No runs of this build yet.', h('p', {}, 'Run it: ', code('lesfarm run --suite les-ladder --build ' + b.id + ' --fanout --wait'))),
-        page.next_cursor ? h('p', { class: 'small' }, h('a', { href: '/runs?' + new URLSearchParams({ build: b.id, lineage: '*' }) }, 'All runs of this build →')) : null);
+        ...(page.next_cursor ? [h('p', { class: 'small' }, h('a', { href: '/runs?' + new URLSearchParams({ build: b.id, lineage: '*' }) }, 'All runs of this build →'))] : []));
       } catch (e) { runsBox.replaceChildren(errorBox(e, 'the runs of ' + b.id)); }
     })(),
     (async () => {

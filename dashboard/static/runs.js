@@ -199,7 +199,7 @@ export async function renderDetail(root, id, ctx, q = new URLSearchParams()) {
         row('started', r.started_at ? fmtTime(r.started_at) : null),
         row('finished', r.finished_at ? fmtTime(r.finished_at) : null),
         row('duration', r.started_at && r.finished_at ? fmtDuration(ms(r.started_at, r.finished_at)) : null))),
-      provenanceCard(r),
+      ...[provenanceCard(r)].filter(Boolean),
       h('section', { class: 'card' }, h('h3', {}, 'Results per config'),
         results.length ? h('div', { class: 'table-scroll' }, resultsTable(results)) : empty(ACTIVE.includes(r.state) ? 'No results yet: the run is ' + humanize(r.state) + '.' : 'This run recorded no results.'),
         h('p', { class: 'muted small' }, 'Values are means over the measured repetitions ± their standard deviation; CV is stddev / mean of decode throughput. ',
