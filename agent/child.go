@@ -109,10 +109,11 @@ type ChildCommand struct {
 	// the local group's memory is not the runner's, so neither the RAM
 	// budget nor the peak RSS is taken from it.
 	Remote bool
-	// Kill, if set, kills the runner where it runs; it is called every
-	// time RunCommand kills the local process group (on failure, cancel,
-	// timeout, and once the child exited), so that a remote runner whose
-	// transport died or that outlived its session is gone too.
+	// Kill, if set, kills the runner where it runs; it is called when
+	// RunCommand kills the local process group on a failure (cancel,
+	// timeout, a protocol violation) and when the child exited without its
+	// done line, so that a remote runner whose transport died or that
+	// outlived its session is gone too.
 	Kill func()
 	// Transport, if set, is asked after a runner ended as a build failure
 	// whether its transport was lost meanwhile (the phone was unplugged):
@@ -288,7 +289,7 @@ loop:
 	// Kill whatever is left of the group: the child on failure, and any
 	// process it left behind in every case.
 	killGroup(c.pgid)
-	if c.cc.Kill != nil {
+	if c.cc.Kill != nil && fail != nil {
 		c.cc.Kill()
 	}
 	<-c.exited
@@ -307,6 +308,9 @@ loop:
 	<-c.errDone
 	c.stdout.Close()
 	c.stderr.Close()
+	if c.cc.Kill != nil && fail == nil && !c.done {
+		c.cc.Kill() // it ended without done: whatever it left runs no more
+	}
 	if !c.cc.Remote {
 		c.info.PeakRSSBytes = max(c.peak.Load(), maxRSS(c.cmd.ProcessState))
 	}

@@ -54,8 +54,8 @@ type PhoneHygiene struct {
 	ThrottleRatio float64
 	// MaxReruns bounds the re-runs of a throttled config (default 1).
 	MaxReruns int
-	// RefIters sizes the reference microbenchmark (default 20000 shell
-	// loop iterations); NoRefBench skips it.
+	// RefIters sizes the reference microbenchmark (default 5000 shell
+	// loop iterations, tens of ms on a phone); NoRefBench skips it.
 	RefIters   int
 	NoRefBench bool
 	// IdleBefore waits this long before the first config of a run
@@ -71,7 +71,7 @@ func (h *PhoneHygiene) defaults() {
 	h.CooldownPoll = cmp.Or(h.CooldownPoll, 2*time.Second)
 	h.ThrottleRatio = cmp.Or(h.ThrottleRatio, 1.10)
 	h.MaxReruns = cmp.Or(h.MaxReruns, 1)
-	h.RefIters = cmp.Or(h.RefIters, 20000)
+	h.RefIters = cmp.Or(h.RefIters, 5000)
 }
 
 // errPhoneLost marks a run that failed because its phone went away or adb

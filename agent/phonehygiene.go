@@ -71,7 +71,7 @@ func (a *Agent) phoneConfig(ctx context.Context, rr *Runner, job *Job, exePath s
 		return &protocol.ConfigResult{ConfigIndex: cfg.Index, ConfigKey: cfg.Key, Error: why, InvalidReason: why, PhoneState: ps}
 	}
 	for attempt := 0; ; attempt++ {
-		start, waited, err := a.phoneCool(ctx)
+		start, before, waited, err := a.phoneCool(ctx)
 		ps.CooldownMS += waited.Milliseconds()
 		if waited > 0 {
 			ps.Flags = appendOnce(ps.Flags, protocol.PhoneFlagCooledDown)
@@ -86,18 +86,12 @@ func (a *Agent) phoneConfig(ctx context.Context, rr *Runner, job *Job, exePath s
 		if b := start.BatteryPercent; h.MinBattery > 0 && b != nil && *b < h.MinBattery {
 			return refused(fmt.Sprintf("battery at %.0f%%, below the %.0f%% gate (charging or not)", *b, h.MinBattery)), nil
 		}
-		if !h.NoRefBench {
-			d, err := adb.RefBench(ctx, c, serial, h.RefIters)
-			if err != nil {
-				return nil, a.phoneErr(err)
-			}
-			ps.RefBeforeNS = int64(d)
-		}
+		ps.RefBeforeNS = int64(before)
 		res, err := a.runConfigOnPhone(ctx, rr, job, exePath, prov)
 		if err != nil {
 			return nil, err
 		}
-		end, err := adb.Snapshot(ctx, c, serial)
+		end, after, err := adb.SnapshotBench(ctx, c, serial, p.refIters())
 		if err != nil {
 			return nil, a.phoneErr(err)
 		}
@@ -107,12 +101,8 @@ func (a *Agent) phoneConfig(ctx context.Context, rr *Runner, job *Job, exePath s
 		}
 		throttled := false
 		if !h.NoRefBench {
-			d, err := adb.RefBench(ctx, c, serial, h.RefIters)
-			if err != nil {
-				return nil, a.phoneErr(err)
-			}
-			ps.RefAfterNS = int64(d)
-			throttled = Throttled(p.baseline, d, h.ThrottleRatio)
+			ps.RefAfterNS = int64(after)
+			throttled = Throttled(p.baseline, after, h.ThrottleRatio)
 		}
 		if throttled && attempt < h.MaxReruns {
 			ps.Reruns++
@@ -140,29 +130,38 @@ func Throttled(baseline, after time.Duration, ratio float64) bool {
 	return baseline > 0 && float64(after) > ratio*float64(baseline)
 }
 
+// refIters is the reference microbenchmark's size, 0 when it is off.
+func (p *phone) refIters() int {
+	if p.cfg.Hygiene.NoRefBench {
+		return 0
+	}
+	return p.cfg.Hygiene.RefIters
+}
+
 // phoneCool waits until the phone's thermal status is at most
 // MaxThermalStatus, re-reading every CooldownPoll for at most
-// CooldownTimeout, and returns the last state read and how long it
-// waited. A phone still hot at the timeout is an error with the state.
-func (a *Agent) phoneCool(ctx context.Context) (*protocol.PhoneSnapshot, time.Duration, error) {
+// CooldownTimeout, and returns the last state read, the reference
+// microbenchmark run with it, and how long it waited. A phone still hot
+// at the timeout is an error with the state.
+func (a *Agent) phoneCool(ctx context.Context) (*protocol.PhoneSnapshot, time.Duration, time.Duration, error) {
 	p := a.phone
 	c, serial, h := p.cfg.ADB, p.cfg.Serial, p.cfg.Hygiene
 	t0 := time.Now()
 	logged := false
 	for {
-		s, err := adb.Snapshot(ctx, c, serial)
+		s, ref, err := adb.SnapshotBench(ctx, c, serial, p.refIters())
 		if err != nil {
-			return nil, time.Since(t0), a.phoneErr(err)
+			return nil, 0, time.Since(t0), a.phoneErr(err)
 		}
 		if st := s.ThermalStatus; st == nil || *st <= h.MaxThermalStatus {
 			waited := time.Duration(0)
 			if logged {
 				waited = time.Since(t0)
 			}
-			return s, waited, nil
+			return s, ref, waited, nil
 		}
 		if time.Since(t0) >= h.CooldownTimeout {
-			return s, time.Since(t0), fmt.Errorf("phone still at thermal status %d after %s of cooling down (gate: %d)", *s.ThermalStatus, h.CooldownTimeout, h.MaxThermalStatus)
+			return s, ref, time.Since(t0), fmt.Errorf("phone still at thermal status %d after %s of cooling down (gate: %d)", *s.ThermalStatus, h.CooldownTimeout, h.MaxThermalStatus)
 		}
 		if !logged {
 			a.log.Info("agent: phone too hot; cooling down", "serial", serial, "thermal_status", *s.ThermalStatus, "max", h.MaxThermalStatus)
@@ -171,7 +170,7 @@ func (a *Agent) phoneCool(ctx context.Context) (*protocol.PhoneSnapshot, time.Du
 		}
 		select {
 		case <-ctx.Done():
-			return s, time.Since(t0), context.Cause(ctx)
+			return s, 0, time.Since(t0), context.Cause(ctx)
 		case <-time.After(h.CooldownPoll):
 		}
 	}

@@ -144,3 +144,24 @@ func TestSnapshotAndClocks(t *testing.T) {
 		t.Fatalf("refbench %v %v", d, err)
 	}
 }
+
+// BenchmarkPhoneConfigOverhead measures the adb calls the agent adds
+// around one config on a fake phone (agent/phonehygiene.go): the state
+// snapshot with the reference microbenchmark (default 5000 iterations)
+// before and after the config, and the shell session that carries the
+// runner (here running `true`). It reports their sum per config.
+func BenchmarkPhoneConfigOverhead(b *testing.B) {
+	f := adbtest.NewFarm(b)
+	f.AddPhone(b, "P", adbtest.Phone{})
+	ctx := context.Background()
+	for b.Loop() {
+		for range 2 {
+			if _, _, err := adb.SnapshotBench(ctx, f.Client, "P", 5000); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if _, err := f.Client.Shell(ctx, "P", "true"); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -48,6 +48,38 @@ func ParseSnapshot(out string, at time.Time) *protocol.PhoneSnapshot {
 	return s
 }
 
+// SnapshotBench is Snapshot and, when iters > 0, RefBench after it, in
+// one adb round trip (the agent's per-config overhead is mostly round
+// trips). The duration is 0 when iters is 0.
+func SnapshotBench(ctx context.Context, c *Client, serial string, iters int) (*protocol.PhoneSnapshot, time.Duration, error) {
+	script := stateScript + " 2>/dev/null; true"
+	if iters > 0 {
+		script += "; echo @@ref; " + refScript(iters)
+	}
+	out, err := c.Shell(ctx, serial, script)
+	if err != nil {
+		return nil, 0, err
+	}
+	s := ParseSnapshot(string(out), time.Now().UTC())
+	if iters == 0 {
+		return s, 0, nil
+	}
+	d, err := parseRef(sections(string(out))["ref"])
+	return s, d, err
+}
+
+func refScript(iters int) string {
+	return fmt.Sprintf(`s=$(date +%%s%%N); i=0; while [ $i -lt %d ]; do i=$((i+1)); done; e=$(date +%%s%%N); echo $((e-s))`, iters)
+}
+
+func parseRef(out string) (time.Duration, error) {
+	ns, err := strconv.ParseInt(strings.TrimSpace(out), 10, 64)
+	if err != nil || ns <= 0 {
+		return 0, errors.New("reference benchmark: the phone's date has no nanoseconds (" + clip(strings.TrimSpace(out), 40) + ")")
+	}
+	return time.Duration(ns), nil
+}
+
 // SetFixedPerformance turns Android's fixed performance mode on or off
 // (`cmd power set-fixed-performance-mode-enabled`, Android 11+, no root).
 func SetFixedPerformance(ctx context.Context, c *Client, serial string, on bool) error {
@@ -121,14 +153,9 @@ func RestoreClocks(ctx context.Context, c *Client, serial string) (restored bool
 // loop of iters iterations timed by the phone's own clock, so that the
 // adb round trip is not in it. It returns the loop's duration.
 func RefBench(ctx context.Context, c *Client, serial string, iters int) (time.Duration, error) {
-	script := fmt.Sprintf(`s=$(date +%%s%%N); i=0; while [ $i -lt %d ]; do i=$((i+1)); done; e=$(date +%%s%%N); echo $((e-s))`, iters)
-	out, err := c.Shell(ctx, serial, script)
+	out, err := c.Shell(ctx, serial, refScript(iters))
 	if err != nil {
 		return 0, err
 	}
-	ns, err := strconv.ParseInt(strings.TrimSpace(string(out)), 10, 64)
-	if err != nil || ns <= 0 {
-		return 0, errors.New("reference benchmark: the phone's date has no nanoseconds (" + clip(strings.TrimSpace(string(out)), 40) + ")")
-	}
-	return time.Duration(ns), nil
+	return parseRef(string(out))
 }

@@ -1,0 +1,183 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/lesfarm/lesfarm/agent/adb/adbtest"
+	"github.com/lesfarm/lesfarm/coordinator/store"
+	"github.com/lesfarm/lesfarm/jobs"
+	"github.com/lesfarm/lesfarm/protocol"
+)
+
+// TestE2EPhonesOverADB: a real coordinator, Postgres and NATS; two fake
+// phones behind the fake adb (internal/fakeadb), driven by RunPhones; a
+// linux/arm64 build cross-compiled from this tree runs on them under
+// qemu-aarch64. Phone A is unplugged mid-run: its run is aborted as an
+// infrastructure failure and requeued, the phone is rediscovered when it
+// returns and the run succeeds with exactly one attempt's samples. Phone
+// B starts overheated: its config waits until the test cools it, and the
+// result records the cool-down and the phone's state.
+func TestE2EPhonesOverADB(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end phones test skipped in -short mode")
+	}
+	qemu, err := exec.LookPath("qemu-aarch64")
+	if err != nil {
+		if os.Getenv("LESFARM_FIXTURES") == "require" {
+			t.Fatal("qemu-aarch64 is missing and LESFARM_FIXTURES=require: install Debian's qemu-user")
+		}
+		t.Skip("SKIP: qemu-aarch64 is not installed (Debian: apt-get install qemu-user), so the fake phones cannot run a linux/arm64 build")
+	}
+	_ = qemu
+	exe := crossBuildARM64(t)
+	phones := adbtest.NewFarm(t)
+	f := newE2EFarm(t)
+	ctx := context.Background()
+	st := f.c.Store()
+	info := putExecutable(t, f, exe)
+	if _, _, err := st.CreateBuild(ctx, &store.CreateBuildParams{ID: "e2e-arm64", Lineage: "e2e", PushedBy: "test",
+		Executables: []store.Executable{{Platform: "linux/arm64", SHA256: info.SHA256, Size: info.Size}}}); err != nil {
+		t.Fatal(err)
+	}
+	phones.AddPhone(t, "PHA", adbtest.Phone{Model: "Fake A"})
+	phones.AddPhone(t, "PHB", adbtest.Phone{Model: "Fake B", ThermalStatus: 3})
+
+	var mu sync.Mutex
+	var last []PhoneStatus
+	pctx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	base := Config{NATSURL: f.url, Name: "ph", CacheDir: t.TempDir(), Threads: 1, Gate: ThermalGate{Disabled: true},
+		BatchInterval: 100 * time.Millisecond, BatchEvents: 16, ReconnectMin: 20 * time.Millisecond, ReconnectMax: 200 * time.Millisecond,
+		RequestTimeout: time.Second, ShutdownTimeout: 5 * time.Second, Logger: testLogger()}
+	go func() {
+		done <- RunPhones(pctx, PhonesConfig{Base: base, ADB: phones.Client, Poll: 100 * time.Millisecond,
+			Phone:    PhoneConfig{Hygiene: PhoneHygiene{CooldownPoll: 50 * time.Millisecond, RefIters: 2000, ThrottleRatio: 1000}},
+			OnChange: func(s []PhoneStatus) { mu.Lock(); last = s; mu.Unlock() }})
+	}()
+	t.Cleanup(func() { stop(); <-done })
+	online := func(id string) bool {
+		d, err := st.GetDevice(ctx, id)
+		return err == nil && d.State == store.DeviceOnline
+	}
+	waitFor(t, time.Minute, "both phones online", func() bool { return online("ph-PHA") && online("ph-PHB") })
+	d, _ := st.GetDevice(ctx, "ph-PHA")
+	if d.Fingerprint.Platform != "android" || d.DeviceModel != "Fake A" || d.Fingerprint.ExecPlatform != "linux/arm64" || d.Fingerprint.EmbeddedBuild != "" {
+		t.Fatalf("phone A registered as %+v", d.Fingerprint)
+	}
+
+	spec := f.spec.Clone()
+	spec.Matrix = jobs.Matrix{Modes: []jobs.Mode{jobs.ModeOnDemand}, Budgets: spec.Matrix.Budgets}
+	spec.Prompts = jobs.Prompts{Inline: []string{"In the beginning God created"}}
+	spec.PrefillTokens, spec.DecodeTokens, spec.Repetitions = 4, 8, 3
+	spec.Retry.MaxAttempts = 3
+	_, runs, err := st.CreateRuns(ctx, &store.CreateRunsParams{Spec: spec, Build: "e2e-arm64", Lineage: "e2e", Fanout: true, Source: "test"})
+	if err != nil || len(runs) != 2 {
+		t.Fatalf("fanout: %v %v", runs, err)
+	}
+	byDev := map[string]int64{}
+	waitFor(t, time.Minute, "both runs leased", func() bool {
+		for _, r := range runs {
+			if g, err := st.GetRun(ctx, r.ID); err == nil && g.DeviceID != "" {
+				byDev[g.DeviceID] = g.ID
+			}
+		}
+		return len(byDev) == 2
+	})
+	runA, runB := byDev["ph-PHA"], byDev["ph-PHB"]
+	if runA == 0 || runB == 0 {
+		t.Fatalf("runs by device %v", byDev)
+	}
+
+	// Phone B waits, too hot, until the test cools it.
+	waitFor(t, time.Minute, "phone B cooling down", func() bool { return phones.Calls(`"PHB" "shell" "echo @@battery`) >= 3 })
+
+	// Phone A is unplugged once its runner streams telemetry.
+	first, _ := st.GetRun(ctx, runA)
+	waitFor(t, 90*time.Second, "phone A's telemetry", func() bool {
+		n, err := st.CountSamples(ctx, runA)
+		return err == nil && n > 0
+	})
+	phones.Unplug(t, "PHA")
+	waitFor(t, 30*time.Second, "run A requeued", func() bool {
+		r, err := st.GetRun(ctx, runA)
+		return err == nil && (r.State == store.RunQueued || r.Token != first.Token)
+	})
+	waitFor(t, 30*time.Second, "phone A seen gone", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.ContainsFunc(last, func(s PhoneStatus) bool { return s.Serial == "PHA" && s.State == "gone" })
+	})
+	phones.SetThermal(t, "PHB", 0)
+	phones.Replug(t, "PHA")
+
+	want := expectedSamples(spec)
+	for dev, id := range byDev {
+		r := f.waitRun(t, id, store.RunSucceeded, 3*time.Minute)
+		res, err := st.ListResults(ctx, &store.ListResultsParams{RunID: id, Limit: 10})
+		if err != nil || len(res) != 1 {
+			t.Fatalf("%s: %d results err %v", dev, len(res), err)
+		}
+		waitFor(t, 30*time.Second, "samples ingested", func() bool {
+			n, err := st.CountSamples(ctx, id)
+			return err == nil && n == want
+		})
+		if dev == "ph-PHA" && (r.Attempts < 2 || r.Token == first.Token) {
+			t.Fatalf("run A after the unplug: attempts %d token %d (first %d)", r.Attempts, r.Token, first.Token)
+		}
+		if p := r.Provenance; p == nil || p.ExecutableSHA256 != info.SHA256 || p.RunnerProtocol == 0 || p.Platform != "linux/arm64" {
+			t.Fatalf("%s: provenance %+v", dev, p)
+		}
+		ps := phoneStateOf(t, f, id)
+		if ps.Clocks != protocol.ClocksFixedPerformance || ps.Start == nil || ps.End == nil || ps.Start.BatteryPercent == nil || len(ps.End.Clusters) != 2 || ps.RefBeforeNS <= 0 {
+			t.Fatalf("%s: phone state %+v", dev, ps)
+		}
+		if dev == "ph-PHB" && (!slices.Contains(ps.Flags, protocol.PhoneFlagCooledDown) || ps.CooldownMS <= 0 || *ps.Start.ThermalStatus != 0) {
+			t.Fatalf("phone B's state does not show its cool-down: %+v", ps)
+		}
+		t.Logf("%s: attempts %d, %d samples, cool-down %d ms, ref before/after %v/%v", dev, r.Attempts, want, ps.CooldownMS,
+			time.Duration(ps.RefBeforeNS), time.Duration(ps.RefAfterNS))
+	}
+}
+
+// phoneStateOf reads the phone state stored with a run's result.
+func phoneStateOf(t *testing.T, f *e2eFarm, runID int64) *protocol.PhoneState {
+	t.Helper()
+	res, err := f.c.Store().ListResults(context.Background(), &store.ListResultsParams{RunID: runID, Limit: 1})
+	if err != nil || len(res) != 1 {
+		t.Fatalf("results of %d: %v", runID, err)
+	}
+	var cr protocol.ConfigResult
+	if err := json.Unmarshal(res[0].Stats, &cr); err != nil {
+		t.Fatalf("stats of run %d: %v", runID, err)
+	}
+	ps := cr.PhoneState
+	if ps == nil {
+		t.Fatalf("run %d's result has no phone_state", runID)
+	}
+	return ps
+}
+
+// crossBuildARM64 compiles ./cmd/lesfarm for linux/arm64 (static).
+func crossBuildARM64(t *testing.T) string {
+	t.Helper()
+	root, err := moduleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), "lesfarm-arm64")
+	cmd := exec.Command("go", "build", "-o", out, "./cmd/lesfarm")
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH=arm64")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("cross-compiling lesfarm for linux/arm64: %v\n%s", err, b)
+	}
+	return out
+}
