@@ -7,8 +7,26 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lesfarm/lesfarm/profile/spec"
 	"github.com/lesfarm/lesfarm/runtime/expert"
 )
+
+// TestSpecMirrorsRuntime: the constants spec mirrors (it may not import
+// the runtime) are the runtime's.
+func TestSpecMirrorsRuntime(t *testing.T) {
+	t.Parallel()
+	if spec.DefaultPageSize != expert.DefaultPageSize || spec.MaxReadAhead != expert.MaxReadAhead ||
+		spec.PatternRandom != expert.PatternRandom || spec.PatternLayer != expert.PatternLayer || spec.PatternPages != expert.PatternPages {
+		t.Fatal("profile/spec's mirrored constants differ from runtime/expert's")
+	}
+	for _, r := range []string{"3.5GB/s", "800MiB/s", "1MiB/s", "10KB/s", "fast", "1GB"} {
+		a, aerr := spec.ParseRate(r)
+		b, berr := expert.ParseRate(r)
+		if a != b || (aerr == nil) != (berr == nil) {
+			t.Fatalf("ParseRate(%q): spec %v %v, expert %v %v", r, a, aerr, b, berr)
+		}
+	}
+}
 
 func TestBuiltinProfiles(t *testing.T) {
 	t.Parallel()
@@ -85,7 +103,7 @@ func TestLoadProfileFile(t *testing.T) {
 
 func FuzzParse(f *testing.F) {
 	for _, n := range Builtin() {
-		data, _ := builtinProfiles.ReadFile("builtin/" + n + ".yaml")
+		data, _ := spec.BuiltinYAML(n)
 		f.Add(data)
 	}
 	f.Add([]byte("name: x\nbandwidth: 1e400GB/s\nlatency: 1us\nmax_in_flight: 4\n"))
@@ -94,9 +112,18 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte("name: x\nbandwidth: 1GB/s\nlatency: 1us\nmax_in_flight: 4\nservice_times:\n  queue_depths: [1, 4]\n  reads:\n    - {size: 4KiB, times: [90us, 120us]}\n    - {size: 1MiB, times: [1.2ms, 3ms]}\n"))
 	f.Add([]byte("name: x\nbandwidth: 1GB/s\nlatency: 1us\nmax_in_flight: 4\nservice_times:\n  queue_depths: [1]\n  reads:\n    - {size: 1e9, times: [-1us]}\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
+		// The coordinator validates uploads with spec alone: what spec
+		// accepts the runtime must accept too.
+		sp, serr := spec.Parse(data)
 		p, err := Parse(data)
+		if (serr == nil) != (err == nil) {
+			t.Fatalf("spec.Parse err = %v, Parse err = %v", serr, err)
+		}
 		if err != nil {
 			return
+		}
+		if sp.Name != p.Name || sp.Bandwidth != p.Bandwidth || sp.PageSize != p.PageSize {
+			t.Fatalf("spec %+v converted to %+v", sp, p)
 		}
 		if p.Bandwidth <= 0 || p.MaxInFlight < 1 || p.Latency < 0 {
 			t.Fatalf("accepted invalid profile %+v", p)
@@ -104,7 +131,7 @@ func FuzzParse(f *testing.F) {
 		if p.PageSize < 4096 || p.PageSize&(p.PageSize-1) != 0 || p.ReadAhead < 0 || p.ReadAhead%p.PageSize != 0 {
 			t.Fatalf("accepted invalid page size / read-ahead %+v", p)
 		}
-		if c := p.Compute; c != nil && (!(c.WeightBandwidth >= minWeightBandwidth && c.WeightBandwidth <= maxWeightBandwidth) || !(c.Throughput >= minThroughput && c.Throughput <= maxThroughput)) {
+		if c := p.Compute; c != nil && (!(c.WeightBandwidth >= 100e6 && c.WeightBandwidth <= 100e12) || !(c.Throughput >= 100e6 && c.Throughput <= 1e18)) {
 			t.Fatalf("accepted invalid compute %+v", c)
 		}
 		if st := p.Service; st != nil {

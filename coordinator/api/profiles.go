@@ -10,7 +10,7 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 
 	"github.com/lesfarm/lesfarm/coordinator/store"
-	"github.com/lesfarm/lesfarm/profile"
+	"github.com/lesfarm/lesfarm/profile/spec"
 )
 
 // profileHandler serves /v1/devices/{id}/profile: the storage and compute
@@ -45,7 +45,7 @@ func (h *profileHandler) RegisterPut(api huma.API) {
 		Summary: "Store a device's measured profile", Tags: []string{"devices"},
 		Description: "Replaces the device's measured profile with the YAML 'lesfarm profile measure' wrote on it. The YAML is validated with the runtime's profile parser; a profile that --profile FILE would refuse is a 422. The device need not have said hello yet.",
 	}), func(ctx context.Context, in *putProfileInput) (*profileOutput, error) {
-		p, err := profile.Parse([]byte(in.Body.YAML))
+		p, err := spec.Parse([]byte(in.Body.YAML))
 		if err != nil {
 			return nil, huma.Error422UnprocessableEntity("validation failed", &huma.ErrorDetail{Location: "body.yaml", Message: err.Error()})
 		}

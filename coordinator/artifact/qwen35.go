@@ -5,7 +5,7 @@ import (
 
 	"github.com/lesfarm/lesfarm/protocol"
 	"github.com/lesfarm/lesfarm/runtime/gguf"
-	"github.com/lesfarm/lesfarm/runtime/pack"
+	"github.com/lesfarm/lesfarm/runtime/packfmt"
 )
 
 // qwen35Facts checks a qwen35moe header the way the runtime's loader will
@@ -75,9 +75,9 @@ func qwen35Facts(f *gguf.File) (*protocol.RecurrentFacts, error) {
 	}
 	// A blob-packed file (lesfarm pack) holds the routed experts as
 	// per-expert blobs, which its les.pack metadata must describe.
-	blob := pack.IsPacked(f)
+	blob := packfmt.IsPacked(f)
 	if blob {
-		if _, err := pack.Blobs(f, int(blocks)); err != nil {
+		if _, err := packfmt.Blobs(f, int(blocks)); err != nil {
 			return nil, fmt.Errorf("qwen35moe: %w", err)
 		}
 	}

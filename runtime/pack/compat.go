@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/lesfarm/lesfarm/runtime/gguf"
+	"github.com/lesfarm/lesfarm/runtime/packfmt"
 	"github.com/lesfarm/lesfarm/runtime/tensor"
 )
 
@@ -37,7 +38,7 @@ import (
 
 // KeyLayout is the metadata key naming a packed file's layout: LayoutCompat,
 // or absent for the blob layout.
-const KeyLayout = "les.pack.layout"
+const KeyLayout = packfmt.KeyLayout
 
 // KeyExpertFFN is the original expert FFN width of a compat file whose
 // experts were padded (absent when they were not).
@@ -62,10 +63,7 @@ var MergedArchs = map[string]bool{
 }
 
 // IsCompat reports whether f was written by Pack with LayoutCompat.
-func IsCompat(f *gguf.File) bool {
-	s, err := f.String(KeyLayout)
-	return err == nil && s == LayoutCompat
-}
+func IsCompat(f *gguf.File) bool { return packfmt.IsCompat(f) }
 
 // compatPlan is what packCompat writes for one expert layer.
 type compatPlan struct {

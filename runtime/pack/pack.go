@@ -24,6 +24,7 @@ import (
 	"strings"
 
 	"github.com/lesfarm/lesfarm/runtime/gguf"
+	"github.com/lesfarm/lesfarm/runtime/packfmt"
 	"github.com/lesfarm/lesfarm/runtime/tensor"
 )
 
@@ -32,26 +33,27 @@ import (
 const Alignment = 4096
 
 // Version is the pack format version written to KeyVersion.
-const Version = 1
+const Version = packfmt.Version
 
-// Metadata keys of a packed file. Per-layer keys use the prefix
-// "les.pack.blk.L." with L the layer index.
+// Metadata keys of a packed file (defined, with the layout they describe,
+// in package packfmt, which header readers use without this package's
+// kernels). Per-layer keys use the prefix "les.pack.blk.L." with L the
+// layer index.
 const (
-	KeyVersion   = "les.pack.version"   // uint32: format version
-	KeyAlignment = "les.pack.alignment" // uint32: blob alignment (4096)
-	KeySource    = "les.pack.source"    // string: base name of the input file
-	KeyLayers    = "les.pack.layers"    // int32 array: the layers that have packed experts
-	// Per layer: KeyLayerPrefix + L + one of the suffixes below.
-	KeyLayerPrefix = "les.pack.blk."
-	SuffixOffset   = ".offset"  // uint64: blob 0's offset relative to the data section
-	SuffixStride   = ".stride"  // uint64: bytes from one expert's blob to the next
-	SuffixSize     = ".size"    // uint64: bytes of one blob (gate start to down end)
-	SuffixExperts  = ".experts" // uint32: experts in the layer
-	SuffixParts    = ".parts"   // uint64 array [6]: gate, up, down (offset, size) within the blob
+	KeyVersion     = packfmt.KeyVersion
+	KeyAlignment   = packfmt.KeyAlignment
+	KeySource      = packfmt.KeySource
+	KeyLayers      = packfmt.KeyLayers
+	KeyLayerPrefix = packfmt.KeyLayerPrefix
+	SuffixOffset   = packfmt.SuffixOffset
+	SuffixStride   = packfmt.SuffixStride
+	SuffixSize     = packfmt.SuffixSize
+	SuffixExperts  = packfmt.SuffixExperts
+	SuffixParts    = packfmt.SuffixParts
 )
 
 // Parts of an expert, in blob order.
-var partNames = [3]string{"gate", "up", "down"}
+var partNames = packfmt.PartNames
 
 // StackedName returns the name of layer's stacked expert tensor for part
 // (0 gate, 1 up, 2 down) in an unpacked GGUF.
@@ -61,83 +63,20 @@ func StackedName(layer, part int) string {
 
 // ExpertName returns the name of one expert's tensor for part in a packed
 // GGUF.
-func ExpertName(layer, expert, part int) string {
-	return fmt.Sprintf("blk.%d.ffn_%s.%d.weight", layer, partNames[part], expert)
-}
+func ExpertName(layer, expert, part int) string { return packfmt.ExpertName(layer, expert, part) }
 
 // IsPacked reports whether f was written by Pack in the blob layout (one
 // blob of per-expert tensors per expert). A compat-layout file (IsCompat)
 // keeps llama.cpp's stacked tensors and is read like an unpacked one.
-func IsPacked(f *gguf.File) bool { return f.Has(KeyVersion) && !IsCompat(f) }
+func IsPacked(f *gguf.File) bool { return packfmt.IsPacked(f) }
 
 // Blob is where one layer's expert blobs lie (offsets relative to the data
 // section).
-type Blob struct {
-	Offset, Stride, Size int64
-	Experts              int
-	Parts                [3][2]int64 // (offset within blob, size) of gate, up, down
-}
+type Blob = packfmt.Blob
 
 // Blobs returns the blob layout of each layer of a packed file (nil entries
 // for layers without experts), checked against the tensor infos.
-func Blobs(f *gguf.File, layers int) ([]*Blob, error) {
-	v, err := f.Uint(KeyVersion)
-	if err != nil {
-		return nil, fmt.Errorf("pack: %w", err)
-	}
-	if v != Version {
-		return nil, fmt.Errorf("pack: file has pack format version %d, this runtime reads %d; re-run lesfarm pack", v, Version)
-	}
-	ls, err := f.Int32s(KeyLayers)
-	if err != nil {
-		return nil, fmt.Errorf("pack: %w", err)
-	}
-	out := make([]*Blob, layers)
-	for _, l := range ls {
-		if l < 0 || int(l) >= layers {
-			return nil, fmt.Errorf("pack: %s lists layer %d, the model has %d", KeyLayers, l, layers)
-		}
-		p := KeyLayerPrefix + strconv.Itoa(int(l))
-		var b Blob
-		var u [4]uint64
-		for i, suf := range []string{SuffixOffset, SuffixStride, SuffixSize, SuffixExperts} {
-			if u[i], err = f.Uint(p + suf); err != nil {
-				return nil, fmt.Errorf("pack: %w", err)
-			}
-			if u[i] > 1<<62 {
-				return nil, fmt.Errorf("pack: %s%s = %d is out of range", p, suf, u[i])
-			}
-		}
-		b.Offset, b.Stride, b.Size, b.Experts = int64(u[0]), int64(u[1]), int64(u[2]), int(u[3])
-		parts, err := f.Int64s(p + SuffixParts)
-		if err != nil {
-			return nil, fmt.Errorf("pack: %w", err)
-		}
-		if len(parts) != 6 {
-			return nil, fmt.Errorf("pack: %s%s has %d values, want 6", p, SuffixParts, len(parts))
-		}
-		for i := range 3 {
-			b.Parts[i] = [2]int64{parts[2*i], parts[2*i+1]}
-		}
-		// Cross-check with the tensor infos, so a hand-edited or stale
-		// key cannot send reads to the wrong bytes.
-		for e := range b.Experts {
-			for i := range 3 {
-				name := ExpertName(int(l), e, i)
-				t, ok := f.Tensor(name)
-				if !ok {
-					return nil, fmt.Errorf("pack: packed tensor %s is missing", name)
-				}
-				want := b.Offset + int64(e)*b.Stride + b.Parts[i][0]
-				if t.Offset != want || t.Size != b.Parts[i][1] {
-					return nil, fmt.Errorf("pack: tensor %s at offset %d size %d disagrees with %s* (offset %d size %d)", name, t.Offset, t.Size, p, want, b.Parts[i][1])
-				}
-			}
-		}
-		out[l] = &b
-	}
-	return out, nil
-}
+func Blobs(f *gguf.File, layers int) ([]*Blob, error) { return packfmt.Blobs(f, layers) }
 
 // Layouts of a packed file (Options.Layout).
 const (
@@ -149,7 +88,7 @@ const (
 	// expert's slice of each on a page boundary: two or three aligned
 	// reads per expert, in a file llama.cpp, llama-bench and Ollama load.
 	// See compat.go.
-	LayoutCompat = "compat"
+	LayoutCompat = packfmt.LayoutCompat
 )
 
 // Options configures Pack.
