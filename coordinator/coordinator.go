@@ -589,9 +589,13 @@ func defaultHandler(mount func(*http.ServeMux), version string, authReads bool) 
 				return nil, err
 			}
 		}
+		artifactURL := ""
+		if d.Coordinator != nil {
+			artifactURL = d.Coordinator.cfg.ArtifactBaseURL // model.url may name its host (api egress.go)
+		}
 		h, _, err := api.New(api.Deps{Store: d.Store, Files: files, Canceller: d.Coordinator, Ready: d.Ready,
 			Registry: d.Registry, Logger: d.Logger, Version: version, Mount: mount, RequireAuthForReads: authReads, RunListener: d.RunListener,
-			RequireModelArtifacts: true})
+			RequireModelArtifacts: true, ArtifactURL: artifactURL})
 		return h, err
 	}
 }

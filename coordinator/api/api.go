@@ -91,6 +91,10 @@ type Deps struct {
 	// and was never uploaded, instead of queueing runs that all fail on
 	// the download. The coordinator sets it.
 	RequireModelArtifacts bool
+	// ArtifactURL is the base URL agents download artifacts from (serve
+	// --artifact-url): a suite's model.url may name its host, or a host on
+	// the admin's allow-list (PUT /v1/egress), and no other (egress.go).
+	ArtifactURL string
 	// RequestTimeout bounds an ordinary request's database work (and each
 	// database call of a stream or wait); default DefaultRequestTimeout.
 	RequestTimeout time.Duration
@@ -246,7 +250,8 @@ func (s *Server) registerAll() {
 	prof.RegisterPut(s.api)
 	prof.RegisterGet(s.api)
 
-	suites := &suiteHandler{st: s.deps.Store, log: s.log}
+	egress := &egressPolicy{st: s.deps.Store, artifactURL: s.deps.ArtifactURL, log: s.log}
+	suites := &suiteHandler{st: s.deps.Store, log: s.log, egress: egress}
 	suites.RegisterList(s.api)
 	suites.RegisterGet(s.api)
 	suites.RegisterPut(s.api)
@@ -258,7 +263,7 @@ func (s *Server) registerAll() {
 	jobsH.RegisterValidate(s.api)
 
 	runs := &runHandler{st: s.deps.Store, canceller: s.deps.Canceller, poll: s.deps.WaitPoll, notify: s.deps.RunListener, log: s.log, created: s.deps.RunsCreated,
-		requireModel: s.deps.RequireModelArtifacts, dbTimeout: s.deps.RequestTimeout}
+		requireModel: s.deps.RequireModelArtifacts, dbTimeout: s.deps.RequestTimeout, egress: egress}
 	runs.RegisterTrigger(s.api)
 	runs.RegisterList(s.api)
 	runs.RegisterEvents(s.api) // before {id}, so "events" is not taken for an id
@@ -307,13 +312,19 @@ func (s *Server) registerAll() {
 	bld.RegisterPush(s.api)
 	bld.RegisterList(s.api)
 	bld.RegisterGet(s.api)
+
+	eg := &egressHandler{policy: egress, log: s.log}
+	eg.RegisterGet(s.api)
+	eg.RegisterPut(s.api)
+
+	documentScopes(s.api)
 }
 
 // write marks an operation as a mutation: it documents the bearer
 // requirement and the 401 response.
 func write(op huma.Operation) huma.Operation {
 	op.Security = []map[string][]string{{"bearer": {}}}
-	op.Errors = append(op.Errors, http.StatusUnauthorized)
+	op.Errors = append(op.Errors, http.StatusUnauthorized, http.StatusForbidden)
 	return op
 }
 
@@ -329,7 +340,8 @@ func public(op huma.Operation) huma.Operation {
 func isRead(method string) bool { return method == http.MethodGet || method == http.MethodHead }
 
 // authMiddleware enforces bearer tokens on mutations (and on reads when
-// RequireAuthForReads is set).
+// RequireAuthForReads is set), and the scope each operation needs
+// (scopes.go).
 func (s *Server) authMiddleware(ctx huma.Context, next func(huma.Context)) {
 	op := ctx.Operation()
 	if op.Metadata["public"] == true || (isRead(ctx.Method()) && !s.deps.RequireAuthForReads) {
@@ -353,6 +365,9 @@ func (s *Server) authMiddleware(ctx huma.Context, next func(huma.Context)) {
 		s.log.ErrorContext(ctx.Context(), "api: token check failed", "err", err)
 		ctx.SetHeader("Retry-After", strconv.Itoa(RetryAfter))
 		huma.WriteErr(s.api, ctx, http.StatusServiceUnavailable, "cannot check the API token now")
+		return
+	}
+	if !s.checkScope(ctx, tok) { // scopes.go: 403 naming the scope
 		return
 	}
 	next(huma.WithValue(ctx, tokenNameKey{}, tok.Name))

@@ -36,6 +36,8 @@ type runHandler struct {
 	requireModel bool
 	// dbTimeout bounds each database read of a wait or stream.
 	dbTimeout time.Duration
+	// egress refuses a suite whose model.url devices may not fetch from.
+	egress *egressPolicy
 }
 
 // TriggerBody asks for runs of a suite on a build.
@@ -93,6 +95,11 @@ func (h *runHandler) RegisterTrigger(api huma.API) {
 			return nil, specProblem(err, "body.override", false)
 		}
 		if err := h.modelProblem(ctx, spec); err != nil {
+			return nil, err
+		}
+		// A suite stored before its host left the allow-list (or before
+		// there was one) is refused here (egress.go).
+		if err := h.egress.check(ctx, spec, "body.suite"); err != nil {
 			return nil, err
 		}
 		if err := requireBuild(ctx, h.st, h.log, in.Body.Build); err != nil {

@@ -18,6 +18,8 @@ import (
 type suiteHandler struct {
 	st  *store.Store
 	log *slog.Logger
+	// egress refuses a model.url on a host devices may not fetch from.
+	egress *egressPolicy
 }
 
 // SpecInput is a job spec given either as a JSON object (spec) or as YAML
@@ -159,6 +161,9 @@ func (h *suiteHandler) RegisterPut(api huma.API) {
 			return nil, huma.Error422UnprocessableEntity("validation failed", &huma.ErrorDetail{Location: loc, Message: "differs from the suite name in the path", Value: spec.Suite})
 		}
 		spec.Suite = in.Name
+		if err := h.egress.check(ctx, spec, specLoc(in.Body.SpecText)+".model.url"); err != nil { // egress.go
+			return nil, err
+		}
 		su, created, err := h.st.PutSuite(ctx, in.Name, spec, false)
 		if err != nil {
 			var ve *jobs.ValidationError

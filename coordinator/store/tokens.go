@@ -8,8 +8,11 @@ import (
 	"encoding/base32"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // APITokenPrefix starts every API token secret, so a leaked token is easy to
@@ -31,7 +34,60 @@ type APIToken struct {
 	RevokedAt  *time.Time `json:"revoked_at,omitempty"`
 	// ExpiresAt is when the token stops working; nil never.
 	ExpiresAt *time.Time `json:"expires_at,omitempty"`
+	// Scopes are what the token may do (Scope* constants), sorted.
+	Scopes []string `json:"scopes"`
 }
+
+// Has reports whether the token carries scope.
+func (t *APIToken) Has(scope string) bool { return slices.Contains(t.Scopes, scope) }
+
+// API token scopes (issue 29, finding 8; docs/security.md "Token scopes").
+// Each REST mutation needs one of them (coordinator/api scopes.go).
+const (
+	// ScopeRead reads everything when the coordinator requires tokens
+	// for reads, and shows runs' fencing tokens.
+	ScopeRead = "read"
+	// ScopeTrigger triggers and cancels runs and edits schedules.
+	ScopeTrigger = "trigger"
+	// ScopeSuites creates, replaces and deletes suites (what devices run,
+	// model URLs included).
+	ScopeSuites = "suites"
+	// ScopeBuilds pushes builds (executables devices run) and uploads
+	// artifacts.
+	ScopeBuilds = "builds"
+	// ScopeAdmin manages devices, artifacts' lifetime, alerts' triage and
+	// the egress allow-list.
+	ScopeAdmin = "admin"
+)
+
+// AllScopes lists every scope, in the order help texts show them.
+var AllScopes = []string{ScopeRead, ScopeTrigger, ScopeSuites, ScopeBuilds, ScopeAdmin}
+
+// ParseScopes checks a list of scope names ("all" stands for every scope)
+// and returns it deduplicated and sorted. An empty list is an error.
+func ParseScopes(names []string) ([]string, error) {
+	var out []string
+	for _, n := range names {
+		n = strings.ToLower(strings.TrimSpace(n))
+		switch {
+		case n == "all":
+			out = append(out, AllScopes...)
+		case slices.Contains(AllScopes, n):
+			out = append(out, n)
+		default:
+			return nil, fmt.Errorf("store: unknown token scope %q (want %s or all)", n, strings.Join(AllScopes, ", "))
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("store: a token needs at least one scope (%s or all)", strings.Join(AllScopes, ", "))
+	}
+	slices.Sort(out)
+	return slices.Compact(out), nil
+}
+
+// ErrTokenNameTaken is returned (wrapping ErrConflict) when a live token
+// already has the name asked for.
+var ErrTokenNameTaken = fmt.Errorf("%w: a live API token already has this name (revoke it first, or pick another name)", ErrConflict)
 
 // APITokenParams describe a new API token.
 type APITokenParams struct {
@@ -40,6 +96,9 @@ type APITokenParams struct {
 	// ExpiresIn, when positive, ends the token's life that long after its
 	// creation (by the database's clock); zero never expires.
 	ExpiresIn time.Duration
+	// Scopes are what the token may do (see ParseScopes); nil means every
+	// scope, as tokens had before scopes existed.
+	Scopes []string
 }
 
 // liveSecret is the SQL condition of a usable secret: not revoked and not
@@ -79,7 +138,8 @@ func (s *Store) CreateAPIToken(ctx context.Context, name string) (string, *APITo
 }
 
 // CreateAPITokenWith creates a token as p describes and returns its secret,
-// which is not stored and cannot be recovered later.
+// which is not stored and cannot be recovered later. A name a live token
+// already has fails with ErrTokenNameTaken.
 func (s *Store) CreateAPITokenWith(ctx context.Context, p *APITokenParams) (string, *APIToken, error) {
 	name := strings.TrimSpace(p.Name)
 	if p.ExpiresIn < 0 {
@@ -88,14 +148,26 @@ func (s *Store) CreateAPITokenWith(ctx context.Context, p *APITokenParams) (stri
 	if name == "" || len(name) > 200 {
 		return "", nil, fmt.Errorf("store: token name must be 1 to 200 characters")
 	}
+	scopes := AllScopes
+	if p.Scopes != nil {
+		scopes = p.Scopes
+	}
+	scopes, err := ParseScopes(scopes)
+	if err != nil {
+		return "", nil, err
+	}
 	secret, err := newTokenSecret()
 	if err != nil {
 		return "", nil, fmt.Errorf("store: token: %w", err)
 	}
-	t := &APIToken{Name: name, Prefix: secret[:len(APITokenPrefix)+6]}
+	t := &APIToken{Name: name, Prefix: secret[:len(APITokenPrefix)+6], Scopes: scopes}
 	err = s.pool.QueryRow(ctx,
-		`INSERT INTO api_tokens (name, prefix, token_hash, expires_at) VALUES ($1, $2, $3, `+expiresSQL+`) RETURNING id, created_at, expires_at`,
-		t.Name, t.Prefix, hashToken(secret), p.ExpiresIn.Microseconds()).Scan(&t.ID, &t.CreatedAt, &t.ExpiresAt)
+		`INSERT INTO api_tokens (name, prefix, token_hash, expires_at, scopes) VALUES ($1, $2, $3, `+expiresSQL+`, $5) RETURNING id, created_at, expires_at`,
+		t.Name, t.Prefix, hashToken(secret), p.ExpiresIn.Microseconds(), scopes).Scan(&t.ID, &t.CreatedAt, &t.ExpiresAt)
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && pe.Code == "23505" && pe.ConstraintName == "api_tokens_live_name" {
+		return "", nil, ErrTokenNameTaken
+	}
 	if err != nil {
 		return "", nil, fmt.Errorf("store: create token: %w", err)
 	}
@@ -113,9 +185,9 @@ func (s *Store) VerifyAPIToken(ctx context.Context, secret string) (*APIToken, e
 	var t APIToken
 	var stored []byte
 	err := s.pool.QueryRow(ctx,
-		`SELECT id, name, prefix, token_hash, created_at, last_used_at, expires_at FROM api_tokens
+		`SELECT id, name, prefix, token_hash, created_at, last_used_at, expires_at, scopes FROM api_tokens
 		 WHERE token_hash = $1 AND `+liveSecret, h).
-		Scan(&t.ID, &t.Name, &t.Prefix, &stored, &t.CreatedAt, &t.LastUsedAt, &t.ExpiresAt)
+		Scan(&t.ID, &t.Name, &t.Prefix, &stored, &t.CreatedAt, &t.LastUsedAt, &t.ExpiresAt, &t.Scopes)
 	if err != nil {
 		err = notFound(err)
 		if errors.Is(err, ErrNotFound) {
@@ -137,7 +209,7 @@ func (s *Store) VerifyAPIToken(ctx context.Context, secret string) (*APIToken, e
 // ListAPITokens returns every token (live and revoked), newest first.
 func (s *Store) ListAPITokens(ctx context.Context) ([]APIToken, error) {
 	rows, err := s.pool.Query(ctx,
-		`SELECT id, name, prefix, created_at, last_used_at, revoked_at, expires_at FROM api_tokens ORDER BY id DESC`)
+		`SELECT id, name, prefix, created_at, last_used_at, revoked_at, expires_at, scopes FROM api_tokens ORDER BY id DESC`)
 	if err != nil {
 		return nil, fmt.Errorf("store: list tokens: %w", err)
 	}
@@ -145,7 +217,7 @@ func (s *Store) ListAPITokens(ctx context.Context) ([]APIToken, error) {
 	var out []APIToken
 	for rows.Next() {
 		var t APIToken
-		if err := rows.Scan(&t.ID, &t.Name, &t.Prefix, &t.CreatedAt, &t.LastUsedAt, &t.RevokedAt, &t.ExpiresAt); err != nil {
+		if err := rows.Scan(&t.ID, &t.Name, &t.Prefix, &t.CreatedAt, &t.LastUsedAt, &t.RevokedAt, &t.ExpiresAt, &t.Scopes); err != nil {
 			return nil, fmt.Errorf("store: list tokens: %w", err)
 		}
 		out = append(out, t)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -26,7 +27,12 @@ func newTokenCmd(env *Env) *cobra.Command {
 API tokens (--name) are bearer tokens for the coordinator's REST API. Every
 mutating call (trigger a run, upload an artifact, edit a suite or schedule)
 needs 'Authorization: Bearer <token>'; reads are open unless the coordinator
-is configured to require tokens for them too.
+is configured to require tokens for them too. Each token carries scopes
+(--scope): read, trigger (runs, schedules), suites (what devices run, model
+URLs), builds (executables devices run, artifact uploads) and admin
+(devices, artifacts' lifetime, alert triage, the download allow-list). A
+call outside the token's scopes is refused with 403 naming the scope. Live
+token names are unique. See docs/security.md for what each scope allows.
 
 Device credentials (--device ID) let one device's agent connect to the
 embedded NATS server of 'lesfarm serve' (--nats-auth strict, the default, or devices).
@@ -69,20 +75,24 @@ func openTokenStore(env *Env, db *dbFlags) (*store.Store, func(), error) {
 func newTokenCreateCmd(env *Env) *cobra.Command {
 	var db dbFlags
 	var name, device string
+	var scopes []string
 	var expires time.Duration
 	cmd := &cobra.Command{
-		Use:   "create --name NAME | --device DEVICE_ID [--expires 720h]",
+		Use:   "create --name NAME [--scope read,trigger,...] | --device DEVICE_ID [--expires 720h]",
 		Short: "Create an API token or a device credential and print it once",
 		Long: `create makes a new API token named NAME (e.g. the CI system that will use
 it), or with --device a NATS credential bound to device DEVICE_ID, and prints
 the secret on stdout. Store it now: it is not kept and cannot be shown again.
 With --expires DURATION it stops working that long after now (by the
 database's clock), refused exactly like a revoked one; 'token list' shows
-when.
+when. --scope (repeatable or comma-separated: read, trigger, suites,
+builds, admin, or all) limits what the API token may do; without it the
+token has every scope. Give each client the least it needs: CI that
+pushes builds and triggers runs needs builds,trigger; a dashboard, read.
 
 The device's agent then connects with it:
   lesfarm agent --nats-url nats://coordinator:4222 --name DEVICE_ID --token SECRET`,
-		Example: "  lesfarm token create --name ci\n  TOKEN=$(lesfarm token create --name nightly --database-url postgres://farm@db/lesfarm)\n" +
+		Example: "  lesfarm token create --name ci --scope builds,trigger\n  lesfarm token create --name dashboard --scope read\n  TOKEN=$(lesfarm token create --name nightly --database-url postgres://farm@db/lesfarm)\n" +
 			"  SECRET=$(lesfarm token create --device pixel-8-a)\n  lesfarm agent --nats-url nats://farm:4222 --name pixel-8-a --token \"$SECRET\"",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -92,6 +102,9 @@ The device's agent then connects with it:
 			if device != "" {
 				if name != "" {
 					return usagef("token create: give --name (API token) or --device (device credential), not both")
+				}
+				if len(scopes) > 0 {
+					return usagef("token create: --scope is for API tokens; a device credential is bound to its device")
 				}
 				if !protocol.ValidDeviceID(device) {
 					return usagef("token create: --device %q: want a device id of 1-64 letters, digits, '_' or '-'", device)
@@ -116,22 +129,34 @@ The device's agent then connects with it:
 			if len(name) > 200 {
 				return usagef("token create: --name longer than 200 characters")
 			}
+			var sc []string // nil: every scope
+			if cmd.Flags().Changed("scope") {
+				var err error
+				if sc, err = store.ParseScopes(scopes); err != nil {
+					return usagef("token create: --scope: %s", strings.TrimPrefix(err.Error(), "store: "))
+				}
+			}
 			st, closeFn, err := openTokenStore(env, &db)
 			if err != nil {
 				return err
 			}
 			defer closeFn()
-			secret, tok, err := st.CreateAPITokenWith(env.Ctx, &store.APITokenParams{Name: name, ExpiresIn: expires})
+			secret, tok, err := st.CreateAPITokenWith(env.Ctx, &store.APITokenParams{Name: name, ExpiresIn: expires, Scopes: sc})
+			if errors.Is(err, store.ErrTokenNameTaken) {
+				return fmt.Errorf("token create: a live API token is already named %q: pick another name, or revoke it first ('lesfarm token list')", name)
+			}
 			if err != nil {
 				return err
 			}
 			fmt.Fprintln(env.Stdout, secret)
-			fmt.Fprintf(env.Stderr, "created token %d %q (%s…)%s; it is shown only this once\n", tok.ID, tok.Name, tok.Prefix, expiryNote(tok.ExpiresAt))
+			fmt.Fprintf(env.Stderr, "created token %d %q (%s…) with scopes %s%s; it is shown only this once\n", tok.ID, tok.Name, tok.Prefix,
+				strings.Join(tok.Scopes, ","), expiryNote(tok.ExpiresAt))
 			return nil
 		},
 	}
 	cmd.Flags().StringVar(&name, "name", "", "name of the API token, e.g. the CI system using it")
 	cmd.Flags().StringVar(&device, "device", "", "create a NATS credential for this device id instead of an API token")
+	cmd.Flags().StringSliceVar(&scopes, "scope", nil, "what the API token may do: read, trigger, suites, builds, admin or all (repeatable, comma-separated; default all)")
 	cmd.Flags().DurationVar(&expires, "expires", 0, "the secret stops working this long from now, e.g. 720h (default: never)")
 	addDBFlags(cmd, &db)
 	return cmd
@@ -173,9 +198,9 @@ func newTokenListCmd(env *Env) *cobra.Command {
 				return err
 			}
 			tw := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "ID\tNAME\tPREFIX\tCREATED\tLAST USED\tEXPIRES\tREVOKED")
+			fmt.Fprintln(tw, "ID\tNAME\tPREFIX\tSCOPES\tCREATED\tLAST USED\tEXPIRES\tREVOKED")
 			for _, t := range toks {
-				fmt.Fprintf(tw, "%d\t%s\t%s…\t%s\t%s\t%s\t%s\n", t.ID, t.Name, t.Prefix, t.CreatedAt.UTC().Format(time.RFC3339), ts(t.LastUsedAt), ts(t.ExpiresAt), ts(t.RevokedAt))
+				fmt.Fprintf(tw, "%d\t%s\t%s…\t%s\t%s\t%s\t%s\t%s\n", t.ID, t.Name, t.Prefix, strings.Join(t.Scopes, ","), t.CreatedAt.UTC().Format(time.RFC3339), ts(t.LastUsedAt), ts(t.ExpiresAt), ts(t.RevokedAt))
 			}
 			return tw.Flush()
 		},
