@@ -38,6 +38,9 @@ test/arm64: ## Cross-build for phones and run the runtime tests for arm64 under 
 bench: ## Run the Go benchmarks (kernels, runtime, ingest); long, not part of `test`
 	$(GO) test -run '^$$' -bench . -benchtime 2x -timeout 60m $(PKGS)
 
+bench/peer: ## llama.cpp (node-llama-cpp, pinned) against lesfarm on one GGUF, round by round (MODEL=path, ROUNDS=3; root for the capped rows); not part of `test`
+	bash scripts/bench-peer/peer.sh $(MODEL)
+
 fuzz: ## Fuzz every parser for 30s each
 	@for p in $$(grep -rl --include='*_test.go' '^func Fuzz' . | xargs -n1 dirname | sort -u); do \
 	  for f in $$(grep -ho '^func Fuzz[A-Za-z0-9_]*' $$p/*_test.go | cut -d' ' -f2); do \
@@ -59,4 +62,4 @@ lint: ## gofmt, go vet, go mod tidy -diff, golangci-lint (.golangci.yml), deadco
 	@test -x $(GOBIN)/deadcode || $(GO) install golang.org/x/tools/cmd/deadcode@$(DEADCODE_VERSION)
 	@out="$$($(GOBIN)/deadcode -test $(PKGS))"; if [ -n "$$out" ]; then echo "deadcode: unreachable even from tests:"; echo "$$out"; exit 1; fi
 
-.PHONY: help setup build demo test test/race test/kernels test/arm64 bench fuzz lint
+.PHONY: help setup build demo test test/race test/kernels test/arm64 bench bench/peer fuzz lint
