@@ -57,6 +57,12 @@ type Config struct {
 	// ArtifactToken is sent as a bearer token with artifact downloads,
 	// and with the calibrate suite's profile upload to ServerURL.
 	ArtifactToken string
+	// ArtifactHosts are the hosts artifacts are downloaded from: HOST (any
+	// port) or HOST:PORT. Empty means the hosts of NATSURL and ServerURL
+	// (any port): the coordinator's own. A URL on another host is refused
+	// before any request, whatever the assignment says (issue 29, finding
+	// 8; the coordinator refuses such suites too).
+	ArtifactHosts []string
 	// ServerURL is the coordinator's REST API (e.g. http://farm:8080),
 	// where the calibrate suite uploads the device's measured profile
 	// (calibrate.go); empty refuses that suite.
@@ -261,7 +267,12 @@ func New(cfg Config) (*Agent, error) {
 	if err != nil {
 		return nil, err
 	}
-	a.cache, err = artifact.New(artifact.Config{Dir: filepath.Join(cfg.CacheDir, "artifacts"), MaxBytes: cfg.CacheMaxBytes, Header: hdr, TLS: tc, Logger: log})
+	allow, err := cfg.artifactHosts()
+	if err != nil {
+		return nil, err
+	}
+	a.cache, err = artifact.New(artifact.Config{Dir: filepath.Join(cfg.CacheDir, "artifacts"), MaxBytes: cfg.CacheMaxBytes, Header: hdr, TLS: tc, Logger: log,
+		AllowHosts: allow})
 	if err != nil {
 		return nil, err
 	}

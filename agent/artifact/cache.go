@@ -30,6 +30,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/lesfarm/lesfarm/jobs"
 )
 
 // Spec names one artifact: where it comes from and what it must be.
@@ -82,6 +84,12 @@ type Config struct {
 	TLS *tls.Config
 	// Header is added to every request (e.g. Authorization).
 	Header http.Header
+	// AllowHosts, when not empty, are the only hosts a URL is fetched
+	// from: entries as jobs.NormalizeEgressHost returns them ("host" any
+	// port, "host:port" that port). Any other URL fails with
+	// ErrNotAllowed before a request is made (issue 29, finding 8: a suite
+	// must not turn devices into a scanner of their network).
+	AllowHosts []string
 	// Attempts bounds how often one Get tries a download; 0 means 5.
 	Attempts int
 	// RetryBase is the first retry delay, doubled per attempt with jitter;
@@ -121,6 +129,10 @@ type flight struct {
 
 // ErrTooLarge is returned when an artifact cannot fit under the cache cap.
 var ErrTooLarge = errors.New("artifact: larger than the cache cap")
+
+// ErrNotAllowed is wrapped by the error of a Get whose URL's host is not
+// in Config.AllowHosts.
+var ErrNotAllowed = errors.New("artifact: download host not allowed")
 
 // ErrVerify is wrapped by errors about content that does not match its spec.
 var ErrVerify = errors.New("artifact: verification failed")
@@ -242,6 +254,11 @@ func (c *Cache) Get(ctx context.Context, spec Spec, progress Progress) (*Handle,
 	}
 	if spec.Path != "" && spec.URL == "" {
 		return c.local(ctx, spec)
+	}
+	if len(c.cfg.AllowHosts) > 0 {
+		if err := jobs.CheckEgress(spec.URL, c.cfg.AllowHosts); err != nil {
+			return nil, fmt.Errorf("%w: %v; this agent fetches from %s only (agent --artifact-host adds one)", ErrNotAllowed, err, strings.Join(c.cfg.AllowHosts, ", "))
+		}
 	}
 	for {
 		c.mu.Lock()

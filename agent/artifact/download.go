@@ -3,14 +3,17 @@ package artifact
 import (
 	"context"
 	"crypto/sha256"
+	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/lesfarm/lesfarm/internal/backoff"
@@ -100,7 +103,8 @@ func (c *Cache) download(ctx context.Context, spec Spec, progress Progress) erro
 		}
 		resp, err := c.cfg.Client.Do(req)
 		if err != nil {
-			return fmt.Errorf("artifact: GET %s: %w", spec.URL, err)
+			c.log.Warn("artifact: request failed", "sha256", spec.SHA256, "url", spec.URL, "err", err)
+			return fmt.Errorf("artifact: GET %s: %w", spec.URL, fetchError(err))
 		}
 		defer resp.Body.Close()
 		switch {
@@ -127,9 +131,12 @@ func (c *Cache) download(ctx context.Context, spec Spec, progress Progress) erro
 		case resp.StatusCode == http.StatusRequestedRangeNotSatisfiable:
 			return c.restart(f, spec, fmt.Errorf("artifact: GET %s: range %d- not satisfiable", spec.URL, have))
 		case resp.StatusCode == http.StatusNotFound || resp.StatusCode == http.StatusForbidden || resp.StatusCode == http.StatusUnauthorized:
-			return &permanentError{fmt.Errorf("artifact: GET %s: %s", spec.URL, resp.Status)}
+			return &permanentError{fmt.Errorf("artifact: GET %s: HTTP %d", spec.URL, resp.StatusCode)}
 		default:
-			return fmt.Errorf("artifact: GET %s: %s", spec.URL, resp.Status)
+			// The status code only: the reason phrase (and the body) are
+			// the remote server's words, and the error is shown to anyone
+			// who reads the run (issue 29, finding 8).
+			return fmt.Errorf("artifact: GET %s: HTTP %d", spec.URL, resp.StatusCode)
 		}
 		pw := &progressWriter{c: c, spec: spec, done: have, progress: progress, last: time.Now()}
 		body := io.LimitReader(resp.Body, spec.Size-have+1)
@@ -168,6 +175,29 @@ func (c *Cache) download(ctx context.Context, spec Spec, progress Progress) erro
 	c.mu.Unlock()
 	c.log.Info("artifact: verified and cached", "sha256", spec.SHA256, "size", spec.Size)
 	return nil
+}
+
+// fetchError is what a failed request says in the run's error, which
+// readers of the run see: the kind of failure, never text the remote end
+// sent (Go's transport quotes a malformed response's first bytes). The
+// agent's log keeps the whole error.
+func fetchError(err error) error {
+	var ne net.Error
+	var ue *tls.CertificateVerificationError
+	var re tls.RecordHeaderError
+	switch {
+	case errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded):
+		return err
+	case errors.As(err, &ue):
+		return errors.New("TLS certificate not trusted (agent --tls-ca)")
+	case errors.As(err, &re):
+		return errors.New("TLS handshake failed")
+	case errors.As(err, &ne) && ne.Timeout():
+		return errors.New("timed out")
+	case errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EHOSTUNREACH):
+		return errors.New("cannot connect")
+	}
+	return errors.New("request failed (see the agent's log)")
 }
 
 // restart discards the partial file so the next attempt starts from zero.

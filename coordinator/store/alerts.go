@@ -16,7 +16,8 @@ import (
 // the webhook enqueue inside the same transaction). Triage is in
 // alert_triage.go, confirmation reruns in alert_confirm.go, the webhook
 // outbox in webhooks.go, series in regress_series.go and policies in
-// regress_policy.go. Tables: migrations/00020_*.
+// regress_policy.go. Tables: migrations/00020_*, the location range
+// 00061_*.
 
 // Alert statuses (the triage lifecycle).
 const (
@@ -52,24 +53,32 @@ func (r Ratio) MarshalJSON() ([]byte, error) {
 
 // Alert is a confirmed change point of one series.
 type Alert struct {
-	ID             int64           `json:"id"`
-	GroupID        int64           `json:"group_id"`
-	Series         RegressSeries   `json:"series"`
-	Seq            int64           `json:"seq"`
-	Direction      string          `json:"direction"`
-	RelativeChange Ratio           `json:"relative_change"`
-	PValue         float64         `json:"p_value"`
-	BeforeMean     float64         `json:"before_mean"`
-	AfterMean      float64         `json:"after_mean"`
-	BeforeN        int             `json:"before_n"`
-	AfterN         int             `json:"after_n"`
-	Attribution    json.RawMessage `json:"attribution"`
-	Summary        string          `json:"summary"`
-	Status         string          `json:"status"`
-	Note           string          `json:"note"`
-	ReassignedTo   string          `json:"reassigned_to,omitempty"`
-	CreatedAt      time.Time       `json:"created_at"`
-	UpdatedAt      time.Time       `json:"updated_at"`
+	ID             int64         `json:"id"`
+	GroupID        int64         `json:"group_id"`
+	Series         RegressSeries `json:"series"`
+	Seq            int64         `json:"seq"`
+	Direction      string        `json:"direction"`
+	RelativeChange Ratio         `json:"relative_change"`
+	PValue         float64       `json:"p_value"`
+	BeforeMean     float64       `json:"before_mean"`
+	AfterMean      float64       `json:"after_mean"`
+	BeforeN        int           `json:"before_n"`
+	AfterN         int           `json:"after_n"`
+	// LastGoodSeq and FirstBadSeq bound where the change happened (see
+	// NewAlert); 0 when unknown (alerts recorded before the range was).
+	// LastGoodBuild and FirstBadBuild are the builds at those seqs, when
+	// known.
+	LastGoodSeq   int64           `json:"last_good_seq,omitempty"`
+	FirstBadSeq   int64           `json:"first_bad_seq,omitempty"`
+	LastGoodBuild string          `json:"last_good_build,omitempty"`
+	FirstBadBuild string          `json:"first_bad_build,omitempty"`
+	Attribution   json.RawMessage `json:"attribution"`
+	Summary       string          `json:"summary"`
+	Status        string          `json:"status"`
+	Note          string          `json:"note"`
+	ReassignedTo  string          `json:"reassigned_to,omitempty"`
+	CreatedAt     time.Time       `json:"created_at"`
+	UpdatedAt     time.Time       `json:"updated_at"`
 }
 
 // AlertGroup gathers the alerts of one suite and lineage at about one build.
@@ -103,8 +112,14 @@ type NewAlert struct {
 	AfterMean      float64
 	BeforeN        int
 	AfterN         int
-	Attribution    json.RawMessage // JSON array; nil means []
-	Summary        string
+	// LastGoodSeq is the newest point surely at the old level, FirstBadSeq
+	// the newest that may still be the first of the new one (the
+	// detector's location range); 0 when unknown. The builds at those
+	// seqs are looked up from the series' points.
+	LastGoodSeq int64
+	FirstBadSeq int64
+	Attribution json.RawMessage // JSON array; nil means []
+	Summary     string
 }
 
 // GroupClassification is what RecordAlerts' classify callback returns.
@@ -176,9 +191,12 @@ func (s *Store) RecordAlerts(ctx context.Context, p *RecordAlertsParams) (*Recor
 					attr = json.RawMessage("[]")
 				}
 				tag, err := tx.Exec(ctx, `UPDATE alerts SET seq = $2, relative_change = $3, p_value = $4, before_mean = $5,
-					after_mean = $6, before_n = $7, after_n = $8, attribution = $9, summary = $10, updated_at = now()
+					after_mean = $6, before_n = $7, after_n = $8, attribution = $9, summary = $10,
+					last_good_seq = NULLIF($12::bigint, 0), first_bad_seq = NULLIF($13::bigint, 0),
+					last_good_build = `+buildAtSeq("$11", "$12")+`, first_bad_build = `+buildAtSeq("$11", "$13")+`, updated_at = now()
 					WHERE id = $1 AND NOT EXISTS (SELECT 1 FROM alerts o WHERE o.series_id = $11 AND o.seq = $2 AND o.id <> $1)`,
-					dupID, a.Seq, a.RelativeChange, a.PValue, a.BeforeMean, a.AfterMean, a.BeforeN, a.AfterN, []byte(attr), a.Summary, a.SeriesID)
+					dupID, a.Seq, a.RelativeChange, a.PValue, a.BeforeMean, a.AfterMean, a.BeforeN, a.AfterN, []byte(attr), a.Summary, a.SeriesID,
+					a.LastGoodSeq, a.FirstBadSeq)
 				if err != nil {
 					return err
 				}
@@ -238,9 +256,12 @@ func (s *Store) RecordAlerts(ctx context.Context, p *RecordAlertsParams) (*Recor
 				attr = json.RawMessage("[]")
 			}
 			tag, err := tx.Exec(ctx, `INSERT INTO alerts (group_id, series_id, seq, direction, relative_change, p_value,
-				before_mean, after_mean, before_n, after_n, attribution, summary)
-				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) ON CONFLICT (series_id, seq) DO NOTHING`,
-				gid, a.SeriesID, a.Seq, a.Direction, a.RelativeChange, a.PValue, a.BeforeMean, a.AfterMean, a.BeforeN, a.AfterN, []byte(attr), a.Summary)
+				before_mean, after_mean, before_n, after_n, attribution, summary,
+				last_good_seq, first_bad_seq, last_good_build, first_bad_build)
+				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, NULLIF($13::bigint, 0), NULLIF($14::bigint, 0),
+					`+buildAtSeq("$2", "$13")+`, `+buildAtSeq("$2", "$14")+`) ON CONFLICT (series_id, seq) DO NOTHING`,
+				gid, a.SeriesID, a.Seq, a.Direction, a.RelativeChange, a.PValue, a.BeforeMean, a.AfterMean, a.BeforeN, a.AfterN, []byte(attr), a.Summary,
+				a.LastGoodSeq, a.FirstBadSeq)
 			if err != nil {
 				return err
 			}
@@ -262,6 +283,13 @@ func (s *Store) RecordAlerts(ctx context.Context, p *RecordAlertsParams) (*Recor
 		return nil, fmt.Errorf("store: record alerts: %w", err)
 	}
 	return res, nil
+}
+
+// buildAtSeq is the SQL for the build recorded with the point at seq
+// (a parameter) of series (a parameter), ” when none is.
+func buildAtSeq(series, seq string) string {
+	return `COALESCE((SELECT build FROM regress_points WHERE series_id = ` + series + ` AND seq = ` + seq +
+		`::bigint ORDER BY recorded_at LIMIT 1), '')`
 }
 
 // reclassifyAfterN bounds reclassification on refinement to recent
@@ -313,6 +341,7 @@ func alertGroup(ctx context.Context, q querier, id int64) (*AlertGroup, error) {
 	}
 	rows, err := q.Query(ctx, `SELECT a.id, a.group_id, a.seq, a.direction, a.relative_change, a.p_value, a.before_mean,
 		a.after_mean, a.before_n, a.after_n, a.attribution, a.summary, a.status, a.note, a.reassigned_to, a.created_at, a.updated_at,
+		COALESCE(a.last_good_seq, 0), COALESCE(a.first_bad_seq, 0), a.last_good_build, a.first_bad_build,
 		s.id, s.suite, s.config, s.metric, s.device_model, s.os_major, s.lineage, s.emulated
 		FROM alerts a JOIN regress_series s ON s.id = a.series_id WHERE a.group_id = $1 ORDER BY a.id`, id)
 	if err != nil {
@@ -323,6 +352,7 @@ func alertGroup(ctx context.Context, q querier, id int64) (*AlertGroup, error) {
 		var attr []byte
 		err := r.Scan(&a.ID, &a.GroupID, &a.Seq, &a.Direction, &a.RelativeChange, &a.PValue, &a.BeforeMean,
 			&a.AfterMean, &a.BeforeN, &a.AfterN, &attr, &a.Summary, &a.Status, &a.Note, &a.ReassignedTo, &a.CreatedAt, &a.UpdatedAt,
+			&a.LastGoodSeq, &a.FirstBadSeq, &a.LastGoodBuild, &a.FirstBadBuild,
 			&a.Series.ID, &a.Series.Suite, &a.Series.Config, &a.Series.Metric, &a.Series.DeviceModel, &a.Series.OSMajor,
 			&a.Series.Lineage, &a.Series.Emulated)
 		a.Attribution = attr

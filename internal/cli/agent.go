@@ -195,6 +195,7 @@ Examples:
 	f.StringVar(&cfg.TLSCertFile, "tls-cert", "", "client certificate (PEM) for NATS mutual TLS")
 	f.StringVar(&cfg.TLSKeyFile, "tls-key", "", "client key (PEM) for NATS mutual TLS")
 	f.StringVar(&cfg.ArtifactToken, "artifact-token", "", "bearer token sent with model downloads from the coordinator")
+	f.StringSliceVar(&cfg.ArtifactHosts, "artifact-host", nil, "hosts model downloads may come from, HOST or HOST:PORT (repeatable; default: the hosts of --nats-url and --server); list the coordinator's --artifact-url host when it differs")
 	f.IntVar(&cfg.Threads, "threads", 0, "threads for the runtime's matrix products (0 = all CPUs)")
 	f.BoolVar(&cfg.Direct, "direct", false, "read experts with O_DIRECT (bypass the page cache) where supported")
 	f.BoolVar(&cfg.NoExec, "no-exec", false, "never execute downloaded build executables: run the embedded runtime only, taking runs of this agent's own embedded build (embedded-<revision>) and runs without a build")

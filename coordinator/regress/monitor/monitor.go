@@ -267,7 +267,7 @@ func (m *Monitor) record(ctx context.Context, seriesID int64, key regress.Series
 	}
 	alert := store.NewAlert{SeriesID: seriesID, Seq: cp.Seq, Direction: string(cp.Direction), RelativeChange: cp.RelativeChange,
 		PValue: cp.PValue, BeforeMean: cp.BeforeMean, AfterMean: cp.AfterMean, BeforeN: cp.BeforeN, AfterN: cp.AfterN,
-		Attribution: attrJSON, Summary: regress.Summarize(regress.Headline(key.Metric, cp, key.DeviceModel), attrs)}
+		LastGoodSeq: cp.LastGoodSeq, FirstBadSeq: cp.FirstBadSeq, Attribution: attrJSON, Summary: regress.Summarize(regress.Headline(key.Metric, cp, key.DeviceModel), attrs)}
 	res, err := m.cfg.Store.RecordAlerts(ctx, &store.RecordAlertsParams{
 		Suite: key.Suite, Lineage: key.Lineage, Seq: cp.Seq, Build: buildAt(o, cp), Tolerance: m.cfg.Tolerance,
 		Alerts: []store.NewAlert{alert},
