@@ -14,6 +14,7 @@ import (
 
 	coordartifact "github.com/lesfarm/lesfarm/coordinator/artifact"
 	"github.com/lesfarm/lesfarm/coordinator/store"
+	"github.com/lesfarm/lesfarm/internal/testenv"
 	"github.com/lesfarm/lesfarm/jobs"
 	"github.com/lesfarm/lesfarm/runtime/expert"
 )
@@ -25,7 +26,9 @@ import (
 // executable and runs it as a child; the agent that runs its embedded
 // build only is never offered them. Each result carries the sha256 of its
 // own executable, and the lookahead-off build is measured predicting
-// nothing and decoding slower on the emulated phone's clock.
+// nothing and decoding slower on the emulated phone's clock. A third build,
+// whose code panics as its runner starts, ends as build_failed with the
+// panic in its stderr tail, never retried as infrastructure.
 func TestE2EBuildsUnderTest(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end builds test skipped in -short mode")
@@ -35,13 +38,14 @@ func TestE2EBuildsUnderTest(t *testing.T) {
 		t.Skip("SKIP: the `go` tool is not on PATH, so the builds under test cannot be compiled")
 	}
 	base := buildLesfarm(t, goBin)
-	variant := buildLesfarmWith(t, goBin, expert.LookaheadVariantFlag)
+	variant := buildLesfarmWith(t, goBin, "-ldflags", expert.LookaheadVariantFlag)
+	crash := buildLesfarmWith(t, goBin, "-overlay", crashOverlay(t))
 	f := newE2EFarm(t)
 	ctx := context.Background()
 	st := f.c.Store()
 	platform := runtime.GOOS + "/" + runtime.GOARCH
 	shas := map[string]string{}
-	for id, b := range map[string]*lesfarmBuild{"e2e-base": base, "e2e-nolookahead": variant} {
+	for id, b := range map[string]*lesfarmBuild{"e2e-base": base, "e2e-nolookahead": variant, "e2e-crash": crash} {
 		if err := b.wait(); err != nil {
 			t.Fatal(err)
 		}
@@ -52,7 +56,7 @@ func TestE2EBuildsUnderTest(t *testing.T) {
 		}
 		shas[id] = info.SHA256
 	}
-	if shas["e2e-base"] == shas["e2e-nolookahead"] {
+	if shas["e2e-base"] == shas["e2e-nolookahead"] || shas["e2e-base"] == shas["e2e-crash"] {
 		t.Fatal("the two builds have one sha256: the variant is not different code")
 	}
 	startAgent(t, Config{NATSURL: f.url, Name: "e2e-embedded-only", NoExec: true, Profile: "phone-mid"})
@@ -72,6 +76,9 @@ func TestE2EBuildsUnderTest(t *testing.T) {
 			t.Fatalf("run of %s ran on %s: only the agent that executes builds may take it", id, done.DeviceID)
 		}
 		p := done.Provenance
+		if p != nil {
+			t.Logf("run of %s: runner peak RSS %.1f MiB", id, float64(p.PeakRSSBytes)/(1<<20))
+		}
 		if p == nil || p.Build != id || p.ExecutableSHA256 != shas[id] || p.Embedded || p.RunnerProtocol == 0 {
 			t.Fatalf("run of %s: provenance %+v, want build %s's executable %s run as a child", id, p, id, shas[id])
 		}
@@ -98,6 +105,66 @@ func TestE2EBuildsUnderTest(t *testing.T) {
 	if !(decode["e2e-nolookahead"] < decode["e2e-base"]) {
 		t.Fatalf("the lookahead-off build decodes at %.2f tok/s, the baseline at %.2f: want it measured slower", decode["e2e-nolookahead"], decode["e2e-base"])
 	}
+	checkBuildFailure(t, f, spec, shas["e2e-crash"])
+}
+
+// crashOverlay writes a go build -overlay that adds one file to the
+// command line package: a runner that panics as it starts, the way a
+// build with a bug in its job code crashes. It returns the overlay's path.
+func crashOverlay(t *testing.T) string {
+	t.Helper()
+	root, err := moduleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	src := filepath.Join(dir, "zz_crash.go")
+	code := "package cli\n\nimport \"os\"\n\n// A planted bug: the runner dies on every job.\nfunc init() {\n\tif len(os.Args) > 1 && os.Args[1] == \"runner\" {\n\t\tgo func() { panic(\"planted crash in the build under test\") }()\n\t}\n}\n"
+	if err := os.WriteFile(src, []byte(code), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	overlay := filepath.Join(dir, "overlay.json")
+	js := fmt.Sprintf(`{"Replace":{%q:%q}}`, filepath.Join(root, "internal", "cli", "zz_crash.go"), src)
+	if err := os.WriteFile(overlay, []byte(js), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return overlay
+}
+
+// checkBuildFailure: a build whose code crashes (crashOverlay) ends as
+// build_failed, the build's failure: one attempt, not retried as
+// infrastructure, its error and stderr tail naming the panic, its
+// provenance the executable that ran.
+func checkBuildFailure(t *testing.T, f *e2eFarm, spec *jobs.Spec, sha string) {
+	t.Helper()
+	ctx := context.Background()
+	_, runs, err := f.c.Store().CreateRuns(ctx, &store.CreateRunsParams{Spec: spec, Build: "e2e-crash", Lineage: "e2e", Source: "test"})
+	if err != nil || len(runs) != 1 {
+		t.Fatalf("trigger the crashing build: %v %v", runs, err)
+	}
+	var done *store.Run
+	testenv.Eventually(t, 3*time.Minute, 10*time.Millisecond, func() error {
+		r, err := f.c.Store().GetRun(ctx, runs[0].ID)
+		if err != nil {
+			return err
+		}
+		one := []store.Run{*r}
+		if err := f.c.Store().FillWaitingReasons(ctx, one); err != nil {
+			return err
+		}
+		if done = &one[0]; !store.TerminalState(done.State) {
+			return fmt.Errorf("the crashing build's run is %s (%s%s)", done.State, done.WaitingReason, done.Error)
+		}
+		return nil
+	})
+	if done.State != store.RunBuildFailed || done.Attempts != 1 {
+		t.Fatalf("the crashing build's run ended %s after %d attempt(s) (%s), want build_failed after one", done.State, done.Attempts, done.Error)
+	}
+	p := done.Provenance
+	if p == nil || p.ExecutableSHA256 != sha || !strings.Contains(p.StderrTail, "planted crash") {
+		t.Errorf("build failure provenance %+v, want executable %s and the panic in its stderr tail", p, sha)
+	}
+	t.Logf("crashing build: %s", done.Error)
 }
 
 // putExecutable stores the file at path in the farm's artifact store.
@@ -132,11 +199,12 @@ var variantBuilds struct {
 // buildLesfarmWith builds ./cmd/lesfarm linked with ldflags, once per test
 // process (the Go build cache makes it a link step after buildLesfarm).
 // Its directory goes when the test ends.
-func buildLesfarmWith(t *testing.T, goBin, ldflags string) *lesfarmBuild {
+func buildLesfarmWith(t *testing.T, goBin string, buildArgs ...string) *lesfarmBuild {
 	t.Helper()
 	variantBuilds.Lock()
 	defer variantBuilds.Unlock()
-	if b := variantBuilds.m[ldflags]; b != nil {
+	key := strings.Join(buildArgs, "\x00")
+	if b := variantBuilds.m[key]; b != nil {
 		return b
 	}
 	root, err := moduleRoot()
@@ -148,19 +216,20 @@ func buildLesfarmWith(t *testing.T, goBin, ldflags string) *lesfarmBuild {
 	if variantBuilds.m == nil {
 		variantBuilds.m = map[string]*lesfarmBuild{}
 	}
-	variantBuilds.m[ldflags] = b
+	variantBuilds.m[key] = b
 	t.Cleanup(func() {
 		variantBuilds.Lock()
-		delete(variantBuilds.m, ldflags)
+		delete(variantBuilds.m, key)
 		variantBuilds.Unlock()
 	})
 	go func() {
 		defer close(b.done)
 		start := time.Now()
-		cmd := exec.Command(goBin, "build", "-ldflags", ldflags, "-o", b.path, "./cmd/lesfarm")
+		args := append(append([]string{"build"}, buildArgs...), "-o", b.path, "./cmd/lesfarm")
+		cmd := exec.Command(goBin, args...)
 		cmd.Dir = root
 		if out, err := cmd.CombinedOutput(); err != nil {
-			b.err = fmt.Errorf("go build -ldflags %q ./cmd/lesfarm: %v\n%s", ldflags, err, out)
+			b.err = fmt.Errorf("go %s: %v\n%s", strings.Join(args, " "), err, out)
 			return
 		}
 		b.took = time.Since(start)
