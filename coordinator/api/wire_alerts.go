@@ -125,6 +125,10 @@ type Alert struct {
 	AfterMean      float64         `json:"after_mean" doc:"Mean after the change." example:"12.5"`
 	BeforeN        int             `json:"before_n" doc:"Points before the change." example:"10"`
 	AfterN         int             `json:"after_n" doc:"Points after the change." example:"4"`
+	LastGoodSeq    int64           `json:"last_good_seq,omitempty" doc:"Where the change happened, lower end: the newest point (seq) surely at the old level. The change's first point (seq) lies after it, up to first_bad_seq (95% of the location's posterior). Absent when unknown (alerts recorded before the range was, or a range reaching the first point)." example:"41"`
+	FirstBadSeq    int64           `json:"first_bad_seq,omitempty" doc:"Where the change happened, upper end: the newest point (seq) that may still be the first of the new level; every point after it is surely changed. Absent when unknown." example:"43"`
+	LastGoodBuild  string          `json:"last_good_build,omitempty" doc:"Build of the point at last_good_seq, when known: the last surely-good build." example:"ci-4811"`
+	FirstBadBuild  string          `json:"first_bad_build,omitempty" doc:"Build of the point at first_bad_seq, when known: the last build that may be the first bad one (builds after last_good_build up to it are possibly bad)." example:"ci-4813"`
 	Attribution    json.RawMessage `json:"attribution" doc:"LES metrics that moved at the change point (JSON array of {metric, before, after, p_value, ...})."`
 	Summary        string          `json:"summary" doc:"One-line human summary." example:"decode_tps −12% on Pixel 8 at ci-4812"`
 	Status         string          `json:"status" enum:"new,acknowledged,invalid,fixed,reassigned" doc:"Triage status." example:"new"`
@@ -137,7 +141,8 @@ type Alert struct {
 func alertFromStore(a *store.Alert) Alert {
 	return Alert{ID: a.ID, GroupID: a.GroupID, Series: seriesFromStore(&a.Series), Seq: a.Seq, Direction: a.Direction,
 		RelativeChange: Ratio(a.RelativeChange), PValue: a.PValue, BeforeMean: a.BeforeMean, AfterMean: a.AfterMean,
-		BeforeN: a.BeforeN, AfterN: a.AfterN, Attribution: a.Attribution, Summary: a.Summary, Status: a.Status,
+		BeforeN: a.BeforeN, AfterN: a.AfterN, LastGoodSeq: a.LastGoodSeq, FirstBadSeq: a.FirstBadSeq,
+		LastGoodBuild: a.LastGoodBuild, FirstBadBuild: a.FirstBadBuild, Attribution: a.Attribution, Summary: a.Summary, Status: a.Status,
 		Note: a.Note, ReassignedTo: a.ReassignedTo, CreatedAt: a.CreatedAt, UpdatedAt: a.UpdatedAt}
 }
 
