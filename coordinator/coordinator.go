@@ -148,6 +148,8 @@ type Config struct {
 	// SweepInterval is the period of the lease, timeout and lost-device
 	// sweeps (default 1s).
 	SweepInterval time.Duration
+	// Health tunes the resource checks of /readyz (resources.go).
+	Health HealthConfig
 	// Ingest tunes the ingest consumers (JS and Store are filled in).
 	Ingest ingest.Config
 	// Registry receives metrics; nil means a fresh registry.
@@ -213,6 +215,7 @@ type Coordinator struct {
 	stopping bool
 
 	db            *dbHealth
+	res           resources
 	limits        *deviceLimiter
 	logs          *logLimiter
 	sweeps        atomic.Uint64
@@ -407,6 +410,7 @@ func (c *Coordinator) Start(ctx context.Context) (err error) {
 			return err
 		}
 	}
+	c.startHealth()
 	c.wg.Add(3)
 	go func() { defer c.wg.Done(); c.dispatchLoop(c.ctx) }()
 	go func() { defer c.wg.Done(); c.freedLoop(c.ctx) }()
@@ -514,21 +518,6 @@ func (c *Coordinator) AssignLatencies() []time.Duration {
 // Sweeps returns how many lease, timeout and lost-device sweeps have
 // finished (for metrics and tests that wait for a sweep).
 func (c *Coordinator) Sweeps() uint64 { return c.sweeps.Load() }
-
-// Ready reports whether the database answers and NATS is connected.
-func (c *Coordinator) Ready(ctx context.Context) error {
-	if c.store == nil || c.nc == nil {
-		return errors.New("coordinator: starting")
-	}
-	if !c.nc.IsConnected() {
-		return errors.New("coordinator: NATS disconnected")
-	}
-	// A readiness probe answers fast: a database that does not answer a
-	// ping within 2 s is not ready.
-	pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	return c.store.Ping(pctx)
-}
 
 // Stop shuts down in order: HTTP, device handlers, dispatcher and sweeps,
 // assignments in flight, liveness timers, ingest (its batches in flight

@@ -492,7 +492,7 @@ func (c *Coordinator) sweep(ctx context.Context) {
 		c.noteLost(ctx, lost)
 	}
 	tctx, tcancel := context.WithTimeout(ctx, c.dbTimeout())
-	timedOut, err := c.store.TimeoutRuns(tctx, 500)
+	timedOut, err := c.timeoutRuns(tctx)
 	tcancel()
 	if err != nil && ctx.Err() == nil {
 		c.log.ErrorContext(ctx, "coordinator: timeout runs", "err", err)

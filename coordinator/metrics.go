@@ -22,6 +22,9 @@ var (
 	descPoolWait  = prometheus.NewDesc("lesfarm_db_pool_acquire_seconds_total", "Time spent waiting to acquire a database connection from the pool.", nil, nil)
 	descPoolAcq   = prometheus.NewDesc("lesfarm_db_pool_acquires_total", "Database connections acquired from the pool, by whether the pool had one idle (empty: the caller waited).", []string{"pool"}, nil)
 	descLag       = prometheus.NewDesc("lesfarm_ingest_lag_messages", "Messages not yet committed (pending plus unacked), by stream.", []string{"stream"}, nil)
+	descFree      = prometheus.NewDesc("lesfarm_data_dir_free_bytes", "Free space of the data dir's file system at the last check (readyz fails below serve --min-free-space).", nil, nil)
+	descHealthy   = prometheus.NewDesc("lesfarm_resource_healthy", "1 when the resource passed its last check (disk: the data dir's free space; jetstream: a probe publish), else 0.", []string{"resource"}, nil)
+	descJSRecover = prometheus.NewDesc("lesfarm_jetstream_recoveries_total", "Restarts of the embedded JetStream after a full disk or failed probe.", nil, nil)
 	// One counter per phase (not a label), so a scraper summing labels
 	// still reads each one.
 	descTelPhase = map[string]*prometheus.Desc{}
@@ -38,7 +41,7 @@ func init() {
 type collector struct{ c *Coordinator }
 
 func (m *collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descRuns, descRejected, descSamples, descTelMsgs, descResults, descStale, descIngestErr, descLag, descSweeps, descPoolWait, descPoolAcq} {
+	for _, d := range []*prometheus.Desc{descRuns, descRejected, descSamples, descTelMsgs, descResults, descStale, descIngestErr, descLag, descSweeps, descPoolWait, descPoolAcq, descFree, descHealthy, descJSRecover} {
 		ch <- d
 	}
 	for _, d := range descTelPhase {
@@ -68,6 +71,17 @@ func (m *collector) Collect(ch chan<- prometheus.Metric) {
 	for ph, d := range map[string]time.Duration{"fetch": st.FetchTime, "decode": st.DecodeTime, "commit": st.CommitTime, "ack": st.AckTime} {
 		ch <- prometheus.MustNewConstMetric(descTelPhase[ph], prometheus.CounterValue, d.Seconds())
 	}
+	c.res.mu.Lock()
+	checked, free, diskOK, jsOK, recovered := c.res.checked, c.res.freeBytes, c.res.diskErr == nil, c.res.jsErr == nil, c.res.recovered
+	c.res.mu.Unlock()
+	if checked {
+		if free >= 0 {
+			ch <- prometheus.MustNewConstMetric(descFree, prometheus.GaugeValue, float64(free))
+		}
+		ch <- prometheus.MustNewConstMetric(descHealthy, prometheus.GaugeValue, b2f(diskOK), "disk")
+		ch <- prometheus.MustNewConstMetric(descHealthy, prometheus.GaugeValue, b2f(jsOK), "jetstream")
+	}
+	ch <- prometheus.MustNewConstMetric(descJSRecover, prometheus.CounterValue, float64(recovered))
 	ps := c.store.Pool().Stat()
 	ch <- prometheus.MustNewConstMetric(descPoolWait, prometheus.CounterValue, ps.AcquireDuration().Seconds())
 	ch <- prometheus.MustNewConstMetric(descPoolAcq, prometheus.CounterValue, float64(ps.AcquireCount()-ps.EmptyAcquireCount()), "idle")
@@ -86,4 +100,12 @@ func (m *collector) Collect(ch chan<- prometheus.Metric) {
 		}
 		ch <- prometheus.MustNewConstMetric(descLag, prometheus.GaugeValue, float64(info.NumPending)+float64(info.NumAckPending), stream)
 	}
+}
+
+// b2f is 1 for true, 0 for false.
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
 }

@@ -464,6 +464,17 @@ type TimedOutRun struct {
 // TimeoutRuns fails the active runs past their deadline (requeued instead
 // when the spec retries failures and attempts remain).
 func (s *Store) TimeoutRuns(ctx context.Context, limit int) ([]TimedOutRun, error) {
+	return s.timeoutRuns(ctx, limit, RunFailed, "")
+}
+
+// TimeoutRunsUnhealthy is TimeoutRuns while the farm itself could not take
+// reports (a full data dir, JetStream down): the runs end as
+// infra_failed, not blamed on their build, with why in their error.
+func (s *Store) TimeoutRunsUnhealthy(ctx context.Context, limit int, why string) ([]TimedOutRun, error) {
+	return s.timeoutRuns(ctx, limit, RunInfraFailed, "; the farm could not take reports: "+why)
+}
+
+func (s *Store) timeoutRuns(ctx context.Context, limit int, state, suffix string) ([]TimedOutRun, error) {
 	var out []TimedOutRun
 	err := s.tx(ctx, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, deferNotifySQL); err != nil {
@@ -490,8 +501,8 @@ func (s *Store) TimeoutRuns(ctx context.Context, limit int) ([]TimedOutRun, erro
 			return err
 		}
 		for i, t := range out {
-			reason := fmt.Sprintf("timed out after %s", time.Duration(ms[i])*time.Millisecond)
-			if err := endLease(ctx, tx, t.RunID, t.Token, t.Requeued, RunFailed, reason, "timeout"); err != nil {
+			reason := fmt.Sprintf("timed out after %s", time.Duration(ms[i])*time.Millisecond) + suffix
+			if err := endLease(ctx, tx, t.RunID, t.Token, t.Requeued, state, reason, "timeout"); err != nil {
 				return err
 			}
 		}
@@ -502,7 +513,7 @@ func (s *Store) TimeoutRuns(ctx context.Context, limit int) ([]TimedOutRun, erro
 	}
 	notices := make([]Run, len(out))
 	for i, t := range out {
-		notices[i] = Run{ID: t.RunID, State: RunFailed, TriggerID: t.TriggerID}
+		notices[i] = Run{ID: t.RunID, State: state, TriggerID: t.TriggerID}
 		if t.Requeued {
 			notices[i].State = RunQueued
 		}

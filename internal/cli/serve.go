@@ -2,6 +2,7 @@ package cli
 
 import (
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -43,6 +44,7 @@ func newServeCmd(env *Env) *cobra.Command {
 		replicas    int
 		calloutSeed string
 		calloutXKey string
+		health      serveHealthFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "serve [--http-addr 127.0.0.1:8080] [--data-dir DIR] [--nats-url URL] [--database-url URL]",
@@ -140,6 +142,13 @@ REST mutations need a token: lesfarm token create --name NAME.`,
 				return err
 			}
 			defer stopPprof()
+			if natsURL == "" || db.DatabaseURL == "" {
+				release, err := lockDataDir(db.DataDir)
+				if err != nil {
+					return err
+				}
+				defer release()
+			}
 			deps, err := provision(env.Ctx, provisionConfig{DataDir: db.DataDir, DatabaseURL: db.DatabaseURL, NATSURL: natsURL,
 				NATSListen: natsListen, NATSAuth: natsAuth, NATSTLS: natsTLS, NATSOptions: natsOpts, Name: name, Log: log})
 			if err != nil {
@@ -147,7 +156,12 @@ REST mutations need a token: lesfarm token create --name NAME.`,
 			}
 			defer deps.Close()
 			auth := deps.auth
-			c, err := coordinator.New(coordinator.Config{
+			hc, err := health.config(deps, db.DataDir)
+			if err != nil {
+				return err
+			}
+			pgFailed := health.supervise(env.Ctx, deps)
+			c, err := coordinator.New(coordinator.Config{Health: hc,
 				Store: deps.store, NATS: deps.nc, DataDir: db.DataDir, HTTPAddr: httpAddr, HTTPTLS: httpTLS, ArtifactBaseURL: artifactURL, Name: name, HeartbeatTTL: ttl, QueueTimeout: queueWait,
 				RequireAuthForReads: authReads, Version: BuildVersion(), Logger: log, Mount: dashboard.Mount,
 				Ingest: ingest.Config{Replicas: replicas},
@@ -170,9 +184,14 @@ REST mutations need a token: lesfarm token create --name NAME.`,
 				defer stop()
 			}
 			fmt.Fprintf(env.Stdout, "lesfarm coordinator %s\n  http: %s\n  nats: %s\n", c.Name(), c.HTTPURL(), c.NATSURL())
-			<-env.Ctx.Done()
-			log.Info("serve: shutting down")
-			return c.Stop()
+			select {
+			case <-env.Ctx.Done():
+				log.Info("serve: shutting down")
+				return c.Stop()
+			case err := <-pgFailed:
+				log.Error("serve: the embedded PostgreSQL keeps failing, exiting so a supervisor restarts serve", "err", err)
+				return errors.Join(fmt.Errorf("embedded PostgreSQL: %w", err), c.Stop())
+			}
 		},
 	}
 	addDBFlags(cmd, &db)
@@ -193,6 +212,7 @@ REST mutations need a token: lesfarm token create --name NAME.`,
 	f.BoolVar(&authReads, "auth-reads", false, "require an API token for reads (GET) too")
 	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	tlsFlags.add(cmd)
+	health.add(cmd)
 	return cmd
 }
 
@@ -206,7 +226,7 @@ func startEmbeddedNATS(addr, dataDir, mode string, tlsConfig *tls.Config, log *s
 		return nil, nil, err
 	}
 	dir := filepath.Join(dataDir, "nats")
-	cfg := embedded.NATSConfig{Addr: addr, StoreDir: dir, TLS: tlsConfig}
+	cfg := embedded.NATSConfig{Addr: addr, StoreDir: dir, TLS: tlsConfig, Logger: log}
 	var auth *natsauth.Authenticator
 	if mode != "none" {
 		var err error

@@ -12,6 +12,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"strconv"
@@ -42,6 +43,9 @@ type NATSConfig struct {
 	// ReadyTimeout bounds the wait for the server to accept connections;
 	// default 15s.
 	ReadyTimeout time.Duration
+	// Logger, when set, receives the server's warnings and errors (nil:
+	// the server logs nothing).
+	Logger *slog.Logger
 }
 
 // StartNATS starts an in-process NATS server with JetStream and returns it
@@ -75,6 +79,9 @@ func StartNATS(cfg NATSConfig) (*server.Server, error) {
 	ns, err := server.NewServer(opts)
 	if err != nil {
 		return nil, fmt.Errorf("embedded NATS: %w", err)
+	}
+	if cfg.Logger != nil {
+		ns.SetLoggerV2(natsLogger{cfg.Logger}, false, false, false)
 	}
 	go ns.Start()
 	if !ns.ReadyForConnections(cmp.Or(cfg.ReadyTimeout, 15*time.Second)) {

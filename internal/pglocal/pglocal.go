@@ -26,6 +26,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -65,11 +66,29 @@ type Server struct {
 	cfg       Config
 	binDir    string
 	socketDir string
-	cmd       *exec.Cmd
-	done      chan struct{}
-	waitErr   error
+	cred      *credential
 	logPath   string
 	shared    bool // started by another process; Stop leaves it running
+
+	mu       sync.Mutex
+	p        *proc // the running (or last) postmaster; nil when shared
+	stopping bool  // Stop was called: an exit is not a crash
+	starts   int   // postmasters started (1 + restarts)
+}
+
+// proc is one postmaster process: done is closed once it has exited, with
+// waitErr set.
+type proc struct {
+	cmd     *exec.Cmd
+	done    chan struct{}
+	waitErr error
+}
+
+// current returns the running (or last) postmaster, nil if none.
+func (s *Server) current() *proc {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.p
 }
 
 // answers reports whether a server accepts connections on our socket.
@@ -180,7 +199,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	if err := prepareDir(dataDir, cred); err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, binDir: binDir, done: make(chan struct{})}
+	s := &Server{cfg: cfg, binDir: binDir, cred: cred}
 	s.socketDir = socketDirFor(dataDir, cfg.Port)
 	if s.socketDir != dataDir {
 		if err := prepareDir(s.socketDir, cred); err != nil {
@@ -193,7 +212,6 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	// started twice; Stop then leaves it running.
 	if _, err := os.Stat(filepath.Join(dataDir, "postmaster.pid")); err == nil && s.answers(ctx) {
 		s.shared = true
-		close(s.done)
 		cfg.Logger.InfoContext(ctx, "pglocal: using the server already running on this data dir", "data_dir", dataDir)
 		return s, nil
 	}
@@ -244,7 +262,11 @@ func (s *Server) initdb(ctx context.Context, cred *credential) error {
 
 func (s *Server) start(ctx context.Context, cred *credential) error {
 	s.logPath = filepath.Join(s.cfg.DataDir, "server.log")
-	logf, err := os.OpenFile(s.logPath, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
+	mode := os.O_TRUNC // a restart appends: the crash's lines stay
+	if s.current() != nil {
+		mode = os.O_APPEND
+	}
+	logf, err := os.OpenFile(s.logPath, os.O_CREATE|os.O_WRONLY|mode, 0o644)
 	if err != nil {
 		return fmt.Errorf("pglocal: open server log: %w", err)
 	}
@@ -267,6 +289,7 @@ func (s *Server) start(ctx context.Context, cred *credential) error {
 	// the process (go.dev/issue/27505), so start and wait on one goroutine
 	// locked to its thread: the thread lives exactly as long as postgres.
 	started := make(chan error, 1)
+	p := &proc{cmd: cmd, done: make(chan struct{})}
 	go func() {
 		runtime.LockOSThread()
 		if err := cmd.Start(); err != nil {
@@ -274,13 +297,16 @@ func (s *Server) start(ctx context.Context, cred *credential) error {
 			return // the locked thread exits with the goroutine; nothing to signal
 		}
 		started <- nil
-		s.waitErr = cmd.Wait()
-		close(s.done)
+		p.waitErr = cmd.Wait()
+		close(p.done)
 	}()
 	if err := <-started; err != nil {
 		return fmt.Errorf("pglocal: start postgres: %w", err)
 	}
-	s.cmd = cmd
+	s.mu.Lock()
+	s.p = p
+	s.starts++
+	s.mu.Unlock()
 
 	deadline := time.Now().Add(s.cfg.StartTimeout)
 	for {
@@ -293,15 +319,15 @@ func (s *Server) start(ctx context.Context, cred *credential) error {
 			return nil
 		}
 		select {
-		case <-s.done:
-			return fmt.Errorf("pglocal: postgres exited during startup (%v): %s", s.waitErr, s.logTail())
+		case <-p.done:
+			return fmt.Errorf("pglocal: postgres exited during startup (%v): %s", p.waitErr, s.logTail())
 		case <-ctx.Done():
-			_ = s.Stop()
+			_ = s.stopProc(p)
 			return ctx.Err()
 		case <-time.After(100 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
-			_ = s.Stop()
+			_ = s.stopProc(p)
 			return fmt.Errorf("pglocal: postgres did not accept connections within %s: %s", s.cfg.StartTimeout, s.logTail())
 		}
 	}
@@ -337,21 +363,30 @@ func (s *Server) DatabaseURL(name string) string {
 // before killing it. A server that another process started is left
 // running. It is safe to call more than once.
 func (s *Server) Stop() error {
-	if s.shared || s.cmd == nil || s.cmd.Process == nil {
+	s.mu.Lock()
+	s.stopping = true
+	p := s.p
+	s.mu.Unlock()
+	if s.shared || p == nil {
 		return nil
 	}
+	return s.stopProc(p)
+}
+
+// stopProc shuts one postmaster down (SIGINT, SIGKILL after 30s).
+func (s *Server) stopProc(p *proc) error {
 	select {
-	case <-s.done:
+	case <-p.done:
 		return nil
 	default:
 	}
-	_ = s.cmd.Process.Signal(os.Interrupt)
+	_ = p.cmd.Process.Signal(os.Interrupt)
 	select {
-	case <-s.done:
+	case <-p.done:
 		return nil
 	case <-time.After(30 * time.Second):
-		_ = s.cmd.Process.Kill()
-		<-s.done
+		_ = p.cmd.Process.Kill()
+		<-p.done
 		return errors.New("pglocal: postgres did not stop within 30s and was killed")
 	}
 }

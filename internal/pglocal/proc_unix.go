@@ -50,10 +50,11 @@ func sysProcAttr(cred *credential, server bool) *syscall.SysProcAttr {
 // SIGSTOP and SIGCONT to freeze and thaw the database in fault tests. A
 // shared server is not signalled.
 func (s *Server) SignalGroup(sig syscall.Signal) error {
-	if s.shared || s.cmd == nil || s.cmd.Process == nil {
+	p := s.current()
+	if s.shared || p == nil {
 		return errors.New("pglocal: server not started by this process")
 	}
-	pid := s.cmd.Process.Pid
+	pid := p.cmd.Process.Pid
 	if err := syscall.Kill(pid, sig); err != nil {
 		return err
 	}
