@@ -37,9 +37,9 @@ func TestE2EPhonesOverADB(t *testing.T) {
 		t.Skip("SKIP: qemu-aarch64 is not installed (Debian: apt-get install qemu-user), so the fake phones cannot run a linux/arm64 build")
 	}
 	_ = qemu
+	f := newE2EFarm(t) // skips first when the fixture model is missing
 	exe := crossBuildARM64(t)
 	phones := adbtest.NewFarm(t)
-	f := newE2EFarm(t)
 	ctx := context.Background()
 	st := f.c.Store()
 	info := putExecutable(t, f, exe)

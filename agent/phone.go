@@ -210,7 +210,7 @@ func (a *Agent) runOnPhone(ctx context.Context, r *activeRun, job *Job, prov *pr
 func (a *Agent) runConfigOnPhone(ctx context.Context, rr *Runner, job *Job, exePath string, prov *protocol.Provenance) (*protocol.ConfigResult, error) {
 	p := a.phone
 	c, serial := p.cfg.ADB, p.cfg.Serial
-	script := "cd " + phoneWorkDir + " && exec setsid sh -c 'echo $$ > " + phonePIDFile + "; " + exePath + " runner; rc=$?; rm -f " + phonePIDFile + "; exit $rc'"
+	script := "cd " + phoneWorkDir + " && exec setsid -w sh -c 'echo $$ > " + phonePIDFile + "; " + exePath + " runner; rc=$?; rm -f " + phonePIDFile + "; exit $rc'"
 	cmd := c.Command(serial, "shell", "-T", script)
 	cc := ChildCommand{Path: cmd.Path, Args: cmd.Args[1:], Env: c.Env, Remote: true,
 		Kill: func() {
