@@ -20,9 +20,10 @@ func newPackCmd(env *Env) *cobra.Command {
 		layout string
 		gateUp string
 		noPad  bool
+		model  string
 	)
 	cmd := &cobra.Command{
-		Use:   "pack IN -o OUT",
+		Use:   "pack {IN | --model IN} -o OUT",
 		Short: "Rewrite a MoE GGUF so each expert is one page-aligned blob (one read per expert)",
 		Long: `Pack rewrites a Mixture-of-Experts GGUF model for the LES expert store: the
 gate, up and down weights of each (layer, expert) become adjacent in one
@@ -48,17 +49,20 @@ overrides the per-architecture choice.
 
 The output is written to a temporary file and renamed when complete, so an
 interrupted pack leaves nothing behind.`,
-		Example: `  lesfarm pack /tmp/phone.gguf -o /tmp/phone.packed.gguf
+		Example: `  lesfarm pack --model /tmp/phone.gguf -o /tmp/phone.packed.gguf
   lesfarm bench --model /tmp/phone.gguf --experts /tmp/phone.packed.gguf --profile phone-flagship --expert-budget 0.2 --ladder
   lesfarm pack /tmp/q35.gguf --layout compat -o /tmp/q35.compat.gguf    # llama.cpp loads it too`,
 		Args: func(cmd *cobra.Command, args []string) error {
-			if len(args) != 1 {
-				return usagef("pack takes one input model: lesfarm pack IN -o OUT")
+			if (len(args) == 1) == (model != "") {
+				return usagef("pack takes one input model: lesfarm pack --model IN -o OUT (or pack IN -o OUT)")
 			}
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			in := args[0]
+			in := model
+			if len(args) == 1 {
+				in = args[0]
+			}
 			if out == "" {
 				return usagef("-o OUT is required: where to write the packed model")
 			}
@@ -97,6 +101,7 @@ interrupted pack leaves nothing behind.`,
 		},
 	}
 	cmd.Flags().StringVarP(&out, "output", "o", "", "output path of the packed model (required)")
+	cmd.Flags().StringVar(&model, "model", "", "input GGUF model, as bench and generate take it (or give it as the argument)")
 	cmd.Flags().BoolVar(&quiet, "quiet", false, "no progress bar")
 	cmd.Flags().StringVar(&layout, "layout", pack.LayoutBlob, "blob (one read per expert; lesfarm only) or compat (llama.cpp-loadable, page-aligned expert slices)")
 	cmd.Flags().StringVar(&gateUp, "gate-up", pack.GateUpAuto, "compat layout: auto (merged where llama.cpp accepts it, e.g. qwen35moe), merged or split")

@@ -40,6 +40,8 @@ func TestPackAndLadderCLI(t *testing.T) {
 		{"pack no output", []string{"pack", model}, 2, "-o OUT is required"},
 		{"pack missing", []string{"pack", filepath.Join(dir, "none.gguf"), "-o", packed}, 2, "does not exist"},
 		{"pack dense", []string{"pack", lesFixture(t, "trained/tiny-draft-kjv-f32.gguf"), "-o", packed}, 1, "no stacked expert"},
+		{"pack both inputs", []string{"pack", model, "--model", model, "-o", packed}, 2, "one input model"},
+		{"pack --model", []string{"pack", "--quiet", "--model", model, "-o", packed}, 0, "one 4096-aligned blob"},
 		{"pack", []string{"pack", "--quiet", model, "-o", packed}, 0, "one 4096-aligned blob"},
 		{"ladder no storage", []string{"bench", "--model", model, "--ladder", "--expert-budget", "0.2"}, 2, "--profile"},
 		{"ladder no budget", []string{"bench", "--model", model, "--ladder", "--profile", "phone-mid"}, 2, "--expert-budget"},
