@@ -114,7 +114,7 @@ func TestOpenAPIFieldsDocumented(t *testing.T) {
 		t.Errorf("%d fields of API-owned schemas lack a description or example (add doc and example tags):\n  %s", len(missing), strings.Join(missing, "\n  "))
 	}
 	// The walk must have covered the resources, or it proves nothing.
-	for _, name := range []string{"Run", "RunDetail", "RunSet", "Trigger", "Job", "Result", "Stat", "Device", "DeviceProfile", "Suite",
+	for _, name := range []string{"Run", "RunDetail", "TriggerResult", "Trigger", "Job", "Result", "Stat", "Device", "DeviceProfile", "Suite",
 		"Schedule", "ScheduleFiring", "ScheduleBody", "TriggerBody", "AlertGroup", "Alert", "Series", "SeriesPoint", "SeriesWithPoints",
 		"SeriesFamily", "Lineage", "Artifact", "GCReport", "RunEvent", "DoneEvent", "Timeline", "LayerBreakdown"} {
 		if !checked[name] {

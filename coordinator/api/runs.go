@@ -49,6 +49,11 @@ type TriggerBody struct {
 	Devices  json.RawMessage `json:"devices,omitempty" doc:"Device selector replacing the suite's: {platform, labels, min_ram, device_model, emulated}."`
 	Override json.RawMessage `json:"override,omitempty" doc:"Config override: {modes, budgets, profiles, repetitions, warmup, decode_tokens, prefill_tokens, timeout, priority, model, prompts, devices}."`
 	Fanout   bool            `json:"fanout,omitempty" doc:"One run per matching online device (pinned to it) instead of one run on the first free matching device." example:"true"`
+	// Baseline, MinEffect and MaxRounds make the trigger an A/B
+	// comparison (ab.go, docs/ab.md).
+	Baseline  string  `json:"baseline,omitempty" maxLength:"200" example:"ci-4811" doc:"Compare build with this baseline build of the same lineage (an A/B gate, docs/ab.md): both run the suite's configs on every matching device that can run both, interleaved in rounds, until a verdict (GET /v1/ab/{id}). \"auto\": the newest earlier build of the lineage with results in the suite. An unknown build or one of another lineage is refused with 422. fanout is implied."`
+	MinEffect float64 `json:"min_effect,omitempty" minimum:"0" exclusiveMaximum:"1" example:"0.02" doc:"With baseline: the smallest relative change reported (default: the suite's A/B policy, else 0.02)."`
+	MaxRounds int     `json:"max_rounds,omitempty" minimum:"0" maximum:"200" example:"30" doc:"With baseline: the most rounds (one run of each build per device) before the verdict is unknown (default: the suite's A/B policy, else 30)."`
 }
 
 type triggerInput struct {
@@ -59,7 +64,7 @@ type triggerInput struct {
 
 type triggerOutput struct {
 	Status int
-	Body   *RunSet
+	Body   *TriggerResult
 }
 
 // RegisterTrigger registers POST /v1/runs.
@@ -108,6 +113,9 @@ func (h *runHandler) RegisterTrigger(api huma.API) {
 		if err := h.contextProblem(ctx, spec, ov); err != nil { // runs_model.go
 			return nil, err
 		}
+		if in.Body.Baseline != "" {
+			return h.triggerAB(ctx, in, spec, sel) // ab.go
+		}
 		tr, runs, err := h.st.CreateRuns(ctx, &store.CreateRunsParams{
 			Spec: spec, Build: in.Body.Build, GitSHA: in.Body.GitSHA, Lineage: in.Body.Lineage, Selector: sel, Fanout: in.Body.Fanout, Source: "api",
 		})
@@ -140,9 +148,10 @@ func (h *runHandler) RegisterTrigger(api huma.API) {
 				final = last
 			}
 		}
-		set := &RunSet{Trigger: triggerFromStore(tr), Runs: runsFromStore(final), Done: allTerminal(final)}
+		set := &TriggerResult{RunSet: RunSet{Trigger: triggerFromStore(tr), Runs: runsFromStore(final), Done: allTerminal(final)}}
 		return &triggerOutput{Status: http.StatusCreated, Body: set}, nil
 	})
+	h.registerAB(api) // ab.go: GET /v1/ab, /v1/ab/{id}
 }
 
 // maxWait bounds wait_timeout.
