@@ -207,13 +207,13 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 		_, err := io.WriteString(w, b.String())
 		return err
 	}
-	b.WriteString("| series | seq | direction | change | before → after | p (t) | p (MW) | points before/after |\n")
-	b.WriteString("|---|---:|---|---:|---|---:|---:|---:|\n")
+	b.WriteString("| series | seq | changed after … by (seq) | direction | change | before → after | p (t) | p (MW) | points before/after |\n")
+	b.WriteString("|---|---:|---|---|---:|---|---:|---:|---:|\n")
 	cps := append([]SeriesChangePoint(nil), r.ChangePoints...)
 	sort.SliceStable(cps, func(i, j int) bool { return cps[i].Series < cps[j].Series })
 	for _, c := range cps {
-		fmt.Fprintf(&b, "| %s | %d | %s | %+.1f%% | %.4g → %.4g | %.2g | %.2g | %d/%d |\n",
-			mdEscape(c.Series), c.Seq, c.Direction, 100*c.RelativeChange, c.BeforeMean, c.AfterMean, c.PValue, c.MWPValue, c.BeforeN, c.AfterN)
+		fmt.Fprintf(&b, "| %s | %d | %s | %s | %+.1f%% | %.4g → %.4g | %.2g | %.2g | %d/%d |\n",
+			mdEscape(c.Series), c.Seq, c.RangeString(), c.Direction, 100*c.RelativeChange, c.BeforeMean, c.AfterMean, c.PValue, c.MWPValue, c.BeforeN, c.AfterN)
 	}
 	_, err := io.WriteString(w, b.String())
 	return err

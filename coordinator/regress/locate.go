@@ -1,6 +1,7 @@
 package regress
 
 import (
+	"fmt"
 	"math"
 	"slices"
 )
@@ -195,4 +196,14 @@ func place(pts []Point, b []int, res []ChangePoint, higherIsBetter bool, cfg Con
 		return nil
 	}
 	return out
+}
+
+// RangeString formats the location range as "after 41, by 43": the change
+// happened after point LastGoodSeq and its first point is at or before
+// FirstBadSeq ("by 43" alone when the range reaches the first point).
+func (cp ChangePoint) RangeString() string {
+	if cp.LastGoodIndex < 0 {
+		return fmt.Sprintf("by %d", cp.FirstBadSeq)
+	}
+	return fmt.Sprintf("after %d, by %d", cp.LastGoodSeq, cp.FirstBadSeq)
 }

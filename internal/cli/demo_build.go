@@ -232,8 +232,8 @@ func (d *demoFarm) printAlertGroup(g *api.AlertGroup, lineage string) {
 		if a.BeforeMean > 0 {
 			change = fmt.Sprintf(" (%+.0f%%)", 100*float64(a.RelativeChange))
 		}
-		fmt.Fprintf(out, "    - %s %s on %s: %.1f → %.1f%s%s\n", a.Series.Config, strings.TrimSuffix(a.Series.Metric, "_tps"),
-			a.Series.DeviceModel, a.BeforeMean, a.AfterMean, unit, change)
+		fmt.Fprintf(out, "    - %s %s on %s: %.1f → %.1f%s%s%s\n", a.Series.Config, strings.TrimSuffix(a.Series.Metric, "_tps"),
+			a.Series.DeviceModel, a.BeforeMean, a.AfterMean, unit, change, alertRange(&a))
 		if moved := movedMetrics(a.Attribution); moved != "" {
 			fmt.Fprintf(out, "      moved with it: %s\n", moved)
 		}

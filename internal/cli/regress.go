@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/lesfarm/lesfarm/coordinator/api"
 	"github.com/lesfarm/lesfarm/coordinator/regress"
 	"github.com/spf13/cobra"
 )
@@ -59,6 +60,7 @@ func detectorFlags(cmd *cobra.Command, cfg *regress.Config) {
 	f.Float64Var(&cfg.OutlierSigmas, "outlier-sigmas", regress.DefaultOutlierSigmas, "ignore isolated points this many robust sigmas from both neighbours (negative disables)")
 	f.Float64Var(&cfg.DriftAlpha, "drift-alpha", 0.01, "keep a change only if it is significant at this level as a step on top of a linear trend (negative disables the drift check)")
 	f.Float64Var(&cfg.RecentShiftAlpha, "recent-shift-alpha", 0, "when positive, judge changes with at most 4 results after them by a one-sided test against the minimum effect at this level")
+	f.Float64Var(&cfg.MinLocationMass, "min-location-mass", 0, "when positive, withhold a change unless this much of its location's posterior lies within one point of it (0 disables)")
 	f.BoolVar(&cfg.FixedAlpha, "fixed-alpha", false, "test old change points at --alpha too (default: stricter as more points follow them)")
 }
 
@@ -180,6 +182,7 @@ func newRegressEvalCmd(env *Env) *cobra.Command {
 		designs   []string
 		custom    regress.Config
 		confirm   bool
+		heldOut   bool
 	)
 	cmd := &cobra.Command{
 		Use:   "eval [--format md|json] [--histories N] [--setting NAME...]",
@@ -202,12 +205,18 @@ n5-cv-per-result (5 repetitions, the CV is that of their mean: the harder
 reading). Every design is evaluated unless --design picks some.
 
 --design series is a different evaluation: each point is one result whose
-own noise is the CV, series of 30–60 points, steps of 3–10% placed
-anywhere (>= 8 points before); Detect runs on the whole series. It reports
-recall for settled steps (>= 4 points after) and fresh ones (exactly 2
-after), and false alerts on null series with plain, outlier, bimodal and
-slow-drift noise (whole series, and online: any prefix). --histories is
-the number of series per cell.
+own noise is the CV (1–5%), steps of 3–10% placed anywhere (>= 8 points
+before), in families: plain, outliers, heavy tails, bimodal, a step on a
+drift, short (12–20 points) and long (100–120) series, and null families
+(the same noises and lengths without a step, slow linear and accelerating
+drifts). Detect runs on the whole series. A change counts only within one
+point of the step; further off it is a false alert and a miss. It reports
+recall for settled steps (4–40 points after) and fresh ones (exactly 2
+after), the share of detected steps placed within one point, how often
+the alert's location range holds the step, and false alerts, each rate
+with its Wilson 95% bound. --held-out draws other seeds and series
+lengths (24–72, short 10–24, long 80–120): report figures on it, tune on
+the default run. --histories is the number of series per cell.
 
 Settings: the built-in ones (` + settingNames() + `)
 and "custom", built from the detector flags.`,
@@ -238,7 +247,7 @@ and "custom", built from the detector flags.`,
 				if len(designs) > 1 {
 					return usagef("regress eval: --design series is its own evaluation; give it alone")
 				}
-				return evalPlaced(env, format, histories, seed, ec.Settings)
+				return evalPlaced(env, format, histories, seed, heldOut, ec.Settings)
 			}
 			for _, d := range designs {
 				ok := false
@@ -282,19 +291,25 @@ and "custom", built from the detector flags.`,
 	f.StringArrayVar(&noises, "noise", nil, "noise kind to include (repeatable; default: all)")
 	f.StringArrayVar(&designs, "design", nil, "how results and repetitions are drawn, repeatable ("+designNames()+"; default: all)")
 	f.BoolVar(&confirm, "confirm-rerun", false, "custom setting: require a confirmation rerun before alerting")
+	f.BoolVar(&heldOut, "held-out", false, "--design series: the held-out run (other seeds and series lengths than the tuning run)")
 	detectorFlags(cmd, &custom)
 	return cmd
 }
 
-// evalPlaced runs the placed-step evaluation for each setting (default:
-// the default configuration) and prints it.
-func evalPlaced(env *Env, format string, series int, seed uint64, settings []regress.Setting) error {
+// evalPlaced runs the placed-step evaluation (its held-out run with
+// heldOut) for each setting (default: the default configuration) and
+// prints it.
+func evalPlaced(env *Env, format string, series int, seed uint64, heldOut bool, settings []regress.Setting) error {
 	if len(settings) == 0 {
 		settings = []regress.Setting{{Name: "pelt-default"}}
 	}
 	var all []*regress.PlacedResult
 	for _, set := range settings {
-		res, err := regress.EvaluatePlaced(env.Ctx, regress.PlacedConfig{Series: series, Seed: seed, Setting: set})
+		pc := regress.PlacedConfig{Series: series, Seed: seed, Setting: set}
+		if heldOut {
+			pc = pc.HeldOut()
+		}
+		res, err := regress.EvaluatePlaced(env.Ctx, pc)
 		if err != nil {
 			return err
 		}
@@ -328,4 +343,28 @@ func settingNames() string {
 		names = append(names, s.Name)
 	}
 	return strings.Join(names, ", ")
+}
+
+// alertRange formats where an alert's change happened, as a suffix for a
+// line naming the alert: "; changed after ci-41, by ci-43" (the last
+// surely-good build, and the newest build that may be the first bad one),
+// with seqs where the builds are unknown, or "" without a range.
+func alertRange(a *api.Alert) string {
+	if a.FirstBadSeq == 0 {
+		return ""
+	}
+	good, bad := a.LastGoodBuild, a.FirstBadBuild
+	if good == "" && a.LastGoodSeq != 0 {
+		good = fmt.Sprintf("seq %d", a.LastGoodSeq)
+	}
+	if bad == "" {
+		bad = fmt.Sprintf("seq %d", a.FirstBadSeq)
+	}
+	if good == "" {
+		return "; changed by " + bad
+	}
+	if good == bad {
+		return ""
+	}
+	return fmt.Sprintf("; changed after %s, by %s", good, bad)
 }

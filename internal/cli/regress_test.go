@@ -46,7 +46,7 @@ func TestRegressDetectCLI(t *testing.T) {
 	// Lower-is-better flips the direction; md renders a table.
 	// Lower is better: the same drop is an improvement, exit 0.
 	code, out, _ = run(t, "regress", "detect", "--input", in, "--metric", "ttft_ms", "--format", "md")
-	if code != 0 || !strings.Contains(out, "| decode | 21 | improvement |") {
+	if code != 0 || !strings.Contains(out, "| decode | 21 | after 20, by 21 | improvement |") {
 		t.Fatalf("md (%d):\n%s", code, out)
 	}
 	for _, tc := range []struct {
@@ -100,13 +100,18 @@ func TestRegressEvalSeriesCLI(t *testing.T) {
 			SettledRecall float64 `json:"settled_recall"`
 		} `json:"summaries"`
 	}
-	// 4 null kinds × 3 CVs + 4 steps × 3 CVs.
-	if err := json.Unmarshal([]byte(out), &res); err != nil || len(res) != 1 || len(res[0].Cells) != 24 || len(res[0].Summaries) != 2 {
+	// 7 step families × 4 steps × 5 CVs + 8 null families × 5 CVs; the
+	// goal region, the whole grid and one summary per family.
+	if err := json.Unmarshal([]byte(out), &res); err != nil || len(res) != 1 || len(res[0].Cells) != 180 || len(res[0].Summaries) != 17 {
 		t.Fatalf("eval series json %.300s: %v", out, err)
 	}
 	code, out, _ = run(t, "regress", "eval", "--design", "series", "--histories", "3")
 	if code != 0 || !strings.Contains(out, "settled recall") {
 		t.Fatalf("md (%d):\n%s", code, out)
+	}
+	code, out, _ = run(t, "regress", "eval", "--design", "series", "--histories", "2", "--held-out")
+	if code != 0 || !strings.Contains(out, "usual series 24–72 points") {
+		t.Fatalf("held-out md (%d):\n%.600s", code, out)
 	}
 	if code, _, errOut := run(t, "regress", "eval", "--design", "series", "--design", "n1"); code != 2 || !strings.Contains(errOut, "alone") {
 		t.Fatalf("series with n1: exit %d, %s", code, errOut)
