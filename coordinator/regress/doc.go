@@ -21,6 +21,9 @@
 //	            a linear trend (drift check); Mann-Whitney; minimum
 //	            effect; minimum segment length; consistent short new
 //	            segment; no transient blips
+//	       ─► placement: each change moved to the best split between its
+//	          neighbours, with its location range (LastGoodSeq,
+//	          FirstBadSeq)
 //	       ─► direction from the metric (HigherIsBetter)
 //
 // It is deterministic (no permutations, no randomness) and safe for
@@ -34,7 +37,11 @@
 // step, detection delay and false alerts, for results with and without
 // repetitions (Design). The default settings were chosen
 // with it; docs/regressions.md has the measured grid. EvaluatePlaced is
-// the placed-step evaluation: single results, steps anywhere in series of
-// 30–60 points, recall for settled and fresh steps and false alerts on
-// null series, judged once and replayed as the monitor does.
+// the placed-step evaluation: single results, steps anywhere, in families
+// (outliers, heavy tails, bimodal noise, a step on a drift, short and long
+// series, nulls and drifts without a step), judged once and scored with
+// placement: a change counts only within one point of the step, further
+// off it is a false alert and a miss; every rate has its Wilson bound,
+// and PlacedConfig.HeldOut draws a held-out run. Each change point carries
+// its location range (locate.go).
 package regress

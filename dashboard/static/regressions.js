@@ -47,6 +47,16 @@ function attributionList(a) {
     h('span', { class: 'muted num' }, fmtP(x.p_value)))));
 }
 
+// changedAt says where an alert's change happened, from its location range:
+// after the last surely-good build, by the newest build that may be the
+// first bad one (seqs where the builds are unknown); '—' without a range.
+function changedAt(a) {
+  if (!a.first_bad_seq) return '—';
+  const bad = a.first_bad_build || 'seq ' + a.first_bad_seq;
+  if (!a.last_good_seq) return 'by ' + bad;
+  return 'after ' + (a.last_good_build || 'seq ' + a.last_good_seq) + ', by ' + bad;
+}
+
 // alertsTable renders the alerts of a group (from GET /v1/alerts/{id}).
 function alertsTable(g) {
   const alerts = (g.alerts || []).slice().sort((a, b) => {
@@ -55,7 +65,9 @@ function alertsTable(g) {
   });
   if (!alerts.length) return h('p', { class: 'muted' }, 'This group has no alerts.');
   return h('table', { class: 'data alerts' },
-    h('thead', {}, h('tr', {}, h('th', {}, 'Metric'), h('th', {}, 'Series'), h('th', {}, 'Config'), h('th', { class: 'r' }, 'Before → after (mean)'),
+    h('thead', {}, h('tr', {}, h('th', {}, 'Metric'), h('th', {}, 'Series'), h('th', {}, 'Config'),
+      h('th', { title: 'where the change happened: after the last surely-good build, by the newest build that may be the first bad one' }, 'Changed'),
+      h('th', { class: 'r' }, 'Before → after (mean)'),
       h('th', { class: 'r' }, 'Change'), h('th', { class: 'r' }, 'Confidence'), h('th', { class: 'r', title: 'results before / after the change' }, 'n before / after'), h('th', {}, ''))),
     h('tbody', {}, alerts.map((a) => {
       const attr = attributionList(a);
@@ -64,12 +76,13 @@ function alertsTable(g) {
           h('td', {}, metricLabel(a.series.metric, false)),
           h('td', {}, seriesText(a.series)),
           h('td', { class: 'mono small' }, a.series.config || '—'),
+          h('td', { class: 'small changed-at', title: 'change placed at seq ' + a.seq }, changedAt(a)),
           h('td', { class: 'r num' }, fmtValue(a.series.metric, a.before_mean) + ' → ' + fmtValue(a.series.metric, a.after_mean)),
           h('td', { class: ['r', 'num', a.direction === 'regression' ? 'bad' : 'good'] }, fmtPct(a.relative_change)),
           h('td', { class: 'r num' }, fmtP(a.p_value)),
           h('td', { class: 'r num', title: 'results before / after the change' }, (a.before_n || 0) + ' / ' + (a.after_n || 0)),
           h('td', {}, h('a', { href: seriesLink(g, a) }, 'chart'))),
-        attr ? h('tr', { class: 'attr-row' }, h('td', {}, ''), h('td', { colspan: 7 }, h('span', { class: 'muted' }, 'moved with it: '), attr)) : null,
+        attr ? h('tr', { class: 'attr-row' }, h('td', {}, ''), h('td', { colspan: 8 }, h('span', { class: 'muted' }, 'moved with it: '), attr)) : null,
       ];
     })));
 }
