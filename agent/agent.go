@@ -158,6 +158,8 @@ type Agent struct {
 	// closed receives the connection's last error when nats.go gives up
 	// on it (see connClosed).
 	closed chan error
+	// session is this process's agent session (fence.go).
+	session string
 	// connDone is closed by the connection's closed handler, which
 	// nats.go calls once the connection is closed (after a drain too).
 	connDone     chan struct{}
@@ -220,7 +222,7 @@ func New(cfg Config) (*Agent, error) {
 	cfg.ShutdownTimeout = cmp.Or(cfg.ShutdownTimeout, 15*time.Second)
 	log := cmp.Or(cfg.Logger, slog.Default())
 	a := &Agent{cfg: cfg, log: log, state: StateConnecting, rehelo: make(chan struct{}, 1), closed: make(chan error, 1),
-		connDone: make(chan struct{}), keyKnown: make(chan struct{})}
+		session: newSession(), connDone: make(chan struct{}), keyKnown: make(chan struct{})}
 
 	var prof *expert.Profile
 	dopt := device.Options{StoragePath: cfg.CacheDir}

@@ -17,6 +17,9 @@ import (
 // reason. It never panics on bad input.
 func (a *Agent) onAssign(m *nats.Msg) {
 	rep := a.handleAssign(m.Data)
+	if rep == nil {
+		return // another agent session's: no reply, so that one's reply counts
+	}
 	if rep.Accepted {
 		a.log.Info("agent: assignment accepted", "run_id", rep.RunID, "token", rep.Token)
 	} else {
@@ -82,6 +85,10 @@ func (a *Agent) handleAssign(data []byte) (rep *protocol.AssignReply) {
 			code = protocol.RefuseBadSignature
 		}
 		return refuse(runID, token, code, err.Error())
+	}
+	if asg.Session != "" && asg.Session != a.session {
+		a.log.Warn("agent: assignment for another agent session of this device id ignored", "run_id", asg.RunID, "session", a.session)
+		return nil
 	}
 	if code, reason := a.check(asg); code != "" {
 		return refuse(asg.RunID, asg.Token, code, reason)

@@ -111,7 +111,7 @@ func (a *Agent) hello(ctx context.Context) (ok, refused bool) {
 	st := device.ReadState(device.Options{Root: a.rootForState()})
 	fp.State = &st
 	sent := a.now()
-	msg := &protocol.Hello{DeviceID: a.cfg.Name, Fingerprint: fp, Labels: a.cfg.Labels, Runs: runs, SentAt: sent.UTC()}
+	msg := &protocol.Hello{DeviceID: a.cfg.Name, Fingerprint: fp, Labels: a.cfg.Labels, Runs: runs, SentAt: sent.UTC(), Session: a.session}
 	data, err := protocol.Encode(msg)
 	if err != nil {
 		a.log.Error("agent: hello not encodable", "err", err)
@@ -167,7 +167,7 @@ func (a *Agent) heartbeat(ctx context.Context) bool {
 	a.mu.Lock()
 	a.hbSeq++
 	sent := a.now()
-	msg := &protocol.Heartbeat{DeviceID: a.cfg.Name, Seq: a.hbSeq, Runs: a.runStatusLocked(), State: &st, SentAt: sent.UTC()}
+	msg := &protocol.Heartbeat{DeviceID: a.cfg.Name, Seq: a.hbSeq, Runs: a.runStatusLocked(), State: &st, SentAt: sent.UTC(), Session: a.session}
 	a.mu.Unlock()
 	data, err := protocol.Encode(msg)
 	if err != nil {
@@ -184,6 +184,10 @@ func (a *Agent) heartbeat(ctx context.Context) bool {
 	rep, err := protocol.DecodeHeartbeatReply(resp.Data)
 	if err != nil {
 		a.log.Warn("agent: bad heartbeat reply", "err", err)
+		return false
+	}
+	if rep.Superseded != "" {
+		a.fence(rep.Superseded)
 		return false
 	}
 	a.mu.Lock()

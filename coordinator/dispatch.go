@@ -358,7 +358,7 @@ func (c *Coordinator) sendAssignment(g *store.Grant, grantedAt time.Time) {
 		release(why, "unfit", false)
 		return
 	}
-	a := &protocol.Assignment{Executable: exe, RunID: g.Run.ID, Token: g.Token, Attempt: g.Run.Attempts, DeviceID: g.Run.DeviceID, JobID: g.Job.ID,
+	a := &protocol.Assignment{Executable: exe, RunID: g.Run.ID, Token: g.Token, Attempt: g.Run.Attempts, DeviceID: g.Run.DeviceID, Session: c.deviceSession(ctx, g.Run.DeviceID), JobID: g.Job.ID,
 		Suite: g.Run.Suite, Build: g.Run.Build, GitSHA: g.Run.GitSHA, Spec: spec, Configs: spec.Expand(),
 		Artifact: c.artifactFor(&spec), Model: c.modelFacts(ctx, &spec), LeaseExpiresAt: g.LeaseExpiresAt, Deadline: g.Deadline, IssuedAt: time.Now(),
 		// The run's timeout, counted from now: the grant was made a

@@ -35,9 +35,12 @@ func (c *Coordinator) handleHello(m *nats.Msg) {
 	defer cancel()
 	id, _, err := protocol.ParseDeviceSubject(m.Subject)
 	h, derr := protocol.DecodeHello(m.Data)
+	if derr == nil && len(h.Session) > protocol.MaxSession {
+		derr = fmt.Errorf("session of %d bytes, over %d", len(h.Session), protocol.MaxSession)
+	}
 	if derr != nil || err != nil || h.DeviceID != id {
 		c.rejects.Observe(derr)
-		if derr == nil {
+		if derr == nil || !errors.As(derr, new(*protocol.DecodeError)) {
 			c.rejects.Add("hello", protocol.RejectInvalid)
 		}
 		c.logs.warn(ctx, c.log, "hello-rejected:"+m.Subject, "coordinator: hello rejected", "subject", m.Subject, "err", rejectReason(derr, err, id, bodyID(h)))
@@ -49,6 +52,10 @@ func (c *Coordinator) handleHello(m *nats.Msg) {
 	ttl := c.cfg.HeartbeatTTL
 	if _, err := c.store.UpsertDevice(ctx, &store.UpsertDeviceParams{ID: id, Fingerprint: h.Fingerprint, Labels: h.Labels, TTL: ttl, Coordinator: c.cfg.Name}); err != nil {
 		c.log.ErrorContext(ctx, "coordinator: register device", "device_id", id, "err", err)
+		c.respond(m, &protocol.HelloReply{DeviceID: id, Accepted: false, Reason: "coordinator error, retry", ServerTime: time.Now()})
+		return
+	}
+	if err := c.claimSession(ctx, id, h.Session); err != nil {
 		c.respond(m, &protocol.HelloReply{DeviceID: id, Accepted: false, Reason: "coordinator error, retry", ServerTime: time.Now()})
 		return
 	}
@@ -83,8 +90,21 @@ func (c *Coordinator) handleHeartbeat(m *nats.Msg) {
 		return
 	}
 	ttl := c.cfg.HeartbeatTTL
-	err = c.store.TouchDevice(ctx, id, ttl, c.cfg.Name)
+	if hb.Session != "" {
+		err = c.store.TouchDeviceSession(ctx, id, hb.Session, ttl, c.cfg.Name)
+	} else {
+		err = c.store.TouchDevice(ctx, id, ttl, c.cfg.Name)
+	}
 	c.db.observe(err)
+	if errors.Is(err, store.ErrSuperseded) {
+		// Another agent with this device id said hello since: this one is
+		// fenced and must stop, not say hello again (which would take the
+		// device back, and so on for ever).
+		c.logs.warn(ctx, c.log, "superseded:"+id+":"+hb.Session, "coordinator: heartbeat of a superseded agent session, fenced", "device_id", id, "session", hb.Session)
+		c.respond(m, &protocol.HeartbeatReply{TTLMS: ttl.Milliseconds(), ServerTime: time.Now(),
+			Superseded: fmt.Sprintf("device id %s was taken over by another agent (a newer hello): one connection per device", id)})
+		return
+	}
 	if errors.Is(err, store.ErrNotFound) {
 		// Unknown or already declared lost: the agent must say hello again
 		// (which reconciles the runs it still holds).
@@ -233,4 +253,38 @@ func (c *Coordinator) registerEmbedded(ctx context.Context, deviceID string, fp 
 		return
 	}
 	c.embedded.Store(key, true)
+}
+
+// claimSession records the hello's agent session as the device's: the
+// newest hello takes the device over (one connection per device,
+// docs/protocol.md). The previous session's runs are failed over by the
+// hello's reconcile (they are not among this hello's runs), its
+// heartbeats get HeartbeatReply.Superseded and its agent ignores
+// assignments, which name the new session.
+func (c *Coordinator) claimSession(ctx context.Context, id, session string) error {
+	prev, err := c.store.ClaimDeviceSession(ctx, id, session)
+	if err != nil {
+		c.log.ErrorContext(ctx, "coordinator: claim device session", "device_id", id, "err", err)
+		return err
+	}
+	if prev != "" {
+		c.rejects.Add("hello", RejectTakenOver)
+		c.log.WarnContext(ctx, "coordinator: device taken over by a new agent session; the previous one is fenced", "device_id", id,
+			"session", session, "previous_session", prev)
+	}
+	return nil
+}
+
+// RejectTakenOver counts hellos that took a device over from another
+// live agent session (lesfarm_protocol_rejected_total{type="hello"}).
+const RejectTakenOver = "taken_over"
+
+// deviceSession is the agent session an assignment to device id names
+// ("" when unknown: any agent of the device may take it).
+func (c *Coordinator) deviceSession(ctx context.Context, id string) string {
+	s, err := c.store.DeviceSession(ctx, id)
+	if err != nil {
+		c.log.WarnContext(ctx, "coordinator: device session unknown, assignment names none", "device_id", id, "err", err)
+	}
+	return s
 }

@@ -44,7 +44,16 @@ type Hello struct {
 	Runs []RunStatus `json:"runs,omitempty"`
 	// SentAt is the agent's clock when sending.
 	SentAt time.Time `json:"sent_at"`
+	// Session is random per agent process (at most MaxSession bytes).
+	// One agent per device id: the newest hello takes the device over and
+	// the coordinator fences every other session (HeartbeatReply.
+	// Superseded, Assignment.Session). Empty: an agent from before
+	// sessions, never fenced.
+	Session string `json:"session,omitempty"`
 }
+
+// MaxSession bounds Hello.Session and Heartbeat.Session.
+const MaxSession = 64
 
 // HelloReply answers a Hello. The coordinator chooses the heartbeat TTL: the
 // agent heartbeats every HeartbeatIntervalMS and, when it has not reached the
@@ -101,6 +110,8 @@ type Heartbeat struct {
 	Runs     []RunStatus  `json:"runs,omitempty"`
 	State    *DeviceState `json:"state,omitempty"`
 	SentAt   time.Time    `json:"sent_at"`
+	// Session is the agent's Hello.Session.
+	Session string `json:"session,omitempty"`
 }
 
 // LeaseRenewal says a run's lease now lasts until ExpiresAt.
@@ -130,6 +141,10 @@ type HeartbeatReply struct {
 	// after it was marked lost): the agent sends Hello again.
 	Rehello    bool      `json:"rehello,omitempty"`
 	ServerTime time.Time `json:"server_time"`
+	// Superseded, when set, says why this agent no longer speaks for the
+	// device: another agent with the same device id said hello since. The
+	// agent stops its work and exits instead of saying hello again.
+	Superseded string `json:"superseded,omitempty"`
 }
 
 // TTL returns TTLMS as a duration.
@@ -212,10 +227,13 @@ type Assignment struct {
 	Token    int64  `json:"token"` // fencing token of the lease
 	Attempt  int    `json:"attempt"`
 	DeviceID string `json:"device_id"`
-	JobID    int64  `json:"job_id"`
-	Suite    string `json:"suite"`
-	Build    string `json:"build,omitempty"`
-	GitSHA   string `json:"git_sha,omitempty"`
+	// Session is the agent session the device belongs to (Hello.Session);
+	// an agent of another session ignores the assignment. Empty: any.
+	Session string `json:"session,omitempty"`
+	JobID   int64  `json:"job_id"`
+	Suite   string `json:"suite"`
+	Build   string `json:"build,omitempty"`
+	GitSHA  string `json:"git_sha,omitempty"`
 	// Spec is the job spec with any trigger override applied.
 	Spec jobs.Spec `json:"spec"`
 	// Configs is Spec.Expand(), sent so both sides agree on indices and keys.
