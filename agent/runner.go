@@ -23,9 +23,8 @@ import (
 	"github.com/lesfarm/lesfarm/runtime/expert"
 	"github.com/lesfarm/lesfarm/runtime/gguf"
 	"github.com/lesfarm/lesfarm/runtime/les"
-	"github.com/lesfarm/lesfarm/runtime/model"
+	"github.com/lesfarm/lesfarm/runtime/measure"
 	"github.com/lesfarm/lesfarm/runtime/pack"
-	speculative "github.com/lesfarm/lesfarm/runtime/spec"
 	"github.com/lesfarm/lesfarm/runtime/stat"
 	"github.com/lesfarm/lesfarm/runtime/tokenizer"
 	"github.com/lesfarm/lesfarm/runtime/trace"
@@ -168,27 +167,16 @@ func (r *Runner) ResolveProfile(c jobs.Config) (*expert.Profile, error) {
 	return r.Profile, nil
 }
 
-// loaded is a config's measurement session and the model's tokenizer.
-type loaded struct {
-	s   *les.Session
-	tok *tokenizer.Tokenizer
-}
-
-func (l *loaded) close() {
-	if l.s != nil {
-		l.s.Close()
-	}
-}
-
-// load opens the config's les.Session: the job's model (its mixed-precision
-// or packed form where the config asks), in the config's mode, with its
-// budget and the resolved storage profile.
-func (r *Runner) load(ctx context.Context, job *Job, c jobs.Config) (*loaded, error) {
+// load opens the config's measurement session (measure.Open): the job's
+// model (its mixed-precision or packed form where the config asks), in
+// the config's mode, with its budget and the resolved storage profile, on
+// the clock measure's rule picks for that profile.
+func (r *Runner) load(ctx context.Context, job *Job, c jobs.Config) (*measure.Session, error) {
 	prof, err := r.ResolveProfile(c)
 	if err != nil {
 		return nil, err
 	}
-	cfg := les.Config{Model: job.ModelPath, Resident: c.Mode == jobs.ModeResident, Threads: cmp.Or(r.Threads, runtime.NumCPU()), Logger: r.Logger}
+	cfg := measure.Config{Model: job.ModelPath, Resident: c.Mode == jobs.ModeResident, Threads: cmp.Or(r.Threads, runtime.NumCPU()), Logger: r.Logger}
 	if c.Mode == jobs.ModeMixedPrecision {
 		// The budget is the original model's expert bytes' share.
 		if cfg.Model, cfg.BudgetBase, err = r.mixed(ctx, job); err != nil {
@@ -204,8 +192,7 @@ func (r *Runner) load(ctx context.Context, job *Job, c jobs.Config) (*loaded, er
 		}
 		cfg.Budget = units.Budget(c.Budget)
 		cfg.Profile, cfg.Direct, cfg.NoLookahead = prof, r.Direct, r.NoLookahead
-		// A profile that declares its compute runs on device time.
-		cfg.DeviceTime = prof != nil && prof.Compute != nil && !r.Direct
+		cfg.Speculative = c.Mode == jobs.ModeSpeculative
 		layout := job.Spec.Model.Layout
 		if c.Mode == jobs.ModeMixedPrecision {
 			layout = jobs.LayoutAsIs // the planned file is packed already when asked
@@ -226,32 +213,17 @@ func (r *Runner) load(ctx context.Context, job *Job, c jobs.Config) (*loaded, er
 			}
 		}
 	}
-	ses, err := les.Open(cfg)
+	ses, err := measure.Open(cfg)
 	if err != nil {
 		switch {
-		case errors.Is(err, model.ErrUnsupported):
+		case measure.Unsupported(err):
 			return nil, fmt.Errorf("unsupported model: %w", err)
 		case errors.Is(err, les.ErrNotMoE):
 			return nil, fmt.Errorf("mode %s needs a mixture-of-experts model; this model has no experts", c.Mode)
 		}
 		return nil, err
 	}
-	tok, err := tokenizer.FromGGUF(ses.Model.File)
-	if err != nil {
-		ses.Close()
-		return nil, fmt.Errorf("unsupported model: no usable tokenizer: %w", err)
-	}
-	if c.Mode == jobs.ModeSpeculative {
-		// Speculative decoding (n-gram drafter, adaptive k) on the
-		// scheduled store; its greedy tokens are plain decoding's.
-		dec, err := speculative.NewWithDrafter(ses.Model, &speculative.NGramDrafter{})
-		if err != nil {
-			ses.Close()
-			return nil, err
-		}
-		ses.SetDecoder(&les.Speculative{Dec: dec, K: speculative.AdaptiveMaxK, Adaptive: true})
-	}
-	return &loaded{s: ses, tok: tok}, nil
+	return ses, nil
 }
 
 // packed returns the path of a packed copy of the job's model, packing it
@@ -326,17 +298,17 @@ func prompts(spec *jobs.Spec, tok *tokenizer.Tokenizer, ctxLen int) ([][]int, er
 }
 
 // runConfig measures one config through the one measurement path
-// (les.Session.Run): warm-up and repetitions of every prompt, with the
+// (measure.Session.Run): warm-up and repetitions of every prompt, with the
 // cool-down and thermal gate before each repetition, and fills res from
 // the les.Result.
 func (r *Runner) runConfig(ctx context.Context, job *Job, c jobs.Config, res *protocol.ConfigResult) error {
 	spec := job.Spec
-	l, err := r.load(ctx, job, c)
+	ses, err := r.load(ctx, job, c)
 	if err != nil {
 		return err
 	}
-	defer l.close()
-	ps, err := prompts(spec, l.tok, l.s.Model.Context)
+	defer ses.Close()
+	ps, err := prompts(spec, ses.Tok, ses.Model.Context)
 	if err != nil {
 		return err
 	}
@@ -386,7 +358,7 @@ func (r *Runner) runConfig(ctx context.Context, job *Job, c jobs.Config, res *pr
 			tEnd = append(tEnd, *s1.MaxTempC)
 		}
 	}
-	m, reps, err := l.s.Run(ctx, plan)
+	m, reps, err := ses.Run(ctx, plan)
 	if err != nil {
 		return err
 	}
@@ -396,8 +368,8 @@ func (r *Runner) runConfig(ctx context.Context, job *Job, c jobs.Config, res *pr
 	}
 	res.Extra = map[string]float64{
 		"prompts":                 float64(len(ps)),
-		"budget_bytes":            float64(l.s.Budget),
-		"expert_bytes":            float64(l.s.ExpertBytes),
+		"budget_bytes":            float64(ses.Budget),
+		"expert_bytes":            float64(ses.ExpertBytes),
 		"thermal_gate_wait_s":     sum(gateWait),
 		"thermal_gate_timeouts":   float64(gateTimeouts),
 		"decode_tokens_measured":  float64(m.DecodeTokens),

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	"github.com/lesfarm/lesfarm/jobs"
 	"github.com/lesfarm/lesfarm/profile"
 	"github.com/lesfarm/lesfarm/protocol"
+	"github.com/lesfarm/lesfarm/runtime/trace"
 )
 
 // trainedModel returns the trained fixture model, skipping loudly when the
@@ -157,7 +159,9 @@ func TestRunnerPacksWhenAsked(t *testing.T) {
 
 // TestRunnerDeviceTime: an emulated device whose profile declares its
 // compute reports decode in device time, with the dilation and the
-// compute time per token on host and device in the result's metrics.
+// compute time per token on host and device in the result's metrics; the
+// decode steps streamed as telemetry (the run page's "where decode time
+// went") split their time as the result's stall fraction does.
 func TestRunnerDeviceTime(t *testing.T) {
 	path := trainedModel(t)
 	spec := smokeSpec(t)
@@ -167,7 +171,9 @@ func TestRunnerDeviceTime(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := &Runner{Threads: 1, Gate: ThermalGate{Disabled: true}, Profile: prof}
-	res, err := r.Run(context.Background(), &Job{Spec: spec, Configs: spec.Expand(), ModelPath: path})
+	sink := &decodeSplit{}
+	res, err := r.Run(context.Background(), &Job{Spec: spec, Configs: spec.Expand(), ModelPath: path, Sink: sink,
+		Position: func(ci, _ int) { sink.config = ci }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -183,8 +189,31 @@ func TestRunnerDeviceTime(t *testing.T) {
 		if c.Extra["device_time"] != 1 || c.Extra["dilation"] <= 0 || c.Extra["device_compute_ms_per_token"] <= 0 || c.Extra["host_compute_ms_per_token"] <= 0 || c.DecodeTPS.Mean <= 0 {
 			t.Fatalf("config %s: no device-time metrics: %+v", c.ConfigKey, c.Extra)
 		}
+		d := sink.split[c.ConfigIndex]
+		if share := d[1].Seconds() / d[0].Seconds(); math.Abs(share-c.StallFraction) > 1e-9 {
+			t.Fatalf("config %s: telemetry's decode steps stall %v of %v (%.4f), result's stall fraction %.4f", c.ConfigKey, d[1], d[0], share, c.StallFraction)
+		}
 	}
 	if streamed == 0 {
 		t.Fatal("no config streamed experts")
 	}
 }
+
+// decodeSplit sums each config's decode steps' time and stall.
+type decodeSplit struct {
+	config int
+	split  map[int][2]time.Duration
+}
+
+func (d *decodeSplit) Token(ev *trace.TokenEvent) {
+	if ev.Phase != trace.Decode {
+		return
+	}
+	if d.split == nil {
+		d.split = map[int][2]time.Duration{}
+	}
+	x := d.split[d.config]
+	d.split[d.config] = [2]time.Duration{x[0] + ev.Duration, x[1] + ev.Stall}
+}
+func (d *decodeSplit) Layer(*trace.LayerEvent) {}
+func (d *decodeSplit) Read(*trace.ReadEvent)   {}
