@@ -88,7 +88,7 @@ func TestDetectAllJSONShape(t *testing.T) {
 	if err := json.Unmarshal(raw, &out); err != nil || len(out.ChangePoints) != 1 {
 		t.Fatalf("json %s: %v", raw, err)
 	}
-	for _, k := range []string{"series", "seq", "direction", "relative_change", "p_value", "before_mean", "after_mean"} {
+	for _, k := range []string{"series", "seq", "direction", "relative_change", "p_value", "before_mean", "after_mean", "last_good_seq", "first_bad_seq"} {
 		if _, ok := out.ChangePoints[0][k]; !ok {
 			t.Errorf("json lacks %q: %s", k, raw)
 		}
@@ -97,7 +97,7 @@ func TestDetectAllJSONShape(t *testing.T) {
 		t.Errorf("json %s", raw)
 	}
 	var md bytes.Buffer
-	if err := rep.WriteMarkdown(&md); err != nil || !strings.Contains(md.String(), "| dec | 120 | regression | -") {
+	if err := rep.WriteMarkdown(&md); err != nil || !strings.Contains(md.String(), "| dec | 120 | after 119, by 120 | regression | -") {
 		t.Fatalf("markdown:\n%s", md.String())
 	}
 	empty, _ := json.Marshal(&Report{ChangePoints: []SeriesChangePoint{}})
