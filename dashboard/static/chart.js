@@ -24,6 +24,9 @@ import { PALETTE } from './plot.js';
 
 export { PALETTE };
 
+// meas measures axis labels.
+const meas = document.createElement('canvas').getContext('2d');
+
 // DASHES are the line patterns of lineages after the first (dash 1–3).
 const DASHES = [null, [7, 4], [2, 3], [9, 3, 2, 3]];
 
@@ -43,6 +46,17 @@ export function buildOrder(series) {
     carry = Math.max(carry, pos.get(q));
   }
   return seqs.sort((a, b) => key.get(a) - key.get(b) || a - b);
+}
+
+// buildLabels gives each build id its distinguishing part for the x axis:
+// the ids without the prefix they all share, cut after a separator (so
+// ci-4801…ci-4810 read 4801…4810 and demo-20261205T…-b1…-b8 read b1…b8),
+// then at most 12 characters (the tail, after a …). The full id is in the
+// tooltip.
+export function buildLabels(ids) {
+  let p = ids.length > 1 ? ids.reduce((a, b) => { let i = 0; while (i < a.length && a[i] === b[i]) i++; return a.slice(0, i); }) : '';
+  p = p.slice(0, Math.max(...[...'-._/:'].map((c) => p.lastIndexOf(c))) + 1);
+  return ids.map((id) => { const s = id.slice(p.length) || id; return s.length > 12 ? '…' + s.slice(-11) : s; });
 }
 
 function niceStep(span, count) {
@@ -87,7 +101,22 @@ export function renderChart(opts) {
     }
   }
   const labelOf = (q) => builds.get(q) || '#' + q;
-  const short = (q) => { const l = labelOf(q); return l.length > 14 ? l.slice(0, 13) + '…' : l; };
+  // tick labels the builds in view by their distinguishing part
+  // (buildLabels), or by position (#5) where that still repeats; the
+  // ticks are spaced by the widest label, and the right padding fits the
+  // last one.
+  const inView = (u) => {
+    const x0 = Math.max(0, Math.ceil(u.scales.x.min ?? 0)), x1 = Math.min(seqs.length - 1, Math.floor(u.scales.x.max ?? seqs.length - 1));
+    const ids = seqs.slice(x0, x1 + 1).map(labelOf);
+    let ls = buildLabels(ids);
+    if (new Set(ls).size < ls.length) ls = ids.map((_, k) => '#' + ((info.get(seqs[x0 + k]) || {}).build_position || x0 + k + 1));
+    return { x0, ls };
+  };
+  const textW = (u, s) => {
+    const f = u.axes[0].font;
+    meas.font = Array.isArray(f) ? f[0].replace(/[\d.]+px/, f[2] + 'px') : f || '12px system-ui, sans-serif';
+    return meas.measureText(s).width;
+  };
 
   // Columns aligned on the build slots; null where a series has no point.
   const xs = seqs.map((_, i) => i);
@@ -244,13 +273,14 @@ export function renderChart(opts) {
   const u = new window.uPlot({
     width: W, height: H,
     legend: { show: false },
-    padding: [24, 40, 0, 0],
+    padding: [24, (u) => Math.max(40, textW(u, inView(u).ls.at(-1) || '') / 2 + 6), 0, 0],
     cursor: { drag: { x: true, y: false }, points: { size: 7 } },
     scales: { x: { time: false, range: (_, lo, hi) => (seqs.length === 1 ? [-0.5, 0.5] : [lo, hi]) }, y: { range: yRange } },
     axes: [
       {
-        label: 'build, oldest → newest', space: 70, incrs: [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000],
-        values: (_, splits) => splits.map((i) => (Number.isInteger(i) && i >= 0 && i < seqs.length ? short(seqs[i]) : '')),
+        label: 'build, oldest → newest', incrs: [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000],
+        space: (u) => Math.max(40, ...inView(u).ls.map((l) => textW(u, l) + 14)),
+        values: (u, splits) => { const v = inView(u); return splits.map((i) => (Number.isInteger(i) ? v.ls[i - v.x0] ?? '' : '')); },
       },
       {
         label: metricLabel(metric, false) + (sc.unit ? ' (' + sc.unit + ')' : ''), size: 64,
