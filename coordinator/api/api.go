@@ -91,6 +91,9 @@ type Deps struct {
 	// and was never uploaded, instead of queueing runs that all fail on
 	// the download. The coordinator sets it.
 	RequireModelArtifacts bool
+	// UploadIdleTimeout cuts an artifact upload that sends nothing this
+	// long (408, partial file removed); default DefaultUploadIdleTimeout.
+	UploadIdleTimeout time.Duration
 	// ArtifactURL is the base URL agents download artifacts from (serve
 	// --artifact-url): a suite's model.url may name its host, or a host on
 	// the admin's allow-list (PUT /v1/egress), and no other (egress.go).
@@ -141,6 +144,7 @@ func NewServer(d Deps) (*Server, error) {
 	d.RequestTimeout = cmp.Or(d.RequestTimeout, DefaultRequestTimeout)
 	d.MaxInFlight = cmp.Or(d.MaxInFlight, DefaultMaxInFlight)
 	d.QueueWait = cmp.Or(d.QueueWait, DefaultQueueWait)
+	d.UploadIdleTimeout = cmp.Or(d.UploadIdleTimeout, DefaultUploadIdleTimeout)
 	if d.Registry == nil {
 		d.Registry = prometheus.NewRegistry()
 		d.Registry.MustRegister(prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
@@ -298,7 +302,7 @@ func (s *Server) registerAll() {
 	sch.RegisterDelete(s.api)
 	sch.RegisterFirings(s.api)
 
-	art := &artifactHandler{st: s.deps.Store, files: s.deps.Files, log: s.log}
+	art := &artifactHandler{st: s.deps.Store, files: s.deps.Files, log: s.log, idle: s.deps.UploadIdleTimeout}
 	art.RegisterUpload(s.api)
 	art.RegisterList(s.api)
 	art.RegisterInfo(s.api)

@@ -3,9 +3,13 @@ package api
 import (
 	"context"
 	"errors"
+	"io"
 	"log/slog"
+	"net"
 	"net/http"
+	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/danielgtaylor/huma/v2"
@@ -23,6 +27,8 @@ type artifactHandler struct {
 	st    *store.Store
 	files *artifact.Files
 	log   *slog.Logger
+	// idle cuts an upload that sends nothing this long (Deps.UploadIdleTimeout).
+	idle time.Duration
 }
 
 func (h *artifactHandler) enabled() error {
@@ -38,23 +44,49 @@ type uploadInput struct {
 	Name   string `query:"name" maxLength:"200" doc:"Human name of the file (e.g. its file name); kept as metadata."`
 	SHA256 string `query:"sha256" pattern:"^[0-9a-f]{64}$" doc:"Expected sha256; the upload fails with 422 if the content differs."`
 
-	body   interface{ Read([]byte) (int, error) }
+	body   *idleReader
 	length int64
 }
 
-// Resolve captures the request body and disables the server's read
-// deadline: model uploads take minutes.
+// DefaultUploadIdleTimeout is how long an upload may send nothing before
+// it is cut (408) and its partial file removed (Deps.UploadIdleTimeout):
+// the server's read timeout is lifted for uploads, which take minutes, so
+// without it a client that stops sending held a partial file for ever
+// (issue 29, finding 9).
+const DefaultUploadIdleTimeout = 60 * time.Second
+
+// idleReader reads a request body with a deadline renewed before each
+// read: a stalled sender fails the read after idle, however long the
+// whole upload takes.
+type idleReader struct {
+	r           io.Reader
+	setDeadline func(time.Time) error
+	idle        time.Duration
+}
+
+func (b *idleReader) Read(p []byte) (int, error) {
+	// Renewing fails only on a connection that is gone; its read fails.
+	_ = b.setDeadline(time.Now().Add(b.idle))
+	return b.r.Read(p)
+}
+
+// Resolve captures the request body, to be read under a per-read idle
+// deadline (idleReader) instead of the server's whole-request one.
 func (u *uploadInput) Resolve(ctx huma.Context) []error {
-	u.body = ctx.BodyReader()
+	u.body = &idleReader{r: ctx.BodyReader(), setDeadline: ctx.SetReadDeadline, idle: DefaultUploadIdleTimeout}
 	u.length = -1
 	if cl := ctx.Header("Content-Length"); cl != "" {
 		if n, err := strconv.ParseInt(cl, 10, 64); err == nil && n >= 0 {
 			u.length = n
 		}
 	}
-	// Clearing the deadline fails only on a connection that is gone.
-	_ = ctx.SetReadDeadline(time.Time{})
 	return nil
+}
+
+// stalled reports whether err is a read that hit its deadline.
+func stalled(err error) bool {
+	var ne net.Error
+	return errors.Is(err, os.ErrDeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout())
 }
 
 type artifactOutput struct {
@@ -77,9 +109,9 @@ func (h *artifactHandler) RegisterUpload(api huma.API) {
 		Method:      http.MethodPost,
 		Path:        "/v1/artifacts",
 		Summary:     "Upload an artifact (streamed)",
-		Description: "Streams the request body into the content-addressed store without buffering it. For GGUF content the header (only the header) is then read and the model's facts (architecture, tensor types, resident and expert bytes, packed) are returned in `model` and sent to agents with each assignment. Returns 201 with the artifact's metadata, or 200 when identical content was already stored. Fails with 413 above the size cap and 422 when `sha256` is given and differs.",
+		Description: "Streams the request body into the content-addressed store without buffering it. For GGUF content the header (only the header) is then read and the model's facts (architecture, tensor types, resident and expert bytes, packed) are returned in `model` and sent to agents with each assignment. Returns 201 with the artifact's metadata, or 200 when identical content was already stored (its first name is kept: a later upload's name does not rename it). Fails with 413 above the size cap, 422 when `sha256` is given and differs, 507 when the coordinator's disk would keep less than its reserve (checked before reading when Content-Length is given), and 408 when the client sends nothing for a minute; a failed upload leaves no partial file.",
 		Tags:        []string{"artifacts"},
-		Errors:      []int{http.StatusRequestEntityTooLarge, http.StatusUnprocessableEntity, http.StatusServiceUnavailable},
+		Errors:      []int{http.StatusRequestTimeout, http.StatusRequestEntityTooLarge, http.StatusUnprocessableEntity, http.StatusServiceUnavailable, http.StatusInsufficientStorage},
 		RequestBody: &huma.RequestBody{
 			Required: true,
 			Content: map[string]*huma.MediaType{
@@ -92,6 +124,7 @@ func (h *artifactHandler) RegisterUpload(api huma.API) {
 		if err := h.enabled(); err != nil {
 			return nil, err
 		}
+		in.body.idle = h.idle
 		if in.length > h.files.MaxSize() {
 			return nil, huma.Error413RequestEntityTooLarge(sizeCapMsg(h.files.MaxSize()))
 		}
@@ -103,6 +136,12 @@ func (h *artifactHandler) RegisterUpload(api huma.API) {
 			return nil, huma.Error422UnprocessableEntity("content does not match the expected sha256", &huma.ErrorDetail{
 				Location: "query.sha256", Message: err.Error(), Value: in.SHA256,
 			})
+		case errors.Is(err, artifact.ErrNoSpace):
+			h.log.WarnContext(ctx, "api: artifact upload refused: disk space", "err", err)
+			return nil, huma.NewError(http.StatusInsufficientStorage, "the coordinator has not enough free disk space for this upload; free space or raise the disk, then retry")
+		case stalled(err):
+			h.log.WarnContext(ctx, "api: artifact upload stalled, cut", "idle", h.idle.String())
+			return nil, huma.NewError(http.StatusRequestTimeout, "the upload sent nothing for "+h.idle.String()+"; its partial file was removed")
 		case errors.Is(err, artifact.ErrSizeMismatch):
 			return nil, huma.Error400BadRequest("body shorter or longer than Content-Length", &huma.ErrorDetail{
 				Location: "header.Content-Length", Message: err.Error(), Value: in.length,
@@ -246,8 +285,37 @@ func (h *artifactHandler) serveArtifact(ctx context.Context, sha string) (*huma.
 		w.Header().Set("ETag", `"`+sha+`"`)
 		w.Header().Set("Cache-Control", "public, max-age=31536000, immutable")
 		w.Header().Set("X-Content-SHA256", sha)
+		if !dropZeroSuffixRanges(r) {
+			// Every range asks for the last 0 bytes: nothing to send (RFC 9110 §14.1.1).
+			w.Header().Set("Content-Range", "bytes */"+strconv.FormatInt(a.Size, 10))
+			http.Error(w, "requested range not satisfiable", http.StatusRequestedRangeNotSatisfiable)
+			return
+		}
 		http.ServeContent(w, r, "", a.CreatedAt, f)
 	}}, nil
+}
+
+// dropZeroSuffixRanges removes the ranges "-0" (the last zero bytes, which
+// RFC 9110 makes unsatisfiable and http.ServeContent answered with an
+// empty 206) from r's Range header. It returns false when the header had
+// only such ranges: the request is then 416.
+func dropZeroSuffixRanges(r *http.Request) bool {
+	spec, ok := strings.CutPrefix(r.Header.Get("Range"), "bytes=")
+	if !ok {
+		return true
+	}
+	var keep []string
+	for _, rg := range strings.Split(spec, ",") {
+		if rg = strings.TrimSpace(rg); rg != "" && strings.TrimLeft(rg, "-0") == "" && strings.HasPrefix(rg, "-") {
+			continue // "-0", "-00", ...
+		}
+		keep = append(keep, rg)
+	}
+	if len(keep) == 0 {
+		return false
+	}
+	r.Header.Set("Range", "bytes="+strings.Join(keep, ","))
+	return true
 }
 
 // RegisterDownload registers GET /v1/artifacts/{sha256}: the bytes, with

@@ -22,6 +22,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -41,7 +42,16 @@ var (
 	ErrNotFound = errors.New("artifact: not found")
 	// ErrBadDigest means a digest string is not 64 lowercase hex digits.
 	ErrBadDigest = errors.New("artifact: sha256 must be 64 lowercase hex digits")
+	// ErrNoSpace means storing the content would leave the file system
+	// with less than Config.MinFree bytes (or the disk filled up).
+	ErrNoSpace = errors.New("artifact: not enough free space")
 )
+
+// DefaultMinFree is the free space a Put keeps on the store's file system
+// when Config.MinFree is zero: the coordinator's database and JetStream
+// share the disk, and an upload must not be what fills it (issue 29,
+// finding 9).
+const DefaultMinFree int64 = 256 << 20
 
 // Config configures Files. The zero value of MaxSize means DefaultMaxSize.
 type Config struct {
@@ -49,6 +59,11 @@ type Config struct {
 	Dir string
 	// MaxSize caps the size of one artifact in bytes.
 	MaxSize int64
+	// MinFree is the free space Put leaves on the file system: an upload
+	// that would take it below is refused with ErrNoSpace, before it
+	// starts when its size is declared, else as soon as it crosses the
+	// line. Zero means DefaultMinFree; negative disables the check.
+	MinFree int64
 }
 
 // Files is a content-addressed file store rooted at a directory. It is safe
@@ -57,6 +72,7 @@ type Config struct {
 type Files struct {
 	dir     string
 	maxSize int64
+	minFree int64
 }
 
 // Info describes a stored file.
@@ -83,7 +99,50 @@ func New(cfg Config) (*Files, error) {
 	if err := os.MkdirAll(filepath.Join(cfg.Dir, "tmp"), 0o755); err != nil {
 		return nil, fmt.Errorf("artifact: %w", err)
 	}
-	return &Files{dir: cfg.Dir, maxSize: cfg.MaxSize}, nil
+	cfg.MinFree = cmp.Or(cfg.MinFree, DefaultMinFree)
+	return &Files{dir: cfg.Dir, maxSize: cfg.MaxSize, minFree: cfg.MinFree}, nil
+}
+
+// Free returns the bytes available in the store's file system.
+func (f *Files) Free() (int64, error) { return freeSpace(f.dir) }
+
+// roomFor returns ErrNoSpace when n more bytes would leave less than
+// MinFree free. An unknown free space (no statfs) is not a refusal.
+func (f *Files) roomFor(n int64) error {
+	if f.minFree < 0 {
+		return nil
+	}
+	free, err := f.Free()
+	if err != nil {
+		return nil
+	}
+	if free-n < f.minFree {
+		return fmt.Errorf("%w: %d bytes free, %d more would leave less than the %d kept free", ErrNoSpace, free, n, f.minFree)
+	}
+	return nil
+}
+
+// spaceCheckEvery is how many written bytes an upload of unknown size
+// goes between free-space checks.
+const spaceCheckEvery = 64 << 20
+
+// spaceWriter refuses a write once the store's file system is down to
+// MinFree, checking every spaceCheckEvery bytes.
+type spaceWriter struct {
+	f       *Files
+	w       io.Writer
+	pending int64
+}
+
+func (s *spaceWriter) Write(b []byte) (int, error) {
+	s.pending += int64(len(b))
+	if s.pending >= spaceCheckEvery {
+		s.pending = 0
+		if err := s.f.roomFor(0); err != nil {
+			return 0, err
+		}
+	}
+	return s.w.Write(b)
 }
 
 // MaxSize returns the size cap in bytes.
@@ -126,14 +185,21 @@ type PutOptions struct {
 // Put streams r into the store and returns the content's digest and size.
 // It never holds the content in memory. It fails with ErrTooLarge as soon
 // as more than MaxSize bytes arrive, with ErrDigestMismatch or
-// ErrSizeMismatch when the expectations in opt are not met, and leaves no
-// file behind on any failure.
+// ErrSizeMismatch when the expectations in opt are not met, with
+// ErrNoSpace when the file system would keep less than MinFree (checked
+// before anything is written when opt.Size is known, and as the bytes
+// arrive otherwise; a full disk is ErrNoSpace too), and leaves no file
+// behind on any failure, a reader's error included (a stalled upload cut
+// by its deadline).
 func (f *Files) Put(r io.Reader, opt PutOptions) (Info, error) {
 	if opt.SHA256 != "" && !ValidDigest(opt.SHA256) {
 		return Info{}, ErrBadDigest
 	}
 	if opt.Size > f.maxSize {
 		return Info{}, ErrTooLarge
+	}
+	if err := f.roomFor(max(opt.Size, 0)); err != nil {
+		return Info{}, err
 	}
 	tmp, err := os.CreateTemp(filepath.Join(f.dir, "tmp"), "upload-*")
 	if err != nil {
@@ -148,13 +214,19 @@ func (f *Files) Put(r io.Reader, opt PutOptions) (Info, error) {
 		}
 	}()
 	h := sha256.New()
-	var w io.Writer = io.MultiWriter(tmp, h)
+	var w io.Writer = io.MultiWriter(&spaceWriter{f: f, w: tmp}, h)
 	if opt.Progress != nil {
 		w = &progressWriter{w: w, fn: opt.Progress}
 	}
 	// Read one byte past the cap so an oversized body is detected without
 	// trusting any declared length.
 	n, err := io.CopyBuffer(w, io.LimitReader(r, f.maxSize+1), make([]byte, 1<<20))
+	if errors.Is(err, ErrNoSpace) {
+		return Info{}, err
+	}
+	if errors.Is(err, syscall.ENOSPC) {
+		return Info{}, fmt.Errorf("%w: %w", ErrNoSpace, err)
+	}
 	if err != nil {
 		return Info{}, fmt.Errorf("artifact: reading upload: %w", err)
 	}
@@ -168,7 +240,9 @@ func (f *Files) Put(r io.Reader, opt PutOptions) (Info, error) {
 	if opt.SHA256 != "" && sum != opt.SHA256 {
 		return Info{}, fmt.Errorf("%w: got %s", ErrDigestMismatch, sum)
 	}
-	if err := tmp.Sync(); err != nil {
+	if err := tmp.Sync(); errors.Is(err, syscall.ENOSPC) {
+		return Info{}, fmt.Errorf("%w: %w", ErrNoSpace, err)
+	} else if err != nil {
 		return Info{}, fmt.Errorf("artifact: %w", err)
 	}
 	if err := tmp.Close(); err != nil {

@@ -41,13 +41,16 @@ func scanArtifact(row pgx.Row) (*Artifact, error) {
 	return &a, nil
 }
 
-// PutArtifact records an artifact, or refreshes the access time (and the
-// name, when name is not empty) of an existing one, and returns the row.
+// PutArtifact records an artifact, or refreshes the access time of an
+// existing one, and returns the row. An existing artifact keeps its first
+// name (name is used only when it had none): identical bytes uploaded
+// under another name must not rename what suites and builds show (issue
+// 29, finding 12); the content is the artifact, the name a label.
 func (s *Store) PutArtifact(ctx context.Context, sha string, size int64, name string) (*Artifact, error) {
 	a, err := scanArtifact(s.pool.QueryRow(ctx, `
 		INSERT INTO artifacts (sha256, size_bytes, name) VALUES ($1, $2, $3)
 		ON CONFLICT (sha256) DO UPDATE SET last_accessed_at = now(),
-			name = CASE WHEN EXCLUDED.name <> '' THEN EXCLUDED.name ELSE artifacts.name END
+			name = CASE WHEN artifacts.name = '' THEN EXCLUDED.name ELSE artifacts.name END
 		RETURNING `+artifactCols, sha, size, name))
 	if err != nil {
 		return nil, fmt.Errorf("store: put artifact: %w", err)
