@@ -18,6 +18,7 @@ import (
 	"github.com/lesfarm/lesfarm/runtime/expert"
 	"github.com/lesfarm/lesfarm/runtime/generate"
 	"github.com/lesfarm/lesfarm/runtime/les"
+	"github.com/lesfarm/lesfarm/runtime/measure"
 	"github.com/lesfarm/lesfarm/runtime/model"
 	"github.com/lesfarm/lesfarm/runtime/sample"
 	"github.com/lesfarm/lesfarm/runtime/spec"
@@ -72,6 +73,7 @@ func newGenerateSpecJSON(path string, s *spec.Stats) *generateSpecJSON {
 type generateLESJSON struct {
 	Mode               string  `json:"mode"`
 	Profile            string  `json:"profile"`
+	TimeBase           string  `json:"time_base"` // device or host: the clock of decode_tps and stall_fraction
 	BudgetBytes        int64   `json:"budget_bytes"`
 	HitRate            float64 `json:"hit_rate"`
 	PredictorPrecision float64 `json:"predictor_precision"`
@@ -172,11 +174,12 @@ accepted_histogram (rounds by accepted drafts 0..k), draft_ms, target_ms.`,
 			if err != nil {
 				return err
 			}
-			ses, tok, err := openSession(modelPath, threads, ls.config())
+			ses, err := openSession(modelPath, threads, ls.config())
 			if err != nil {
 				return ls.loadError(err, modelPath)
 			}
 			defer ses.Close()
+			tok := ses.Tok
 			m := ses.Model
 			var drafter spec.Drafter
 			switch draftPath {
@@ -290,8 +293,8 @@ accepted_histogram (rounds by accepted drafts 0..k), draft_ms, target_ms.`,
 			}
 			if ls != nil {
 				r := ls.report(ses, &meas)
-				fmt.Fprintf(env.Stderr, "experts: mode %s, storage %s, budget %d bytes; decode hit rate %.3f, predictor precision %.3f recall %.3f, stall fraction %.3f, %.0f bytes read per token\n",
-					r.Mode, r.Profile, r.BudgetBytes, r.HitRate, r.PredictorPrecision, r.PredictorRecall, r.StallFraction, r.BytesReadPerToken)
+				fmt.Fprintf(env.Stderr, "experts: mode %s, storage %s, %s time, budget %d bytes; decode hit rate %.3f, predictor precision %.3f recall %.3f, stall fraction %.3f, %.0f bytes read per token\n",
+					r.Mode, r.Profile, r.TimeBase, r.BudgetBytes, r.HitRate, r.PredictorPrecision, r.PredictorRecall, r.StallFraction, r.BytesReadPerToken)
 			}
 			return nil
 		},
@@ -325,53 +328,48 @@ func trimEOG(ids []int, tok *tokenizer.Tokenizer) []int {
 // the runtime commands, turning bad input into one-line usage errors that
 // name the fix.
 func openModel(path string, threads int) (*model.Model, *tokenizer.Tokenizer, error) {
-	ses, tok, err := openSession(path, threads, les.Config{Resident: true})
+	ses, err := openSession(path, threads, measure.Config{Resident: true})
 	if err != nil {
 		return nil, nil, err
 	}
-	return ses.Model, tok, nil
+	return ses.Model, ses.Tok, nil
 }
 
 // openSession is openModel for a measurement session of cfg (its Model and
-// Threads are set from path and threads).
-func openSession(path string, threads int, cfg les.Config) (*les.Session, *tokenizer.Tokenizer, error) {
+// Threads are set from path and threads), opened by measure.Open.
+func openSession(path string, threads int, cfg measure.Config) (*measure.Session, error) {
 	if path == "" {
-		return nil, nil, usagef("--model is required: give the path of a GGUF model file")
+		return nil, usagef("--model is required: give the path of a GGUF model file")
 	}
 	if threads < 1 {
-		return nil, nil, usagef("--threads %d must be at least 1", threads)
+		return nil, usagef("--threads %d must be at least 1", threads)
 	}
 	st, err := os.Stat(path)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil, usagef("model file %s does not exist: check the --model path", path)
+		return nil, usagef("model file %s does not exist: check the --model path", path)
 	}
 	if err != nil {
-		return nil, nil, usagef("cannot read model file %s: %v", path, err)
+		return nil, usagef("cannot read model file %s: %v", path, err)
 	}
 	if st.IsDir() {
-		return nil, nil, usagef("model path %s is a directory: give the .gguf file", path)
+		return nil, usagef("model path %s is a directory: give the .gguf file", path)
 	}
 	cfg.Model, cfg.Threads = path, threads
-	ses, err := les.Open(cfg)
-	if err != nil {
-		if errors.Is(err, model.ErrUnsupported) {
-			return nil, nil, &UsageError{Err: err}
-		}
-		return nil, nil, err
+	ses, err := measure.Open(cfg)
+	switch {
+	case errors.Is(err, measure.ErrNoTokenizer):
+		return nil, usagef("model %s has %v: use a GGUF with tokenizer.ggml.* metadata", path, err)
+	case errors.Is(err, model.ErrUnsupported):
+		return nil, &UsageError{Err: err}
 	}
-	tok, err := tokenizer.FromGGUF(ses.Model.File)
-	if err != nil {
-		ses.Close()
-		return nil, nil, usagef("model %s has no usable tokenizer (%v): use a GGUF with tokenizer.ggml.* metadata", path, err)
-	}
-	return ses, tok, nil
+	return ses, err
 }
 
 // lesGenFlags are generate's expert streaming flags. Values are parsed
 // with the same helpers as bench --ladder (bench.ParseBudget,
 // expert.ParseMode, profile.Load, expert.NewPolicy).
 type lesGenFlags struct {
-	mode, budget, profile, storage, policy string
+	mode, budget, profile, storage, policy, timeBase string
 }
 
 // lesModeNames lists the values --mode accepts.
@@ -383,18 +381,19 @@ func (lf *lesGenFlags) addFlags(f *pflag.FlagSet) {
 	f.StringVar(&lf.profile, "profile", "", "streaming modes: emulated storage "+strings.Join(profile.Builtin(), ", ")+", a YAML profile file, or direct (default: the file at its real speed)")
 	f.StringVar(&lf.storage, "storage", "", "streaming modes: direct = the real disk with O_DIRECT, no emulation")
 	f.StringVar(&lf.policy, "cache-policy", "lfu", "streaming modes: expert cache policy: "+strings.Join(expert.PolicyNames(), ", "))
+	f.StringVar(&lf.timeBase, "time", "", "streaming modes: clock of the decode figures: device (the profile's compute: section) or host; default device when the profile declares its compute, as the farm measures")
 }
 
 // lesGen is a resolved streaming configuration.
 type lesGen struct {
-	cfg les.Config
+	cfg measure.Config
 }
 
 // config returns the session configuration: every expert resident for a
 // nil g.
-func (g *lesGen) config() les.Config {
+func (g *lesGen) config() measure.Config {
 	if g == nil {
-		return les.Config{Resident: true}
+		return measure.Config{Resident: true}
 	}
 	return g.cfg
 }
@@ -402,7 +401,7 @@ func (g *lesGen) config() les.Config {
 // resolve checks the flags and returns nil for --mode resident.
 func (lf *lesGenFlags) resolve(fs *pflag.FlagSet) (*lesGen, error) {
 	if strings.EqualFold(strings.TrimSpace(lf.mode), "resident") {
-		for _, name := range []string{"expert-budget", "profile", "storage", "cache-policy"} {
+		for _, name := range []string{"expert-budget", "profile", "storage", "cache-policy", "time"} {
 			if fs.Changed(name) {
 				return nil, usagef("--%s applies to a streaming --mode (on-demand, on-demand-parallel, lookahead, scheduled): add e.g. --mode scheduled, or drop it", name)
 			}
@@ -416,7 +415,7 @@ func (lf *lesGenFlags) resolve(fs *pflag.FlagSet) (*lesGen, error) {
 	if mode == expert.OracleMode {
 		return nil, usagef("--mode oracle replays a recorded routing and is only a bench bound: use lesfarm bench --ladder, or --mode %s", lesModeNames)
 	}
-	g := &lesGen{cfg: les.Config{Mode: mode, Policy: lf.policy}}
+	g := &lesGen{cfg: measure.Config{Mode: mode, Policy: lf.policy}}
 	direct, prof, err := resolveStorage(lf.profile, lf.storage)
 	if err != nil {
 		return nil, err
@@ -430,6 +429,12 @@ func (lf *lesGenFlags) resolve(fs *pflag.FlagSet) (*lesGen, error) {
 	}
 	if _, err := expert.NewPolicy(lf.policy); err != nil {
 		return nil, usagef("--cache-policy: %v", err)
+	}
+	if g.cfg.Time, err = measure.ParseTime(lf.timeBase); err != nil {
+		return nil, usagef("--time: %v", err)
+	}
+	if _, err := g.cfg.DeviceTime(); err != nil {
+		return nil, usagef("--time device: %v", err)
 	}
 	return g, nil
 }
@@ -447,9 +452,13 @@ func (g *lesGen) loadError(err error, path string) error {
 }
 
 // report is the LES part of the output: les.Result's decode-phase figures.
-func (g *lesGen) report(ses *les.Session, r *les.Result) *generateLESJSON {
+func (g *lesGen) report(ses *measure.Session, r *les.Result) *generateLESJSON {
+	tb := measure.TimeHost
+	if r.DeviceTime {
+		tb = measure.TimeDevice
+	}
 	return &generateLESJSON{
-		Mode: g.cfg.Mode.String(), Profile: ses.Storage, BudgetBytes: ses.Budget,
+		Mode: g.cfg.Mode.String(), Profile: ses.Storage, TimeBase: string(tb), BudgetBytes: ses.Budget,
 		HitRate: r.HitRate, PredictorPrecision: r.PredictorPrecision, PredictorRecall: r.PredictorRecall,
 		StallFraction: r.StallFraction, BytesReadPerToken: r.BytesPerToken,
 	}

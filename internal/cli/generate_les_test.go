@@ -58,7 +58,7 @@ func TestGenerateStreamingMatchesResident(t *testing.T) {
 		{"packed/on-demand", packed, "on-demand"},
 	}
 	baseKeys := []string{"prompt_token_ids", "token_ids", "text", "prefill_tokens_per_second", "decode_tokens_per_second", "ttft_ms"}
-	lesKeys := []string{"mode", "profile", "budget_bytes", "hit_rate", "predictor_precision", "predictor_recall", "stall_fraction", "bytes_read_per_token"}
+	lesKeys := []string{"mode", "profile", "time_base", "budget_bytes", "hit_rate", "predictor_precision", "predictor_recall", "stall_fraction", "bytes_read_per_token"}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			args := []string{"--model", tc.model, "--mode", tc.mode, "--expert-budget", "25%"}
@@ -108,6 +108,27 @@ func TestGenerateStreamingMatchesResident(t *testing.T) {
 	}
 }
 
+// TestGenerateDeviceTime: generate emulating a device that declares its
+// compute runs on the device clock by default, as the farm measures the
+// same config (measure.Config.DeviceTime), and on the host's with --time
+// host; the tokens are the resident run's either way.
+func TestGenerateDeviceTime(t *testing.T) {
+	want := tokenIDs(t, generateJSONOut(t, "--model", goldenQ4))
+	for _, tc := range []struct{ time, want string }{{"", "device"}, {"host", "host"}} {
+		args := []string{"--model", goldenQ4, "--mode", "scheduled", "--expert-budget", "25%", "--profile", "phone-flagship"}
+		if tc.time != "" {
+			args = append(args, "--time", tc.time)
+		}
+		raw := generateJSONOut(t, args...)
+		if got := tokenIDs(t, raw); !slices.Equal(got, want) {
+			t.Fatalf("--time %q: tokens %v, resident %v", tc.time, got, want)
+		}
+		if string(raw["time_base"]) != `"`+tc.want+`"` || string(raw["profile"]) != `"phone-flagship"` {
+			t.Fatalf("--time %q: time_base %s profile %s, want %s, phone-flagship", tc.time, raw["time_base"], raw["profile"], tc.want)
+		}
+	}
+}
+
 // TestGenerateStreamingBadInput checks that bad streaming flags exit 2
 // with one line naming the fix, before or instead of generating.
 func TestGenerateStreamingBadInput(t *testing.T) {
@@ -129,6 +150,9 @@ func TestGenerateStreamingBadInput(t *testing.T) {
 		{"bad storage", []string{"--mode", "scheduled", "--expert-budget", "20%", "--storage", "tape"}, `--storage "tape" is not supported`},
 		{"storage conflict", []string{"--mode", "scheduled", "--expert-budget", "20%", "--storage", "direct", "--profile", "phone-mid"}, "conflict"},
 		{"bad policy", []string{"--mode", "scheduled", "--expert-budget", "20%", "--cache-policy", "fifo"}, `unknown cache policy "fifo"`},
+		{"bad time", []string{"--mode", "scheduled", "--expert-budget", "20%", "--profile", "phone-mid", "--time", "wall"}, `--time: time base "wall" is not supported`},
+		{"device time on direct storage", []string{"--mode", "scheduled", "--expert-budget", "20%", "--storage", "direct", "--time", "device"}, "direct storage has none"},
+		{"time when resident", []string{"--time", "host"}, "--time applies to a streaming --mode"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -47,7 +47,7 @@ func TestGenerateDraftSelf(t *testing.T) {
 	}{
 		{"resident-k4", []string{"--draft", goldenQ4}, 7},
 		{"resident-k2", []string{"--draft", goldenQ4, "--draft-k", "2"}, 7},
-		{"scheduled-k4", []string{"--draft", goldenQ4, "--mode", "scheduled", "--expert-budget", "25%"}, 15},
+		{"scheduled-k4", []string{"--draft", goldenQ4, "--mode", "scheduled", "--expert-budget", "25%"}, 16},
 		{"resident-auto", []string{"--draft", goldenQ4, "--draft-k", "auto"}, 7},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
