@@ -21,12 +21,14 @@ func init() { register("run", newRunCmd) }
 
 func newRunCmd(env *Env) *cobra.Command {
 	var sf serverFlags
-	var suite, devices, build, gitSHA, lineage, override string
+	var suite, devices, build, gitSHA, lineage, override, baseline string
+	var minEffect float64
+	var maxRounds int
 	var wait, fanout, jsonOut bool
 	var junitPath, summaryPath string
 	var timeout, alertGrace time.Duration
 	cmd := &cobra.Command{
-		Use:   "run --suite S --devices SELECTOR --build B [--lineage L] [--wait]",
+		Use:   "run --suite S --devices SELECTOR --build B [--lineage L] [--baseline A|auto] [--wait]",
 		Short: "Trigger a benchmark run through the REST API (for CI)",
 		Long: `run asks a coordinator to run suite S for build B on the devices matching
 SELECTOR, and prints the trigger and run ids.
@@ -54,6 +56,26 @@ did not succeed or a regression alert was raised for this build:
   exit 2  bad flags, or the build is not registered (push it first:
           lesfarm build push)
 
+While it waits it also reports regression alerts raised meanwhile on
+other builds of the lineage (the detector places a change at the build
+where it happened, usually an earlier one); those are printed and put in
+the reports but do not change the exit code.
+
+A/B gate: --baseline A compares build B with build A of the same lineage
+(docs/ab.md). Both run the suite's configs on every matching online
+device that can run both, interleaved in rounds (one run of each per
+device per round, ABBA order, so drift hits both sides), and each device
+× config × metric (decode_tps, prefill_tps, ttft_ms) is decided like
+Pinpoint: p = min(Kolmogorov–Smirnov p, Mann–Whitney p); p ≤ 0.01 and a
+change of at least --min-effect is a change; p above a threshold set by
+the effect size and the sample count is the same; in between, rounds are
+added up to --max-rounds. --baseline auto takes the newest earlier build
+of the lineage with results in the suite. With --wait:
+  exit 0  same, improvement, or undecided when the budget ran out
+  exit 1  a regression (config, metric, change and its interval are
+          printed), or a build failed
+  exit 2  the baseline is unknown or of another lineage
+
 Reports for CI (with --wait; FILE - means standard output):
   --junit FILE    JUnit XML: one test case per run × config (a failure for
                   a run that did not succeed or an invalid result) and one
@@ -67,7 +89,8 @@ Reports for CI (with --wait; FILE - means standard output):
 		Example: `  lesfarm run --suite smoke --devices platform=android --build ci-4812 --wait
   lesfarm run --suite les-ladder --devices 'model=Pixel 8' --fanout --build $(git rev-parse --short HEAD) \
       --git-sha $(git rev-parse HEAD) --override '{"repetitions": 5}' --wait --server https://farm:8080
-  lesfarm run --suite smoke --fanout --build rc-17 --lineage release-3 --wait`,
+  lesfarm run --suite smoke --fanout --build rc-17 --lineage release-3 --wait
+  lesfarm run --suite les-ladder --build ci-4812 --baseline auto --wait --junit report.xml`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if suite == "" {
@@ -78,6 +101,12 @@ Reports for CI (with --wait; FILE - means standard output):
 			}
 			if !wait && (jsonOut || junitPath != "" || summaryPath != "") {
 				return usagef("run: --json, --junit and --summary need --wait")
+			}
+			if baseline == "" && (minEffect != 0 || maxRounds != 0) {
+				return usagef("run: --min-effect and --max-rounds need --baseline")
+			}
+			if minEffect < 0 || minEffect >= 1 || maxRounds < 0 {
+				return usagef("run: --min-effect must be in [0, 1) and --max-rounds ≥ 0")
 			}
 			out := env.Stdout
 			if jsonOut {
@@ -116,6 +145,11 @@ Reports for CI (with --wait; FILE - means standard output):
 				ctx, cancel = context.WithTimeout(ctx, timeout)
 				defer cancel()
 			}
+			if baseline != "" {
+				return runAB(ctx, env, c, req, &abOptions{baseline: baseline, minEffect: minEffect, maxRounds: maxRounds, wait: wait,
+					poll: time.Second, junit: junitPath, summary: summaryPath, json: jsonOut}, out) // run_ab.go
+			}
+			start := time.Now()
 			set, err := c.TriggerRuns(ctx, req)
 			if err != nil {
 				if why, ok := unregisteredBuild(err); ok {
@@ -147,6 +181,9 @@ Reports for CI (with --wait; FILE - means standard output):
 				}
 				if ev.Attempts > 1 {
 					line += fmt.Sprintf(" (attempt %d)", ev.Attempts)
+				}
+				if ev.State == "queued" && ev.WaitingReason != "" {
+					line += " — " + ev.WaitingReason // why it waits: no device online, none can run it, all busy
 				}
 				if ev.Error != "" {
 					line += ": " + ev.Error
@@ -189,21 +226,17 @@ Reports for CI (with --wait; FILE - means standard output):
 			if len(alerts) > 0 {
 				rep.Problems = append(rep.Problems, fmt.Sprintf("%d regression alert(s) for build %s", len(alerts), build))
 			}
+			others, err := lineageAlerts(ctx, c, suite, rep.Lineage, build, start) // run_ab.go
+			if err != nil {
+				return fmt.Errorf("run: checking regression alerts: %w", err)
+			}
+			rep.LineageAlerts = others
+			for _, a := range others {
+				fmt.Fprintf(out, "new regression alert %d on earlier build %s of lineage %s (%s): %s\n", a.ID, a.Build, a.Lineage, a.Scope, a.Summary)
+			}
 			rep.OK = len(rep.Problems) == 0
-			if junitPath != "" {
-				if err := writeReportFile(junitPath, env.Stdout, rep.writeJUnit); err != nil {
-					return fmt.Errorf("run: --junit: %w", err)
-				}
-			}
-			if summaryPath != "" {
-				if err := writeReportFile(summaryPath, env.Stdout, rep.writeSummary); err != nil {
-					return fmt.Errorf("run: --summary: %w", err)
-				}
-			}
-			if jsonOut {
-				if err := rep.writeJSON(env.Stdout); err != nil {
-					return err
-				}
+			if err := rep.write(env, junitPath, summaryPath, jsonOut); err != nil {
+				return err
 			}
 			if !rep.OK {
 				return errors.New(strings.Join(rep.Problems, "; "))
@@ -219,6 +252,9 @@ Reports for CI (with --wait; FILE - means standard output):
 	cmd.Flags().StringVar(&lineage, "lineage", store.DefaultLineage, "build lineage: the branch the build belongs to, e.g. release-3; regressions are tracked per lineage")
 	cmd.Flags().StringVar(&override, "override", "", "config override as JSON, or @FILE (e.g. '{\"repetitions\":5,\"modes\":[\"lookahead\"]}')")
 	cmd.Flags().BoolVar(&fanout, "fanout", false, "one run per matching online device")
+	cmd.Flags().StringVar(&baseline, "baseline", "", "A/B gate: compare --build with this build of its lineage ('auto': the newest earlier build with results in the suite); see docs/ab.md")
+	cmd.Flags().Float64Var(&minEffect, "min-effect", 0, "with --baseline, the smallest relative change reported, e.g. 0.02 (default: the suite's A/B policy, else 2%)")
+	cmd.Flags().IntVar(&maxRounds, "max-rounds", 0, "with --baseline, the most rounds (one run of each build per device) before the verdict is unknown (default: the suite's policy, else 30)")
 	cmd.Flags().BoolVar(&wait, "wait", false, "stream progress and exit non-zero if a run fails or a regression alert fires")
 	cmd.Flags().DurationVar(&timeout, "timeout", 0, "give up after this long (0: no limit)")
 	cmd.Flags().StringVar(&junitPath, "junit", "", "with --wait, write a JUnit XML report to FILE (- for stdout)")
@@ -258,7 +294,7 @@ func waitAlerts(ctx context.Context, c *client.Client, suite, build, lineage str
 
 func stateSummary(states map[string]int) string {
 	var parts []string
-	for _, s := range []string{"succeeded", "failed", "infra_failed", "cancelled"} {
+	for _, s := range []string{"succeeded", "failed", "build_failed", "infra_failed", "cancelled"} {
 		if n := states[s]; n > 0 {
 			parts = append(parts, fmt.Sprintf("%d %s", n, s))
 		}
@@ -294,6 +330,12 @@ func runFailures(runs []reportRun, limit int) []string {
 			continue
 		}
 		line := fmt.Sprintf("run %d %s", r.ID, r.State)
+		if r.State == store.RunBuildFailed {
+			line = fmt.Sprintf("run %d: build failed", r.ID) // the build's own code crashed, hung or broke the runner protocol
+			if r.Device != "" {
+				line += " on " + r.Device
+			}
+		}
 		if r.Error != "" {
 			line += ": " + strings.Join(strings.Fields(r.Error), " ")
 		}

@@ -19,14 +19,39 @@ import (
 // lineage, and the regression alerts of the build. It is the --json
 // output and the source of --junit and --summary.
 type runReport struct {
-	Trigger  int64               `json:"trigger"`
-	Suite    string              `json:"suite"`
-	Build    string              `json:"build"`
-	Lineage  string              `json:"lineage"`
-	Runs     []reportRun         `json:"runs"`
-	Alerts   []client.AlertGroup `json:"alerts"`
-	Problems []string            `json:"problems,omitempty"`
-	OK       bool                `json:"ok"`
+	Trigger int64               `json:"trigger"`
+	Suite   string              `json:"suite"`
+	Build   string              `json:"build"`
+	Lineage string              `json:"lineage"`
+	Runs    []reportRun         `json:"runs"`
+	Alerts  []client.AlertGroup `json:"alerts"`
+	// LineageAlerts are regression alerts raised while the command waited
+	// on other builds of the lineage (the detector places a change at the
+	// build where it happened, often an earlier one). Reported, not failed on.
+	LineageAlerts []client.AlertGroup `json:"lineage_alerts,omitempty"`
+	// AB is the A/B comparison and its verdict (run --baseline).
+	AB       *client.AB `json:"ab,omitempty"`
+	Problems []string   `json:"problems,omitempty"`
+	OK       bool       `json:"ok"`
+}
+
+// write writes the report's requested outputs: JUnit and the summary to
+// their files, the JSON to standard output.
+func (rep *runReport) write(env *Env, junitPath, summaryPath string, jsonOut bool) error {
+	if junitPath != "" {
+		if err := writeReportFile(junitPath, env.Stdout, rep.writeJUnit); err != nil {
+			return fmt.Errorf("run: --junit: %w", err)
+		}
+	}
+	if summaryPath != "" {
+		if err := writeReportFile(summaryPath, env.Stdout, rep.writeSummary); err != nil {
+			return fmt.Errorf("run: --summary: %w", err)
+		}
+	}
+	if jsonOut {
+		return rep.writeJSON(env.Stdout)
+	}
+	return nil
 }
 
 // reportRun is one run of the trigger.
@@ -161,6 +186,13 @@ func (rep *runReport) writeJUnit(w io.Writer) error {
 		add(junitCase{Name: fmt.Sprintf("regression alert %d", a.ID), Classname: rep.Suite + ".regressions",
 			Failure: &junitFailure{Message: a.Summary, Type: "regression", Text: fmt.Sprintf("scope %s, status %s", a.Scope, a.Status)}})
 	}
+	for _, a := range rep.LineageAlerts {
+		add(junitCase{Name: fmt.Sprintf("regression alert %d on build %s", a.ID, a.Build), Classname: rep.Suite + ".lineage",
+			Output: fmt.Sprintf("%s (scope %s, status %s)", a.Summary, a.Scope, a.Status)})
+	}
+	for _, c := range rep.abJUnitCases() { // run_ab_report.go
+		add(c)
+	}
 	if _, err := io.WriteString(w, xml.Header); err != nil {
 		return err
 	}
@@ -179,6 +211,9 @@ func (rep *runReport) writeJUnit(w io.Writer) error {
 func (rep *runReport) writeSummary(w io.Writer) error {
 	var b strings.Builder
 	verdict := "✅ all runs succeeded, no regression alert"
+	if rep.AB != nil {
+		verdict = "✅ A/B: " + rep.AB.Summary
+	}
 	if !rep.OK {
 		verdict = "❌ " + strings.Join(rep.Problems, "; ")
 	}
@@ -215,12 +250,16 @@ func (rep *runReport) writeSummary(w io.Writer) error {
 			fmt.Fprintf(&b, "| %s | %s | %s | %.1f | %.3f | %.3f |\n", res.ConfigKey, val, delta, res.TTFTms.Mean, res.HitRate, res.StallFraction)
 		}
 	}
+	rep.writeABSummary(&b) // run_ab_report.go
 	b.WriteString("\n### Regression alerts\n\n")
 	if len(rep.Alerts) == 0 {
 		b.WriteString("None.\n")
 	}
 	for _, a := range rep.Alerts {
 		fmt.Fprintf(&b, "- **alert %d** (%s, %s): %s\n", a.ID, a.Scope, a.Status, a.Summary)
+	}
+	for _, a := range rep.LineageAlerts {
+		fmt.Fprintf(&b, "- alert %d on earlier build `%s` of the lineage (%s, %s): %s\n", a.ID, a.Build, a.Scope, a.Status, a.Summary)
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
