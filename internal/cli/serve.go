@@ -90,6 +90,13 @@ Revoking a credential ('lesfarm token revoke --device CREDENTIAL_ID') refuses ne
 connections at once and disconnects open ones within 10 seconds. With
 --nats-url, authentication is the external NATS server's (--nats-creds).
 
+/readyz also checks the data dir's free space (--min-free-space) and a
+JetStream probe publish; the embedded JetStream is restarted in process
+once space is back after a full disk, the embedded PostgreSQL is restarted
+with backoff when it dies (serve exits non-zero after --pg-max-restarts
+failures in a row), and one data dir takes one serve (a lock). See
+docs/operations.md.
+
 REST mutations need a token: lesfarm token create --name NAME.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
