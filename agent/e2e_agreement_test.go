@@ -15,6 +15,7 @@ import (
 	"github.com/lesfarm/lesfarm/runtime/expert"
 	"github.com/lesfarm/lesfarm/runtime/gguf"
 	"github.com/lesfarm/lesfarm/runtime/tokenizer"
+	"github.com/lesfarm/lesfarm/runtime/units"
 )
 
 // TestE2EAgreesWithBench is the one-measurement-path contract: the same
@@ -83,7 +84,7 @@ func TestE2EAgreesWithBench(t *testing.T) {
 		t.Fatal(err)
 	}
 	rep, err := bench.RunLadder(context.Background(), bench.LadderConfig{
-		Model: model, Profile: prof, DeviceTime: true, BudgetFraction: 0.25, Threads: 1,
+		Model: model, Profile: prof, DeviceTime: true, Budget: units.Budget{Fraction: 0.25}, Threads: 1,
 		Modes: []expert.Mode{expert.OnDemand, expert.Lookahead}, NoOracle: true, NoSpeculative: true,
 		Prompt: ps[0], GenTokens: spec.DecodeTokens, Warmup: spec.Warmup, Repetitions: spec.Repetitions,
 	})

@@ -16,6 +16,7 @@ import (
 	"github.com/lesfarm/lesfarm/runtime/bench"
 	"github.com/lesfarm/lesfarm/runtime/expert"
 	"github.com/lesfarm/lesfarm/runtime/gguf"
+	"github.com/lesfarm/lesfarm/runtime/measure"
 	"github.com/lesfarm/lesfarm/runtime/quant"
 	"github.com/lesfarm/lesfarm/runtime/tokenizer"
 	"github.com/lesfarm/lesfarm/runtime/units"
@@ -164,33 +165,28 @@ func runLadder(env *Env, lf *ladderFlags, cfg bench.Config, format string) error
 		return usagef("--ladder needs --profile NAME|FILE|direct (built-ins: %s) or --storage direct", strings.Join(profile.Builtin(), ", "))
 	}
 	lc.Direct, lc.Profile = direct, prof
-	switch lf.timeBase {
-	case "":
-		lc.DeviceTime = prof != nil && prof.Compute != nil && lf.replay == 0
-	case "device":
-		if prof == nil || prof.Compute == nil {
-			name := "direct storage"
-			if prof != nil {
-				name = "profile " + prof.Name
-			}
-			return usagef("--time device needs a profile with a compute: section (weight_bandwidth, throughput); %s has none", name)
-		}
-		if lf.replay != 0 {
+	tb, err := measure.ParseTime(lf.timeBase)
+	if err != nil {
+		return usagef("--time: %v", err)
+	}
+	if lf.replay != 0 {
+		// A replay emulates its own compute time: host time unless asked.
+		if tb == measure.TimeDevice {
 			return usagef("--time device and --replay-compute conflict: a replay emulates its own compute time")
 		}
-		lc.DeviceTime = true
-	case "host":
-	default:
-		return usagef("--time %q is not supported: use device or host", lf.timeBase)
+		tb = measure.TimeHost
+	}
+	// The clock rule is measure's, the farm's: device time when the
+	// profile declares its compute.
+	if lc.DeviceTime, err = (&measure.Config{Profile: prof, Direct: direct, Time: tb}).DeviceTime(); err != nil {
+		return usagef("--time device: %v", err)
 	}
 	if lf.budget == "" {
 		return usagef("--ladder needs --expert-budget: bytes (e.g. 512MiB) or a fraction of the expert bytes (e.g. 0.2)")
 	}
-	b, perr := units.ParseBudget(lf.budget)
-	if perr != nil {
-		return usagef("--expert-budget: %v", perr)
+	if lc.Budget, err = units.ParseBudget(lf.budget); err != nil {
+		return usagef("--expert-budget: %v", err)
 	}
-	lc.BudgetBytes, lc.BudgetFraction = b.Bytes, b.Fraction
 	if _, err := expert.NewPolicy(lf.policy); err != nil {
 		return usagef("--cache-policy: %v", err)
 	}

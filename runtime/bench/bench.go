@@ -142,7 +142,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			Model: modelName(m, cfg.Model), Arch: m.Arch, Type: modelType(m), SizeBytes: fi.Size(),
 			Params: paramCount(m), Backend: backend, Threads: th, Reps: cfg.Repetitions,
 		}
-		rows, err := measure(ctx, ses, cfg, base)
+		rows, err := measureRows(ctx, ses, cfg, base)
 		ses.Close()
 		if err != nil {
 			return nil, err
@@ -201,7 +201,7 @@ func residentMatrixBytes(m *model.Model, tokens int) int64 {
 // whose prompt is N tokens and which samples one token (prefill only); tgN
 // one whose 1-token prompt is continued by N decoded tokens. Their tok/s
 // are les.PrefillTPS and les.DecodeTPS of each repetition.
-func measure(ctx context.Context, s *les.Session, cfg Config, base Row) ([]Row, error) {
+func measureRows(ctx context.Context, s *les.Session, cfg Config, base Row) ([]Row, error) {
 	m := s.Model
 	need := max(cfg.PromptTokens, cfg.GenTokens+1)
 	if need > m.Context {

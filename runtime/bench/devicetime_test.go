@@ -10,6 +10,7 @@ import (
 	"github.com/lesfarm/lesfarm/runtime/expert"
 	"github.com/lesfarm/lesfarm/runtime/model"
 	"github.com/lesfarm/lesfarm/runtime/tensor"
+	"github.com/lesfarm/lesfarm/runtime/units"
 )
 
 // hostIndependenceProfile emulates a device whose compute and flash take
@@ -44,7 +45,7 @@ func TestHostIndependence(t *testing.T) {
 	type ratios struct{ schedOnDemand, schedOracle, naiveOnDemand float64 }
 	run := func(slow float64) ratios {
 		rep, err := RunLadder(context.Background(), LadderConfig{
-			Model: p, Profile: prof, BudgetFraction: 0.25, Threads: 1, Repetitions: 3, Warmup: 1, PromptTokens: 4, GenTokens: 24,
+			Model: p, Profile: prof, Budget: units.Budget{Fraction: 0.25}, Threads: 1, Repetitions: 3, Warmup: 1, PromptTokens: 4, GenTokens: 24,
 			Modes: []expert.Mode{expert.Naive, expert.OnDemand, expert.Scheduled}, DeviceTime: true, ComputeSlowdown: slow,
 		})
 		if err != nil {
@@ -90,9 +91,9 @@ func TestDeviceTimeBadInput(t *testing.T) {
 		cfg  LadderConfig
 		want string
 	}{
-		{LadderConfig{Model: p, Profile: noCompute, BudgetFraction: 0.5, DeviceTime: true}, "flash-only has none"},
-		{LadderConfig{Model: p, Direct: true, BudgetFraction: 0.5, DeviceTime: true}, "direct storage has none"},
-		{LadderConfig{Model: p, Profile: noCompute, BudgetFraction: 0.5, ComputeSlowdown: 1000}, "slowdown"},
+		{LadderConfig{Model: p, Profile: noCompute, Budget: units.Budget{Fraction: 0.5}, DeviceTime: true}, "flash-only has none"},
+		{LadderConfig{Model: p, Direct: true, Budget: units.Budget{Fraction: 0.5}, DeviceTime: true}, "direct storage has none"},
+		{LadderConfig{Model: p, Profile: noCompute, Budget: units.Budget{Fraction: 0.5}, ComputeSlowdown: 1000}, "slowdown"},
 	} {
 		_, err := RunLadder(context.Background(), tc.cfg)
 		if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "\n") {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/lesfarm/lesfarm/runtime/expert"
 	"github.com/lesfarm/lesfarm/runtime/les"
+	"github.com/lesfarm/lesfarm/runtime/measure"
 	"github.com/lesfarm/lesfarm/runtime/spec"
 	"github.com/lesfarm/lesfarm/runtime/units"
 )
@@ -22,18 +23,17 @@ type LadderConfig struct {
 	// disk with O_DIRECT.
 	Profile *expert.Profile
 	Direct  bool
-	// BudgetBytes is the expert budget in bytes; when 0, BudgetFraction
-	// of all expert bytes (in (0, 1]) is used.
-	BudgetBytes    int64
-	BudgetFraction float64
-	Policy         string        // cache policy (default lfu)
-	PredictK       int           // experts predicted per token (default expert.DefaultPredictK of the model's)
-	PrefetchAll    bool          // prefetch every prediction (expert.Options.PrefetchAll)
-	Modes          []expert.Mode // default expert.Modes()
-	Threads        int           // default 1
-	Repetitions    int           // measured runs per mode (default 3)
-	Warmup         int           // unmeasured runs per mode before them (default 1)
-	PromptTokens   int           // prompt length (default 16)
+	// Budget is the expert budget: bytes, or a fraction in (0, 1] of all
+	// expert bytes (measure.Config.Budget).
+	Budget       units.Budget
+	Policy       string        // cache policy (default lfu)
+	PredictK     int           // experts predicted per token (default expert.DefaultPredictK of the model's)
+	PrefetchAll  bool          // prefetch every prediction (expert.Options.PrefetchAll)
+	Modes        []expert.Mode // default expert.Modes()
+	Threads      int           // default 1
+	Repetitions  int           // measured runs per mode (default 3)
+	Warmup       int           // unmeasured runs per mode before them (default 1)
+	PromptTokens int           // prompt length (default 16)
 	// Prompt, if set, is the prompt's token ids (PromptTokens is then its
 	// length); by default a deterministic pseudo-random prompt.
 	Prompt    []int
@@ -46,7 +46,8 @@ type LadderConfig struct {
 	RecordTrace string
 	// DeviceTime reports decode in the device's time: the profile's
 	// flash runs on a clock dilated to its compute speed (expert
-	// package, deviceclock.go). It needs a Profile with a compute section.
+	// package, deviceclock.go). It needs a Profile with a compute section
+	// (measure.TimeDevice); false is measure.TimeHost.
 	DeviceTime bool
 	// ComputeSlowdown (test hook, >= 1) adds busy work to every compute
 	// segment; device-time results must not move with it.
@@ -166,17 +167,13 @@ func (c *LadderConfig) defaults() error {
 	if c.Profile == nil && !c.Direct {
 		return errors.New("bench: the ladder needs a storage profile or direct storage")
 	}
-	if c.DeviceTime && (c.Profile == nil || c.Profile.Compute == nil) {
-		name := "direct storage"
-		if c.Profile != nil {
-			name = "profile " + c.Profile.Name
-		}
-		return fmt.Errorf("bench: device time needs a profile with a compute section (weight_bandwidth, throughput); %s has none", name)
+	if _, err := c.measure().DeviceTime(); err != nil {
+		return fmt.Errorf("bench: %w", err)
 	}
 	if c.ComputeSlowdown != 0 && (c.ComputeSlowdown < 1 || c.ComputeSlowdown > 100) {
 		return fmt.Errorf("bench: compute slowdown %g must be between 1 and 100", c.ComputeSlowdown)
 	}
-	if c.BudgetBytes <= 0 && (c.BudgetFraction <= 0 || c.BudgetFraction > 1) {
+	if b := c.Budget; b.IsZero() || b.Bytes < 0 || b.Fraction < 0 || b.Fraction > 1 {
 		return errors.New("bench: the ladder needs an expert budget (bytes, or a fraction of the expert bytes)")
 	}
 	if len(c.Modes) == 0 {
@@ -265,14 +262,10 @@ func RunLadder(ctx context.Context, cfg LadderConfig) (*LadderReport, error) {
 	if err != nil {
 		return nil, err
 	}
-	budget := units.Budget{Bytes: cfg.BudgetBytes, Fraction: cfg.BudgetFraction}
-	if cfg.BudgetBytes > 0 {
-		budget.Fraction = 0
-	}
-	rep.BudgetBytes = budget.Resolve(rep.ExpertBytes)
+	rep.BudgetBytes = cfg.Budget.Resolve(rep.ExpertBytes)
 	progress("reference (all resident): %d tokens; experts %.2f GB, budget %.2f GB (%.1f%%), peak RSS %.2f GB", len(ref), float64(rep.ExpertBytes)/1e9, float64(rep.BudgetBytes)/1e9, 100*float64(rep.BudgetBytes)/float64(rep.ExpertBytes), float64(rep.ResidentRSS)/1e9)
 	// Every rung gets the same cache bytes, the mixed model's too.
-	budget = units.Budget{Bytes: rep.BudgetBytes}
+	budget := units.Budget{Bytes: rep.BudgetBytes}
 
 	// Load every mode (and the oracle) side by side, warm each up, then
 	// measure them round-robin, so the machine's drift hits all alike.
@@ -560,9 +553,8 @@ func residentReference(ctx context.Context, cfg LadderConfig, rep *LadderReport)
 // mode replays tr (one run's routing, repeated for every run the ladder
 // makes).
 func openMode(cfg LadderConfig, mode expert.Mode, budget units.Budget, base int64, record bool, tr *expert.RoutingTrace) (*les.Session, error) {
-	c := les.Config{Model: cfg.Model, ExpertsPath: cfg.ExpertsPath, Mode: mode, Budget: budget, Profile: cfg.Profile, Direct: cfg.Direct,
-		DeviceTime: cfg.DeviceTime, ComputeSlowdown: cfg.ComputeSlowdown, Policy: cfg.Policy, PredictK: cfg.PredictK, PrefetchAll: cfg.PrefetchAll,
-		Record: record, Threads: cfg.Threads, RSSBase: base}
+	c := cfg.measure()
+	c.Mode, c.Budget, c.Record, c.RSSBase = mode, budget, record, base
 	if mode == expert.OracleMode {
 		if tr == nil {
 			return nil, errors.New("no recorded routing to replay")
@@ -573,5 +565,20 @@ func openMode(cfg LadderConfig, mode expert.Mode, budget units.Budget, base int6
 		}
 		c.Trace = full
 	}
-	return les.Open(c)
+	lc, err := c.Resolve()
+	if err != nil {
+		return nil, err
+	}
+	return les.Open(lc)
+}
+
+// measure is the ladder's config as the one recipe takes it: its storage,
+// clock and store options (the mode, budget and trace are the rung's).
+func (c *LadderConfig) measure() *measure.Config {
+	t := measure.TimeHost
+	if c.DeviceTime {
+		t = measure.TimeDevice
+	}
+	return &measure.Config{Model: c.Model, ExpertsPath: c.ExpertsPath, Budget: c.Budget, Profile: c.Profile, Direct: c.Direct, Time: t,
+		ComputeSlowdown: c.ComputeSlowdown, Policy: c.Policy, PredictK: c.PredictK, PrefetchAll: c.PrefetchAll, Threads: c.Threads}
 }

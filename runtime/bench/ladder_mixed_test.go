@@ -14,6 +14,7 @@ import (
 	"github.com/lesfarm/lesfarm/runtime/model"
 	"github.com/lesfarm/lesfarm/runtime/quant"
 	"github.com/lesfarm/lesfarm/runtime/tensor"
+	"github.com/lesfarm/lesfarm/runtime/units"
 )
 
 // TestLadderMixedRow runs the ladder on a synthetic F16 model with the
@@ -42,7 +43,7 @@ func TestLadderMixedRow(t *testing.T) {
 	for i := range ids {
 		ids[i] = (i * 37) % 512
 	}
-	rep, err := RunLadder(context.Background(), LadderConfig{Model: ref, Profile: prof, BudgetFraction: 0.25, Repetitions: 1, Warmup: 1, PromptTokens: 4, GenTokens: 6,
+	rep, err := RunLadder(context.Background(), LadderConfig{Model: ref, Profile: prof, Budget: units.Budget{Fraction: 0.25}, Repetitions: 1, Warmup: 1, PromptTokens: 4, GenTokens: 6,
 		Modes: []expert.Mode{expert.OnDemand, expert.Scheduled}, NoOracle: true, NoSpeculative: true, Mixed: mixed, PerplexityIDs: ids})
 	if err != nil {
 		t.Fatal(err)

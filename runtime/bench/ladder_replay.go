@@ -13,7 +13,6 @@ import (
 	"github.com/lesfarm/lesfarm/runtime/les"
 	"github.com/lesfarm/lesfarm/runtime/model"
 	"github.com/lesfarm/lesfarm/runtime/moe"
-	"github.com/lesfarm/lesfarm/runtime/units"
 )
 
 // ReplayConfig configures RunReplay: the ladder's storage, budget and modes,
@@ -99,10 +98,7 @@ func RunReplay(ctx context.Context, cfg ReplayConfig) (*LadderReport, error) {
 	}
 	calls := base.RecordedTrace().Calls[first:]
 	m.Close()
-	budget := cfg.BudgetBytes
-	if budget <= 0 {
-		budget = units.Budget{Fraction: cfg.BudgetFraction}.Resolve(rep.ExpertBytes)
-	}
+	budget := cfg.Budget.Resolve(rep.ExpertBytes)
 	rep.BudgetBytes = budget
 	tokens := cfg.GenTokens - 1
 	attn := time.Duration(float64(cfg.Compute) * cfg.AttentionShare / float64(layers))

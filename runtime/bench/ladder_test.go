@@ -18,6 +18,7 @@ import (
 	"github.com/lesfarm/lesfarm/profile"
 
 	"github.com/lesfarm/lesfarm/runtime/expert"
+	"github.com/lesfarm/lesfarm/runtime/units"
 )
 
 func ladderFixture(t *testing.T, rel string) string {
@@ -35,7 +36,7 @@ func TestLadderReport(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rep, err := RunLadder(context.Background(), LadderConfig{Model: path, Profile: prof, BudgetFraction: 0.25, Repetitions: 1, Warmup: 1, PromptTokens: 4, GenTokens: 8})
+	rep, err := RunLadder(context.Background(), LadderConfig{Model: path, Profile: prof, Budget: units.Budget{Fraction: 0.25}, Repetitions: 1, Warmup: 1, PromptTokens: 4, GenTokens: 8})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,13 +139,13 @@ func TestLadderBadInput(t *testing.T) {
 	dense := ladderFixture(t, "trained/tiny-draft-kjv-f32.gguf")
 	prof, _ := profile.Load("phone-mid")
 	ctx := context.Background()
-	if _, err := RunLadder(ctx, LadderConfig{Model: moe, Profile: prof, BudgetBytes: 1000, GenTokens: 4, NoOracle: true}); !errors.Is(err, expert.ErrBudgetTooSmall) {
+	if _, err := RunLadder(ctx, LadderConfig{Model: moe, Profile: prof, Budget: units.Budget{Bytes: 1000}, GenTokens: 4, NoOracle: true}); !errors.Is(err, expert.ErrBudgetTooSmall) {
 		t.Fatalf("budget below one expert: %v", err)
 	}
-	if _, err := RunLadder(ctx, LadderConfig{Model: dense, Profile: prof, BudgetFraction: 0.5}); err == nil || !strings.Contains(err.Error(), "not a Mixture-of-Experts") {
+	if _, err := RunLadder(ctx, LadderConfig{Model: dense, Profile: prof, Budget: units.Budget{Fraction: 0.5}}); err == nil || !strings.Contains(err.Error(), "not a Mixture-of-Experts") {
 		t.Fatalf("dense model: %v", err)
 	}
-	if _, err := RunLadder(ctx, LadderConfig{Model: moe, BudgetFraction: 0.5}); err == nil {
+	if _, err := RunLadder(ctx, LadderConfig{Model: moe, Budget: units.Budget{Fraction: 0.5}}); err == nil {
 		t.Fatal("no storage accepted")
 	}
 }
@@ -153,7 +154,7 @@ func TestReplay(t *testing.T) {
 	path := ladderFixture(t, "trained/tiny-moe-kjv-f16.gguf")
 	prof, _ := profile.Load("phone-mid")
 	rep, err := RunReplay(context.Background(), ReplayConfig{
-		LadderConfig: LadderConfig{Model: path, Profile: prof, BudgetFraction: 0.25, Repetitions: 1, Warmup: 1, PromptTokens: 4, GenTokens: 8},
+		LadderConfig: LadderConfig{Model: path, Profile: prof, Budget: units.Budget{Fraction: 0.25}, Repetitions: 1, Warmup: 1, PromptTokens: 4, GenTokens: 8},
 		Compute:      2 * time.Millisecond,
 	})
 	if err != nil {
@@ -184,7 +185,7 @@ func TestReplay(t *testing.T) {
 	if rep.Oracle.DecodeTokensPerSecond > 500 {
 		t.Fatalf("oracle %.1f tok/s is faster than the emulated compute allows", rep.Oracle.DecodeTokensPerSecond)
 	}
-	if _, err := RunReplay(context.Background(), ReplayConfig{LadderConfig: LadderConfig{Model: path, Profile: prof, BudgetFraction: 0.25}}); err == nil {
+	if _, err := RunReplay(context.Background(), ReplayConfig{LadderConfig: LadderConfig{Model: path, Profile: prof, Budget: units.Budget{Fraction: 0.25}}}); err == nil {
 		t.Fatal("replay without compute time accepted")
 	}
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/lesfarm/lesfarm/runtime/expert"
 	"github.com/lesfarm/lesfarm/runtime/les"
+	"github.com/lesfarm/lesfarm/runtime/measure"
 	"github.com/lesfarm/lesfarm/runtime/units"
 )
 
@@ -121,7 +122,8 @@ func RunTwinCheck(ctx context.Context, cfg LadderConfig, twin *expert.Profile, c
 		return nil, err
 	}
 	tc := cfg
-	tc.Direct, tc.Profile, tc.DeviceTime = false, twin, twin.Compute != nil
+	tc.Direct, tc.Profile = false, twin
+	tc.DeviceTime, _ = (&measure.Config{Profile: twin}).DeviceTime() // the farm's rule for an emulated device
 	rep := &TwinReport{Model: cfg.Model, Twin: twin.Name, TimeBase: "host", Repetitions: cfg.Repetitions, Limit: TwinLimit}
 	if tc.DeviceTime {
 		rep.TimeBase = "device"
@@ -136,12 +138,8 @@ func RunTwinCheck(ctx context.Context, cfg LadderConfig, twin *expert.Profile, c
 	if err != nil {
 		return nil, err
 	}
-	budget := units.Budget{Bytes: cfg.BudgetBytes, Fraction: cfg.BudgetFraction}
-	if cfg.BudgetBytes > 0 {
-		budget.Fraction = 0
-	}
-	rep.BudgetBytes = budget.Resolve(lr.ExpertBytes)
-	budget = units.Budget{Bytes: rep.BudgetBytes}
+	rep.BudgetBytes = cfg.Budget.Resolve(lr.ExpertBytes)
+	budget := units.Budget{Bytes: rep.BudgetBytes}
 
 	type side struct {
 		s         *les.Session

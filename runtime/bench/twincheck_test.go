@@ -13,6 +13,7 @@ import (
 	"github.com/lesfarm/lesfarm/runtime/model"
 	"github.com/lesfarm/lesfarm/runtime/pack"
 	"github.com/lesfarm/lesfarm/runtime/tensor"
+	"github.com/lesfarm/lesfarm/runtime/units"
 )
 
 // twinProfileUS is the flat time of every read in the test twin's
@@ -94,7 +95,7 @@ func TestTwinCheckStructure(t *testing.T) {
 	}
 	const reps = 2
 	rep, err := RunTwinCheck(context.Background(), LadderConfig{
-		Model: p, ExpertsPath: packed, Direct: true, BudgetFraction: 0.3, Threads: 1, Repetitions: reps, Warmup: 1, PromptTokens: 4, GenTokens: 10,
+		Model: p, ExpertsPath: packed, Direct: true, Budget: units.Budget{Fraction: 0.3}, Threads: 1, Repetitions: reps, Warmup: 1, PromptTokens: 4, GenTokens: 10,
 		Modes: []expert.Mode{expert.Naive, expert.OnDemand, expert.OnDemandParallel},
 	}, twin, cal)
 	if err != nil {
@@ -188,10 +189,10 @@ func TestTwinCheckBadInput(t *testing.T) {
 		twin *expert.Profile
 		want string
 	}{
-		{LadderConfig{Model: p, Direct: true, BudgetFraction: 0.5}, nil, "needs the twin's profile"},
-		{LadderConfig{Model: p, Profile: twin, BudgetFraction: 0.5}, twin, "--storage direct"},
-		{LadderConfig{Model: p, Direct: true, BudgetFraction: 0.5, Mixed: p}, twin, "expert modes only"},
-		{LadderConfig{Model: p, Direct: true, BudgetFraction: 0.5, Warmup: 0, Repetitions: 1, Modes: []expert.Mode{expert.OnDemand}}, twin, ""},
+		{LadderConfig{Model: p, Direct: true, Budget: units.Budget{Fraction: 0.5}}, nil, "needs the twin's profile"},
+		{LadderConfig{Model: p, Profile: twin, Budget: units.Budget{Fraction: 0.5}}, twin, "--storage direct"},
+		{LadderConfig{Model: p, Direct: true, Budget: units.Budget{Fraction: 0.5}, Mixed: p}, twin, "expert modes only"},
+		{LadderConfig{Model: p, Direct: true, Budget: units.Budget{Fraction: 0.5}, Warmup: 0, Repetitions: 1, Modes: []expert.Mode{expert.OnDemand}}, twin, ""},
 	} {
 		_, err := RunTwinCheck(context.Background(), tc.cfg, tc.twin, nil)
 		if tc.want == "" {
