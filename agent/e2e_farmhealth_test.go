@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -132,7 +133,9 @@ func startHealthFarm(t *testing.T, dataDir, dbURL, device string, extra ...strin
 	}
 	f.agent = startAgent(t, Config{NATSURL: "nats://127.0.0.1:" + strconv.Itoa(natsPort), Name: device, Token: secret,
 		Labels: map[string]string{"pool": device}, BatchInterval: 50 * time.Millisecond})
-	set, err := f.cl.TriggerRuns(ctx, &client.TriggerRequest{Suite: "smoke", Fanout: true,
+	// Long enough that the fault lands while the run still reports.
+	f.spec.Repetitions = 20
+	set, err := f.cl.TriggerRuns(ctx, &client.TriggerRequest{Suite: "smoke", Fanout: true, Override: json.RawMessage(`{"repetitions":20}`),
 		Devices: &jobs.Selector{Labels: map[string]string{"pool": device}}})
 	if err != nil || len(set.Trigger.RunIDs) != 1 {
 		t.Fatalf("trigger: %+v %v", set, err)
@@ -178,7 +181,7 @@ func (f *healthFarm) waitSucceeded(t *testing.T, first *store.Run) {
 // first attempt with every sample exactly once.
 func TestFaultFullDataDir(t *testing.T) {
 	mnt := t.TempDir()
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=160m", "tmpfs", mnt).CombinedOutput(); err != nil {
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=384m", "tmpfs", mnt).CombinedOutput(); err != nil {
 		t.Skipf("SKIP: cannot mount a small tmpfs to fill (needs root): %v: %s", err, out)
 	}
 	t.Cleanup(func() { _ = exec.Command("umount", "-l", mnt).Run() })
