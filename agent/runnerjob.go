@@ -1,10 +1,11 @@
 package agent
 
 import (
-	"fmt"
 	"log/slog"
 	"time"
 
+	"github.com/lesfarm/lesfarm/profile"
+	"github.com/lesfarm/lesfarm/profile/spec"
 	"github.com/lesfarm/lesfarm/protocol"
 	"github.com/lesfarm/lesfarm/runtime/expert"
 )
@@ -64,36 +65,29 @@ func wireProfile(p *expert.Profile) *protocol.RunnerProfile {
 	return w
 }
 
-// runtimeProfile is the expert.Profile of w (nil for nil); the service
-// times are checked and made monotone by expert.NewServiceTimes as when
-// they were parsed.
+// runtimeProfile is the expert.Profile of w (nil for nil), converted as a
+// parsed profile file is (profile.Expert): the service times are checked
+// and made monotone by expert.NewServiceTimes.
 func runtimeProfile(w *protocol.RunnerProfile) (*expert.Profile, error) {
 	if w == nil {
 		return nil, nil
 	}
-	p := &expert.Profile{
+	p := &spec.Profile{
 		Name: w.Name, Description: w.Description, Bandwidth: w.Bandwidth, Latency: time.Duration(w.LatencyNS), MaxInFlight: w.MaxInFlight,
 		RAMBudget: w.RAMBudget, PageSize: w.PageSize, ReadAhead: w.ReadAhead,
 	}
 	if c := w.Compute; c != nil {
-		p.Compute = &expert.Compute{WeightBandwidth: c.WeightBandwidth, Throughput: c.Throughput, PageCost: time.Duration(c.PageCostNS)}
+		p.Compute = &spec.Compute{WeightBandwidth: c.WeightBandwidth, Throughput: c.Throughput, PageCost: time.Duration(c.PageCostNS)}
 	}
 	if s := w.Service; s != nil {
-		times := make([][]time.Duration, len(s.TimesNS))
+		t := &spec.ServiceTable{Sizes: s.Sizes, QueueDepths: s.QueueDepths, Patterns: s.Patterns, Times: make([][]time.Duration, len(s.TimesNS))}
 		for i, row := range s.TimesNS {
-			times[i] = make([]time.Duration, len(row))
+			t.Times[i] = make([]time.Duration, len(row))
 			for j, ns := range row {
-				times[i][j] = time.Duration(ns)
+				t.Times[i][j] = time.Duration(ns)
 			}
 		}
-		st, err := expert.NewServiceTimes(s.Sizes, s.QueueDepths, times)
-		if err == nil && s.Patterns != nil {
-			st, err = st.WithPatterns(s.Patterns)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("profile %s: service times: %w", w.Name, err)
-		}
-		p.Service = st
+		p.Service = t
 	}
-	return p, nil
+	return profile.Expert(p)
 }
