@@ -112,7 +112,8 @@ func (a *Agent) execute(ctx context.Context, r *activeRun) {
 		// The build's own code failed: not retried as infrastructure.
 		res.Outcome = protocol.OutcomeBuildFailed
 		res.Error = clipText(runErr.Error())
-	case errors.Is(runErr, errShutdown) || errors.Is(runErr, errPhoneLost):
+	case errors.Is(runErr, errShutdown) || errors.Is(runErr, errPhoneLost) || errors.Is(runErr, artifact.ErrNoSpace):
+		// A full disk is this device's condition, not the build's.
 		// Not the run's fault: the coordinator requeues it elsewhere.
 		res.Outcome = protocol.OutcomeAborted
 		res.Error = clipText(runErr.Error())

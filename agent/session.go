@@ -110,6 +110,11 @@ func (a *Agent) hello(ctx context.Context) (ok, refused bool) {
 	fp := *a.fp // the identity read at New, with the current state
 	st := device.ReadState(device.Options{Root: a.rootForState()})
 	fp.State = &st
+	// The room for artifacts (free space plus what the cache would
+	// evict): the coordinator assigns no model larger (issue 29, finding 10).
+	if room, ok := a.cache.Room(); ok {
+		fp.FreeStorageBytes = &room
+	}
 	sent := a.now()
 	msg := &protocol.Hello{DeviceID: a.cfg.Name, Fingerprint: fp, Labels: a.cfg.Labels, Runs: runs, SentAt: sent.UTC(), Session: a.session}
 	data, err := protocol.Encode(msg)

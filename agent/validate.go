@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/lesfarm/lesfarm/agent/artifact"
 	"github.com/lesfarm/lesfarm/jobs"
 	"github.com/lesfarm/lesfarm/protocol"
 	"github.com/lesfarm/lesfarm/runtime/expert"
@@ -32,7 +33,16 @@ func (a *Agent) check(asg *protocol.Assignment) (code, reason string) {
 	if a.fp.RAMBytes != nil {
 		d.ramBytes = *a.fp.RAMBytes
 	}
-	return validateAssignment(asg, d)
+	if code, reason := validateAssignment(asg, d); code != "" {
+		return code, reason
+	}
+	// A model the device's disk cannot hold is refused before anything is
+	// downloaded: as unfit, so the coordinator runs it on another device
+	// and blames neither the build nor an attempt (issue 29, finding 10).
+	if err := a.cache.CanHold(artifact.Spec{URL: asg.Artifact.URL, SHA256: asg.Artifact.SHA256, Size: asg.Artifact.Size}); err != nil {
+		return protocol.RefuseUnsupported, "not enough storage: " + strings.TrimPrefix(err.Error(), "artifact: ")
+	}
+	return "", ""
 }
 
 // validateAssignment refuses an opened (signature-checked) assignment the

@@ -260,6 +260,11 @@ func (c *Cache) Get(ctx context.Context, spec Spec, progress Progress) (*Handle,
 			return nil, fmt.Errorf("%w: %v; this agent fetches from %s only (agent --artifact-host adds one)", ErrNotAllowed, err, strings.Join(c.cfg.AllowHosts, ", "))
 		}
 	}
+	if err := c.CanHold(spec); err != nil { // room.go: before any byte lands
+		// A partial download of what cannot fit only takes space.
+		_ = os.Remove(c.partialPath(spec.SHA256))
+		return nil, err
+	}
 	for {
 		c.mu.Lock()
 		if f, ok := c.inflight[spec.SHA256]; ok {

@@ -23,7 +23,8 @@ import (
 // from what is already there, then verifies and moves it into objects/.
 func (c *Cache) fetch(ctx context.Context, spec Spec, progress Progress) error {
 	if err := c.makeRoom(spec.Size, spec.SHA256); err != nil {
-		return err
+		_ = os.Remove(c.partialPath(spec.SHA256))
+		return fmt.Errorf("%w: %w", ErrNoSpace, err)
 	}
 	var lastErr error
 	for attempt := 1; attempt <= c.cfg.Attempts; attempt++ {
@@ -39,6 +40,12 @@ func (c *Cache) fetch(ctx context.Context, spec Spec, progress Progress) error {
 		err := c.download(ctx, spec, progress)
 		if err == nil {
 			return nil
+		}
+		if errors.Is(err, ErrNoSpace) {
+			// The disk is full: retrying cannot help, and the partial
+			// file is what fills it.
+			_ = os.Remove(c.partialPath(spec.SHA256))
+			return err
 		}
 		if ctx.Err() != nil {
 			return ctx.Err()
@@ -144,6 +151,9 @@ func (c *Cache) download(ctx context.Context, spec Spec, progress Progress) erro
 		have += n
 		if have > spec.Size {
 			return c.restart(f, spec, fmt.Errorf("%w: %s sent more than %d bytes", ErrVerify, spec.URL, spec.Size))
+		}
+		if errors.Is(copyErr, syscall.ENOSPC) {
+			return fmt.Errorf("%w: the disk filled up after %d of %d bytes", ErrNoSpace, have, spec.Size)
 		}
 		if copyErr != nil {
 			return fmt.Errorf("artifact: GET %s: after %d of %d bytes: %w", spec.URL, have, spec.Size, copyErr)

@@ -185,7 +185,7 @@ func (s *Store) ClaimRun(ctx context.Context, p *ClaimRunParams) (*Grant, error)
 		unfit := 0
 		for _, id := range p.RunIDs {
 			var refused bool
-			if err := tx.QueryRow(ctx, `SELECT `+unfitSQL("$1", "$2", "$3"), id, p.DeviceID, cmp.Or(p.UnfitFor, UnfitFor).Seconds()).Scan(&refused); err != nil {
+			if err := tx.QueryRow(ctx, `SELECT `+unfitSQL("$1", "$2", "$3")+` OR `+noRoomSQL("$1", "$2"), id, p.DeviceID, cmp.Or(p.UnfitFor, UnfitFor).Seconds()).Scan(&refused); err != nil {
 				return err
 			}
 			if refused {
