@@ -120,6 +120,27 @@ func TestDashboardFitsEveryWidth(t *testing.T) {
 			if fit.PageWidth > fit.View || len(fit.Wide) > 0 {
 				t.Errorf("%d px %s: the page is %.0f px wide in a %.0f px viewport; sticking out: %s", w, p, fit.PageWidth, fit.View, strings.Join(fit.Wide, ", "))
 			}
+			if w == 390 && p == "/" {
+				// An alert's change and confidence are on screen without
+				// scrolling its table sideways, and every value shown under
+				// a name is under its own column's header.
+				cells := eval[[]string](t, b, `(() => {
+					const heads = [...document.querySelectorAll('table.alerts thead th')].map((th) => th.textContent.trim().toLowerCase()), out = [];
+					for (const tr of document.querySelectorAll('table.alerts tr[data-alert-id]')) [...tr.children].forEach((td, i) => {
+						const name = getComputedStyle(td, '::before').content.replace(/^"|"$/g, '');
+						if (name !== 'none' && name !== heads[i]) out.push('column ' + heads[i] + ' is named ' + name);
+						if (heads[i] !== 'change' && heads[i] !== 'confidence') return;
+						const r = td.getBoundingClientRect(), box = td.closest('.card-body, .table-scroll').getBoundingClientRect();
+						if (!(r.width > 0 && r.left >= box.left - 0.5 && r.right <= Math.min(box.right, innerWidth) + 0.5)) out.push(heads[i] + ' ' + td.textContent + ' needs a sideways scroll');
+						else if (name !== heads[i]) out.push(heads[i] + ' has no name');
+						else out.push('ok');
+					});
+					return out;
+				})()`)
+				if len(cells) == 0 || slices.ContainsFunc(cells, func(c string) bool { return c != "ok" }) {
+					t.Errorf("390 px /: an alert's cells: %q, want change and confidence shown under their names without scrolling", cells)
+				}
+			}
 			for _, a := range fit.Axes {
 				t.Errorf("%d px %s: %s", w, p, a)
 			}
