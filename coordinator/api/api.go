@@ -91,6 +91,11 @@ type Deps struct {
 	// and was never uploaded, instead of queueing runs that all fail on
 	// the download. The coordinator sets it.
 	RequireModelArtifacts bool
+	// MaxAnonymousStreams bounds the streams (run events, artifact
+	// downloads) served at once to requests without a valid API token;
+	// one more is refused with 503 and Retry-After. Default
+	// DefaultMaxAnonymousStreams.
+	MaxAnonymousStreams int
 	// UploadIdleTimeout cuts an artifact upload that sends nothing this
 	// long (408, partial file removed); default DefaultUploadIdleTimeout.
 	UploadIdleTimeout time.Duration
@@ -117,6 +122,9 @@ type Server struct {
 	metrics *metrics
 	// inflight holds one token per ordinary request being served.
 	inflight chan struct{}
+	// anonStreams holds one token per stream or download served without
+	// an API token (streams.go).
+	anonStreams chan struct{}
 }
 
 // New builds the API. The returned handler serves every route; the
@@ -144,6 +152,7 @@ func NewServer(d Deps) (*Server, error) {
 	d.RequestTimeout = cmp.Or(d.RequestTimeout, DefaultRequestTimeout)
 	d.MaxInFlight = cmp.Or(d.MaxInFlight, DefaultMaxInFlight)
 	d.QueueWait = cmp.Or(d.QueueWait, DefaultQueueWait)
+	d.MaxAnonymousStreams = cmp.Or(d.MaxAnonymousStreams, DefaultMaxAnonymousStreams)
 	d.UploadIdleTimeout = cmp.Or(d.UploadIdleTimeout, DefaultUploadIdleTimeout)
 	if d.Registry == nil {
 		d.Registry = prometheus.NewRegistry()
@@ -155,7 +164,8 @@ func NewServer(d Deps) (*Server, error) {
 			return orig(status, msg, pinRequiredLocations(errs)...)
 		}
 	})
-	s := &Server{deps: d, mux: http.NewServeMux(), log: d.Logger, inflight: make(chan struct{}, d.MaxInFlight)}
+	s := &Server{deps: d, mux: http.NewServeMux(), log: d.Logger, inflight: make(chan struct{}, d.MaxInFlight),
+		anonStreams: make(chan struct{}, d.MaxAnonymousStreams)}
 	m, err := newMetrics(d.Registry)
 	if err != nil {
 		return nil, fmt.Errorf("api config: %w", err)
@@ -349,7 +359,16 @@ func isRead(method string) bool { return method == http.MethodGet || method == h
 func (s *Server) authMiddleware(ctx huma.Context, next func(huma.Context)) {
 	op := ctx.Operation()
 	if op.Metadata["public"] == true || (isRead(ctx.Method()) && !s.deps.RequireAuthForReads) {
-		next(s.readerContext(ctx)) // reader.go: a valid token on a read shows fencing tokens
+		rctx := s.readerContext(ctx) // reader.go: a valid token on a read shows fencing tokens
+		if op.Metadata["stream"] == true && !authed(rctx.Context()) {
+			// streams.go: anonymous streams and downloads are bounded in number.
+			release, ok := s.anonStream(ctx)
+			if !ok {
+				return
+			}
+			defer release()
+		}
+		next(rctx)
 		return
 	}
 	h := ctx.Header("Authorization")

@@ -279,8 +279,11 @@ func (h *artifactHandler) serveArtifact(ctx context.Context, sha string) (*huma.
 	return &huma.StreamResponse{Body: func(hctx huma.Context) {
 		defer f.Close()
 		r, w := humago.Unwrap(hctx)
-		// Model files take minutes to send: lift any server write timeout.
-		_ = http.NewResponseController(w).SetWriteDeadline(time.Time{})
+		// Model files take minutes to send: instead of the server's write
+		// timeout, each write has DownloadIdleTimeout, so a client that
+		// stops reading is cut (issue 29, finding 12) however long a
+		// download that moves takes.
+		w = &idleWriter{ResponseWriter: w, rc: http.NewResponseController(w)}
 		w.Header().Set("Content-Type", "application/octet-stream")
 		w.Header().Set("ETag", `"`+sha+`"`)
 		w.Header().Set("Cache-Control", "public, max-age=31536000, immutable")
@@ -293,6 +296,21 @@ func (h *artifactHandler) serveArtifact(ctx context.Context, sha string) (*huma.
 		}
 		http.ServeContent(w, r, "", a.CreatedAt, f)
 	}}, nil
+}
+
+// DownloadIdleTimeout is how long an artifact download may stall (the
+// client reading nothing) before the connection is cut.
+const DownloadIdleTimeout = 60 * time.Second
+
+// idleWriter renews the connection's write deadline before each write.
+type idleWriter struct {
+	http.ResponseWriter
+	rc *http.ResponseController
+}
+
+func (w *idleWriter) Write(p []byte) (int, error) {
+	_ = w.rc.SetWriteDeadline(time.Now().Add(DownloadIdleTimeout))
+	return w.ResponseWriter.Write(p)
 }
 
 // dropZeroSuffixRanges removes the ranges "-0" (the last zero bytes, which

@@ -429,9 +429,12 @@ func (h *runHandler) RegisterEvents(api huma.API) {
 		OperationID: "run-events", Method: http.MethodGet, Path: "/v1/runs/events",
 		Summary: "Stream run progress (SSE)", Tags: []string{"runs"},
 		Description: "An unknown trigger is a 404 and a database outage a 503 (with Retry-After) before the stream starts.",
-		Errors:      []int{http.StatusNotFound, http.StatusServiceUnavailable},
+		Errors:      []int{http.StatusNotFound, http.StatusUnprocessableEntity, http.StatusServiceUnavailable},
 		Metadata:    map[string]any{"stream": true},
-		Middlewares: huma.Middlewares{func(ctx huma.Context, next func(huma.Context)) { h.checkTrigger(api, ctx, next) }},
+		Middlewares: huma.Middlewares{
+			func(ctx huma.Context, next func(huma.Context)) { checkEventsQuery(api, ctx, next) }, // streams.go
+			func(ctx huma.Context, next func(huma.Context)) { h.checkTrigger(api, ctx, next) },
+		},
 	}, map[string]any{
 		"run":   RunEvent{},
 		"done":  DoneEvent{},
