@@ -22,6 +22,20 @@ function hardware(d) {
   return parts.length ? parts.join(' · ') : '—';
 }
 
+// build says which code the agent runs: its own build (and the runtime's,
+// when it differs), the embedded runtime's build id (linked to its page)
+// and the platform of the build executables it can run as a child.
+function build(d) {
+  const fp = d.fingerprint || {};
+  const rt = fp.runtime_build && fp.runtime_build !== fp.agent_build ? fp.runtime_build : '';
+  const parts = [
+    fp.agent_build ? h('div', { class: 'mono small agent-build', title: 'agent build' + (rt ? '; runtime build ' + rt : ' (the runtime is embedded: same build)') }, fp.agent_build, rt ? ' · runtime ' + rt : '') : null,
+    fp.embedded_build ? h('div', { class: 'small embedded-build' }, 'embeds ', h('a', { class: 'mono', href: '/builds/' + encodeURIComponent(fp.embedded_build), title: fp.embedded_sha256 ? 'sha256 ' + fp.embedded_sha256 : '' }, fp.embedded_build)) : null,
+    h('div', { class: 'muted small exec-platform', title: 'platform of the build executables it runs as a child' }, fp.exec_platform ? 'runs ' + fp.exec_platform + ' builds' : 'runs its embedded build only'),
+  ];
+  return fp.agent_build || fp.embedded_build ? parts : h('span', { class: 'muted' }, '—');
+}
+
 // render is the Devices view.
 export async function render(root, q, ctx) {
   ctx.title('Devices');
@@ -65,7 +79,7 @@ export async function render(root, q, ctx) {
       `${items.filter((d) => d.emulated).length} emulated, ${items.filter((d) => d.drained).length} drained.`),
     h('table', { class: 'data devices-table' },
       h('thead', {}, h('tr', {}, h('th', {}, 'Device'), h('th', {}, 'Platform / OS'), h('th', {}, 'Kind'), h('th', {}, 'State'),
-        h('th', {}, 'Hardware'), h('th', {}, 'Labels'), h('th', {}, 'Runs'), h('th', {}, 'Last seen'))),
+        h('th', {}, 'Hardware'), h('th', {}, 'Build'), h('th', {}, 'Labels'), h('th', {}, 'Runs'), h('th', {}, 'Last seen'))),
       h('tbody', {}, items.map((d) => h('tr', { 'data-device-id': d.id, 'data-state': d.state },
         h('td', {}, h('strong', {}, d.device_model || '(unknown model)'), h('div', { class: 'muted small mono' }, d.id)),
         h('td', {}, (d.platform || '—') + (d.os_version ? ' ' + d.os_version : '')),
@@ -73,6 +87,7 @@ export async function render(root, q, ctx) {
           d.emulated && d.profile ? h('span', { class: 'muted small' }, ' ' + d.profile) : null),
         h('td', {}, badge(d.state, 'dev-' + d.state), d.drained ? [' ', badge('drained', 'warn', 'takes no new runs')] : null),
         h('td', { class: 'small' }, hardware(d)),
+        h('td', { class: 'build' }, build(d)),
         h('td', { class: 'labels' }, labels(d)),
         h('td', {}, d.active_run_id ? h('a', { href: '/runs/' + d.active_run_id }, '#' + d.active_run_id) : h('span', { class: 'muted' }, 'idle'),
           ' · ', h('a', { href: '/runs?device_id=' + encodeURIComponent(d.id) + '&lineage=*', class: 'small' }, 'history')),
