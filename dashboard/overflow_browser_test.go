@@ -141,6 +141,14 @@ func TestDashboardFitsEveryWidth(t *testing.T) {
 					t.Errorf("390 px /: an alert's cells: %q, want change and confidence shown under their names without scrolling", cells)
 				}
 			}
+			// A dropdown whose options are long (a demo's config keys and
+			// build ids) stays within the screen too.
+			if b.count(t, "select") > 0 {
+				long := eval[pageFit](t, b, `(() => { for (const o of document.querySelectorAll('select option')) o.textContent = o.textContent + ' ' + 'lookahead/budget=25%/profile=phone-mid/'.repeat(3); return 0; })(), `+overflowJS)
+				if long.PageWidth > long.View || len(long.Wide) > 0 {
+					t.Errorf("%d px %s with long options: the page is %.0f px wide; sticking out: %s", w, p, long.PageWidth, strings.Join(long.Wide, ", "))
+				}
+			}
 			for _, a := range fit.Axes {
 				t.Errorf("%d px %s: %s", w, p, a)
 			}
