@@ -205,6 +205,7 @@ func (h *runHandler) waitDoneIdle(ctx context.Context, ids []int64, onIdle func(
 	sub := h.notify.Subscribe(ids)
 	defer sub.Close()
 	seen := map[int64]string{}
+	var reasons waitingReasons
 	var last []store.Run
 	poll := h.poll
 	if onIdle != nil {
@@ -220,10 +221,7 @@ func (h *runHandler) waitDoneIdle(ctx context.Context, ids []int64, onIdle func(
 			return last, err
 		}
 		last = runs
-		rctx, cancel = context.WithTimeout(ctx, cmp.Or(h.dbTimeout, DefaultRequestTimeout))
-		err = h.st.FillWaitingReasons(rctx, runs) // store/waiting.go
-		cancel()
-		if err != nil {
+		if err := reasons.fill(ctx, h, runs); err != nil {
 			return last, err
 		}
 		for _, r := range runs {
