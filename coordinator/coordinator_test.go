@@ -235,7 +235,7 @@ func TestCancelReachesAgent(t *testing.T) {
 		t.Fatal(err)
 	}
 	cn := d.waitCancel(5 * time.Second)
-	if cn.RunID != a.RunID || cn.Token != a.Token || cn.Reason != "no longer needed" {
+	if cn.RunID != a.RunID || cn.Token != a.Token || cn.Reason != "cancelled: no longer needed" {
 		t.Fatalf("cancel %+v", cn)
 	}
 	// A late result of the cancelled run is rejected: ingest counts it

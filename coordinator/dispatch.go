@@ -428,9 +428,11 @@ func (c *Coordinator) CancelRun(ctx context.Context, runID int64) error {
 	if err != nil {
 		return err
 	}
-	reason := r.CancelReason
-	if reason == "" {
-		reason = "cancelled"
+	// The same words as a heartbeat reply's notice (store.leaseGoneReason),
+	// so the agent reports one reason whichever path reaches it first.
+	reason := "cancelled"
+	if r.CancelReason != "" {
+		reason += ": " + r.CancelReason
 	}
 	c.pushCancel(ctx, r.ID, r.Token, r.DeviceID, reason)
 	c.Wake() // the device may be free now
