@@ -37,11 +37,10 @@ func childSpec(t testing.TB, modelSHA string) *jobs.Spec {
 
 // op is one call the runner made on a Job's Sink or Position, copied.
 type op struct {
-	pos        bool
-	cfg, rep   int
-	layer      *trace.LayerEvent
-	token      *trace.TokenEvent
-	layerCount int
+	pos      bool
+	cfg, rep int
+	layer    *trace.LayerEvent
+	token    *trace.TokenEvent
 }
 
 // recorder records a run's Sink and Position calls in order.

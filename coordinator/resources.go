@@ -82,7 +82,7 @@ func freeSpace(dir string) (int64, error) {
 	if err := unix.Statfs(dir, &st); err != nil {
 		return 0, err
 	}
-	return int64(st.Bavail) * int64(st.Bsize), nil
+	return int64(st.Bavail) * int64(st.Bsize), nil //nolint:unconvert // Bsize is int64 here but not on every platform
 }
 
 // healthLoop runs the resource checks every Interval until ctx ends.

@@ -64,19 +64,6 @@ func ValidSHA256(s string) bool { return sha256Re.MatchString(s) }
 // ValidPlatform reports whether s has the GOOS/GOARCH form.
 func ValidPlatform(s string) bool { return platformRe.MatchString(s) }
 
-func (e *Executable) validate() error {
-	if !ValidPlatform(e.Platform) {
-		return fmt.Errorf("executable.platform %q invalid (want GOOS/GOARCH)", clip(e.Platform))
-	}
-	if !ValidSHA256(e.Artifact.SHA256) || e.Artifact.Size <= 0 {
-		return errors.New("executable.artifact: sha256 and a positive size required")
-	}
-	if e.Artifact.URL == "" {
-		return errors.New("executable.artifact.url required")
-	}
-	return nil
-}
-
 func (p *Provenance) validate() error {
 	if p.Build == "" || len(p.Build) > 200 {
 		return errors.New("provenance.build required (max 200 bytes)")

@@ -114,7 +114,7 @@ func (f *Files) roomFor(n int64) error {
 	}
 	free, err := f.Free()
 	if err != nil {
-		return nil
+		return nil //nolint:nilerr // unknown free space is not a refusal (see above)
 	}
 	if free-n < f.minFree {
 		return fmt.Errorf("%w: %d bytes free, %d more would leave less than the %d kept free", ErrNoSpace, free, n, f.minFree)

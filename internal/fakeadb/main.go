@@ -142,8 +142,7 @@ func adb(args []string) int {
 	if code != 0 {
 		return code
 	}
-	switch args[0] {
-	case "get-state":
+	if args[0] == "get-state" {
 		fmt.Println(p.state())
 		return 0
 	}

@@ -157,12 +157,6 @@ func (f *Farm) SetThermal(t testing.TB, serial string, status int) {
 	f.write(t, serial, "root/sys/class/thermal/thermal_zone0/temp", fmt.Sprintf("%d\n", 38000+8000*status))
 }
 
-// SetBattery sets serial's battery level.
-func (f *Farm) SetBattery(t testing.TB, serial string, pct int) {
-	t.Helper()
-	f.write(t, serial, "dumpsys/battery", Battery(pct))
-}
-
 // Write writes a fixture file of serial (relative to its directory).
 func (f *Farm) write(t testing.TB, serial, name, data string) {
 	t.Helper()
