@@ -22,7 +22,7 @@ type alertHandler struct {
 type listAlertsInput struct {
 	Suite        string    `query:"suite" maxLength:"100"`
 	Build        string    `query:"build" maxLength:"200" doc:"Only groups at this build id (CI uses it to learn whether its build regressed)."`
-	Lineage      string    `query:"lineage" maxLength:"200" pattern:"^[A-Za-z0-9][A-Za-z0-9._-]*$" example:"release-3" doc:"Only groups of this build lineage (e.g. a branch); empty means every lineage."`
+	Lineage      string    `query:"lineage" maxLength:"200" pattern:"^(\\*|[A-Za-z0-9][A-Za-z0-9._-]*)$" example:"release-3" doc:"Only groups of this build lineage (e.g. a branch); empty or * means every lineage."`
 	Status       string    `query:"status" enum:"new,acknowledged,invalid,fixed,reassigned"`
 	Scope        string    `query:"scope" enum:"device,platform,global"`
 	DeviceModel  string    `query:"device_model" maxLength:"200"`
@@ -51,10 +51,10 @@ func (h *alertHandler) RegisterList(api huma.API) {
 		var items []store.AlertGroup
 		var err error
 		if in.Build != "" {
-			items, err = h.st.AlertGroupsForBuild(ctx, in.Suite, in.Lineage, in.Build, in.Cursor, in.Limit+1)
+			items, err = h.st.AlertGroupsForBuild(ctx, in.Suite, lineageFilter(in.Lineage), in.Build, in.Cursor, in.Limit+1)
 		} else {
 			p := &store.ListAlertGroupsParams{
-				Suite: in.Suite, Lineage: in.Lineage, Status: in.Status, Scope: in.Scope, DeviceModel: in.DeviceModel, Metric: in.Metric,
+				Suite: in.Suite, Lineage: lineageFilter(in.Lineage), Status: in.Status, Scope: in.Scope, DeviceModel: in.DeviceModel, Metric: in.Metric,
 				Confirmation: in.Confirmation, Since: in.Since, Limit: in.Limit + 1, BeforeID: in.Cursor,
 			}
 			if in.Regression != "" {

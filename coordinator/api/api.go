@@ -161,7 +161,7 @@ func NewServer(d Deps) (*Server, error) {
 	installErrorHook.Do(func() {
 		orig := huma.NewError
 		huma.NewError = func(status int, msg string, errs ...error) huma.StatusError {
-			return orig(status, msg, pinRequiredLocations(errs)...)
+			return orig(status, malformedBody(status, msg, errs), pinRequiredLocations(errs)...)
 		}
 	})
 	s := &Server{deps: d, mux: http.NewServeMux(), log: d.Logger, inflight: make(chan struct{}, d.MaxInFlight),

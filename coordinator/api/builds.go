@@ -145,7 +145,7 @@ func shortSHA(s string) string {
 }
 
 type listBuildsInput struct {
-	Lineage string `query:"lineage" maxLength:"200" doc:"Only this lineage's builds, newest (highest position) first; without it every build, most recently pushed first." example:"main"`
+	Lineage string `query:"lineage" maxLength:"200" pattern:"^(\\*|[A-Za-z0-9][A-Za-z0-9._-]*)$" doc:"Only this lineage's builds, newest (highest position) first; without it (or with *) every build, most recently pushed first." example:"main"`
 	Limit   int    `query:"limit" minimum:"1" maximum:"1000" default:"50" doc:"At most this many builds."`
 }
 
@@ -161,7 +161,7 @@ func (h *buildHandler) RegisterList(api huma.API) {
 		OperationID: "list-builds", Method: http.MethodGet, Path: "/v1/builds",
 		Summary: "List builds", Tags: []string{"builds"},
 	}, func(ctx context.Context, in *listBuildsInput) (*listBuildsOutput, error) {
-		bs, err := h.st.ListBuilds(ctx, &store.ListBuildsParams{Lineage: in.Lineage, Limit: in.Limit})
+		bs, err := h.st.ListBuilds(ctx, &store.ListBuildsParams{Lineage: lineageFilter(in.Lineage), Limit: in.Limit})
 		if err != nil {
 			return nil, storeErr(ctx, h.log, "builds", err)
 		}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"strings"
 
 	"github.com/danielgtaylor/huma/v2"
@@ -122,4 +123,60 @@ func specIssues(err error, loc, keep string) error {
 		return nil
 	}
 	return huma.Error422UnprocessableEntity("validation failed", details...)
+}
+
+// lineageFilter turns a lineage query parameter into the store's filter:
+// "*" (the dashboard's "every lineage") and "" both mean every lineage.
+func lineageFilter(q string) string {
+	if q == "*" {
+		return ""
+	}
+	return q
+}
+
+// unmarshalJSON is the API's JSON request decoder: json.Unmarshal, whose
+// syntax errors say where in the body they are (line, column and byte
+// offset) and whose type errors name the field.
+func unmarshalJSON(data []byte, v any) error {
+	err := json.Unmarshal(data, v)
+	var se *json.SyntaxError
+	if errors.As(err, &se) {
+		line, col := position(data, se.Offset)
+		return fmt.Errorf("line %d, column %d (byte %d): %w", line, col, se.Offset, err)
+	}
+	var ute *json.UnmarshalTypeError
+	if errors.As(err, &ute) && ute.Field != "" {
+		return fmt.Errorf("field %s: expected %s, got %s", ute.Field, ute.Type, ute.Value)
+	}
+	return err
+}
+
+// position returns the 1-based line and column of byte offset off in data
+// (a json.SyntaxError's Offset counts the bytes read, so the offending one
+// is the last of them).
+func position(data []byte, off int64) (line, col int) {
+	off = min(max(off, 1), int64(len(data))+1)
+	line, col = 1, 1
+	for _, b := range data[:off-1] {
+		if b == '\n' {
+			line, col = line+1, 1
+			continue
+		}
+		col++
+	}
+	return line, col
+}
+
+// malformedBody rewrites huma's 400 for a body that is not JSON, whose
+// detail read only "validation failed", to say so and where:
+// "malformed JSON body: line 1, column 14 (byte 14): invalid character …".
+func malformedBody(status int, msg string, errs []error) string {
+	if status != http.StatusBadRequest || msg != "validation failed" || len(errs) != 1 {
+		return msg
+	}
+	var d *huma.ErrorDetail
+	if !errors.As(errs[0], &d) || d.Location != "body" {
+		return msg
+	}
+	return "malformed JSON body: " + d.Message
 }

@@ -24,7 +24,7 @@ import (
 
 // finiteFormats returns huma's JSON formats with marshalFinite.
 func finiteFormats(log *slog.Logger) map[string]huma.Format {
-	f := huma.Format{Marshal: func(w io.Writer, v any) error { return marshalFinite(w, v, log) }, Unmarshal: json.Unmarshal}
+	f := huma.Format{Marshal: func(w io.Writer, v any) error { return marshalFinite(w, v, log) }, Unmarshal: unmarshalJSON}
 	return map[string]huma.Format{"application/json": f, "json": f}
 }
 

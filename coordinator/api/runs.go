@@ -257,7 +257,7 @@ type listRunsInput struct {
 	Suite    string   `query:"suite" maxLength:"100"`
 	State    []string `query:"state,explode" enum:"queued,assigned,running,succeeded,failed,cancelled,infra_failed,build_failed" doc:"Repeat for several states."`
 	Build    string   `query:"build" maxLength:"200"`
-	Lineage  string   `query:"lineage" maxLength:"200" doc:"Only runs of this build lineage (e.g. main, release-3)."`
+	Lineage  string   `query:"lineage" maxLength:"200" pattern:"^(\\*|[A-Za-z0-9][A-Za-z0-9._-]*)$" doc:"Only runs of this build lineage (e.g. main, release-3); empty or * means every lineage."`
 	DeviceID string   `query:"device_id" maxLength:"64"`
 	Trigger  int64    `query:"trigger" minimum:"0"`
 	Cursor   int64    `query:"cursor" minimum:"0" doc:"next_cursor of the previous page (runs are listed newest first)."`
@@ -278,7 +278,7 @@ func (h *runHandler) RegisterList(api huma.API) {
 		Summary: "List runs, newest first", Tags: []string{"runs"},
 	}, func(ctx context.Context, in *listRunsInput) (*listRunsOutput, error) {
 		items, err := h.st.ListRuns(ctx, &store.ListRunsParams{
-			Suite: in.Suite, States: in.State, Build: in.Build, Lineage: in.Lineage, DeviceID: in.DeviceID, TriggerID: in.Trigger,
+			Suite: in.Suite, States: in.State, Build: in.Build, Lineage: lineageFilter(in.Lineage), DeviceID: in.DeviceID, TriggerID: in.Trigger,
 			Before: in.Cursor, Limit: in.Limit + 1,
 		})
 		if err != nil {

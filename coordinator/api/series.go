@@ -50,7 +50,7 @@ type seriesInput struct {
 	Suite       string `query:"suite" required:"true" minLength:"1" maxLength:"100" example:"les-ladder"`
 	Metric      string `query:"metric" required:"true" minLength:"1" maxLength:"200" example:"decode_tps"`
 	Config      string `query:"config" maxLength:"500" doc:"Config key; empty means every config."`
-	Lineage     string `query:"lineage" maxLength:"200" doc:"Build lineage (e.g. a branch); empty means every lineage."`
+	Lineage     string `query:"lineage" maxLength:"200" pattern:"^(\\*|[A-Za-z0-9][A-Za-z0-9._-]*)$" doc:"Build lineage (e.g. a branch); empty or * means every lineage."`
 	DeviceModel string `query:"device_model" maxLength:"200"`
 	Last        int    `query:"last" minimum:"1" maximum:"1000" default:"100" doc:"How many most recent points per series."`
 	Points      int    `query:"points" minimum:"0" maximum:"5000" default:"0" doc:"Downsample to at most this many points per series (0: every point). The builds of all returned series are cut into the same buckets of consecutive builds; a bucket's point sits at its last build and carries the mean, RMS stddev, summed n and min/max of its builds (see bucket)."`
@@ -71,7 +71,7 @@ func (h *seriesHandler) RegisterSeries(api huma.API) {
 		Description: "Returns every matching series (one per device model, OS major, emulation, config and lineage) with its most recent points (the last recorded, by seq) in build order: by the position of their build in the lineage, each with the build's git sha and the sha256 of the executable that ran; each point is one build's mean with its stddev and repetition count, or with points=N a bucket of consecutive builds.",
 	}, func(ctx context.Context, in *seriesInput) (*seriesOutput, error) {
 		items, err := h.st.QuerySeries(ctx, &store.SeriesQuery{
-			Suite: in.Suite, Metric: in.Metric, Config: in.Config, Lineage: in.Lineage, DeviceModel: in.DeviceModel, Last: in.Last,
+			Suite: in.Suite, Metric: in.Metric, Config: in.Config, Lineage: lineageFilter(in.Lineage), DeviceModel: in.DeviceModel, Last: in.Last,
 		})
 		if err != nil {
 			return nil, storeErr(ctx, h.log, "series", err)
