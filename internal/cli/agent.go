@@ -18,6 +18,7 @@ import (
 	"github.com/lesfarm/lesfarm/agent"
 	"github.com/lesfarm/lesfarm/coordinator/api/client"
 	"github.com/lesfarm/lesfarm/jobs"
+	"github.com/lesfarm/lesfarm/profile"
 	"github.com/lesfarm/lesfarm/protocol"
 )
 
@@ -50,7 +51,7 @@ and runs the benchmark assignments it is given with the embedded LES runtime.
 Telemetry streams to JetStream and is buffered on disk while NATS is down.
 
 With --profile the agent emulates a phone's flash (a built-in storage profile:
-phone-flagship, phone-mid, laptop-nvme, or a YAML file): experts are read at
+` + strings.Join(profile.Builtin(), ", ") + `, or a YAML file): experts are read at
 the profile's speed, RAM is capped at the profile's budget, and the
 fingerprint marks the device as emulated ("emulated:<profile>") so its
 results never mix with real devices' series. An emulated device also carries
@@ -65,12 +66,13 @@ flushes telemetry and exits.
 
 lesfarm serve's embedded NATS authenticates devices: give the agent its
 device's credential ('lesfarm token create --device NAME' prints it once)
-with --token-file FILE, LESFARM_DEVICE_TOKEN or --token (which shows in ps),
+with --device-token-file FILE, LESFARM_DEVICE_TOKEN or --device-token (which
+shows in ps),
 or --user NAME --password-file FILE. Before starting, the agent
 connects once to check it and exits with a hint when NATS refuses it.
 
 Examples:
-  lesfarm agent --nats-url nats://127.0.0.1:4222 --name laptop-1 --token lfd_...
+  lesfarm agent --nats-url nats://127.0.0.1:4222 --name laptop-1 --device-token lfd_...
   lesfarm agent --nats-url nats://farm:4222 --name emu-flagship-1 --profile phone-flagship --labels pool=ci,lab=desk
   lesfarm agent --name x --print-fingerprint
   lesfarm agent --nats-url nats://farm:4222 --adb all --name lab1     # every attached Android phone (docs/phones.md)`,
@@ -170,16 +172,16 @@ Examples:
 	// -file flag and an environment variable too.
 	var tokenFile, passwordFile, artifactTokenFile string
 	secrets = []secretFlag{
-		{&cfg.Token, &tokenFile, "LESFARM_DEVICE_TOKEN", "token"},
+		{&cfg.Token, &tokenFile, "LESFARM_DEVICE_TOKEN", "device-token"},
 		{&cfg.Password, &passwordFile, "LESFARM_NATS_PASSWORD", "password"},
 		{&cfg.ArtifactToken, &artifactTokenFile, "LESFARM_ARTIFACT_TOKEN", "artifact-token"},
 	}
-	f.StringVar(&tokenFile, "token-file", "", "file holding the NATS auth token / device credential (keeps it out of ps; env LESFARM_DEVICE_TOKEN works too)")
+	f.StringVar(&tokenFile, "device-token-file", "", "file holding the NATS auth token / device credential (keeps it out of ps; env LESFARM_DEVICE_TOKEN works too)")
 	f.StringVar(&passwordFile, "password-file", "", "file holding the NATS password (env LESFARM_NATS_PASSWORD works too)")
 	f.StringVar(&artifactTokenFile, "artifact-token-file", "", "file holding the artifact download token (env LESFARM_ARTIFACT_TOKEN works too)")
 	f.StringVar(&cfg.NATSURL, "nats-url", "", "NATS server URL of the farm (required), e.g. nats://127.0.0.1:4222")
 	f.StringVar(&cfg.Name, "name", "", "device id, unique in the farm (required): letters, digits, '_' or '-'")
-	f.StringVar(&cfg.Profile, "profile", "", "emulate a device: storage profile name (phone-flagship, phone-mid, laptop-nvme), YAML file, or twin:DEVICE_ID (the fleet device's measured profile, from --server)")
+	f.StringVar(&cfg.Profile, "profile", "", "emulate a device: storage profile name ("+strings.Join(profile.Builtin(), ", ")+"), YAML file, or twin:DEVICE_ID (the fleet device's measured profile, from --server)")
 	f.StringVar(&server, "server", cmp.Or(os.Getenv("LESFARM_SERVER"), "http://127.0.0.1:8080"), "coordinator base URL for --profile twin:ID and the calibrate suite's profile upload (env LESFARM_SERVER); --artifact-token is its bearer token")
 	f.StringVar(&labels, "labels", "", "device labels as k=v,k=v (used by job device selectors)")
 	f.StringVar(&hostID, "host-id", machineHostID(), "with --profile: the machine whose CPUs this emulated device shares (label lesfarm/host; the coordinator runs one host's emulated devices one at a time); 'none' opts out")
@@ -190,8 +192,8 @@ Examples:
 	f.StringVar(&cfg.NKeySeedFile, "nkey", "", "file holding an nkey seed to authenticate with")
 	f.StringVar(&cfg.User, "user", "", "NATS user name")
 	f.StringVar(&cfg.Password, "password", "", "NATS password (prefer --creds)")
-	f.StringVar(&cfg.Token, "token", "", "NATS auth token (visible in ps: prefer --token-file or LESFARM_DEVICE_TOKEN); for lesfarm serve's embedded NATS, the device credential from 'lesfarm token create --device NAME'")
-	f.StringVar(&cfg.TLSCAFile, "tls-ca", os.Getenv("LESFARM_CA"), "CA certificate (PEM) that signed the coordinator's certificate, e.g. the ca.pem of 'lesfarm tls init' (env LESFARM_CA): verifies the NATS server (enables TLS) and https:// artifact downloads")
+	f.StringVar(&cfg.Token, "device-token", "", "this device's NATS credential (visible in ps: prefer --device-token-file or LESFARM_DEVICE_TOKEN): for lesfarm serve's embedded NATS, the one 'lesfarm token create --device NAME' prints; else the NATS server's auth token")
+	f.StringVar(&cfg.TLSCAFile, "ca", os.Getenv("LESFARM_CA"), "CA certificate (PEM) that signed the coordinator's certificate, e.g. the ca.pem of 'lesfarm tls init' (env LESFARM_CA): verifies the NATS server (enables TLS) and https:// artifact downloads")
 	f.StringVar(&cfg.TLSCertFile, "tls-cert", "", "client certificate (PEM) for NATS mutual TLS")
 	f.StringVar(&cfg.TLSKeyFile, "tls-key", "", "client key (PEM) for NATS mutual TLS")
 	f.StringVar(&cfg.ArtifactToken, "artifact-token", "", "bearer token sent with model downloads from the coordinator")
@@ -209,6 +211,9 @@ Examples:
 	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	f.BoolVar(&printInfo, "print-fingerprint", false, "print this device's fingerprint as JSON and exit")
 	phones.register(f)
+	aliasFlag(f, "token", "device-token") // the REST token is --token everywhere else
+	aliasFlag(f, "token-file", "device-token-file")
+	aliasFlag(f, "tls-ca", "ca")
 	return cmd
 }
 
@@ -335,13 +340,13 @@ func tlsMismatch(url string, err error) error {
 	var ci x509.CertificateInvalidError
 	switch {
 	case errors.As(err, &ua):
-		return fmt.Errorf("agent: NATS at %s speaks TLS with a certificate this agent does not trust: give the farm's CA with --tls-ca FILE or LESFARM_CA (the ca.pem of 'lesfarm tls init'): %v", url, err)
+		return fmt.Errorf("agent: NATS at %s speaks TLS with a certificate this agent does not trust: give the farm's CA with --ca FILE or LESFARM_CA (the ca.pem of 'lesfarm tls init'): %v", url, err)
 	case errors.As(err, &hn):
 		return fmt.Errorf("agent: NATS at %s: its TLS certificate is not for this host name; use a name it was issued for ('lesfarm tls init --host'): %v", url, err)
 	case errors.As(err, &ci):
 		return fmt.Errorf("agent: NATS at %s: its TLS certificate is not valid (expired?): %v", url, err)
 	case errors.Is(err, nats.ErrSecureConnWanted):
-		return fmt.Errorf("agent: NATS at %s does not speak TLS, but --tls-ca (or LESFARM_CA) asks for it: %v", url, err)
+		return fmt.Errorf("agent: NATS at %s does not speak TLS, but --ca (or LESFARM_CA) asks for it: %v", url, err)
 	}
 	return nil
 }

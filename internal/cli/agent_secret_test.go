@@ -7,7 +7,7 @@ import (
 	"testing"
 )
 
-// TestResolveSecret: a device secret comes from --token, --token-file or
+// TestResolveSecret: a device secret comes from --device-token, --device-token-file or
 // the environment, so it need not show in ps.
 func TestResolveSecret(t *testing.T) {
 	dir := t.TempDir()
@@ -26,11 +26,11 @@ func TestResolveSecret(t *testing.T) {
 		{"", "", "LESFARM_TEST_SECRET", "lfd_from_env", ""},
 		{"", "", "LESFARM_TEST_UNSET", "", ""},
 		{"lfd_flag", file, "LESFARM_TEST_SECRET", "", "not both"},
-		{"", filepath.Join(dir, "missing"), "", "", "--token-file"},
+		{"", filepath.Join(dir, "missing"), "", "", "--device-token-file"},
 		{"", empty, "", "", "is empty"},
 	}
 	for _, tc := range tests {
-		got, err := resolveSecret(tc.value, tc.file, tc.env, "token")
+		got, err := resolveSecret(tc.value, tc.file, tc.env, "device-token")
 		if tc.err != "" {
 			if err == nil || !strings.Contains(err.Error(), tc.err) {
 				t.Errorf("%+v: err %v, want %q", tc, err, tc.err)

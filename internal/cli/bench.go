@@ -33,33 +33,15 @@ func newBenchCmd(env *Env) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "bench --model PATH",
 		Short: "Measure prefill/decode tok/s, weight GB/s and GFLOP/s of a model (resident)",
-		Long: `Bench loads a GGUF model with all weights in RAM and measures, like llama-bench:
-  ppN  prefill: one batched forward pass of N prompt tokens
-  tgN  decode: N single-token steps from an empty cache
-Each test runs --warmup times unmeasured, then --repetitions times; t/s is the
-mean ± sample stddev over the repetitions.
+		Long: `bench loads a GGUF model with all weights in RAM and measures it like
+llama-bench: ppN (prefill of N prompt tokens) and tgN (N decode steps), each
+--warmup times unmeasured then --repetitions times (t/s: mean ± stddev),
+with the weight bandwidth (GB/s, against a memory copy) and GFLOP/s.
+--threads 1,2 measures several thread counts. Output: --format md (default),
+csv, json or jsonl.
 
-GB/s is the effective weight bandwidth: the weight bytes actually read per
-token (every non-expert matrix, one embedding row, and the experts the router
-selected, counted from the trace) times t/s. It is compared with a large
-memory copy ("of copy BW"), the ceiling a bandwidth-bound decode can reach.
-GFLOP/s counts 2 FLOPs per weight of each matrix product plus attention.
-
---threads takes a comma-separated list (e.g. 1,2) to measure several counts.
-Output: --format md (default, a llama-bench-style table), csv, json or jsonl.
-
-Speculative decoding: --draft PATH (or --draft ngram, the model-free prompt
-lookup drafter) measures greedy decode of --gen-tokens
-(default 64 here) with and without the draft model, side by side (runs
-interleaved), once per --draft-k value; the speculative tokens are checked
-against plain greedy decoding. --draft-k auto measures adaptive k (up to 8,
-chosen each round from the measured acceptance and verify cost; it decodes
-plainly where drafting does not pay). Rows: t/s, speedup over plain,
-acceptance rate, tokens per target pass, mean verify pass (µs), experts per
-verify pass (the union of its positions) and, adaptive, the share of plain
-rounds; paired is the geometric mean of per-repetition CPU ratios to the
-plain row with its 95% interval. --draft-k 0 adds a second plain row, an
-A/A control of that interval.` + ladderHelp,
+--draft PATH|ngram|mtp measures greedy decode with and without a drafter
+(speculative decoding), once per --draft-k (auto: adaptive k).` + ladderHelp,
 		Example: `  lesfarm bench --model tiny.gguf
   lesfarm bench --model /tmp/phone.gguf --threads 1,2 --repetitions 3 --gen-tokens 16 --format json
   lesfarm bench --model tiny-moe.gguf --draft tiny-draft.gguf --draft-k 2,4 --threads 1` + ladderExample,

@@ -46,64 +46,22 @@ type ladderFlags struct {
 	mixed, mixedExperts, pplFile string
 }
 
-const ladderHelp = `
-LES ladder (--ladder): streams experts from the model file through the LES
-expert store instead of holding them in RAM, and measures each mode:
-  naive               load as mmap does: page-sized synchronous faults of the
-                      unpacked file with the profile's read-ahead (page_size,
-                      read_ahead), pages cached LRU within the budget
-  on-demand           read each missing expert synchronously, one at a time
-  on-demand-parallel  read a layer's missing experts in parallel, then compute
-  lookahead           + prefetch the experts the next layer's router predicts
-  scheduled           + ready-first compute (resident first, then by arrival)
-  +speculative        + speculative decoding with adaptive k on the last mode
-                      (drafter: --draft ngram (default), mtp or a draft file;
-                      --no-speculative skips it)
-plus the oracle (Belady eviction and perfect prefetch over the recorded
-routing), the upper bound. Each mode: --warmup + --repetitions greedy runs of
---prompt-tokens + --gen-tokens, checked token for token against an
-all-resident run (identical_output). Storage: --profile NAME|FILE emulates a
-device (built-ins: phone-flagship, phone-mid, laptop-nvme), --profile direct
-or --storage direct reads the real disk with O_DIRECT. --expert-budget is
-bytes (512MiB) or a fraction of the expert bytes (0.2 or 20%). --experts PATH
-streams experts from another file, e.g. the output of lesfarm pack.
---replay-compute D records the real routing and lookahead predictions once and
-replays them through each mode with compute emulated as D per token (20% in
-attention, the rest spread over the experts), so the ladder shows what the
-scheduling achieves on a device of that compute speed, whatever this
-machine's CPU load (there are no output tokens in a replay).
---time device (the default when the profile has a compute: section) reports
-device time: the emulated flash runs on a clock dilated by the host's compute
-time over the device's, so ratios are the device's, not this host's; each
-row records the dilation and the compute time per token on host and device.
---time host reports this machine's wall clock.
-JSON: {"model","profile","budget_bytes","rows":[{"mode",
-"decode_tokens_per_second","stddev","speedup_vs_on_demand",
-"speedup_vs_on_demand_parallel","hit_rate","predictor_precision",
-"predictor_recall","stall_fraction","bytes_read_per_token","bytes_vs_oracle",
-"oracle_fraction","speedup_vs_previous","peak_rss_bytes","identical_output"}],
-"oracle":{"decode_tokens_per_second"}}; the speculative row adds
-"speculative":{"drafter","k","adaptive","acceptance_rate","mean_accepted",
-"tokens_per_target_pass","verify_us","experts_per_verify","off_share",
-"cut_verify","cut_share","paired_speedup","paired_min","paired_max"};
---verify-cut-slack N ends each verify pass at the first draft that would add
-more than N expert reads per layer to what the positions before it need (its
-lookahead then prefetches for position 0 only; output unchanged); the default
--1 verifies every draft. paired_speedup is the median over repetitions of the
-row's tok/s over the row before's in the same repetition (odd repetitions run
-the modes in reverse order, so a disk that favours the second reader of the
-same blocks biases neither).
---record-trace FILE writes the routing of the first warm-up run for
-lesfarm replay (cache-only replay of any policy against Belady's MIN).
+// ladderHelp is bench --help's summary of the ladder; docs/bench.md has
+// the rest (columns, JSON fields, clocks, replays, mixed precision).
+var ladderHelp = `
 
---mixed PATH adds the +mixed-precision row after scheduled: the planner's
-model (lesfarm quantize --budget --calib) in the scheduled mode with the same
-expert budget (bytes) and storage; it gives speedup_vs_on_demand and
-speedup_vs_scheduled, the files' sizes, the planner's budget and, with
---perplexity-file TEXT, its perplexity and the reference's (ref.json's
-method: non-overlapping windows of min(context, 256) tokens). Its tokens may
-differ from the reference's, so identical_output does not apply: the row has
-"identical_output_applies": false and a "note" saying so ("n/a" in md/csv).`
+--ladder streams experts from the model file through the LES expert store
+and measures each mode: naive, on-demand, on-demand-parallel, lookahead,
+scheduled and +speculative (--no-speculative skips it; skipped with its
+reason on a synth model, whose random weights no drafter predicts), plus the
+oracle, the upper bound. Every mode's tokens are checked against an
+all-resident run. It needs --expert-budget (bytes, or a fraction of the
+expert bytes: 0.2, 20%) and storage: --profile NAME|FILE (built-ins: ` + strings.Join(profile.Builtin(), ", ") + `)
+or --storage direct (the real disk, O_DIRECT). A legend of the columns
+follows the table; progress shows the time left.
+
+Columns, JSON fields, clocks (--time), replays (--replay-compute), the
++mixed-precision row (--mixed) and the verify cut: docs/bench.md.`
 
 const ladderExample = `
   lesfarm bench --model tiny.gguf --experts tiny.packed.gguf --ladder --profile phone-flagship \
@@ -190,12 +148,14 @@ func runLadder(env *Env, lf *ladderFlags, cfg bench.Config, format string) error
 	if _, err := expert.NewPolicy(lf.policy); err != nil {
 		return usagef("--cache-policy: %v", err)
 	}
+	askedSpec := lf.draft != "" // a drafter given, or speculative listed in --modes
 	if lf.modes != "" {
 		// Listed modes only: the speculative rung when it is listed.
 		lc.NoSpeculative = true
 		for _, s := range strings.Split(lf.modes, ",") {
 			if strings.TrimSpace(s) == bench.SpeculativeRow {
 				lc.NoSpeculative = lf.noSpec
+				askedSpec = true
 				continue
 			}
 			m, err := expert.ParseMode(strings.TrimSpace(s))
@@ -217,8 +177,14 @@ func runLadder(env *Env, lf *ladderFlags, cfg bench.Config, format string) error
 	if err := mixedFlags(lf, &lc); err != nil {
 		return err
 	}
+	var specNote string
+	if !lc.NoSpeculative && !askedSpec && syntheticModel(cfg.Model) {
+		lc.NoSpeculative, specNote = true, syntheticSpecNote(cfg.Model)
+		fmt.Fprintln(env.Stderr, "bench: "+specNote)
+	}
 	if cfg.Progress != nil {
-		lc.Progress = cfg.Progress
+		eta := newLadderETA(time.Now)
+		lc.Progress = func(line string) { cfg.Progress(eta.line(line)) }
 	}
 	if lf.twin != "" {
 		return runTwinCheck(env, lf, lc, format)
@@ -247,7 +213,16 @@ func runLadder(env *Env, lf *ladderFlags, cfg bench.Config, format string) error
 		}
 		return err
 	}
-	return rep.Write(env.Stdout, format)
+	if err := rep.Write(env.Stdout, format); err != nil {
+		return err
+	}
+	if format == "md" {
+		if specNote != "" {
+			fmt.Fprintf(env.Stdout, "\n%s.\n", specNote)
+		}
+		_, err = fmt.Fprint(env.Stdout, ladderLegend)
+	}
+	return err
 }
 
 // mixedFlags checks the +mixed-precision flags and tokenizes the

@@ -93,6 +93,7 @@ Run 'lesfarm COMMAND --help' for the details of each command.`,
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
 		return &UsageError{Err: err}
 	})
+	root.PersistentPreRun = func(cmd *cobra.Command, _ []string) { warnDeprecated(cmd, env.Stderr) }
 	names := make([]string, 0, len(builders))
 	for name := range builders {
 		names = append(names, name)

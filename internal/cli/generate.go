@@ -179,6 +179,9 @@ accepted_histogram (rounds by accepted drafts 0..k), draft_ms, target_ms.`,
 				return ls.loadError(err, modelPath)
 			}
 			defer ses.Close()
+			if syntheticModel(modelPath) {
+				fmt.Fprintf(env.Stderr, "note: %s has random weights (lesfarm synth): the text below is gibberish; its timings and expert traffic are real\n", modelPath)
+			}
 			tok := ses.Tok
 			m := ses.Model
 			var drafter spec.Drafter

@@ -25,10 +25,10 @@ func newRunCmd(env *Env) *cobra.Command {
 	var minEffect float64
 	var maxRounds int
 	var wait, fanout, jsonOut bool
-	var junitPath, summaryPath string
+	var junitPath, summaryPath, format string
 	var timeout, alertGrace time.Duration
 	cmd := &cobra.Command{
-		Use:   "run --suite S --devices SELECTOR --build B [--lineage L] [--baseline A|auto] [--wait]",
+		Use:   "run --suite S --build B [--devices SELECTOR] [--fanout] [--lineage L] [--baseline A|auto] [--wait]",
 		Short: "Trigger a benchmark run through the REST API (for CI)",
 		Long: `run asks a coordinator to run suite S for build B on the devices matching
 SELECTOR, and prints the trigger and run ids.
@@ -80,9 +80,9 @@ Reports for CI (with --wait; FILE - means standard output):
   --junit FILE    JUnit XML: one test case per run × config (a failure for
                   a run that did not succeed or an invalid result) and one
                   failing case per regression alert
-  --json          the report as JSON on standard output (progress lines go
+  --format json   the report as JSON on standard output (progress lines go
                   to standard error): runs, results, the previous build's
-                  results on each device, alerts, ok
+                  results on each device, alerts, ok (--json before)
   --summary FILE  markdown for a pull-request comment: the ladder per
                   device with deltas against the previous build of the
                   lineage on that device, and the alerts`,
@@ -99,8 +99,15 @@ Reports for CI (with --wait; FILE - means standard output):
 			if build == "" {
 				return usagef("run: --build is required")
 			}
+			if jsonOut {
+				format = "json" // the deprecated --json
+			}
+			if format != "text" && format != "json" {
+				return usagef("run: --format %q: use text or json", format)
+			}
+			jsonOut = format == "json"
 			if !wait && (jsonOut || junitPath != "" || summaryPath != "") {
-				return usagef("run: --json, --junit and --summary need --wait")
+				return usagef("run: --format json, --junit and --summary need --wait")
 			}
 			if baseline == "" && (minEffect != 0 || maxRounds != 0) {
 				return usagef("run: --min-effect and --max-rounds need --baseline")
@@ -259,7 +266,9 @@ Reports for CI (with --wait; FILE - means standard output):
 	cmd.Flags().DurationVar(&timeout, "timeout", 0, "give up after this long (0: no limit)")
 	cmd.Flags().StringVar(&junitPath, "junit", "", "with --wait, write a JUnit XML report to FILE (- for stdout)")
 	cmd.Flags().StringVar(&summaryPath, "summary", "", "with --wait, write a markdown summary (ladder per device, deltas vs the previous build, alerts) to FILE (- for stdout)")
-	cmd.Flags().BoolVar(&jsonOut, "json", false, "with --wait, print the report as JSON on stdout (progress goes to stderr)")
+	cmd.Flags().StringVar(&format, "format", "text", "with --wait, json prints the report as JSON on stdout (progress goes to stderr); text: progress and results on stdout")
+	cmd.Flags().BoolVar(&jsonOut, "json", false, "with --wait, print the report as JSON on stdout")
+	deprecateFlag(cmd.Flags(), "json", "use --format json")
 	cmd.Flags().DurationVar(&alertGrace, "alert-grace", 30*time.Second, "with --wait, how long to wait for regression alerts after the runs finish")
 	addServerFlags(cmd, &sf)
 	return cmd

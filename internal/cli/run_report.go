@@ -16,7 +16,7 @@ import (
 
 // runReport is what 'lesfarm run --wait' found: every run of the trigger
 // with its results, the previous build's results on the same device and
-// lineage, and the regression alerts of the build. It is the --json
+// lineage, and the regression alerts of the build. It is the --format json
 // output and the source of --junit and --summary.
 type runReport struct {
 	Trigger int64               `json:"trigger"`

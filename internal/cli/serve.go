@@ -59,7 +59,7 @@ With no flags everything is embedded, kept in --data-dir:
     device authenticates with its own credential and may speak only for
     itself (see --nats-auth):
       lesfarm token create --device pixel-8-a     (prints SECRET once)
-      lesfarm agent --nats-url nats://127.0.0.1:4222 --name pixel-8-a --token SECRET
+      lesfarm agent --nats-url nats://127.0.0.1:4222 --name pixel-8-a --device-token SECRET
   - a PostgreSQL started from the machine's binaries in DATA_DIR/pg
     (install with 'apt-get install -y postgresql' or point --database-url
     at a server);
@@ -134,7 +134,7 @@ REST mutations need a token: lesfarm token create --name NAME.`,
 			var natsOpts []nats.Option
 			if natsCreds != "" || natsCA != "" {
 				if natsURL == "" {
-					return usagef("--nats-creds and --nats-ca need --nats-url (the embedded server authenticates with --nats-auth)")
+					return usagef("--nats-creds and --ca need --nats-url (the embedded server authenticates with --nats-auth)")
 				}
 				if natsCreds != "" {
 					natsOpts = append(natsOpts, nats.UserCredentials(natsCreds))
@@ -206,7 +206,8 @@ REST mutations need a token: lesfarm token create --name NAME.`,
 	f.StringVar(&httpAddr, "http-addr", "127.0.0.1:8080", "address of the REST API and dashboard (port 0 picks a free port; empty disables HTTP)")
 	f.StringVar(&natsURL, "nats-url", os.Getenv("NATS_URL"), "NATS server with JetStream (env NATS_URL); empty runs an embedded one")
 	f.StringVar(&natsCreds, "nats-creds", "", "NATS credentials file (JWT + nkey seed) for --nats-url")
-	f.StringVar(&natsCA, "nats-ca", "", "PEM file of the CA that signed the NATS server's TLS certificate")
+	f.StringVar(&natsCA, "ca", "", "PEM file of the CA that signed the --nats-url server's TLS certificate")
+	aliasFlag(f, "nats-ca", "ca")
 	f.StringVar(&natsListen, "nats-listen", "127.0.0.1:4222", "host:port of the embedded NATS server (port 0 picks a free port)")
 	f.StringVar(&natsAuth, "nats-auth", "strict", "authentication of the embedded NATS server: strict (per-device credentials; each device publishes and reads only under its own id), devices (also accepts the run-only data subjects and shared inbox of older agents) or none (trusted lab)")
 	f.StringVar(&artifactURL, "artifact-url", "", "base URL agents download artifacts from (default http://HTTP-ADDR)")

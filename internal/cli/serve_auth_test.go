@@ -37,7 +37,7 @@ func TestServeAuthenticatesDevices(t *testing.T) {
 	dbURL := testenv.MigratedPostgresURL(t)
 	code, stdout, stderr := run(t, "token", "create", "--device", "dev-a", "--database-url", dbURL)
 	secret := strings.TrimSpace(stdout)
-	if code != 0 || !strings.HasPrefix(secret, store.DeviceSecretPrefix) || !strings.Contains(stderr, "--token SECRET") {
+	if code != 0 || !strings.HasPrefix(secret, store.DeviceSecretPrefix) || !strings.Contains(stderr, "--device-token SECRET") {
 		t.Fatalf("token create --device: %d %q %q", code, stdout, stderr)
 	}
 

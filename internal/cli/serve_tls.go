@@ -34,7 +34,7 @@ func (f *serveTLSFlags) configs(external bool) (httpTLS, natsTLS *tls.Config, er
 		return nil, nil, usagef("--nats-tls-cert and --nats-tls-key go together")
 	}
 	if external && f.natsCert != "" {
-		return nil, nil, usagef("--nats-tls-cert applies to the embedded NATS server; with --nats-url the server's own TLS applies (see --nats-ca)")
+		return nil, nil, usagef("--nats-tls-cert applies to the embedded NATS server; with --nats-url the server's own TLS applies (see --ca)")
 	}
 	if f.cert != "" {
 		if httpTLS, err = labca.ServerConfig(f.cert, f.key); err != nil {

@@ -78,7 +78,7 @@ func TestServeTLSLabCA(t *testing.T) {
 	startAgent := func(name string, extra ...string) (chan error, *syncBuffer) {
 		var aout, aerr syncBuffer
 		root := cli.NewRoot(&cli.Env{Ctx: ctx, Stdin: strings.NewReader(""), Stdout: &aout, Stderr: &aerr})
-		root.SetArgs(append([]string{"agent", "--nats-url", natsURL, "--name", name, "--cache-dir", t.TempDir(), "--log-level", "warn", "--token", secret}, extra...))
+		root.SetArgs(append([]string{"agent", "--nats-url", natsURL, "--name", name, "--cache-dir", t.TempDir(), "--log-level", "warn", "--device-token", secret}, extra...))
 		ch := make(chan error, 1)
 		go func() { ch <- root.ExecuteContext(ctx) }()
 		return ch, &aerr
@@ -87,13 +87,13 @@ func TestServeTLSLabCA(t *testing.T) {
 	refused, _ := startAgent("dev-tls")
 	select {
 	case err := <-refused:
-		if err == nil || !strings.Contains(err.Error(), "does not trust") || !strings.Contains(err.Error(), "--tls-ca") {
-			t.Fatalf("agent without the CA: %v; want a refusal naming --tls-ca", err)
+		if err == nil || !strings.Contains(err.Error(), "does not trust") || !strings.Contains(err.Error(), "--ca FILE") {
+			t.Fatalf("agent without the CA: %v; want a refusal naming --ca", err)
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("agent without the CA was not refused")
 	}
-	good, goodErr := startAgent("dev-tls", "--tls-ca", ca)
+	good, goodErr := startAgent("dev-tls", "--ca", ca)
 
 	pool, err := labca.LoadPool(ca)
 	if err != nil {

@@ -52,7 +52,7 @@ listener.`,
 		Example: `  lesfarm tls init --dir /etc/lesfarm/tls --host farm.lab,192.168.1.10,localhost,127.0.0.1
   lesfarm serve --tls-cert /etc/lesfarm/tls/server.pem --tls-key /etc/lesfarm/tls/server-key.pem \
       --http-addr 0.0.0.0:8443 --nats-listen 0.0.0.0:4222
-  lesfarm agent --nats-url nats://farm.lab:4222 --tls-ca ca.pem --name pixel-8-a --token-file secret
+  lesfarm agent --nats-url nats://farm.lab:4222 --ca ca.pem --name pixel-8-a --device-token-file secret
   lesfarm run --server https://farm.lab:8443 --ca ca.pem --suite smoke --build b1 --wait`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -85,10 +85,10 @@ listener.`,
 				names = append(names, ip.String())
 			}
 			fmt.Fprintf(env.Stdout, "%s %s (sha256 %s)\nserver certificate for %s, valid until %s\n"+
-				"  serve:  --tls-cert %s --tls-key %s\n  agents: --tls-ca %s   CLI: --ca %s (or LESFARM_CA)\n",
+				"  serve:  --tls-cert %s --tls-key %s\n  agents and CLI: --ca %s (or LESFARM_CA)\n",
 				ca, dir, res.CAFingerprint, strings.Join(names, ", "), res.NotAfter.Format(time.DateOnly),
 				filepath.Join(dir, labca.ServerFile), filepath.Join(dir, labca.ServerKeyFile),
-				filepath.Join(dir, labca.CAFile), filepath.Join(dir, labca.CAFile))
+				filepath.Join(dir, labca.CAFile))
 			return nil
 		},
 	}

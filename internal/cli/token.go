@@ -38,8 +38,8 @@ Device credentials (--device ID) let one device's agent connect to the
 embedded NATS server of 'lesfarm serve' (--nats-auth strict, the default, or devices).
 A credential is bound to its device id: with it an agent may publish only
 that device's hello, heartbeat, telemetry and results and receive only its
-assignments and cancels. The agent passes it as its NATS token:
-  lesfarm agent --nats-url nats://coordinator:4222 --name ID --token SECRET
+assignments and cancels. The agent passes it with --device-token:
+  lesfarm agent --nats-url nats://coordinator:4222 --name ID --device-token SECRET
 (or --user ID --password SECRET).
 
 Only a sha256 of each secret is stored in PostgreSQL: 'token create' prints
@@ -91,9 +91,9 @@ token has every scope. Give each client the least it needs: CI that
 pushes builds and triggers runs needs builds,trigger; a dashboard, read.
 
 The device's agent then connects with it:
-  lesfarm agent --nats-url nats://coordinator:4222 --name DEVICE_ID --token SECRET`,
+  lesfarm agent --nats-url nats://coordinator:4222 --name DEVICE_ID --device-token SECRET`,
 		Example: "  lesfarm token create --name ci --scope builds,trigger\n  lesfarm token create --name dashboard --scope read\n  TOKEN=$(lesfarm token create --name nightly --database-url postgres://farm@db/lesfarm)\n" +
-			"  SECRET=$(lesfarm token create --device pixel-8-a)\n  lesfarm agent --nats-url nats://farm:4222 --name pixel-8-a --token \"$SECRET\"",
+			"  SECRET=$(lesfarm token create --device pixel-8-a)\n  lesfarm agent --nats-url nats://farm:4222 --name pixel-8-a --device-token \"$SECRET\"",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if expires < 0 || cmd.Flags().Changed("expires") && expires < time.Minute {
@@ -120,7 +120,7 @@ The device's agent then connects with it:
 				}
 				fmt.Fprintln(env.Stdout, secret)
 				fmt.Fprintf(env.Stderr, "created credential %d for device %q (%s…)%s; it is shown only this once\n"+
-					"use it with: lesfarm agent --name %s --token SECRET\n", cred.ID, cred.DeviceID, cred.Prefix, expiryNote(cred.ExpiresAt), cred.DeviceID)
+					"use it with: lesfarm agent --name %s --device-token SECRET\n", cred.ID, cred.DeviceID, cred.Prefix, expiryNote(cred.ExpiresAt), cred.DeviceID)
 				return nil
 			}
 			if name == "" {

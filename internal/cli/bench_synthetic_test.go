@@ -1,0 +1,64 @@
+package cli_test
+
+import (
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// TestSyntheticModelNotes: on a model lesfarm synth wrote (random
+// weights), generate says its text is gibberish; bench --ladder skips the
+// +speculative rung with the reason (unless speculative is asked for),
+// follows its table with a legend of the columns, and its repetition lines
+// carry the time left.
+func TestSyntheticModelNotes(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "m.gguf")
+	if code, _, errOut := run(t, "synth", "--quiet", "--layers", "2", "--experts", "8", "--experts-used", "2", "--hidden", "64", "--expert-ffn", "64",
+		"--heads", "2", "--kv-heads", "1", "--vocab", "512", "--type", "Q8_0", "-o", p); code != 0 {
+		t.Fatalf("synth: exit %d: %s", code, errOut)
+	}
+	for _, format := range []string{"text", "json"} {
+		code, _, errOut := run(t, "generate", "--model", p, "--prompt", "hello", "--max-tokens", "2", "--threads", "1", "--format", format)
+		if code != 0 || !strings.Contains(errOut, "random weights (lesfarm synth): the text below is gibberish") {
+			t.Errorf("generate --format %s: exit %d, stderr %q: want the gibberish note", format, code, errOut)
+		}
+	}
+	ladder := []string{"bench", "--model", p, "--ladder", "--profile", "phone-mid", "--expert-budget", "50%", "--threads", "1",
+		"--repetitions", "2", "--warmup", "0", "--prompt-tokens", "4", "--gen-tokens", "4"}
+	eta := regexp.MustCompile(`bench: repetition 1/2 done \(50%, \d+s elapsed, about \d+s left\)`)
+	tests := []struct {
+		name    string
+		args    []string
+		skipped bool
+	}{
+		{"default modes", nil, true},
+		{"speculative listed", []string{"--modes", "scheduled,speculative"}, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			code, out, errOut := run(t, append(append([]string{}, ladder...), tc.args...)...)
+			if code != 0 {
+				t.Fatalf("bench --ladder: exit %d: %s", code, errOut)
+			}
+			row := strings.Contains(out, "\n| speculative |")
+			note := strings.Contains(out, "+speculative skipped: "+p+" has random weights") && strings.Contains(errOut, "bench: +speculative skipped")
+			if row == tc.skipped || note != tc.skipped {
+				t.Errorf("speculative row %v, skip note %v; want row %v, note %v\n%s", row, note, !tc.skipped, tc.skipped, out)
+			}
+			for _, w := range []string{"× oracle bytes: bytes read per token over the oracle's", "of oracle: the row's t/s as a share of the oracle's", "docs/bench.md"} {
+				if !strings.Contains(out, w) {
+					t.Errorf("legend lacks %q:\n%s", w, out)
+				}
+			}
+			if !eta.MatchString(errOut) {
+				t.Errorf("no time left on the repetition line:\n%s", errOut)
+			}
+		})
+	}
+	// JSON stays JSON: no legend on stdout.
+	code, out, _ := run(t, append(append([]string{}, ladder...), "--format", "json", "--quiet")...)
+	if code != 0 || !strings.HasPrefix(strings.TrimSpace(out), "{") || strings.Contains(out, "Columns:") {
+		t.Errorf("bench --ladder --format json: exit %d, stdout %q", code, out)
+	}
+}
