@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -79,9 +80,16 @@ func (a *Agent) execute(ctx context.Context, r *activeRun) {
 			})
 			return err
 		}
-		n := len(asg.Configs)
+		skip := skippedConfigs(asg, a.limits())
+		configs := slices.DeleteFunc(slices.Clone(asg.Configs), func(c jobs.Config) bool { return skip[c.Index] != "" })
+		for _, c := range asg.Configs {
+			if why := skip[c.Index]; why != "" {
+				log.Info("agent: config skipped", "config", c.Key, "reason", why)
+			}
+		}
+		n := len(configs)
 		cr, prov, err := a.runBuild(ctx, r, &Job{
-			Spec: &asg.Spec, Configs: asg.Configs, ModelPath: h.Path, Sink: agg, Position: agg.SetPosition,
+			Spec: &asg.Spec, Configs: configs, ModelPath: h.Path, Sink: agg, Position: agg.SetPosition,
 			OnConfig: func(i int, c jobs.Config) {
 				agg.Progress(protocol.Progress{Phase: "config", Done: int64(i), Total: int64(n), Message: c.Key})
 				a.setRun(r, protocol.RunStateRunning, 0.1+0.9*float64(i)/float64(n), c.Key)
@@ -89,7 +97,7 @@ func (a *Agent) execute(ctx context.Context, r *activeRun) {
 		}, func(done, total int64) {
 			agg.Progress(protocol.Progress{Phase: "download", Done: done, Total: total, Message: "build " + asg.Build})
 		})
-		res.Configs, res.Provenance = cr, prov
+		res.Configs, res.Provenance = withSkipped(asg.Configs, cr, skip), prov
 		return err
 	}()
 	agg.Close()

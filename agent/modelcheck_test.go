@@ -186,7 +186,8 @@ func TestAgentRefusesUnrunnableModelBeforeDownload(t *testing.T) {
 	q81.Model = &protocol.ModelFacts{Architecture: "qwen3moe", TensorTypes: []string{"F32", "Q8_1"}, TotalBytes: 10, ResidentBytes: 10}
 	big := assignment(spec, "facts-1", 22, 1, srv.url)
 	// 1 GiB of weights, of which 900 MiB experts: the resident config
-	// needs all of it, more than the device's 256 MiB.
+	// needs all of it and the streaming one 124 MiB + half the experts,
+	// both more than the device's 256 MiB.
 	big.Model = &protocol.ModelFacts{Architecture: "qwen3moe", MoE: true, TensorTypes: []string{"F32"}, TotalBytes: 1 << 30, ExpertBytes: 900 << 20, ResidentBytes: 1<<30 - 900<<20}
 	for _, tc := range []struct {
 		name string
@@ -196,7 +197,7 @@ func TestAgentRefusesUnrunnableModelBeforeDownload(t *testing.T) {
 	}{
 		{"unknown architecture", llama, protocol.RefuseUnsupported, []string{"architecture llama4 (this agent runs "}},
 		{"tensor type", q81, protocol.RefuseUnsupported, []string{"tensor type Q8_1"}},
-		{"insufficient RAM", big, protocol.RefuseInsufficientRAM, []string{"needs 1.1 GiB, has 256.0 MiB", "config resident"}},
+		{"insufficient RAM", big, protocol.RefuseInsufficientRAM, []string{"has 256.0 MiB", "config on-demand"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rep := c.assign(tc.a)
@@ -372,5 +373,51 @@ func TestE2EInsufficientRAMGoesElsewhere(t *testing.T) {
 	}
 	if f.srv.hits.Load() == 0 {
 		t.Fatal("the device that ran the model never downloaded it")
+	}
+}
+
+// TestE2EResidentSkippedOnSmallDevice: on a device that holds the
+// streaming configs but not the whole model, the run goes ahead: the
+// resident config is stored invalid with the skip's reason and the
+// streaming one is measured (issue 31, item 4: the ladder runs where the
+// model does not fit).
+func TestE2EResidentSkippedOnSmallDevice(t *testing.T) {
+	data := synthMoE(t)
+	f := newFactsFarm(t, data, true)
+	fa := facts(t, data)
+	var whole, stream int64
+	for _, c := range f.spec.Expand() {
+		need, _ := RequiredModelRAM(fa, c)
+		if c.Mode == jobs.ModeResident {
+			whole = need
+		} else {
+			stream = max(stream, need)
+		}
+	}
+	if whole == 0 || stream == 0 || stream >= whole {
+		t.Fatalf("smoke needs %d bytes resident and %d streaming; the test needs a resident config that needs more", whole, stream)
+	}
+	startAgent(t, Config{NATSURL: f.url, Name: "facts-mid", Labels: map[string]string{"pool": "facts"},
+		DeviceOptions: &device.Options{RAMBytes: stream}})
+	id := f.createRun(t)
+	ctx := context.Background()
+	var done *store.Run
+	waitFor(t, 3*time.Minute, "the run to finish", func() bool {
+		var err error
+		done, err = f.c.Store().GetRun(ctx, id)
+		return err == nil && (done.State == store.RunSucceeded || done.State == store.RunFailed)
+	})
+	if done.State != store.RunSucceeded || done.DeviceID != "facts-mid" {
+		t.Fatalf("run ended %s on %s: %s", done.State, done.DeviceID, done.Error)
+	}
+	res, err := f.c.Store().ListResults(ctx, &store.ListResultsParams{RunID: id, Limit: 10})
+	if err != nil || len(res) != len(f.spec.Expand()) {
+		t.Fatalf("results %+v (%v), want one per config", res, err)
+	}
+	for _, r := range res {
+		skipped := strings.HasPrefix(r.InvalidReason, "skipped: the device cannot hold the whole model")
+		if resident := strings.HasPrefix(r.ConfigKey, string(jobs.ModeResident)); resident != skipped || resident == r.Valid {
+			t.Errorf("config %s: valid %v, reason %q", r.ConfigKey, r.Valid, r.InvalidReason)
+		}
 	}
 }

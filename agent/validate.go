@@ -1,7 +1,9 @@
 package agent
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/lesfarm/lesfarm/agent/artifact"
@@ -26,14 +28,19 @@ type deviceLimits struct {
 	resolveProfile func(jobs.Config) (*expert.Profile, error)
 }
 
-// check refuses work this agent cannot do; see validateAssignment.
-func (a *Agent) check(asg *protocol.Assignment) (code, reason string) {
+// limits returns what assignments are checked against on this agent.
+func (a *Agent) limits() deviceLimits {
 	d := deviceLimits{name: a.cfg.Name, resolveProfile: a.runner.ResolveProfile,
 		execPlatform: a.fp.ExecPlatform, embeddedBuild: a.fp.EmbeddedBuild}
 	if a.fp.RAMBytes != nil {
 		d.ramBytes = *a.fp.RAMBytes
 	}
-	if code, reason := validateAssignment(asg, d); code != "" {
+	return d
+}
+
+// check refuses work this agent cannot do; see validateAssignment.
+func (a *Agent) check(asg *protocol.Assignment) (code, reason string) {
+	if code, reason := validateAssignment(asg, a.limits()); code != "" {
 		return code, reason
 	}
 	// A model the device's disk cannot hold is refused before anything is
@@ -51,7 +58,9 @@ func (a *Agent) check(asg *protocol.Assignment) (code, reason string) {
 // assignment for another device, an unknown prompt set, model layout, mode
 // or storage profile, a model whose architecture or tensor types this
 // build cannot run (when the assignment carries model facts), and a config
-// that needs more memory than the device (or its profile's budget) has.
+// that needs more memory than the device (or its profile's budget) has —
+// except one that holds the whole model, which the run skips with a reason
+// (skippedConfigs) unless every config of the assignment would be skipped.
 // It is pure: it runs before anything is downloaded and touches no state.
 func validateAssignment(asg *protocol.Assignment, d deviceLimits) (code, reason string) {
 	if asg.DeviceID != d.name {
@@ -73,6 +82,8 @@ func validateAssignment(asg *protocol.Assignment, d deviceLimits) (code, reason 
 			return code, reason
 		}
 	}
+	skipped := 0
+	var firstSkip string
 	for _, c := range asg.Configs {
 		if !c.Mode.Valid() {
 			return protocol.RefuseUnsupported, fmt.Sprintf("config %s: mode %q is not supported", c.Key, c.Mode)
@@ -82,26 +93,98 @@ func validateAssignment(asg *protocol.Assignment, d deviceLimits) (code, reason 
 				return protocol.RefuseUnsupported, fmt.Sprintf("config %s: %v", c.Key, err)
 			}
 		}
-		prof, err := d.resolveProfile(c)
-		if err != nil {
+		why, err := configRAMShortfall(asg, c, d)
+		switch {
+		case err != nil:
 			return protocol.RefuseUnsupported, fmt.Sprintf("config %s: %v", c.Key, err)
-		}
-		limit := d.ramBytes
-		if prof != nil && prof.RAMBudget > 0 && (limit == 0 || prof.RAMBudget < limit) {
-			limit = prof.RAMBudget
-		}
-		if asg.Model != nil {
-			if need, why := RequiredModelRAM(asg.Model, c); limit > 0 && need > limit {
-				return protocol.RefuseInsufficientRAM, fmt.Sprintf("needs %s, has %s (config %s: %s)", fmtBytes(need), fmtBytes(limit), c.Key, why)
-			}
-			continue
-		}
-		need := RequiredRAM(spec, c)
-		if limit > 0 && need > limit {
-			return protocol.RefuseInsufficientRAM, fmt.Sprintf("config %s needs about %s of RAM, the device has %s", c.Key, jobs.ByteSize(need), jobs.ByteSize(limit))
+		case why == "":
+		case holdsWholeModel(c.Mode):
+			// Skipped by the run (skippedConfigs), not refused: the rest
+			// of the ladder is what a device smaller than its model is for.
+			skipped++
+			firstSkip = cmp.Or(firstSkip, why)
+		default:
+			return protocol.RefuseInsufficientRAM, why
 		}
 	}
+	if skipped > 0 && skipped == len(asg.Configs) {
+		return protocol.RefuseInsufficientRAM, firstSkip
+	}
 	return "", ""
+}
+
+// holdsWholeModel reports whether a config's mode holds every weight in
+// RAM: the resident mode, and the mixed-precision planner while it
+// measures.
+func holdsWholeModel(m jobs.Mode) bool {
+	return m == jobs.ModeResident || m == jobs.ModeMixedPrecision
+}
+
+// configRAMShortfall returns why config c needs more memory than the
+// device (or the config's profile's budget) has, or "" when it fits or
+// the device's memory is unknown. With model facts it counts
+// RequiredModelRAM, else the RequiredRAM estimate from the spec. The
+// error is an unknown profile.
+func configRAMShortfall(asg *protocol.Assignment, c jobs.Config, d deviceLimits) (string, error) {
+	prof, err := d.resolveProfile(c)
+	if err != nil {
+		return "", err
+	}
+	limit := d.ramBytes
+	if prof != nil && prof.RAMBudget > 0 && (limit == 0 || prof.RAMBudget < limit) {
+		limit = prof.RAMBudget
+	}
+	if limit <= 0 {
+		return "", nil
+	}
+	if asg.Model != nil {
+		if need, why := RequiredModelRAM(asg.Model, c); need > limit {
+			return fmt.Sprintf("needs %s, has %s (config %s: %s)", fmtBytes(need), fmtBytes(limit), c.Key, why), nil
+		}
+		return "", nil
+	}
+	if need := RequiredRAM(&asg.Spec, c); need > limit {
+		return fmt.Sprintf("config %s needs about %s of RAM, the device has %s", c.Key, jobs.ByteSize(need), jobs.ByteSize(limit)), nil
+	}
+	return "", nil
+}
+
+// skippedConfigs returns the configs of an accepted assignment the device
+// skips, by index, with the reason each result carries: a config that
+// holds the whole model (holdsWholeModel) on a device that cannot hold it.
+// validateAssignment refused the assignment when every config would be
+// skipped.
+func skippedConfigs(asg *protocol.Assignment, d deviceLimits) map[int]string {
+	var out map[int]string
+	for _, c := range asg.Configs {
+		if !holdsWholeModel(c.Mode) {
+			continue
+		}
+		if why, err := configRAMShortfall(asg, c, d); err == nil && why != "" {
+			if out == nil {
+				out = map[int]string{}
+			}
+			out[c.Index] = "skipped: the device cannot hold the whole model: " + why
+		}
+	}
+	return out
+}
+
+// withSkipped returns the results of a run's configs in config order: the
+// runner's results, and an invalid result with its reason for each
+// skipped config.
+func withSkipped(all []jobs.Config, res []protocol.ConfigResult, skip map[int]string) []protocol.ConfigResult {
+	if len(skip) == 0 {
+		return res
+	}
+	out := slices.Clone(res)
+	for _, c := range all {
+		if why := skip[c.Index]; why != "" {
+			out = append(out, protocol.ConfigResult{ConfigIndex: c.Index, ConfigKey: c.Key, InvalidReason: why})
+		}
+	}
+	slices.SortStableFunc(out, func(a, b protocol.ConfigResult) int { return cmp.Compare(a.ConfigIndex, b.ConfigIndex) })
+	return out
 }
 
 // RequiredRAM estimates the memory a config needs: the whole model for the
@@ -109,7 +192,7 @@ func validateAssignment(asg *protocol.Assignment, d deviceLimits) (code, reason 
 // model for the resident weights otherwise.
 func RequiredRAM(spec *jobs.Spec, c jobs.Config) int64 {
 	size := int64(spec.Model.Size)
-	if c.Mode == jobs.ModeResident || c.Mode == jobs.ModeMixedPrecision { // the planner holds all weights
+	if holdsWholeModel(c.Mode) {
 		return size
 	}
 	return min(c.Budget.Resolve(size), size) + size/10

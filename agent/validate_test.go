@@ -38,6 +38,7 @@ func TestValidateAssignment(t *testing.T) {
 		resolve func(jobs.Config) (*expert.Profile, error)
 		code    string
 		in      string // part of the reason
+		skip    string // part of the resident config's skip reason ("": not skipped)
 	}{
 		{name: "unknown RAM accepts", resolve: noProfile},
 		{name: "enough RAM accepts", ram: 64 * mib, resolve: noProfile},
@@ -50,14 +51,21 @@ func TestValidateAssignment(t *testing.T) {
 		{name: "unknown mode", edit: func(a *protocol.Assignment) { a.Configs[1].Mode = "telepathic" }, resolve: noProfile,
 			code: protocol.RefuseUnsupported, in: `mode "telepathic"`},
 		{name: "unknown profile", resolve: unknownProfile, code: protocol.RefuseUnsupported, in: "no-such-phone"},
-		{name: "device RAM too small for resident", ram: 20 * mib, resolve: noProfile,
+		// A config that holds the whole model is skipped on a device that
+		// cannot hold it, while the rest runs (issue 31, item 4).
+		{name: "device RAM too small for resident: skipped", ram: 20 * mib, resolve: noProfile,
+			skip: "skipped: the device cannot hold the whole model: config resident needs"},
+		{name: "nothing but resident: refused", ram: 20 * mib, resolve: noProfile,
+			edit: func(a *protocol.Assignment) { a.Configs = a.Configs[:1] },
 			code: protocol.RefuseInsufficientRAM, in: "config resident needs"},
 		{name: "profile budget below device RAM", ram: 1 << 30, resolve: smallProfile,
 			code: protocol.RefuseInsufficientRAM, in: "the device has 10MiB"},
 		{name: "facts: unknown architecture", edit: func(a *protocol.Assignment) { a.Model = facts("llama4", 10*mib) }, resolve: noProfile,
 			code: protocol.RefuseUnsupported, in: "architecture llama4"},
-		{name: "facts: too large", edit: func(a *protocol.Assignment) { a.Model = facts("qwen3moe", 512*mib) }, ram: 256 * mib, resolve: noProfile,
-			code: protocol.RefuseInsufficientRAM, in: "config resident"},
+		{name: "facts: too large for any config", edit: func(a *protocol.Assignment) { a.Model = facts("qwen3moe", 512*mib) }, ram: 256 * mib, resolve: noProfile,
+			code: protocol.RefuseInsufficientRAM, in: "config on-demand"},
+		{name: "facts: resident skipped, streaming fits", edit: func(a *protocol.Assignment) { a.Model = facts("qwen3moe", 512*mib) }, ram: 400 * mib, resolve: noProfile,
+			skip: "has 400.0 MiB (config resident: weights"},
 		{name: "facts replace the spec's size", edit: func(a *protocol.Assignment) {
 			a.Spec.Model.Size = 1 << 50
 			a.Model = facts("qwen3moe", 16*mib)
@@ -74,6 +82,16 @@ func TestValidateAssignment(t *testing.T) {
 			}
 			if tc.code == "" && reason != "" {
 				t.Fatalf("accepted with a reason: %q", reason)
+			}
+			if tc.code != "" {
+				return
+			}
+			skip := skippedConfigs(asg, deviceLimits{name: "dev-1", ramBytes: tc.ram, resolveProfile: tc.resolve})
+			if got := skip[asg.Configs[0].Index]; asg.Configs[0].Mode != jobs.ModeResident || !strings.Contains(got, tc.skip) || (tc.skip == "") != (got == "") {
+				t.Fatalf("resident config skipped %q, want mentioning %q", got, tc.skip)
+			}
+			if len(skip) > 1 {
+				t.Fatalf("streaming configs skipped too: %v", skip)
 			}
 		})
 	}
