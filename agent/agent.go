@@ -155,6 +155,8 @@ type Agent struct {
 	nc     *nats.Conn
 	outbox *telemetry.Outbox
 	rehelo chan struct{}
+	// short says whether the device is short of storage (storage_short.go).
+	short storageShort
 	// closed receives the connection's last error when nats.go gives up
 	// on it (see connClosed).
 	closed chan error
@@ -223,6 +225,7 @@ func New(cfg Config) (*Agent, error) {
 	log := cmp.Or(cfg.Logger, slog.Default())
 	a := &Agent{cfg: cfg, log: log, state: StateConnecting, rehelo: make(chan struct{}, 1), closed: make(chan error, 1),
 		session: newSession(), connDone: make(chan struct{}), keyKnown: make(chan struct{})}
+	a.short.kick = make(chan struct{}, 1)
 
 	var prof *expert.Profile
 	dopt := device.Options{StoragePath: cfg.CacheDir}

@@ -91,6 +91,7 @@ func (a *Agent) handleAssign(data []byte) (rep *protocol.AssignReply) {
 		return nil
 	}
 	if code, reason := a.check(asg); code != "" {
+		a.short.noteRefusal(a.cache, asg)
 		return refuse(asg.RunID, asg.Token, code, reason)
 	}
 	a.mu.Lock()

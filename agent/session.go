@@ -68,6 +68,11 @@ func (a *Agent) loop(ctx context.Context) error {
 				needHello = true
 				nextHello = time.Time{}
 			}
+		case <-a.short.kick:
+			// Short of storage: say so now, not at the next beat.
+			if hbC != nil {
+				a.heartbeat(ctx)
+			}
 		case <-hbC:
 			if !a.heartbeat(ctx) {
 				a.mu.Lock()
@@ -174,6 +179,7 @@ func (a *Agent) heartbeat(ctx context.Context) bool {
 	sent := a.now()
 	msg := &protocol.Heartbeat{DeviceID: a.cfg.Name, Seq: a.hbSeq, Runs: a.runStatusLocked(), State: &st, SentAt: sent.UTC(), Session: a.session}
 	a.mu.Unlock()
+	msg.FreeStorageBytes = a.short.report(a.cache)
 	data, err := protocol.Encode(msg)
 	if err != nil {
 		a.log.Error("agent: heartbeat not encodable", "err", err)
@@ -206,6 +212,7 @@ func (a *Agent) heartbeat(ctx context.Context) bool {
 	}
 	a.mu.Unlock()
 	a.applyCancels(rep.Cancel, errLeaseLost)
+	a.short.reported(msg.FreeStorageBytes)
 	if rep.Rehello {
 		a.log.Info("agent: coordinator asked for a new hello")
 		return false

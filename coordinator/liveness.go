@@ -121,6 +121,14 @@ func (c *Coordinator) handleHeartbeat(m *nats.Msg) {
 		c.log.ErrorContext(ctx, "coordinator: renew leases", "device_id", id, "err", err)
 		return
 	}
+	if hb.FreeStorageBytes != nil {
+		// Before the reply: the agent stops reporting once answered.
+		if err := c.store.SetDeviceFreeStorage(ctx, id, *hb.FreeStorageBytes); err != nil {
+			c.log.WarnContext(ctx, "coordinator: free storage not recorded", "device_id", id, "err", err)
+		} else {
+			c.logs.warn(ctx, c.log, "short-of-storage:"+id, "coordinator: device short of storage", "device_id", id, "free_storage_bytes", *hb.FreeStorageBytes)
+		}
+	}
 	c.respond(m, &protocol.HeartbeatReply{TTLMS: ttl.Milliseconds(), Renewed: renewed, Cancel: cancels, ServerTime: time.Now()})
 	c.recordDeviceState(ctx, id, renewed, hb.State)
 	if len(hb.Runs) == 0 {

@@ -112,6 +112,13 @@ type Heartbeat struct {
 	SentAt   time.Time    `json:"sent_at"`
 	// Session is the agent's Hello.Session.
 	Session string `json:"session,omitempty"`
+	// FreeStorageBytes is the room for artifacts (as in
+	// Fingerprint.FreeStorageBytes), sent while the agent is short of
+	// storage: from a refusal or abort for lack of space until a heartbeat
+	// has reported the room back. The coordinator updates the device's
+	// fingerprint with it, so it assigns no larger model meanwhile (issue
+	// 29, finding 10). Absent otherwise.
+	FreeStorageBytes *int64 `json:"free_storage_bytes,omitempty"`
 }
 
 // LeaseRenewal says a run's lease now lasts until ExpiresAt.

@@ -243,6 +243,9 @@ func (m *Heartbeat) Validate() error {
 			return err
 		}
 	}
+	if m.FreeStorageBytes != nil && *m.FreeStorageBytes < 0 {
+		return fmt.Errorf("heartbeat.free_storage_bytes negative")
+	}
 	return checkRuns(m.Runs)
 }
 

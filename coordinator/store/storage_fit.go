@@ -1,5 +1,10 @@
 package store
 
+import (
+	"context"
+	"fmt"
+)
+
 // noRoomSQL is the condition "run's model is downloaded (no local path)
 // and larger than the room for artifacts the device reported in its
 // hello" (fingerprint free_storage_bytes), over SQL expressions for the
@@ -14,4 +19,29 @@ func noRoomSQL(run, device string) string {
 		  AND jsonb_typeof(nj.spec->'model'->'size') = 'number'
 		  AND coalesce(nj.spec->'model'->>'path', '') = ''
 		  AND (nj.spec->'model'->>'size')::numeric > (nd.fingerprint->>'free_storage_bytes')::numeric)`
+}
+
+// SetDeviceFreeStorage replaces the room for artifacts in the device's
+// fingerprint (free_storage_bytes) with what its heartbeat reported while
+// the agent is short of storage (protocol.Heartbeat.FreeStorageBytes), so
+// that ClaimRun's storage fit follows the device's disk between hellos. It
+// writes only when the figure changed, and returns ErrNotFound for an
+// unknown device.
+func (s *Store) SetDeviceFreeStorage(ctx context.Context, deviceID string, room int64) error {
+	if room < 0 {
+		return fmt.Errorf("store: free storage %d is negative", room)
+	}
+	var found bool
+	err := s.pool.QueryRow(ctx, `WITH u AS (
+		UPDATE devices SET fingerprint = jsonb_set(fingerprint, '{free_storage_bytes}', to_jsonb($2::bigint))
+		WHERE id = $1 AND fingerprint->'free_storage_bytes' IS DISTINCT FROM to_jsonb($2::bigint)
+		RETURNING 1)
+		SELECT EXISTS (SELECT 1 FROM u) OR EXISTS (SELECT 1 FROM devices WHERE id = $1)`, deviceID, room).Scan(&found)
+	if err != nil {
+		return fmt.Errorf("store: set free storage of %s: %w", deviceID, err)
+	}
+	if !found {
+		return ErrNotFound
+	}
+	return nil
 }

@@ -55,3 +55,44 @@ func TestClaimSkipsDeviceWithoutRoom(t *testing.T) {
 		}
 	}
 }
+
+// TestFreeStorageFollowsHeartbeats: a device whose hello reported room
+// but whose disk filled since (SetDeviceFreeStorage, from a heartbeat of
+// an agent short of storage) no longer gets a run whose model is larger,
+// and gets it again once a heartbeat reports the room back; an unknown
+// device is ErrNotFound.
+func TestFreeStorageFollowsHeartbeats(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := open(t)
+	spec := smoke(t)
+	size := int64(spec.Model.Size)
+	if _, err := st.UpsertDevice(ctx, &store.UpsertDeviceParams{ID: "filled", TTL: 15 * time.Second,
+		Fingerprint: protocol.Fingerprint{Platform: "android", DeviceModel: "Pixel 8", RAMBytes: i64(8 << 30), FreeStorageBytes: i64(4 * size)}}); err != nil {
+		t.Fatal(err)
+	}
+	_, runs, err := st.CreateRuns(ctx, &store.CreateRunsParams{Spec: spec, Build: "b-filled"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	claim := func(free int64) error {
+		if err := st.SetDeviceFreeStorage(ctx, "filled", free); err != nil {
+			t.Fatal(err)
+		}
+		d, err := st.GetDevice(ctx, "filled")
+		if err != nil || d.Fingerprint.FreeStorageBytes == nil || *d.Fingerprint.FreeStorageBytes != free {
+			t.Fatalf("device after SetDeviceFreeStorage(%d): %+v (%v)", free, d, err)
+		}
+		_, err = st.ClaimRun(ctx, &store.ClaimRunParams{DeviceID: "filled", RunIDs: []int64{runs[0].ID}, LeaseTTL: 10 * time.Second, Coordinator: "t"})
+		return err
+	}
+	if err := claim(size - 1); !errors.Is(err, store.ErrUnfit) {
+		t.Fatalf("claim with %d bytes free: %v, want ErrUnfit", size-1, err)
+	}
+	if err := claim(size); err != nil {
+		t.Fatalf("claim once the room is back: %v", err)
+	}
+	if err := st.SetDeviceFreeStorage(ctx, "nobody", 1); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("unknown device: %v, want ErrNotFound", err)
+	}
+}
