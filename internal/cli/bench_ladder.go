@@ -44,6 +44,9 @@ type ladderFlags struct {
 	twin     string // --twin-check PROFILE (bench_twin.go)
 	// +mixed-precision row
 	mixed, mixedExperts, pplFile string
+	// reference: recorded tokens to check against; recordRef: where to
+	// write an all-resident reference (ladder_reference.go in bench)
+	reference, recordRef string
 }
 
 // ladderHelp is bench --help's summary of the ladder; docs/bench.md has
@@ -54,8 +57,10 @@ var ladderHelp = `
 and measures each mode: naive, on-demand, on-demand-parallel, lookahead,
 scheduled and +speculative (--no-speculative skips it; skipped with its
 reason on a synth model, whose random weights no drafter predicts), plus the
-oracle, the upper bound. Every mode's tokens are checked against an
-all-resident run. It needs --expert-budget (bytes, or a fraction of the
+oracle, the upper bound. Every mode's tokens are checked against a
+reference that never needs the whole model in RAM: the tokens of the
+on-demand mode under the same budget, or --reference FILE, recorded once
+on a machine that holds the model with --record-reference FILE. It needs --expert-budget (bytes, or a fraction of the
 expert bytes: 0.2, 20%) and storage: --profile NAME|FILE (built-ins: ` + strings.Join(profile.Builtin(), ", ") + `)
 or --storage direct (the real disk, O_DIRECT). A legend of the columns
 follows the table; progress shows the time left.
@@ -90,6 +95,8 @@ func addLadderFlags(f *pflag.FlagSet) *ladderFlags {
 	f.StringVar(&lf.mixedExperts, "mixed-experts", "", "ladder: stream the --mixed model's experts from this file (e.g. its packed form)")
 	f.StringVar(&lf.pplFile, "perplexity-file", "", "ladder: text whose perplexity the +mixed-precision row reports for --mixed and --model")
 	f.StringVar(&lf.twin, "twin-check", "", "ladder on --storage direct: also run every mode on this profile (the host's twin, from profile measure), interleaved, and print direct against twin per row with the error of each part (bytes, stall, compute per token); 'measure' measures the twin in the run and re-measures the disk before every repetition of every row")
+	f.StringVar(&lf.reference, "reference", "", "ladder: check every mode's tokens against this recorded reference (from --record-reference on a machine that holds the model; its prompt is used) instead of the on-demand mode's")
+	f.StringVar(&lf.recordRef, "record-reference", "", "ladder: make the reference with every expert in RAM (a machine that holds the model) and write it to this file for --reference")
 	f.DurationVar(&lf.replay, "replay-compute", 0, "ladder: record the model's routing once, then replay it through each mode with this emulated compute time per token (e.g. 50ms) instead of running the model")
 	return lf
 }
@@ -177,6 +184,9 @@ func runLadder(env *Env, lf *ladderFlags, cfg bench.Config, format string) error
 	if err := mixedFlags(lf, &lc); err != nil {
 		return err
 	}
+	if err := referenceFlags(lf, &lc); err != nil {
+		return err
+	}
 	var specNote string
 	if !lc.NoSpeculative && !askedSpec && syntheticModel(cfg.Model) {
 		lc.NoSpeculative, specNote = true, syntheticSpecNote(cfg.Model)
@@ -212,6 +222,12 @@ func runLadder(env *Env, lf *ladderFlags, cfg bench.Config, format string) error
 			return fmt.Errorf("bench: interrupted")
 		}
 		return err
+	}
+	if lf.recordRef != "" {
+		if err := rep.Reference.WriteFile(lf.recordRef); err != nil {
+			return fmt.Errorf("bench: --record-reference: %w", err)
+		}
+		fmt.Fprintf(env.Stderr, "bench: reference (%d tokens, all-resident) written to %s; give it to --reference where the model does not fit\n", len(rep.Reference.Tokens), lf.recordRef)
 	}
 	if err := rep.Write(env.Stdout, format); err != nil {
 		return err

@@ -38,6 +38,13 @@ type LadderConfig struct {
 	// length); by default a deterministic pseudo-random prompt.
 	Prompt    []int
 	GenTokens int // decoded tokens per run (default 32)
+	// Reference, if set, is the recorded reference the rungs are checked
+	// against (its prompt replaces Prompt); ResidentReference makes one
+	// with every expert in RAM instead, on a machine that holds the model.
+	// Neither: the on-demand mode generates the reference under Budget, so
+	// the ladder never needs the whole model in RAM (the phone case).
+	Reference         *LadderReference
+	ResidentReference bool
 	// NoOracle skips the oracle run.
 	NoOracle bool
 	// RecordTrace, if set, is where the routing recorded in the first
@@ -154,9 +161,16 @@ type LadderReport struct {
 	Rows     []LadderRow   `json:"rows"`
 	Oracle   *LadderOracle `json:"oracle,omitempty"`
 
+	// ReferenceSource says where the tokens every rung is checked against
+	// came from: ReferenceRecorded, ReferenceResident or ReferenceStreamed.
+	ReferenceSource string `json:"reference"`
+	// Reference is the recorded or all-resident reference (nil when
+	// streamed), for `--record-reference`.
+	Reference *LadderReference `json:"-"`
+
 	ExpertBytes   int64 `json:"-"` // all experts of the model
 	ResidentBytes int64 `json:"-"` // non-expert weights
-	ResidentRSS   int64 `json:"-"` // peak RSS of the all-resident reference run
+	ResidentRSS   int64 `json:"-"` // peak RSS of an all-resident reference run (0: none)
 	Threads       int   `json:"-"`
 }
 
@@ -223,8 +237,9 @@ func (r *ladderRun) progress(name string, progress func(string, ...any)) {
 	progress("%-18s %7.2f ± %.2f tok/s (cv %.3f, n %d), hit %.3f, stall %.2f, %.1f MB read/token, identical %v", name, x.DecodeTPS.Mean, x.DecodeTPS.Stddev, x.DecodeTPS.CV, x.Repetitions, x.HitRate, x.StallFraction, x.BytesPerToken/1e6, r.identical)
 }
 
-// RunLadder measures the LES ladder: an all-resident reference run for the
-// expected tokens, then each mode (and the Belady oracle replaying the
+// RunLadder measures the LES ladder: a reference run for the expected
+// tokens (ladderReference: recorded, streamed, or all-resident on request),
+// then each mode (and the Belady oracle replaying the
 // routing recorded in the first warm-up run) with its own les.Session,
 // all loaded side by side: Warmup runs each, then Repetitions rounds that
 // run every mode once. Peak RSS per mode is the process's RSS before any
@@ -257,13 +272,13 @@ func RunLadder(ctx context.Context, cfg LadderConfig) (*LadderReport, error) {
 		}
 	}
 
-	// Reference: all experts resident.
-	ref, prompt, err := residentReference(ctx, cfg, rep)
+	// Reference: the tokens every rung must generate (ladder_reference.go).
+	ref, prompt, err := ladderReference(ctx, cfg, rep)
 	if err != nil {
 		return nil, err
 	}
 	rep.BudgetBytes = cfg.Budget.Resolve(rep.ExpertBytes)
-	progress("reference (all resident): %d tokens; experts %.2f GB, budget %.2f GB (%.1f%%), peak RSS %.2f GB", len(ref), float64(rep.ExpertBytes)/1e9, float64(rep.BudgetBytes)/1e9, 100*float64(rep.BudgetBytes)/float64(rep.ExpertBytes), float64(rep.ResidentRSS)/1e9)
+	progress("reference (%s): %d tokens; experts %.2f GB, budget %.2f GB (%.1f%%)", rep.ReferenceSource, len(ref), float64(rep.ExpertBytes)/1e9, float64(rep.BudgetBytes)/1e9, 100*float64(rep.BudgetBytes)/float64(rep.ExpertBytes))
 	// Every rung gets the same cache bytes, the mixed model's too.
 	budget := units.Budget{Bytes: rep.BudgetBytes}
 
@@ -515,30 +530,18 @@ func ladderPrompt(n, vocab int) []int {
 }
 
 // residentReference opens the model with every expert in RAM and returns
-// its greedy tokens and the prompt.
+// its greedy tokens and the prompt: the reference recorded on a machine
+// that holds the model (LadderConfig.ResidentReference).
 func residentReference(ctx context.Context, cfg LadderConfig, rep *LadderReport) ([]int, []int, error) {
 	s, err := les.Open(les.Config{Model: cfg.Model, Resident: true, Threads: cfg.Threads})
 	if err != nil {
 		return nil, nil, err
 	}
 	defer s.Close()
-	m := s.Model
-	if !m.IsMoE() {
-		return nil, nil, fmt.Errorf("bench: %s is not a Mixture-of-Experts model; the ladder streams experts", cfg.Model)
-	}
-	rep.ExpertBytes = s.ExpertBytes
-	rep.ResidentBytes = m.ResidentBytes
-	if cfg.PromptTokens+cfg.GenTokens > m.Context {
-		return nil, nil, fmt.Errorf("bench: %d prompt + %d generated tokens exceed the context length %d", cfg.PromptTokens, cfg.GenTokens, m.Context)
-	}
-	prompt := cfg.Prompt
-	if len(prompt) == 0 {
-		prompt = ladderPrompt(cfg.PromptTokens, m.Vocab)
-	}
-	for _, id := range prompt {
-		if id < 0 || id >= m.Vocab {
-			return nil, nil, fmt.Errorf("bench: prompt token %d is outside the vocabulary of %d", id, m.Vocab)
-		}
+	rep.ExpertBytes, rep.ResidentBytes = s.ExpertBytes, s.Model.ResidentBytes
+	prompt, err := checkLadderModel(s, cfg)
+	if err != nil {
+		return nil, nil, err
 	}
 	r, err := s.Repetition(ctx, les.RepParams{Prompts: [][]int{prompt}, MaxTokens: cfg.GenTokens})
 	if err != nil {

@@ -121,6 +121,9 @@ func (r *LadderReport) Write(w io.Writer, format string) error {
 					row.Mode, sp.Drafter, k, sp.AcceptanceRate, sp.MeanAccepted, sp.TokensPerTargetPass, sp.VerifyUS, sp.ExpertsPerVerify, 100*sp.OffShare, cut, sp.PairedSpeedup, sp.PairedMin, sp.PairedMax)
 			}
 		}
+		if r.ReferenceSource != "" {
+			fmt.Fprintf(w, "\nExactness reference: %s tokens; \"identical\" compares every rung's tokens with them.\n", r.ReferenceSource)
+		}
 		if r.ResidentRSS > 0 {
 			fmt.Fprintf(w, "\nAll-resident reference: peak RSS %s (resident weights %s + experts %s).\n", units.HumanSize(r.ResidentRSS), units.HumanSize(r.ResidentBytes), units.HumanSize(r.ExpertBytes))
 		}

@@ -88,7 +88,7 @@ func TestLadderReport(t *testing.T) {
 	if err := json.Unmarshal(buf.Bytes(), &obj); err != nil {
 		t.Fatal(err)
 	}
-	if got := keys(obj); got != "budget_bytes,model,oracle,profile,rows" {
+	if got := keys(obj); got != "budget_bytes,model,oracle,profile,reference,rows" {
 		t.Fatalf("top-level keys %s", got)
 	}
 	var rows []map[string]json.RawMessage

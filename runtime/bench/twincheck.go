@@ -134,7 +134,7 @@ func RunTwinCheck(ctx context.Context, cfg LadderConfig, twin *expert.Profile, c
 		}
 	}
 	lr := &LadderReport{}
-	ref, prompt, err := residentReference(ctx, cfg, lr)
+	ref, prompt, err := ladderReference(ctx, cfg, lr)
 	if err != nil {
 		return nil, err
 	}
