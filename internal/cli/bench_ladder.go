@@ -47,6 +47,7 @@ type ladderFlags struct {
 	// reference: recorded tokens to check against; recordRef: where to
 	// write an all-resident reference (ladder_reference.go in bench)
 	reference, recordRef string
+	alone                bool // --one-at-a-time
 }
 
 // ladderHelp is bench --help's summary of the ladder; docs/bench.md has
@@ -95,6 +96,7 @@ func addLadderFlags(f *pflag.FlagSet) *ladderFlags {
 	f.StringVar(&lf.mixedExperts, "mixed-experts", "", "ladder: stream the --mixed model's experts from this file (e.g. its packed form)")
 	f.StringVar(&lf.pplFile, "perplexity-file", "", "ladder: text whose perplexity the +mixed-precision row reports for --mixed and --model")
 	f.StringVar(&lf.twin, "twin-check", "", "ladder on --storage direct: also run every mode on this profile (the host's twin, from profile measure), interleaved, and print direct against twin per row with the error of each part (bytes, stall, compute per token); 'measure' measures the twin in the run and re-measures the disk before every repetition of every row")
+	f.BoolVar(&lf.alone, "one-at-a-time", false, "ladder: load, warm up and measure one rung at a time, so the ladder needs one rung's memory (resident weights + budget) — the way to run it under a phone-sized RAM cap — instead of all rungs side by side (which cancels drift between rows)")
 	f.StringVar(&lf.reference, "reference", "", "ladder: check every mode's tokens against this recorded reference (from --record-reference on a machine that holds the model; its prompt is used) instead of the on-demand mode's")
 	f.StringVar(&lf.recordRef, "record-reference", "", "ladder: make the reference with every expert in RAM (a machine that holds the model) and write it to this file for --reference")
 	f.DurationVar(&lf.replay, "replay-compute", 0, "ladder: record the model's routing once, then replay it through each mode with this emulated compute time per token (e.g. 50ms) instead of running the model")
@@ -116,7 +118,7 @@ func runLadder(env *Env, lf *ladderFlags, cfg bench.Config, format string) error
 		Model: cfg.Model, ExpertsPath: lf.experts, Policy: lf.policy, NoOracle: lf.noOracle, PredictK: lf.predictK, RecordTrace: lf.record, PrefetchAll: lf.all,
 		NoSpeculative: lf.noSpec, Draft: lf.draft, DraftK: lf.draftK, VerifyCut: lf.cutSlack >= 0, VerifyCutSlack: max(lf.cutSlack, 0),
 		Repetitions: cfg.Repetitions, Warmup: cfg.Warmup, PromptTokens: cfg.PromptTokens, GenTokens: cfg.GenTokens,
-		Pin: cfg.Pin, DiscardOutliers: cfg.DiscardOutliers,
+		Pin: cfg.Pin, DiscardOutliers: cfg.DiscardOutliers, OneAtATime: lf.alone,
 	}
 	if len(cfg.Threads) != 1 {
 		return usagef("--ladder measures one thread count: give --threads N")

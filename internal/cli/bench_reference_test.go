@@ -25,7 +25,7 @@ func TestLadderReferenceFlags(t *testing.T) {
 	ref := filepath.Join(dir, "ref.json")
 	ladder := func(model string, extra ...string) []string {
 		return append([]string{"bench", "--model", model, "--ladder", "--profile", "phone-mid", "--expert-budget", "50%", "--threads", "1",
-			"--repetitions", "1", "--warmup", "0", "--prompt-tokens", "4", "--gen-tokens", "4", "--modes", "on-demand,scheduled", "--no-oracle", "--quiet"}, extra...)
+			"--repetitions", "1", "--warmup", "0", "--prompt-tokens", "4", "--gen-tokens", "4", "--modes", "on-demand,scheduled", "--no-oracle"}, extra...)
 	}
 	for _, tc := range []struct {
 		name   string
@@ -37,6 +37,7 @@ func TestLadderReferenceFlags(t *testing.T) {
 		{"streamed by default", ladder(m), 0, "Exactness reference: streamed (on-demand) tokens", ""},
 		{"record", ladder(m, "--record-reference", ref), 0, "Exactness reference: all-resident tokens", "written to " + ref},
 		{"recorded", ladder(m, "--reference", ref), 0, "Exactness reference: recorded tokens", ""},
+		{"recorded, one rung at a time", ladder(m, "--reference", ref, "--one-at-a-time"), 0, "Exactness reference: recorded tokens", "scheduled          repetition 1/1 done"},
 		{"another model's", ladder(other, "--reference", ref), 1, "", "the reference was recorded on model sha256"},
 		{"both flags", ladder(m, "--reference", ref, "--record-reference", ref), 2, "", "give one of them"},
 		{"missing file", ladder(m, "--reference", filepath.Join(dir, "nope.json")), 2, "", "nope.json"},

@@ -45,6 +45,11 @@ type LadderConfig struct {
 	// the ladder never needs the whole model in RAM (the phone case).
 	Reference         *LadderReference
 	ResidentReference bool
+	// OneAtATime loads, warms up and measures one mode at a time, closing
+	// it before the next loads, instead of all side by side: the ladder
+	// then needs one rung's memory (resident weights + budget), as under a
+	// phone's RAM cap, at the price of drift between rows.
+	OneAtATime bool
 	// NoOracle skips the oracle run.
 	NoOracle bool
 	// RecordTrace, if set, is where the routing recorded in the first
@@ -296,7 +301,9 @@ func RunLadder(ctx context.Context, cfg LadderConfig) (*LadderReport, error) {
 	var all []*loaded
 	defer func() {
 		for _, l := range all {
-			l.s.Close()
+			if l.s != nil {
+				l.s.Close()
+			}
 		}
 	}()
 	one := les.RepParams{Prompts: [][]int{prompt}, MaxTokens: cfg.GenTokens}
@@ -328,6 +335,13 @@ func RunLadder(ctx context.Context, cfg LadderConfig) (*LadderReport, error) {
 		}
 		l.r.peakRSS = s.PeakRSS()
 		progress("%-18s loaded and warmed up (%d runs)", l.name, cfg.Warmup)
+		if cfg.OneAtATime {
+			err := measureAlone(ctx, cfg, l.name, s, one, ref, l.r, progress)
+			s.Close()
+			l.s = nil
+			les.FreeMemory()
+			return err
+		}
 		return nil
 	}
 	for _, mode := range cfg.Modes {
@@ -345,7 +359,12 @@ func RunLadder(ctx context.Context, cfg LadderConfig) (*LadderReport, error) {
 		if sp, err = loadSpecLadder(cfg, cfg.Modes[len(cfg.Modes)-1], budget, base); err != nil {
 			return nil, fmt.Errorf("bench: %s: %w", SpeculativeRow, err)
 		}
-		defer sp.close()
+		spOpen := true
+		defer func() {
+			if spOpen {
+				sp.close()
+			}
+		}()
 		for range cfg.Warmup {
 			r, err := sp.s.Repetition(ctx, one)
 			if err != nil {
@@ -356,6 +375,15 @@ func RunLadder(ctx context.Context, cfg LadderConfig) (*LadderReport, error) {
 		sp.dec.Stats = spec.Stats{}
 		sp.r.peakRSS = sp.s.PeakRSS()
 		progress("%-18s loaded and warmed up (%d runs)", SpeculativeRow, cfg.Warmup)
+		if cfg.OneAtATime {
+			err := measureAlone(ctx, cfg, SpeculativeRow, sp.s, one, ref, sp.r, progress)
+			sp.close()
+			spOpen = false
+			les.FreeMemory()
+			if err != nil {
+				return nil, err
+			}
+		}
 	}
 	if !cfg.NoOracle || cfg.RecordTrace != "" {
 		if recorded == nil {
@@ -401,12 +429,17 @@ func RunLadder(ctx context.Context, cfg LadderConfig) (*LadderReport, error) {
 	}
 	order := make([]runner, 0, len(all)+1)
 	for _, l := range all {
-		order = append(order, runner{l.name, l.s, l.r})
+		if l.s != nil { // not measured alone (OneAtATime)
+			order = append(order, runner{l.name, l.s, l.r})
+		}
 	}
-	if sp != nil {
+	if sp != nil && !cfg.OneAtATime {
 		order = append(order, runner{SpeculativeRow, sp.s, sp.r})
 	}
 	for i := range cfg.Repetitions {
+		if len(order) == 0 {
+			break
+		}
 		for j := range order {
 			l := order[j]
 			if i%2 == 1 {
@@ -514,41 +547,6 @@ func tpsOf(runs map[expert.Mode]*ladderRun, m expert.Mode) float64 {
 		return r.res.DecodeTPS.Mean
 	}
 	return 0
-}
-
-// ladderPrompt is a deterministic pseudo-random prompt over the vocabulary.
-func ladderPrompt(n, vocab int) []int {
-	toks := make([]int, n)
-	x := uint64(0x2545f4914f6cdd1d)
-	for i := range toks {
-		x ^= x << 13
-		x ^= x >> 7
-		x ^= x << 17
-		toks[i] = int(x % uint64(vocab))
-	}
-	return toks
-}
-
-// residentReference opens the model with every expert in RAM and returns
-// its greedy tokens and the prompt: the reference recorded on a machine
-// that holds the model (LadderConfig.ResidentReference).
-func residentReference(ctx context.Context, cfg LadderConfig, rep *LadderReport) ([]int, []int, error) {
-	s, err := les.Open(les.Config{Model: cfg.Model, Resident: true, Threads: cfg.Threads})
-	if err != nil {
-		return nil, nil, err
-	}
-	defer s.Close()
-	rep.ExpertBytes, rep.ResidentBytes = s.ExpertBytes, s.Model.ResidentBytes
-	prompt, err := checkLadderModel(s, cfg)
-	if err != nil {
-		return nil, nil, err
-	}
-	r, err := s.Repetition(ctx, les.RepParams{Prompts: [][]int{prompt}, MaxTokens: cfg.GenTokens})
-	if err != nil {
-		return nil, nil, err
-	}
-	rep.ResidentRSS = s.PeakRSS()
-	return r.Tokens[0], prompt, nil
 }
 
 // openMode opens a session of cfg's model in mode with budget; its peak RSS

@@ -177,3 +177,38 @@ func checkLadderModel(s *les.Session, cfg LadderConfig) ([]int, error) {
 	}
 	return prompt, nil
 }
+
+// ladderPrompt is a deterministic pseudo-random prompt over the vocabulary.
+func ladderPrompt(n, vocab int) []int {
+	toks := make([]int, n)
+	x := uint64(0x2545f4914f6cdd1d)
+	for i := range toks {
+		x ^= x << 13
+		x ^= x >> 7
+		x ^= x << 17
+		toks[i] = int(x % uint64(vocab))
+	}
+	return toks
+}
+
+// residentReference opens the model with every expert in RAM and returns
+// its greedy tokens and the prompt: the reference recorded on a machine
+// that holds the model (LadderConfig.ResidentReference).
+func residentReference(ctx context.Context, cfg LadderConfig, rep *LadderReport) ([]int, []int, error) {
+	s, err := les.Open(les.Config{Model: cfg.Model, Resident: true, Threads: cfg.Threads})
+	if err != nil {
+		return nil, nil, err
+	}
+	defer s.Close()
+	rep.ExpertBytes, rep.ResidentBytes = s.ExpertBytes, s.Model.ResidentBytes
+	prompt, err := checkLadderModel(s, cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	r, err := s.Repetition(ctx, les.RepParams{Prompts: [][]int{prompt}, MaxTokens: cfg.GenTokens})
+	if err != nil {
+		return nil, nil, err
+	}
+	rep.ResidentRSS = s.PeakRSS()
+	return r.Tokens[0], prompt, nil
+}
