@@ -28,7 +28,7 @@ func (h *runHandler) modelProblem(ctx context.Context, spec *jobs.Spec) error {
 		}
 		return huma.Error422UnprocessableEntity("the suite's model was never uploaded", &huma.ErrorDetail{
 			Location: "body.suite",
-			Message: fmt.Sprintf("suite %s needs model %s (sha256 %s), which this coordinator does not have; upload it first: lesfarm artifact add %s",
+			Message: fmt.Sprintf("suite %s needs model %s (sha256 %s), which this coordinator does not have; upload it first: lesfarm artifact add %s, or run the suite on a model you have: lesfarm run --model FILE (lesfarm synth makes one)",
 				spec.Suite, name, spec.Model.SHA256, name),
 			Value: spec.Suite,
 		})

@@ -25,7 +25,7 @@ func newRunCmd(env *Env) *cobra.Command {
 	var minEffect float64
 	var maxRounds int
 	var wait, fanout, jsonOut bool
-	var junitPath, summaryPath, format string
+	var junitPath, summaryPath, format, modelFile string
 	var timeout, alertGrace time.Duration
 	cmd := &cobra.Command{
 		Use:   "run --suite S --build B [--devices SELECTOR] [--fanout] [--lineage L] [--baseline A|auto] [--wait]",
@@ -85,7 +85,7 @@ Reports for CI (with --wait; FILE - means standard output):
                   results on each device, alerts, ok (--json before)
   --summary FILE  markdown for a pull-request comment: the ladder per
                   device with deltas against the previous build of the
-                  lineage on that device, and the alerts`,
+                  lineage on that device, and the alerts` + runModelHelp,
 		Example: `  lesfarm run --suite smoke --devices platform=android --build ci-4812 --wait
   lesfarm run --suite les-ladder --devices 'model=Pixel 8' --fanout --build $(git rev-parse --short HEAD) \
       --git-sha $(git rev-parse HEAD) --override '{"repetitions": 5}' --wait --server https://farm:8080
@@ -151,6 +151,11 @@ Reports for CI (with --wait; FILE - means standard output):
 				var cancel context.CancelFunc
 				ctx, cancel = context.WithTimeout(ctx, timeout)
 				defer cancel()
+			}
+			if modelFile != "" {
+				if req.Override, err = modelOverride(ctx, env, c, modelFile, req.Override); err != nil {
+					return err
+				}
 			}
 			if baseline != "" {
 				return runAB(ctx, env, c, req, &abOptions{baseline: baseline, minEffect: minEffect, maxRounds: maxRounds, wait: wait,
@@ -258,6 +263,7 @@ Reports for CI (with --wait; FILE - means standard output):
 	cmd.Flags().StringVar(&gitSHA, "git-sha", "", "git commit of the build")
 	cmd.Flags().StringVar(&lineage, "lineage", store.DefaultLineage, "build lineage: the branch the build belongs to, e.g. release-3; regressions are tracked per lineage")
 	cmd.Flags().StringVar(&override, "override", "", "config override as JSON, or @FILE (e.g. '{\"repetitions\":5,\"modes\":[\"lookahead\"]}')")
+	cmd.Flags().StringVar(&modelFile, "model", "", "run the suite on this GGUF file instead of its own model (uploaded first), e.g. one lesfarm synth wrote")
 	cmd.Flags().BoolVar(&fanout, "fanout", false, "one run per matching online device")
 	cmd.Flags().StringVar(&baseline, "baseline", "", "A/B gate: compare --build with this build of its lineage ('auto': the newest earlier build with results in the suite); see docs/ab.md")
 	cmd.Flags().Float64Var(&minEffect, "min-effect", 0, "with --baseline, the smallest relative change reported, e.g. 0.02 (default: the suite's A/B policy, else 2%)")

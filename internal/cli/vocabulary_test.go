@@ -63,6 +63,8 @@ func TestOneVocabulary(t *testing.T) {
 		{"serve --ca", []string{"serve", "--ca", "ca.pem"}, 2, "--nats-creds and --ca need --nats-url", ""},
 		{"run --json is --format json", []string{"run", "--suite", "smoke", "--build", "b", "--json"}, 2, "--format json, --junit and --summary need --wait", "--json is deprecated and goes in the next release: use --format json"},
 		{"run --format json", []string{"run", "--suite", "smoke", "--build", "b", "--format", "json"}, 2, "--format json, --junit and --summary need --wait", ""},
+		{"run --model and a model in --override", []string{"run", "--suite", "smoke", "--build", "b", "--server", "http://127.0.0.1:1", "--model", secret, "--override", `{"model":{"sha256":"x"}}`},
+			2, "give the model with --model or in --override, not both", ""},
 		{"run --format bogus", []string{"run", "--suite", "smoke", "--build", "b", "--format", "xml"}, 2, `--format "xml": use text or json`, ""},
 	}
 	for _, tc := range tests {
