@@ -29,6 +29,9 @@ type Device struct {
 	LastSeenAt  time.Time            `json:"last_seen_at" doc:"When its last hello or heartbeat arrived." example:"2026-12-01T14:00:00Z"`
 	LostAt      *time.Time           `json:"lost_at,omitempty" doc:"When it was marked lost." example:"2026-12-01T13:00:15Z"`
 	ActiveRunID int64                `json:"active_run_id,omitempty" doc:"Run the device holds (assigned or running); absent when idle." example:"4812"`
+	Build       string               `json:"build" doc:"The code its last hello named, in one line: the agent's build, the runtime's when it differs, the embedded build; empty when it named none." example:"v0.9.1 · runtime v0.9.0 · embeds app-0.9.1"`
+	BuildSince  *time.Time           `json:"build_since,omitempty" doc:"When the device first said hello with this build (when its build last changed); absent when unknown (registered before builds were recorded)." example:"2026-12-01T09:00:00Z"`
+	PrevBuild   string               `json:"previous_build,omitempty" doc:"The build it ran before build_since; absent when its build never changed." example:"v0.9.0 · embeds app-0.9.0"`
 	// DrainReason and Rejections are set by GET /v1/devices/{id} only
 	// (wire_rejections.go).
 	DrainReason string            `json:"drain_reason,omitempty" doc:"Why the device was drained by quarantine (absent for an operator's drain)." example:"quarantined: 20 messages rejected within 10m0s; last: config 99 unknown"`
@@ -43,6 +46,7 @@ func deviceFromStore(d *store.Device) Device {
 		AgentLabels: nonNilMap(d.AgentLabels), Labels: nonNilMap(d.Labels),
 		State: d.State, Drained: d.Drained, TTL: jobs.Duration(d.TTL), Coordinator: d.Coordinator,
 		FirstSeenAt: d.FirstSeenAt, LastSeenAt: d.LastSeenAt, LostAt: d.LostAt, ActiveRunID: d.ActiveRunID,
+		Build: d.Build, BuildSince: d.BuildSince, PrevBuild: d.PreviousBuild,
 	}
 }
 

@@ -41,6 +41,31 @@ type Device struct {
 	LostAt      *time.Time        `json:"lost_at,omitempty"`
 	// ActiveRunID is the run the device holds (assigned or running), or 0.
 	ActiveRunID int64 `json:"active_run_id,omitempty"`
+	// Build is the code of its last hello in one line (DeviceBuild);
+	// BuildSince is when the device first said hello with it (nil:
+	// before builds were recorded); PreviousBuild is the build it ran
+	// before, "" when it never changed.
+	Build         string     `json:"build"`
+	BuildSince    *time.Time `json:"build_since,omitempty"`
+	PreviousBuild string     `json:"previous_build,omitempty"`
+}
+
+// DeviceBuild is the code a fingerprint names, in one line: the agent's
+// build, the runtime's when it differs, and the embedded build ("v0.9.1 ·
+// runtime v0.9.0 · embeds app-0.9.1"); "" when it names none. Migration
+// 00065 computes the same for the rows before it.
+func DeviceBuild(fp *protocol.Fingerprint) string {
+	var parts []string
+	if fp.AgentBuild != "" {
+		parts = append(parts, fp.AgentBuild)
+	}
+	if fp.RuntimeBuild != "" && fp.RuntimeBuild != fp.AgentBuild {
+		parts = append(parts, "runtime "+fp.RuntimeBuild)
+	}
+	if fp.EmbeddedBuild != "" {
+		parts = append(parts, "embeds "+fp.EmbeddedBuild)
+	}
+	return strings.Join(parts, " · ")
 }
 
 // EffectiveLabels returns the agent labels overlaid with operator labels.
@@ -57,14 +82,16 @@ func (d *Device) EffectiveLabels() map[string]string {
 
 const deviceCols = `d.id, d.fingerprint, d.platform, d.device_model, d.os_version, d.ram_bytes, d.emulated, d.profile,
 	d.agent_labels, d.labels, d.state, d.drained, d.ttl_ms, d.coordinator, d.first_seen_at, d.last_seen_at, d.lost_at,
-	coalesce((SELECT r.id FROM runs r WHERE r.device_id = d.id AND r.state IN ('assigned', 'running')), 0)`
+	coalesce((SELECT r.id FROM runs r WHERE r.device_id = d.id AND r.state IN ('assigned', 'running')), 0),
+	d.build, d.build_since, d.previous_build`
 
 func scanDevice(row pgx.Row) (*Device, error) {
 	var d Device
 	var fp []byte
 	var ttlMS int64
 	err := row.Scan(&d.ID, &fp, &d.Platform, &d.DeviceModel, &d.OSVersion, &d.RAMBytes, &d.Emulated, &d.Profile,
-		&d.AgentLabels, &d.Labels, &d.State, &d.Drained, &ttlMS, &d.Coordinator, &d.FirstSeenAt, &d.LastSeenAt, &d.LostAt, &d.ActiveRunID)
+		&d.AgentLabels, &d.Labels, &d.State, &d.Drained, &ttlMS, &d.Coordinator, &d.FirstSeenAt, &d.LastSeenAt, &d.LostAt, &d.ActiveRunID,
+		&d.Build, &d.BuildSince, &d.PreviousBuild)
 	if err != nil {
 		return nil, notFound(err)
 	}
@@ -84,7 +111,8 @@ type UpsertDeviceParams struct {
 
 // UpsertDevice registers a device on hello: it creates or updates the row,
 // marks it online and records last_seen. Operator labels and the drained
-// flag are kept.
+// flag are kept. A hello whose build (DeviceBuild) differs from the last
+// one records when it changed and what the device ran before.
 func (s *Store) UpsertDevice(ctx context.Context, p *UpsertDeviceParams) (*Device, error) {
 	fp, err := json.Marshal(&p.Fingerprint)
 	if err != nil {
@@ -95,15 +123,19 @@ func (s *Store) UpsertDevice(ctx context.Context, p *UpsertDeviceParams) (*Devic
 		labels = map[string]string{}
 	}
 	_, err = s.pool.Exec(ctx, `
-		INSERT INTO devices (id, fingerprint, platform, device_model, os_version, ram_bytes, emulated, profile, agent_labels, ttl_ms, coordinator)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+		INSERT INTO devices (id, fingerprint, platform, device_model, os_version, ram_bytes, emulated, profile, agent_labels, ttl_ms, coordinator,
+			build, build_since)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, now())
 		ON CONFLICT (id) DO UPDATE SET
+			build_since = CASE WHEN devices.build = excluded.build THEN devices.build_since ELSE now() END,
+			previous_build = CASE WHEN devices.build = excluded.build THEN devices.previous_build ELSE devices.build END,
+			build = excluded.build,
 			fingerprint = excluded.fingerprint, platform = excluded.platform, device_model = excluded.device_model,
 			os_version = excluded.os_version, ram_bytes = excluded.ram_bytes, emulated = excluded.emulated,
 			profile = excluded.profile, agent_labels = excluded.agent_labels, ttl_ms = excluded.ttl_ms,
 			coordinator = excluded.coordinator, state = 'online', last_seen_at = now(), lost_at = NULL`,
 		p.ID, fp, p.Fingerprint.Platform, p.Fingerprint.DeviceModel, p.Fingerprint.OSVersion, p.Fingerprint.RAMBytes,
-		p.Fingerprint.Emulated, p.Fingerprint.Profile, labels, p.TTL.Milliseconds(), p.Coordinator)
+		p.Fingerprint.Emulated, p.Fingerprint.Profile, labels, p.TTL.Milliseconds(), p.Coordinator, DeviceBuild(&p.Fingerprint))
 	if err != nil {
 		return nil, fmt.Errorf("store: upsert device: %w", err)
 	}

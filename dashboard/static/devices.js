@@ -24,7 +24,8 @@ function hardware(d) {
 
 // build says which code the agent runs: its own build (and the runtime's,
 // when it differs), the embedded runtime's build id (linked to its page)
-// and the platform of the build executables it can run as a child.
+// and the platform of the build executables it can run as a child, then
+// when that build started (changed …, was the previous build).
 function build(d) {
   const fp = d.fingerprint || {};
   const rt = fp.runtime_build && fp.runtime_build !== fp.agent_build ? fp.runtime_build : '';
@@ -32,6 +33,9 @@ function build(d) {
     fp.agent_build ? h('div', { class: 'mono small agent-build', title: 'agent build' + (rt ? '; runtime build ' + rt : ' (the runtime is embedded: same build)') }, fp.agent_build, rt ? ' · runtime ' + rt : '') : null,
     fp.embedded_build ? h('div', { class: 'small embedded-build' }, 'embeds ', h('a', { class: 'mono', href: '/builds/' + encodeURIComponent(fp.embedded_build), title: fp.embedded_sha256 ? 'sha256 ' + fp.embedded_sha256 : '' }, fp.embedded_build)) : null,
     h('div', { class: 'muted small exec-platform', title: 'platform of the build executables it runs as a child' }, fp.exec_platform ? 'runs ' + fp.exec_platform + ' builds' : 'runs its embedded build only'),
+    // When the build last changed (the first hello with it) and from what.
+    d.build_since ? h('div', { class: 'muted small build-since', title: fmtTime(d.build_since) + (d.previous_build ? '; before: ' + d.previous_build : '') },
+      (d.previous_build ? 'changed ' : 'since ') + fmtAgo(d.build_since), d.previous_build ? ', was ' + d.previous_build : '') : null,
   ];
   return fp.agent_build || fp.embedded_build ? parts : h('span', { class: 'muted' }, '—');
 }
