@@ -149,22 +149,36 @@ func (i *Ingester) checkResults(ctx context.Context, msgs []jetstream.Msg, resul
 		i.log.WarnContext(ctx, "ingest: run bounds unavailable, results not checked against their runs", "err", err)
 	}
 	for k, res := range results {
-		if rb, ok := bounds[res.RunID]; ok {
-			if err := rb.CheckResult(res); err != nil {
-				i.rejected.Add(1)
-				i.rejects.Add("result", "invalid_values")
-				i.noteReject(msgs[k].Subject(), "result: "+err.Error())
-				i.log.WarnContext(ctx, "ingest: result values rejected, run fails", "run_id", res.RunID, "device_id", res.DeviceID, "err", err)
-				res.Outcome, res.Configs = protocol.OutcomeFailed, nil
-				res.Error = clip("result rejected at ingest: " + err.Error())
-				continue
-			}
-		}
-		if why := noMeasurement(res); why != "" {
-			res.Outcome, res.Error = protocol.OutcomeFailed, clip(why)
+		if err := ScreenResult(bounds[res.RunID], res); err != nil {
+			i.rejected.Add(1)
+			i.rejects.Add("result", "invalid_values")
+			i.noteReject(msgs[k].Subject(), "result: "+err.Error())
+			i.log.WarnContext(ctx, "ingest: result values rejected, run fails", "run_id", res.RunID, "device_id", res.DeviceID, "err", err)
 		}
 	}
 	return i.holdIncomplete(ctx, msgs, results)
+}
+
+// ScreenResult applies ingest's value checks to res, a decoded result,
+// against its run's bounds rb (nil when the store does not know the run:
+// CompleteRun's fencing refuses it then). A result that does not fit
+// becomes a failed result without configs whose error says why, and the
+// misfit is returned (ingest charges it to the device). A succeeded result
+// with no valid measurement becomes a failed one, and nil is returned.
+// What it leaves is what the store may hold: FuzzIngestThenRead stores it
+// and reads it back through every read endpoint.
+func ScreenResult(rb *protocol.RunBounds, res *protocol.Result) error {
+	if rb != nil {
+		if err := rb.CheckResult(res); err != nil {
+			res.Outcome, res.Configs = protocol.OutcomeFailed, nil
+			res.Error = clip("result rejected at ingest: " + err.Error())
+			return err
+		}
+	}
+	if why := noMeasurement(res); why != "" {
+		res.Outcome, res.Error = protocol.OutcomeFailed, clip(why)
+	}
+	return nil
 }
 
 // noMeasurement says why a succeeded result measured nothing: it has
