@@ -21,7 +21,7 @@ in the override. The built-in smoke, les-ladder and calibrate suites name
 the trained fixture tiny-moe-kjv-f16.gguf (upload it with lesfarm artifact
 add when you have it); any GGUF MoE works instead, e.g. one lesfarm makes:
   lesfarm synth --layers 4 --experts 16 --experts-used 4 --hidden 256 --expert-ffn 256 \
-      --heads 4 --kv-heads 2 --vocab 4096 --type Q8_0 -o model.gguf
+      --heads 4 --kv-heads 2 --vocab 4096 --type F16 -o model.gguf
   lesfarm run --suite smoke --model model.gguf --build B --fanout --wait
 A synthetic model's weights are random: its timings and expert traffic
 are real, its text is not, and its series are its own (the model is part
