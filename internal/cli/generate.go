@@ -179,9 +179,6 @@ accepted_histogram (rounds by accepted drafts 0..k), draft_ms, target_ms.`,
 				return ls.loadError(err, modelPath)
 			}
 			defer ses.Close()
-			if syntheticModel(modelPath) {
-				fmt.Fprintf(env.Stderr, "note: %s has random weights (lesfarm synth): the text below is gibberish; its timings and expert traffic are real\n", modelPath)
-			}
 			tok := ses.Tok
 			m := ses.Model
 			var drafter spec.Drafter
@@ -212,6 +209,9 @@ accepted_histogram (rounds by accepted drafts 0..k), draft_ms, target_ms.`,
 			}
 			if len(ids) > m.Context {
 				return usagef("prompt is %d tokens but the model's context length is %d: shorten --prompt", len(ids), m.Context)
+			}
+			if syntheticModel(modelPath) { // said once the input is accepted, before the text
+				fmt.Fprintf(env.Stderr, "note: %s has random weights (lesfarm synth): the text below is gibberish; its timings and expert traffic are real\n", modelPath)
 			}
 			p := generate.Params{PromptIDs: ids, MaxTokens: maxTokens, Sampling: sp, IsEOG: tok.IsEOG}
 			var printed []byte // bytes of generated text already written
