@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the system packages lesfarm's tests and embedded defaults need:
 # PostgreSQL server binaries (the coordinator and the test harness start a
-# local cluster from them). Optional: qemu-user (arm64 tests), chromium
+# local cluster from them) and curl (README's Using it block, TestREADME). Optional: qemu-user (arm64 tests), chromium
 # (dashboard browser test). Idempotent; as non-root it prints what to install.
 set -euo pipefail
 
@@ -10,6 +10,7 @@ have_pg() {
   command -v initdb >/dev/null 2>&1 || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1
 }
 have_pg || need+=(postgresql)
+command -v curl >/dev/null 2>&1 || need+=(curl) # README's Using it block waits for the coordinator with it (TestREADME)
 if [ "${LESFARM_SETUP_ARM64:-0}" = 1 ]; then
   command -v qemu-aarch64 >/dev/null 2>&1 || need+=(qemu-user)
 fi
