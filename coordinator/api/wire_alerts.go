@@ -134,8 +134,22 @@ type Alert struct {
 	Status         string          `json:"status" enum:"new,acknowledged,invalid,fixed,reassigned" doc:"Triage status." example:"new"`
 	Note           string          `json:"note" doc:"Triage note." example:"expected: ci-4812 shrank the prefetch window"`
 	ReassignedTo   string          `json:"reassigned_to,omitempty" doc:"Build the regression really belongs to (status reassigned)." example:"ci-4810"`
-	CreatedAt      time.Time       `json:"created_at" doc:"When the alert was recorded." example:"2026-12-01T14:12:41Z"`
-	UpdatedAt      time.Time       `json:"updated_at" doc:"When it last changed." example:"2026-12-01T14:12:41Z"`
+	// Devices and CarriedByOneDevice: docs/security.md "Trust no device".
+	Devices            []AlertDevice `json:"devices,omitempty" doc:"The devices the alert rests on: each device whose runs are points of the series, with its own change (GET /v1/alerts/{id} only)."`
+	CarriedByOneDevice bool          `json:"carried_by_one_device,omitempty" doc:"True when one device alone shows the change while other devices of the model with points after it do not: an enrolled device can report plausible wrong numbers, so check that device before acting (GET /v1/alerts/{id} only)." example:"false"`
+	CreatedAt          time.Time     `json:"created_at" doc:"When the alert was recorded." example:"2026-12-01T14:12:41Z"`
+	UpdatedAt          time.Time     `json:"updated_at" doc:"When it last changed." example:"2026-12-01T14:12:41Z"`
+}
+
+// AlertDevice is one device an alert rests on.
+type AlertDevice struct {
+	DeviceID       string  `json:"device_id" doc:"Device id." example:"pixel8-a1"`
+	Before         int     `json:"before" doc:"Its points before the change." example:"8"`
+	After          int     `json:"after" doc:"Its points from the change on." example:"3"`
+	BeforeMean     float64 `json:"before_mean" doc:"Mean of its points before the change (0 without any)." example:"14.2"`
+	AfterMean      float64 `json:"after_mean" doc:"Mean of its points from the change on (0 without any)." example:"7.1"`
+	RelativeChange Ratio   `json:"relative_change" doc:"Its own change: after_mean against its before_mean, or the alert's before_mean when it has no point before; null from 0." example:"-0.5"`
+	Carries        bool    `json:"carries" doc:"Whether its own change shows the alert's: same direction, at least half the size." example:"true"`
 }
 
 func alertFromStore(a *store.Alert) Alert {
@@ -143,7 +157,11 @@ func alertFromStore(a *store.Alert) Alert {
 		RelativeChange: Ratio(a.RelativeChange), PValue: a.PValue, BeforeMean: a.BeforeMean, AfterMean: a.AfterMean,
 		BeforeN: a.BeforeN, AfterN: a.AfterN, LastGoodSeq: a.LastGoodSeq, FirstBadSeq: a.FirstBadSeq,
 		LastGoodBuild: a.LastGoodBuild, FirstBadBuild: a.FirstBadBuild, Attribution: a.Attribution, Summary: a.Summary, Status: a.Status,
-		Note: a.Note, ReassignedTo: a.ReassignedTo, CreatedAt: a.CreatedAt, UpdatedAt: a.UpdatedAt}
+		Note: a.Note, ReassignedTo: a.ReassignedTo, CreatedAt: a.CreatedAt, UpdatedAt: a.UpdatedAt,
+		Devices: mapSlice(a.Devices, func(d *store.AlertDevice) AlertDevice {
+			return AlertDevice{DeviceID: d.DeviceID, Before: d.Before, After: d.After, BeforeMean: d.BeforeMean, AfterMean: d.AfterMean,
+				RelativeChange: Ratio(d.RelativeChange), Carries: d.Carries}
+		}), CarriedByOneDevice: a.CarriedByOneDevice}
 }
 
 // AlertGroup gathers the alerts of one suite and lineage at about one

@@ -14,9 +14,17 @@ import (
 // This file reads alert groups and alerts and moves them through the triage
 // lifecycle (new, acknowledged, invalid, fixed).
 
-// GetAlertGroup returns a group with its alerts, or ErrNotFound.
+// GetAlertGroup returns a group with its alerts and the devices each
+// rests on (Alert.Devices), or ErrNotFound.
 func (s *Store) GetAlertGroup(ctx context.Context, id int64) (*AlertGroup, error) {
-	return alertGroup(ctx, s.pool, id)
+	g, err := alertGroup(ctx, s.pool, id)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.fillAlertDevices(ctx, g.Alerts); err != nil {
+		return nil, err
+	}
+	return g, nil
 }
 
 // ListAlertGroupsParams filters ListAlertGroups; zero fields do not filter.

@@ -77,8 +77,14 @@ type Alert struct {
 	Status        string          `json:"status"`
 	Note          string          `json:"note"`
 	ReassignedTo  string          `json:"reassigned_to,omitempty"`
-	CreatedAt     time.Time       `json:"created_at"`
-	UpdatedAt     time.Time       `json:"updated_at"`
+	// Devices are the devices whose runs are points of the series, and
+	// CarriedByOneDevice says one of them alone shows the change while
+	// others of the model do not (alert_devices.go); set by
+	// GetAlertGroup only.
+	Devices            []AlertDevice `json:"devices,omitempty"`
+	CarriedByOneDevice bool          `json:"carried_by_one_device,omitempty"`
+	CreatedAt          time.Time     `json:"created_at"`
+	UpdatedAt          time.Time     `json:"updated_at"`
 }
 
 // AlertGroup gathers the alerts of one suite and lineage at about one build.
