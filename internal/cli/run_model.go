@@ -24,8 +24,10 @@ add when you have it); any GGUF MoE works instead, e.g. one lesfarm makes:
       --heads 4 --kv-heads 2 --vocab 4096 --type F16 -o model.gguf
   lesfarm run --suite smoke --model model.gguf --build B --fanout --wait
 A synthetic model's weights are random: its timings and expert traffic
-are real, its text is not, and its series are its own (the model is part
-of the config a series follows).`
+are real, its text is not. A series is keyed by suite, config, metric,
+device and lineage, not by model: on a farm that also runs the suite on
+its own model, give such runs a lineage of their own (--lineage synth) so
+the two models' results never share a series.`
 
 // modelOverride uploads the GGUF file at path to the coordinator and
 // returns override (a JSON object, or empty) with its model set to that
