@@ -45,15 +45,7 @@ func TestFaultFullCache(t *testing.T) {
 		}
 		return *d.Fingerprint.FreeStorageBytes
 	}
-	readyz := func() int {
-		resp, err := http.Get(f.c.HTTPURL() + "/readyz")
-		if err != nil {
-			return -1
-		}
-		defer resp.Body.Close()
-		_, _ = io.Copy(io.Discard, resp.Body)
-		return resp.StatusCode
-	}
+	readyz := func() int { return httpStatus(f.c.HTTPURL() + "/readyz") }
 
 	full := startAgent(t, Config{NATSURL: f.url, Name: "full-cache", CacheDir: mnt, Labels: map[string]string{"pool": "cache", "disk": "small"}})
 	if r := room(); r < size {
@@ -129,6 +121,18 @@ func (f *e2eFarm) wantSamples(t *testing.T, id int64, want int64) {
 		n, err = f.c.Store().CountSamples(context.Background(), id)
 		return err == nil && n == want
 	})
+}
+
+// httpStatus returns the status of GET url (-1 when nothing answers).
+func httpStatus(url string) int {
+	c := http.Client{Timeout: 5 * time.Second}
+	resp, err := c.Get(url)
+	if err != nil {
+		return -1
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, resp.Body)
+	return resp.StatusCode
 }
 
 // fillDisk writes path until its file system is full.

@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"errors"
+	"net/http"
 	"testing"
 	"time"
 
@@ -16,7 +17,8 @@ import (
 // Run returns ErrSuperseded instead of saying hello again, and it ignores
 // assignments, which name the new session. The run's next attempt runs
 // on the second agent alone and succeeds with exactly one attempt's
-// results and samples.
+// results and samples; the first attempt is blamed on nothing (the run
+// ends without an error), and /readyz stays 200 through the takeover.
 func TestE2EOneConnectionPerDevice(t *testing.T) {
 	f := newE2EFarm(t)
 	ctx := context.Background()
@@ -39,6 +41,9 @@ func TestE2EOneConnectionPerDevice(t *testing.T) {
 	})
 
 	a2 := startAgent(t, Config{NATSURL: f.url, Name: "e2e-twin"})
+	if code := httpStatus(f.c.HTTPURL() + "/readyz"); code != http.StatusOK {
+		t.Errorf("/readyz %d during the takeover, want 200", code)
+	}
 	select {
 	case err := <-a1.done:
 		if !errors.Is(err, ErrSuperseded) {
@@ -49,7 +54,7 @@ func TestE2EOneConnectionPerDevice(t *testing.T) {
 		t.Fatal("the first agent was not fenced within 30s of the second one's hello")
 	}
 	done := f.waitRun(t, id, store.RunSucceeded, 3*time.Minute)
-	if done.Token == first.Token || done.Attempts < 2 {
+	if done.Token == first.Token || done.Attempts < 2 || done.Error != "" {
 		t.Fatalf("run: attempts %d token %d, want a later attempt than the first agent's token %d (error %q)", done.Attempts, done.Token, first.Token, done.Error)
 	}
 	if st := a2.a.Status(); st.RunsDone != 1 {
