@@ -106,6 +106,9 @@ func (a *Agent) execute(ctx context.Context, r *activeRun) {
 	if runErr != nil && cause != nil {
 		runErr = cause
 	}
+	if errors.Is(runErr, artifact.ErrNoSpace) {
+		a.short.note(asg.Artifact.Size) // report the room until it is back
+	}
 	switch {
 	case errors.Is(runErr, errCutOff) || errors.Is(runErr, errLeaseLost):
 		log.Warn("agent: run abandoned without a report", "reason", runErr)

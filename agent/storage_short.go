@@ -12,7 +12,8 @@ import (
 // finding 10). A hello reports the room for artifacts once; a disk that
 // fills afterwards made the device refuse, or fail, every run of the model
 // within seconds while the coordinator still believed the hello. So once
-// the agent refuses an assignment for lack of room, it reports its room in
+// the agent refuses an assignment for lack of room (or a download fills
+// its disk), it reports its room in
 // every heartbeat (protocol.Heartbeat.FreeStorageBytes) until a heartbeat
 // has reported enough room for the largest model it refused: until then
 // the coordinator sees it unfit for such models, and the run goes
@@ -31,11 +32,16 @@ type storageShort struct {
 // model, and asks for a heartbeat at once.
 func (s *storageShort) noteRefusal(c *artifact.Cache, asg *protocol.Assignment) {
 	spec := artifact.Spec{URL: asg.Artifact.URL, SHA256: asg.Artifact.SHA256, Size: asg.Artifact.Size}
-	if err := c.CanHold(spec); !errors.Is(err, artifact.ErrNoSpace) {
-		return
+	if err := c.CanHold(spec); errors.Is(err, artifact.ErrNoSpace) {
+		s.note(spec.Size)
 	}
+}
+
+// note records that a model of size bytes did not fit (a refusal, or a
+// download that filled the disk), and asks for a heartbeat at once.
+func (s *storageShort) note(size int64) {
 	s.mu.Lock()
-	s.need = max(s.need, spec.Size)
+	s.need = max(s.need, size, 1)
 	s.mu.Unlock()
 	select {
 	case s.kick <- struct{}{}:

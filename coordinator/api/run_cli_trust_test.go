@@ -20,7 +20,7 @@ import (
 // TestRunCLISaysWhy: lesfarm run exits 2 with the API's one-line detail
 // for a build that is not registered; and with --wait, a run that ended
 // without a valid measurement (issue 29, finding 3) exits 1, and the exit
-// message and --summary say why.
+// message, --summary and --junit say why.
 func TestRunCLISaysWhy(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -63,14 +63,18 @@ func TestRunCLISaysWhy(t *testing.T) {
 			time.Sleep(20 * time.Millisecond)
 		}
 	}()
-	summary := filepath.Join(t.TempDir(), "summary.md")
+	summary, junit := filepath.Join(t.TempDir(), "summary.md"), filepath.Join(t.TempDir(), "junit.xml")
 	code, out, errOut = lesfarm(t, append([]string{"run", "--suite", "smoke", "--build", "b-none", "--wait", "--alert-grace", "0s", "--timeout", "30s",
-		"--summary", summary}, server...)...)
+		"--summary", summary, "--junit", junit}, server...)...)
 	if code != 1 || !strings.Contains(errOut, why) {
 		t.Fatalf("exit %d (want 1), stderr should say why:\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
 	}
 	md, _ := os.ReadFile(summary)
 	if !strings.Contains(string(md), "❌") || !strings.Contains(string(md), why) {
 		t.Fatalf("summary does not say why:\n%s", md)
+	}
+	x, _ := os.ReadFile(junit)
+	if !strings.Contains(string(x), "<failure") || !strings.Contains(string(x), why) {
+		t.Fatalf("JUnit does not say why:\n%s", x)
 	}
 }
