@@ -6,10 +6,18 @@
 // Files are numbered in the order they were written: 00001–00004 core
 // (devices, runs, leases, results, samples), 00010 API (tokens, artifacts,
 // schedules), 00020 regressions (alerts), then one number per change from
-// 00021 on (lineage, device credentials, run notifications, artifact model
-// facts, measured device profiles, credential expiry, deferred run notices,
-// expert load and device trace, devices' last assignment, samples one row per telemetry message). Migrations written in parallel may merge out of order; they are
-// applied when they appear (see New).
+// 00021 on: 00021 lineage, 00022 device credentials, 00023 run
+// notifications, 00024 artifact model facts, 00025 measured device
+// profiles, 00026 credential expiry, 00027 deferred run notices, 00028
+// expert load and device trace, 00029 devices' last assignment, 00030
+// samples one row per telemetry message (sample_batches), 00031 builds,
+// 00040 run provenance, 00050 device rejections, 00051 run telemetry
+// counts, 00060 A/B comparisons, 00061 alert location ranges, 00062 token
+// scopes and the egress allow-list, 00063 device sessions (one connection
+// per device), 00064 bisections, 00065 devices' build since. Numbers are
+// reserved per stream of work, so gaps are expected. Migrations written in
+// parallel may merge out of order; they are applied when they appear (see
+// New).
 package migrations
 
 import (
