@@ -195,7 +195,7 @@ func runLadder(env *Env, lf *ladderFlags, cfg bench.Config, format string) error
 		fmt.Fprintln(env.Stderr, "bench: "+specNote)
 	}
 	if cfg.Progress != nil {
-		eta := newLadderETA(time.Now)
+		eta := newLadderETA(time.Now, aloneRungs(&lc))
 		lc.Progress = func(line string) { cfg.Progress(eta.line(line)) }
 	}
 	if lf.twin != "" {

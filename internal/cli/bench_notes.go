@@ -5,6 +5,9 @@ import (
 	"regexp"
 	"strconv"
 	"time"
+
+	"github.com/lesfarm/lesfarm/runtime/bench"
+	"github.com/lesfarm/lesfarm/runtime/expert"
 )
 
 // ladderLegend follows bench --ladder's md table: what its columns mean
@@ -26,21 +29,31 @@ func syntheticSpecNote(model string) string {
 }
 
 // ladderETA adds the elapsed time and an estimate of the time left to
-// bench --ladder's progress lines. Every repetition (a replay's round)
-// runs each row once, so the time per repetition measured so far times
-// the repetitions left is the estimate; the loads and warm-ups before the
-// first repetition count as elapsed only.
+// bench --ladder's progress lines. Side by side, every repetition (a
+// replay's round) runs each row once, so the time per repetition measured
+// so far times the repetitions left is the estimate; the loads and
+// warm-ups before the first repetition count as elapsed only. One rung at
+// a time (--one-at-a-time, rungs > 0), each rung loads, warms up and runs
+// its repetitions in turn, so the time per repetition done so far, its
+// rung's warm-up included, times the repetitions left of every rung is.
 type ladderETA struct {
 	now      func() time.Time
 	start    time.Time
 	repsFrom time.Time // when the first repetition began (the last line before it)
 	inReps   bool
+	rungs    int    // rungs measured one at a time; 0: side by side
+	rung     string // the rung of the last repetition line
+	rungsIn  int    // rungs whose repetitions have begun
 }
 
-func newLadderETA(now func() time.Time) *ladderETA {
+func newLadderETA(now func() time.Time, rungs int) *ladderETA {
 	t := now()
-	return &ladderETA{now: now, start: t, repsFrom: t}
+	return &ladderETA{now: now, start: t, repsFrom: t, rungs: rungs}
 }
+
+// rungRepDone matches a one-at-a-time rung's "lookahead   repetition 2/5
+// done" (runtime/bench).
+var rungRepDone = regexp.MustCompile(`^(\S+)\s+repetition (\d+)/(\d+) done$`)
 
 // repDone matches the ladder's "repetition 2/5 done" and a replay's
 // "replay round 2/5 done" (runtime/bench).
@@ -50,6 +63,9 @@ var repDone = regexp.MustCompile(`^(?:repetition|replay round) (\d+)/(\d+) done$
 // ends a repetition.
 func (e *ladderETA) line(s string) string {
 	now := e.now()
+	if e.rungs > 0 {
+		return e.rungLine(s, now)
+	}
 	m := repDone.FindStringSubmatch(s)
 	if m == nil {
 		if !e.inReps {
@@ -66,4 +82,43 @@ func (e *ladderETA) line(s string) string {
 	}
 	left := now.Sub(e.repsFrom) / time.Duration(i) * time.Duration(n-i)
 	return fmt.Sprintf("%s (%d%%, %s elapsed, about %s left)", s, 100*i/n, elapsed, left.Round(time.Second))
+}
+
+// rungLine is line for a ladder measured one rung at a time.
+func (e *ladderETA) rungLine(s string, now time.Time) string {
+	m := rungRepDone.FindStringSubmatch(s)
+	if m == nil {
+		return s
+	}
+	if m[1] != e.rung {
+		e.rung, e.rungsIn = m[1], e.rungsIn+1
+	}
+	i, _ := strconv.Atoi(m[2])
+	n, _ := strconv.Atoi(m[3])
+	done, total := (e.rungsIn-1)*n+i, e.rungs*n
+	elapsed := now.Sub(e.start)
+	if done >= total || done < 1 {
+		return fmt.Sprintf("%s (100%%, %s elapsed)", s, elapsed.Round(time.Second))
+	}
+	left := elapsed / time.Duration(done) * time.Duration(total-done)
+	return fmt.Sprintf("%s (%d%%, %s elapsed, about %s left)", s, 100*done/total, elapsed.Round(time.Second), left.Round(time.Second))
+}
+
+// aloneRungs is how many rungs a ladder measured one at a time runs (its
+// modes, +mixed-precision, +speculative and the oracle), 0 when it runs
+// them side by side.
+func aloneRungs(lc *bench.LadderConfig) int {
+	if !lc.OneAtATime {
+		return 0
+	}
+	n := len(lc.Modes)
+	if n == 0 {
+		n = len(expert.Modes())
+	}
+	for _, extra := range []bool{lc.Mixed != "", !lc.NoSpeculative, !lc.NoOracle} {
+		if extra {
+			n++
+		}
+	}
+	return n
 }

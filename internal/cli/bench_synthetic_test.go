@@ -26,14 +26,18 @@ func TestSyntheticModelNotes(t *testing.T) {
 	}
 	ladder := []string{"bench", "--model", p, "--ladder", "--profile", "phone-mid", "--expert-budget", "50%", "--threads", "1",
 		"--repetitions", "2", "--warmup", "0", "--prompt-tokens", "4", "--gen-tokens", "4"}
-	eta := regexp.MustCompile(`bench: repetition 1/2 done \(50%, \d+s elapsed, about \d+s left\)`)
+	sideBySide := regexp.MustCompile(`bench: repetition 1/2 done \(50%, \d+s elapsed, about \d+s left\)`)
+	// One rung at a time: naive … scheduled and the oracle, 2 repetitions each.
+	alone := regexp.MustCompile(`bench: lookahead +repetition 2/2 done \(66%, \d+s elapsed, about \d+s left\)`)
 	tests := []struct {
 		name    string
 		args    []string
 		skipped bool
+		eta     *regexp.Regexp
 	}{
-		{"default modes", nil, true},
-		{"speculative listed", []string{"--modes", "scheduled,speculative"}, false},
+		{"default modes", nil, true, sideBySide},
+		{"speculative listed", []string{"--modes", "scheduled,speculative"}, false, sideBySide},
+		{"one rung at a time", []string{"--one-at-a-time"}, true, alone},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -51,7 +55,7 @@ func TestSyntheticModelNotes(t *testing.T) {
 					t.Errorf("legend lacks %q:\n%s", w, out)
 				}
 			}
-			if !eta.MatchString(errOut) {
+			if !tc.eta.MatchString(errOut) {
 				t.Errorf("no time left on the repetition line:\n%s", errOut)
 			}
 		})
