@@ -99,6 +99,9 @@ type Deps struct {
 	// UploadIdleTimeout cuts an artifact upload that sends nothing this
 	// long (408, partial file removed); default DefaultUploadIdleTimeout.
 	UploadIdleTimeout time.Duration
+	// DownloadIdleTimeout cuts an artifact download whose client reads
+	// nothing this long; default DefaultDownloadIdleTimeout.
+	DownloadIdleTimeout time.Duration
 	// ArtifactURL is the base URL agents download artifacts from (serve
 	// --artifact-url): a suite's model.url may name its host, or a host on
 	// the admin's allow-list (PUT /v1/egress), and no other (egress.go).
@@ -154,6 +157,7 @@ func NewServer(d Deps) (*Server, error) {
 	d.QueueWait = cmp.Or(d.QueueWait, DefaultQueueWait)
 	d.MaxAnonymousStreams = cmp.Or(d.MaxAnonymousStreams, DefaultMaxAnonymousStreams)
 	d.UploadIdleTimeout = cmp.Or(d.UploadIdleTimeout, DefaultUploadIdleTimeout)
+	d.DownloadIdleTimeout = cmp.Or(d.DownloadIdleTimeout, DefaultDownloadIdleTimeout)
 	if d.Registry == nil {
 		d.Registry = prometheus.NewRegistry()
 		d.Registry.MustRegister(prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
@@ -312,7 +316,7 @@ func (s *Server) registerAll() {
 	sch.RegisterDelete(s.api)
 	sch.RegisterFirings(s.api)
 
-	art := &artifactHandler{st: s.deps.Store, files: s.deps.Files, log: s.log, idle: s.deps.UploadIdleTimeout}
+	art := &artifactHandler{st: s.deps.Store, files: s.deps.Files, log: s.log, idle: s.deps.UploadIdleTimeout, sendIdle: s.deps.DownloadIdleTimeout}
 	art.RegisterUpload(s.api)
 	art.RegisterList(s.api)
 	art.RegisterInfo(s.api)

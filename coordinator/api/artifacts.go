@@ -29,6 +29,9 @@ type artifactHandler struct {
 	log   *slog.Logger
 	// idle cuts an upload that sends nothing this long (Deps.UploadIdleTimeout).
 	idle time.Duration
+	// sendIdle cuts a download whose client reads nothing this long
+	// (Deps.DownloadIdleTimeout).
+	sendIdle time.Duration
 }
 
 func (h *artifactHandler) enabled() error {
@@ -280,10 +283,10 @@ func (h *artifactHandler) serveArtifact(ctx context.Context, sha string) (*huma.
 		defer f.Close()
 		r, w := humago.Unwrap(hctx)
 		// Model files take minutes to send: instead of the server's write
-		// timeout, each write has DownloadIdleTimeout, so a client that
-		// stops reading is cut (issue 29, finding 12) however long a
+		// timeout, each write has Deps.DownloadIdleTimeout, so a client
+		// that stops reading is cut (issue 29, finding 12) however long a
 		// download that moves takes.
-		w = &idleWriter{ResponseWriter: w, rc: http.NewResponseController(w)}
+		w = &idleWriter{ResponseWriter: w, rc: http.NewResponseController(w), idle: h.sendIdle}
 		w.Header().Set("Content-Type", "application/octet-stream")
 		w.Header().Set("ETag", `"`+sha+`"`)
 		w.Header().Set("Cache-Control", "public, max-age=31536000, immutable")
@@ -298,18 +301,20 @@ func (h *artifactHandler) serveArtifact(ctx context.Context, sha string) (*huma.
 	}}, nil
 }
 
-// DownloadIdleTimeout is how long an artifact download may stall (the
-// client reading nothing) before the connection is cut.
-const DownloadIdleTimeout = 60 * time.Second
+// DefaultDownloadIdleTimeout is how long an artifact download may stall
+// (the client reading nothing) before the connection is cut
+// (Deps.DownloadIdleTimeout).
+const DefaultDownloadIdleTimeout = 60 * time.Second
 
 // idleWriter renews the connection's write deadline before each write.
 type idleWriter struct {
 	http.ResponseWriter
-	rc *http.ResponseController
+	rc   *http.ResponseController
+	idle time.Duration
 }
 
 func (w *idleWriter) Write(p []byte) (int, error) {
-	_ = w.rc.SetWriteDeadline(time.Now().Add(DownloadIdleTimeout))
+	_ = w.rc.SetWriteDeadline(time.Now().Add(w.idle))
 	return w.ResponseWriter.Write(p)
 }
 

@@ -3,7 +3,9 @@ package api
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -12,6 +14,7 @@ import (
 	"time"
 
 	"github.com/lesfarm/lesfarm/coordinator/artifact"
+	"github.com/lesfarm/lesfarm/internal/testenv"
 )
 
 // TestUploadStalledIsCut: a chunked upload that stops sending is answered
@@ -132,4 +135,82 @@ func TestRangeZeroSuffixIs416(t *testing.T) {
 			t.Errorf("Range %s: Content-Range %q, want bytes */10", tc.rng, resp.Header.Get("Content-Range"))
 		}
 	}
+}
+
+// TestDownloadStalledIsCut: an anonymous download whose client stops
+// reading holds one of the bounded anonymous slots (a second one is 503)
+// only until Deps.DownloadIdleTimeout passes without a write; then the
+// connection is cut, the slot is free again, and the stalled client got
+// a truncated body (issue 29, finding 12: stalled downloads were
+// unbounded in number and time).
+func TestDownloadStalledIsCut(t *testing.T) {
+	t.Parallel()
+	const size = 32 << 20 // beyond what loopback socket buffers hold
+	var files *artifact.Files
+	e := newEnv(t, func(d *Deps) {
+		f, err := artifact.New(artifact.Config{Dir: t.TempDir(), MaxSize: size})
+		if err != nil {
+			t.Fatal(err)
+		}
+		d.Files, files = f, f
+		d.MaxAnonymousStreams, d.DownloadIdleTimeout = 1, 200*time.Millisecond
+	})
+	info, err := files.Put(io.LimitReader(zeroReader{}, size), artifact.PutOptions{Size: size})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.st.PutArtifact(context.Background(), info.SHA256, info.Size, "big.gguf"); err != nil {
+		t.Fatal(err)
+	}
+	path := "/v1/artifacts/" + info.SHA256
+	conn, err := net.Dial("tcp", strings.TrimPrefix(e.srv.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(20 * time.Second)) // the bound of the test
+	if _, err := io.WriteString(conn, "GET "+path+" HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	// The stalled download holds the only anonymous slot, then is cut.
+	sawBusy := false
+	testenv.Eventually(t, 15*time.Second, 20*time.Millisecond, func() error {
+		req, err := http.NewRequest("GET", e.srv.URL+path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Range", "bytes=0-0")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusServiceUnavailable {
+			sawBusy = true
+			return fmt.Errorf("the slot is still held")
+		}
+		if resp.StatusCode != http.StatusPartialContent {
+			t.Fatalf("GET %s bytes=0-0: %d", path, resp.StatusCode)
+		}
+		return nil
+	})
+	if !sawBusy {
+		t.Fatal("a second anonymous download was never refused while the first stalled")
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatalf("stalled download: %v", err)
+	}
+	n, _ := io.Copy(io.Discard, resp.Body)
+	if resp.StatusCode != http.StatusOK || n >= size {
+		t.Fatalf("stalled download: %d with %d of %d bytes, want 200 cut short", resp.StatusCode, n, size)
+	}
+}
+
+// zeroReader reads zeros for ever.
+type zeroReader struct{}
+
+func (zeroReader) Read(p []byte) (int, error) {
+	clear(p)
+	return len(p), nil
 }
