@@ -25,7 +25,11 @@
 // phone's root/ directory, after every absolute path under /data, /sys,
 // /proc/meminfo and /proc/cpuinfo is rewritten into root/; an aarch64 ELF
 // executable in command position (at the start, after exec, ;, && or ||)
-// is run as `qemu-aarch64 FILE` ($FAKEADB_QEMU overrides the path). The
+// is run as `qemu-aarch64 FILE` ($FAKEADB_QEMU overrides the path).
+// Stdin is forwarded to the command, and its end closes the command's
+// stdin, as adb's shell protocol does; phone paths in it are rewritten
+// like the command's (a runner's job names the model and its work dir by
+// phone paths), line by line. The
 // phone's commands getprop, dumpsys and cmd (cmd power
 // set-fixed-performance-mode-enabled, recorded in the file
 // fixed_performance) and su are fakeadb itself, called by those names
@@ -46,6 +50,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
@@ -276,7 +281,14 @@ func shell(p phone, cmd string, merged bool) int {
 	c := exec.Command("/bin/sh", "-c", p.translate(cmd))
 	c.Dir = root
 	c.Env = append(os.Environ(), "PATH="+bin+":"+os.Getenv("PATH"), "FAKEADB_PHONE="+p.dir)
-	c.Stdin, c.Stdout, c.Stderr = os.Stdin, os.Stdout, os.Stderr
+	// adb shell forwards stdin to the phone (and its end, with the shell
+	// protocol). The fake does too, rewriting the phone paths it carries:
+	// a runner's job names its model and work dir by phone paths.
+	in, err := c.StdinPipe()
+	if err != nil {
+		return fail("fakeadb: %v", err)
+	}
+	c.Stdout, c.Stderr = os.Stdout, os.Stderr
 	if merged {
 		c.Stderr = os.Stdout
 	}
@@ -284,6 +296,7 @@ func shell(p phone, cmd string, merged bool) int {
 	if err := c.Start(); err != nil {
 		return fail("fakeadb: %v", err)
 	}
+	go p.forwardStdin(in)
 	done := make(chan error, 1)
 	go func() { done <- c.Wait() }()
 	tick := time.NewTicker(50 * time.Millisecond)
@@ -312,6 +325,33 @@ func shell(p phone, cmd string, merged bool) int {
 			}
 		}
 	}
+}
+
+// forwardStdin copies the fake's stdin to the phone command line by line,
+// with phone paths rewritten into the phone's directory, and closes it at
+// the end of input.
+func (p phone) forwardStdin(in io.WriteCloser) {
+	defer in.Close()
+	r := bufio.NewReaderSize(os.Stdin, 64<<10)
+	for {
+		line, err := r.ReadString('\n')
+		if line != "" {
+			if _, werr := io.WriteString(in, p.rewrite(line)); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// rewrite maps every phone path of s into the phone's directory.
+func (p phone) rewrite(s string) string {
+	return phonePaths.ReplaceAllStringFunc(s, func(m string) string {
+		i := strings.IndexByte(m, '/')
+		return m[:i] + p.path(m[i:])
+	})
 }
 
 func push(p phone, local, remote string) int {
