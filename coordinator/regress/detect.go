@@ -338,7 +338,7 @@ func confirm(pts []Point, cands []int, higherIsBetter bool, cfg Config) []Change
 		if len(b) == 0 {
 			return nil
 		}
-		nv := noiseVar{floor: floor}
+		nv := noiseVar{floor: floor, n: len(pts)}
 		nv.global, nv.df = segmentedVar(pts, b)
 		res := make([]ChangePoint, len(b))
 		worst, worstScore := -1, math.Inf(-1)
@@ -356,6 +356,9 @@ func confirm(pts []Point, cands []int, higherIsBetter bool, cfg Config) []Change
 			if !ok && score > worstScore {
 				worst, worstScore = i, score
 			}
+		}
+		if worst < 0 && cfg.Once && cfg.DriftAlpha > 0 {
+			worst = globalDriftWorst(pts, b, res, nv, cfg)
 		}
 		if worst < 0 {
 			// A short interior segment between opposite changes is a
@@ -449,4 +452,19 @@ func direction(rel float64, higherIsBetter bool) Direction {
 		return Regression
 	}
 	return Improvement
+}
+
+// globalDriftWorst returns the boundary to drop first among those whose
+// step a trend across the whole window explains (see globalDrift), or -1.
+func globalDriftWorst(pts []Point, b []int, res []ChangePoint, nv noiseVar, cfg Config) int {
+	worst, worstP := -1, -1.0
+	for j, d := range globalDrift(pts, b, nv.global, nv.df) {
+		if driftKeeps(d, cfg, res[j].RelativeChange) {
+			continue
+		}
+		if p := max(d.P, d.PCurve); p > worstP {
+			worst, worstP = j, p
+		}
+	}
+	return worst
 }

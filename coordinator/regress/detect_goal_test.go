@@ -189,24 +189,23 @@ func TestStepBeyondTrend(t *testing.T) {
 			t.Errorf("%s: p = %g", tc.name, p)
 		}
 	}
-	if _, ok := invert3([3][3]float64{{1, 2, 3}, {2, 4, 6}, {0, 0, 1}}); ok {
-		t.Error("invert3 inverted a singular matrix")
-	}
-	m := [3][3]float64{{4, 1, 0}, {1, 3, 1}, {0, 1, 2}}
-	inv, ok := invert3(m)
+	// fitLSQ: an exact quadratic is fitted exactly, a repeated column is
+	// singular.
+	ys := []float64{3, 1, 3, 9, 19}
+	fit, ok := fitLSQ(len(ys), 3, func(i int, x []float64) { x[0], x[1], x[2] = 1, float64(i), float64(i*i) }, ys)
 	if !ok {
-		t.Fatal("invert3 failed")
+		t.Fatal("fitLSQ: quadratic fit failed")
 	}
-	for i := range 3 {
-		for j := range 3 {
-			s := 0.0
-			for k := range 3 {
-				s += m[i][k] * inv[k][j]
-			}
-			if want := map[bool]float64{true: 1}[i == j]; math.Abs(s-want) > 1e-12 {
-				t.Fatalf("m·inv[%d][%d] = %g", i, j, s)
-			}
+	for i, want := range []float64{3, -4, 2} {
+		if math.Abs(fit.coef[i]-want) > 1e-9 {
+			t.Errorf("fitLSQ coef[%d] = %g, want %g", i, fit.coef[i], want)
 		}
+	}
+	if fit.rss > 1e-12 {
+		t.Errorf("fitLSQ rss = %g on an exact fit", fit.rss)
+	}
+	if _, ok := fitLSQ(len(ys), 2, func(i int, x []float64) { x[0], x[1] = 1, 2 }, ys); ok {
+		t.Error("fitLSQ solved a singular system")
 	}
 }
 

@@ -96,26 +96,9 @@ func locationRange(pts []Point, b []int, i, m int, s2 float64) (first, last int,
 	if i+1 < len(b) {
 		hi = b[i+1]
 	}
-	rss := splitRSS(pts, lo, hi, m)
-	n := hi - lo
 	k0 := at - lo
-	if k0 < 0 || k0 >= len(rss) || math.IsInf(rss[k0], 1) {
-		return at, at, 1
-	}
-	best := rss[k0]
-	for _, r := range rss {
-		best = math.Min(best, r)
-	}
-	w := make([]float64, len(rss))
-	total := 0.0
-	for k, r := range rss {
-		if math.IsInf(r, 1) {
-			continue
-		}
-		w[k] = math.Exp(-(r-best)/(2*s2)) / math.Sqrt(float64(k*(n-k)))
-		total += w[k]
-	}
-	if !(total > 0) {
+	w, total := splitPosterior(pts, lo, hi, m, s2)
+	if k0 < 0 || k0 >= len(w) || w[k0] == 0 || !(total > 0) {
 		return at, at, 1
 	}
 	for k := max(k0-1, 0); k <= min(k0+1, len(w)-1); k++ {
@@ -154,6 +137,78 @@ func locationRange(pts []Point, b []int, i, m int, s2 float64) (first, last int,
 	return lo + a, lo + z, near
 }
 
+// splitPosterior returns the unnormalised posterior of the split of
+// pts[lo:hi] into two mean levels, indexed t−lo, under flat priors and
+// noise variance s2: (n₁·n₂)^(−½)·exp(−RSS(t)/2·s2), 0 where the split is
+// not allowed; and its total.
+func splitPosterior(pts []Point, lo, hi, m int, s2 float64) ([]float64, float64) {
+	rss := splitRSS(pts, lo, hi, m)
+	n := hi - lo
+	best := math.Inf(1)
+	for _, r := range rss {
+		best = math.Min(best, r)
+	}
+	w := make([]float64, len(rss))
+	total := 0.0
+	for k, r := range rss {
+		if math.IsInf(r, 1) {
+			continue
+		}
+		w[k] = math.Exp(-(r-best)/(2*s2)) / math.Sqrt(float64(k*(n-k)))
+		total += w[k]
+	}
+	return w, total
+}
+
+// refine moves every boundary of b to the split that has the most
+// posterior mass within one point of it (the splits before, at and
+// after), between its neighbouring boundaries, rather than the single
+// most likely split: a change is placed right when it is within one
+// build, and where the posterior is flat the best window is not always
+// centred on the peak. It reports whether any moved.
+func refine(pts []Point, b []int, m int, s2 float64) bool {
+	if s2 <= 0 {
+		return false
+	}
+	moved := false
+	for i := range b {
+		lo, hi := 0, len(pts)
+		if i > 0 {
+			lo = b[i-1]
+		}
+		if i+1 < len(b) {
+			hi = b[i+1]
+		}
+		w, total := splitPosterior(pts, lo, hi, m, s2)
+		if !(total > 0) {
+			continue
+		}
+		win := func(k int) float64 {
+			if k < 0 || k >= len(w) || w[k] == 0 {
+				return -1
+			}
+			s := w[k]
+			if k > 0 {
+				s += w[k-1]
+			}
+			if k+1 < len(w) {
+				s += w[k+1]
+			}
+			return s
+		}
+		best := b[i] - lo
+		for k := range w {
+			if win(k) > win(best)*(1+1e-9) {
+				best = k
+			}
+		}
+		if at := lo + best; at != b[i] {
+			b[i], moved = at, true
+		}
+	}
+	return moved
+}
+
 // place finishes confirm once every boundary of b passes: each boundary
 // moves to the best split between its neighbours when the change still
 // passes there (dropped boundaries may have left it where it fitted them;
@@ -162,7 +217,9 @@ func locationRange(pts []Point, b []int, i, m int, s2 float64) (first, last int,
 // whose location is too uncertain (cfg.MinLocationMass) is withheld.
 func place(pts []Point, b []int, res []ChangePoint, higherIsBetter bool, cfg Config, nv noiseVar) []ChangePoint {
 	moved := slices.Clone(b)
-	if relocate(pts, moved, cfg.MinSegment) {
+	r1 := relocate(pts, moved, cfg.MinSegment)
+	r2 := refine(pts, moved, cfg.MinSegment, nv.global)
+	if r1 || r2 {
 		nv2 := nv
 		nv2.global, nv2.df = segmentedVar(pts, moved)
 		for i := range b {

@@ -7,6 +7,7 @@ type noiseVar struct {
 	floor  float64 // robust whole-series variance, a lower bound for the local estimate
 	global float64 // residual variance under the current segmentation (0: unused)
 	df     float64 // its degrees of freedom
+	n      int     // points in the window
 }
 
 // segmentedVar is the residual variance of pts around the means of the
