@@ -42,6 +42,7 @@ import (
 
 	"github.com/lesfarm/lesfarm/coordinator/api"
 	"github.com/lesfarm/lesfarm/coordinator/artifact"
+	"github.com/lesfarm/lesfarm/coordinator/bisect"
 	"github.com/lesfarm/lesfarm/coordinator/ingest"
 	"github.com/lesfarm/lesfarm/coordinator/nightly"
 	"github.com/lesfarm/lesfarm/coordinator/regress/monitor"
@@ -185,6 +186,7 @@ type Coordinator struct {
 	ingest  *ingest.Ingester
 	nightly *nightly.Scheduler
 	monitor *monitor.Monitor
+	bisect  *bisect.Bisector
 	gc      *artifact.Collector
 	subs    []*nats.Subscription
 	httpSrv *http.Server
@@ -328,8 +330,16 @@ func (c *Coordinator) Start(ctx context.Context) (err error) {
 			prevCommit(ctx, r)
 		}
 	}
+	// Bisections advance when their runs end (and every poll).
+	if c.bisect, err = bisect.New(bisect.Config{Store: c.store, Canceller: c, Logger: c.log}); err != nil {
+		return err
+	}
+	if err := c.bisect.Start(c.ctx); err != nil {
+		return err
+	}
 	prev := icfg.OnResult
 	icfg.OnResult = func(ctx context.Context, r *store.Run) {
+		c.bisect.Wake()
 		if c.monitor != nil {
 			// Errors are logged by the monitor; a failed detection does
 			// not undo the committed result.
@@ -552,6 +562,9 @@ func (c *Coordinator) Stop() error {
 		}
 		if c.monitor != nil {
 			c.monitor.Stop()
+		}
+		if c.bisect != nil {
+			c.bisect.Stop()
 		}
 		if c.runs != nil {
 			c.runs.Stop()

@@ -119,6 +119,10 @@ func (h *abHandler) advance(ctx context.Context, id int64) (*ABComparison, error
 	if a.State == store.ABDone {
 		return abFromStore(a, storedDoc(a), runs), nil
 	}
+	// A bisection's step (bisect.go) is advanced by its bisection only.
+	if owner, err := h.st.ABBisection(ctx, id); err != nil || owner != 0 {
+		return abFromStore(a, storedDoc(a), runs), err
+	}
 	samples, err := h.st.ABSamples(ctx, id)
 	if err != nil {
 		return nil, err

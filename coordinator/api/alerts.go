@@ -94,7 +94,11 @@ func (h *alertHandler) RegisterGet(api huma.API) {
 		if err != nil {
 			return nil, storeErr(ctx, h.log, "alert group", err)
 		}
-		return &alertGroupOutput{Body: alertGroupPtr(g)}, nil
+		out := alertGroupPtr(g)
+		if out.Bisection, err = groupBisection(ctx, h.st, g.ID); err != nil {
+			return nil, storeErr(ctx, h.log, "bisection", err)
+		}
+		return &alertGroupOutput{Body: out}, nil
 	})
 }
 

@@ -307,6 +307,7 @@ func (s *Server) registerAll() {
 	alerts.RegisterList(s.api)
 	alerts.RegisterGet(s.api)
 	alerts.RegisterUpdate(s.api)
+	s.registerBisect() // bisect.go
 
 	sch := &scheduleHandler{st: s.deps.Store, log: s.log}
 	sch.RegisterList(s.api)

@@ -26,11 +26,14 @@ import (
 // includes reading, and a token with ScopeRead alone only reads.
 var opScopes = map[string][]string{
 	// What devices run, and when.
-	"trigger-runs":    {store.ScopeTrigger},
-	"cancel-run":      {store.ScopeTrigger},
-	"create-schedule": {store.ScopeTrigger},
-	"update-schedule": {store.ScopeTrigger},
-	"delete-schedule": {store.ScopeTrigger},
+	"trigger-runs": {store.ScopeTrigger},
+	"cancel-run":   {store.ScopeTrigger},
+	// A bisection queues runs like a trigger (bisect.go).
+	"bisect-alert":     {store.ScopeTrigger},
+	"cancel-bisection": {store.ScopeTrigger},
+	"create-schedule":  {store.ScopeTrigger},
+	"update-schedule":  {store.ScopeTrigger},
+	"delete-schedule":  {store.ScopeTrigger},
 	// Suites name models and their URLs.
 	"put-suite":    {store.ScopeSuites},
 	"delete-suite": {store.ScopeSuites},

@@ -183,6 +183,8 @@ type AlertGroup struct {
 	CreatedAt    time.Time `json:"created_at" doc:"When the group was created." example:"2026-12-01T14:12:41Z"`
 	UpdatedAt    time.Time `json:"updated_at" doc:"When it last changed." example:"2026-12-01T14:12:41Z"`
 	Alerts       []Alert   `json:"alerts,omitempty" doc:"Its alerts (GET /v1/alerts/{id} only)."`
+	// Bisection is filled by GET /v1/alerts/{id} (bisect.go).
+	Bisection *BisectionBrief `json:"bisection,omitempty" doc:"Its newest bisection (POST /v1/alerts/{id}/bisect), GET /v1/alerts/{id} only."`
 }
 
 func alertGroupFromStore(g *store.AlertGroup) AlertGroup {

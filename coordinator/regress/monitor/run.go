@@ -20,12 +20,19 @@ import (
 // memory and the LES metrics (hit rate, predictor recall, stall fraction,
 // bytes per token, and per-layer metrics in the result's extras named like
 // "predictor_recall.l12"). Zero values mean "not measured" and are skipped.
-// Runs that did not succeed are ignored. The observations' series are keyed
+// Runs that did not succeed are ignored, and so are the runs of A/B
+// comparisons (gates and bisection steps). The observations' series are keyed
 // by the run's build lineage (see Config.Lineage), so a release branch's
 // builds are compared with each other, never with main's.
 func (m *Monitor) ObserveRun(ctx context.Context, run *store.Run) ([]*store.AlertGroup, error) {
 	if run == nil || run.State != store.RunSucceeded {
 		return nil, nil
+	}
+	// A/B gate and bisection runs (ab_runs) are stored like any run but
+	// measure chosen builds side by side, out of the lineage's order:
+	// they never become series points (docs/ab.md, docs/bisect.md).
+	if in, err := m.cfg.Store.RunInComparison(ctx, run.ID); err != nil || in {
+		return nil, err
 	}
 	results, err := m.cfg.Store.ListResults(ctx, &store.ListResultsParams{RunID: run.ID, Limit: 1000})
 	if err != nil {
