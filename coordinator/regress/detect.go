@@ -93,16 +93,20 @@ type Config struct {
 	FixedAlpha bool `json:"fixed_alpha"`
 	// Once says the series is judged once, as a whole, rather than
 	// re-tested after every new result as the coordinator's monitor does:
-	// the level then stays 2·Alpha from 4 points after a change on, since
-	// no false-alert budget is spent over repeated looks (see
-	// alphaWeight). regress detect sets it unless --sequential is given.
+	// the level is then 2·Alpha at every number of points after a change
+	// (Alpha·2·60/n from 4 points after in a window of n > 60 points,
+	// longWindow), since no false-alert budget is spent over repeated
+	// looks (see alphaWeight), and the drift check is judged on the
+	// whole window with a quadratic trend too (globalDrift, driftKeeps).
+	// regress detect sets it unless --sequential is given.
 	Once bool `json:"once"`
 
 	// DriftAlpha is the level of the drift check: a change is kept only if
 	// a step is still significant at this level on top of a linear trend
-	// fitted across both segments, or (Once) a step alone fits clearly
-	// better than a trend alone (driftMargin) (default 0.01; negative
-	// disables).
+	// fitted across both segments, or (Once, at onceDriftShare of this
+	// level, also beyond a quadratic trend and on the whole window) a step
+	// alone fits clearly better than a trend alone (driftMargin,
+	// driftRescueEffect) (default 0.01; negative disables).
 	// It is loose because the change already passed the step test; a slow
 	// drift explained by the trend then no longer reads as a step.
 	DriftAlpha float64 `json:"drift_alpha"`

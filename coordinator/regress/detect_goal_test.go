@@ -275,3 +275,39 @@ func TestRecentShiftNeedsEvidenceBeyondMinEffect(t *testing.T) {
 		t.Error("RecentShiftAlpha -0.1: want a validation error")
 	}
 }
+
+// TestGlobalDrift: judged on the whole window, a boundary PELT cut into a
+// linear drift is explained by the trend while a real step on the same
+// drift is not, and a late boundary on an accelerating degradation is
+// explained by the quadratic trend.
+func TestGlobalDrift(t *testing.T) {
+	t.Parallel()
+	wiggle := func(i int) float64 { return 0.1 * math.Sin(float64(i)*1.7) }
+	var pts []Point
+	for i := range 60 {
+		v := 100 - 0.1*float64(i) + wiggle(i)
+		if i >= 40 {
+			v -= 5
+		}
+		pts = append(pts, Point{Seq: int64(i), Value: v})
+	}
+	d := globalDrift(pts, []int{20, 40}, 0.01, 56)
+	if d[0].P < 0.01 || d[0].StepOverTrend >= driftMargin {
+		t.Errorf("boundary cut into the drift: %+v", d[0])
+	}
+	if d[1].P > 1e-6 {
+		t.Errorf("real step on the drift: %+v", d[1])
+	}
+	pts = pts[:0]
+	for i := range 50 {
+		x := float64(i) / 49
+		pts = append(pts, Point{Seq: int64(i), Value: 100 - 4*math.Expm1(3*x)/math.Expm1(3) + wiggle(i)})
+	}
+	d = globalDrift(pts, []int{42}, 0.25, 47) // the noise of CV 0.5%
+	if d[0].P > 1e-3 {
+		t.Errorf("late boundary on an accelerating drift: a line explains it (%+v); the test no longer needs the quadratic", d[0])
+	}
+	if d[0].PCurve < 0.01 || d[0].StepOverCurve >= driftMargin {
+		t.Errorf("late boundary on an accelerating drift: %+v", d[0])
+	}
+}

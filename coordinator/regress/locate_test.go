@@ -78,3 +78,35 @@ func TestRelocate(t *testing.T) {
 		}
 	}
 }
+
+// TestRefine: placing a change at the split with the most posterior mass
+// within one point places more faint steps within one build than the
+// single most likely split, and leaves a clear step where it is.
+func TestRefine(t *testing.T) {
+	t.Parallel()
+	pts := drawn(7, DesignSeries, 0.005, steps(100, 20, 90, 10)...)
+	b := []int{18}
+	relocate(pts, b, 2)
+	refine(pts, b, 2, 0.25)
+	if b[0] != 20 {
+		t.Errorf("clear step at 20: refined to %d", b[0])
+	}
+	mle, win := 0, 0
+	for seed := range uint64(300) {
+		pts := drawn(seed+2000, DesignSeries, 0.03, steps(100, 25, 95, 15)...)
+		b := []int{25}
+		relocate(pts, b, 2)
+		if abs(b[0]-25) <= 1 {
+			mle++
+		}
+		s2, _ := segmentedVar(pts, b)
+		refine(pts, b, 2, s2)
+		if abs(b[0]-25) <= 1 {
+			win++
+		}
+	}
+	t.Logf("5%% step at CV 3%%: within one point in %d/300 (most likely split), %d/300 (refined)", mle, win)
+	if win <= mle {
+		t.Errorf("refined placement within one point in %d/300 series, the most likely split in %d", win, mle)
+	}
+}
