@@ -32,11 +32,12 @@ func TestEvaluatePlacedDeterministic(t *testing.T) {
 // of the gaussian step family and the null families without drift. The
 // issue's goals are settled recall >= 95%, fresh >= 65%, false alerts <=
 // 5% of alerts and >= 95% of detected steps placed within 1 point; the
-// detector reaches only the last under this scorer (60 series per cell,
-// seed 1: settled 93.0%, fresh 63.3%, placed 97.2%, false 7.4%), so the
-// floors here are the measured figures less the sampling noise, a guard
-// against getting worse. docs/regressions.md has every family, tuning
-// and held-out runs.
+// detector reaches three of them on this subset (60 series per cell,
+// seed 1: settled 92.6%, fresh 70.7%, placed 98.9%, false 4.0%; before
+// the trend-aware drift check and the refined placement: 93.0%, 63.3%,
+// 97.2%, 7.4%), so the floors here are the measured figures less the
+// sampling noise, a guard against getting worse. docs/regressions.md has
+// every family, tuning and held-out runs.
 func TestPlacedGoals(t *testing.T) {
 	t.Parallel()
 	if testing.Short() {
@@ -58,13 +59,43 @@ func TestPlacedGoals(t *testing.T) {
 		name     string
 		got, min float64
 	}{
-		{"settled recall", s.SettledRecall, 0.91},
-		{"fresh recall", s.FreshRecall, 0.60},
-		{"placed within 1", s.Placed, 0.95},
-		{"true alerts", 1 - s.FalseShare, 0.91},
+		{"settled recall", s.SettledRecall, 0.90},
+		{"fresh recall", s.FreshRecall, 0.66},
+		{"placed within 1", s.Placed, 0.97},
+		{"true alerts", 1 - s.FalseShare, 0.94},
 	} {
 		if g.got < g.min {
 			t.Errorf("goal region: %s %.1f%%, want >= %.0f%% (measured before: see the comment)", g.name, 100*g.got, 100*g.min)
+		}
+	}
+}
+
+// TestPlacedDriftNulls: a slow drift is no step. Null series of the
+// drift families (a linear drift of 0.03–0.08% per point; an accelerating
+// degradation of 2–4%, most of it in the last third) at CV 1–5% alert
+// rarely. Measured (60 series per cell, seed 1): drift-linear 3.7%,
+// drift-exp 3.7% of series; before the trend-aware drift check (the
+// whole window, the quadratic trend, the rescue only for steps of twice
+// the minimum effect) 10.3% and 11.7%.
+func TestPlacedDriftNulls(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("placed-step evaluation: a second")
+	}
+	var fams []Family
+	for _, f := range PlacedFamilies {
+		if !f.Step && f.Drift != "" {
+			fams = append(fams, f)
+		}
+	}
+	res, err := EvaluatePlaced(context.Background(), PlacedConfig{Series: 60, Families: fams})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range res.Summaries[2:] {
+		t.Logf("%s: %d null series, %.1f%% alerting", s.Region, s.NullSeries, 100*s.NullFalse)
+		if s.NullSeries != 300 || s.NullFalse > 0.08 {
+			t.Errorf("%s: %.1f%% of %d null series alert, want <= 8%%", s.Region, 100*s.NullFalse, s.NullSeries)
 		}
 	}
 }
