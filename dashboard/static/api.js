@@ -57,11 +57,14 @@ async function request(method, path, params, body) {
 
 export const get = (path, params) => request('GET', path, params);
 export const patch = (path, body) => request('PATCH', path, undefined, body);
+export const post = (path, body) => request('POST', path, undefined, body);
 
 // The endpoints the dashboard uses (see /openapi.json).
 export const listAlerts = (p) => get('/v1/alerts', p);
 export const getAlert = (id) => get('/v1/alerts/' + encodeURIComponent(id));
 export const triageAlert = (id, body) => patch('/v1/alerts/' + encodeURIComponent(id), body);
+export const bisectAlert = (id, body) => post('/v1/alerts/' + encodeURIComponent(id) + '/bisect', body);
+export const getBisection = (id) => get('/v1/bisections/' + encodeURIComponent(id));
 export const seriesCatalog = (p) => get('/v1/series/catalog', p);
 export const listLineages = () => get('/v1/lineages');
 export const querySeries = (p) => get('/v1/series', p);

@@ -6,6 +6,7 @@ import { h, code, empty, errorBox, badge } from './dom.js';
 import { fmtAgo, fmtTime, fmtValue, fmtPct, fmtP, metricInfo, metricLabel, humanize } from './format.js';
 import { seriesChart } from './series.js';
 import { param, sortLineages, text } from './lineage.js';
+import { bisectPanel } from './bisect.js';
 
 const STATUSES = ['new', 'acknowledged', 'invalid', 'fixed', 'reassigned'];
 const PAGE = 20;
@@ -277,7 +278,7 @@ export async function renderDetail(root, id, ctx) {
   const card = groupCard(g, { full: true });
   const charts = h('div', { class: 'detail-charts' });
   root.replaceChildren(h('p', {}, h('a', { href: '/?lineage=' + enc(param(g.lineage)) }, '← Regressions')),
-    h('div', { class: 'view-head' }, h('h2', {}, 'Alert group #' + g.id), h('p', { class: 'lede' }, g.suite + ' on ' + text(g.lineage))), card, charts);
+    h('div', { class: 'view-head' }, h('h2', {}, 'Alert group #' + g.id), h('p', { class: 'lede' }, g.suite + ' on ' + text(g.lineage))), card, await bisectPanel(g), charts);
   // One chart per (metric, config) of the group's headline alerts, all
   // device models, so a device-specific change stands out from a global one.
   const seen = new Set();
