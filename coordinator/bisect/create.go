@@ -16,6 +16,10 @@ import (
 	"github.com/lesfarm/lesfarm/jobs"
 )
 
+// MinRounds is the fewest rounds a step may be limited to: with fewer,
+// its interval rests on one or two runs a side, and one stray run decides.
+const MinRounds = 3
+
 // Request asks for a bisection of an alert group.
 type Request struct {
 	GroupID int64
@@ -108,6 +112,9 @@ func (b *Bisector) Create(ctx context.Context, r *Request) (*store.Bisection, er
 		sb = append(sb, bb)
 	}
 	plan := b.cfg.Plan
+	if r.MaxRounds > 0 && r.MaxRounds < MinRounds {
+		return nil, unprocessable("body.max_rounds", r.MaxRounds, "max_rounds %d is too few: a step needs at least %d rounds for an interval", r.MaxRounds, MinRounds)
+	}
 	if r.MaxRounds > 0 {
 		plan.Max = r.MaxRounds
 		plan.Initial = min(plan.Initial, r.MaxRounds)

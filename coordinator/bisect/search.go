@@ -214,15 +214,24 @@ func (s *Search) change(p Pair) float64 {
 	return s.Effect
 }
 
+// minTestSamples is the fewest samples a side with which KS and
+// Mann–Whitney can reach p ≤ 0.01 (5+5: 2/252).
+const minTestSamples = 5
+
 // Judge reads comparison c (of pair p, made with s.Options(p)) against
-// the change e that p looks for: abtest's Different in e's direction is
-// Differs, in the other Opposite; Same is Matches. While abtest says
-// Unknown, the change's interval decides when it lies wholly on one side
-// of e/2, the midpoint between the two levels (wholly nearer 0: Matches;
-// wholly nearer e: Differs). Otherwise Undecided.
+// the change e that p looks for. The verify step takes abtest's verdict
+// first (with 5 samples a side or more): Different in e's direction is
+// Differs, in the other Opposite; Same is Matches. Otherwise, and for
+// every other step, the change's interval decides when it lies wholly on
+// one side of e/2, the midpoint between the two levels: wholly nearer 0,
+// Matches; wholly nearer e, Differs; wholly beyond −e/2, Opposite (a
+// midpoint must also lie within −e/2 for Matches: between the levels, not
+// past the old one). Otherwise Undecided.
 func (s *Search) Judge(p Pair, c abtest.Comparison) Judgement {
 	e := s.change(p)
-	if p.Kind == KindVerify {
+	// Below 5 samples a side no test reaches p ≤ 0.01, and abtest's same
+	// threshold does not know it: trust its verdicts from 5 on only.
+	if p.Kind == KindVerify && min(c.NA, c.NB) >= minTestSamples {
 		switch c.Verdict {
 		case abtest.Different:
 			if c.Shift.Change*e > 0 {

@@ -199,6 +199,13 @@ func bisectStepLine(s client.BisectionStep) string {
 	return line
 }
 
+func shaText(sha string) string {
+	if sha == "" {
+		return "no git sha"
+	}
+	return sha
+}
+
 func skippedBuilds(b *client.Bisection) string {
 	var out []string
 	for _, x := range b.Builds {
@@ -225,7 +232,7 @@ func printBisectEnd(out io.Writer, b *client.Bisection) error {
 	case "culprit":
 		c := b.Culprit
 		fmt.Fprintf(out, "culprit: first bad build %s (%s), last good build %s (%s): %s %+.1f%% on %s\n",
-			c.FirstBad.ID, orNone(c.FirstBad.GitSHA), c.LastGood.ID, orNone(c.LastGood.GitSHA), b.Metric, 100*c.Change, b.DeviceModel)
+			c.FirstBad.ID, shaText(c.FirstBad.GitSHA), c.LastGood.ID, shaText(c.LastGood.GitSHA), b.Metric, 100*c.Change, b.DeviceModel)
 		fmt.Fprintf(out, "  %s\n", c.GitLog)
 		return nil
 	case "not_reproduced":

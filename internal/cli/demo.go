@@ -33,7 +33,10 @@ type demoOptions struct {
 	profiles                    []string
 	builds, regressBuild        int
 	exit                        bool
-	timeout                     time.Duration
+	// noGate skips the last act: the A/B gate of the planted build and
+	// the bisection of its alert (demo_bisect.go).
+	noGate  bool
+	timeout time.Duration
 	// ready, when set, is called with the API's base URL and the demo's
 	// lineage once the results are printed, before serving (tests).
 	ready func(base, lineage string)
@@ -76,7 +79,12 @@ with nothing to configure and nothing fetched, and tells the LES story:
      is code, not a doctored number or an agent switch;
   6. the ladder per device and build, then the alerts the coordinator's
      detector raised (attributed to the LES metrics that moved, per device
-     where they differ), and the dashboard's address.
+     where they differ);
+  7. (--gate, on by default) the planted build gated against the one
+     before it with the A/B gate, as CI runs 'lesfarm run --baseline',
+     which fails; then the alert bisected across all the builds, as
+     'lesfarm bisect --wait' does, to its culprit; and the dashboard's
+     address.
 
 Each demo is its own build lineage (demo-<time>), so running it again in the
 same --data-dir adds a new story beside the old ones. Afterwards it keeps
@@ -100,6 +108,8 @@ serving the dashboard and the API until Ctrl-C, unless --exit is given.`,
 	f.IntVar(&o.regressBuild, "regress-build", 5, "first build that is the executable compiled with lookahead turned off (0: none)")
 	f.StringVar(&o.source, "source", "", "lesfarm source tree to compile the builds under test from (default: the checkout around the working directory)")
 	f.BoolVar(&o.exit, "exit", false, "stop after printing the results instead of serving the dashboard")
+	gate := f.Bool("gate", true, "after the alert, gate the planted build with --baseline and bisect the alert to its culprit")
+	cmd.PreRun = func(*cobra.Command, []string) { o.noGate = !*gate }
 	f.DurationVar(&o.timeout, "timeout", 10*time.Minute, "give up when the builds take longer than this")
 	return cmd
 }
@@ -262,6 +272,11 @@ func runDemo(env *Env, o *demoOptions) error {
 	groups, err := d.printAlerts(ctx, lineage)
 	if err != nil {
 		return err
+	}
+	if !o.noGate && groups > 0 {
+		if err := d.gateAndBisect(tctx, lineage); err != nil {
+			return err
+		}
 	}
 	d.say("demo took %s", time.Since(start).Round(100*time.Millisecond))
 	if o.ready != nil {

@@ -48,8 +48,10 @@ func (s *syncBuffer) String() string {
 // one alert group: a global regression at build 5 of the lookahead and
 // scheduled decode (the rungs that prefetch) on both phones, attributed to
 // the LES metrics that moved, and nothing on the rungs that do not
-// prefetch. The dashboard is served and the regressions API it reads
-// answers with that group.
+// prefetch. Then the A/B gate of build 5 against build 4 fails, and the
+// bisection of the alert across the eight builds names build 5 (their runs
+// feed no series: the group stays the only one). The dashboard is served
+// and the regressions API it reads answers with that group.
 func TestDemoCatchesPlantedRegression(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end demo skipped in -short mode")
@@ -88,7 +90,10 @@ func TestDemoCatchesPlantedRegression(t *testing.T) {
 	text := out.String()
 	for _, want := range []string{"coordinator up", "on emu-phone-mid-2: succeeded in ", "lookahead/budget=25%", "scheduled/budget=25%",
 		"× on-demand", "compiled both builds", "compiled with lookahead turned off", "sha256 ", "regression at build b5", "on every device model",
-		"lookahead/budget=25% decode on emulated:phone-mid: ", "moved with it: ", "stall fraction 8", "why (the planted change)", "dashboard: http://", "API token for this farm"} {
+		"lookahead/budget=25% decode on emulated:phone-mid: ", "moved with it: ", "stall fraction 8", "why (the planted change)", "dashboard: http://", "API token for this farm",
+		// The last act: the gate fails on b5, the bisection names b5.
+		"A/B verdict after ", ": regression: emu-phone-mid-2 lookahead/budget=25% decode_tps -", "the gate failed (exit 1): build b5 is slower than b4",
+		"step 1 (verify, ", "is good: ", "is bad: ", "the bisection named the culprit: build b5 (first bad, ", "after b4 (last good)"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("demo output lacks %q", want)
 		}
