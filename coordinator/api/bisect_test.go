@@ -198,8 +198,7 @@ func TestBisectFindsCulprit(t *testing.T) {
 			break
 		}
 		last := cur.Steps[len(cur.Steps)-1]
-		switch {
-		case !deleted && last.Kind == "bisect" && last.State == "running" && last.BuildB != "bis-5" && last.BuildB != "bis-4":
+		if !deleted && last.Kind == "bisect" && last.State == "running" && last.BuildB != "bis-5" && last.BuildB != "bis-4" {
 			// Delete the midpoint while its step runs: the step is
 			// aborted and the build left out.
 			if _, err := e.st.Pool().Exec(ctx, `DELETE FROM builds WHERE id = $1`, last.BuildB); err != nil {

@@ -138,7 +138,7 @@ func (i *indent) Write(p []byte) (int, error) {
 	i.buf.Write(p)
 	for {
 		line, err := i.buf.ReadString('\n')
-		if err != nil { // no newline yet: keep the rest
+		if errors.Is(err, io.EOF) { // no newline yet: keep the rest
 			i.buf.Reset()
 			i.buf.WriteString(line)
 			return len(p), nil
