@@ -83,8 +83,8 @@ func (a *Agent) phoneConfig(ctx context.Context, rr *Runner, job *Job, exePath s
 			}
 			return nil, err
 		}
-		if b := start.BatteryPercent; h.MinBattery > 0 && b != nil && *b < h.MinBattery {
-			return refused(fmt.Sprintf("battery at %.0f%%, below the %.0f%% gate (charging or not)", *b, h.MinBattery)), nil
+		if why := batteryGate(start, h.MinBattery); why != "" {
+			return refused(why), nil
 		}
 		ps.RefBeforeNS = int64(before)
 		res, err := a.runConfigOnPhone(ctx, rr, job, exePath, prov)
@@ -121,6 +121,21 @@ func (a *Agent) phoneConfig(ctx context.Context, rr *Runner, job *Job, exePath s
 		res.PhoneState = ps
 		return res, nil
 	}
+}
+
+// batteryGate is why a config may not start at snapshot s with the gate
+// at minPct percent (AndroidX's: charging or not), "" when it may. A
+// battery that cannot be read, or a gate ≤ 0, lets it start.
+func batteryGate(s *protocol.PhoneSnapshot, minPct float64) string {
+	b := s.BatteryPercent
+	if minPct <= 0 || b == nil || *b >= minPct {
+		return ""
+	}
+	state := "not charging"
+	if s.Charging != nil && *s.Charging {
+		state = "charging"
+	}
+	return fmt.Sprintf("battery at %.0f%% (%s), below the %.0f%% gate (charging or not)", *b, state, minPct)
 }
 
 // Throttled reports whether a reference microbenchmark time after a

@@ -73,6 +73,8 @@ type Phone struct {
 	// ThermalStatus is dumpsys thermalservice's status (default 0).
 	ThermalStatus int
 	Rooted        bool
+	// Debuggable sets ro.debuggable=1; Emulator sets ro.kernel.qemu=1.
+	Debuggable, Emulator bool
 }
 
 // AddPhone lays out phone serial.
@@ -86,6 +88,12 @@ func (f *Farm) AddPhone(t testing.TB, serial string, p Phone) string {
 			"[ro.build.fingerprint]: [fake/%s/%s:14/UQ1A/1:user/release-keys]\n[ro.product.cpu.abi]: [arm64-v8a]\n"+
 			"[ro.build.version.sdk]: [34]\n[ro.build.version.release]: [14]\n[ro.debuggable]: [0]\n",
 			or(p.Manufacturer, "Fakeco"), or(p.Model, "Fake Phone"), or(p.SoC, "QTI"), serial, serial)
+		if p.Debuggable {
+			props = strings.Replace(props, "[ro.debuggable]: [0]", "[ro.debuggable]: [1]", 1)
+		}
+		if p.Emulator {
+			props += "[ro.kernel.qemu]: [1]\n"
+		}
 	}
 	files := map[string]string{
 		"getprop":                props,
@@ -155,6 +163,13 @@ func (f *Farm) SetThermal(t testing.TB, serial string, status int) {
 	t.Helper()
 	f.write(t, serial, "dumpsys/thermalservice", ThermalService(status))
 	f.write(t, serial, "root/sys/class/thermal/thermal_zone0/temp", fmt.Sprintf("%d\n", 38000+8000*status))
+}
+
+// SetBattery sets serial's battery level in percent (the fixture's phone
+// is always on USB power, charging).
+func (f *Farm) SetBattery(t testing.TB, serial string, pct int) {
+	t.Helper()
+	f.write(t, serial, "dumpsys/battery", Battery(pct))
 }
 
 // Write writes a fixture file of serial (relative to its directory).
