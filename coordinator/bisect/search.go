@@ -29,9 +29,6 @@ const (
 	StateCancelled = "cancelled"
 )
 
-// Terminal reports whether a bisection in state st has ended.
-func Terminal(st string) bool { return st != StateRunning }
-
 // Kinds of step.
 const (
 	// KindVerify compares the last good build (A) with the first bad one
