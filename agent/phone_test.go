@@ -2,10 +2,13 @@ package agent
 
 import (
 	"context"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/lesfarm/lesfarm/agent/adb"
 	"github.com/lesfarm/lesfarm/agent/adb/adbtest"
 	"github.com/lesfarm/lesfarm/jobs"
 	"github.com/lesfarm/lesfarm/protocol"
@@ -86,5 +89,53 @@ func TestBatteryGate(t *testing.T) {
 				t.Fatalf("batteryGate = %q, want %q", got, tc.wantWhy)
 			}
 		})
+	}
+}
+
+// TestRunPhonesUnusable: phones adb lists as unauthorized, offline or in
+// recovery, and one whose getprop is garbage, each get a status that says
+// why and no farm device; an adb that cannot be run is an error at once.
+func TestRunPhonesUnusable(t *testing.T) {
+	f := adbtest.NewFarm(t)
+	want := map[string]string{
+		"UNAUTH":  "accept the USB debugging",
+		"OFF":     "offline: reconnect",
+		"RECOV":   "not booted into Android",
+		"GARBAGE": "getprop printed no [key]: [value] line",
+	}
+	f.AddPhone(t, "UNAUTH", adbtest.Phone{State: adb.StateUnauthorized})
+	f.AddPhone(t, "OFF", adbtest.Phone{State: adb.StateOffline})
+	f.AddPhone(t, "RECOV", adbtest.Phone{State: adb.StateRecovery})
+	f.AddPhone(t, "GARBAGE", adbtest.Phone{Props: "\x00\xff garbage\n[[[\n"})
+	ctx, cancel := context.WithCancel(context.Background())
+	got := make(chan []PhoneStatus, 16)
+	done := make(chan error, 1)
+	base := Config{NATSURL: "nats://127.0.0.1:1", Name: "ph", CacheDir: t.TempDir(), Logger: testLogger()}
+	go func() {
+		done <- RunPhones(ctx, PhonesConfig{Base: base, ADB: f.Client, Poll: 50 * time.Millisecond,
+			OnChange: func(s []PhoneStatus) { got <- s }})
+	}()
+	defer func() { cancel(); <-done }()
+	deadline := time.After(30 * time.Second)
+	for {
+		var last []PhoneStatus
+		select {
+		case last = <-got:
+		case <-deadline:
+			t.Fatal("not every unusable phone got its reason within 30 s")
+		}
+		ok := len(last) == len(want)
+		for _, s := range last {
+			if s.Running || !strings.Contains(s.Error, want[s.Serial]) {
+				ok = false
+			}
+		}
+		if ok {
+			break
+		}
+	}
+	bad := &adb.Client{Path: filepath.Join(t.TempDir(), "no-adb")}
+	if err := RunPhones(context.Background(), PhonesConfig{Base: base, ADB: bad}); err == nil || !strings.Contains(err.Error(), "install Debian's adb package") {
+		t.Fatalf("adb missing: err %v", err)
 	}
 }

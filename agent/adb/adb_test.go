@@ -19,10 +19,11 @@ func TestFakePhones(t *testing.T) {
 	f.AddPhone(t, "PHONE1", adbtest.Phone{Model: "Pixel 8 Pro", Manufacturer: "Google", SoC: "Google"})
 	f.AddPhone(t, "LOCKED", adbtest.Phone{State: adb.StateUnauthorized})
 	f.AddPhone(t, "GARBAGE", adbtest.Phone{Props: "\x00\xff not a property\n[[[\n"})
+	f.AddPhone(t, "OFF", adbtest.Phone{State: adb.StateOffline})
 	ctx := context.Background()
 
 	ds, err := f.Client.Devices(ctx)
-	if err != nil || len(ds) != 3 {
+	if err != nil || len(ds) != 4 {
 		t.Fatalf("devices %v err %v", ds, err)
 	}
 	tests := []struct {
@@ -34,6 +35,7 @@ func TestFakePhones(t *testing.T) {
 		{"LOCKED", "unauthorized", adb.ErrUnavailable},
 		{"GARBAGE", "getprop printed no [key]: [value] line", nil},
 		{"NOPE", "not found", adb.ErrNotFound},
+		{"OFF", "device offline", adb.ErrUnavailable},
 	}
 	for _, tc := range tests {
 		t.Run(tc.serial, func(t *testing.T) {
@@ -59,6 +61,16 @@ func TestFakePhones(t *testing.T) {
 				t.Fatalf("identity %+v", id)
 			}
 		})
+	}
+}
+
+// TestNoADB: an adb executable that cannot be run is ErrNoADB, a clear
+// error rather than a crash.
+func TestNoADB(t *testing.T) {
+	c := &adb.Client{Path: filepath.Join(t.TempDir(), "no-adb-here")}
+	_, err := c.Devices(context.Background())
+	if !errors.Is(err, adb.ErrNoADB) || !strings.Contains(err.Error(), "cannot be run") {
+		t.Fatalf("err %v, want ErrNoADB", err)
 	}
 }
 
