@@ -288,7 +288,24 @@ func isolatedOutliers(pts []Point, k float64) []bool {
 	if sigma == 0 {
 		return out
 	}
-	lim := k * sigma
+	// The bad runs inflate the noise estimate they are judged by (each
+	// adds two large first differences): judge again with the estimate
+	// of the points the first look kept.
+	var clean []float64
+	for i, bad := range markOutliers(pts, k*sigma) {
+		if !bad {
+			clean = append(clean, pts[i].Value)
+		}
+	}
+	if s := robustSigma(clean); s > 0 && s < sigma {
+		sigma = s
+	}
+	return markOutliers(pts, k*sigma)
+}
+
+// markOutliers is isolatedOutliers at the limit lim.
+func markOutliers(pts []Point, lim float64) []bool {
+	out := make([]bool, len(pts))
 	far := func(x, ref float64) bool { return math.Abs(x-ref) > lim }
 	for i := 1; i+1 < len(pts); i++ {
 		l, x, r := pts[i-1].Value, pts[i].Value, pts[i+1].Value
