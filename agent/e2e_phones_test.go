@@ -147,6 +147,15 @@ func TestE2EPhonesOverADB(t *testing.T) {
 		if dev == "ph-PHB" && (!slices.Contains(ps.Flags, protocol.PhoneFlagCooledDown) || ps.CooldownMS <= 0 || *ps.Start.ThermalStatus != 0) {
 			t.Fatalf("phone B's state does not show its cool-down: %+v", ps)
 		}
+		if dev == "ph-PHB" {
+			// Heartbeats carried the phone's own thermal state, not the host's.
+			pts, _, err := st.DeviceTrace(ctx, id, 1000)
+			if err != nil || !slices.ContainsFunc(pts, func(p store.DeviceStatePoint) bool {
+				return p.ThermalStatus == "severe" && p.BatteryPercent != nil && *p.BatteryPercent == 80
+			}) {
+				t.Fatalf("phone B's device trace never showed it severe at 80%% battery: %+v err %v", pts, err)
+			}
+		}
 		t.Logf("%s: attempts %d, %d samples, cool-down %d ms, ref before/after %v/%v", dev, r.Attempts, want, ps.CooldownMS,
 			time.Duration(ps.RefBeforeNS), time.Duration(ps.RefAfterNS))
 	}

@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/lesfarm/lesfarm/agent/adb"
+	"github.com/lesfarm/lesfarm/agent/device"
 	"github.com/lesfarm/lesfarm/jobs"
 	"github.com/lesfarm/lesfarm/protocol"
 )
@@ -84,6 +86,53 @@ type phone struct {
 	cfg      PhoneConfig
 	id       *adb.Identity
 	baseline time.Duration // the reference microbenchmark at attach
+
+	mu   sync.Mutex
+	last *protocol.PhoneSnapshot // the latest state read from the phone
+}
+
+// seen records s as the phone's latest state (hellos and heartbeats
+// report it).
+func (p *phone) seen(s *protocol.PhoneSnapshot) {
+	if s == nil {
+		return
+	}
+	p.mu.Lock()
+	p.last = s
+	p.mu.Unlock()
+}
+
+// deviceState is the state hellos and heartbeats report: a phone's own
+// latest reading (taken at attach and around each config, and every
+// CooldownPoll while it cools down; its read_at says how old it is), the
+// host's for any other agent. Reading the phone on every heartbeat would
+// put an adb round trip in the lease's path.
+func (a *Agent) deviceState() protocol.DeviceState {
+	if a.phone == nil {
+		return device.ReadState(device.Options{Root: a.rootForState()})
+	}
+	a.phone.mu.Lock()
+	s := a.phone.last
+	a.phone.mu.Unlock()
+	return PhoneDeviceState(s)
+}
+
+// androidThermal names dumpsys thermalservice's statuses.
+var androidThermal = [...]string{"none", "light", "moderate", "severe", "critical", "emergency", "shutdown"}
+
+// PhoneDeviceState is snapshot s as the device state of hellos and
+// heartbeats: battery, charging, battery and hottest temperatures, and
+// the thermal status by Android's name ("none" ... "shutdown"). A nil s
+// is an empty state.
+func PhoneDeviceState(s *protocol.PhoneSnapshot) protocol.DeviceState {
+	if s == nil {
+		return protocol.DeviceState{}
+	}
+	st := protocol.DeviceState{MaxTempC: s.MaxTempC, BatteryPercent: s.BatteryPercent, Charging: s.Charging, BatteryTempC: s.BatteryTempC, ReadAt: s.ReadAt}
+	if t := s.ThermalStatus; t != nil && *t >= 0 && *t < len(androidThermal) {
+		st.ThermalStatus = androidThermal[*t]
+	}
+	return st
 }
 
 // Remote layout under adb.RemoteDir.
@@ -125,6 +174,9 @@ func (a *Agent) attachPhone(ctx context.Context) error {
 		a.log.Warn("agent: phone: restoring clocks left locked", "serial", pc.Serial, "err", err)
 	} else if ok {
 		a.log.Info("agent: phone: restored the clocks a previous agent left locked", "serial", pc.Serial)
+	}
+	if s, err := adb.Snapshot(ctx, pc.ADB, pc.Serial); err == nil {
+		p.seen(s)
 	}
 	if !pc.Hygiene.NoRefBench {
 		for range 3 {

@@ -96,6 +96,7 @@ func (a *Agent) phoneConfig(ctx context.Context, rr *Runner, job *Job, exePath s
 			return nil, a.phoneErr(err)
 		}
 		ps.End = end
+		p.seen(end)
 		if t := end.ThermalStatus; t != nil && *t >= 2 {
 			ps.Flags = appendOnce(ps.Flags, protocol.PhoneFlagHotAtFinish)
 		}
@@ -168,6 +169,7 @@ func (a *Agent) phoneCool(ctx context.Context) (*protocol.PhoneSnapshot, time.Du
 		if err != nil {
 			return nil, 0, time.Since(t0), a.phoneErr(err)
 		}
+		p.seen(s)
 		if st := s.ThermalStatus; st == nil || *st <= h.MaxThermalStatus {
 			waited := time.Duration(0)
 			if logged {

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/lesfarm/lesfarm/agent/device"
 	"github.com/lesfarm/lesfarm/internal/backoff"
 	"github.com/lesfarm/lesfarm/protocol"
 )
@@ -113,7 +112,7 @@ func (a *Agent) hello(ctx context.Context) (ok, refused bool) {
 	runs := a.runStatusLocked()
 	a.mu.Unlock()
 	fp := *a.fp // the identity read at New, with the current state
-	st := device.ReadState(device.Options{Root: a.rootForState()})
+	st := a.deviceState()
 	fp.State = &st
 	// The room for artifacts (free space plus what the cache would
 	// evict): the coordinator assigns no model larger (issue 29, finding 10).
@@ -173,7 +172,7 @@ func (a *Agent) rootForState() string {
 // heartbeat renews the device and its run's lease. It returns false when
 // the coordinator did not answer or asked for a new hello.
 func (a *Agent) heartbeat(ctx context.Context) bool {
-	st := device.ReadState(device.Options{Root: a.rootForState()})
+	st := a.deviceState()
 	a.mu.Lock()
 	a.hbSeq++
 	sent := a.now()
