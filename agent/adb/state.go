@@ -11,12 +11,15 @@ import (
 	"github.com/lesfarm/lesfarm/protocol"
 )
 
-// stateScript prints, in @@ sections, everything Snapshot reads.
+// stateScript prints, in @@ sections, everything Snapshot reads. Files
+// are read with the shell's read builtin, not $(cat ...): a fork and exec
+// per file made a snapshot cost tens of processes, most of the agent's
+// overhead per config.
 const stateScript = `echo @@battery; dumpsys battery; echo @@thermal; dumpsys thermalservice; echo @@cpu; ` +
-	`for d in /sys/devices/system/cpu/cpufreq/policy*; do echo "policy $d"; echo "cpus $(cat $d/related_cpus)"; ` +
-	`echo "gov $(cat $d/scaling_governor)"; echo "cur $(cat $d/scaling_cur_freq)"; echo "max $(cat $d/cpuinfo_max_freq)"; ` +
+	`for d in /sys/devices/system/cpu/cpufreq/policy*; do echo "policy $d"; ` +
+	`for k in cpus:related_cpus gov:scaling_governor cur:scaling_cur_freq max:cpuinfo_max_freq; do v=; read -r v < $d/${k#*:}; echo "${k%%:*} $v"; done; ` +
 	`if [ -r $d/stats/time_in_state ]; then while read f t; do echo "tis $f $t"; done < $d/stats/time_in_state; fi; done; ` +
-	`echo @@zones; for z in /sys/class/thermal/thermal_zone*; do echo "zone $(cat $z/type) $(cat $z/temp)"; done`
+	`echo @@zones; for z in /sys/class/thermal/thermal_zone*; do n=; c=; read -r n < $z/type; read -r c < $z/temp; echo "zone $n $c"; done`
 
 // Snapshot reads serial's state now: battery, thermal status and zones,
 // and each cpufreq policy's governor, current frequency and time_in_state,
