@@ -407,26 +407,38 @@ func TestBisectRefusesBadInput(t *testing.T) {
 		t.Fatalf("no good build: %d %+v", code, p)
 	}
 	// A range with a build the device cannot run in its middle: skipped.
-	if _, _, err := e.st.CreateBuild(ctx, &store.CreateBuildParams{ID: "bad-5", Lineage: "main", PushedBy: "t",
-		Executables: []store.Executable{{Platform: "linux/amd64", SHA256: execSHA(t, e.st, "bad-5"), Size: 1}}}); err != nil {
-		t.Fatal(err)
-	}
+	buildstest.Register(t, e.st, "bad-5") // after bad-arm
 	code, p, b := post(gid, map[string]any{"last_good": "bad-3", "first_bad": "bad-5"}, e.auth())
 	if code != http.StatusCreated || len(b.Builds) != 4 || b.Builds[2].ID != "bad-arm" || b.Builds[2].State != "skipped" ||
 		!strings.Contains(b.Builds[2].Skipped, "no executable for linux/amd64, the platform of bad-host") {
 		t.Fatalf("range over an arm64-only build: %d %+v %+v", code, p, b)
 	}
-}
-
-// execSHA uploads a distinct artifact for build id and returns its sha256.
-func execSHA(t *testing.T, st *store.Store, id string) string {
-	t.Helper()
-	sum := sha256.Sum256([]byte("exec:" + id))
-	sha := hex.EncodeToString(sum[:])
-	if _, err := st.PutArtifact(context.Background(), sha, 1, id); err != nil {
+	// bad-4, the only candidate left, is deleted before its step: the
+	// culprit is bad-5 after bad-3, naming both builds between.
+	if _, err := e.st.Pool().Exec(ctx, `DELETE FROM builds WHERE id = 'bad-4'`); err != nil {
 		t.Fatal(err)
 	}
-	return sha
+	for range 100 {
+		if bisectRun(t, e.st, "bad-host", func(build string) float64 {
+			if build == "bad-5" {
+				return 9
+			}
+			return 10
+		}) != nil {
+			continue
+		}
+		resp := e.api.Get(fmt.Sprintf("/v1/bisections/%d", b.ID))
+		if err := json.Unmarshal(resp.Body.Bytes(), b); err != nil {
+			t.Fatal(err)
+		}
+		if b.State != "running" {
+			break
+		}
+	}
+	if b.State != "culprit" || b.Culprit.FirstBad.ID != "bad-5" || b.Culprit.LastGood.ID != "bad-3" || len(b.Steps) != 1 ||
+		!strings.Contains(b.Reason, "2 build(s) between them could not be measured: bad-4 (deleted mid-bisection), bad-arm (no executable") {
+		t.Fatalf("after deleting bad-4: %s %q %+v", b.State, b.Reason, b.Steps)
+	}
 }
 
 // testWriter logs through t.

@@ -212,9 +212,25 @@ func (a *advancer) save(ctx context.Context) error {
 	return err
 }
 
-// next starts the step for the pair the search names next.
+// next starts the step for the pair the search names next, leaving out
+// builds deleted since the bisection started.
 func (a *advancer) next(ctx context.Context) error {
 	p, ok := a.s.Next()
+	for ok {
+		gone := -1
+		for _, i := range []int{p.A, p.B} {
+			if _, err := a.b.cfg.Store.GetBuild(ctx, a.s.Builds[i].ID); errors.Is(err, store.ErrNotFound) {
+				gone = i
+			} else if err != nil {
+				return err
+			}
+		}
+		if gone < 0 {
+			break
+		}
+		a.s.Skip(gone, "deleted mid-bisection")
+		p, ok = a.s.Next()
+	}
 	if !ok {
 		return nil
 	}

@@ -364,9 +364,8 @@ func (s *Search) Skip(i int, why string) {
 		return
 	}
 	s.Builds[i].Skipped = why
-	if s.Recheck && s.mid() != i {
-		s.Recheck = false
-	}
+	// A recheck compares the midpoint with Hi; the midpoint is gone.
+	s.Recheck = false
 }
 
 // Fail ends the search as failed.

@@ -155,7 +155,7 @@ func (a *advancer) step(ctx context.Context, cur *store.BisectionStep) error {
 		// its attempts, cancelled by someone): the step's rounds are no
 		// longer balanced. Run the step again from scratch, so no sample
 		// is counted twice and none is missing.
-		return a.abort(ctx, cur, "lost samples: "+strings.Join(lost, "; ")+"; the step runs again", nil)
+		return a.abort(ctx, cur, fmt.Sprintf("%d run(s) ended without a result (%s); the step runs again", len(lost), joinMax(lost, 1)), nil)
 	}
 	if !terminal {
 		dev, err := st.GetDevice(ctx, cur.DeviceID)
