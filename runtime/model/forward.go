@@ -53,8 +53,8 @@ type State struct {
 
 	sc      scratch
 	layerEv trace.LayerEvent
-	pred    [][]int      // per layer: experts predicted by lookahead for this step
-	hy      *hybridState // qwen35moe recurrent state (nil otherwise)
+	pred    [][]int // per layer: experts predicted by lookahead for this step
+	seq     any     // the architecture's state beyond the KV cache (architecture.newSeq)
 }
 
 // scratch holds the forward-pass buffers, grown to the largest batch seen.
@@ -105,15 +105,13 @@ func (m *Model) NewState(maxTokens int) (*State, error) {
 	s.k = make([][]float32, len(m.Layers))
 	s.v = make([][]float32, len(m.Layers))
 	for i := range m.Layers {
-		if m.hybrid != nil && m.hybrid.layers[i].recurrent {
-			continue // DeltaNet layers keep a recurrent state instead
+		if !m.arch.kvLayer(i) {
+			continue // recurrent layers keep their own state instead
 		}
 		s.k[i] = make([]float32, maxTokens*kvDim)
 		s.v[i] = make([]float32, maxTokens*vDim)
 	}
-	if m.hybrid != nil {
-		s.hy = newHybridState(m)
-	}
+	m.arch.newSeq(s)
 	s.pred = make([][]int, len(m.Layers))
 	s.sc.layerFn = s.runExpert
 	return s, nil
@@ -128,20 +126,37 @@ func (s *State) Cap() int { return s.max }
 // Reset empties the cache.
 func (s *State) Reset() {
 	s.pos = 0
-	if s.hy != nil {
-		s.hy.reset()
-	}
+	s.m.arch.reset(s)
 }
 
 // Truncate drops cached positions from n on (for speculative decoding).
 // Recurrent layers roll back exactly too (see RollbackWindow).
 func (s *State) Truncate(n int) {
 	if n >= 0 && n < s.pos {
-		if s.hy != nil {
-			s.truncateHybrid(n)
-		}
+		s.m.arch.truncate(s, n)
 		s.pos = n
 	}
+}
+
+// StateBytes returns the memory of the sequence's model state: the KV cache
+// of the attention layers plus the architecture's own state (for recurrent
+// layers, the conv and recurrent states, their rollback checkpoint and
+// per-token history).
+func (s *State) StateBytes() int64 {
+	var n int64
+	for i := range s.k {
+		n += 4 * int64(len(s.k[i])+len(s.v[i]))
+	}
+	all, _ := s.m.arch.seqBytes(s)
+	return n + all
+}
+
+// RecurrentStateBytes returns the bytes of the recurrent layers' conv and
+// recurrent states alone (what one sequence carries between tokens, without
+// the rollback history); zero for models without recurrent layers.
+func (s *State) RecurrentStateBytes() int64 {
+	_, rec := s.m.arch.seqBytes(s)
+	return rec
 }
 
 func grow[T any](b []T, n int) []T {
@@ -222,61 +237,7 @@ func (s *State) Forward(ctx context.Context, tokens []int, all bool) ([]float32,
 	if b, ok := m.Experts.(moe.Batcher); ok {
 		b.Batch(n)
 	}
-	if s.hy != nil {
-		return s.forwardHybrid(ctx, tokens, all)
-	}
-	s.ensure(n)
-	sc := &s.sc
-	H := m.Hidden
-	x := sc.x[:n*H]
-	for i, t := range tokens {
-		if err := m.Embed.Row(t, x[i*H:(i+1)*H]); err != nil {
-			return nil, fmt.Errorf("model: embedding row %d: %w", t, err)
-		}
-	}
-	half := m.RopeDim / 2
-	for i := range n {
-		m.rope.fill(s.pos+i, sc.cos[i*half:(i+1)*half], sc.sin[i*half:(i+1)*half])
-	}
-	// Lookahead for layer 0: route the token embedding through layer 0's
-	// router (the prev_layer_output predictor, entry 0).
-	if m.Experts != nil {
-		if k := m.Experts.PredictK(); k > 0 && m.Layers[0].Router != nil {
-			if err := s.predict(0, x, n, k); err != nil {
-				return nil, err
-			}
-		}
-	}
-	s.keep = n
-	for li := range m.Layers {
-		if err := ctx.Err(); err != nil {
-			return nil, err
-		}
-		start := time.Now()
-		if err := s.layer(ctx, li, n); err != nil {
-			return nil, err
-		}
-		if s.Sink != nil {
-			s.emitLayer(li, time.Since(start))
-		}
-		n = s.keep // CutVerify may have dropped later positions
-	}
-	// Output head on the requested positions.
-	first := n - 1
-	if all {
-		first = 0
-	}
-	cnt := n - first
-	sc.logitsIn = grow(sc.logitsIn, cnt*H)
-	for i := range cnt {
-		rmsNorm(sc.logitsIn[i*H:(i+1)*H], x[(first+i)*H:(first+i+1)*H], m.OutNorm, m.Eps)
-	}
-	sc.logits = grow(sc.logits, cnt*m.Vocab)
-	if err := m.matmul(sc.logits, &m.Output, sc.logitsIn, cnt); err != nil {
-		return nil, fmt.Errorf("model: output: %w", err)
-	}
-	s.pos += n
-	return sc.logits, nil
+	return m.arch.forward(ctx, s, tokens, all)
 }
 
 // emitLayer sends the LayerEvent of layer li, reusing one event struct.
@@ -404,7 +365,7 @@ func (s *State) predict(target int, x []float32, n, k int) error {
 	if k > E {
 		k = E
 	}
-	if s.CutVerify && s.hy == nil {
+	if s.CutVerify && s.m.arch.cutsVerify() {
 		n = 1 // drafted positions ride on resident experts (verifycut.go)
 	}
 	in := sc.ein[:n*H]

@@ -2,10 +2,16 @@
 // loader that binds GGUF tensors to weights, a float32 KV cache and the
 // forward pass (batched prefill and single-token decode).
 //
-// Architectures register themselves (see qwen3.go). qwen3moe and the dense
-// qwen3 are built from the same blocks: RMSNorm, GQA attention with per-head
-// q/k RMSNorm and NEOX RoPE, and either a SwiGLU FFN or a softmax-routed
-// top-k mixture of SwiGLU experts.
+// Architectures are peers behind one internal interface (arch.go): each
+// owns its forward pass and per-sequence state, registers itself from its
+// own file and shares the layers as components — RMSNorm, GQA attention
+// with per-head q/k RMSNorm and NEOX RoPE (attention.go), the routed MoE
+// block and lookahead predictor (forward.go, verifycut.go), the dense
+// SwiGLU FFN, and Gated DeltaNet (deltanet.go). qwen3.go (dense) and
+// qwen3moe.go are plain transformer stacks (stack.go); qwen35moe*.go is the
+// hybrid DeltaNet/gated-attention stack with shared experts and an MTP
+// block. Model and State are the shell every caller sees; adding an
+// architecture is one new file set that touches no other architecture's.
 //
 // Expert weights are only ever reached through a moe.Source, so the LES
 // expert store can replace RAM residency without touching this package.
@@ -98,7 +104,7 @@ type Model struct {
 	threads int
 	rope    *ropeTable
 	closers []func() error
-	hybrid  *hybridModel // qwen35moe: DeltaNet, shared experts, MTP (nil otherwise)
+	arch    architecture // the forward pass of Arch (arch.go)
 }
 
 // ErrUnsupported is wrapped by Load errors that mean the file cannot be run
@@ -225,9 +231,7 @@ func (m *Model) ActiveBytesPerToken() int64 {
 			n += int64(len(l.Gate.Data) + len(l.Up.Data) + len(l.Down.Data))
 		}
 	}
-	if m.hybrid != nil {
-		n += m.hybrid.activeBytes
-	}
+	n += m.arch.extraBytes()
 	return n
 }
 
@@ -246,9 +250,7 @@ func (m *Model) FLOPsPerToken(ctx int) float64 {
 		}
 	}
 	w += float64(m.Output.Rows * m.Output.Cols)
-	if m.hybrid != nil {
-		w += m.hybrid.activeWeights()
-	}
+	w += m.arch.extraWeights()
 	// Scores and weighted values: 2 products of Heads*HeadDim per cached position.
 	attn := 2 * float64(m.Heads*m.HeadDim) * float64(ctx) * float64(len(m.Layers))
 	return 2*w + 2*attn

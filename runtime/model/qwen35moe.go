@@ -57,8 +57,11 @@ type hybridLayer struct {
 	sharedExpertSize int64
 }
 
-// hybridModel is the qwen35moe part of a Model.
-type hybridModel struct {
+// qwen35moe is the architecture of Qwen3.5-MoE: a hybrid stack of Gated
+// DeltaNet and gated full-attention blocks, each with a routed MoE block
+// and a shared expert, plus an optional MTP block (qwen35moe_arch.go has
+// its architecture methods).
+type qwen35moe struct {
 	HybridConfig
 	layers []hybridLayer // per decoder layer
 	mtp    *mtpBlock     // nil when the file has no NextN block
@@ -80,14 +83,24 @@ type mtpBlock struct {
 // Hybrid returns the qwen35moe hyper-parameters, or false for other
 // architectures.
 func (m *Model) Hybrid() (HybridConfig, bool) {
-	if m.hybrid == nil {
+	a := m.q35()
+	if a == nil {
 		return HybridConfig{}, false
 	}
-	return m.hybrid.HybridConfig, true
+	return a.HybridConfig, true
 }
 
 // HasMTP reports whether the model has a NextN (MTP) drafting block.
-func (m *Model) HasMTP() bool { return m.hybrid != nil && m.hybrid.mtp != nil }
+func (m *Model) HasMTP() bool {
+	a := m.q35()
+	return a != nil && a.mtp != nil
+}
+
+// q35 returns m's qwen35moe architecture, or nil for other architectures.
+func (m *Model) q35() *qwen35moe {
+	a, _ := m.arch.(*qwen35moe)
+	return a
+}
 
 func readHybridConfig(f *gguf.File) (Config, HybridConfig, error) {
 	const arch = "qwen35moe"
@@ -150,8 +163,8 @@ func buildQwen35MoE(f *gguf.File, opts Options) (*Model, error) {
 	}
 	b := &binder{f: f}
 	m := &Model{Config: cfg}
-	hy := &hybridModel{HybridConfig: hc}
-	m.hybrid = hy
+	hy := &qwen35moe{HybridConfig: hc}
+	m.arch = hy
 	m.Embed = b.matrix("token_embd.weight", cfg.Hidden, cfg.Vocab)
 	m.OutNorm = b.vector("output_norm.weight", cfg.Hidden)
 	if _, ok := f.Tensor("output.weight"); ok {

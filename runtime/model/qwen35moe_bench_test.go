@@ -129,7 +129,7 @@ func BenchmarkQwen35VsQwen3Decode(b *testing.B) {
 	var dn, at, q3 time.Duration
 	var ndn, nat int
 	for l, d := range runs[1].lt.d {
-		if m35.hybrid.layers[l].recurrent {
+		if m35.q35().layers[l].recurrent {
 			dn += d
 			ndn++
 		} else {

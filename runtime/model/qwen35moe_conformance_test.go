@@ -100,12 +100,12 @@ func TestQwen35Conformance(t *testing.T) {
 				t.Fatalf("model has vocab %d, %d layers, MTP %v; ref says %d, %d, MTP", m.Vocab, len(m.Layers), m.HasMTP(), ref.NVocab, ref.NLayer)
 			}
 			for _, l := range ref.RecurrentLayers {
-				if !m.hybrid.layers[l].recurrent {
+				if !m.q35().layers[l].recurrent {
 					t.Errorf("layer %d should be a DeltaNet layer", l)
 				}
 			}
 			for _, l := range ref.FullAttentionLayers {
-				if m.hybrid.layers[l].recurrent {
+				if m.q35().layers[l].recurrent {
 					t.Errorf("layer %d should be a full-attention layer", l)
 				}
 			}
@@ -137,7 +137,7 @@ func TestQwen35Conformance(t *testing.T) {
 					kind       probeKind
 				}
 				probed := map[pkey][]float32{}
-				st.hy.probe = func(pos, layer int, kind probeKind, vals []float32) {
+				st.hybrid().probe = func(pos, layer int, kind probeKind, vals []float32) {
 					probed[pkey{pos, layer, kind}] = slices.Clone(vals)
 				}
 				logits, err := st.Forward(ctx, pr.TokenIDs, false)
@@ -188,7 +188,7 @@ func TestQwen35Conformance(t *testing.T) {
 						}
 					}
 				}
-				st.hy.probe = nil
+				st.hybrid().probe = nil
 				for _, p := range pr.Positions {
 					for l, lr := range p.Layers {
 						g, ok := got[key{p.Pos, l}]

@@ -36,7 +36,7 @@ func (hs *hybridState) ensure(m *Model, n int) {
 	if n <= sc.n && sc.u != nil {
 		return
 	}
-	hc := m.hybrid.HybridConfig
+	hc := m.q35().HybridConfig
 	sc.n = n
 	sc.qg = grow(sc.qg, n*2*m.Heads*m.HeadDim)
 	sc.mix = grow(sc.mix, n*hc.convDim())
@@ -64,7 +64,7 @@ func (hs *hybridState) ensure(m *Model, n int) {
 // some layers' recurrent state: the state is then marked for
 // recomputation from the token history, so the next Forward is exact.
 func (s *State) forwardHybrid(ctx context.Context, tokens []int, all bool) (logits []float32, err error) {
-	hs := s.hy
+	hs := s.hybrid()
 	if hs.stale >= 0 {
 		if err := s.recompute(ctx); err != nil {
 			return nil, err
@@ -135,10 +135,10 @@ func (s *State) forwardHybrid(ctx context.Context, tokens []int, all bool) (logi
 // of the positions of the last Forward call; nil otherwise or for
 // architectures without an MTP block. The slice is reused by the next call.
 func (s *State) OutputHidden(pos int) []float32 {
-	if s.hy == nil {
+	if s.hybrid() == nil {
 		return nil
 	}
-	sc := &s.hy.sc
+	sc := &s.hybrid().sc
 	i := pos - sc.lastPos
 	if i < 0 || i >= sc.lastN || pos >= s.pos {
 		return nil
@@ -152,7 +152,7 @@ func (s *State) OutputHidden(pos int) []float32 {
 func (s *State) hybridLayer(ctx context.Context, li, n int) error {
 	m := s.m
 	L := &m.Layers[li]
-	hl := &m.hybrid.layers[li]
+	hl := &m.q35().layers[li]
 	sc := &s.sc
 	H := m.Hidden
 	x, h := sc.x[:n*H], sc.h[:n*H]
@@ -171,7 +171,7 @@ func (s *State) hybridLayer(ctx context.Context, li, n int) error {
 	for i := range x {
 		x[i] += h[i]
 	}
-	s.hy.probeRows(s.pos, li, probeAttnResidual, x, H)
+	s.hybrid().probeRows(s.pos, li, probeAttnResidual, x, H)
 	if k := m.Experts.PredictK(); k > 0 && li+1 < len(m.Layers) {
 		if err := s.predict(li+1, x, n, k); err != nil {
 			return err
@@ -180,7 +180,7 @@ func (s *State) hybridLayer(ctx context.Context, li, n int) error {
 	if err := s.moeShared(ctx, li, L, hl, n); err != nil {
 		return err
 	}
-	s.hy.probeRows(s.pos, li, probeLayerOut, x, H)
+	s.hybrid().probeRows(s.pos, li, probeLayerOut, x, H)
 	return nil
 }
 
@@ -219,7 +219,7 @@ func (s *State) moeShared(ctx context.Context, li int, L *Layer, hl *hybridLayer
 	if err := s.moe(ctx, li, n); err != nil {
 		return err
 	}
-	hsc := &s.hy.sc
+	hsc := &s.hybrid().sc
 	F := hl.ShGate.Rows
 	g, u, d := hsc.shg[:n*F], hsc.shu[:n*F], hsc.shd[:n*H]
 	hsc.mmDst[0], hsc.mmDst[1] = g, u
@@ -233,8 +233,8 @@ func (s *State) moeShared(ctx context.Context, li int, L *Layer, hl *hybridLayer
 	}
 	for i := range n {
 		gate := sigmoid(tensor.Dot(hl.ShGateInp, h[i*H:(i+1)*H]))
-		if s.hy.probe != nil {
-			s.hy.probe(s.pos+i, li, probeSharedGate, []float32{gate})
+		if s.hybrid().probe != nil {
+			s.hybrid().probe(s.pos+i, li, probeSharedGate, []float32{gate})
 		}
 		xi, di := x[i*H:(i+1)*H], d[i*H:(i+1)*H]
 		for j := range xi {
@@ -248,7 +248,7 @@ func (s *State) moeShared(ctx context.Context, li int, L *Layer, hl *hybridLayer
 // sc.h into sc.h, caching keys and values at Pos()...
 func (s *State) gatedAttention(li int, L *Layer, n int) error {
 	m := s.m
-	sc, hsc := &s.sc, &s.hy.sc
+	sc, hsc := &s.sc, &s.hybrid().sc
 	qDim, kvDim, vDim := m.Heads*m.HeadDim, m.KVHeads*m.HeadDim, m.KVHeads*m.ValueDim
 	qg := hsc.qg[:n*2*qDim]
 	hsc.mmDst[0], hsc.mmDst[1], hsc.mmDst[2] = qg, sc.k[:n*kvDim], sc.v[:n*vDim]
@@ -297,10 +297,10 @@ func (s *State) gatedAttention(li int, L *Layer, n int) error {
 // sc.h, advancing layer li's conv and recurrent state token by token.
 func (s *State) deltaNet(li, n int) error {
 	m := s.m
-	hc := m.hybrid.HybridConfig
-	hl := &m.hybrid.layers[li]
-	rs := &s.hy.layers[li]
-	sc, hsc := &s.sc, &s.hy.sc
+	hc := m.q35().HybridConfig
+	hl := &m.q35().layers[li]
+	rs := &s.hybrid().layers[li]
+	sc, hsc := &s.sc, &s.hybrid().sc
 	C, D, VH, KH := hc.convDim(), hc.HeadDim, hc.VHeads, hc.KHeads
 	mix, z, b, a := hsc.mix[:n*C], hsc.z[:n*hc.Inner], hsc.b[:n*VH], hsc.a[:n*VH]
 	hsc.mmDst[0], hsc.mmDst[1], hsc.mmDst[2], hsc.mmDst[3] = mix, z, b, a
@@ -310,7 +310,7 @@ func (s *State) deltaNet(li, n int) error {
 	}
 	// Conv, L2 norms and gates token by token (the conv window is shared
 	// by all heads), recording the rollback history.
-	hist := &s.hy.plan
+	hist := &s.hybrid().plan
 	U, BG := hsc.u[:n*C], hsc.bg[:n*2*VH]
 	for t := range n {
 		if t == hist.ckptAt {
@@ -331,8 +331,8 @@ func (s *State) deltaNet(li, n int) error {
 			bg[hd] = sigmoid(b[t*VH+hd])
 			bg[VH+hd] = softplus(a[t*VH+hd]+hl.DtBias[hd]) * hl.A[hd]
 		}
-		if s.hy.probe != nil {
-			s.hy.probe(s.pos+t, li, probeBetaG, bg)
+		if s.hybrid().probe != nil {
+			s.hybrid().probe(s.pos+t, li, probeBetaG, bg)
 		}
 		if slot >= 0 {
 			copy(rs.recU[slot*C:(slot+1)*C], u)
@@ -380,11 +380,11 @@ type dnJob struct {
 // tokens with worker w's scratch.
 func (j *dnJob) heads(w, h0, h1 int) {
 	m := j.s.m
-	hc := m.hybrid.HybridConfig
-	hl := &m.hybrid.layers[j.li]
-	rs := &j.s.hy.layers[j.li]
-	hsc := &j.s.hy.sc
-	hist := &j.s.hy.plan
+	hc := m.q35().HybridConfig
+	hl := &m.q35().layers[j.li]
+	rs := &j.s.hybrid().layers[j.li]
+	hsc := &j.s.hybrid().sc
+	hist := &j.s.hybrid().plan
 	C, D, VH, KH := hc.convDim(), hc.HeadDim, hc.VHeads, hc.KHeads
 	scr := hsc.work[w]
 	qs, acc := scr[:D], scr[D:2*D]

@@ -86,7 +86,7 @@ func TestQwen35LookaheadRecall(t *testing.T) {
 				for l := range L {
 					r := float64(hits[l]) / float64(total[l])
 					kind := "deltanet"
-					if !m.hybrid.layers[l].recurrent {
+					if !m.q35().layers[l].recurrent {
 						kind = "attention"
 					}
 					line = append(line, fmt.Sprintf("L%d(%s) %.3f", l, kind, r))

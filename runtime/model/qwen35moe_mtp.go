@@ -39,7 +39,7 @@ func (m *Model) NewMTP(maxTokens int) (*MTP, error) {
 	if maxTokens > m.Context {
 		return nil, fmt.Errorf("model: %d positions exceed the context length %d of %s", maxTokens, m.Context, m.Arch)
 	}
-	blk := m.hybrid.mtp
+	blk := m.q35().mtp
 	// A view of the model whose layer list ends with the NextN block, so
 	// the shared attention, routing and expert code address it by index.
 	view := *m
@@ -52,7 +52,7 @@ func (m *Model) NewMTP(maxTokens int) (*MTP, error) {
 	s.v[blk.index] = make([]float32, maxTokens*m.KVHeads*m.ValueDim)
 	s.pred = make([][]int, n)
 	s.sc.layerFn = s.runExpert
-	s.hy = &hybridState{stale: -1}
+	s.seq = &hybridState{stale: -1}
 	return &MTP{st: s, blk: blk, zero: make([]float32, m.Hidden)}, nil
 }
 
@@ -60,7 +60,7 @@ func (m *Model) NewMTP(maxTokens int) (*MTP, error) {
 func (d *MTP) Pos() int { return d.st.pos }
 
 // Reset empties the MTP cache.
-func (d *MTP) Reset() { d.st.pos, d.st.hy.sc.lastN = 0, 0 }
+func (d *MTP) Reset() { d.st.pos, d.st.hybrid().sc.lastN = 0, 0 }
 
 // Truncate drops cached MTP positions from n on.
 func (d *MTP) Truncate(n int) {
@@ -98,7 +98,7 @@ func (d *MTP) Forward(ctx context.Context, tokens []int, hidden []float32, all b
 		}
 	}
 	s.ensure(n)
-	s.hy.ensure(m, n)
+	s.hybrid().ensure(m, n)
 	sc := &s.sc
 	blk := d.blk
 	d.in = grow(d.in, n*2*H)
@@ -142,7 +142,7 @@ func (d *MTP) Forward(ctx context.Context, tokens []int, hidden []float32, all b
 		first = 0
 	}
 	cnt := n - first
-	normed := s.hy.sc.normed[:cnt*H]
+	normed := s.hybrid().sc.normed[:cnt*H]
 	for i := range cnt {
 		rmsNorm(normed[i*H:(i+1)*H], x[(first+i)*H:(first+i+1)*H], blk.HeadNorm, m.Eps)
 	}
@@ -150,7 +150,7 @@ func (d *MTP) Forward(ctx context.Context, tokens []int, hidden []float32, all b
 	if err := m.matmul(sc.logits, &blk.Output, normed, cnt); err != nil {
 		return nil, fmt.Errorf("model: MTP output: %w", err)
 	}
-	s.hy.sc.lastN = cnt
+	s.hybrid().sc.lastN = cnt
 	s.pos += n
 	return sc.logits, nil
 }
@@ -160,11 +160,11 @@ func (d *MTP) Forward(ctx context.Context, tokens []int, hidden []float32, all b
 // position's h. The slice is reused by the next call.
 func (d *MTP) LastHidden() []float32 {
 	H := d.st.m.Hidden
-	n := d.st.hy.sc.lastN
+	n := d.st.hybrid().sc.lastN
 	if n == 0 {
 		return nil
 	}
-	return d.st.hy.sc.normed[(n-1)*H : n*H]
+	return d.st.hybrid().sc.normed[(n-1)*H : n*H]
 }
 
 // StateBytes returns the memory of the MTP block's KV cache.

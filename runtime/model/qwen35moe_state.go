@@ -62,12 +62,19 @@ func (p *historyPlan) slot(t int) int {
 	return t - p.ckptAt
 }
 
+// hybrid returns the sequence's recurrent state, or nil for a State of
+// another architecture.
+func (s *State) hybrid() *hybridState {
+	hs, _ := s.seq.(*hybridState)
+	return hs
+}
+
 func newHybridState(m *Model) *hybridState {
-	hc := m.hybrid.HybridConfig
+	hc := m.q35().HybridConfig
 	C, D, VH := hc.convDim(), hc.HeadDim, hc.VHeads
 	hs := &hybridState{window: RollbackWindow, stale: -1, layers: make([]recState, len(m.Layers))}
 	for i := range m.Layers {
-		if !m.hybrid.layers[i].recurrent {
+		if !m.q35().layers[i].recurrent {
 			continue
 		}
 		w := hs.window
@@ -117,7 +124,7 @@ func (hs *hybridState) reset() {
 
 // truncate rolls the recurrent state back from pos to n < pos positions.
 func (s *State) truncateHybrid(n int) {
-	hs := s.hy
+	hs := s.hybrid()
 	hs.tokens = hs.tokens[:n]
 	if hs.stale >= 0 {
 		hs.stale = min(hs.stale, n)
@@ -127,7 +134,7 @@ func (s *State) truncateHybrid(n int) {
 		hs.stale = n // recomputed by the next Forward
 		return
 	}
-	hc := s.m.hybrid.HybridConfig
+	hc := s.m.q35().HybridConfig
 	C, D, VH, KH := hc.convDim(), hc.HeadDim, hc.VHeads, hc.KHeads
 	keep := n - hs.ckptPos
 	prev := hc.ConvKernel - 1
@@ -137,10 +144,10 @@ func (s *State) truncateHybrid(n int) {
 			continue
 		}
 		copy(rs.S, rs.ckS)
-		acc := s.hy.sc.acc
+		acc := s.hybrid().sc.acc
 		if len(acc) < D {
 			acc = make([]float32, D)
-			s.hy.sc.acc = acc
+			s.hybrid().sc.acc = acc
 		}
 		for t := range keep {
 			u := rs.recU[t*C : (t+1)*C]
@@ -172,7 +179,7 @@ func (s *State) truncateHybrid(n int) {
 // recompute rebuilds the recurrent state (and the attention cache) for
 // tokens[:stale] after a Truncate past the rollback window.
 func (s *State) recompute(ctx context.Context) error {
-	hs := s.hy
+	hs := s.hybrid()
 	toks := append([]int(nil), hs.tokens[:hs.stale]...)
 	hs.reset()
 	s.pos = 0
@@ -190,48 +197,30 @@ func (s *State) recompute(ctx context.Context) error {
 	return nil
 }
 
-// StateBytes returns the memory of the sequence's model state: the KV cache
-// of the attention layers plus, for recurrent (DeltaNet) layers, the conv
-// and recurrent states, their rollback checkpoint and per-token history.
-func (s *State) StateBytes() int64 {
-	var n int64
-	for i := range s.k {
-		n += 4 * int64(len(s.k[i])+len(s.v[i]))
+// seqBytes returns the bytes of the recurrent states: all of them (with
+// their rollback checkpoint and per-token history) and the conv and
+// recurrent states alone.
+func (a *qwen35moe) seqBytes(s *State) (all, recurrent int64) {
+	for _, l := range s.hybrid().layers {
+		all += 4 * int64(len(l.S)+len(l.ckS)+len(l.conv)+len(l.ckConv)+len(l.recM)+len(l.recU)+len(l.recBG))
+		recurrent += 4 * int64(len(l.S)+len(l.conv))
 	}
-	if s.hy != nil {
-		for _, l := range s.hy.layers {
-			n += 4 * int64(len(l.S)+len(l.ckS)+len(l.conv)+len(l.ckConv)+len(l.recM)+len(l.recU)+len(l.recBG))
-		}
-	}
-	return n
-}
-
-// RecurrentStateBytes returns the bytes of the DeltaNet conv and recurrent
-// states alone (what one sequence carries between tokens, without the
-// rollback history); zero for models without recurrent layers.
-func (s *State) RecurrentStateBytes() int64 {
-	var n int64
-	if s.hy != nil {
-		for _, l := range s.hy.layers {
-			n += 4 * int64(len(l.S)+len(l.conv))
-		}
-	}
-	return n
+	return all, recurrent
 }
 
 // HybridMatrixBytes returns the bytes of the matrices read per token that
 // Layer does not hold: qwen35moe's DeltaNet projections and shared experts
 // (zero for other architectures).
 func (m *Model) HybridMatrixBytes() int64 {
-	if m.hybrid == nil {
-		return 0
+	if a := m.q35(); a != nil {
+		return a.activeBytes
 	}
-	return m.hybrid.activeBytes
+	return 0
 }
 
 // activeWeights is the number of DeltaNet and shared-expert weights used
 // per token (for FLOPsPerToken).
-func (hy *hybridModel) activeWeights() float64 {
+func (hy *qwen35moe) activeWeights() float64 {
 	var w float64
 	for _, l := range hy.layers {
 		for _, mt := range []*struct{ r, c int }{{l.QKV.Rows, l.QKV.Cols}, {l.Z.Rows, l.Z.Cols}, {l.Beta.Rows, l.Beta.Cols}, {l.Alpha.Rows, l.Alpha.Cols}, {l.Out.Rows, l.Out.Cols}, {l.ShGate.Rows, l.ShGate.Cols}, {l.ShUp.Rows, l.ShUp.Cols}, {l.ShDown.Rows, l.ShDown.Cols}} {

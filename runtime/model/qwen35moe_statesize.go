@@ -33,12 +33,13 @@ func (g RecurrentGeometry) SequenceStateBytes() int64 {
 // Recurrent returns the model's recurrent geometry (zero Layers for a
 // model without recurrent layers).
 func (m *Model) Recurrent() RecurrentGeometry {
-	if m.hybrid == nil {
+	a := m.q35()
+	if a == nil {
 		return RecurrentGeometry{}
 	}
-	hc := m.hybrid.HybridConfig
+	hc := a.HybridConfig
 	g := RecurrentGeometry{ConvKernel: hc.ConvKernel, ConvChannels: hc.convDim(), Heads: hc.VHeads, StateSize: hc.HeadDim}
-	for _, l := range m.hybrid.layers {
+	for _, l := range a.layers {
 		if l.recurrent {
 			g.Layers++
 		}

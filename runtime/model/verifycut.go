@@ -20,7 +20,7 @@ import "github.com/lesfarm/lesfarm/runtime/moe"
 // would use. The dropped positions' KV entries of earlier layers lie past
 // the new end of the cache and are overwritten later.
 func (s *State) verifyCut(li, n int) int {
-	if !s.CutVerify || n < 2 || s.hy != nil {
+	if !s.CutVerify || n < 2 || !s.m.arch.cutsVerify() {
 		return n
 	}
 	r, ok := s.m.Experts.(moe.Residency)

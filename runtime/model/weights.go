@@ -33,23 +33,17 @@ func (m *Model) WeightMatrix(name string) *tensor.Matrix {
 	if err != nil || li < 0 {
 		return nil
 	}
-	var L *Layer
-	var hl *hybridLayer
-	switch {
-	case li < len(m.Layers):
-		L = &m.Layers[li]
-		if m.hybrid != nil && li < len(m.hybrid.layers) {
-			hl = &m.hybrid.layers[li]
+	if li < len(m.Layers) {
+		if w := layerMatrix(&m.Layers[li], suffix); w != nil {
+			return w
 		}
-	case m.hybrid != nil && m.hybrid.mtp != nil && li == m.hybrid.mtp.index:
-		mt := m.hybrid.mtp
-		if suffix == "nextn.eh_proj.weight" {
-			return &mt.EhProj
-		}
-		L, hl = &mt.layer, &mt.hl
-	default:
-		return nil
 	}
+	return m.arch.weightMatrix(li, suffix)
+}
+
+// layerMatrix returns the matrix of the shared Layer bound to a block's
+// tensor name suffix, or nil.
+func layerMatrix(L *Layer, suffix string) *tensor.Matrix {
 	switch suffix {
 	case "attn_q.weight":
 		return &L.Q
@@ -65,27 +59,6 @@ func (m *Model) WeightMatrix(name string) *tensor.Matrix {
 		return L.Up
 	case "ffn_down.weight":
 		return L.Down
-	}
-	if hl == nil {
-		return nil
-	}
-	switch suffix {
-	case "attn_qkv.weight":
-		return &hl.QKV
-	case "attn_gate.weight":
-		return &hl.Z
-	case "ssm_beta.weight":
-		return &hl.Beta
-	case "ssm_alpha.weight":
-		return &hl.Alpha
-	case "ssm_out.weight":
-		return &hl.Out
-	case "ffn_gate_shexp.weight":
-		return &hl.ShGate
-	case "ffn_up_shexp.weight":
-		return &hl.ShUp
-	case "ffn_down_shexp.weight":
-		return &hl.ShDown
 	}
 	return nil
 }
