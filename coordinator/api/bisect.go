@@ -1,6 +1,7 @@
 package api
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"log/slog"
@@ -135,7 +136,7 @@ func (h *bisectHandler) RegisterCancel(api huma.API) {
 		Description: "Cancels the running step's runs and ends the bisection as cancelled; 409 when it has already ended.",
 		Errors:      []int{http.StatusNotFound, http.StatusConflict},
 	}), func(ctx context.Context, in *cancelBisectionInput) (*bisectionOutput, error) {
-		bs, err := h.bis.Cancel(ctx, in.ID, cmpOr(in.Body.Reason, "by "+cmpOr(tokenName(ctx), "an API token")))
+		bs, err := h.bis.Cancel(ctx, in.ID, cmp.Or(in.Body.Reason, "by "+cmp.Or(tokenName(ctx), "an API token")))
 		if errors.Is(err, store.ErrConflict) {
 			return nil, huma.Error409Conflict("bisection has already ended")
 		}
@@ -148,13 +149,6 @@ func (h *bisectHandler) RegisterCancel(api huma.API) {
 		}
 		return &bisectionOutput{Body: out}, nil
 	})
-}
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }
 
 // read returns bisection bs with its steps and their runs' states.

@@ -260,16 +260,16 @@ func (b *Bisector) pickDevice(ctx context.Context, al *store.Alert, lg, fb *stor
 	}
 	// Why none: no device of the model online, or the ends cannot run
 	// on its platforms.
-	any, err := st.BisectionDevices(ctx, &store.BisectionDevicesParams{DeviceModel: al.Series.DeviceModel, Emulated: al.Series.Emulated})
+	all, err := st.BisectionDevices(ctx, &store.BisectionDevicesParams{DeviceModel: al.Series.DeviceModel, Emulated: al.Series.Emulated})
 	if err != nil {
 		return nil, nil, err
 	}
-	if len(any) == 0 {
+	if len(all) == 0 {
 		return nil, &Problem{Status: http.StatusConflict, Msg: fmt.Sprintf("no online, undrained device of model %s (emulated %v) to bisect on", al.Series.DeviceModel, al.Series.Emulated),
 			Location: "path.id", Value: al.GroupID}, nil
 	}
 	var platforms []string
-	for _, d := range any {
+	for _, d := range all {
 		if p := cmp.Or(d.Fingerprint.ExecPlatform, "(none: it runs its embedded build only)"); !slices.Contains(platforms, p) {
 			platforms = append(platforms, p)
 		}
@@ -277,7 +277,7 @@ func (b *Bisector) pickDevice(ctx context.Context, al *store.Alert, lg, fb *stor
 	var missing []string
 	for _, bd := range []*store.Build{lg, fb} {
 		ok := false
-		for _, d := range any {
+		for _, d := range all {
 			ok = ok || runsOn(bd, d.Fingerprint.ExecPlatform, d.Fingerprint.EmbeddedBuild)
 		}
 		if !ok {
