@@ -94,7 +94,7 @@ type Config struct {
 	// Once says the series is judged once, as a whole, rather than
 	// re-tested after every new result as the coordinator's monitor does:
 	// the level is then 2·Alpha at every number of points after a change
-	// (Alpha·2·60/n from 4 points after in a window of n > 60 points,
+	// (Alpha·2·10/n from 4 points after in a window of n > 10 points,
 	// longWindow), since no false-alert budget is spent over repeated
 	// looks (see alphaWeight), and the drift check is judged on the
 	// whole window with a quadratic trend too (globalDrift, driftKeeps).

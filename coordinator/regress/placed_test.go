@@ -33,9 +33,10 @@ func TestEvaluatePlacedDeterministic(t *testing.T) {
 // issue's goals are settled recall >= 95%, fresh >= 65%, false alerts <=
 // 5% of alerts and >= 95% of detected steps placed within 1 point; the
 // detector reaches three of them on this subset (60 series per cell,
-// seed 1: settled 92.6%, fresh 70.7%, placed 98.9%, false 4.0%; before
-// the trend-aware drift check and the refined placement: 93.0%, 63.3%,
-// 97.2%, 7.4%), so the floors here are the measured figures less the
+// seed 1: settled 92.0%, fresh 70.7%, placed 98.8%, false 2.5%; before
+// the trend-aware drift check, the refined placement and the level
+// spent over a window's places: 93.0%, 63.3%, 97.2%, 7.4%), so the
+// floors here are the measured figures less the
 // sampling noise, a guard against getting worse. docs/regressions.md has
 // every family, tuning and held-out runs.
 func TestPlacedGoals(t *testing.T) {
@@ -62,7 +63,7 @@ func TestPlacedGoals(t *testing.T) {
 		{"settled recall", s.SettledRecall, 0.90},
 		{"fresh recall", s.FreshRecall, 0.66},
 		{"placed within 1", s.Placed, 0.97},
-		{"true alerts", 1 - s.FalseShare, 0.94},
+		{"true alerts", 1 - s.FalseShare, 0.96},
 	} {
 		if g.got < g.min {
 			t.Errorf("goal region: %s %.1f%%, want >= %.0f%% (measured before: see the comment)", g.name, 100*g.got, 100*g.min)
@@ -73,10 +74,11 @@ func TestPlacedGoals(t *testing.T) {
 // TestPlacedDriftNulls: a slow drift is no step. Null series of the
 // drift families (a linear drift of 0.03–0.08% per point; an accelerating
 // degradation of 2–4%, most of it in the last third) at CV 1–5% alert
-// rarely. Measured (60 series per cell, seed 1): drift-linear 3.7%,
-// drift-exp 3.7% of series; before the trend-aware drift check (the
+// rarely. Measured (60 series per cell, seed 1): drift-linear 2.7%,
+// drift-exp 1.7% of series; before the trend-aware drift check (the
 // whole window, the quadratic trend, the rescue only for steps of twice
-// the minimum effect) 10.3% and 11.7%.
+// the minimum effect) and the level spent over a window's places
+// (longWindow) 10.3% and 11.7%.
 func TestPlacedDriftNulls(t *testing.T) {
 	t.Parallel()
 	if testing.Short() {
@@ -94,8 +96,8 @@ func TestPlacedDriftNulls(t *testing.T) {
 	}
 	for _, s := range res.Summaries[2:] {
 		t.Logf("%s: %d null series, %.1f%% alerting", s.Region, s.NullSeries, 100*s.NullFalse)
-		if s.NullSeries != 300 || s.NullFalse > 0.08 {
-			t.Errorf("%s: %.1f%% of %d null series alert, want <= 8%%", s.Region, 100*s.NullFalse, s.NullSeries)
+		if s.NullSeries != 300 || s.NullFalse > 0.06 {
+			t.Errorf("%s: %.1f%% of %d null series alert, want <= 6%%", s.Region, 100*s.NullFalse, s.NullSeries)
 		}
 	}
 }
@@ -153,8 +155,10 @@ func TestDetectLongSettledStep(t *testing.T) {
 		}
 	}
 	t.Logf("judged once: %d/50; monitor replay: raised in %d/50", caught, raised)
-	// Measured 47/50 and 44/50 (a change placed 6–7 points off, or read
-	// as two smaller steps, is a miss).
+	// Measured 45/50 and 43/50 (a change placed 6–7 points off, or read
+	// as two smaller steps, is a miss; judged once it was 47/50 before
+	// the trend-aware drift check and the level spent over a window's
+	// places, longWindow).
 	if caught < 45 || raised < 42 {
 		t.Errorf("+5.2%% step at CV 3%%, 35 before and 22 after: caught in %d/50 series judged once, raised in %d/50 replays", caught, raised)
 	}

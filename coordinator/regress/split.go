@@ -214,15 +214,22 @@ const onceDriftShare = 0.2
 // the online harness (n1, all noise: 7.8 → 9.4% of alerts).
 const driftMargin = 2
 
-// longWindow: in a series judged once (Config.Once) of more points than
-// this, a boundary with 4 or more points after it is tested at
-// Alpha·alphaWeight·longWindow/n. A long series offers the search many
-// more places to find a chance split, and there a settled step has
-// points to spare. Measured (EvaluatePlaced, tuning run, 100 series per
-// cell): null series of 100–120 points alerting 4.8 → 2.6%, false alerts
-// of the long step family 6.9 → 5.5% of alerts, its settled recall
-// 96.0 → 95.8%.
-const longWindow = 60
+// longWindow: in a series judged once (Config.Once) of n points, more
+// than longWindow, a boundary with 4 or more points after it is tested
+// at Alpha·alphaWeight·longWindow/n. The search tries about one place
+// per point and keeps the best, so the chance that some place of a step
+// free series passes a fixed level grows with n; spending the level over
+// the places keeps that chance about constant, and a settled step has
+// points to spare (a fresh one, with 2 or 3 points after, keeps the full
+// level: there the search has only the last few places). Measured
+// (EvaluatePlaced, tuning run, 100 series per cell, goal region, with
+// the rest of this detector): false alerts 6.2% of alerts with 60 (a
+// level for long series only), 5.3% with 30, 4.2% with 10, 3.8% with 8;
+// settled recall 90.1, 90.0, 89.1 and 89.0%; fresh 68.8–68.9%. 10 keeps
+// the false-alert bound of the tuning run (4.6%) below 5% with some room
+// for the held-out run's other lengths; 8 would also miss the +5.2% step
+// of TestDetectLongSettledStep in 6 of its 50 series (10: 5; 60: 4).
+const longWindow = 10
 
 // shrinkDF is the weight, in degrees of freedom, of the series' average
 // within-run variance when shrinking a point's own (see testSplit).
