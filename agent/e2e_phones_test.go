@@ -180,7 +180,7 @@ func phoneStateOf(t *testing.T, f *e2eFarm, runID int64) *protocol.PhoneState {
 }
 
 // crossBuildARM64 compiles ./cmd/lesfarm for linux/arm64 (static).
-func crossBuildARM64(t *testing.T) string {
+func crossBuildARM64(t testing.TB) string {
 	t.Helper()
 	root, err := moduleRoot()
 	if err != nil {
