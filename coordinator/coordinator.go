@@ -472,63 +472,6 @@ func (c *Coordinator) startHTTP(ctx context.Context) error {
 	return nil
 }
 
-// HTTPURL returns the base URL of the HTTP server (https:// when it serves
-// TLS), or "".
-func (c *Coordinator) HTTPURL() string {
-	if c.httpLn == nil {
-		return ""
-	}
-	if c.cfg.HTTPTLS != nil {
-		return "https://" + c.httpLn.Addr().String()
-	}
-	return "http://" + c.httpLn.Addr().String()
-}
-
-// HTTPAddr returns the address the HTTP server listens on, or "".
-func (c *Coordinator) HTTPAddr() string {
-	if c.httpLn == nil {
-		return ""
-	}
-	return c.httpLn.Addr().String()
-}
-
-// NATSURL returns the client URL of the NATS server in use.
-func (c *Coordinator) NATSURL() string {
-	if c.nc == nil {
-		return ""
-	}
-	return c.nc.ConnectedUrl()
-}
-
-// Store returns the coordinator's store.
-func (c *Coordinator) Store() *store.Store { return c.store }
-
-// SigningKey returns the public key that verifies assignments.
-func (c *Coordinator) SigningKey() ed25519.PublicKey { return c.signPub }
-
-// Rejects returns the counter of rejected protocol messages.
-func (c *Coordinator) Rejects() *protocol.RejectCounter { return c.rejects }
-
-// IngestStats returns the ingest counters.
-func (c *Coordinator) IngestStats() ingest.Stats {
-	if c.ingest == nil {
-		return ingest.Stats{}
-	}
-	return c.ingest.Stats()
-}
-
-// AssignLatencies returns the assignment round trips observed (grant to
-// agent ack), for benchmarks.
-func (c *Coordinator) AssignLatencies() []time.Duration {
-	c.assignLatency.mu.Lock()
-	defer c.assignLatency.mu.Unlock()
-	return append([]time.Duration(nil), c.assignLatency.d...)
-}
-
-// Sweeps returns how many lease, timeout and lost-device sweeps have
-// finished (for metrics and tests that wait for a sweep).
-func (c *Coordinator) Sweeps() uint64 { return c.sweeps.Load() }
-
 // Stop shuts down in order: HTTP, device handlers, dispatcher and sweeps,
 // assignments in flight, liveness timers, ingest (its batches in flight
 // commit and ack), the regression monitor and the run listener. The handed
@@ -601,6 +544,3 @@ func defaultHandler(mount func(*http.ServeMux), version string, authReads bool) 
 		return h, err
 	}
 }
-
-// Name returns the coordinator's name.
-func (c *Coordinator) Name() string { return c.cfg.Name }
