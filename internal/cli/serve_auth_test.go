@@ -49,23 +49,8 @@ func TestServeAuthenticatesDevices(t *testing.T) {
 		"--database-url", dbURL, "--log-level", "warn"})
 	done := make(chan error, 1)
 	go func() { done <- serve.ExecuteContext(ctx) }()
-	re := regexp.MustCompile(`http: (http://127\.0\.0\.1:\d+)\n  nats: (nats://127\.0\.0\.1:\d+)`)
-	var base, natsURL string
-	for deadline := time.Now().Add(60 * time.Second); base == ""; {
-		if m := re.FindStringSubmatch(out.String()); m != nil {
-			base, natsURL = m[1], m[2]
-			break
-		}
-		select {
-		case err := <-done:
-			t.Fatalf("serve exited early: %v\nstderr:\n%s", err, errOut.String())
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("serve did not start\nstderr:\n%s", errOut.String())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	m := waitServing(t, 60*time.Second, regexp.MustCompile(`http: (http://127\.0\.0\.1:\d+)\n  nats: (nats://127\.0\.0\.1:\d+)`), &out, &errOut, done)
+	base, natsURL := m[1], m[2]
 
 	agents := map[string][]string{
 		"good":        {"--name", "dev-a", "--user", "dev-a", "--password", secret},
@@ -104,13 +89,14 @@ func TestServeAuthenticatesDevices(t *testing.T) {
 		b, _ := io.ReadAll(resp.Body)
 		return string(b)
 	}
-	for deadline := time.Now().Add(30 * time.Second); !strings.Contains(devices(), `"dev-a"`); {
-		if time.Now().After(deadline) {
-			t.Fatalf("dev-a did not register with its credential: %s\nserve stderr:\n%s", devices(), errOut.String())
+	testenv.Eventually(t, 30*time.Second, 50*time.Millisecond, func() error {
+		if d := devices(); !strings.Contains(d, `"dev-a"`) {
+			return fmt.Errorf("dev-a did not register with its credential: %s\nserve stderr:\n%s", d, errOut.String())
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	time.Sleep(2 * time.Second) // give the others time to fail
+		return nil
+	})
+	// The agents without their own credential have returned (above), so
+	// none of their hellos can still be in flight.
 	if d := devices(); strings.Contains(d, `"dev-b"`) || strings.Contains(d, `"dev-c"`) {
 		t.Fatalf("a device without its own credential registered: %s", d)
 	}

@@ -3,6 +3,7 @@ package cli_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/lesfarm/lesfarm/internal/cli"
 	"github.com/lesfarm/lesfarm/internal/pglocal"
+	"github.com/lesfarm/lesfarm/internal/testenv"
 )
 
 // syncBuffer is a bytes.Buffer safe for the command's and the test's
@@ -34,6 +36,26 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// waitServing waits until serve's stdout matches re (it prints its
+// addresses once it serves) and returns the match; it fails at once when
+// serve returns first (done) and after total otherwise.
+func waitServing(t *testing.T, total time.Duration, re *regexp.Regexp, out, errOut fmt.Stringer, done <-chan error) []string {
+	t.Helper()
+	var m []string
+	testenv.Eventually(t, total, 20*time.Millisecond, func() error {
+		select {
+		case err := <-done:
+			t.Fatalf("serve exited early: %v\nstdout:\n%s\nstderr:\n%s", err, out, errOut)
+		default:
+		}
+		if m = re.FindStringSubmatch(out.String()); m == nil {
+			return fmt.Errorf("serve printed no address yet\nstderr:\n%s", errOut)
+		}
+		return nil
+	})
+	return m
 }
 
 // TestServeStartsServesAndShutsDown runs `lesfarm serve` with no URLs
@@ -64,23 +86,7 @@ func TestServeStartsServesAndShutsDown(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- root.ExecuteContext(ctx) }()
 
-	re := regexp.MustCompile(`http: (http://127\.0\.0\.1:\d+)`)
-	var base0 string
-	for deadline := time.Now().Add(90 * time.Second); base0 == ""; {
-		if m := re.FindStringSubmatch(out.String()); m != nil {
-			base0 = m[1]
-			break
-		}
-		select {
-		case err := <-done:
-			t.Fatalf("serve exited early: %v\nstderr:\n%s", err, errOut.String())
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("serve did not start\nstderr:\n%s", errOut.String())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	base0 := waitServing(t, 90*time.Second, regexp.MustCompile(`http: (http://127\.0\.0\.1:\d+)`), &out, &errOut, done)[1]
 	get := func(path string) string {
 		t.Helper()
 		resp, err := http.Get(base0 + path)

@@ -3,6 +3,7 @@ package cli_test
 import (
 	"context"
 	"crypto/tls"
+	"fmt"
 	"io"
 	"net/http"
 	"path/filepath"
@@ -53,23 +54,8 @@ func TestServeTLSLabCA(t *testing.T) {
 		"--tls-cert", filepath.Join(dir, labca.ServerFile), "--tls-key", filepath.Join(dir, labca.ServerKeyFile)})
 	done := make(chan error, 1)
 	go func() { done <- serve.ExecuteContext(ctx) }()
-	re := regexp.MustCompile(`http: https://127\.0\.0\.1:(\d+)\n  nats: tls://127\.0\.0\.1:(\d+)`)
-	var httpPort, natsPort string
-	for deadline := time.Now().Add(60 * time.Second); httpPort == ""; {
-		if m := re.FindStringSubmatch(sout.String()); m != nil {
-			httpPort, natsPort = m[1], m[2]
-			break
-		}
-		select {
-		case err := <-done:
-			t.Fatalf("serve exited early: %v\nstdout:\n%s\nstderr:\n%s", err, sout.String(), serr.String())
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("serve did not start over TLS\nstdout:\n%s\nstderr:\n%s", sout.String(), serr.String())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	m := waitServing(t, 60*time.Second, regexp.MustCompile(`http: https://127\.0\.0\.1:(\d+)\n  nats: tls://127\.0\.0\.1:(\d+)`), &sout, &serr, done)
+	httpPort, natsPort := m[1], m[2]
 	// localhost is in the certificate: the agent and the CLI verify the
 	// name, not only the CA.
 	base := "https://localhost:" + httpPort
@@ -109,17 +95,17 @@ func TestServeTLSLabCA(t *testing.T) {
 		b, _ := io.ReadAll(resp.Body)
 		return string(b)
 	}
-	for deadline := time.Now().Add(30 * time.Second); !strings.Contains(devices(), `"dev-tls"`); {
+	testenv.Eventually(t, 30*time.Second, 50*time.Millisecond, func() error {
 		select {
 		case err := <-good:
 			t.Fatalf("agent with the CA exited: %v\n%s", err, goodErr.String())
 		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("dev-tls did not register over TLS: %s\nserve stderr:\n%s\nagent stderr:\n%s", devices(), serr.String(), goodErr.String())
+		if d := devices(); !strings.Contains(d, `"dev-tls"`) {
+			return fmt.Errorf("dev-tls did not register over TLS: %s\nserve stderr:\n%s\nagent stderr:\n%s", d, serr.String(), goodErr.String())
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil
+	})
 
 	// The CLI: with --ca it works; without it, or in plaintext, it says
 	// what to change.
