@@ -14,10 +14,10 @@
 // 00040 run provenance, 00050 device rejections, 00051 run telemetry
 // counts, 00060 A/B comparisons, 00061 alert location ranges, 00062 token
 // scopes and the egress allow-list, 00063 device sessions (one connection
-// per device), 00064 bisections, 00065 devices' build since. Numbers are
-// reserved per stream of work, so gaps are expected. Migrations written in
-// parallel may merge out of order; they are applied when they appear (see
-// New).
+// per device), 00064 bisections, 00065 devices' build since, 00066
+// bisection webhooks. Numbers are reserved per stream of work, so gaps are
+// expected. Migrations written in parallel may merge out of order; they
+// are applied when they appear (see New).
 package migrations
 
 import (

@@ -320,7 +320,7 @@ func classify(ctx context.Context, tx pgx.Tx, gid int64, fn func(*AlertGroup) Gr
 
 func enqueueWebhook(ctx context.Context, tx pgx.Tx, groupID int64, policy RegressPolicy) error {
 	_, err := tx.Exec(ctx, `INSERT INTO webhook_deliveries (group_id, url, secret) VALUES ($1, $2, $3)
-		ON CONFLICT (group_id, url) DO NOTHING`, groupID, policy.WebhookURL, policy.WebhookSecret)
+		ON CONFLICT (group_id, url) WHERE bisection_id IS NULL DO NOTHING`, groupID, policy.WebhookURL, policy.WebhookSecret)
 	return err
 }
 

@@ -184,10 +184,23 @@ type UpdateBisectionParams struct {
 }
 
 // UpdateBisection stores a running bisection's new search state (and, for
-// a state other than running, its end). A bisection that already ended is
-// left as it is (ErrConflict).
+// a state other than running, its end, queueing its webhook delivery when
+// the suite's regression policy has a URL). A bisection that already
+// ended is left as it is (ErrConflict).
 func (s *Store) UpdateBisection(ctx context.Context, p *UpdateBisectionParams) error {
-	tag, err := s.pool.Exec(ctx, `UPDATE bisections SET search = $2, state = $3, reason = $4, device_id = $5, device_ms = $6, runs = $7,
+	return s.tx(ctx, func(tx pgx.Tx) error {
+		if err := updateBisection(ctx, tx, p); err != nil {
+			return err
+		}
+		if p.State == BisectionRunning {
+			return nil
+		}
+		return enqueueBisectionWebhook(ctx, tx, p.ID)
+	})
+}
+
+func updateBisection(ctx context.Context, tx pgx.Tx, p *UpdateBisectionParams) error {
+	tag, err := tx.Exec(ctx, `UPDATE bisections SET search = $2, state = $3, reason = $4, device_id = $5, device_ms = $6, runs = $7,
 			last_good_build = $8, last_good_sha = $9, first_bad_build = $10, first_bad_sha = $11, updated_at = now(),
 			finished_at = CASE WHEN $3 = 'running' THEN NULL ELSE now() END
 		WHERE id = $1 AND state = 'running'`, p.ID, p.Search, p.State, clipText(p.Reason), p.DeviceID, p.DeviceTime.Milliseconds(), p.Runs,

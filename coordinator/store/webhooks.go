@@ -7,16 +7,19 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// This file is the webhook outbox: deliveries queued with alert groups,
-// claimed under a lease, finished or retried.
+// This file is the webhook outbox: deliveries queued with alert groups
+// and with ended bisections (migration 00066), claimed under a lease,
+// finished or retried.
 
-// WebhookDelivery is one queued webhook notification.
+// WebhookDelivery is one queued webhook notification: of alert group
+// GroupID, or, when BisectionID is not 0, of that bisection's end.
 type WebhookDelivery struct {
-	ID       int64
-	GroupID  int64
-	URL      string
-	Secret   string
-	Attempts int
+	ID          int64
+	GroupID     int64
+	BisectionID int64
+	URL         string
+	Secret      string
+	Attempts    int
 }
 
 // ClaimWebhookDeliveries claims up to limit due deliveries for lease: they
@@ -27,13 +30,13 @@ func (s *Store) ClaimWebhookDeliveries(ctx context.Context, limit int, lease tim
 		UPDATE webhook_deliveries d SET next_attempt_at = now() + make_interval(secs => $2), attempts = d.attempts + 1
 		WHERE d.id IN (SELECT id FROM webhook_deliveries WHERE status = 'pending' AND next_attempt_at <= now()
 			ORDER BY next_attempt_at LIMIT $1 FOR UPDATE SKIP LOCKED)
-		RETURNING d.id, d.group_id, d.url, d.secret, d.attempts`, limit, lease.Seconds())
+		RETURNING d.id, d.group_id, coalesce(d.bisection_id, 0), d.url, d.secret, d.attempts`, limit, lease.Seconds())
 	if err != nil {
 		return nil, err
 	}
 	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (WebhookDelivery, error) {
 		var d WebhookDelivery
-		err := r.Scan(&d.ID, &d.GroupID, &d.URL, &d.Secret, &d.Attempts)
+		err := r.Scan(&d.ID, &d.GroupID, &d.BisectionID, &d.URL, &d.Secret, &d.Attempts)
 		return d, err
 	})
 }
@@ -55,9 +58,20 @@ func (s *Store) FinishWebhookDelivery(ctx context.Context, id int64, errMsg stri
 }
 
 // WebhookDeliveryStatus returns the status, attempts and last error of the
-// deliveries of a group, keyed by URL (for the API and tests).
+// deliveries of a group (not those of its bisections), keyed by URL (for
+// the API and tests).
 func (s *Store) WebhookDeliveryStatus(ctx context.Context, groupID int64) (map[string][3]string, error) {
-	rows, err := s.pool.Query(ctx, `SELECT url, status, attempts::text, last_error FROM webhook_deliveries WHERE group_id = $1`, groupID)
+	return s.webhookStatus(ctx, `group_id = $1 AND bisection_id IS NULL`, groupID)
+}
+
+// BisectionWebhookStatus is WebhookDeliveryStatus for the deliveries of
+// bisection id's end.
+func (s *Store) BisectionWebhookStatus(ctx context.Context, id int64) (map[string][3]string, error) {
+	return s.webhookStatus(ctx, `bisection_id = $1`, id)
+}
+
+func (s *Store) webhookStatus(ctx context.Context, where string, id int64) (map[string][3]string, error) {
+	rows, err := s.pool.Query(ctx, `SELECT url, status, attempts::text, last_error FROM webhook_deliveries WHERE `+where, id)
 	if err != nil {
 		return nil, err
 	}
@@ -71,4 +85,15 @@ func (s *Store) WebhookDeliveryStatus(ctx context.Context, groupID int64) (map[s
 		out[u] = [3]string{st, at, le}
 	}
 	return out, rows.Err()
+}
+
+// enqueueBisectionWebhook queues the notification of bisection id's end
+// to its suite's regression webhook, when the suite has one (in the
+// transaction that ends it, so an end is notified exactly when stored).
+func enqueueBisectionWebhook(ctx context.Context, tx pgx.Tx, id int64) error {
+	_, err := tx.Exec(ctx, `INSERT INTO webhook_deliveries (group_id, bisection_id, url, secret)
+		SELECT b.group_id, b.id, p.webhook_url, p.webhook_secret FROM bisections b JOIN regress_policies p ON p.suite = b.suite
+		WHERE b.id = $1 AND p.webhook_url <> ''
+		ON CONFLICT (bisection_id, url) WHERE bisection_id IS NOT NULL DO NOTHING`, id)
+	return err
 }

@@ -16,11 +16,67 @@ import (
 	"github.com/lesfarm/lesfarm/coordinator/store"
 )
 
-// WebhookEvent is the JSON body of a webhook notification.
+// WebhookEvent is the JSON body of a webhook notification: Event is
+// "alert_group" for a new alert group, or "bisection_" + the state a
+// bisection of Group ended in ("bisection_culprit", "bisection_not_reproduced",
+// "bisection_ambiguous", "bisection_failed", "bisection_cancelled"), with
+// Bisection set.
 type WebhookEvent struct {
-	Event      string            `json:"event"` // "alert_group"
+	Event      string            `json:"event"`
 	DeliveryID int64             `json:"delivery_id"`
 	Group      *store.AlertGroup `json:"group"`
+	Bisection  *BisectionNotice  `json:"bisection,omitempty"`
+}
+
+// BisectionNotice is how a bisection ended, in a webhook event: its
+// state and one-line reason, and for a culprit the last good and first bad
+// builds with their git shas and the git log range between them.
+type BisectionNotice struct {
+	ID            int64   `json:"id"`
+	AlertID       int64   `json:"alert_id"`
+	Suite         string  `json:"suite"`
+	Lineage       string  `json:"lineage"`
+	Config        string  `json:"config"`
+	Metric        string  `json:"metric"`
+	DeviceModel   string  `json:"device_model"`
+	DeviceID      string  `json:"device_id"`
+	State         string  `json:"state"`
+	Reason        string  `json:"reason"`
+	LastGoodBuild string  `json:"last_good_build,omitempty"`
+	LastGoodSHA   string  `json:"last_good_sha,omitempty"`
+	FirstBadBuild string  `json:"first_bad_build,omitempty"`
+	FirstBadSHA   string  `json:"first_bad_sha,omitempty"`
+	GitLog        string  `json:"git_log,omitempty"`
+	Steps         int     `json:"steps"`
+	Runs          int     `json:"runs"`
+	DeviceSeconds float64 `json:"device_seconds"`
+	BudgetSeconds float64 `json:"budget_seconds"`
+	RequestedBy   string  `json:"requested_by"`
+}
+
+// bisectionNotice reads bisection id as a webhook event's notice.
+func (m *Monitor) bisectionNotice(ctx context.Context, id int64) (*BisectionNotice, error) {
+	bs, err := m.cfg.Store.GetBisection(ctx, id)
+	if err != nil {
+		return nil, fmt.Errorf("load bisection %d: %w", id, err)
+	}
+	steps, err := m.cfg.Store.BisectionSteps(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	n := &BisectionNotice{ID: bs.ID, AlertID: bs.AlertID, Suite: bs.Suite, Lineage: bs.Lineage, Config: bs.Config, Metric: bs.Metric,
+		DeviceModel: bs.DeviceModel, DeviceID: bs.DeviceID, State: bs.State, Reason: bs.Reason,
+		LastGoodBuild: bs.LastGoodBuild, LastGoodSHA: bs.LastGoodSHA, FirstBadBuild: bs.FirstBadBuild, FirstBadSHA: bs.FirstBadSHA,
+		Runs: bs.Runs, DeviceSeconds: bs.DeviceTime.Seconds(), BudgetSeconds: bs.Budget.Seconds(), RequestedBy: bs.RequestedBy}
+	if bs.LastGoodSHA != "" && bs.FirstBadSHA != "" {
+		n.GitLog = "git log " + bs.LastGoodSHA + ".." + bs.FirstBadSHA
+	}
+	for _, st := range steps {
+		if st.State == store.StepDone {
+			n.Steps++
+		}
+	}
+	return n, nil
 }
 
 // Webhook request headers. X-Lesfarm-Delivery is stable across retries of
@@ -102,7 +158,14 @@ func (m *Monitor) send(ctx context.Context, d store.WebhookDelivery) error {
 	if err != nil {
 		return fmt.Errorf("load group %d: %w", d.GroupID, err)
 	}
-	body, err := json.Marshal(WebhookEvent{Event: "alert_group", DeliveryID: d.ID, Group: g})
+	ev := WebhookEvent{Event: "alert_group", DeliveryID: d.ID, Group: g}
+	if d.BisectionID != 0 {
+		if ev.Bisection, err = m.bisectionNotice(ctx, d.BisectionID); err != nil {
+			return err
+		}
+		ev.Event = "bisection_" + ev.Bisection.State
+	}
+	body, err := json.Marshal(ev)
 	if err != nil {
 		return err
 	}
@@ -112,7 +175,7 @@ func (m *Monitor) send(ctx context.Context, d store.WebhookDelivery) error {
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", "lesfarm-regress")
-	req.Header.Set(HeaderEvent, "alert_group")
+	req.Header.Set(HeaderEvent, ev.Event)
 	req.Header.Set(HeaderDelivery, strconv.FormatInt(d.ID, 10))
 	if d.Secret != "" {
 		mac := hmac.New(sha256.New, []byte(d.Secret))
