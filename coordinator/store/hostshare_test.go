@@ -204,15 +204,25 @@ func TestHostSharedRunsNeverOverlap(t *testing.T) {
 	}()
 	var wg sync.WaitGroup
 	perDevice := make([]atomic.Int64, devices)
+	// finished is closed (and replaced) whenever a run finishes: a refused
+	// claimer waits for it, since only a finish frees the host.
+	var finMu sync.Mutex
+	finished := make(chan struct{})
+	nextFinish := func() <-chan struct{} {
+		finMu.Lock()
+		defer finMu.Unlock()
+		return finished
+	}
 	for i, dev := range ids {
 		for c := range 2 {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
 				for done.Load() < runs {
+					turn := nextFinish() // taken before the claim: a finish in between is not missed
 					g, err := st.ClaimRun(ctx, &store.ClaimRunParams{DeviceID: dev, RunIDs: all, LeaseTTL: time.Minute, Coordinator: fmt.Sprint("c", c)})
 					if errors.Is(err, store.ErrBusy) || errors.Is(err, store.ErrNothingToClaim) {
-						time.Sleep(time.Millisecond) // another device's turn
+						<-turn // another device's turn
 						continue
 					}
 					if err != nil {
@@ -222,6 +232,10 @@ func TestHostSharedRunsNeverOverlap(t *testing.T) {
 					finish(t, st, g.Run.ID, g.Token, dev)
 					perDevice[i].Add(1)
 					done.Add(1)
+					finMu.Lock()
+					close(finished)
+					finished = make(chan struct{})
+					finMu.Unlock()
 				}
 			}()
 		}

@@ -2,11 +2,13 @@ package store_test
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/lesfarm/lesfarm/coordinator/store"
+	"github.com/lesfarm/lesfarm/internal/testenv"
 	"github.com/lesfarm/lesfarm/protocol"
 )
 
@@ -35,7 +37,15 @@ func TestIdleDevicesLeastRecentlyAssignedFirst(t *testing.T) {
 		t.Fatal(err)
 	}
 	finish(claim(t, st, "io-c"))
-	time.Sleep(10 * time.Millisecond) // distinct now() of the two grants
+	// The next grant's now() must come after io-c's: wait until the
+	// database's clock has passed it.
+	testenv.Eventually(t, 5*time.Second, time.Millisecond, func() error {
+		var past bool
+		if err := st.Pool().QueryRow(ctx, `SELECT clock_timestamp() > last_assigned_at FROM devices WHERE id = 'io-c'`).Scan(&past); err != nil || past {
+			return err
+		}
+		return errors.New("the database clock has not passed io-c's grant")
+	})
 	_, runs, err := st.CreateRuns(ctx, &store.CreateRunsParams{Spec: spec})
 	if err != nil {
 		t.Fatal(err)

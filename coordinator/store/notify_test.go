@@ -3,8 +3,10 @@ package store_test
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -94,6 +96,37 @@ func woken(sub *store.RunSubscription, d time.Duration) (time.Duration, bool) {
 	}
 }
 
+// noticed records the run ids whose notices l has dispatched.
+type noticed struct {
+	mu  sync.Mutex
+	ids map[int64]bool
+}
+
+func watchNotices(l *store.RunListener) *noticed {
+	n := &noticed{ids: map[int64]bool{}}
+	l.OnNotice(func(r store.RunNotice) {
+		n.mu.Lock()
+		n.ids[r.RunID] = true
+		n.mu.Unlock()
+	})
+	return n
+}
+
+// wait waits until the notice of run id was dispatched. Postgres delivers
+// notifications in commit order, so every earlier change has been
+// dispatched too.
+func (n *noticed) wait(t *testing.T, id int64) {
+	t.Helper()
+	testenv.Eventually(t, 5*time.Second, 5*time.Millisecond, func() error {
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		if !n.ids[id] {
+			return fmt.Errorf("no notice of run %d yet", id)
+		}
+		return nil
+	})
+}
+
 // drain empties sub's pending wake-up, if any.
 func drain(sub *store.RunSubscription) {
 	select {
@@ -107,6 +140,7 @@ func TestRunListenerWakesOnlySubscribersOfTheChangedRun(t *testing.T) {
 	ctx := context.Background()
 	st := open(t)
 	l := startListener(t, st)
+	notices := watchNotices(l)
 	_, runs, err := st.CreateRuns(ctx, &store.CreateRunsParams{Spec: smoke(t)})
 	if err != nil {
 		t.Fatal(err)
@@ -121,7 +155,7 @@ func TestRunListenerWakesOnlySubscribersOfTheChangedRun(t *testing.T) {
 	defer theirs.Close()
 	slow := l.Subscribe([]int64{runs[0].ID}) // never read until the end
 	defer slow.Close()
-	time.Sleep(50 * time.Millisecond) // let the inserts' notifications pass
+	notices.wait(t, other[0].ID) // the inserts' notifications have passed
 	drain(mine)
 	drain(theirs)
 
@@ -183,13 +217,14 @@ func TestRunListenerSeesOtherCoordinators(t *testing.T) {
 	}
 	t.Cleanup(b.Close)
 	l := startListener(t, a)
+	notices := watchNotices(l)
 	_, runs, err := b.CreateRuns(ctx, &store.CreateRunsParams{Spec: smoke(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	sub := l.Subscribe([]int64{runs[0].ID})
 	defer sub.Close()
-	time.Sleep(50 * time.Millisecond)
+	notices.wait(t, runs[0].ID)
 	drain(sub)
 	if _, err := b.CancelRun(ctx, runs[0].ID, "other coordinator"); err != nil {
 		t.Fatal(err)
@@ -204,13 +239,14 @@ func TestRunListenerReconnects(t *testing.T) {
 	ctx := context.Background()
 	st := open(t)
 	l := startListener(t, st)
+	notices := watchNotices(l)
 	_, runs, err := st.CreateRuns(ctx, &store.CreateRunsParams{Spec: smoke(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	sub := l.Subscribe([]int64{runs[0].ID})
 	defer sub.Close()
-	time.Sleep(50 * time.Millisecond)
+	notices.wait(t, runs[0].ID)
 	drain(sub)
 
 	pid := l.BackendPID()
@@ -224,14 +260,12 @@ func TestRunListenerReconnects(t *testing.T) {
 	if _, ok := woken(sub, 5*time.Second); !ok {
 		t.Fatal("no wake-up on reconnect")
 	}
-	wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	for l.BackendPID() == 0 || l.BackendPID() == pid {
-		if err := l.WaitListening(wctx); err != nil {
-			t.Fatal(err)
+	testenv.Eventually(t, 5*time.Second, 5*time.Millisecond, func() error {
+		if p := l.BackendPID(); p == 0 || p == pid {
+			return fmt.Errorf("listening on backend %d, want a new one (old %d)", p, pid)
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return nil
+	})
 	if l.Connects() != 2 {
 		t.Fatalf("connects %d, want 2", l.Connects())
 	}
@@ -268,18 +302,13 @@ func TestRunListenerStopsOnCancel(t *testing.T) {
 		t.Fatal("still listening after stop")
 	}
 	// The backend is gone (closing is asynchronous on the server side).
-	for start := time.Now(); ; time.Sleep(10 * time.Millisecond) {
+	testenv.Eventually(t, 5*time.Second, 10*time.Millisecond, func() error {
 		var n int
-		if err := st.Pool().QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity WHERE pid = $1`, int32(pid)).Scan(&n); err != nil {
-			t.Fatal(err)
+		if err := st.Pool().QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity WHERE pid = $1`, int32(pid)).Scan(&n); err != nil || n == 0 {
+			return err
 		}
-		if n == 0 {
-			break
-		}
-		if time.Since(start) > 5*time.Second {
-			t.Fatal("listener connection still open after stop")
-		}
-	}
+		return fmt.Errorf("listener connection (backend %d) still open after stop", pid)
+	})
 	l.Stop() // twice is fine
 	var nilL *store.RunListener
 	sub := nilL.Subscribe([]int64{1})

@@ -2,10 +2,12 @@ package store_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
 	"github.com/lesfarm/lesfarm/coordinator/store"
+	"github.com/lesfarm/lesfarm/internal/testenv"
 )
 
 // TestCreateRunOneStatement: a trigger without fanout is stored in one
@@ -79,26 +81,19 @@ func TestCreateRunOneStatement(t *testing.T) {
 		done <- created{tr, err}
 	}()
 	// Wait until the statement waits for the job row's transaction.
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		var waiting int
-		if err := st.Pool().QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
-			WHERE wait_event_type = 'Lock' AND query LIKE '%INSERT INTO jobs%'`).Scan(&waiting); err != nil {
-			t.Fatal(err)
-		}
-		if waiting > 0 {
-			break
-		}
+	testenv.Eventually(t, 30*time.Second, 10*time.Millisecond, func() error {
 		select {
 		case c := <-done:
 			t.Fatalf("CreateRuns returned before the job's transaction ended: %+v, %v", c.tr, c.err)
 		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("CreateRuns never waited for the concurrent job insert")
+		var waiting int
+		if err := st.Pool().QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+			WHERE wait_event_type = 'Lock' AND query LIKE '%INSERT INTO jobs%'`).Scan(&waiting); err != nil || waiting > 0 {
+			return err
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return errors.New("CreateRuns never waited for the concurrent job insert")
+	})
 	if err := tx.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}

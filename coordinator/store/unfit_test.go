@@ -3,10 +3,12 @@ package store_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/lesfarm/lesfarm/coordinator/store"
+	"github.com/lesfarm/lesfarm/internal/testenv"
 )
 
 // TestUnfitRefusalIsRemembered: a run a device refused as unfit is neither
@@ -49,16 +51,20 @@ func TestUnfitRefusalIsRemembered(t *testing.T) {
 	}
 	// The refusal expires after UnfitFor (the agent may have been
 	// upgraded, memory freed).
-	time.Sleep(20 * time.Millisecond)
+	// That is a span of the database's clock, so the test waits for the
+	// candidate to come back, which must be soon after UnfitFor.
 	d, err := st.GetDevice(ctx, "dev-a")
 	if err != nil {
 		t.Fatal(err)
 	}
-	cs, err := st.Candidates(ctx, &store.CandidatesParams{UnfitFor: 10 * time.Millisecond,
-		Device: &store.PlacementDevice{ID: d.ID, Platform: d.Platform, DeviceModel: d.DeviceModel, RAMBytes: *d.RAMBytes, Labels: d.EffectiveLabels()}})
-	if err != nil || len(cs) != 1 {
-		t.Fatalf("after UnfitFor dev-a gets %d candidates (%v), want the run", len(cs), err)
-	}
+	testenv.Eventually(t, 5*time.Second, 5*time.Millisecond, func() error {
+		cs, err := st.Candidates(ctx, &store.CandidatesParams{UnfitFor: 10 * time.Millisecond,
+			Device: &store.PlacementDevice{ID: d.ID, Platform: d.Platform, DeviceModel: d.DeviceModel, RAMBytes: *d.RAMBytes, Labels: d.EffectiveLabels()}})
+		if err == nil && len(cs) != 1 {
+			err = fmt.Errorf("after UnfitFor dev-a gets %d candidates, want the run", len(cs))
+		}
+		return err
+	})
 	g2, err := st.ClaimRun(ctx, &store.ClaimRunParams{DeviceID: "dev-a", RunIDs: []int64{g.Run.ID}, LeaseTTL: 10 * time.Second, Coordinator: "t", UnfitFor: 10 * time.Millisecond})
 	if err != nil || g2.Run.ID != g.Run.ID {
 		t.Fatalf("after UnfitFor dev-a cannot claim the run: %v", err)
