@@ -3,13 +3,17 @@
 package pglocal
 
 import (
+	"bytes"
+	"context"
 	"errors"
 	"io/fs"
 	"os"
 	"os/user"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 )
 
 func lookupUser(name string) (*credential, error) {
@@ -79,4 +83,55 @@ func (s *Server) SignalGroup(sig syscall.Signal) error {
 		}
 	}
 	return nil
+}
+
+// killOrphans kills the processes left behind by a postmaster that died
+// without shutting down: its backends and auxiliary processes, which run
+// in dataDir (PostgreSQL changes into its data directory), outlive it for a
+// moment and hold its shared memory, so a new postmaster started before
+// they are gone refuses with "pre-existing shared memory block is still in
+// use". It waits until none is left or ctx ends, and returns how many it
+// killed. Without /proc (not Linux) it finds none.
+func killOrphans(ctx context.Context, dataDir string) int {
+	dir, err := filepath.EvalSymlinks(dataDir)
+	if err != nil {
+		return 0
+	}
+	dir, _ = filepath.Abs(dir)
+	killed := 0
+	for {
+		left := 0
+		ents, _ := os.ReadDir("/proc")
+		for _, e := range ents {
+			pid, err := strconv.Atoi(e.Name())
+			if err != nil || pid == os.Getpid() {
+				continue
+			}
+			if cwd, err := os.Readlink("/proc/" + e.Name() + "/cwd"); err != nil || cwd != dir {
+				continue
+			}
+			if b, err := os.ReadFile("/proc/" + e.Name() + "/stat"); err == nil && zombie(b) {
+				continue
+			}
+			left++
+			if syscall.Kill(pid, syscall.SIGKILL) == nil {
+				killed++
+			}
+		}
+		if left == 0 {
+			return killed
+		}
+		select {
+		case <-ctx.Done():
+			return killed
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// zombie says whether a /proc/PID/stat line is a process that exited and
+// waits to be reaped (state Z), which holds no memory.
+func zombie(stat []byte) bool {
+	i := bytes.LastIndexByte(stat, ')')
+	return i >= 0 && i+2 < len(stat) && stat[i+2] == 'Z'
 }

@@ -27,6 +27,10 @@ type SuperviseConfig struct {
 	Logger *slog.Logger
 }
 
+// orphanWait bounds the wait for a dead postmaster's leftover processes to
+// go before a restart.
+const orphanWait = 10 * time.Second
+
 // Supervise restarts the postmaster, with exponential backoff, whenever it
 // exits without Stop (killed, crashed, OOM). PostgreSQL's own crash
 // recovery replays the WAL, so committed data survives. After
@@ -65,6 +69,13 @@ func (s *Server) Supervise(ctx context.Context, cfg SuperviseConfig) <-chan erro
 			}
 			failures++
 			log.WarnContext(ctx, "pglocal: postgres exited unexpectedly, restarting", "err", p.waitErr, "failures", failures, "log", s.logTail())
+			// The dead postmaster's backends still hold its shared memory
+			// for a moment; a new one started before they are gone fails.
+			kctx, cancel := context.WithTimeout(ctx, orphanWait)
+			if n := killOrphans(kctx, s.cfg.DataDir); n > 0 {
+				log.InfoContext(ctx, "pglocal: killed the dead postmaster's leftover processes", "processes", n)
+			}
+			cancel()
 			err := s.restartWithBackoff(ctx, cfg, &failures, log)
 			if err != nil {
 				if ctx.Err() == nil && !s.isStopping() {

@@ -2,8 +2,11 @@ package pglocal_test
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -125,5 +128,44 @@ func TestSuperviseGivesUp(t *testing.T) {
 	}
 	if n := srv.Starts(); n != 2 {
 		t.Fatalf("%d starts, want 2 (no restart after giving up)", n)
+	}
+}
+
+// TestSuperviseKillsLeftoverBackends: a backend of the killed postmaster
+// that cannot exit by itself (stopped here, as a backend starved on a
+// loaded machine is slow to) holds the old shared memory; the supervisor
+// kills it before the restart instead of failing on "pre-existing shared
+// memory block is still in use" and giving up.
+func TestSuperviseKillsLeftoverBackends(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	srv := startFast(t, ctx)
+	failed := srv.Supervise(ctx, pglocal.SuperviseConfig{MinBackoff: 50 * time.Millisecond, MaxFailures: 1, StableAfter: time.Hour})
+	conn, err := pgx.Connect(ctx, srv.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var backend int
+	if err := conn.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&backend); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Kill(backend, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Kill(srv.PID(), syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, time.Minute, "the restarted postmaster answers", func() bool {
+		select {
+		case err := <-failed:
+			t.Fatalf("supervision gave up: %v", err)
+		default:
+		}
+		return srv.Starts() == 2 && answers(ctx, srv)
+	})
+	if err := syscall.Kill(backend, 0); !errors.Is(err, syscall.ESRCH) {
+		if b, rerr := os.ReadFile("/proc/" + strconv.Itoa(backend) + "/stat"); rerr == nil && !strings.Contains(string(b), ") Z ") {
+			t.Fatalf("the stopped backend %d is still there: %s", backend, b)
+		}
 	}
 }
