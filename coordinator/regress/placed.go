@@ -142,18 +142,37 @@ type PlacedCell struct {
 	Placed   int `json:"placed"`
 	// Covered: detected series whose nearest change's location range
 	// holds the step; RangeSum sums those ranges' widths in points.
-	Covered     int `json:"covered"`
-	RangeSum    int `json:"range_sum"`
-	StepFalse   int `json:"step_false_alerts"` // misplaced, wrong direction or extra changes
-	NullSeries  int `json:"null_series_alerting"`
-	NullAlerts  int `json:"null_alerts"`
-	TotalAlerts int `json:"alerts"`
+	Covered  int `json:"covered"`
+	RangeSum int `json:"range_sum"`
+	// SettledUnfound: settled steps missed with no change of the step's
+	// direction anywhere; SettledMisplaced: missed with the nearest such
+	// change further than Tolerance off.
+	SettledUnfound   int `json:"settled_unfound"`
+	SettledMisplaced int `json:"settled_misplaced"`
+	// Ceiling: settled steps the best rule knowing everything but the
+	// step's place puts within Tolerance (no significance needed: an
+	// upper bound on Settled); Oracle: those a detector knowing the
+	// noise's standard deviation finds at this setting's level (see
+	// placed_ceiling.go).
+	// Insignificant: settled steps the detector's own test does not
+	// pass at its level at the true place (or within Tolerance of it).
+	// Reachable: settled steps significant there that the best rule
+	// knowing everything but the place also puts within Tolerance.
+	Insignificant int `json:"settled_insignificant"`
+	Reachable     int `json:"settled_reachable"`
+	Ceiling       int `json:"settled_ceiling"`
+	Oracle        int `json:"settled_oracle"`
+	StepFalse     int `json:"step_false_alerts"` // misplaced, wrong direction or extra changes
+	NullSeries    int `json:"null_series_alerting"`
+	NullAlerts    int `json:"null_alerts"`
+	TotalAlerts   int `json:"alerts"`
 }
 
 // placedSeries draws one series of n points at base 100 of family f: a
 // step of relative size step (sign random) before the last after points
-// (after 0: none), with the family's noise and drift.
-func placedSeries(rng *rand.Rand, f Family, n, after int, step, cv float64) ([]Point, Direction) {
+// (after 0: none), with the family's noise and drift. It also returns
+// how the series was drawn (the ceiling of placed_ceiling.go needs it).
+func placedSeries(rng *rand.Rand, f Family, n, after int, step, cv float64) ([]Point, Direction, placedTruth) {
 	sign := 1.0
 	if rng.IntN(2) == 0 {
 		sign = -1
@@ -177,15 +196,17 @@ func placedSeries(rng *rand.Rand, f Family, n, after int, step, cv float64) ([]P
 		drift = func(int) float64 { return 1 }
 	}
 	pts := make([]Point, n)
+	tr := placedTruth{base: make([]float64, n), rel: sign * step, noise: f.Noise, cv: cv}
 	for i := range n {
 		level := 100 * drift(i)
+		tr.base[i] = level
 		if after > 0 && i >= n-after {
 			level *= 1 + sign*step
 		}
 		pts[i] = sample(rng, DesignSeries, f.Noise, level, cv)
 		pts[i].Seq = int64(i + 1)
 	}
-	return pts, direction(sign, true)
+	return pts, direction(sign, true), tr
 }
 
 // seriesLen draws the length of a series of family f.
@@ -255,6 +276,12 @@ func EvaluatePlaced(ctx context.Context, cfg PlacedConfig) (*PlacedResult, error
 				cc.Placed += d.Placed
 				cc.Covered += d.Covered
 				cc.RangeSum += d.RangeSum
+				cc.SettledUnfound += d.SettledUnfound
+				cc.SettledMisplaced += d.SettledMisplaced
+				cc.Ceiling += d.Ceiling
+				cc.Insignificant += d.Insignificant
+				cc.Reachable += d.Reachable
+				cc.Oracle += d.Oracle
 				cc.StepFalse += d.StepFalse
 				cc.NullSeries += d.NullSeries
 				cc.NullAlerts += d.NullAlerts
@@ -291,16 +318,17 @@ func scorePlaced(rng *rand.Rand, cfg PlacedConfig, f Family, step, cv float64, d
 	var d PlacedCell
 	n := cfg.seriesLen(rng, f)
 	if !f.Step {
-		pts, _ := placedSeries(rng, f, n, 0, 0, cv)
+		pts, _, _ := placedSeries(rng, f, n, 0, 0, cv)
 		cps, _ := Detect(pts, true, det)
 		d.NullAlerts, d.TotalAlerts = len(cps), len(cps)
 		d.NullSeries = min(len(cps), 1)
 		return d
 	}
 	before := min(cfg.MinBefore, n/2)
-	after := 4 + rng.IntN(max(min(cfg.MaxAfter, n-before)-4, 0)+1)
+	most := 4 + max(min(cfg.MaxAfter, n-before)-4, 0) // most points after a settled step
+	after := 4 + rng.IntN(most-3)
 	for _, a := range []int{after, 2} {
-		pts, want := placedSeries(rng, f, n, a, step, cv)
+		pts, want, truth := placedSeries(rng, f, n, a, step, cv)
 		cps, _ := Detect(pts, true, det)
 		at := n - a
 		hit, nearest := false, -1
@@ -333,11 +361,30 @@ func scorePlaced(rng *rand.Rand, cfg PlacedConfig, f Family, step, cv float64, d
 			d.RangeSum += cp.FirstBadIndex - cp.LastGoodIndex
 		}
 		d.TotalAlerts += len(cps)
-		if hit && a == 2 {
+		switch {
+		case hit && a == 2:
 			d.Fresh++
-		} else if hit {
+		case hit:
 			d.Settled++
+		case a != 2 && nearest >= 0:
+			d.SettledMisplaced++
+		case a != 2:
+			d.SettledUnfound++
+		}
+		if a != 2 {
+			lim := settledLimits(pts, truth, at, n-most, n-4, cfg.Tolerance, det)
+			d.Ceiling += b2i(lim.Ceiling)
+			d.Oracle += b2i(lim.Oracle)
+			d.Insignificant += b2i(!lim.Significant)
+			d.Reachable += b2i(lim.Significant && lim.Ceiling)
 		}
 	}
 	return d
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

@@ -31,9 +31,30 @@ type PlacedSummary struct {
 	// the null families' average rate (NullFalse).
 	FalseShare float64 `json:"false_share"`
 	FalseHigh  float64 `json:"false_share_high"`
-	NullSeries int     `json:"null_series"`
-	NullFalse  float64 `json:"null_false_rate"` // null series with any change
-	NullHigh   float64 `json:"null_false_rate_high"`
+	// SettledUnfound and SettledMisplaced split the settled misses:
+	// shares of the step series with no change of the step's direction,
+	// and with the nearest one placed further than Tolerance off.
+	SettledUnfound   float64 `json:"settled_unfound"`
+	SettledMisplaced float64 `json:"settled_misplaced"`
+	// SettledCeiling is the settled recall of the best rule knowing all
+	// but the step's place (an upper bound, no significance needed) with
+	// its upper Wilson bound; SettledOracle that of a detector knowing
+	// the noise's standard deviation at this setting's level (see
+	// placed_ceiling.go).
+	SettledCeiling     float64 `json:"settled_ceiling"`
+	SettledCeilingHigh float64 `json:"settled_ceiling_high"`
+	SettledOracle      float64 `json:"settled_oracle"`
+	// SettledInsignificant is the share of settled steps whose own test
+	// fails its level at the true place; SettledReachable the share
+	// significant there that the best rule knowing all but the place
+	// also places right, with its upper Wilson bound: about the most a
+	// detector testing at this level can find (see placed_ceiling.go).
+	SettledInsignificant float64 `json:"settled_insignificant"`
+	SettledReachable     float64 `json:"settled_reachable"`
+	SettledReachableHigh float64 `json:"settled_reachable_high"`
+	NullSeries           int     `json:"null_series"`
+	NullFalse            float64 `json:"null_false_rate"` // null series with any change
+	NullHigh             float64 `json:"null_false_rate_high"`
 }
 
 // PlacedResult is the outcome of EvaluatePlaced.
@@ -74,6 +95,7 @@ func (r *PlacedResult) summarizeAll() {
 func (r *PlacedResult) summarize(region string, in func(PlacedCell) bool) PlacedSummary {
 	s := PlacedSummary{Region: region}
 	var settled, fresh, detected, placed, covered, rangeSum, stepFalse, stepAlerts, nullSeries, nullAlerts, nullTotal int
+	var unfound, misplaced, ceiling, oracle, insignificant, reachable int
 	for _, c := range r.Cells {
 		if !in(c) {
 			continue
@@ -93,10 +115,21 @@ func (r *PlacedResult) summarize(region string, in func(PlacedCell) bool) Placed
 		covered += c.Covered
 		rangeSum += c.RangeSum
 		stepFalse += c.StepFalse
+		unfound += c.SettledUnfound
+		misplaced += c.SettledMisplaced
+		ceiling += c.Ceiling
+		oracle += c.Oracle
+		insignificant += c.Insignificant
+		reachable += c.Reachable
 		stepAlerts += c.TotalAlerts
 	}
 	s.SettledRecall, s.SettledLow = ratio(settled, s.Series), wilson(settled, s.Series, false)
 	s.FreshRecall, s.FreshLow = ratio(fresh, s.Series), wilson(fresh, s.Series, false)
+	s.SettledUnfound, s.SettledMisplaced = ratio(unfound, s.Series), ratio(misplaced, s.Series)
+	s.SettledCeiling, s.SettledCeilingHigh = ratio(ceiling, s.Series), wilson(ceiling, s.Series, true)
+	s.SettledOracle = ratio(oracle, s.Series)
+	s.SettledInsignificant = ratio(insignificant, s.Series)
+	s.SettledReachable, s.SettledReachableHigh = ratio(reachable, s.Series), wilson(reachable, s.Series, true)
 	s.Placed, s.PlacedLow = ratio(placed, detected), wilson(placed, detected, false)
 	s.Coverage, s.MeanRange = ratio(covered, detected), ratio(rangeSum, detected)
 	s.NullFalse, s.NullHigh = ratio(nullSeries, s.NullSeries), wilson(nullSeries, s.NullSeries, true)
@@ -165,6 +198,19 @@ func (r *PlacedResult) WriteMarkdown(w io.Writer) error {
 		fmt.Fprintf(&b, "| %s | %d | %s [%s] | %s [%s] | %s [%s] | %s | %.1f | %s [%s] | %d | %s |\n", s.Region, s.Series,
 			pct(s.SettledRecall), pct(s.SettledLow), pct(s.FreshRecall), pct(s.FreshLow), pct(s.Placed), pct(s.PlacedLow),
 			pct(s.Coverage), s.MeanRange, pct(s.FalseShare), pct(s.FalseHigh), s.NullSeries, null)
+	}
+	b.WriteString("\nSettled misses and their limits: the share of settled steps with no change of the step's direction (unfound) or with the nearest one further off (misplaced); " +
+		"the share whose step the detector's own test does not pass at its level even at its true place, within the tolerance (insignificant); " +
+		"the share significant there that the best rule knowing everything but the step's place also places right (reachable, with its upper bound: about the most a detector testing at this level finds); " +
+		"the recall of a detector that knows the noise's standard deviation, places by the Bayes rule and tests the step near its true place at this setting's level (oracle, a reference for Gaussian noise); " +
+		"and the recall of the Bayes rule knowing everything but the step's place, without any test (ceiling, with its upper bound: no detector exceeds it).\n\n" +
+		"| region | settled recall | unfound | misplaced | insignificant at its place | reachable at this level | oracle, σ known | ceiling |\n|---|---:|---:|---:|---:|---:|---:|---:|\n")
+	for _, s := range r.Summaries {
+		if s.Series > 0 {
+			fmt.Fprintf(&b, "| %s | %s [%s] | %s | %s | %s | %s [%s] | %s | %s [%s] |\n", s.Region, pct(s.SettledRecall), pct(s.SettledLow),
+				pct(s.SettledUnfound), pct(s.SettledMisplaced), pct(s.SettledInsignificant), pct(s.SettledReachable), pct(s.SettledReachableHigh),
+				pct(s.SettledOracle), pct(s.SettledCeiling), pct(s.SettledCeilingHigh))
+		}
 	}
 	b.WriteString("\n| family | step | CV | series | settled | fresh | placed | false alerts (step series) / null series alerting |\n|---|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, x := range r.Cells {
