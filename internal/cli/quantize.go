@@ -25,7 +25,7 @@ func init() { register("quantize", newQuantizeCmd) }
 func newQuantizeCmd(env *Env) *cobra.Command {
 	var (
 		out, typ, budget, calib, types, format string
-		packOut, quiet                         bool
+		packOut, quiet, requant                bool
 		threads, calibTokens                   int
 	)
 	cmd := &cobra.Command{
@@ -61,7 +61,13 @@ qwen35moe NextN (MTP) block never runs in the measured forward pass: its
 parts take the largest KL of the decoder layers' same part as a proxy.
 The plan goes into the output's metadata (les.quant.plan.*) and is
 printed as a table (layer, part, type, bytes, sensitivity); --format json
-prints it as JSON.`,
+prints it as JSON.
+
+--allow-requantize accepts an already quantized input (as llama-quantize's
+flag of that name): its weights are dequantized and quantized again, which
+adds both quantizations' error. The planner then offers each quantized part
+only the types that make it smaller, so a Q4_K model (e.g. from lesfarm
+synth) can be planned below its size when no F16 source exists.`,
 		Example: `  lesfarm quantize tiny-moe-kjv-f16.gguf -o tiny-q4.gguf --type Q4_K
   lesfarm quantize tiny-moe-kjv-f16.gguf -o tiny-q8.packed.gguf --type Q8_0 --pack
   lesfarm quantize tiny-moe-kjv-f16.gguf -o tiny-mixed.gguf --budget 0.3 --calib calib.txt`,
@@ -97,7 +103,7 @@ prints it as JSON.`,
 			if threads < 1 {
 				return usagef("--threads %d must be at least 1", threads)
 			}
-			opts := quant.Options{Pack: packOut, Threads: threads}
+			opts := quant.Options{Pack: packOut, Threads: threads, Requantize: requant}
 			var plan *quant.Plan
 			switch {
 			case budget == "" && calib == "" && typ == "":
@@ -113,7 +119,7 @@ prints it as JSON.`,
 				}
 				opts.Type = t
 			default:
-				if plan, err = planBudget(env, in, st.Size(), budget, calib, types, threads, calibTokens, quiet); err != nil {
+				if plan, err = planBudget(env, in, st.Size(), budget, calib, types, threads, calibTokens, quiet, requant); err != nil {
 					return err
 				}
 				opts.Type, opts.TypeFor, opts.Meta, opts.Label = tensor.Q8_0, plan.TypeFor(), plan.Meta(), "mixed"
@@ -199,6 +205,7 @@ prints it as JSON.`,
 	f.StringVar(&format, "format", "text", "output: text (plan table and summary) or json")
 	f.BoolVar(&packOut, "pack", false, "write the packed expert layout (one page-aligned blob per expert, as lesfarm pack)")
 	f.BoolVar(&quiet, "quiet", false, "no progress bar")
+	f.BoolVar(&requant, "allow-requantize", false, "accept an already quantized input (dequantized and quantized again; the planner then offers only smaller types)")
 	f.IntVar(&threads, "threads", runtime.NumCPU(), "threads")
 	return cmd
 }
@@ -217,7 +224,7 @@ func newBar(env *Env, total int64, desc string, quiet bool) *progressbar.Progres
 
 // planBudget validates the planner's flags, measures sensitivity and
 // returns the plan.
-func planBudget(env *Env, in string, inSize int64, budget, calib, types string, threads, calibTokens int, quiet bool) (*quant.Plan, error) {
+func planBudget(env *Env, in string, inSize int64, budget, calib, types string, threads, calibTokens int, quiet, requant bool) (*quant.Plan, error) {
 	pb, err := units.ParseBudget(budget)
 	if err != nil {
 		return nil, usagef("--budget: %v", err)
@@ -253,7 +260,7 @@ func planBudget(env *Env, in string, inSize int64, budget, calib, types string, 
 	if err != nil {
 		return nil, usagef("%v", err)
 	}
-	minSize, maxSize, err := quant.Bounds(f, cands)
+	minSize, maxSize, err := quant.Bounds(f, cands, requant)
 	if err != nil {
 		f.Close()
 		if errors.Is(err, quant.ErrQuantizedInput) || errors.Is(err, quant.ErrRowLength) {
@@ -273,7 +280,7 @@ func planBudget(env *Env, in string, inSize int64, budget, calib, types string, 
 	}
 	ids := tok.Tokenize(string(text), true, false)
 	var bar *progressbar.ProgressBar
-	cfg := quant.MeasureConfig{Tokens: ids, MaxTokens: calibTokens, Types: cands, Threads: threads, Progress: func(done, total int) {
+	cfg := quant.MeasureConfig{Tokens: ids, MaxTokens: calibTokens, Types: cands, Threads: threads, Requantize: requant, Progress: func(done, total int) {
 		if bar == nil {
 			bar = progressbar.NewOptions(total, progressbar.OptionSetWriter(env.Stderr), progressbar.OptionSetDescription("sensitivity"),
 				progressbar.OptionSetWidth(30), progressbar.OptionSetVisibility(!quiet), progressbar.OptionShowCount(),

@@ -168,3 +168,37 @@ func TestLadderMixedFlags(t *testing.T) {
 		}
 	}
 }
+
+// TestQuantizeAllowRequantize: an already quantized model is refused with
+// the flag named, and with --allow-requantize it is quantized again,
+// uniformly and under a planner's budget below its size.
+func TestQuantizeAllowRequantize(t *testing.T) {
+	dir := t.TempDir()
+	q := filepath.Join(dir, "q8.gguf")
+	if code, _, errOut := run(t, "quantize", synthModel(t, dir), "-o", q, "--type", "Q8_0", "--quiet"); code != 0 {
+		t.Fatal(errOut)
+	}
+	st, err := os.Stat(q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	calib := filepath.Join(dir, "calib.txt")
+	os.WriteFile(calib, []byte(strings.Repeat("In the beginning God created the heaven and the earth. And the earth was without form, and void. ", 12)), 0o644)
+	out := filepath.Join(dir, "out.gguf")
+	if code, _, errOut := run(t, "quantize", q, "-o", out, "--type", "Q4_K", "--quiet"); code != 2 || !strings.Contains(errOut, "--allow-requantize") {
+		t.Fatalf("without the flag: exit %d, %s", code, errOut)
+	}
+	for _, args := range [][]string{
+		{"--type", "Q4_K"},
+		{"--budget", "60%", "--calib", calib, "--calib-tokens", "64", "--types", "Q4_K,Q2_K"},
+	} {
+		code, stdout, errOut := run(t, append([]string{"quantize", q, "-o", out, "--allow-requantize", "--quiet"}, args...)...)
+		if code != 0 {
+			t.Fatalf("%v: exit %d: %s", args, code, errOut)
+		}
+		got, err := os.Stat(out)
+		if err != nil || got.Size() > st.Size()*6/10 {
+			t.Fatalf("%v: %v, %d bytes from %d\n%s", args, err, got.Size(), st.Size(), stdout)
+		}
+	}
+}

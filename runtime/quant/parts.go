@@ -60,7 +60,7 @@ func nextNFrom(f *gguf.File) int {
 // fallbacks, and requested types that store every tensor alike are one
 // candidate (the one asked first). The parts of NextN blocks carry
 // NoteNextN.
-func groupParts(f *gguf.File, types []tensor.Type) ([]PartSensitivity, int64, error) {
+func groupParts(f *gguf.File, types []tensor.Type, requant bool) ([]PartSensitivity, int64, error) {
 	if err := checkArch(f.Architecture()); err != nil {
 		return nil, 0, err
 	}
@@ -92,7 +92,7 @@ func groupParts(f *gguf.File, types []tensor.Type) ([]PartSensitivity, int64, er
 	out := make([]PartSensitivity, 0, len(order))
 	for _, k := range order {
 		p := byKey[k]
-		if err := candidates(f, p, types); err != nil {
+		if err := candidates(f, p, types, requant); err != nil {
 			return nil, 0, err
 		}
 		out = append(out, *p)
@@ -102,7 +102,10 @@ func groupParts(f *gguf.File, types []tensor.Type) ([]PartSensitivity, int64, er
 
 // candidates fills p.Candidates: the input's own type first, then each
 // requested type that stores the part differently from those before it.
-func candidates(f *gguf.File, p *PartSensitivity, types []tensor.Type) error {
+// With requant a quantized part is a candidate too (its values dequantized
+// and quantized again), but only at types that make it smaller: a
+// requantization that does not shrink the part only adds error.
+func candidates(f *gguf.File, p *PartSensitivity, types []tensor.Type, requant bool) error {
 	k := Key(p.Layer, p.Part)
 	var src tensor.Type
 	var srcBytes int64
@@ -115,8 +118,8 @@ func candidates(f *gguf.File, p *PartSensitivity, types []tensor.Type) error {
 		}
 		srcBytes += t.Size
 	}
-	if src != tensor.F32 && src != tensor.F16 && src != tensor.BF16 {
-		return fmt.Errorf("quant: tensor %s is already %s: %w; plan from the F32, F16 or BF16 model", p.Tensors[0], src, ErrQuantizedInput)
+	if !requant && !floatType(src) {
+		return fmt.Errorf("quant: tensor %s is already %s: %w; plan from the F32, F16 or BF16 model (or requantize: --allow-requantize)", p.Tensors[0], src, ErrQuantizedInput)
 	}
 	p.Candidates = append(p.Candidates[:0], Candidate{Type: src, Bytes: srcBytes})
 	seen := map[string]bool{src.String(): true}
@@ -125,7 +128,7 @@ func candidates(f *gguf.File, p *PartSensitivity, types []tensor.Type) error {
 		var bytes int64
 		for i, name := range p.Tensors {
 			t, _ := f.Tensor(name)
-			to, _, err := Target(name, t.Dims, t.Type, want)
+			to, _, err := target(name, t.Dims, t.Type, want, requant)
 			if err != nil {
 				return err
 			}
@@ -140,6 +143,9 @@ func candidates(f *gguf.File, p *PartSensitivity, types []tensor.Type) error {
 			continue // fallbacks store it like an earlier candidate
 		}
 		seen[sig] = true
+		if !floatType(src) && bytes >= srcBytes {
+			continue // requantizing to no fewer bytes
+		}
 		p.Candidates = append(p.Candidates, Candidate{Type: want, Bytes: bytes, Stored: storedNote(p.Tensors, stored, want)})
 	}
 	sort.SliceStable(p.Candidates, func(i, j int) bool { return p.Candidates[i].Bytes > p.Candidates[j].Bytes })

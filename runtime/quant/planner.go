@@ -63,12 +63,13 @@ func (s *Sensitivity) Plan(budget int64) (*Plan, error) {
 }
 
 // Bounds returns the smallest and largest file a plan over f's parts can
-// give with the candidate types (default Types), without measuring.
-func Bounds(f *gguf.File, types []tensor.Type) (minSize, maxSize int64, err error) {
+// give with the candidate types (default Types), without measuring;
+// requant lets quantized parts take smaller types (Options.Requantize).
+func Bounds(f *gguf.File, types []tensor.Type, requant bool) (minSize, maxSize int64, err error) {
 	if len(types) == 0 {
 		types = Types
 	}
-	parts, fixed, err := groupParts(f, types)
+	parts, fixed, err := groupParts(f, types, requant)
 	if err != nil {
 		return 0, 0, err
 	}

@@ -40,6 +40,9 @@ type Options struct {
 	Label string
 	// Progress, if set, is called with source bytes processed and total.
 	Progress func(done, total int64)
+	// Requantize accepts an already quantized input: its tensors are
+	// dequantized and quantized again (see target).
+	Requantize bool
 }
 
 // KV is one metadata pair for Options.Meta.
@@ -99,7 +102,7 @@ func PlanTypes(f *gguf.File, opts Options) ([]TensorResult, error) {
 				want = w
 			}
 		}
-		to, fb, err := Target(t.Name, t.Dims, t.Type, want)
+		to, fb, err := target(t.Name, t.Dims, t.Type, want, opts.Requantize)
 		if err != nil {
 			return nil, err
 		}

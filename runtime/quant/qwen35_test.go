@@ -48,7 +48,7 @@ func TestGroupPartsFallback(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	parts, fixed, err := groupParts(f, Types)
+	parts, fixed, err := groupParts(f, Types, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -288,7 +288,7 @@ func TestPlannerBadInput(t *testing.T) {
 				return err
 			}
 			defer f.Close()
-			parts, fixed, err := groupParts(f, Types)
+			parts, fixed, err := groupParts(f, Types, false)
 			if err != nil {
 				return err
 			}
@@ -306,7 +306,7 @@ func TestPlannerBadInput(t *testing.T) {
 				return err
 			}
 			defer f.Close()
-			_, _, err = Bounds(f, nil)
+			_, _, err = Bounds(f, nil, false)
 			return err
 		}, ErrUnknownArch, []string{"llama", "qwen3, qwen3moe, qwen35moe"}},
 		{"unknown architecture (Measure)", func() error {
@@ -367,14 +367,14 @@ func TestPlannerQwen35Fixture(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	minSize, maxSize, err := Bounds(f, nil)
+	minSize, maxSize, err := Bounds(f, nil, false)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if minSize <= 0 || minSize >= maxSize || maxSize < 45_000_000 {
 		t.Fatalf("bounds %d..%d", minSize, maxSize)
 	}
-	parts, _, err := groupParts(f, Types)
+	parts, _, err := groupParts(f, Types, false)
 	if err != nil {
 		t.Fatal(err)
 	}

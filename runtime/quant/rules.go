@@ -89,11 +89,18 @@ func Fallback(want tensor.Type, cols int) tensor.Type {
 // fallback. It returns an error wrapping ErrQuantizedInput for a quantized
 // source and ErrRowLength when no fallback fits the rows.
 func Target(name string, dims []uint64, src, want tensor.Type) (typ tensor.Type, fellBack bool, err error) {
+	return target(name, dims, src, want, false)
+}
+
+// target is Target; requant lets a quantized source through: its values
+// are dequantized and quantized again (llama-quantize's
+// --allow-requantize), which adds both quantizations' error.
+func target(name string, dims []uint64, src, want tensor.Type, requant bool) (typ tensor.Type, fellBack bool, err error) {
 	if !Quantizable(name, len(dims)) || src == want {
 		return src, false, nil
 	}
-	if src != tensor.F32 && src != tensor.F16 && src != tensor.BF16 {
-		return 0, false, fmt.Errorf("quant: tensor %s is already %s: %w; quantize from the F32, F16 or BF16 model", name, src, ErrQuantizedInput)
+	if !requant && !floatType(src) {
+		return 0, false, fmt.Errorf("quant: tensor %s is already %s: %w; quantize from the F32, F16 or BF16 model (or requantize: --allow-requantize)", name, src, ErrQuantizedInput)
 	}
 	cols := int(dims[0])
 	t := Fallback(want, cols)
@@ -102,6 +109,9 @@ func Target(name string, dims []uint64, src, want tensor.Type) (typ tensor.Type,
 	}
 	return t, t != want, nil
 }
+
+// floatType reports whether t is an unquantized float type.
+func floatType(t tensor.Type) bool { return t == tensor.F32 || t == tensor.F16 || t == tensor.BF16 }
 
 // FileType returns llama.cpp's general.file_type (enum llama_ftype) for a
 // model quantized uniformly to t: the _S variant for K-quants, which is what

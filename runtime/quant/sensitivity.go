@@ -64,6 +64,9 @@ type MeasureConfig struct {
 	// its input type as a candidate.
 	Types   []tensor.Type
 	Threads int
+	// Requantize plans an already quantized model (Options.Requantize):
+	// a part's candidates are the types that make it smaller.
+	Requantize bool
 	// Progress, if set, is called after each measured (part, type).
 	Progress func(done, total int)
 }
@@ -120,7 +123,7 @@ func Measure(ctx context.Context, path string, cfg MeasureConfig) (*Sensitivity,
 		}
 	}
 
-	parts, fixed, err := groupParts(f, cfg.Types)
+	parts, fixed, err := groupParts(f, cfg.Types, cfg.Requantize)
 	if err != nil {
 		return nil, err
 	}
@@ -175,7 +178,7 @@ func Measure(ctx context.Context, path string, cfg MeasureConfig) (*Sensitivity,
 			if ci == 0 {
 				continue // the input's own type
 			}
-			restore, err := swapPart(m, f, p, cand.Type, pool)
+			restore, err := swapPart(m, f, p, cand.Type, pool, cfg.Requantize)
 			if err != nil {
 				return nil, err
 			}
@@ -229,7 +232,7 @@ func logProbs(ctx context.Context, st *model.State, toks []int, windows, c, V in
 // input's values quantized to want (each tensor at want or its fallback, as
 // Quantize stores it) and returns a function that restores the input
 // weights.
-func swapPart(m *model.Model, f *gguf.File, p *PartSensitivity, want tensor.Type, pool *tensor.Pool) (func(), error) {
+func swapPart(m *model.Model, f *gguf.File, p *PartSensitivity, want tensor.Type, pool *tensor.Pool, requant bool) (func(), error) {
 	var undo []func()
 	restore := func() {
 		for i := len(undo) - 1; i >= 0; i-- {
@@ -238,7 +241,7 @@ func swapPart(m *model.Model, f *gguf.File, p *PartSensitivity, want tensor.Type
 	}
 	for _, name := range p.Tensors {
 		t, _ := f.Tensor(name)
-		typ, _, err := Target(name, t.Dims, t.Type, want)
+		typ, _, err := target(name, t.Dims, t.Type, want, requant)
 		if err != nil {
 			restore()
 			return nil, err
@@ -306,17 +309,33 @@ func requantize(f *gguf.File, t *gguf.TensorInfo, typ tensor.Type, pool *tensor.
 	if err != nil {
 		return nil, err
 	}
-	x := make([]float32, t.Elements())
-	if err := tensor.Dequantize(t.Type, raw, x); err != nil {
-		return nil, fmt.Errorf("quant: %s: %w", t.Name, err)
-	}
 	size, err := gguf.TensorSize(typ, t.Dims)
 	if err != nil {
 		return nil, fmt.Errorf("quant: %s: %w", t.Name, err)
 	}
 	out := make([]byte, size)
-	if err := tensor.QuantizeParallel(pool, typ, x, out); err != nil {
+	// A group of rows at a time: an expert tensor of a large model is
+	// gigabytes as float32.
+	cols := int(t.Dims[0])
+	inRow, err := t.Type.RowSize(cols)
+	if err != nil {
 		return nil, fmt.Errorf("quant: %s: %w", t.Name, err)
+	}
+	outRow, err := typ.RowSize(cols)
+	if err != nil {
+		return nil, fmt.Errorf("quant: %s: %w", t.Name, err)
+	}
+	rows := len(raw) / inRow
+	group := max(1, (4<<20)/cols)
+	x := make([]float32, min(rows, group)*cols)
+	for r := 0; r < rows; r += group {
+		n := min(group, rows-r)
+		if err := tensor.Dequantize(t.Type, raw[r*inRow:(r+n)*inRow], x[:n*cols]); err != nil {
+			return nil, fmt.Errorf("quant: %s: %w", t.Name, err)
+		}
+		if err := tensor.QuantizeParallel(pool, typ, x[:n*cols], out[r*outRow:(r+n)*outRow]); err != nil {
+			return nil, fmt.Errorf("quant: %s: %w", t.Name, err)
+		}
 	}
 	return out, nil
 }
