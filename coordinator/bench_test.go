@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/lesfarm/lesfarm/coordinator"
+	"github.com/lesfarm/lesfarm/internal/testenv"
 	"github.com/lesfarm/lesfarm/protocol"
 )
 
@@ -105,19 +106,16 @@ func BenchmarkAssignment(b *testing.B) {
 		b.ReportMetric(float64(pct(rtt, 0.99).Microseconds())/1000, "rtt_p99_ms")
 		b.ReportMetric(float64(runs)/elapsed.Seconds(), "runs/s")
 		ctx := context.Background()
-		for deadline := time.Now().Add(time.Minute); ; {
+		testenv.Eventually(b, time.Minute, 50*time.Millisecond, func() error {
 			var pending, dup int
 			_ = c.Store().Pool().QueryRow(ctx, `SELECT count(*) FILTER (WHERE state <> 'succeeded'), count(*) FILTER (WHERE attempts <> 1) FROM runs`).Scan(&pending, &dup)
 			if dup != 0 {
 				b.Fatalf("%d runs granted more than once", dup)
 			}
-			if pending == 0 {
-				break
+			if pending != 0 {
+				return fmt.Errorf("%d runs not succeeded", pending)
 			}
-			if time.Now().After(deadline) {
-				b.Fatalf("%d runs not succeeded", pending)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+			return nil
+		})
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/nats-io/nats-server/v2/server"
 
 	"github.com/lesfarm/lesfarm/coordinator"
 	"github.com/lesfarm/lesfarm/coordinator/coordinatortest"
@@ -34,11 +35,13 @@ func quietLogger() *slog.Logger {
 type farm struct {
 	dbURL   string
 	natsURL string
+	ns      *server.Server
 }
 
 func newFarm(t testing.TB) *farm {
 	t.Helper()
-	return &farm{dbURL: testenv.MigratedPostgresURL(t), natsURL: testenv.NATS(t).ClientURL()}
+	ns := testenv.NATS(t)
+	return &farm{dbURL: testenv.MigratedPostgresURL(t), natsURL: ns.ClientURL(), ns: ns}
 }
 
 func (f *farm) coordinator(t testing.TB, name string, mod func(*coordinator.Config)) *coordinator.Coordinator {
@@ -434,7 +437,7 @@ func TestIngestCrashRestart(t *testing.T) {
 		}
 		return nil
 	})
-	time.Sleep(2500 * time.Millisecond) // past AckWait: nothing is redelivered twice
+	testenv.WaitAcked(t, f.ns, 20*time.Second) // nothing left to redeliver twice
 	if n := mustCount(t, c2, a.RunID); n != batches*per {
 		t.Fatalf("%d samples, want %d", n, batches*per)
 	}

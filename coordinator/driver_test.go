@@ -3,6 +3,7 @@ package coordinator_test
 import (
 	"context"
 	"crypto/ed25519"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/lesfarm/lesfarm/internal/testenv"
 	"github.com/lesfarm/lesfarm/protocol"
 )
 
@@ -77,15 +79,16 @@ func (d *driver) request(subject string, m protocol.Message) []byte {
 		d.t.Fatal(err)
 	}
 	var msg *nats.Msg
-	for range 50 {
+	// Until the coordinator subscribes (starting), a request has no
+	// responders and fails at once.
+	testenv.Eventually(d.t, 30*time.Second, 50*time.Millisecond, func() error {
 		msg, err = d.nc.Request(subject, data, 5*time.Second)
-		if err == nil {
-			return msg.Data
+		if err != nil {
+			return fmt.Errorf("%s: %w", subject, err)
 		}
-		time.Sleep(50 * time.Millisecond) // no responders yet: coordinator starting
-	}
-	d.t.Fatalf("%s: %v", subject, err)
-	return nil
+		return nil
+	})
+	return msg.Data
 }
 
 // hello registers the device and starts heartbeating.

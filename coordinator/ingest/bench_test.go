@@ -18,6 +18,7 @@ import (
 
 	"github.com/lesfarm/lesfarm/coordinator/ingest"
 	"github.com/lesfarm/lesfarm/coordinator/store"
+	"github.com/lesfarm/lesfarm/internal/testenv"
 	"github.com/lesfarm/lesfarm/protocol"
 )
 
@@ -202,9 +203,12 @@ func benchJetStreamLive(b *testing.B, e *env) {
 				}
 			})
 		}
-		for ing.Stats().SamplesInserted < uint64(agentMsgs*agentPer) {
-			time.Sleep(2 * time.Millisecond)
-		}
+		testenv.Eventually(b, 5*time.Minute, 2*time.Millisecond, func() error {
+			if got := ing.Stats().SamplesInserted; got < uint64(agentMsgs*agentPer) {
+				return fmt.Errorf("%d of %d samples inserted", got, agentMsgs*agentPer)
+			}
+			return nil
+		})
 		wg.Wait()
 		total += time.Since(start)
 		cpu += processCPU() - cpu0
@@ -256,12 +260,12 @@ func benchJetStream(b *testing.B, e *env, gen func(*env) []*protocol.TelemetryBa
 			b.Fatal(err)
 		}
 		want := before + int64(n)
-		for {
-			if st := ing.Stats(); st.SamplesInserted == uint64(n) {
-				break
+		testenv.Eventually(b, 5*time.Minute, 2*time.Millisecond, func() error {
+			if got := ing.Stats().SamplesInserted; got != uint64(n) {
+				return fmt.Errorf("%d of %d samples inserted", got, n)
 			}
-			time.Sleep(2 * time.Millisecond)
-		}
+			return nil
+		})
 		total += time.Since(start)
 		cpu += processCPU() - cpu0
 		dbCPU += backendCPU(ctx, e.st) - db0

@@ -49,7 +49,9 @@ func TestSlowHooksDoNotHoldResults(t *testing.T) {
 	}
 	waitFor(t, "every result committed while the hooks are stuck", 60*time.Second, func() bool { return commits.Load() >= n })
 	// Past AckWait twice: the waiting results were kept in progress, so
-	// none came back (a redelivery calls OnCommit again).
+	// none came back (a redelivery calls OnCommit again). No event marks
+	// a redelivery that did not happen: the guarantee is about a span
+	// longer than AckWait, so the test watches that span.
 	deadline := time.Now().Add(2500 * time.Millisecond)
 	for time.Now().Before(deadline) {
 		if c := commits.Load(); c != n {

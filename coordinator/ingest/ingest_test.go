@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -23,6 +24,7 @@ func TestMain(m *testing.M) { os.Exit(testenv.Run(m)) }
 
 type env struct {
 	st  *store.Store
+	ns  *server.Server
 	js  jetstream.JetStream
 	nc  *nats.Conn
 	run *store.Grant
@@ -62,7 +64,7 @@ func setup(t testing.TB) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &env{st: st, js: js, nc: nc, run: g}
+	return &env{st: st, ns: ns, js: js, nc: nc, run: g}
 }
 
 func batch(g *store.Grant, seq uint64, n int) *protocol.TelemetryBatch {
@@ -214,7 +216,7 @@ func crashBetweenConsumeAndCommit(t *testing.T, commit, first int) {
 		n, _ := e.st.CountSamples(ctx, e.run.Run.ID)
 		return n == batches*per
 	})
-	time.Sleep(1500 * time.Millisecond) // past AckWait: no late duplicates appear
+	testenv.WaitAcked(t, e.ns, 20*time.Second) // nothing left to redeliver: no late duplicates can appear
 	if n, _ := e.st.CountSamples(ctx, e.run.Run.ID); n != batches*per {
 		t.Fatalf("%d samples, want %d", n, batches*per)
 	}

@@ -171,7 +171,7 @@ func testForeignData(t *testing.T, runOnly bool) {
 		}
 		return err
 	})
-	time.Sleep(300 * time.Millisecond) // anything else in flight
+	testenv.WaitAcked(t, ns, 15*time.Second) // nothing else is in flight
 	if n, _ := st.CountSamples(ctx, run); n != 5 {
 		t.Fatalf("%d samples stored, want only B's 5", n)
 	}
