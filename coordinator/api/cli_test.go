@@ -99,19 +99,18 @@ func TestCLIAgainstRealCoordinatorAPI(t *testing.T) {
 		}
 	}
 	buildstest.Register(t, st, "b-ok", "b-fail", "b-reg")
-	// agent moves every queued run of build to running and then to final.
-	agent := func(build, final string) {
-		deadline := time.Now().Add(20 * time.Second)
-		for time.Now().Before(deadline) {
-			var n int
-			st.Pool().QueryRow(ctx, `SELECT count(*) FROM runs WHERE build = $1`, build).Scan(&n)
-			if n > 0 {
-				break
-			}
-			time.Sleep(20 * time.Millisecond)
+	// agent moves the runs of build to running once the CLI has printed
+	// them, and to final once the CLI has shown one running.
+	agent := func(t *testing.T, o *cliOutput, build, final string) {
+		if err := o.waitFor("run(s) of smoke for build "+build, 20*time.Second); err != nil {
+			t.Error(err)
+			return
 		}
 		st.Pool().Exec(ctx, `UPDATE runs SET state = 'running', device_id = target_device_id, progress = 0.5, progress_message = 'config 1/2' WHERE build = $1`, build)
-		time.Sleep(150 * time.Millisecond)
+		if err := o.waitFor("running on p", 20*time.Second); err != nil {
+			t.Error(err)
+			return
+		}
 		st.Pool().Exec(ctx, `UPDATE runs SET state = $2, progress = 1, finished_at = now() WHERE build = $1`, build, final)
 	}
 	tests := []struct {
@@ -130,10 +129,13 @@ func TestCLIAgainstRealCoordinatorAPI(t *testing.T) {
 				st.Pool().Exec(ctx, `INSERT INTO alert_groups (suite, lineage, seq, build, scope, summary, regression)
 					VALUES ('smoke', 'main', 1, $1, 'global', 'decode_tps -12% on every device', true)`, tc.build)
 			}
-			go agent(tc.build, tc.final)
+			o := newCLIOutput()
+			agentDone := make(chan struct{})
+			go func() { agent(t, o, tc.build, tc.final); close(agentDone) }()
 			junit, summary := filepath.Join(t.TempDir(), "junit.xml"), filepath.Join(t.TempDir(), "summary.md")
-			code, out, errOut := lesfarm(t, append([]string{"run", "--suite", "smoke", "--devices", "platform=android,model=Pixel 8",
+			code, out, errOut := lesfarmWatched(o, append([]string{"run", "--suite", "smoke", "--devices", "platform=android,model=Pixel 8",
 				"--fanout", "--build", tc.build, "--wait", "--alert-grace", "0s", "--timeout", "30s", "--junit", junit, "--summary", summary, "--json=" + fmt.Sprint(tc.alert)}, server...)...)
+			<-agentDone
 			if code != tc.code || !strings.Contains(out+errOut, tc.want) {
 				t.Fatalf("exit %d (want %d)\nstdout:\n%s\nstderr:\n%s", code, tc.code, out, errOut)
 			}

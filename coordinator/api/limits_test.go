@@ -129,7 +129,10 @@ func TestFrozenDatabaseBoundsAndShedsRequests(t *testing.T) {
 func TestWaitOutlivesWriteTimeout(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	h, _, err := New(Deps{Store: e.st, Logger: slog.New(slog.DiscardHandler), WaitPoll: 50 * time.Millisecond})
+	created := make(chan struct{})
+	var once sync.Once
+	h, _, err := New(Deps{Store: e.st, Logger: slog.New(slog.DiscardHandler), WaitPoll: 50 * time.Millisecond,
+		RunsCreated: func() { once.Do(func() { close(created) }) }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,15 +142,17 @@ func TestWaitOutlivesWriteTimeout(t *testing.T) {
 	t.Cleanup(srv.Close)
 	buildstest.Register(t, e.st, "slow-wait")
 	go func() {
-		// Finish the run well past the write timeout.
-		for start := time.Now(); time.Since(start) < 10*time.Second; time.Sleep(20 * time.Millisecond) {
-			runs, err := e.st.ListRuns(context.Background(), &store.ListRunsParams{Build: "slow-wait"})
-			if err == nil && len(runs) == 1 {
-				time.Sleep(500 * time.Millisecond)
-				_, _ = e.st.CancelRun(context.Background(), runs[0].ID, "test")
-				return
-			}
+		<-created
+		// Finish the run well past the write timeout. No event marks the
+		// server's write deadline passing: it is a clock, and outliving
+		// it is what this test is about.
+		time.Sleep(500 * time.Millisecond)
+		runs, err := e.st.ListRuns(context.Background(), &store.ListRunsParams{Build: "slow-wait"})
+		if err != nil || len(runs) != 1 {
+			t.Errorf("runs %+v, %v: want the waited one", runs, err)
+			return
 		}
+		_, _ = e.st.CancelRun(context.Background(), runs[0].ID, "test")
 	}()
 	req, _ := http.NewRequest("POST", srv.URL+"/v1/runs?wait=true&wait_timeout=20", strings.NewReader(`{"suite":"smoke","build":"slow-wait"}`))
 	req.Header.Set("Authorization", "Bearer "+e.token)

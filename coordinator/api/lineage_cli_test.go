@@ -47,19 +47,22 @@ func TestCLIRunLineage(t *testing.T) {
 		VALUES ('smoke', 'main', 1, 'rc-1', 'global', 'decode_tps -12% on every device', true)`); err != nil {
 		t.Fatal(err)
 	}
-	go func() { // the agent: finish every run of build rc-1
-		deadline := time.Now().Add(20 * time.Second)
-		for time.Now().Before(deadline) {
-			tag, _ := st.Pool().Exec(ctx, `UPDATE runs SET state = 'succeeded', device_id = 'p1', progress = 1, finished_at = now()
-				WHERE build = 'rc-1' AND state = 'queued'`)
-			if tag.RowsAffected() > 0 {
-				return
-			}
-			time.Sleep(20 * time.Millisecond)
+	o := newCLIOutput()
+	agentDone := make(chan struct{})
+	go func() { // the agent: finish every run of build rc-1 once the CLI has them
+		defer close(agentDone)
+		if err := o.waitFor("run(s) of smoke for build rc-1", 20*time.Second); err != nil {
+			t.Error(err)
+			return
+		}
+		if tag, err := st.Pool().Exec(ctx, `UPDATE runs SET state = 'succeeded', device_id = 'p1', progress = 1, finished_at = now()
+				WHERE build = 'rc-1' AND state = 'queued'`); err != nil || tag.RowsAffected() == 0 {
+			t.Errorf("finishing the runs: %v, %d rows", err, tag.RowsAffected())
 		}
 	}()
-	code, out, errOut := lesfarm(t, append([]string{"run", "--suite", "smoke", "--build", "rc-1", "--lineage", "release-1",
+	code, out, errOut := lesfarmWatched(o, append([]string{"run", "--suite", "smoke", "--build", "rc-1", "--lineage", "release-1",
 		"--wait", "--alert-grace", "0s", "--timeout", "30s"}, server...)...)
+	<-agentDone
 	if code != 0 || !strings.Contains(out, "(lineage release-1)") || !strings.Contains(out, "ok: all runs succeeded") {
 		t.Fatalf("run --lineage release-1: exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
 	}

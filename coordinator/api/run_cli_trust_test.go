@@ -53,19 +53,22 @@ func TestRunCLISaysWhy(t *testing.T) {
 	}
 	buildstest.Register(t, st, "b-none")
 	const why = "no valid measurement: all 2 configs are invalid or failed (resident: prompt and decode exceed the context)"
-	go func() { // the coordinator's verdict on the run, as ingest leaves it
-		deadline := time.Now().Add(20 * time.Second)
-		for time.Now().Before(deadline) {
-			tag, _ := st.Pool().Exec(ctx, `UPDATE runs SET state = 'failed', device_id = 'p1', error = $2, finished_at = now() WHERE build = $1`, "b-none", why)
-			if tag.RowsAffected() > 0 {
-				return
-			}
-			time.Sleep(20 * time.Millisecond)
+	o := newCLIOutput()
+	verdict := make(chan struct{})
+	go func() { // the coordinator's verdict on the run, as ingest leaves it, once the CLI has it
+		defer close(verdict)
+		if err := o.waitFor("run(s) of smoke for build b-none", 20*time.Second); err != nil {
+			t.Error(err)
+			return
+		}
+		if tag, err := st.Pool().Exec(ctx, `UPDATE runs SET state = 'failed', device_id = 'p1', error = $2, finished_at = now() WHERE build = $1`, "b-none", why); err != nil || tag.RowsAffected() == 0 {
+			t.Errorf("failing the run: %v, %d rows", err, tag.RowsAffected())
 		}
 	}()
 	summary, junit := filepath.Join(t.TempDir(), "summary.md"), filepath.Join(t.TempDir(), "junit.xml")
-	code, out, errOut = lesfarm(t, append([]string{"run", "--suite", "smoke", "--build", "b-none", "--wait", "--alert-grace", "0s", "--timeout", "30s",
+	code, out, errOut = lesfarmWatched(o, append([]string{"run", "--suite", "smoke", "--build", "b-none", "--wait", "--alert-grace", "0s", "--timeout", "30s",
 		"--summary", summary, "--junit", junit}, server...)...)
+	<-verdict
 	if code != 1 || !strings.Contains(errOut, why) {
 		t.Fatalf("exit %d (want 1), stderr should say why:\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
 	}

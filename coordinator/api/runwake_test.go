@@ -85,7 +85,8 @@ func nextEvent(t testing.TB, events <-chan string, want string, d time.Duration)
 
 func TestTriggerWaitWakesOnNotification(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, withRunListener(t, 10*time.Second))
+	var listener *store.RunListener
+	e := newEnv(t, withRunListener(t, 10*time.Second), func(d *Deps) { listener = d.RunListener })
 	addDevice(t, e.st, "p1", "android", "Pixel 8", nil)
 	buildstest.Register(t, e.st, "bw")
 	type result struct {
@@ -109,19 +110,24 @@ func TestTriggerWaitWakesOnNotification(t *testing.T) {
 	}()
 	ctx := context.Background()
 	var runID int64
-	for start := time.Now(); runID == 0; time.Sleep(10 * time.Millisecond) {
+	testenv.Eventually(t, 10*time.Second, 10*time.Millisecond, func() error {
 		runs, err := e.st.ListRuns(ctx, &store.ListRunsParams{Build: "bw", Limit: 1})
-		if err != nil {
-			t.Fatal(err)
+		if err == nil && len(runs) != 1 {
+			return fmt.Errorf("the waiting trigger created no run")
 		}
-		if len(runs) == 1 {
+		if err == nil {
 			runID = runs[0].ID
 		}
-		if time.Since(start) > 10*time.Second {
-			t.Fatal("the waiting trigger created no run")
+		return err
+	})
+	// The waiter subscribes to its runs before its first read: once it
+	// follows the run, the change below reaches it as a notification.
+	testenv.Eventually(t, 10*time.Second, 5*time.Millisecond, func() error {
+		if n := listener.Subscribers(runID); n != 1 {
+			return fmt.Errorf("%d waiters follow run %d, want 1", n, runID)
 		}
-	}
-	time.Sleep(200 * time.Millisecond) // the waiter is past its first read
+		return nil
+	})
 	if _, err := e.st.CancelRun(ctx, runID, "test"); err != nil {
 		t.Fatal(err)
 	}
@@ -163,8 +169,8 @@ func TestEventsWakeOnAnotherCoordinatorsChange(t *testing.T) {
 	events := sseEvents(t, fmt.Sprintf("%s/v1/runs/events?run=%d", e.srv.URL, id))
 	nextEvent(t, events, `"state":"queued"`, 5*time.Second)
 
-	// Progress shows up promptly too.
-	time.Sleep(50 * time.Millisecond)
+	// Progress shows up promptly too. The stream subscribed before the
+	// read that sent "queued", so no notification can slip past it.
 	changed := time.Now()
 	if _, err := other.Pool().Exec(ctx, `UPDATE runs SET progress = 0.5, progress_message = 'warming up' WHERE id = $1`, id); err != nil {
 		t.Fatal(err)
@@ -262,7 +268,8 @@ func BenchmarkRunWakeLatency(b *testing.B) {
 			b.ReportAllocs()
 			for i := 0; b.Loop(); i++ {
 				// Changes land at a random point of the poll period, as
-				// real ones do (not in lockstep with the poll).
+				// real ones do (not in lockstep with the poll). No event
+				// here: the random pause is the workload itself.
 				b.StopTimer()
 				time.Sleep(rand.N(500 * time.Millisecond))
 				b.StartTimer()

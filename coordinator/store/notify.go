@@ -319,6 +319,14 @@ func (l *RunListener) Subscribe(ids []int64) *RunSubscription {
 	return s
 }
 
+// Subscribers returns how many open subscriptions follow run id: a test
+// waits on it to know a waiter listens before it changes the run.
+func (l *RunListener) Subscribers(id int64) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.byRun[id])
+}
+
 // C fires (coalesced) after a change of one of the subscription's runs.
 // It is nil for a nil subscription.
 func (s *RunSubscription) C() <-chan struct{} {
