@@ -226,14 +226,21 @@ func TestCachedFileCorruptedOnDiskIsRefetched(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.Release()
-	// Flip a byte in place (same size, new mtime).
-	time.Sleep(10 * time.Millisecond)
+	// Flip a byte in place (same size, new mtime: set explicitly, since a
+	// coarse file system clock may give the write the old one).
+	info, err := os.Stat(h.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
 	f, err := os.OpenFile(h.Path, os.O_WRONLY, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	f.WriteAt([]byte{content[10] ^ 0xff}, 10)
 	f.Close()
+	if err := os.Chtimes(h.Path, time.Time{}, info.ModTime().Add(time.Second)); err != nil {
+		t.Fatal(err)
+	}
 	h2, err := c.Get(context.Background(), spec, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -268,12 +275,11 @@ func TestLRUEvictionAndPins(t *testing.T) {
 		}
 		return h
 	}
+	// Each use stamps the entry with the monotonic clock, so uses in
+	// sequence are ordered.
 	get(0).Release()
-	time.Sleep(2 * time.Millisecond)
 	get(1).Release()
-	time.Sleep(2 * time.Millisecond)
 	get(0).Release() // 0 is now more recent than 1
-	time.Sleep(2 * time.Millisecond)
 	get(2).Release() // evicts 1, the least recently used
 	if !c.Has(specs[0].SHA256) || c.Has(specs[1].SHA256) || !c.Has(specs[2].SHA256) {
 		t.Fatalf("after eviction: has0=%v has1=%v has2=%v", c.Has(specs[0].SHA256), c.Has(specs[1].SHA256), c.Has(specs[2].SHA256))

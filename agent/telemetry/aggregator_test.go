@@ -1,10 +1,12 @@
 package telemetry
 
 import (
+	"errors"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/lesfarm/lesfarm/internal/testenv"
 	"github.com/lesfarm/lesfarm/protocol"
 	"github.com/lesfarm/lesfarm/runtime/trace"
 )
@@ -83,18 +85,23 @@ func TestAggregatorFlushesOnTimer(t *testing.T) {
 	defer a.Close()
 	step(a, 0, 2)
 	step(a, 1, 2)
-	deadline := time.Now().Add(2 * time.Second)
-	for len(c.get()) == 0 && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-	}
+	testenv.Eventually(t, 2*time.Second, 5*time.Millisecond, func() error {
+		if len(c.get()) == 0 {
+			return errors.New("no batch flushed after the interval")
+		}
+		return nil
+	})
 	bs := c.get()
 	if len(bs) != 1 || len(bs[0].Samples) != 2 {
 		t.Fatalf("after the interval: %d batches", len(bs))
 	}
 	a.Progress(protocol.Progress{Phase: "download", Done: 5, Total: 10})
-	for len(c.get()) == 1 && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-	}
+	testenv.Eventually(t, 2*time.Second, 5*time.Millisecond, func() error {
+		if len(c.get()) == 1 {
+			return errors.New("no progress batch flushed after the interval")
+		}
+		return nil
+	})
 	bs = c.get()
 	if len(bs) != 2 || bs[1].Progress == nil || bs[1].Progress.Done != 5 || bs[1].Seq != 1 {
 		t.Fatalf("progress batch missing: %d batches", len(bs))

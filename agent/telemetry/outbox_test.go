@@ -58,13 +58,11 @@ func TestOutboxSurvivesNATSRestart(t *testing.T) {
 	}
 	for i := range 100 {
 		send(i)
-		time.Sleep(time.Millisecond)
 	}
 	srv.Shutdown()
 	srv.WaitForShutdown()
 	for i := 100; i < 200; i++ {
 		send(i)
-		time.Sleep(time.Millisecond)
 	}
 	// Once the pending publish times out, records spill to disk.
 	testenv.Eventually(t, 5*time.Second, 10*time.Millisecond, func() error {
