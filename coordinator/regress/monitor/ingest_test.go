@@ -140,7 +140,7 @@ func TestThroughIngest(t *testing.T) {
 		}
 	}
 	waitFor(t, func() bool { _, ok := h.counts(); return ok >= 1 })
-	time.Sleep(200 * time.Millisecond)
+	waitSettled(t, st)
 	if n, ok := h.counts(); n != 1 || ok != 1 {
 		t.Fatalf("webhook received %d requests (%d ok), want exactly 1", n, ok)
 	}

@@ -190,7 +190,7 @@ func TestPlantedRegressionOnOneDevice(t *testing.T) {
 
 	// The webhook arrives once, signed, and stays at one.
 	waitFor(t, func() bool { _, ok := h.counts(); return ok >= 1 })
-	time.Sleep(200 * time.Millisecond)
+	waitSettled(t, st)
 	if n, ok := h.counts(); n != 1 || ok != 1 {
 		t.Fatalf("webhook received %d requests (%d ok), want exactly 1", n, ok)
 	}
@@ -267,7 +267,7 @@ func TestGlobalRegressionAndWebhookRetry(t *testing.T) {
 		t.Fatalf("groups %+v, %v: want one global group", groups, err)
 	}
 	waitFor(t, func() bool { _, ok := h.counts(); return ok >= 1 })
-	time.Sleep(200 * time.Millisecond)
+	waitSettled(t, st)
 	n, ok := h.counts()
 	if n != 3 || ok != 1 {
 		t.Fatalf("webhook: %d requests, %d ok; want 3 and 1", n, ok)
@@ -330,7 +330,11 @@ func TestConfirmationRerun(t *testing.T) {
 		t.Fatalf("reruns %+v", reruns)
 	}
 	mu.Unlock()
-	time.Sleep(150 * time.Millisecond)
+	// Nothing is queued to send until the rerun confirms: no delivery row.
+	var queued int
+	if err := st.Pool().QueryRow(ctx, `SELECT count(*) FROM webhook_deliveries`).Scan(&queued); err != nil || queued != 0 {
+		t.Fatalf("%d webhook deliveries queued before confirmation (%v)", queued, err)
+	}
 	if n, _ := h.counts(); n != 0 {
 		t.Fatalf("webhook sent %d times before confirmation", n)
 	}
@@ -345,6 +349,20 @@ func TestConfirmationRerun(t *testing.T) {
 		t.Fatalf("confirmation %q after the rerun", g.Confirmation)
 	}
 	waitFor(t, func() bool { _, ok := h.counts(); return ok == 1 })
+}
+
+// waitSettled waits until no webhook delivery is pending: each was
+// delivered or failed for good, so no send can follow (the deliverer only
+// claims pending ones). A count of requests read afterwards is final.
+func waitSettled(t *testing.T, st *store.Store) {
+	t.Helper()
+	testenv.Eventually(t, 10*time.Second, 10*time.Millisecond, func() error {
+		var pending int
+		if err := st.Pool().QueryRow(context.Background(), `SELECT count(*) FROM webhook_deliveries WHERE status = 'pending'`).Scan(&pending); err != nil || pending == 0 {
+			return err
+		}
+		return fmt.Errorf("%d webhook deliveries pending", pending)
+	})
 }
 
 func waitFor(t *testing.T, cond func() bool) {
