@@ -6,6 +6,18 @@ import (
 	"time"
 )
 
+// until waits for cond, yielding the processor between checks (the
+// workers' state is the event; runtime tests stay on the standard
+// library), and fails the test after d.
+func until(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(d); !cond(); runtime.Gosched() {
+		if time.Now().After(deadline) {
+			t.Fatalf("not within %s: %s", d, what)
+		}
+	}
+}
+
 // TestPoolSpinAndPark dispatches jobs back to back (workers spinning) and
 // after pauses longer than spinFor (workers parked): every item is done
 // exactly once, and Close ends the workers.
@@ -14,8 +26,15 @@ func TestPoolSpinAndPark(t *testing.T) {
 	p := NewPool(4)
 	counts := make([]int32, 1000)
 	for round := range 60 {
-		if round%10 == 9 {
-			time.Sleep(3 * spinFor)
+		if round%10 == 9 { // every worker parked: the job must wake them
+			until(t, 5*time.Second, "every worker parked", func() bool {
+				for _, w := range p.workers {
+					if !w.sleeping.Load() {
+						return false
+					}
+				}
+				return true
+			})
 		}
 		n := 1 + round*16
 		p.parallel(n, func(lo, hi int) {
@@ -31,13 +50,7 @@ func TestPoolSpinAndPark(t *testing.T) {
 	}
 	p.Close()
 	p.Close()
-	deadline := time.Now().Add(5 * time.Second)
-	for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
-	}
-	if g := runtime.NumGoroutine(); g > before {
-		t.Fatalf("%d goroutines after Close, %d before NewPool", g, before)
-	}
+	until(t, 5*time.Second, "the workers ended after Close", func() bool { return runtime.NumGoroutine() <= before })
 	// A closed pool still computes, single-threaded.
 	sum := 0
 	p.parallel(10, func(lo, hi int) { sum += hi - lo })
