@@ -58,6 +58,19 @@ function changedAt(a) {
   return 'after ' + (a.last_good_build || 'seq ' + a.last_good_seq) + ', by ' + bad;
 }
 
+// devicesList renders the devices an alert rests on (GET /v1/alerts/{id}):
+// each with its points before / from the change and its own change, those
+// that carry the alert's change marked; null without any.
+function devicesList(a) {
+  const ds = a.devices || [];
+  if (!ds.length) return null;
+  return h('ul', { class: 'attribution alert-devices' }, ds.map((d) => h('li', { 'data-device': d.device_id || '', class: d.carries ? 'carries' : 'dissents' },
+    h('span', { class: 'mono' }, d.device_id || '(unknown device)'), ' ',
+    h('span', { class: 'muted num', title: 'its points before / from the change' }, (d.before || 0) + '/' + (d.after || 0)), ' ',
+    d.after ? h('span', { class: ['num', d.carries ? (a.direction === 'regression' ? 'bad' : 'good') : ''] }, fmtPct(d.relative_change)) : h('span', { class: 'muted' }, 'no point after'),
+    d.after ? h('span', { class: 'muted' }, d.carries ? ' carries it' : ' does not show it') : null)));
+}
+
 // alertsTable renders the alerts of a group (from GET /v1/alerts/{id}).
 function alertsTable(g) {
   const alerts = (g.alerts || []).slice().sort((a, b) => {
@@ -72,9 +85,11 @@ function alertsTable(g) {
       h('th', { class: 'r' }, 'Change'), h('th', { class: 'r' }, 'Confidence'), h('th', { class: 'r', title: 'results before / after the change' }, 'n before / after'), h('th', {}, ''))),
     h('tbody', {}, alerts.map((a) => {
       const attr = attributionList(a);
+      const devs = devicesList(a);
+      const one = a.carried_by_one_device ? badge('one device', 'warn one-device', 'one device alone shows this change while other devices of the model with points after it do not: an enrolled device can report wrong numbers, so check that device before acting') : null;
       return [
         h('tr', { 'data-alert-id': a.id, class: attr ? 'has-attr' : '' },
-          h('td', {}, metricLabel(a.series.metric, false)),
+          h('td', {}, metricLabel(a.series.metric, false), one ? [' ', one] : null),
           h('td', {}, seriesText(a.series)),
           h('td', { class: 'mono small' }, a.series.config || '—'),
           h('td', { class: 'small changed-at', title: 'change placed at seq ' + a.seq }, changedAt(a)),
@@ -84,6 +99,7 @@ function alertsTable(g) {
           h('td', { class: 'r num', title: 'results before / after the change' }, (a.before_n || 0) + ' / ' + (a.after_n || 0)),
           h('td', {}, h('a', { href: seriesLink(g, a) }, 'chart'))),
         attr ? h('tr', { class: 'attr-row' }, h('td', {}, ''), h('td', { colspan: 8 }, h('span', { class: 'muted' }, 'moved with it: '), attr)) : null,
+        devs ? h('tr', { class: 'attr-row devices-row', 'data-alert-devices': a.id }, h('td', {}, ''), h('td', { colspan: 8 }, h('span', { class: 'muted' }, 'devices: '), devs)) : null,
       ];
     })));
 }
