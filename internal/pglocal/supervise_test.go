@@ -3,6 +3,7 @@ package pglocal_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -14,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/lesfarm/lesfarm/internal/pglocal"
+	"github.com/lesfarm/lesfarm/internal/testenv"
 )
 
 // startFast starts a throwaway cluster for a supervision test.
@@ -38,16 +40,16 @@ func startFast(t *testing.T, ctx context.Context) *pglocal.Server {
 	return srv
 }
 
-// waitUntil polls cond every 50ms until it holds or d passes.
+// waitUntil waits until cond holds (testenv.Eventually, every 50ms),
+// failing after d.
 func waitUntil(t *testing.T, d time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", d, what)
+	testenv.Eventually(t, d, 50*time.Millisecond, func() error {
+		if !cond() {
+			return fmt.Errorf("waiting for %s", what)
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // answers reports whether srv accepts a connection.
