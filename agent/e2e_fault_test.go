@@ -121,7 +121,9 @@ func TestE2EPostgresFrozenMidRun(t *testing.T) {
 		pg.Thaw()
 		t.Fatalf("/readyz with Postgres frozen: %d after %v, want 503 within the 2 s probe timeout", code, time.Since(frozen))
 	}
-	time.Sleep(time.Until(frozen.Add(20 * time.Second))) // the outage itself
+	// The outage itself: its length is the scenario (past lease and
+	// heartbeat TTLs), so no event can stand in for the clock here.
+	time.Sleep(time.Until(frozen.Add(20 * time.Second)))
 	pg.Thaw()
 	done := f.waitRun(t, id, store.RunSucceeded, 2*time.Minute)
 	if done.Attempts != 1 || done.Token != first.Token {

@@ -319,7 +319,9 @@ func TestE2EUnknownArchitectureRefusedBeforeDownload(t *testing.T) {
 		t.Fatalf("run after the refusal: state %s attempts %d error %q; want queued, 0 attempts, the reason", r.State, r.Attempts, r.Error)
 	}
 	// Many dispatch rounds later (and past the requeue backoff) the run
-	// has not been offered to the same device again.
+	// has not been offered to the same device again. No event marks an
+	// offer that did not happen, and the dispatcher counts no rounds: the
+	// claim is about a span, so the test watches one.
 	time.Sleep(2500 * time.Millisecond)
 	if ls := f.leases(t, id); len(ls) != 1 {
 		t.Fatalf("run re-offered to the device that refused it: leases %+v", ls)
