@@ -117,7 +117,7 @@ func dotQ4KQ8KVecsAsm(w []byte, rows int, y []blockQ8K, nv int, dst []float32, s
 		wp, yp, dp := &w[0], &y[v*nb], &dst[v*stride]
 		switch k {
 		case 1:
-			q4kVecs1AVX2(wp, rows, yp, nb, ys, dp, stride)
+			q4kVecs1(w, rows, y[v*nb:], nb, ys, dst[v*stride:], stride)
 			continue
 		case 2:
 			q4kVecs2AVX2(wp, rows, yp, nb, ys, dp, stride)
