@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -193,13 +194,14 @@ func TestREADME(t *testing.T) {
 func stopGroup(t *testing.T, pgid int) {
 	t.Helper()
 	_ = syscall.Kill(-pgid, syscall.SIGTERM)
-	deadline := time.Now().Add(20 * time.Second)
-	for syscall.Kill(-pgid, 0) == nil {
-		if time.Now().After(deadline) {
-			t.Logf("README's background processes ignored SIGTERM for 20 s: killed")
-			_ = syscall.Kill(-pgid, syscall.SIGKILL)
-			return
+	err := testenv.Until(20*time.Second, 50*time.Millisecond, func() error {
+		if syscall.Kill(-pgid, 0) == nil {
+			return errors.New("README's background processes ignored SIGTERM for 20 s: killed")
 		}
-		time.Sleep(50 * time.Millisecond)
+		return nil
+	})
+	if err != nil {
+		t.Log(err)
+		_ = syscall.Kill(-pgid, syscall.SIGKILL)
 	}
 }

@@ -18,6 +18,13 @@ func Eventually(t testing.TB, total, every time.Duration, check func() error) {
 	}
 }
 
+// Until is Eventually for a caller that acts on a timeout itself (such as
+// killing what did not stop): it returns nil once check does, or check's
+// last error once total has passed.
+func Until(total, every time.Duration, check func() error) error {
+	return eventually(total, every, check)
+}
+
 func eventually(total, every time.Duration, check func() error) error {
 	deadline := time.Now().Add(total)
 	for {

@@ -26,4 +26,10 @@ func TestEventually(t *testing.T) {
 	if d := time.Since(start); d < 50*time.Millisecond || d > 2*time.Second {
 		t.Fatalf("gave up after %s, want about 50ms", d)
 	}
+	if err := Until(20*time.Millisecond, 5*time.Millisecond, func() error { return errors.New("still there") }); err == nil || err.Error() != "still there" {
+		t.Fatalf("Until = %v, want the check's last error", err)
+	}
+	if err := Until(time.Second, time.Millisecond, func() error { return nil }); err != nil {
+		t.Fatalf("Until = %v, want nil", err)
+	}
 }
