@@ -42,6 +42,10 @@
 // series, nulls and drifts without a step), judged once and scored with
 // placement: a change counts only within one point of the step, further
 // off it is a false alert and a miss; every rate has its Wilson bound,
-// and PlacedConfig.HeldOut draws a held-out run. Each change point carries
-// its location range (locate.go).
+// and PlacedConfig.HeldOut draws a held-out run. It also measures what
+// limits settled recall on the series it scores (placed_ceiling.go):
+// misses unfound or misplaced, steps not significant at their true place
+// at the detector's level, and the Bayes rule's placement knowing all but
+// the place (a ceiling). Each change point carries its location range
+// (locate.go).
 package regress
