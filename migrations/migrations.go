@@ -15,8 +15,8 @@
 // counts, 00060 A/B comparisons, 00061 alert location ranges, 00062 token
 // scopes and the egress allow-list, 00063 device sessions (one connection
 // per device), 00064 bisections, 00065 devices' build since, 00066
-// bisection webhooks. Numbers are reserved per stream of work, so gaps are
-// expected. Migrations written in parallel may merge out of order; they
+// bisection webhooks, 00067 automatic bisection per schedule. Numbers are
+// reserved per stream of work, so gaps are expected. Migrations written in parallel may merge out of order; they
 // are applied when they appear (see New).
 package migrations
 

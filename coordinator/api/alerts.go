@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"net/http"
 	"time"
@@ -96,6 +97,9 @@ func (h *alertHandler) RegisterGet(api huma.API) {
 		}
 		out := alertGroupPtr(g)
 		if out.Bisection, err = groupBisection(ctx, h.st, g.ID); err != nil {
+			return nil, storeErr(ctx, h.log, "bisection", err)
+		}
+		if out.AutoBisect, _, err = h.st.AutoBisectOutcome(ctx, g.ID); err != nil && !errors.Is(err, store.ErrNotFound) {
 			return nil, storeErr(ctx, h.log, "bisection", err)
 		}
 		return &alertGroupOutput{Body: out}, nil

@@ -37,6 +37,12 @@ func bisectDevice(t *testing.T, st *store.Store, id string) {
 // config of its job, decode(build) tok/s; nil when dev has no run.
 func bisectRun(t *testing.T, st *store.Store, dev string, decode func(build string) float64) *store.Run {
 	t.Helper()
+	return completeNextRun(t, st, dev, -100, decode)
+}
+
+// completeNextRun is bisectRun for runs of priority want.
+func completeNextRun(t *testing.T, st *store.Store, dev string, want int, decode func(build string) float64) *store.Run {
+	t.Helper()
 	ctx := context.Background()
 	cands, err := st.Candidates(ctx, &store.CandidatesParams{Device: &store.PlacementDevice{ID: dev, Platform: "linux",
 		DeviceModel: "emulated:phone-mid", RAMBytes: 8 << 30, ExecPlatform: "linux/amd64"}})
@@ -53,8 +59,8 @@ func bisectRun(t *testing.T, st *store.Store, dev string, decode func(build stri
 	if err := st.AckAssignment(ctx, g.Run.ID, g.Token); err != nil { // the agent starts it
 		t.Fatal(err)
 	}
-	if g.Run.Priority != -100 {
-		t.Fatalf("run %d of build %s has priority %d, want the bisection's -100 (below nightly work)", g.Run.ID, g.Run.Build, g.Run.Priority)
+	if g.Run.Priority != want {
+		t.Fatalf("run %d of build %s has priority %d, want %d (a bisection's -100 is below nightly work)", g.Run.ID, g.Run.Build, g.Run.Priority, want)
 	}
 	j, err := st.GetJob(ctx, g.Run.JobID)
 	if err != nil {

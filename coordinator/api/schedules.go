@@ -1,6 +1,7 @@
 package api
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -37,6 +38,7 @@ type ScheduleBody struct {
 	Override       json.RawMessage `json:"override,omitempty" doc:"Config override applied to every triggered job (same fields as a run trigger's override)."`
 	Priority       int             `json:"priority,omitempty" minimum:"-1000" maximum:"1000" example:"0" doc:"Priority of the triggered runs; higher runs first."`
 	Enabled        *bool           `json:"enabled,omitempty" example:"true" doc:"Disabled schedules do not fire (default true)."`
+	Bisect         string          `json:"bisect,omitempty" enum:"off,auto" example:"auto" doc:"auto: when the schedule's runs raise a regression alert group, the coordinator starts one bisection of it by itself, at a priority below nightly work (docs/bisect.md); off (default): bisect by hand."`
 	Catchup        *jobs.Duration  `json:"catchup,omitempty" example:"1h" doc:"Missed-occurrence window, 0 to 168h (default 1h): after downtime, the most recent missed occurrence fires if it is at most this old; older ones are skipped. A Go duration string (\"90m\"; a bare number such as \"5400\" is read as seconds)."`
 	CatchupSeconds *int            `json:"catchup_seconds,omitempty" minimum:"0" maximum:"604800" deprecated:"true" example:"3600" doc:"Deprecated: use catchup. The missed-occurrence window in seconds; ignored when catchup is given."`
 }
@@ -56,7 +58,7 @@ func (b *ScheduleBody) toStore(ctx context.Context, st *store.Store, now time.Ti
 	}
 	sc := &store.Schedule{
 		Name: b.Name, Cron: b.Cron, Timezone: b.Timezone, Suite: b.Suite, Build: b.Build, GitSHA: b.GitSHA, Lineage: b.Lineage,
-		Priority: b.Priority, Enabled: true, CatchupSeconds: 3600, NextFireAt: expr.Next(now),
+		Priority: b.Priority, Enabled: true, CatchupSeconds: 3600, NextFireAt: expr.Next(now), Bisect: cmp.Or(b.Bisect, store.BisectOff),
 	}
 	if sc.Timezone == "" {
 		sc.Timezone = "UTC"

@@ -185,6 +185,8 @@ type AlertGroup struct {
 	Alerts       []Alert   `json:"alerts,omitempty" doc:"Its alerts (GET /v1/alerts/{id} only)."`
 	// Bisection is filled by GET /v1/alerts/{id} (bisect.go).
 	Bisection *BisectionBrief `json:"bisection,omitempty" doc:"Its newest bisection (POST /v1/alerts/{id}/bisect), GET /v1/alerts/{id} only."`
+	// AutoBisect is filled by GET /v1/alerts/{id} (bisect.go).
+	AutoBisect string `json:"auto_bisect,omitempty" doc:"What became of its automatic bisection (a schedule with bisect auto raised it): started, or why it was refused or waits; GET /v1/alerts/{id} only." example:"started bisection 7"`
 }
 
 func alertGroupFromStore(g *store.AlertGroup) AlertGroup {

@@ -40,6 +40,7 @@ type Schedule struct {
 	ConfigOverride json.RawMessage `json:"config_override,omitempty" doc:"Config override applied to every triggered job (same fields as a run trigger's override)."`
 	Priority       int             `json:"priority" doc:"Priority of the triggered runs." example:"0"`
 	Enabled        bool            `json:"enabled" doc:"Disabled schedules do not fire." example:"true"`
+	Bisect         string          `json:"bisect" enum:"off,auto" doc:"auto: a regression alert group its runs raise gets a bisection started automatically (one per group, below nightly work; docs/bisect.md)." example:"auto"`
 	Catchup        jobs.Duration   `json:"catchup" doc:"Missed-occurrence window, as a Go duration string: after downtime, the most recent missed occurrence fires if it is at most this old." example:"1h0m0s"`
 	NextFireAt     time.Time       `json:"next_fire_at" doc:"Next occurrence." example:"2026-12-02T02:00:00Z"`
 	LastFiredAt    *time.Time      `json:"last_fired_at,omitempty" doc:"Last occurrence that fired." example:"2026-12-01T02:00:00Z"`
@@ -55,7 +56,7 @@ func scheduleFromStore(s *store.Schedule) Schedule {
 	return Schedule{
 		ID: s.ID, Name: s.Name, Cron: s.Cron, Timezone: s.Timezone, Suite: s.Suite, Build: s.Build, GitSHA: s.GitSHA,
 		Lineage: s.Lineage, DeviceSelector: sel, ConfigOverride: s.ConfigOverride, Priority: s.Priority,
-		Enabled: s.Enabled, Catchup: jobs.Duration(time.Duration(s.CatchupSeconds) * time.Second), NextFireAt: s.NextFireAt,
+		Enabled: s.Enabled, Bisect: s.Bisect, Catchup: jobs.Duration(time.Duration(s.CatchupSeconds) * time.Second), NextFireAt: s.NextFireAt,
 		LastFiredAt: s.LastFiredAt, CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt,
 	}
 }

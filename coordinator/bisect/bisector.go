@@ -47,6 +47,13 @@ type Config struct {
 	// Budget is a bisection's device time when the request names none
 	// (default DefaultBudget).
 	Budget time.Duration
+	// AutoPoll is how often the loop looks for alert groups due an
+	// automatic bisection (schedules with bisect "auto"; default
+	// DefaultAutoPoll); AutoMaxAge bounds the age of the groups it
+	// considers (default DefaultAutoMaxAge); AutoRetry is when a group
+	// refused for want of an online device is tried again (default
+	// DefaultAutoRetry).
+	AutoPoll, AutoMaxAge, AutoRetry time.Duration
 }
 
 // Bisector creates bisections and advances them: Create checks a request
@@ -69,6 +76,9 @@ func New(cfg Config) (*Bisector, error) {
 	cfg.Poll = cmp.Or(cfg.Poll, DefaultPoll)
 	cfg.Plan = cfg.Plan.WithDefaults()
 	cfg.Budget = cmp.Or(cfg.Budget, DefaultBudget)
+	cfg.AutoPoll = cmp.Or(cfg.AutoPoll, DefaultAutoPoll)
+	cfg.AutoMaxAge = cmp.Or(cfg.AutoMaxAge, DefaultAutoMaxAge)
+	cfg.AutoRetry = cmp.Or(cfg.AutoRetry, DefaultAutoRetry)
 	log := cfg.Logger
 	if log == nil {
 		log = slog.Default()
@@ -76,7 +86,8 @@ func New(cfg Config) (*Bisector, error) {
 	return &Bisector{cfg: cfg, log: log, wake: make(chan struct{}, 1)}, nil
 }
 
-// Start runs the loop that advances running bisections until Stop.
+// Start runs the loop that advances running bisections, and starts the
+// automatic ones (AutoBisect) every AutoPoll, until Stop.
 func (b *Bisector) Start(ctx context.Context) error {
 	return b.ss.StartFunc(ctx, nil, b.loop)
 }
@@ -95,12 +106,18 @@ func (b *Bisector) Wake() {
 func (b *Bisector) loop(ctx context.Context) {
 	t := time.NewTicker(b.cfg.Poll)
 	defer t.Stop()
+	auto := time.NewTicker(b.cfg.AutoPoll)
+	defer auto.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		case <-b.wake:
+		case <-auto.C:
+			if _, err := b.AutoBisect(ctx); err != nil && ctx.Err() == nil {
+				b.log.WarnContext(ctx, "bisect: automatic bisections", "err", err)
+			}
 		}
 		ids, err := b.cfg.Store.RunningBisections(ctx)
 		if err != nil {

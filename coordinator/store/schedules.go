@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -33,11 +34,15 @@ type Schedule struct {
 	ConfigOverride json.RawMessage `json:"config_override,omitempty"`
 	Priority       int             `json:"priority"`
 	Enabled        bool            `json:"enabled"`
-	CatchupSeconds int             `json:"catchup_seconds"`
-	NextFireAt     time.Time       `json:"next_fire_at"`
-	LastFiredAt    *time.Time      `json:"last_fired_at,omitempty"`
-	CreatedAt      time.Time       `json:"created_at"`
-	UpdatedAt      time.Time       `json:"updated_at"`
+	// Bisect is BisectAuto when a regression alert group raised by the
+	// schedule's runs gets a bisection started automatically; "" is
+	// stored as BisectOff.
+	Bisect         string     `json:"bisect"`
+	CatchupSeconds int        `json:"catchup_seconds"`
+	NextFireAt     time.Time  `json:"next_fire_at"`
+	LastFiredAt    *time.Time `json:"last_fired_at,omitempty"`
+	CreatedAt      time.Time  `json:"created_at"`
+	UpdatedAt      time.Time  `json:"updated_at"`
 }
 
 // ScheduleFiring records how one occurrence of a schedule was handled.
@@ -51,6 +56,12 @@ type ScheduleFiring struct {
 	Detail      string    `json:"detail"`
 }
 
+// Schedule bisect modes (Schedule.Bisect).
+const (
+	BisectOff  = "off"
+	BisectAuto = "auto"
+)
+
 // Firing outcomes.
 const (
 	FiringFired   = "fired"
@@ -59,13 +70,13 @@ const (
 )
 
 const scheduleCols = `id, name, cron, timezone, suite, build, git_sha, device_selector, config_override,
-	priority, enabled, catchup_seconds, next_fire_at, last_fired_at, created_at, updated_at, lineage`
+	priority, enabled, catchup_seconds, next_fire_at, last_fired_at, created_at, updated_at, lineage, bisect`
 
 func scanSchedule(row pgx.Row) (*Schedule, error) {
 	var s Schedule
 	var sel, over []byte
 	err := row.Scan(&s.ID, &s.Name, &s.Cron, &s.Timezone, &s.Suite, &s.Build, &s.GitSHA, &sel, &over,
-		&s.Priority, &s.Enabled, &s.CatchupSeconds, &s.NextFireAt, &s.LastFiredAt, &s.CreatedAt, &s.UpdatedAt, &s.Lineage)
+		&s.Priority, &s.Enabled, &s.CatchupSeconds, &s.NextFireAt, &s.LastFiredAt, &s.CreatedAt, &s.UpdatedAt, &s.Lineage, &s.Bisect)
 	if err != nil {
 		return nil, err
 	}
@@ -106,11 +117,11 @@ func (s *Store) CreateSchedule(ctx context.Context, sc *Schedule) (*Schedule, er
 	}
 	out, err := scanSchedule(s.pool.QueryRow(ctx, `
 		INSERT INTO schedules (name, cron, timezone, suite, build, git_sha, device_selector, config_override,
-			priority, enabled, catchup_seconds, next_fire_at, lineage)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
+			priority, enabled, catchup_seconds, next_fire_at, lineage, bisect)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
 		RETURNING `+scheduleCols,
 		sc.Name, sc.Cron, sc.Timezone, sc.Suite, sc.Build, sc.GitSHA, selectorJSON(sc.DeviceSelector), nullJSON(sc.ConfigOverride),
-		sc.Priority, sc.Enabled, sc.CatchupSeconds, sc.NextFireAt, lineage))
+		sc.Priority, sc.Enabled, sc.CatchupSeconds, sc.NextFireAt, lineage, cmp.Or(sc.Bisect, BisectOff)))
 	if isUniqueViolation(err) {
 		return nil, ErrConflict
 	}
@@ -132,11 +143,11 @@ func (s *Store) UpdateSchedule(ctx context.Context, sc *Schedule) (*Schedule, er
 	out, err := scanSchedule(s.pool.QueryRow(ctx, `
 		UPDATE schedules SET name = $2, cron = $3, timezone = $4, suite = $5, build = $6, git_sha = $7,
 			device_selector = $8, config_override = $9, priority = $10, enabled = $11, catchup_seconds = $12,
-			next_fire_at = $13, lineage = $14, updated_at = now()
+			next_fire_at = $13, lineage = $14, bisect = $15, updated_at = now()
 		WHERE id = $1
 		RETURNING `+scheduleCols,
 		sc.ID, sc.Name, sc.Cron, sc.Timezone, sc.Suite, sc.Build, sc.GitSHA, selectorJSON(sc.DeviceSelector), nullJSON(sc.ConfigOverride),
-		sc.Priority, sc.Enabled, sc.CatchupSeconds, sc.NextFireAt, lineage))
+		sc.Priority, sc.Enabled, sc.CatchupSeconds, sc.NextFireAt, lineage, cmp.Or(sc.Bisect, BisectOff)))
 	err = notFound(err)
 	if errors.Is(err, ErrNotFound) {
 		return nil, ErrNotFound
