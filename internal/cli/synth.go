@@ -115,6 +115,9 @@ Flags given with --preset override the preset's values.`,
 			if c.Arch == "qwen35moe" {
 				extra = fmt.Sprintf(" (+%d MTP), full attention every %d, DeltaNet %d/%d heads of %d, shared FFN %d,", c.MTPLayers, c.FullAttnInterval, c.SSMGroups, c.SSMHeads, c.SSMState, c.SharedFFN)
 			}
+			if c.Routing == model.RoutingFineGrained {
+				extra += " " + c.Routing + " routing,"
+			}
 			fmt.Fprintf(env.Stdout, "wrote %s: %s, %d layers%s %d experts (top-%d), hidden %d, expert FFN %d, %s, %.2f GB\n",
 				out, c.Arch, c.Layers, extra, c.Experts, c.ExpertsUsed, c.Hidden, c.ExpertFFN, c.Type, float64(st.Size())/1e9)
 			return nil
@@ -141,6 +144,7 @@ Flags given with --preset override the preset's values.`,
 	f.IntVar(&c.SSMState, "ssm-state", 0, "qwen35moe: DeltaNet head width (state is ssm-state²); default head-dim/2")
 	f.IntVar(&c.ConvKernel, "conv-kernel", 0, "qwen35moe: DeltaNet causal conv width; default 4")
 	f.IntVar(&c.RopeDim, "rope-dim", 0, "qwen35moe: rotary dims per full-attention head; default head-dim/4")
+	f.StringVar(&c.Routing, "routing", model.RoutingUniform, "routing preset: "+strings.Join(model.RoutingPresets, ", ")+" (see docs/les.md, Realistic routing)")
 	f.StringVar(&typeName, "type", "Q4_K", "weight type: Q4_K, Q8_0, F16 or F32")
 	f.Uint64Var(&c.Seed, "seed", 1, "random seed")
 	f.StringVarP(&out, "output", "o", "", "output path (required)")

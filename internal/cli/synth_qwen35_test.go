@@ -51,6 +51,9 @@ func TestSynthQwen35Preset(t *testing.T) {
 		{[]string{"--arch", "qwen35moe", "--ssm-groups", "3", "--ssm-heads", "4"}, "multiple of k-heads"},
 		{[]string{"--arch", "qwen35moe", "--rope-dim", "200"}, "rope dims"},
 		{[]string{"--arch", "qwen35moe", "--mtp", "99"}, "MTP layers"},
+		{[]string{"--routing", "realistic"}, `routing preset "realistic" is unknown (have uniform, fine-grained-moe)`},
+		{[]string{"--arch", "qwen3", "--routing", "fine-grained-moe"}, "needs a MoE architecture"},
+		{[]string{"--arch", "qwen35moe", "--full-attn-interval", "1", "--routing", "fine-grained-moe"}, "layer 0 to be Gated DeltaNet"},
 	} {
 		args := append([]string{"synth", "--quiet", "-o", filepath.Join(t.TempDir(), "x.gguf")}, tc.args...)
 		code, _, stderr := run(t, args...)

@@ -23,14 +23,15 @@ import (
 
 // fixture returns the path of a test model: "repo/PATH" is a fixture the
 // repository owns and "synth/q8_0" a random-weight qwen3moe written here
-// (both never skipped); anything else is in the shared tier, which skips
+// (both never skipped; "synth/q8_0-fine" the same with fine-grained-moe
+// routing); anything else is in the shared tier, which skips
 // loudly when missing (fails under LESFARM_FIXTURES=require).
 func fixture(t *testing.T, rel string) string {
 	t.Helper()
 	if r, ok := strings.CutPrefix(rel, "repo/"); ok {
 		return fx.Repo(t, r)
 	}
-	if rel == "synth/q8_0" {
+	if rel == "synth/q8_0" || rel == "synth/q8_0-fine" {
 		p := filepath.Join(t.TempDir(), "synth-q8_0.gguf")
 		f, err := os.Create(p)
 		if err != nil {
@@ -38,6 +39,9 @@ func fixture(t *testing.T, rel string) string {
 		}
 		// Large enough that a 25% budget holds the naive mode's 128 KiB read window.
 		c := model.SynthConfig{Layers: 3, Experts: 8, ExpertsUsed: 2, Hidden: 128, ExpertFFN: 256, Heads: 2, Vocab: 300, Type: tensor.Q8_0, Seed: 7}
+		if rel == "synth/q8_0-fine" {
+			c.Routing = model.RoutingFineGrained // routes like a trained MoE (high lookahead recall, token reuse)
+		}
 		if err := model.WriteSynthetic(f, c); err != nil {
 			t.Fatal(err)
 		}
@@ -60,6 +64,7 @@ var fixtures = []struct {
 	// The repository's own fixtures: these run in a fresh clone.
 	{"repo-q4_k_m", "repo/" + fx.RepoQ4KM, []int{1, 2, 3, 4, 5}},
 	{"synth-q8_0", "synth/q8_0", []int{1, 2, 3, 4, 5}},
+	{"synth-fine-grained-q8_0", "synth/q8_0-fine", []int{1, 2, 3, 4, 5}},
 	// The shared tier.
 	{"golden-f32", "golden/tiny-qwen3moe-f32.gguf", []int{1, 2, 3, 4, 5}},
 	{"golden-q8_0", "golden/tiny-qwen3moe-q8_0.gguf", []int{1, 2, 3, 4, 5}},

@@ -69,6 +69,26 @@ func qwen35Greedy(t *testing.T, m *Model, prompt []int, n int) (toks, drafts []i
 	return toks, drafts
 }
 
+// fineGrainedQwen35File writes a small qwen35moe with fine-grained-moe
+// routing (synth_routing.go) and returns its path.
+func fineGrainedQwen35File(t *testing.T) string {
+	t.Helper()
+	c := SynthConfig{Arch: "qwen35moe", Layers: 4, Experts: 8, ExpertsUsed: 2, Hidden: 256, ExpertFFN: 64, Heads: 4, KVHeads: 2,
+		Vocab: 512, Context: 256, Type: tensor.Q8_0, Seed: 7, Routing: RoutingFineGrained}
+	path := filepath.Join(t.TempDir(), "fine.gguf")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteSynthetic(f, c); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
 // TestQwen35ModesMatchResident is the LES exactness contract on qwen35moe:
 // every store mode, at a quarter of the experts and at a one-expert budget,
 // on the unpacked and packed file, gives the all-resident greedy tokens and
@@ -77,8 +97,9 @@ func qwen35Greedy(t *testing.T, m *Model, prompt []int, n int) (toks, drafts []i
 // Q4_K models, and on the shared fixtures when present.
 func TestQwen35ModesMatchResident(t *testing.T) {
 	models := map[string]string{
-		"tiny-f32":  tinyQwen35File(t, defaultTinyQwen35(tensor.F32)),
-		"tiny-q4_k": tinyQwen35File(t, defaultTinyQwen35(tensor.Q4_K)),
+		"tiny-f32":                tinyQwen35File(t, defaultTinyQwen35(tensor.F32)),
+		"tiny-q4_k":               tinyQwen35File(t, defaultTinyQwen35(tensor.Q4_K)),
+		"synth-fine-grained-q8_0": fineGrainedQwen35File(t),
 	}
 	for _, v := range []string{"f32", "q4_k_m"} {
 		if p := filepath.Join(sharedTestdata(t), "qwen35moe", "tiny-qwen35moe-"+v+".gguf"); fileExists(p) {

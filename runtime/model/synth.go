@@ -28,6 +28,9 @@ type SynthConfig struct {
 	Context     int
 	Type        tensor.Type // matrices; norms and the router stay F32
 	Seed        uint64
+	// Routing is the routing preset: RoutingUniform (the default, "") or
+	// RoutingFineGrained (synth_routing.go).
+	Routing string
 	// Qwen35 holds the qwen35moe-only geometry (see synth_qwen35.go).
 	Qwen35
 	// Progress, if set, is called with bytes of tensor data written so far
@@ -84,6 +87,9 @@ func (c *SynthConfig) Defaults() error {
 			return err
 		}
 	}
+	if err := c.validateRouting(); err != nil {
+		return err
+	}
 	ok := false
 	for _, t := range SynthTypes {
 		ok = ok || t == c.Type
@@ -104,6 +110,13 @@ type synthTensor struct {
 	mean float64
 	// negExp makes the values −exp(mean + std·z) (qwen35moe's ssm_a).
 	negExp bool
+	// rowStd, when set, scales std for row r (a row is dims[0] values);
+	// 0 writes a zero row (synth_routing.go).
+	rowStd func(row int) float64
+	// vals, when set and it returns true, supplies the block of values
+	// starting at (row, col0) instead of random ones; rnd draws one of the
+	// tensor's random values (synth_routing.go).
+	vals func(row, col0 int, v []float32, rnd func() float64) bool
 }
 
 // matType returns c.Type when a row of cols fits its block size, else the
@@ -250,6 +263,9 @@ func WriteSynthetic(w io.Writer, c SynthConfig) error {
 		return err
 	}
 	ts := c.tensors()
+	if c.Routing == RoutingFineGrained {
+		c.fineGrained(ts)
+	}
 	var total int64
 	for _, t := range ts {
 		if err := gw.AddTensor(t.name, t.typ, t.dims); err != nil {
@@ -329,6 +345,8 @@ type randTensor struct {
 	left int64
 	rng  *rng
 	buf  []byte
+	off  int64 // elements generated, for structured tensors
+	fbuf []float32
 }
 
 func (r *randTensor) Read(p []byte) (int, error) {
@@ -348,15 +366,86 @@ func (r *randTensor) Read(p []byte) (int, error) {
 	return n, nil
 }
 
-// block returns the next block (or 256 plain values) of random data.
+// block returns the next block (or 256 plain values) of random data; a
+// tensor with rowStd or vals gets one block (F32 and F16: one row) at a
+// time with its row's scale or structured values.
 func (r *randTensor) block() []byte {
+	t := r.t
+	if t.rowStd == nil && t.vals == nil {
+		return r.randBlock(t.std, 256)
+	}
+	cols := int64(t.dims[0])
+	n := cols
+	switch t.typ {
+	case tensor.Q4_K:
+		n = 256
+	case tensor.Q8_0:
+		n = 32
+	}
+	row, col := int(r.off/cols), int(r.off%cols)
+	r.off += n
+	if t.vals != nil {
+		if cap(r.fbuf) < int(n) {
+			r.fbuf = make([]float32, n)
+		}
+		v := r.fbuf[:n]
+		if t.vals(row, col, v, r.rnd) {
+			return encodeBlock(t.typ, v)
+		}
+	}
+	std := t.std
+	if t.rowStd != nil {
+		std *= t.rowStd(row)
+	}
+	return r.randBlock(std, int(n))
+}
+
+// rnd draws one of the tensor's random values.
+func (r *randTensor) rnd() float64 {
+	v := r.t.mean + r.t.std*r.rng.normal()
+	if r.t.negExp {
+		v = -math.Exp(v)
+	}
+	return v
+}
+
+// encodeBlock writes the values v (a whole number of blocks) in typ.
+func encodeBlock(typ tensor.Type, v []float32) []byte {
+	switch typ {
+	case tensor.F32:
+		b := make([]byte, 4*len(v))
+		for i, x := range v {
+			binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(x))
+		}
+		return b
+	case tensor.F16:
+		b := make([]byte, 2*len(v))
+		for i, x := range v {
+			binary.LittleEndian.PutUint16(b[2*i:], tensor.F32ToF16(x))
+		}
+		return b
+	}
+	size, err := typ.RowSize(len(v))
+	if err != nil {
+		panic(err) // blocks are whole by construction
+	}
+	b := make([]byte, size)
+	if err := tensor.Quantize(typ, v, b); err != nil {
+		panic(err)
+	}
+	return b
+}
+
+// randBlock returns one block of random data of standard deviation std
+// (F32 and F16: n plain values).
+func (r *randTensor) randBlock(std float64, n int) []byte {
 	t := r.t
 	g := r.rng
 	switch t.typ {
 	case tensor.F32:
-		b := make([]byte, 4*256)
-		for i := range 256 {
-			v := t.mean + t.std*g.normal()
+		b := make([]byte, 4*n)
+		for i := range n {
+			v := t.mean + std*g.normal()
 			if t.negExp {
 				v = -math.Exp(v)
 			}
@@ -364,15 +453,15 @@ func (r *randTensor) block() []byte {
 		}
 		return b
 	case tensor.F16:
-		b := make([]byte, 2*256)
-		for i := range 256 {
-			binary.LittleEndian.PutUint16(b[2*i:], tensor.F32ToF16(float32(t.mean+t.std*g.normal())))
+		b := make([]byte, 2*n)
+		for i := range n {
+			binary.LittleEndian.PutUint16(b[2*i:], tensor.F32ToF16(float32(t.mean+std*g.normal())))
 		}
 		return b
 	case tensor.Q8_0:
 		// d = std/42, q ≈ 42·N(0,1) clipped to int8.
 		b := make([]byte, 34)
-		binary.LittleEndian.PutUint16(b, tensor.F32ToF16(float32(t.std/42)))
+		binary.LittleEndian.PutUint16(b, tensor.F32ToF16(float32(std/42)))
 		for i := range 32 {
 			q := math.Round(42 * g.normal())
 			b[2+i] = byte(int8(max(-127, min(127, q))))
@@ -390,7 +479,7 @@ func (r *randTensor) block() []byte {
 			m[j] = uint8(math.Round(float64(sc[j]) * 7.25 / 8)) // E[floor((a+b)/2)] = 7.25
 			sumSc += float64(sc[j])
 		}
-		d := t.std / (sumSc / 8 * 3.26)
+		d := std / (sumSc / 8 * 3.26)
 		binary.LittleEndian.PutUint16(b[0:], tensor.F32ToF16(float32(d)))
 		binary.LittleEndian.PutUint16(b[2:], tensor.F32ToF16(float32(8*d)))
 		s := b[4:16]
@@ -411,120 +500,4 @@ func (r *randTensor) block() []byte {
 		return b
 	}
 	panic("synth: unsupported type " + t.typ.String())
-}
-
-// bytesToUnicode is GPT-2's byte ↔ printable rune table: token i of a
-// byte-level BPE vocabulary is byte order[i], spelled rune runes[i].
-func bytesToUnicode() (order []byte, runes []rune) {
-	in := [256]bool{}
-	for b := '!'; b <= '~'; b++ {
-		order, runes = append(order, byte(b)), append(runes, b)
-		in[b] = true
-	}
-	for b := '¡'; b <= '¬'; b++ {
-		order, runes = append(order, byte(b)), append(runes, b)
-		in[b] = true
-	}
-	for b := '®'; b <= 'ÿ'; b++ {
-		order, runes = append(order, byte(b)), append(runes, b)
-		in[b] = true
-	}
-	n := 0
-	for b := range 256 {
-		if !in[b] {
-			order, runes = append(order, byte(b)), append(runes, rune(256+n))
-			n++
-		}
-	}
-	return order, runes
-}
-
-// addByteBPE adds a GPT-2 style byte-level BPE tokenizer of vocab tokens:
-// the 256 byte tokens in GPT-2 order, vocab-257 merges of letter tokens
-// (each merge's operands precede it, so the BPE is closed), and
-// <|endoftext|> last as bos/eos.
-func addByteBPE(gw *gguf.Writer, vocab int, seed uint64, pre string) error {
-	_, runes := bytesToUnicode()
-	tokens := make([]string, 0, vocab)
-	seen := map[string]bool{}
-	var letters, words []string // merge operands: "ab", "Ġab"
-	for _, r := range runes {
-		s := string(r)
-		tokens = append(tokens, s)
-		seen[s] = true
-		if r >= 'a' && r <= 'z' {
-			letters = append(letters, s)
-			words = append(words, s)
-		}
-	}
-	space := string(runes[indexOf(runes, 'Ġ')])
-	merges := make([]string, 0, vocab-257)
-	add := func(a, b string) bool {
-		s := a + b
-		if seen[s] || len([]rune(s)) > 12 {
-			return false
-		}
-		seen[s] = true
-		tokens = append(tokens, s)
-		merges = append(merges, a+" "+b)
-		return true
-	}
-	// Space-prefixed letters first, as GPT-2's early merges are.
-	for _, l := range letters {
-		if len(tokens) < vocab-1 && add(space, l) {
-			words = append(words, space+l)
-		}
-	}
-	g := newRNG(seed, "tokenizer")
-	for tries := 0; len(tokens) < vocab-1 && tries < 100*vocab; tries++ {
-		a := words[g.next()%uint64(len(words))]
-		b := letters[g.next()%uint64(len(letters))]
-		if len(words) > 64 && g.next()%2 == 0 {
-			// Extend with longer pieces too.
-			if w := words[g.next()%uint64(len(words))]; w[0] != space[0] {
-				b = w
-			}
-		}
-		if add(a, b) {
-			words = append(words, a+b)
-		}
-	}
-	if len(tokens) < vocab-1 {
-		return fmt.Errorf("synth: could not build %d distinct merges", vocab-257)
-	}
-	tokens = append(tokens, "<|endoftext|>")
-	types := make([]int32, len(tokens))
-	for i := range types {
-		types[i] = 1
-	}
-	types[len(types)-1] = 3
-	eos := uint32(len(tokens) - 1)
-	for _, p := range []struct {
-		k string
-		v any
-	}{
-		{"tokenizer.ggml.model", "gpt2"},
-		{"tokenizer.ggml.pre", pre},
-		{"tokenizer.ggml.tokens", tokens},
-		{"tokenizer.ggml.token_type", types},
-		{"tokenizer.ggml.merges", merges},
-		{"tokenizer.ggml.bos_token_id", eos},
-		{"tokenizer.ggml.eos_token_id", eos},
-		{"tokenizer.ggml.padding_token_id", eos},
-		{"tokenizer.ggml.add_bos_token", false},
-	} {
-		if err := gw.AddKV(p.k, p.v); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func indexOf(rs []rune, r rune) int {
-	for i, x := range rs {
-		if x == r {
-			return i
-		}
-	}
-	return -1
 }
