@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"strings"
 	"sync"
 	"time"
@@ -63,7 +64,21 @@ type PhoneHygiene struct {
 	// IdleBefore waits this long before the first config of a run
 	// (ExecuTorch waits 180 s); 0 means none.
 	IdleBefore time.Duration
+	// Pin pins each config's runner to one CPU cluster with taskset:
+	// little, big, prime or a cluster index (PinCPUs); "" or none leaves
+	// it free. The reference microbenchmark is not pinned.
+	Pin string
 }
+
+// PhoneClocksLabel is the device label a phone's agent sets to the clock
+// state it can hold (protocol.ClocksLocked, ClocksFixedPerformance or
+// ClocksFree), probed when the phone is attached. A pool or run that
+// requires locked clocks selects it (devices: {labels: {clocks:
+// locked}}): the coordinator then never places the run on a phone whose
+// clocks are fixed-performance or free, and says so in the run's waiting
+// reason; an agent whose lock fails at run time fails such a run rather
+// than fall back.
+const PhoneClocksLabel = "clocks"
 
 func (h *PhoneHygiene) defaults() {
 	h.MinBattery = cmp.Or(h.MinBattery, 25)
@@ -86,6 +101,8 @@ type phone struct {
 	cfg      PhoneConfig
 	id       *adb.Identity
 	baseline time.Duration // the reference microbenchmark at attach
+	clocks   string        // the clock state probed at attach (PhoneClocksLabel)
+	pinCPUs  []int         // the CPUs of Hygiene.Pin's cluster; nil: not pinned
 
 	mu   sync.Mutex
 	last *protocol.PhoneSnapshot // the latest state read from the phone
@@ -175,9 +192,34 @@ func (a *Agent) attachPhone(ctx context.Context) error {
 	} else if ok {
 		a.log.Info("agent: phone: restored the clocks a previous agent left locked", "serial", pc.Serial)
 	}
-	if s, err := adb.Snapshot(ctx, pc.ADB, pc.Serial); err == nil {
+	s, err := adb.Snapshot(ctx, pc.ADB, pc.Serial)
+	if err == nil {
 		p.seen(s)
 	}
+	if pin := pc.Hygiene.Pin; pin != "" && pin != protocol.PinNone {
+		if err != nil {
+			return fmt.Errorf("phone %s: reading its CPU clusters to pin %s: %w", pc.Serial, pin, err)
+		}
+		if p.pinCPUs, err = PinCPUs(s.Clusters, pin); err != nil {
+			return fmt.Errorf("phone %s: %w", pc.Serial, err)
+		}
+	}
+	// Probe the clock state the phone can hold (and restore it): it is the
+	// device's clocks label, by which a pool can require locked clocks.
+	a.phone = p
+	state, _, restore, err := a.setPhoneClocks(ctx, pc.Hygiene.RequireLocked)
+	if err != nil {
+		a.phone = nil
+		return err
+	}
+	restore()
+	p.clocks = state
+	labels := maps.Clone(a.cfg.Labels)
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	labels[PhoneClocksLabel] = state
+	a.cfg.Labels = labels
 	if !pc.Hygiene.NoRefBench {
 		for range 3 {
 			d, err := adb.RefBench(ctx, pc.ADB, pc.Serial, pc.Hygiene.RefIters)
@@ -190,7 +232,8 @@ func (a *Agent) attachPhone(ctx context.Context) error {
 		}
 	}
 	a.phone = p
-	a.log.Info("agent: phone attached", "serial", pc.Serial, "fingerprint", fp.String(), "build_fingerprint", id.BuildFingerprint, "ref_baseline", p.baseline.String())
+	a.log.Info("agent: phone attached", "serial", pc.Serial, "fingerprint", fp.String(), "build_fingerprint", id.BuildFingerprint,
+		"ref_baseline", p.baseline.String(), "clocks", p.clocks, "pinned_cpus", fmt.Sprint(p.pinCPUs))
 	return nil
 }
 
@@ -221,9 +264,19 @@ func (a *Agent) runOnPhone(ctx context.Context, r *activeRun, job *Job, prov *pr
 		return nil, a.phoneErr(err)
 	}
 	a.log.Info("agent: phone payload ready", "serial", serial, "executable", exe.Path, "executable_cached", exe.Cached, "model", model.Path, "model_cached", model.Cached)
+	return a.phoneConfigs(ctx, job, exe.Path, model.Path, prov)
+}
+
+// phoneConfigs runs job's configs with the executable and model at their
+// phone paths: it sets the clocks for the run (restored at the end), waits
+// IdleBefore, and runs each config with its hygiene (phoneConfig),
+// recording the clock state on each result.
+func (a *Agent) phoneConfigs(ctx context.Context, job *Job, exePath, modelPath string, prov *protocol.Provenance) ([]protocol.ConfigResult, error) {
+	p := a.phone
 	rr := *a.runner
 	rr.WorkDir, rr.Profile = phoneWorkDir, nil // the phone's own storage
-	clocks, lockedKHz, restore, err := a.setPhoneClocks(ctx)
+	require := p.cfg.Hygiene.RequireLocked || job.Spec != nil && job.Spec.Devices.Labels[PhoneClocksLabel] == protocol.ClocksLocked
+	clocks, lockedKHz, restore, err := a.setPhoneClocks(ctx, require)
 	if err != nil {
 		return nil, err
 	}
@@ -241,8 +294,8 @@ func (a *Agent) runOnPhone(ctx context.Context, r *activeRun, job *Job, prov *pr
 			job.OnConfig(i, cfg)
 		}
 		sub := *job
-		sub.ModelPath, sub.Configs, sub.OnConfig, sub.OnResult = model.Path, []jobs.Config{cfg}, nil, nil
-		res, err := a.phoneConfig(ctx, &rr, &sub, exe.Path, prov)
+		sub.ModelPath, sub.Configs, sub.OnConfig, sub.OnResult = modelPath, []jobs.Config{cfg}, nil, nil
+		res, err := a.phoneConfig(ctx, &rr, &sub, exePath, prov)
 		if err != nil {
 			return out, err
 		}
@@ -262,7 +315,11 @@ func (a *Agent) runOnPhone(ctx context.Context, r *activeRun, job *Job, prov *pr
 func (a *Agent) runConfigOnPhone(ctx context.Context, rr *Runner, job *Job, exePath string, prov *protocol.Provenance) (*protocol.ConfigResult, error) {
 	p := a.phone
 	c, serial := p.cfg.ADB, p.cfg.Serial
-	script := "cd " + phoneWorkDir + " && exec setsid -w sh -c 'echo $$ > " + phonePIDFile + "; " + exePath + " runner; rc=$?; rm -f " + phonePIDFile + "; exit $rc'"
+	run := exePath
+	if len(p.pinCPUs) > 0 {
+		run = "taskset " + cpuMask(p.pinCPUs) + " " + exePath
+	}
+	script := "cd " + phoneWorkDir + " && exec setsid -w sh -c 'echo $$ > " + phonePIDFile + "; " + run + " runner; rc=$?; rm -f " + phonePIDFile + "; exit $rc'"
 	cmd := c.Command(serial, "shell", "-T", script)
 	cc := ChildCommand{Path: cmd.Path, Args: cmd.Args[1:], Env: c.Env, Remote: true,
 		Kill: func() {

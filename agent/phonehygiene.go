@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -12,8 +13,9 @@ import (
 
 // setPhoneClocks puts the phone's clocks in the configured state for a
 // run and returns that state, the locked frequency and the function that
-// restores the clocks afterwards.
-func (a *Agent) setPhoneClocks(ctx context.Context) (string, int64, func(), error) {
+// restores the clocks afterwards. With require, clocks that cannot be
+// locked are an error instead of a fall back to fixed performance mode.
+func (a *Agent) setPhoneClocks(ctx context.Context, require bool) (string, int64, func(), error) {
 	p := a.phone
 	c, serial, h := p.cfg.ADB, p.cfg.Serial, p.cfg.Hygiene
 	bg := func() (context.Context, context.CancelFunc) {
@@ -31,10 +33,12 @@ func (a *Agent) setPhoneClocks(ctx context.Context) (string, int64, func(), erro
 				}
 			}, nil
 		}
-		if h.RequireLocked {
+		if require {
 			return "", 0, nil, a.phoneErr(fmt.Errorf("phone %s: locked clocks are required: %w", serial, err))
 		}
 		a.log.Warn("agent: phone clocks not locked; trying fixed performance mode", "serial", serial, "err", err)
+	} else if require {
+		return "", 0, nil, fmt.Errorf("phone %s: locked clocks are required, but this agent runs with --adb-clocks %s (use --adb-clocks lock on a rooted phone)", serial, h.Clocks)
 	}
 	if h.Clocks == "lock" || h.Clocks == "fixed-performance" {
 		if err := adb.SetFixedPerformance(ctx, c, serial, true); err == nil {
@@ -59,7 +63,8 @@ func (a *Agent) phoneConfig(ctx context.Context, rr *Runner, job *Job, exePath s
 	p := a.phone
 	c, serial, h := p.cfg.ADB, p.cfg.Serial, p.cfg.Hygiene
 	cfg := job.Configs[0]
-	ps := &protocol.PhoneState{Serial: serial, BuildFingerprint: p.id.BuildFingerprint, RefBaselineNS: int64(p.baseline)}
+	ps := &protocol.PhoneState{Serial: serial, BuildFingerprint: p.id.BuildFingerprint, RefBaselineNS: int64(p.baseline),
+		Pin: cmp.Or(h.Pin, protocol.PinNone), PinnedCPUs: p.pinCPUs}
 	if p.id.Emulator {
 		ps.Flags = append(ps.Flags, protocol.PhoneFlagEmulator)
 	}

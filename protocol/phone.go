@@ -19,6 +19,9 @@ const (
 	ClocksFree = "free"
 )
 
+// PinNone is PhoneState.Pin of a runner free to run on every CPU.
+const PinNone = "none"
+
 // Flags of a PhoneState: conditions that make a measurement suspect.
 const (
 	PhoneFlagEmulator    = "emulator"    // ro.kernel.qemu or an emulator board
@@ -55,6 +58,12 @@ type PhoneState struct {
 	LockedKHz int64 `json:"locked_khz,omitempty"`
 	// Flags are PhoneFlag* values.
 	Flags []string `json:"flags,omitempty"`
+	// Pin is the CPU cluster the config's runner was pinned to with
+	// taskset (agent --adb-pin: little, big, prime or a cluster index),
+	// PinNone when it was not pinned; PinnedCPUs are that cluster's CPUs.
+	// Results of older agents have neither.
+	Pin        string `json:"pin,omitempty"`
+	PinnedCPUs []int  `json:"pinned_cpus,omitempty"`
 	// CooldownMS is how long the thermal gate waited before the config
 	// (and before its re-runs).
 	CooldownMS int64 `json:"cooldown_ms,omitempty"`
@@ -123,6 +132,14 @@ func (p *PhoneState) Validate() error {
 	}
 	if len(p.Serial) > 128 || len(p.BuildFingerprint) > 256 {
 		return fmt.Errorf("phone_state: serial or build fingerprint too long")
+	}
+	if len(p.Pin) > 16 || len(p.PinnedCPUs) > MaxPhoneCPUs {
+		return fmt.Errorf("phone_state: pin %q or its %d CPUs too long", clip(p.Pin), len(p.PinnedCPUs))
+	}
+	for _, c := range p.PinnedCPUs {
+		if c < 0 || c >= 4096 {
+			return fmt.Errorf("phone_state: pinned cpu %d out of range", c)
+		}
 	}
 	if len(p.Flags) > MaxPhoneFlags {
 		return fmt.Errorf("phone_state: %d flags (max %d)", len(p.Flags), MaxPhoneFlags)

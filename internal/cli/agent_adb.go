@@ -16,6 +16,7 @@ import (
 // (--adb SERIAL|all); docs/phones.md.
 type adbFlags struct {
 	sel, path, platform, clocks string
+	pin                         string
 	requireLocked               bool
 	minBattery                  float64
 	maxThermal                  int
@@ -33,6 +34,7 @@ func (a *adbFlags) register(f *pflag.FlagSet) {
 	f.IntVar(&a.maxThermal, "adb-max-thermal-status", 1, "with --adb: cool down before a config while dumpsys thermalservice's status is above this (0 none .. 6 shutdown)")
 	f.DurationVar(&a.idle, "adb-idle", 0, "with --adb: wait this long before a run's first config (ExecuTorch waits 3m)")
 	f.DurationVar(&a.poll, "adb-poll", 2*time.Second, "with --adb: how often adb devices is read for phones that come and go")
+	f.StringVar(&a.pin, "adb-pin", "none", "with --adb: pin each config's runner with taskset to one CPU cluster: little, big (the fastest of more than one core), prime (the fastest), a cluster index (0 = slowest), or none; recorded on every result")
 	f.BoolVar(&a.noRefBench, "adb-no-ref-bench", false, "with --adb: skip the reference microbenchmark before and after each config (no throttle detection)")
 }
 
@@ -43,6 +45,9 @@ func (a *adbFlags) run(env *Env, cfg agent.Config, printInfo bool) error {
 	case "lock", "fixed-performance", "free":
 	default:
 		return usagef("--adb-clocks %q: use lock, fixed-performance or free", a.clocks)
+	}
+	if !agent.ValidPhonePin(a.pin) {
+		return usagef("--adb-pin %q: use none, little, big, prime or a cluster index (0 = the slowest cluster)", a.pin)
 	}
 	if a.platform != "linux/arm64" && a.platform != "android/arm64" {
 		return usagef("--adb-platform %q: use linux/arm64 or android/arm64", a.platform)
@@ -84,7 +89,7 @@ func (a *adbFlags) run(env *Env, cfg agent.Config, printInfo bool) error {
 	return agent.RunPhones(env.Ctx, agent.PhonesConfig{Base: cfg, ADB: c, Serials: serials, Poll: a.poll,
 		Phone: agent.PhoneConfig{ExecPlatform: a.platform, Hygiene: agent.PhoneHygiene{
 			MinBattery: a.minBattery, Clocks: a.clocks, RequireLocked: a.requireLocked, MaxThermalStatus: a.maxThermal,
-			IdleBefore: a.idle, NoRefBench: a.noRefBench}}})
+			IdleBefore: a.idle, NoRefBench: a.noRefBench, Pin: a.pin}}})
 }
 
 func contains(list []string, s string) bool {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/lesfarm/lesfarm/agent"
 	"github.com/lesfarm/lesfarm/protocol"
 	"github.com/lesfarm/lesfarm/runtime/calibrate"
 	"github.com/lesfarm/lesfarm/runtime/units"
@@ -28,7 +29,10 @@ func newProfileMeasureCmd(env *Env) *cobra.Command {
 	var (
 		name, out, dir, fileSize, refModel string
 		readFile, pageFile, experts        string
-		sizes                              []string
+		sizes, blockSizes                  []string
+		queueDepths                        []int
+		copySize                           string
+		pa                                 profileADB
 		cellTime                           time.Duration
 		threads                            int
 		quiet, upload                      bool
@@ -64,12 +68,21 @@ Every cell of the read grid is written as a comment. An interrupted
 measurement writes nothing (the file is renamed into place when complete)
 and removes its test files.
 
+With --adb SERIAL the measurement runs on an Android phone instead: the
+linux/arm64 lesfarm of --adb-exe is pushed to /data/local/tmp/lesfarm/ (cached
+by sha256, as the agent's payload) with --model, --experts, --read-file and
+--page-file, and 'profile measure' runs there over adb shell: the flash grid
+reads a test file on the phone's /data/local/tmp with O_DIRECT (--dir is then
+a phone directory), and the compute is the phone's. The profile is written
+here (-o).
+
 With --upload --device ID the profile is then stored on the coordinator
 (--server, --token) as device ID's measured profile, so any host can run
 an emulated twin of it: lesfarm agent --profile twin:ID.`,
 		Example: `  lesfarm profile measure --name my-laptop -o my-laptop.yaml
   lesfarm bench --model m.gguf --experts m.packed.gguf --ladder --profile my-laptop.yaml --expert-budget 20%
-  lesfarm profile measure --name pixel-8-a -o pixel-8-a.yaml --upload --device pixel-8-a --server http://farm:8080`,
+  lesfarm profile measure --name pixel-8-a -o pixel-8-a.yaml --upload --device pixel-8-a --server http://farm:8080
+  lesfarm profile measure --adb R5CT40ABCDE --adb-exe lesfarm-linux-arm64 --name galaxy-s23 -o s23.yaml --upload --server http://farm:8080`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if name == "" || out == "" {
@@ -81,6 +94,9 @@ an emulated twin of it: lesfarm agent --profile twin:ID.`,
 			}
 			if cellTime < time.Millisecond || cellTime > time.Minute {
 				return usagef("--cell-time %v must be between 1ms and 1m", cellTime)
+			}
+			if pa.serial != "" && upload && device == "" {
+				device = agent.PhoneDeviceID("", pa.serial) // lesfarm agent --adb's id with the default --name
 			}
 			if upload && !protocol.ValidDeviceID(device) {
 				return usagef("--upload needs --device ID: the fleet id of this device (1-64 letters, digits, '_' or '-')")
@@ -110,6 +126,25 @@ an emulated twin of it: lesfarm agent --profile twin:ID.`,
 					return usagef("--sizes %q: each size must be a multiple of 4KiB up to 64MiB (e.g. 864KiB)", z)
 				}
 				cfg.ExpertSizes = append(cfg.ExpertSizes, n)
+			}
+			for _, z := range blockSizes {
+				n, err := units.ParseSize(z)
+				if err != nil || n < 4096 || n%4096 != 0 || n > 64<<20 {
+					return usagef("--block-sizes %q: each size must be a multiple of 4KiB up to 64MiB", z)
+				}
+				cfg.BlockSizes = append(cfg.BlockSizes, n)
+			}
+			for _, q := range queueDepths {
+				if q < 1 || q > 1024 {
+					return usagef("--queue-depths: %d is not between 1 and 1024", q)
+				}
+			}
+			cfg.QueueDepths = queueDepths
+			if cfg.CopyBytes, err = units.ParseSize(copySize); err != nil || cfg.CopyBytes < 1<<20 {
+				return usagef("--copy-size %q must be a size of at least 1MiB", copySize)
+			}
+			if pa.serial != "" {
+				return pa.measure(env, cmd, out, upload, device, &sf, quiet)
 			}
 			if !quiet {
 				cfg.Progress = func(line string) { fmt.Fprintln(env.Stderr, "profile: "+line) }
@@ -144,6 +179,10 @@ an emulated twin of it: lesfarm agent --profile twin:ID.`,
 	f.StringVar(&pageFile, "page-file", "", "read the naive page-run rows from this file instead (e.g. the unpacked model naive reads, with --read-file the packed one)")
 	f.StringSliceVar(&sizes, "sizes", nil, "extra read sizes for the flash grid (multiples of 4KiB), e.g. a model's expert blob")
 	f.IntVar(&threads, "threads", 1, "decode threads for the compute measurement")
+	f.StringSliceVar(&blockSizes, "block-sizes", nil, "the flash grid's read sizes (default 4KiB to 4MiB by x4)")
+	f.IntSliceVar(&queueDepths, "queue-depths", nil, "the flash grid's queue depths (default 1,2,4,8,16,32)")
+	f.StringVar(&copySize, "copy-size", "256MiB", "the memory copy benchmark's buffer")
+	pa.register(f)
 	f.BoolVar(&quiet, "quiet", false, "no progress lines")
 	f.BoolVar(&upload, "upload", false, "store the profile on the coordinator as --device's measured profile (for agent --profile twin:ID)")
 	f.StringVar(&device, "device", "", "with --upload: the fleet device id of this device")

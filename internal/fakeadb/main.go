@@ -15,6 +15,11 @@
 //	rooted         present: `su` runs its command; absent: su: not found
 //	push_truncate  present: a push copies only the first half of the file
 //	               and still reports success (a push broken half-way)
+//	noexec         present: /data/local/tmp is mounted noexec: running an
+//	               executable under root/data fails as Android's sh does
+//	               ("can't execute: Permission denied", exit status 126)
+//	taskset        written by the fake: one line per `taskset MASK CMD`
+//	               the phone ran ("MASK CMD")
 //	root/          the phone's filesystem: root/proc/meminfo,
 //	               root/sys/devices/system/cpu/..., root/data/local/tmp/
 //	log            fakeadb appends one line per invocation (its arguments)
@@ -32,8 +37,12 @@
 // phone paths), line by line. The
 // phone's commands getprop, dumpsys and cmd (cmd power
 // set-fixed-performance-mode-enabled, recorded in the file
-// fixed_performance) and su are fakeadb itself, called by those names
-// from a bin directory first in PATH.
+// fixed_performance), su and taskset are fakeadb itself, called by those
+// names from a bin directory first in PATH. taskset (toybox's form:
+// taskset HEXMASK CMD ARGS...) records the mask in the file taskset and
+// runs the command, an aarch64 executable under qemu; it does not set the
+// CPU affinity (the host has other CPUs than the phone), so pinning
+// changes nothing in how fast a fake phone computes.
 //
 // Not modelled: the adb server and its port (every call is self-contained,
 // there is no start-server, kill-server, forward, reverse, install, logcat,
@@ -69,7 +78,7 @@ func main() {
 	name := filepath.Base(os.Args[0])
 	var code int
 	switch name {
-	case "getprop", "dumpsys", "cmd", "su":
+	case "getprop", "dumpsys", "cmd", "su", "taskset", "noexec":
 		code = phoneTool(name, os.Args[1:])
 	default:
 		code = adb(os.Args[1:])
@@ -224,10 +233,8 @@ var phonePaths = regexp.MustCompile(`(^|[\s'"=;(>&|<])((?:/data|/sys|/proc/memin
 // translate rewrites the phone paths of cmd into the phone's directory and
 // runs aarch64 executables in command position under qemu.
 func (p phone) translate(cmd string) string {
-	qemu := os.Getenv("FAKEADB_QEMU")
-	if qemu == "" {
-		qemu = "qemu-aarch64"
-	}
+	qemu := qemuPath()
+	noexec := exists(filepath.Join(p.dir, "noexec"))
 	var b strings.Builder
 	last := 0
 	for _, m := range phonePaths.FindAllStringSubmatchIndex(cmd, -1) {
@@ -235,15 +242,32 @@ func (p phone) translate(cmd string) string {
 		b.WriteString(cmd[last:start])
 		mapped := p.path(cmd[start:end])
 		before := strings.TrimRight(cmd[:start], " \t'\"")
-		if (before == "" || strings.HasSuffix(before, "exec") || strings.HasSuffix(before, ";") ||
-			strings.HasSuffix(before, "&&") || strings.HasSuffix(before, "||") || strings.HasSuffix(before, "-c")) && isARM64(mapped) {
-			b.WriteString(qemu + " ")
+		if before == "" || strings.HasSuffix(before, "exec") || strings.HasSuffix(before, ";") ||
+			strings.HasSuffix(before, "&&") || strings.HasSuffix(before, "||") || strings.HasSuffix(before, "-c") {
+			switch {
+			case noexec && isFile(mapped):
+				b.WriteString("noexec ") // the phone tool that fails as a noexec mount does
+			case isARM64(mapped):
+				b.WriteString(qemu + " ")
+			}
 		}
 		b.WriteString(mapped)
 		last = end
 	}
 	b.WriteString(cmd[last:])
 	return b.String()
+}
+
+func qemuPath() string {
+	if q := os.Getenv("FAKEADB_QEMU"); q != "" {
+		return q
+	}
+	return "qemu-aarch64"
+}
+
+func isFile(path string) bool {
+	st, err := os.Stat(path)
+	return err == nil && st.Mode().IsRegular()
 }
 
 // isARM64 reports whether path is an ELF executable for aarch64.
@@ -271,7 +295,7 @@ func shell(p phone, cmd string, merged bool) int {
 	if err != nil {
 		return fail("fakeadb: %v", err)
 	}
-	for _, t := range []string{"getprop", "dumpsys", "cmd", "su"} {
+	for _, t := range []string{"getprop", "dumpsys", "cmd", "su", "taskset", "noexec"} {
 		if _, err := os.Lstat(filepath.Join(bin, t)); err != nil {
 			_ = os.Symlink(self, filepath.Join(bin, t))
 		}
@@ -416,6 +440,12 @@ func phoneTool(name string, args []string) int {
 			return 0
 		}
 		return fail("cmd: unknown command %q", args)
+	case "noexec":
+		// Android's sh on a noexec mount: the command cannot be executed.
+		fmt.Fprintf(os.Stderr, "/system/bin/sh: %s: can't execute: Permission denied\n", strings.Join(args[:min(1, len(args))], ""))
+		return 126
+	case "taskset":
+		return taskset(dir, args)
 	case "su":
 		if !exists(filepath.Join(dir, "rooted")) {
 			return fail("/system/bin/sh: su: not found")
@@ -437,4 +467,39 @@ func phoneTool(name string, args []string) int {
 		return 0
 	}
 	return 1
+}
+
+// taskset runs `taskset HEXMASK CMD ARGS...` as toybox does, but only
+// records the mask (file taskset) instead of setting the affinity.
+func taskset(dir string, args []string) int {
+	if len(args) < 2 || strings.HasPrefix(args[0], "-") {
+		return fail("usage: taskset MASK COMMAND... (fakeadb models only this form)")
+	}
+	mask := strings.TrimPrefix(strings.ToLower(args[0]), "0x")
+	if mask == "" || strings.Trim(mask, "0123456789abcdef") != "" || strings.Trim(mask, "0") == "" {
+		return fail("taskset: bad mask '%s'", args[0])
+	}
+	f, err := os.OpenFile(filepath.Join(dir, "taskset"), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		return fail("taskset: %v", err)
+	}
+	fmt.Fprintf(f, "%s %s\n", mask, filepath.Base(args[1]))
+	f.Close()
+	argv := args[1:]
+	if exists(filepath.Join(dir, "noexec")) && strings.Contains(argv[0], "/root/data/") {
+		return phoneTool("noexec", argv)
+	}
+	if isARM64(argv[0]) {
+		argv = append([]string{qemuPath()}, argv...)
+	}
+	bin, err := exec.LookPath(argv[0])
+	if err != nil {
+		return fail("taskset: %s: %v", argv[0], err)
+	}
+	// Replace this process, so the command keeps its pid and process group
+	// (the agent kills the runner's group by pid).
+	if err := syscall.Exec(bin, argv, os.Environ()); err != nil {
+		return fail("taskset: exec %s: %v", argv[0], err)
+	}
+	return 0
 }

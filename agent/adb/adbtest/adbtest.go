@@ -47,6 +47,52 @@ func Build(t testing.TB) string {
 	return built.path
 }
 
+var arm64 struct {
+	sync.Mutex
+	path string
+	err  error
+}
+
+// RequireQEMU skips t when qemu-aarch64 is missing (fake phones cannot
+// run a linux/arm64 build), and fails it instead when
+// LESFARM_FIXTURES=require.
+func RequireQEMU(t testing.TB) {
+	t.Helper()
+	if _, err := exec.LookPath("qemu-aarch64"); err != nil {
+		if os.Getenv("LESFARM_FIXTURES") == "require" {
+			t.Fatal("qemu-aarch64 is missing and LESFARM_FIXTURES=require: install Debian's qemu-user")
+		}
+		t.Skip("SKIP: qemu-aarch64 is not installed (Debian: apt-get install qemu-user), so the fake phones cannot run a linux/arm64 build")
+	}
+}
+
+// BuildLesfarmARM64 cross-compiles ./cmd/lesfarm of this module as a
+// static linux/arm64 executable, the payload fake phones run under qemu,
+// once per test process, and returns its path.
+func BuildLesfarmARM64(t testing.TB) string {
+	t.Helper()
+	arm64.Lock()
+	defer arm64.Unlock()
+	if arm64.path == "" && arm64.err == nil {
+		dir, err := os.MkdirTemp("", "lesfarm-arm64-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := filepath.Join(dir, "lesfarm")
+		cmd := exec.Command("go", "build", "-o", p, "github.com/lesfarm/lesfarm/cmd/lesfarm")
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH=arm64")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			arm64.err = fmt.Errorf("cross-compiling lesfarm for linux/arm64: %v\n%s", err, out)
+		} else {
+			arm64.path = p
+		}
+	}
+	if arm64.err != nil {
+		t.Fatal(arm64.err)
+	}
+	return arm64.path
+}
+
 // Farm is a directory of fake phones and the adb client that sees them.
 type Farm struct {
 	Dir    string
@@ -75,6 +121,9 @@ type Phone struct {
 	Rooted        bool
 	// Debuggable sets ro.debuggable=1; Emulator sets ro.kernel.qemu=1.
 	Debuggable, Emulator bool
+	// NoExec mounts the phone's /data/local/tmp noexec: the executables
+	// pushed there fail to run (exit 126, Permission denied).
+	NoExec bool
 }
 
 // AddPhone lays out phone serial.
@@ -109,6 +158,9 @@ func (f *Farm) AddPhone(t testing.TB, serial string, p Phone) string {
 	}
 	if p.Rooted {
 		files["rooted"] = ""
+	}
+	if p.NoExec {
+		files["noexec"] = ""
 	}
 	for cpu := range 8 {
 		max := "1804800"
@@ -183,6 +235,13 @@ func (f *Farm) write(t testing.TB, serial, name, data string) {
 	if err := os.Rename(tmp, p); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// Taskset is what the phone serial ran under taskset, one "MASK NAME"
+// line per command (NAME is the executable's base name).
+func (f *Farm) Taskset(serial string) string {
+	b, _ := os.ReadFile(filepath.Join(f.Dir, serial, "taskset"))
+	return string(b)
 }
 
 // Log is the fake adb's call log (one line per call).
