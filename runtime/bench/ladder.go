@@ -329,7 +329,7 @@ func RunLadder(ctx context.Context, cfg LadderConfig) (*LadderReport, error) {
 				return err
 			}
 			if i == 0 && recorded == nil && !mixed {
-				recorded, recordedFrom = s.Store.RecordedTrace(), s.Store.TraceModel()
+				recorded, recordedFrom = s.Store.Meter().Recorded(), s.Store.Info().Model
 			}
 			l.r.identical = l.r.identical && slices.Equal(r.Tokens[0], ref)
 		}
@@ -397,7 +397,7 @@ func RunLadder(ctx context.Context, cfg LadderConfig) (*LadderReport, error) {
 				if _, err := s.Repetition(ctx, one); err != nil {
 					return err
 				}
-				recorded, recordedFrom = s.Store.RecordedTrace(), s.Store.TraceModel()
+				recorded, recordedFrom = s.Store.Meter().Recorded(), s.Store.Info().Model
 				return nil
 			}(); err != nil {
 				return nil, fmt.Errorf("bench: recording the routing: %w", err)

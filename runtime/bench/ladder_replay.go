@@ -89,14 +89,14 @@ func RunReplay(ctx context.Context, cfg ReplayConfig) (*LadderReport, error) {
 	if _, err := generate.Run(ctx, m, generate.Params{PromptIDs: prompt, MaxTokens: cfg.GenTokens, OnToken: func(int) error {
 		if firstToken {
 			firstToken = false
-			first = len(base.RecordedTrace().Calls)
+			first = len(base.Meter().Recorded().Calls)
 		}
 		return nil
 	}}); err != nil {
 		m.Close()
 		return nil, err
 	}
-	calls := base.RecordedTrace().Calls[first:]
+	calls := base.Meter().Recorded().Calls[first:]
 	m.Close()
 	budget := cfg.Budget.Resolve(rep.ExpertBytes)
 	rep.BudgetBytes = budget
@@ -136,7 +136,7 @@ func RunReplay(ctx context.Context, cfg ReplayConfig) (*LadderReport, error) {
 	}
 	for i := range cfg.Warmup + cfg.Repetitions {
 		for _, l := range all {
-			before := l.store.Stats()
+			before := l.store.Meter().Stats()
 			t0 := time.Now()
 			ok, err := replay(ctx, l.store, calls, attn, cfg.Compute-time.Duration(layers)*attn, layers)
 			if err != nil {
@@ -149,7 +149,7 @@ func RunReplay(ctx context.Context, cfg ReplayConfig) (*LadderReport, error) {
 			}
 			// A replayed repetition: one prompt's decode steps, in the
 			// host's time of the emulated compute.
-			l.r.reps = append(l.r.reps, les.Rep{Prompts: 1, DecodeTokens: tokens, Decode: d, HostDecode: d, Expert: l.store.Stats().Sub(before)})
+			l.r.reps = append(l.r.reps, les.Rep{Prompts: 1, DecodeTokens: tokens, Decode: d, HostDecode: d, Expert: l.store.Meter().Stats().Sub(before)})
 		}
 		progress("replay round %d/%d done", i+1, cfg.Warmup+cfg.Repetitions)
 	}
@@ -176,10 +176,10 @@ func replay(ctx context.Context, s *expert.Store, calls []expert.TraceCall, attn
 	// loaded machine does not add up; the timeline restarts from now only
 	// after the store made compute wait for a read.
 	var deadline time.Time
-	stall := s.StallTotal()
+	stall := s.Meter().Stall()
 	compute := func(d time.Duration) {
 		now := time.Now()
-		if st := s.StallTotal(); st != stall || deadline.IsZero() {
+		if st := s.Meter().Stall(); st != stall || deadline.IsZero() {
 			stall, deadline = st, now
 		}
 		deadline = deadline.Add(d)
@@ -187,6 +187,7 @@ func replay(ctx context.Context, s *expert.Store, calls []expert.TraceCall, attn
 			expert.Sleep(w)
 		}
 	}
+	expertBytes := s.Info().ExpertBytes
 	for i, c := range calls {
 		if c.Prefetch {
 			// The model predicts layer l+1 after layer l's attention.
@@ -204,7 +205,7 @@ func replay(ctx context.Context, s *expert.Store, calls []expert.TraceCall, attn
 		}
 		attnDone = false
 		per := expertsPerToken / time.Duration(layers*len(c.Experts))
-		want := s.ExpertBytes(c.Layer)
+		want := expertBytes[c.Layer]
 		err := s.Use(ctx, c.Layer, c.Experts, func(_ int, w moe.Weights) error {
 			if n := int64(len(w.Gate) + len(w.Up) + len(w.Down)); n == 0 || n > want {
 				ok = false

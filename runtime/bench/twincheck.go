@@ -180,7 +180,7 @@ func RunTwinCheck(ctx context.Context, cfg LadderConfig, twin *expert.Profile, c
 				return nil, err
 			}
 			if i == 0 && recorded == nil && mode != expert.OracleMode {
-				recorded = s.Store.RecordedTrace()
+				recorded = s.Store.Meter().Recorded()
 			}
 			sd.identical = sd.identical && slices.Equal(r.Tokens[0], ref)
 		}
@@ -236,7 +236,7 @@ func RunTwinCheck(ctx context.Context, cfg LadderConfig, twin *expert.Profile, c
 				if err != nil {
 					return nil, err
 				}
-				if !p.twin.s.Store.SetServiceTimes(st) {
+				if !p.twin.s.Store.Clock().SetServiceTimes(st) {
 					return nil, errors.New("bench: the twin check's calibration needs a twin priced by a measured table in device time")
 				}
 				p.direct.tables = append(p.direct.tables, st)

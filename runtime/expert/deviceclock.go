@@ -133,11 +133,16 @@ func isRoutedExpertTensor(tail string) bool {
 	return false
 }
 
-// deviceClock is the store's device clock, its flash model and its
-// accounting. Everything but totals runs on the model goroutine (Use,
-// Prefetch and Batch, and reads issued from them), most of it under the
-// store's lock; totals takes the clock's own lock.
-type deviceClock struct {
+// DeviceClock is a store's device clock (Options.DeviceTime), its flash
+// model and its accounting. A store with device time returns it from
+// Store.Clock; a nil *DeviceClock (no device time) is valid and reports
+// nothing. Its exported methods are safe for concurrent use. Internally,
+// everything but totals runs on the model goroutine (Use, Prefetch and
+// Batch, and reads issued from them), most of it under the store's lock;
+// totals takes the clock's own lock.
+type DeviceClock struct {
+	store *sync.Mutex // the store's lock, which guards the clock's state
+
 	comp     *Compute
 	gap      []time.Duration // device time per layer before its Use (decode)
 	head     time.Duration   // output head + embedding row (decode)
@@ -162,7 +167,7 @@ type deviceClock struct {
 	batchN     int
 	// counted is set while the current pass counts in the totals: a
 	// decode pass (one position) or a verify pass of several positions
-	// announced by Store.VerifyNext (verifyNext until its Batch).
+	// announced by VerifyNext (verifyNext until its Batch).
 	counted, verifyNext bool
 	last                time.Time // end of the latest store call in decode (host)
 
@@ -174,9 +179,9 @@ type deviceClock struct {
 
 func secs(x float64) time.Duration { return time.Duration(x * float64(time.Second)) }
 
-func newDeviceClock(p *Profile, costs *ComputeCosts, shapes []moe.LayerShape, slow float64, predicts bool, specMax int) *deviceClock {
+func newDeviceClock(p *Profile, costs *ComputeCosts, shapes []moe.LayerShape, slow float64, predicts bool, specMax int) *DeviceClock {
 	c := p.Compute
-	d := &deviceClock{
+	d := &DeviceClock{
 		comp: c, gap: make([]time.Duration, len(shapes)), gapCost: make([]ComputeCost, len(shapes)),
 		expert: make([]time.Duration, len(shapes)), expBytes: make([]int64, len(shapes)), charged: make([]bool, len(shapes)),
 		slow: max(slow, 1), batchN: 1, counted: true, prof: p,
@@ -210,7 +215,7 @@ func newDeviceClock(p *Profile, costs *ComputeCosts, shapes []moe.LayerShape, sl
 // compute advances the clock by a compute segment: dev on the device; in
 // decode (a counted pass) the host's time for it (measured from since,
 // busy work of the slowdown hook added) is counted too.
-func (d *deviceClock) compute(dev time.Duration, since time.Time) {
+func (d *DeviceClock) compute(dev time.Duration, since time.Time) {
 	d.now += dev
 	if !d.counted || since.IsZero() {
 		return
@@ -227,7 +232,7 @@ func (d *deviceClock) compute(dev time.Duration, since time.Time) {
 }
 
 // stall advances the clock to t (a read's completion) and counts the wait.
-func (d *deviceClock) stall(t time.Duration) {
+func (d *DeviceClock) stall(t time.Duration) {
 	if t <= d.now {
 		return
 	}
@@ -248,7 +253,7 @@ func (d *deviceClock) stall(t time.Duration) {
 // read; an unpacked file's third). Like the first read's latency, that
 // delay does not occupy the flash's bandwidth: other reads transfer
 // meanwhile.
-func (d *deviceClock) issue(e *entry, n int64, runs int, demand bool) {
+func (d *DeviceClock) issue(e *entry, n int64, runs int, demand bool) {
 	runs = max(runs, 1)
 	if d.ps != nil {
 		e.devDone = d.ps.issue(e, d.now, n, runs, demand)
@@ -286,7 +291,7 @@ func (d *deviceClock) issue(e *entry, n int64, runs int, demand bool) {
 
 // syncRead is a synchronous read of n bytes with the flash otherwise idle
 // (the naive mode's faults): the clock waits for it.
-func (d *deviceClock) syncRead(n int64, pages int64) {
+func (d *DeviceClock) syncRead(n int64, pages int64) {
 	defer d.pages(pages)
 	if d.ps != nil {
 		d.stall(d.ps.issue(nil, d.now, n, 1, true))
@@ -300,7 +305,7 @@ func (d *deviceClock) syncRead(n int64, pages int64) {
 
 // pages charges the device's page-cache work for pages read by a naive
 // fault (Compute.PageCost each) as device compute.
-func (d *deviceClock) pages(n int64) {
+func (d *DeviceClock) pages(n int64) {
 	dev := time.Duration(n) * d.comp.PageCost
 	if dev <= 0 {
 		return
@@ -325,7 +330,7 @@ func busy(d time.Duration) {
 	_ = x
 }
 
-func (d *deviceClock) batch(n int) {
+func (d *DeviceClock) batch(n int) {
 	prevN, prevVerify := d.batchN, d.batchN != 1 && d.counted
 	d.batchN = n
 	d.counted = n == 1 || d.verifyNext
@@ -349,7 +354,7 @@ func (d *deviceClock) batch(n int) {
 // gapCharge charges the non-expert compute of layer once per token: at
 // the Prefetch issued from it (lookahead, after its attention) or at its
 // Use.
-func (d *deviceClock) gapCharge(layer int) {
+func (d *DeviceClock) gapCharge(layer int) {
 	if layer < 0 || layer >= len(d.gap) || d.charged[layer] {
 		return
 	}
@@ -366,7 +371,7 @@ func (d *deviceClock) gapCharge(layer int) {
 }
 
 // expertDone charges one expert's compute (host time since t0).
-func (d *deviceClock) expertDone(layer int, t0 time.Time) {
+func (d *DeviceClock) expertDone(layer int, t0 time.Time) {
 	dev := d.expert[layer]
 	if d.batchN != 1 {
 		dev = secs(float64(d.expBytes[layer]) / d.comp.WeightBandwidth)
@@ -375,20 +380,20 @@ func (d *deviceClock) expertDone(layer int, t0 time.Time) {
 }
 
 // endUse marks the end of a Use: the next segment starts here.
-func (d *deviceClock) endUse() {
+func (d *DeviceClock) endUse() {
 	if d.counted {
 		d.last = time.Now()
 	}
 }
 
-// reset zeroes the totals (Store.ResetStats); the clock runs on.
-func (d *deviceClock) reset() {
+// reset zeroes the totals (Meter.Reset); the clock runs on.
+func (d *DeviceClock) reset() {
 	d.mu.Lock()
 	d.hostTotal, d.devTotal, d.stallTotal = 0, 0, 0
 	d.mu.Unlock()
 }
 
-func (d *deviceClock) totals() (host, dev, stall time.Duration) {
+func (d *DeviceClock) totals() (host, dev, stall time.Duration) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return d.hostTotal, d.devTotal, d.stallTotal
@@ -404,26 +409,9 @@ func (s *Store) Batch(n int) {
 	}
 }
 
-// SetServiceTimes replaces the measured table the device clock's flash
-// prices reads by (the twin check re-measures the disk before each
-// repetition, so a twin is priced by the disk of that minute). Reads in
-// flight keep their progress and are priced by st from now on. It returns
-// false, changing nothing, when the store has no device clock with a
-// measured table or st is nil.
-func (s *Store) SetServiceTimes(st *ServiceTimes) bool {
-	if s.clock == nil || s.clock.ps == nil || st == nil {
-		return false
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.clock.ps.advance(s.clock.now)
-	s.clock.ps.st = st
-	s.clock.ps.plan()
-	return true
-}
-
-// DeviceTime reports whether the store runs on device time.
-func (s *Store) DeviceTime() bool { return s.clock != nil }
+// Clock returns the store's device clock, or nil without device time
+// (Options.DeviceTime); DeviceClock's methods accept nil.
+func (s *Store) Clock() *DeviceClock { return s.clock }
 
 // vready reports whether e may be computed as far as the mode's decisions
 // go: read, or under device time done on the device clock (the real pread
@@ -497,7 +485,7 @@ func (s *Store) useClocked(ctx context.Context, layer int, experts []int, fn fun
 
 // newClock validates the device-time options and returns the clock, or nil
 // without device time.
-func newClock(opts *Options, shapes []moe.LayerShape) (*deviceClock, error) {
+func newClock(opts *Options, shapes []moe.LayerShape, storeMu *sync.Mutex) (*DeviceClock, error) {
 	if opts.ComputeSlowdown != 0 && (opts.ComputeSlowdown < 1 || opts.ComputeSlowdown > 100) {
 		return nil, fmt.Errorf("expert: compute slowdown %g must be between 1 and 100", opts.ComputeSlowdown)
 	}
@@ -511,5 +499,7 @@ func newClock(opts *Options, shapes []moe.LayerShape) (*deviceClock, error) {
 		return nil, fmt.Errorf("expert: device time needs profile %s to declare its compute speed (a compute: section with weight_bandwidth and throughput)", opts.Profile.Name)
 	}
 	predicts := opts.Mode == Lookahead || opts.Mode == Scheduled
-	return newDeviceClock(opts.Profile, opts.Costs, shapes, opts.ComputeSlowdown, predicts, opts.SpecInFlight), nil
+	d := newDeviceClock(opts.Profile, opts.Costs, shapes, opts.ComputeSlowdown, predicts, opts.SpecInFlight)
+	d.store = storeMu
+	return d, nil
 }

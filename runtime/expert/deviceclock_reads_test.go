@@ -13,7 +13,7 @@ import (
 func TestDeviceClockChargesEachPread(t *testing.T) {
 	const lat = 100 * time.Microsecond
 	done := func(runs int, demand bool) time.Duration {
-		d := &deviceClock{prof: &Profile{Latency: lat, Bandwidth: 1e9}, batchN: 1}
+		d := &DeviceClock{prof: &Profile{Latency: lat, Bandwidth: 1e9}, batchN: 1}
 		e := &entry{}
 		e.spec.Store(!demand)
 		d.issue(e, 1<<20, runs, demand)
@@ -32,7 +32,7 @@ func TestDeviceClockChargesEachPread(t *testing.T) {
 	}
 	// The extra latency does not hold the flash: a second demanded read
 	// issued at once transfers right after the first's bytes.
-	d := &deviceClock{prof: &Profile{Latency: lat, Bandwidth: 1e9}, batchN: 1}
+	d := &DeviceClock{prof: &Profile{Latency: lat, Bandwidth: 1e9}, batchN: 1}
 	a, b := &entry{}, &entry{}
 	d.issue(a, 1<<20, 2, true)
 	d.issue(b, 1<<20, 1, true)

@@ -132,7 +132,7 @@ func TestModesMatchResident(t *testing.T) {
 			if !slices.Equal(got, want) {
 				t.Fatalf("recording run: %v, want %v", got, want)
 			}
-			tr := rec.RecordedTrace()
+			tr := rec.Meter().Recorded()
 			for _, expertsPath := range []string{"", packed} {
 				for _, mode := range []expert.Mode{expert.Naive, expert.OnDemand, expert.OnDemandParallel, expert.Lookahead, expert.Scheduled, expert.OracleMode} {
 					for _, frac := range []float64{0.25, 0} {
@@ -155,7 +155,7 @@ func TestModesMatchResident(t *testing.T) {
 							if !slices.Equal(got, want) {
 								t.Fatalf("tokens %v, want all-resident %v", got, want)
 							}
-							st := s.Stats()
+							st := s.Meter().Stats()
 							if st.Misses == 0 || st.Reads == 0 {
 								t.Fatalf("no expert was read (stats %+v); the test does not exercise streaming", st)
 							}
@@ -176,7 +176,7 @@ func oneExpertBudget(path, expertsPath string, opts expert.Options, out **expert
 		}
 		var one int64
 		for l := range shapes {
-			one = max(one, probe.ExpertBytes(l))
+			one = max(one, probe.Info().ExpertBytes[l])
 		}
 		probe.Close()
 		opts.Budget = one
@@ -248,7 +248,7 @@ func TestTrainedPredictorRecall(t *testing.T) {
 			}
 		}
 	}
-	stats := s.Stats()
+	stats := s.Meter().Stats()
 	for l := 1; l < 6; l++ {
 		want := *rs.CrossLayer.PostAttn.Recall4[l]
 		r := stats.PredLayers[l].Recall()

@@ -194,7 +194,7 @@ func (n *naiveState) unreserve(bufs [][]byte) {
 // useNaive is Use in the naive mode.
 func (s *Store) useNaive(ctx context.Context, layer int, experts []int, fn func(int, moe.Weights) error) error {
 	s.mu.Lock()
-	ls := &s.layerStats[layer]
+	ls := &s.meter.layers[layer]
 	ls.Hits, ls.Misses, ls.PrefetchUsed, ls.PrefetchWasted, ls.Stall = 0, 0, 0, 0, 0
 	ls.Missed = ls.Missed[:0]
 	for i, x := range experts {
@@ -209,11 +209,11 @@ func (s *Store) useNaive(ctx context.Context, layer int, experts []int, fn func(
 			}
 		}
 	}
-	if s.rec != nil {
-		s.rec.Calls = append(s.rec.Calls, TraceCall{Layer: layer, Experts: append([]int(nil), experts...)})
+	if s.meter.rec != nil {
+		s.meter.rec.Calls = append(s.meter.rec.Calls, TraceCall{Layer: layer, Experts: append([]int(nil), experts...)})
 	}
-	s.stats.Uses++
-	s.stats.Demanded += int64(len(experts))
+	s.meter.stats.Uses++
+	s.meter.stats.Demanded += int64(len(experts))
 	s.mu.Unlock()
 	for i, x := range experts {
 		if err := ctx.Err(); err != nil {
@@ -225,10 +225,10 @@ func (s *Store) useNaive(ctx context.Context, layer int, experts []int, fn func(
 		}
 		s.mu.Lock()
 		if faults == 0 {
-			s.stats.Hits++
+			s.meter.stats.Hits++
 			ls.Hits++
 		} else {
-			s.stats.Misses++
+			s.meter.stats.Misses++
 			ls.Misses++
 			ls.Missed = append(ls.Missed, x)
 		}
@@ -291,13 +291,13 @@ func (s *Store) readRun(ctx context.Context, layer, x int, idx, count, want int6
 	s.mu.Unlock()
 	var got int
 	var err error
-	t0, a0 := s.iom.begin()
+	t0, a0 := s.meter.io.begin()
 	if bufs != nil {
 		got, err = preadPages(s.f, bufs, idx*n.page, &n.iov)
 	} else {
 		got, err = s.f.ReadAt(n.win[:count*n.page], idx*n.page)
 	}
-	s.iom.end(t0, a0, count*n.page)
+	s.meter.io.end(t0, a0, count*n.page)
 	switch {
 	case err != nil && !errors.Is(err, io.EOF):
 		err = fmt.Errorf("expert: reading %s at %d: %w", s.path, idx*n.page, err)
@@ -341,12 +341,12 @@ func (s *Store) readRun(ctx context.Context, layer, x int, idx, count, want int6
 		}
 	}
 	s.budget.peak = max(s.budget.peak, n.used+int64(len(n.scratch))+int64(len(n.win)))
-	s.stats.Reads++
-	s.stats.BytesRead += int64(got)
-	s.step.bytes += int64(got)
-	s.stats.Stall += d
-	s.step.stall += d
-	s.layerStats[layer].Stall += d
+	s.meter.stats.Reads++
+	s.meter.stats.BytesRead += int64(got)
+	s.meter.step.bytes += int64(got)
+	s.meter.stats.Stall += d
+	s.meter.step.stall += d
+	s.meter.layers[layer].Stall += d
 	s.mu.Unlock()
 	if s.opts.Sink != nil {
 		s.opts.Sink.Read(&trace.ReadEvent{Layer: layer, Expert: x, Bytes: int64(got), Latency: d})

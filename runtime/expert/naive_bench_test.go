@@ -35,7 +35,7 @@ func benchNaive(b *testing.B, direct bool) {
 	r := rand.New(rand.NewPCG(1, 2))
 	ctx := context.Background()
 	fn := func(int, moe.Weights) error { return nil }
-	before := s.Stats()
+	before := s.Meter().Stats()
 	b.ReportAllocs()
 	for b.Loop() {
 		l := r.IntN(2)
@@ -45,7 +45,7 @@ func benchNaive(b *testing.B, direct bool) {
 		}
 	}
 	el := b.Elapsed()
-	st := s.Stats().Sub(before)
+	st := s.Meter().Stats().Sub(before)
 	pages := float64(st.BytesRead) / 4096
 	b.ReportMetric(pages/float64(b.N), "pages/op")
 	b.ReportMetric(float64(st.Stall.Nanoseconds())/float64(b.N), "stall-ns/op")

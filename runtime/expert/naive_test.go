@@ -90,7 +90,7 @@ func TestNaiveMatchesResident(t *testing.T) {
 					if !slices.Equal(got, want) {
 						t.Fatalf("naive: %v, want %v", got, want)
 					}
-					st := s.Stats()
+					st := s.Meter().Stats()
 					budget := int64(0.3 * float64(totalExpertBytes(t, path)))
 					if st.PeakBytes > budget || st.CacheBytes > budget {
 						t.Fatalf("peak %d / cache %d bytes over the budget %d", st.PeakBytes, st.CacheBytes, budget)
@@ -124,7 +124,7 @@ func TestNaiveReadsPages(t *testing.T) {
 	for i, ra := range []string{"", "read_ahead: 64KiB\n"} {
 		var s *expert.Store
 		greedyWith(t, path, storeSource(t, path, "", expert.Options{Mode: expert.Naive, Profile: testProfile(t, "page_size: 4KiB\n"+ra)}, 0.3, &s))
-		st := s.Stats()
+		st := s.Meter().Stats()
 		perFault[i] = float64(st.BytesRead) / float64(st.Reads)
 		faults[i] = st.Reads
 	}
@@ -233,7 +233,7 @@ func TestDeviceTimeMatchesResident(t *testing.T) {
 	prof := testProfile(t, "read_ahead: 32KiB\n"+testCompute)
 	var rec *expert.Store
 	greedyWith(t, path, storeSource(t, path, "", expert.Options{Mode: expert.OnDemand, Record: true}, 1, &rec))
-	tr := rec.RecordedTrace()
+	tr := rec.Meter().Recorded()
 	for _, mode := range append(expert.Modes(), expert.OracleMode) {
 		t.Run(mode.String(), func(t *testing.T) {
 			var dev [2]expert.Stats
@@ -244,7 +244,7 @@ func TestDeviceTimeMatchesResident(t *testing.T) {
 				if !slices.Equal(got, want) {
 					t.Fatalf("tokens %v, want %v", got, want)
 				}
-				st := s.Stats()
+				st := s.Meter().Stats()
 				if st.DeviceCompute <= 0 || st.HostCompute <= 0 || st.DeviceTime() < st.DeviceCompute {
 					t.Fatalf("device time not accounted: %+v", st)
 				}

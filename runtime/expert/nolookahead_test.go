@@ -25,7 +25,7 @@ func TestNoLookaheadTurnsPrefetchOff(t *testing.T) {
 		if k := s.PredictK(); opts.NoLookahead && k != 0 {
 			t.Fatalf("%s with NoLookahead asks the model for %d predictions per layer, want 0", opts.Mode, k)
 		}
-		return s.Stats()
+		return s.Meter().Stats()
 	}
 	parallel := run(expert.Options{Mode: expert.OnDemandParallel, Workers: 4})
 	for _, mode := range []expert.Mode{expert.Lookahead, expert.Scheduled} {

@@ -136,7 +136,7 @@ func TestStoreLayerBudgets(t *testing.T) {
 	defer s.Close()
 	tr := randomTrace(2, 10, 2, 8, 2)
 	drive(t, s, m, tr, 1)
-	if st := s.Stats(); st.PeakBytes > 6*one || st.Demanded != int64(tr.Len()) {
+	if st := s.Meter().Stats(); st.PeakBytes > 6*one || st.Demanded != int64(tr.Len()) {
 		t.Fatalf("peak %d (budget %d), demanded %d of %d", st.PeakBytes, 6*one, st.Demanded, tr.Len())
 	}
 }

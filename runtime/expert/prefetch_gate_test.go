@@ -87,7 +87,7 @@ func TestPrefetchGateSkips(t *testing.T) {
 				}
 			}
 		}
-		st := s.Stats()
+		st := s.Meter().Stats()
 		s.Close()
 		if all && st.PrefetchSkipped != 0 {
 			t.Fatalf("PrefetchAll skipped %d predictions", st.PrefetchSkipped)

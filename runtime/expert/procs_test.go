@@ -52,7 +52,7 @@ func TestThrottledStoreLendsPs(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := 2 + 4
-	if !direct.Direct() {
+	if !direct.Info().Direct {
 		t.Logf("O_DIRECT unsupported here: the buffered fallback lends no Ps")
 		want = 2
 	}

@@ -53,7 +53,7 @@ func TestMeasuredTableChargesReads(t *testing.T) {
 				if !slices.Equal(got, want) {
 					t.Fatalf("tokens %v, want %v", got, want)
 				}
-				st := s.Stats()
+				st := s.Meter().Stats()
 				stall[i], bytes[i], reads = st.DeviceStall.Seconds(), st.BytesRead, st.Reads
 			}
 			if bytes[0] != bytes[1] || bytes[1] != bytes[2] || stall[0] <= 0 {
@@ -96,7 +96,7 @@ func TestNaivePageCost(t *testing.T) {
 		if !slices.Equal(got, want) {
 			t.Fatalf("tokens %v, want %v", got, want)
 		}
-		st[i] = s.Stats()
+		st[i] = s.Meter().Stats()
 	}
 	if st[0].BytesRead != st[1].BytesRead || st[0].DeviceStall != st[1].DeviceStall || st[0].BytesRead == 0 {
 		t.Fatalf("the page cost changed what was read or the stall: %+v / %+v", st[0], st[1])

@@ -70,7 +70,7 @@ func TestDeviceClockUsesServiceTimes(t *testing.T) {
 	simple := &Profile{Latency: 20 * us, Bandwidth: 2e9}
 	table := &Profile{Latency: 20 * us, Bandwidth: 2e9, Service: testTable(t)}
 	sync := func(p *Profile, n int64) time.Duration {
-		d := &deviceClock{prof: p, batchN: 1, comp: &Compute{}}
+		d := &DeviceClock{prof: p, batchN: 1, comp: &Compute{}}
 		if p.Service != nil {
 			d.ps = &psFlash{st: p.Service}
 		}
@@ -87,7 +87,7 @@ func TestDeviceClockUsesServiceTimes(t *testing.T) {
 	}
 	// 16 reads issued together share the device at the table's
 	// throughput for QD 16: each takes its QD-16 time (deviceflash.go).
-	d := &deviceClock{prof: table, batchN: 1, ps: &psFlash{st: table.Service}}
+	d := &DeviceClock{prof: table, batchN: 1, ps: &psFlash{st: table.Service}}
 	var es []*entry
 	for range 16 {
 		e := &entry{}

@@ -9,11 +9,11 @@ import (
 // and stall (the model calls it before emitting each LayerEvent; it
 // implements model.LayerReporter). It costs one mutex acquisition.
 func (s *Store) FillLayerEvent(ev *trace.LayerEvent) {
-	if ev.Layer < 0 || ev.Layer >= len(s.layerStats) {
+	if ev.Layer < 0 || ev.Layer >= len(s.meter.layers) {
 		return
 	}
 	s.mu.Lock()
-	ls := &s.layerStats[ev.Layer]
+	ls := &s.meter.layers[ev.Layer]
 	ev.Hits, ev.Misses = ls.Hits, ls.Misses
 	ev.Missed = append(ev.Missed[:0], ls.Missed...)
 	ev.PrefetchUsed, ev.PrefetchWasted = ls.PrefetchUsed, ls.PrefetchWasted
@@ -26,9 +26,9 @@ func (s *Store) FillLayerEvent(ev *trace.LayerEvent) {
 // before emitting each TokenEvent; it implements generate.TokenReporter).
 func (s *Store) FillTokenEvent(ev *trace.TokenEvent) {
 	s.mu.Lock()
-	ev.Stall = s.step.stall
-	ev.BytesRead = s.step.bytes
+	ev.Stall = s.meter.step.stall
+	ev.BytesRead = s.meter.step.bytes
 	ev.CacheBytes = s.budget.used
-	s.step = stepAcc{}
+	s.meter.step = stepAcc{}
 	s.mu.Unlock()
 }

@@ -178,20 +178,3 @@ func expertPartInfo(f *gguf.File, l, i int, packed bool) (*gguf.TensorInfo, uint
 	}
 	return t, t.Dims[1], true
 }
-
-// Packed reports whether the store reads each expert as one blob of a
-// packed file (lesfarm pack) rather than three slices of stacked tensors.
-func (s *Store) Packed() bool { return s.layout.Packed }
-
-// ReadsPerExpert returns the most preads the store issues to fetch one
-// expert: 1 for a packed (blob) file, 2 for a merged gate+up tensor plus
-// down (the compat layout of qwen35moe), 3 for separate stacked tensors.
-func (s *Store) ReadsPerExpert() int {
-	n := 0
-	for _, exps := range s.layout.Experts {
-		for _, parts := range exps {
-			n = max(n, len(planRead(parts, s.align).runs))
-		}
-	}
-	return n
-}

@@ -14,7 +14,7 @@ type LayerStats struct {
 	Stall          time.Duration
 }
 
-// Stats are cumulative counters since the store opened or ResetStats.
+// Stats are cumulative counters since the store opened or its Meter's Reset.
 type Stats struct {
 	Uses              int64 // Use calls
 	Demanded          int64 // experts demanded

@@ -57,7 +57,7 @@ type Options struct {
 	NoLookahead bool
 	// Trace is the recorded routing the oracle mode replays.
 	Trace *RoutingTrace
-	// Record makes the store record its routing (RecordedTrace).
+	// Record makes the store record its routing (Meter.Recorded).
 	Record bool
 	// DeviceTime runs the emulated flash on a clock dilated to the
 	// profile's compute speed and accounts decode in device time
@@ -128,18 +128,14 @@ type Store struct {
 	closed  bool
 	useSeq  uint64
 
-	curDemand  []Key
-	predicted  [][]int
-	hasPred    []bool
-	specFor    [][]*entry // per target layer: speculative entries issued for it
-	layerStats []LayerStats
-	stats      Stats
-	step       stepAcc
-	rec        *RoutingTrace
-	clock      *deviceClock  // device time, or nil
-	naive      *naiveState   // the naive mode's page cache, or nil
-	gate       *prefetchGate // nil: prefetch every prediction
-	iom        ioMeter       // every pread, by size and depth (Stats.IO)
+	curDemand []Key
+	predicted [][]int
+	hasPred   []bool
+	specFor   [][]*entry    // per target layer: speculative entries issued for it
+	meter     Meter         // the statistics (meter.go)
+	clock     *DeviceClock  // device time, or nil
+	naive     *naiveState   // the naive mode's page cache, or nil
+	gate      *prefetchGate // nil: prefetch every prediction
 }
 
 // entry states.
@@ -241,12 +237,11 @@ func New(path string, layout Layout, shapes []moe.LayerShape, opts Options) (*St
 	s := &Store{
 		opts: opts, path: path, f: f, direct: direct, align: 1, layout: layout, shapes: shapes,
 		log: opts.Logger, entries: map[Key]*entry{}, budget: newBudget(opts.Budget, policy),
-		predicted:  make([][]int, len(shapes)),
-		hasPred:    make([]bool, len(shapes)),
-		specFor:    make([][]*entry, len(shapes)),
-		layerStats: make([]LayerStats, len(shapes)),
+		predicted: make([][]int, len(shapes)),
+		hasPred:   make([]bool, len(shapes)),
+		specFor:   make([][]*entry, len(shapes)),
 	}
-	s.stats.PredLayers = make([]PredStats, len(shapes))
+	s.meter.init(&s.mu, len(shapes), s.gaugesLocked)
 	s.model.Layers = make([]TraceLayer, len(shapes))
 	for l, sh := range shapes {
 		if sh.Experts > 0 {
@@ -261,12 +256,13 @@ func New(path string, layout Layout, shapes []moe.LayerShape, opts Options) (*St
 		s.align = directAlign
 	}
 	if opts.Record {
-		s.rec = &RoutingTrace{}
+		s.meter.rec = &RoutingTrace{}
 	}
-	if s.clock, err = newClock(&opts, shapes); err != nil {
+	if s.clock, err = newClock(&opts, shapes, &s.mu); err != nil {
 		f.Close()
 		return nil, err
 	}
+	s.meter.clock = s.clock
 	if opts.Profile != nil && s.clock == nil { // the device clock emulates the flash itself
 		s.throttle = NewThrottle(opts.Profile)
 	}
@@ -356,10 +352,6 @@ func (s *Store) Clone(opts Options) (*Store, error) {
 	return c, nil
 }
 
-// TraceModel identifies the store's model in the traces it records (name
-// and architecture only when the store was opened with Open).
-func (s *Store) TraceModel() TraceModel { return s.model }
-
 // Close stops the workers and closes the file. Reads in flight finish
 // first. Close is idempotent.
 func (s *Store) Close() error {
@@ -379,15 +371,6 @@ func (s *Store) Close() error {
 	return s.f.Close()
 }
 
-// Direct reports whether reads bypass the page cache.
-func (s *Store) Direct() bool { return s.direct }
-
-// Mode returns the store's mode.
-func (s *Store) Mode() Mode { return s.opts.Mode }
-
-// ExpertBytes returns the buffer bytes one expert of layer takes.
-func (s *Store) ExpertBytes(layer int) int64 { return s.bufSize[layer] }
-
 // PredictK implements moe.Source.
 func (s *Store) PredictK() int {
 	if s.strat.speculative() {
@@ -396,50 +379,11 @@ func (s *Store) PredictK() int {
 	return 0
 }
 
-// Stats returns the cumulative counters.
-func (s *Store) Stats() Stats {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	st := s.stats
-	st.PredLayers = append([]PredStats(nil), s.stats.PredLayers...)
-	st.CacheBytes = s.cacheBytesLocked()
-	st.PeakBytes = s.budget.peak
-	st.IO = s.iom.snapshot()
-	if s.clock != nil {
-		st.HostCompute, st.DeviceCompute, st.DeviceStall = s.clock.totals()
-	}
-	return st
-}
-
-// StallTotal returns the cumulative time Use waited on reads (cheaper than
-// Stats).
-func (s *Store) StallTotal() time.Duration {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.stats.Stall
-}
-
-// ResetStats zeroes the cumulative counters (e.g. after warm-up or
-// prefill); the cache keeps its contents.
-func (s *Store) ResetStats() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.stats = Stats{PredLayers: make([]PredStats, len(s.shapes))}
-	s.step = stepAcc{}
-	s.iom.reset()
-	if s.clock != nil {
-		s.clock.reset()
-	}
-}
-
-// RecordedTrace returns the routing recorded so far (Options.Record), or nil.
-func (s *Store) RecordedTrace() *RoutingTrace {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.rec == nil {
-		return nil
-	}
-	return &RoutingTrace{Calls: append([]TraceCall(nil), s.rec.Calls...)}
+// gaugesLocked returns the bytes of experts resident now (and of the
+// naive mode's cached pages) and the most bytes held (Stats.CacheBytes and
+// PeakBytes).
+func (s *Store) gaugesLocked() (cache, peak int64) {
+	return s.cacheBytesLocked(), s.budget.peak
 }
 
 func (s *Store) cacheBytesLocked() int64 {
@@ -467,10 +411,10 @@ func (s *Store) Prefetch(layer int, experts []int) {
 	defer s.mu.Unlock()
 	s.predicted[layer] = append(s.predicted[layer][:0], experts...)
 	s.hasPred[layer] = true
-	if s.rec != nil {
-		s.rec.Calls = append(s.rec.Calls, TraceCall{Layer: layer, Experts: append([]int(nil), experts...), Prefetch: true})
+	if s.meter.rec != nil {
+		s.meter.rec.Calls = append(s.meter.rec.Calls, TraceCall{Layer: layer, Experts: append([]int(nil), experts...), Prefetch: true})
 	}
-	s.layerStats[layer].Predicted = append(s.layerStats[layer].Predicted[:0], experts...)
+	s.meter.layers[layer].Predicted = append(s.meter.layers[layer].Predicted[:0], experts...)
 	if !s.strat.speculative() || s.closed {
 		return
 	}
@@ -500,7 +444,7 @@ func (s *Store) Prefetch(layer int, experts []int) {
 				q = s.gate.reuse(v)
 			}
 			if !s.gate.worth(layer, rank, q) {
-				s.stats.PrefetchSkipped++
+				s.meter.stats.PrefetchSkipped++
 				continue
 			}
 		}
@@ -513,7 +457,7 @@ func (s *Store) Prefetch(layer int, experts []int) {
 		s.entries[k] = e
 		s.q.pushSpecLocked(e)
 		s.specFor[layer] = append(s.specFor[layer], e)
-		s.stats.PrefetchIssued++
+		s.meter.stats.PrefetchIssued++
 		queued++
 	}
 	s.q.wakeLocked(queued)
@@ -563,14 +507,4 @@ func (s *Store) releaseLocked(e *entry) {
 	s.budget.release(e.buf)
 	e.buf = nil
 	e.w = moe.Weights{}
-}
-
-// LayerStats returns what the latest Use of layer measured.
-func (s *Store) LayerStats(layer int) LayerStats {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	ls := s.layerStats[layer]
-	ls.Predicted = append([]int(nil), ls.Predicted...)
-	ls.Missed = append([]int(nil), ls.Missed...)
-	return ls
 }

@@ -27,11 +27,11 @@ func (s *Store) fetch(e *entry, buf []byte) readResult {
 // finishLocked implements reader: it counts the read and makes e resident,
 // or drops it when the read failed.
 func (s *Store) finishLocked(e *entry, r readResult) {
-	s.stats.Reads++
-	s.stats.BytesRead += r.n
-	s.step.bytes += r.n
+	s.meter.stats.Reads++
+	s.meter.stats.BytesRead += r.n
+	s.meter.step.bytes += r.n
 	if e.wasSpec {
-		s.stats.SpecReads++
+		s.meter.stats.SpecReads++
 	}
 	if r.err != nil {
 		e.state = stFailed
@@ -65,9 +65,9 @@ func (s *Store) read(e *entry, buf []byte) (moe.Weights, int64, int, error) {
 	var total int64
 	for _, r := range p.runs {
 		dst := buf[r.bufOff : r.bufOff+r.n]
-		t0, a0 := s.iom.begin()
+		t0, a0 := s.meter.io.begin()
 		n, err := s.f.ReadAt(dst, r.off)
-		s.iom.end(t0, a0, r.n)
+		s.meter.io.end(t0, a0, r.n)
 		total += int64(n)
 		// The last aligned read of a file may stop at its end; only the
 		// expert's own bytes must be there.

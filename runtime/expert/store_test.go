@@ -158,7 +158,7 @@ func TestStoreModesServeCorrectBytesWithinBudget(t *testing.T) {
 						}
 						defer s.Close()
 						drive(t, s, m, tr, 3)
-						st := s.Stats()
+						st := s.Meter().Stats()
 						if st.PeakBytes > budget {
 							t.Fatalf("peak %d bytes exceeds the budget %d", st.PeakBytes, budget)
 						}
@@ -191,7 +191,7 @@ func TestOracleBeatsPoliciesOnHitsAndBytes(t *testing.T) {
 				t.Fatal(err)
 			}
 			drive(t, s, m, tr, 1)
-			stats[mode.String()+"/"+policy] = s.Stats()
+			stats[mode.String()+"/"+policy] = s.Meter().Stats()
 			s.Close()
 		}
 	}
@@ -200,7 +200,7 @@ func TestOracleBeatsPoliciesOnHitsAndBytes(t *testing.T) {
 		t.Fatal(err)
 	}
 	drive(t, s, m, tr, 1)
-	o := s.Stats()
+	o := s.Meter().Stats()
 	plan := s.strat.(*oracleStrategy).plan
 	s.Close()
 	if plan == nil {
@@ -224,13 +224,13 @@ func TestStoreDirectIO(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !s.Direct() {
+		if !s.Info().Direct {
 			t.Logf("O_DIRECT unsupported in %s; tested the buffered fallback", filepath.Dir(m.path))
-		} else if s.ExpertBytes(0)%directAlign != 0 {
-			t.Fatalf("direct buffer size %d is not aligned", s.ExpertBytes(0))
+		} else if s.Info().ExpertBytes[0]%directAlign != 0 {
+			t.Fatalf("direct buffer size %d is not aligned", s.Info().ExpertBytes[0])
 		}
 		drive(t, s, m, randomTrace(2, 10, 2, 8, 3), 1)
-		if packed && s.Stats().Reads != s.Stats().Misses-s.Stats().PrefetchUsed+s.Stats().SpecReads && false {
+		if packed && s.Meter().Stats().Reads != s.Meter().Stats().Misses-s.Meter().Stats().PrefetchUsed+s.Meter().Stats().SpecReads && false {
 			t.Fatal("unreachable")
 		}
 		s.Close()
@@ -336,7 +336,7 @@ func TestStoreReadErrorMidGeneration(t *testing.T) {
 				if ctx.Err() != nil {
 					t.Fatal("Use hung until the timeout")
 				}
-				if st := s.Stats(); st.PeakBytes > 2*m.expertBytes() {
+				if st := s.Meter().Stats(); st.PeakBytes > 2*m.expertBytes() {
 					t.Fatalf("peak %d over budget", st.PeakBytes)
 				}
 			})
@@ -361,20 +361,20 @@ func TestSpeculationNeverEvictsCurrentLayer(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.Prefetch(1, []int{5, 6, 7})
-	if st := s.Stats(); st.PrefetchIssued != 0 {
+	if st := s.Meter().Stats(); st.PrefetchIssued != 0 {
 		t.Fatalf("speculation evicted the computing layer: %d prefetches issued", st.PrefetchIssued)
 	}
-	before := s.Stats().Hits
+	before := s.Meter().Stats().Hits
 	if err := s.Use(ctx, 0, []int{0, 1, 2, 3}, ok); err != nil {
 		t.Fatal(err)
 	}
-	if got := s.Stats().Hits - before; got != 4 {
+	if got := s.Meter().Stats().Hits - before; got != 4 {
 		t.Fatalf("layer 0 hits = %d, want 4", got)
 	}
 	// Prefetching for layer 2 may evict layer 0 (not computing) but the
 	// predictions are bounded by the budget and never block.
 	s.Prefetch(2, []int{1, 2, 3, 4, 5, 6, 7, 8})
-	st := s.Stats()
+	st := s.Meter().Stats()
 	if st.PrefetchIssued == 0 || st.PrefetchIssued > 4 {
 		t.Fatalf("prefetches issued = %d, want 1..4", st.PrefetchIssued)
 	}
@@ -416,7 +416,7 @@ func TestDemandBeforeSpeculation(t *testing.T) {
 	if err := s.Use(context.Background(), 1, []int{0, 30}, func(int, moe.Weights) error { return nil }); err != nil {
 		t.Fatal(err)
 	}
-	st := s.Stats()
+	st := s.Meter().Stats()
 	if st.PrefetchCancelled == 0 {
 		t.Fatalf("no queued speculative read was cancelled: %+v", st)
 	}

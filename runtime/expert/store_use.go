@@ -59,7 +59,7 @@ func (s *Store) use(ctx context.Context, layer int, experts []int, fn func(int, 
 // beginUseLocked validates the demand, updates statistics, settles the
 // speculative reads issued for this layer and pins what is resident.
 func (s *Store) beginUseLocked(layer int, experts []int, items []*entry) error {
-	ls := &s.layerStats[layer]
+	ls := &s.meter.layers[layer]
 	ls.Hits, ls.Misses, ls.PrefetchUsed, ls.PrefetchWasted, ls.Stall = 0, 0, 0, 0, 0
 	ls.Missed = ls.Missed[:0]
 	s.useSeq++
@@ -75,12 +75,12 @@ func (s *Store) beginUseLocked(layer int, experts []int, items []*entry) error {
 		}
 		s.curDemand = append(s.curDemand, Key{int32(layer), int32(x)})
 	}
-	if s.rec != nil {
-		s.rec.Calls = append(s.rec.Calls, TraceCall{Layer: layer, Experts: append([]int(nil), experts...)})
+	if s.meter.rec != nil {
+		s.meter.rec.Calls = append(s.meter.rec.Calls, TraceCall{Layer: layer, Experts: append([]int(nil), experts...)})
 	}
 	// Predictor quality.
 	if p := s.predicted[layer]; s.hasPred[layer] {
-		ps := &s.stats.PredLayers[layer]
+		ps := &s.meter.stats.PredLayers[layer]
 		ps.Uses++
 		ps.Predicted += int64(len(p))
 		ps.Demanded += int64(len(experts))
@@ -100,14 +100,14 @@ func (s *Store) beginUseLocked(layer int, experts []int, items []*entry) error {
 	if s.gate != nil {
 		s.gate.demand(layer, experts)
 	}
-	s.stats.Uses++
-	s.stats.Demanded += int64(len(experts))
+	s.meter.stats.Uses++
+	s.meter.stats.Demanded += int64(len(experts))
 	promoted := 0
 	for i, k := range s.curDemand {
 		s.budget.policy.Access(k)
 		e := s.entries[k]
 		if e == nil {
-			s.stats.Misses++
+			s.meter.stats.Misses++
 			ls.Misses++
 			ls.Missed = append(ls.Missed, int(k.Expert))
 			continue
@@ -116,15 +116,15 @@ func (s *Store) beginUseLocked(layer int, experts []int, items []*entry) error {
 		e.pins++
 		e.demandSeq = s.useSeq
 		if s.vready(e) {
-			s.stats.Hits++
+			s.meter.stats.Hits++
 			ls.Hits++
 		} else {
-			s.stats.Misses++
+			s.meter.stats.Misses++
 			ls.Misses++
 			ls.Missed = append(ls.Missed, int(k.Expert))
 		}
 		if e.spec.Swap(false) {
-			s.stats.PrefetchUsed++
+			s.meter.stats.PrefetchUsed++
 			ls.PrefetchUsed++
 			if s.clock != nil && s.clock.ps != nil && !s.vready(e) {
 				s.clock.ps.promote(e, s.clock.now) // in flight: now demanded
@@ -148,10 +148,10 @@ func (s *Store) beginUseLocked(layer int, experts []int, items []*entry) error {
 			delete(s.entries, e.key)
 			s.forgetIssuedLocked(e)
 			s.releaseLocked(e)
-			s.stats.PrefetchCancelled++
+			s.meter.stats.PrefetchCancelled++
 			continue
 		}
-		s.stats.PrefetchWasted++
+		s.meter.stats.PrefetchWasted++
 		ls.PrefetchWasted++
 	}
 	clear(s.specFor[layer])
@@ -180,7 +180,7 @@ func (s *Store) unpinLocked(e *entry) {
 // strategy picks.
 func (s *Store) run(ctx context.Context, layer int, experts []int, items []*entry, done []bool, fn func(int, moe.Weights) error) error {
 	remaining := len(experts)
-	ls := &s.layerStats[layer]
+	ls := &s.meter.layers[layer]
 	for remaining > 0 {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -317,8 +317,8 @@ func (s *Store) run(ctx context.Context, layer int, experts []int, items []*entr
 		}
 		d := time.Since(t0)
 		s.mu.Lock()
-		s.stats.Stall += d
-		s.step.stall += d
+		s.meter.stats.Stall += d
+		s.meter.step.stall += d
 		ls.Stall += d
 		s.mu.Unlock()
 	}
@@ -339,7 +339,7 @@ func allDone(d []bool) bool {
 func (s *Store) cancelQueuedSpecLocked() bool {
 	drained := s.q.drainSpecLocked(func(e *entry) {
 		if e.spec.Swap(false) {
-			s.stats.PrefetchCancelled++
+			s.meter.stats.PrefetchCancelled++
 		}
 		if s.entries[e.key] == e {
 			delete(s.entries, e.key)

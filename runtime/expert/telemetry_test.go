@@ -108,7 +108,7 @@ func TestTelemetryFill(t *testing.T) {
 	if tev.BytesRead != 0 {
 		t.Fatal("token counters not reset")
 	}
-	st := s.Stats()
+	st := s.Meter().Stats()
 	pr := st.PredLayers[1]
 	if pr.Precision() != 0.5 || pr.Recall() != 0.5 {
 		t.Fatalf("prediction %+v", pr)

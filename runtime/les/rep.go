@@ -196,5 +196,5 @@ func (s *Session) stats() expert.Stats {
 	if s.Store == nil {
 		return expert.Stats{}
 	}
-	return s.Store.Stats()
+	return s.Store.Meter().Stats()
 }

@@ -55,7 +55,7 @@ type Config struct {
 	PredictK        int     // experts predicted per token (0: the store's default)
 	PrefetchAll     bool    // see expert.Options.PrefetchAll
 	NoLookahead     bool    // see expert.Options.NoLookahead
-	// Record makes the store record its routing (Store.RecordedTrace);
+	// Record makes the store record its routing (Store.Meter().Recorded);
 	// Trace is the routing the oracle mode replays.
 	Record bool
 	Trace  *expert.RoutingTrace
@@ -151,7 +151,7 @@ func (s *Session) Close() {
 }
 
 // DeviceTime reports whether the session's decode figures are device time.
-func (s *Session) DeviceTime() bool { return s.Store != nil && s.Store.DeviceTime() }
+func (s *Session) DeviceTime() bool { return s.Store != nil && s.Store.Clock() != nil }
 
 // PeakRSS is the session's peak RSS: the process RSS it counts from
 // (Config.RSSBase, else the RSS when it opened) plus how far the process's

@@ -84,7 +84,7 @@ type Config struct {
 	PrefetchAll     bool    // expert.Options.PrefetchAll
 	NoLookahead     bool    // expert.Options.NoLookahead
 	ComputeSlowdown float64 // test hook, expert.Options.ComputeSlowdown
-	// Record records the routing (Store.RecordedTrace); Trace is the
+	// Record records the routing (Store.Meter().Recorded); Trace is the
 	// routing the oracle mode replays.
 	Record bool
 	Trace  *expert.RoutingTrace
@@ -202,7 +202,7 @@ func (s *Session) Clock(sink trace.Sink) trace.Sink {
 	if sink == nil || !s.DeviceTime() {
 		return sink
 	}
-	d := &deviceSink{Sink: sink, store: s.Store}
+	d := &deviceSink{Sink: sink, clock: s.Store.Clock()}
 	d.compute, d.stall = d.totals()
 	return d
 }
@@ -210,13 +210,15 @@ func (s *Session) Clock(sink trace.Sink) trace.Sink {
 // deviceSink rewrites token events onto the store's device clock.
 type deviceSink struct {
 	trace.Sink
-	store          *expert.Store
+	clock          *expert.DeviceClock
 	compute, stall time.Duration // device totals at the last step
 }
 
+// totals returns the clock's decode compute and stall (the store's
+// Stats.DeviceCompute and DeviceStall).
 func (d *deviceSink) totals() (compute, stall time.Duration) {
-	st := d.store.Stats()
-	return st.DeviceCompute, st.DeviceStall
+	compute, stall, _ = d.clock.Totals()
+	return compute, stall
 }
 
 func (d *deviceSink) Token(ev *trace.TokenEvent) {

@@ -75,7 +75,7 @@ func BenchmarkPackLayoutRead(b *testing.B) {
 		}
 		defer m.Close()
 		s := m.Experts.(*expert.Store)
-		b.Logf("%s: %d preads per expert, direct I/O %v", lay, s.ReadsPerExpert(), s.Direct())
+		b.Logf("%s: %d preads per expert, direct I/O %v", lay, s.Info().ReadsPerExpert, s.Info().Direct)
 		stores = append(stores, &store{name: lay, s: s})
 	}
 	ok := func(int, moe.Weights) error { return nil }

@@ -95,12 +95,12 @@ func TestPackLayoutsExact(t *testing.T) {
 							t.Fatalf("%s: %v", mode, err)
 						}
 						if lc.reads > 0 {
-							if got := store.ReadsPerExpert(); got != lc.reads {
+							if got := store.Info().ReadsPerExpert; got != lc.reads {
 								t.Errorf("%s: %d preads per expert, want %d", mode, got, lc.reads)
 							}
 						}
 						toks, logits := greedyTrace(t, m, prompt, n)
-						st := store.Stats()
+						st := store.Meter().Stats()
 						m.Close()
 						if !slices.Equal(toks, wantToks) {
 							t.Fatalf("%s: tokens %v, unpacked resident %v", mode, toks, wantToks)

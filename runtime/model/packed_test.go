@@ -134,7 +134,7 @@ func TestPackedLoadsDirectly(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer m.Close()
-			if !store.Packed() {
+			if !store.Info().Packed {
 				t.Fatal("the store reads the packed file as stacked tensors, not one blob per expert")
 			}
 			toks, logits := greedyTrace(t, m, prompt, n)
@@ -142,7 +142,7 @@ func TestPackedLoadsDirectly(t *testing.T) {
 				t.Fatalf("tokens %v, unpacked resident %v", toks, wantToks)
 			}
 			sameBits(t, mode.String(), logits, wantLogits)
-			st := store.Stats()
+			st := store.Meter().Stats()
 			if st.Misses == 0 || st.Reads == 0 {
 				t.Fatalf("no expert was read (stats %+v); the test does not exercise streaming", st)
 			}

@@ -135,7 +135,7 @@ func TestQwen35ModesMatchResident(t *testing.T) {
 				t.Fatalf("recording run: %v / %v, want %v / %v", got, gd, want, wantDraft)
 			}
 			m.Close()
-			tr := rec.RecordedTrace()
+			tr := rec.Meter().Recorded()
 			for _, expertsPath := range []string{"", packed} {
 				if expertsPath != "" && packErr != nil {
 					continue
@@ -159,14 +159,14 @@ func TestQwen35ModesMatchResident(t *testing.T) {
 							if !slices.Equal(got, want) || !slices.Equal(gd, wantDraft) {
 								t.Fatalf("tokens %v drafts %v, want all-resident %v %v", got, gd, want, wantDraft)
 							}
-							st := s.Stats()
+							st := s.Meter().Stats()
 							if st.Misses == 0 || st.Reads == 0 {
 								t.Fatalf("no expert was read (stats %+v)", st)
 							}
 							if st.PeakBytes > budget {
 								t.Fatalf("store held %d bytes, budget %d", st.PeakBytes, budget)
 							}
-							if ls := s.LayerStats(len(m.Layers)); ls.Hits+ls.Misses == 0 {
+							if ls := s.Meter().Layer(len(m.Layers)); ls.Hits+ls.Misses == 0 {
 								t.Fatalf("the MTP block's experts (layer %d) never went through the store", len(m.Layers))
 							}
 						})
@@ -194,7 +194,7 @@ func qwen35Store(path, expertsPath string, opts expert.Options, frac float64, ou
 			}
 			one = 0
 			for l := range shapes {
-				one = max(one, probe.ExpertBytes(l))
+				one = max(one, probe.Info().ExpertBytes[l])
 			}
 			probe.Close()
 			opts.Budget = one
@@ -246,7 +246,7 @@ func TestQwen35ScaledShapeModesMatchResident(t *testing.T) {
 		t.Fatalf("recording run: %v / %v, want %v / %v", got, gd, want, wantDraft)
 	}
 	m.Close()
-	tr := rec.RecordedTrace()
+	tr := rec.Meter().Recorded()
 	for _, mode := range []expert.Mode{expert.OnDemand, expert.OnDemandParallel, expert.Lookahead, expert.Scheduled, expert.OracleMode} {
 		t.Run(mode.String(), func(t *testing.T) {
 			var s *expert.Store
@@ -260,7 +260,7 @@ func TestQwen35ScaledShapeModesMatchResident(t *testing.T) {
 			if !slices.Equal(got, want) || !slices.Equal(gd, wantDraft) {
 				t.Fatalf("tokens %v drafts %v, want all-resident %v %v", got, gd, want, wantDraft)
 			}
-			st := s.Stats()
+			st := s.Meter().Stats()
 			if st.PeakBytes > budget || st.Misses == 0 {
 				t.Fatalf("peak %d of budget %d, %d misses", st.PeakBytes, budget, st.Misses)
 			}

@@ -3,17 +3,18 @@ package spec
 import (
 	"time"
 
+	"github.com/lesfarm/lesfarm/runtime/expert"
 	"github.com/lesfarm/lesfarm/runtime/internal/cputime"
 )
 
-// deviceClocked is a target's expert source that runs on an emulated
-// device's clock (expert.Store with device time): decode is reported in
-// that clock, so the controller weighs passes by it too.
-type deviceClocked interface {
+// deviceClock is an emulated device's clock (expert.DeviceClock) that a
+// target's experts run on: decode is reported in that clock, so the
+// controller weighs passes by it too.
+type deviceClock interface {
 	// VerifyNext marks the next pass of several positions as decode.
 	VerifyNext()
-	// DeviceTotals is the clock's decode compute and stall so far.
-	DeviceTotals() (compute, stall time.Duration, ok bool)
+	// Totals is the clock's decode compute and stall so far.
+	Totals() (compute, stall time.Duration, ok bool)
 }
 
 // meter measures the cost of a round's passes in the clock the
@@ -29,16 +30,24 @@ type deviceClocked interface {
 // of a settled controller, or of a fixed k whose drafter had nothing to
 // propose, costs what a plain decode step costs.
 type meter struct {
-	dev    deviceClocked
+	dev    deviceClock
 	c0, s0 time.Duration
 	t0     time.Time
 	on     bool
 }
 
+// newMeter returns the meter of a target whose experts come from src:
+// on the device clock of an expert store with device time, or of a source
+// that keeps a device clock itself; else on the host.
 func newMeter(src any) meter {
-	if d, ok := src.(deviceClocked); ok {
-		if _, _, ok := d.DeviceTotals(); ok {
+	switch c := src.(type) {
+	case interface{ Clock() *expert.DeviceClock }:
+		if d := c.Clock(); d != nil {
 			return meter{dev: d}
+		}
+	case deviceClock:
+		if _, _, ok := c.Totals(); ok {
+			return meter{dev: c}
 		}
 	}
 	return meter{}
@@ -53,7 +62,7 @@ func (m *meter) begin(positions int, want bool) {
 		if positions > 1 {
 			m.dev.VerifyNext()
 		}
-		m.c0, m.s0, _ = m.dev.DeviceTotals()
+		m.c0, m.s0, _ = m.dev.Totals()
 		m.on = true
 		return
 	}
@@ -68,7 +77,7 @@ func (m *meter) end() time.Duration {
 	wall := time.Since(m.t0)
 	if m.on {
 		if m.dev != nil {
-			c, s, _ := m.dev.DeviceTotals()
+			c, s, _ := m.dev.Totals()
 			m.c0, m.s0 = c-m.c0, s-m.s0
 		} else {
 			m.c0 = cpuSince(m.c0, m.t0)

@@ -31,7 +31,7 @@ func (f *fakeDevice) Batch(n int) {
 
 func (f *fakeDevice) VerifyNext() { f.verify = true }
 
-func (f *fakeDevice) DeviceTotals() (time.Duration, time.Duration, bool) { return f.total, 0, true }
+func (f *fakeDevice) Totals() (time.Duration, time.Duration, bool) { return f.total, 0, true }
 
 // oracleDrafter proposes the target's own greedy continuation (want, after
 // a prompt of n tokens): every draft is accepted.

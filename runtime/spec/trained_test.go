@@ -111,7 +111,7 @@ func TestTrainedIdentical(t *testing.T) {
 			}
 		}
 	}
-	st := store.Stats()
+	st := store.Meter().Stats()
 	if lim := int64(0.25 * float64(streamed.ExpertBytes)); st.PeakBytes > lim {
 		t.Fatalf("store peak %d bytes exceeds the 25%% budget %d", st.PeakBytes, lim)
 	}
@@ -256,7 +256,7 @@ func TestTrainedStreamingModes(t *testing.T) {
 			var verified int64
 			for i, p := range prompts {
 				for _, k := range []int{2, 8} {
-					before := store.Stats().Uses
+					before := store.Meter().Stats().Uses
 					res, err := Run(context.Background(), m, draft, Params{PromptIDs: p, MaxTokens: 20, K: k})
 					if err != nil {
 						t.Fatalf("%s %.0f%%: %v", mode, frac*100, err)
@@ -264,10 +264,10 @@ func TestTrainedStreamingModes(t *testing.T) {
 					if !slices.Equal(res.TokenIDs, want[i]) {
 						t.Fatalf("%s %.0f%% k=%d prompt %d: speculative %v, plain greedy %v", mode, frac*100, k, i, res.TokenIDs, want[i])
 					}
-					verified += store.Stats().Uses - before
+					verified += store.Meter().Stats().Uses - before
 				}
 			}
-			st := store.Stats()
+			st := store.Meter().Stats()
 			if lim := int64(frac * float64(m.ExpertBytes)); st.PeakBytes > lim {
 				t.Fatalf("%s: store peak %d bytes exceeds the %.0f%% budget %d", mode, st.PeakBytes, frac*100, lim)
 			}
