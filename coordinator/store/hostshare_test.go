@@ -218,8 +218,14 @@ func TestHostSharedRunsNeverOverlap(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				for done.Load() < runs {
-					turn := nextFinish() // taken before the claim: a finish in between is not missed
+				for {
+					// Taken before the check and the claim: a finish in
+					// between closes it, and the last one counts before it
+					// replaces it, so a late taker sees done == runs.
+					turn := nextFinish()
+					if done.Load() >= runs {
+						return
+					}
 					g, err := st.ClaimRun(ctx, &store.ClaimRunParams{DeviceID: dev, RunIDs: all, LeaseTTL: time.Minute, Coordinator: fmt.Sprint("c", c)})
 					if errors.Is(err, store.ErrBusy) || errors.Is(err, store.ErrNothingToClaim) {
 						<-turn // another device's turn
