@@ -336,6 +336,9 @@ func (h *runHandler) RegisterGet(api huma.API) {
 		slices.Reverse(res) // config order
 		d.Results = mapSlice(res, resultFromStore)
 		d.Telemetry = telemetryOf(ctx, h.st, r) // wire_telemetry.go
+		if d.ABID, err = h.st.RunComparison(ctx, r.ID); err != nil {
+			return nil, storeErr(ctx, h.log, "run", err)
+		}
 		return &runOutput{Body: d}, nil
 	})
 }

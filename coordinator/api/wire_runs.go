@@ -202,6 +202,7 @@ type RunDetail struct {
 	// Telemetry is the current attempt's telemetry accounting
 	// (wire_telemetry.go).
 	Telemetry *RunTelemetry `json:"telemetry,omitempty" doc:"Telemetry the current attempt's agent sent and the coordinator stored; absent for a run never leased."`
+	ABID      int64         `json:"ab_id,omitempty" doc:"The A/B comparison the run is a side of (GET /v1/ab/{id}): a gate's (lesfarm run --baseline) or a bisection step's; absent for other runs." example:"12"`
 }
 
 // RunSet is a trigger with its runs.

@@ -137,3 +137,14 @@ func (s *Store) SetABPolicy(ctx context.Context, p *ABPolicy) error {
 		p.Suite, p.MinEffect, p.InitialRounds, p.StepRounds, p.MaxRounds)
 	return err
 }
+
+// RunComparison returns the A/B comparison run id belongs to (a gate's or
+// a bisection step's), or 0 when it belongs to none.
+func (s *Store) RunComparison(ctx context.Context, id int64) (int64, error) {
+	var ab int64
+	err := s.pool.QueryRow(ctx, `SELECT ab_id FROM ab_runs WHERE run_id = $1`, id).Scan(&ab)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, nil
+	}
+	return ab, err
+}

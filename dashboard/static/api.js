@@ -65,6 +65,8 @@ export const getAlert = (id) => get('/v1/alerts/' + encodeURIComponent(id));
 export const triageAlert = (id, body) => patch('/v1/alerts/' + encodeURIComponent(id), body);
 export const bisectAlert = (id, body) => post('/v1/alerts/' + encodeURIComponent(id) + '/bisect', body);
 export const getBisection = (id) => get('/v1/bisections/' + encodeURIComponent(id));
+export const getAB = (id) => get('/v1/ab/' + encodeURIComponent(id));
+export const listAB = (p) => get('/v1/ab', p);
 export const seriesCatalog = (p) => get('/v1/series/catalog', p);
 export const listLineages = () => get('/v1/lineages');
 export const querySeries = (p) => get('/v1/series', p);

@@ -1,7 +1,7 @@
 // app.js: the dashboard shell: router, navigation, API token dialog.
 //
 // Routes are real paths (/, /alerts/7, /series, /runs, /runs/42, /builds,
-// /builds/ci-4812, /devices)
+// /builds/ci-4812, /ab/12, /devices)
 // that the coordinator answers with this page; links are intercepted and
 // rendered without a reload. The page talks only to the REST API (/v1).
 
@@ -14,6 +14,7 @@ import * as runs from './runs.js';
 import * as devices from './devices.js';
 import * as compare from './compare.js';
 import * as builds from './builds.js';
+import * as ab from './ab.js';
 
 const main = document.getElementById('view');
 let leaveHooks = [];
@@ -38,6 +39,7 @@ const routes = [
   [/^\/runs\/(\d+)\/?$/, 'runs', (root, q, ctx, m) => runs.renderDetail(root, m[1], ctx, q)],
   [/^\/builds\/?$/, 'builds', (root, q, ctx) => builds.renderList(root, q, ctx), true],
   [/^\/builds\/([^/]+)\/?$/, 'builds', (root, q, ctx, m) => builds.renderDetail(root, decodeURIComponent(m[1]), ctx)],
+  [/^\/ab\/(\d+)\/?$/, 'builds', (root, q, ctx, m) => ab.render(root, m[1], ctx)],
   [/^\/devices\/?$/, 'devices', (root, q, ctx) => devices.render(root, q, ctx)],
   [/^\/compare\/?$/, 'compare', (root, q, ctx) => compare.render(root, q, ctx)],
 ];

@@ -8,6 +8,7 @@ import { h, code, empty, errorBox, badge } from './dom.js';
 import { text } from './lineage.js';
 import { fmtAgo, fmtTime, fmtBytes, shortSHA, shortHash } from './format.js';
 import { deviceMap, runRow } from './runs.js';
+import { abList } from './ab.js';
 
 const enc = encodeURIComponent;
 
@@ -105,6 +106,7 @@ export async function renderDetail(root, id, ctx) {
   const row = (k, v) => (v === null || v === undefined || v === '' ? null : [h('dt', {}, k), h('dd', {}, v)]);
   const runsBox = h('div', {}, h('p', { class: 'muted' }, 'loading…'));
   const alertsBox = h('div', {}, h('p', { class: 'muted' }, 'loading…'));
+  const abBox = h('div', {}, h('p', { class: 'muted' }, 'loading…'));
   root.replaceChildren(back,
     h('div', { class: 'view-head' }, h('h2', {}, 'Build ' + b.id, ' ', kindBadge(b), ' ', dirtyBadge(b.dirty)),
       h('p', { class: 'lede' }, '#' + b.position + ' in lineage ' + b.lineage + (b.git_sha ? ' at ' + shortSHA(b.git_sha) : ''))),
@@ -119,8 +121,10 @@ export async function renderDetail(root, id, ctx) {
       row('alerts', String(b.alerts)))),
     h('h3', {}, 'Executables'), h('div', { class: 'cards executables' }, (b.executables || []).map(exeCard)),
     h('section', { class: 'card build-runs' }, h('h3', {}, 'Runs of this build'), runsBox),
-    h('section', { class: 'card build-alerts', id: 'alerts' }, h('h3', {}, 'Regression alerts at this build'), alertsBox));
+    h('section', { class: 'card build-alerts', id: 'alerts' }, h('h3', {}, 'Regression alerts at this build'), alertsBox),
+    h('section', { class: 'card build-ab', id: 'ab' }, h('h3', {}, 'A/B comparisons against a baseline'), abBox));
   await Promise.all([
+    abList(abBox, b.id),
     (async () => {
       try {
         const [page, devices] = await Promise.all([api.listRuns({ build: b.id, limit: 50 }), deviceMap()]);

@@ -189,6 +189,7 @@ export async function renderDetail(root, id, ctx, q = new URLSearchParams()) {
         row('lineage', L),
         row('build', r.build ? h('a', { class: 'mono', href: '/builds/' + encodeURIComponent(r.build), title: 'the build: its executables, runs and alerts' }, r.build) : null),
         row('git sha', r.git_sha ? h('span', { class: 'mono' }, r.git_sha) : null),
+        row('A/B', r.ab_id ? h('a', { class: 'ab-link', href: '/ab/' + r.ab_id, title: 'the comparison this run is a side of' }, 'A/B #' + r.ab_id) : null),
         row('device', deviceCell(r.device_id || r.target_device_id, devices)),
         row('attempts', r.attempts + ' of ' + r.max_attempts),
         row('progress', ACTIVE.includes(r.state) ? outcomeCell(r) : null),
