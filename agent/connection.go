@@ -9,7 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/lesfarm/lesfarm/internal/backoff"
+	"github.com/lesfarm/lesfarm/lib/backoff"
 	"github.com/lesfarm/lesfarm/protocol"
 )
 

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/lesfarm/lesfarm/internal/backoff"
+	"github.com/lesfarm/lesfarm/lib/backoff"
 	"github.com/lesfarm/lesfarm/protocol"
 )
 

@@ -16,7 +16,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/lesfarm/lesfarm/internal/backoff"
+	"github.com/lesfarm/lesfarm/lib/backoff"
 )
 
 // fetch downloads spec into partial/, retrying with backoff and resuming

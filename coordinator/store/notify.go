@@ -15,7 +15,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/lesfarm/lesfarm/coordinator/startstop"
-	"github.com/lesfarm/lesfarm/internal/backoff"
+	"github.com/lesfarm/lesfarm/lib/backoff"
 )
 
 // RunNotifyChannel is the Postgres NOTIFY channel on which the runs table's

@@ -17,8 +17,8 @@ import (
 	"github.com/lesfarm/lesfarm/coordinator"
 	"github.com/lesfarm/lesfarm/coordinator/natsauth"
 	"github.com/lesfarm/lesfarm/coordinator/store"
+	"github.com/lesfarm/lesfarm/internal/cli/labca"
 	"github.com/lesfarm/lesfarm/internal/embedded"
-	"github.com/lesfarm/lesfarm/internal/labca"
 	"github.com/lesfarm/lesfarm/internal/pglocal"
 )
 

@@ -5,7 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/lesfarm/lesfarm/internal/labca"
+	"github.com/lesfarm/lesfarm/internal/cli/labca"
 )
 
 // serveTLSFlags are serve's certificate flags: one pair for the HTTPS API

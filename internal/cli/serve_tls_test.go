@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/lesfarm/lesfarm/internal/cli"
-	"github.com/lesfarm/lesfarm/internal/labca"
+	"github.com/lesfarm/lesfarm/internal/cli/labca"
 	"github.com/lesfarm/lesfarm/internal/testenv"
 )
 

@@ -9,7 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/lesfarm/lesfarm/internal/labca"
+	"github.com/lesfarm/lesfarm/internal/cli/labca"
 )
 
 func init() { register("tls", newTLSCmd) }
