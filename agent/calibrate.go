@@ -26,10 +26,16 @@ import (
 // emulates the device. Every config of the job reports the measurement:
 // the reference decode as decode_tps and the profile's figures in Extra.
 // An emulated agent refuses (it would measure its host, not the device it
-// claims to be), and so does one without a coordinator URL to upload to.
+// claims to be), as does a phone's (it would measure the host; lesfarm
+// profile measure --adb measures the phone), and so does one without a
+// coordinator URL to upload to.
 func (a *Agent) calibrate(ctx context.Context, asg *protocol.Assignment, modelPath string, progress func(string)) ([]protocol.ConfigResult, error) {
 	if a.cfg.Profile != "" {
 		return nil, fmt.Errorf("calibrate: this agent emulates profile %s; the calibrate suite measures real devices only", a.cfg.Profile)
+	}
+	if a.phone != nil {
+		return nil, fmt.Errorf("calibrate: device %s is phone %s, and the suite would measure the host that drives it; measure the phone with lesfarm profile measure --adb %s --upload --device %s",
+			a.cfg.Name, a.phone.cfg.Serial, a.phone.cfg.Serial, a.cfg.Name)
 	}
 	if a.cfg.ServerURL == "" {
 		return nil, errors.New("calibrate: the agent has no coordinator URL to upload the measured profile to (agent --server)")

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -59,7 +60,7 @@ func TestE2EPhonesOverADB(t *testing.T) {
 		RequestTimeout: time.Second, ShutdownTimeout: 5 * time.Second, Logger: testLogger()}
 	go func() {
 		done <- RunPhones(pctx, PhonesConfig{Base: base, ADB: phones.Client, Poll: 100 * time.Millisecond,
-			Phone:    PhoneConfig{Hygiene: PhoneHygiene{CooldownPoll: 50 * time.Millisecond, RefIters: 2000, ThrottleRatio: 1000}},
+			Phone:    PhoneConfig{Hygiene: PhoneHygiene{CooldownPoll: 50 * time.Millisecond, RefIters: 2000, ThrottleRatio: 1000, Pin: PinBig}},
 			OnChange: func(s []PhoneStatus) { mu.Lock(); last = s; mu.Unlock() }})
 	}()
 	t.Cleanup(func() { stop(); <-done })
@@ -71,6 +72,9 @@ func TestE2EPhonesOverADB(t *testing.T) {
 	d, _ := st.GetDevice(ctx, "ph-PHA")
 	if d.Fingerprint.Platform != "android" || d.DeviceModel != "Fake A" || d.Fingerprint.ExecPlatform != "linux/arm64" || d.Fingerprint.EmbeddedBuild != "" {
 		t.Fatalf("phone A registered as %+v", d.Fingerprint)
+	}
+	if d.AgentLabels[PhoneClocksLabel] != protocol.ClocksFixedPerformance {
+		t.Fatalf("phone A's labels %v lack clocks=fixed-performance (neither phone is rooted)", d.AgentLabels)
 	}
 
 	// One config of the les-ladder suite (lookahead at one budget), cut
@@ -100,6 +104,23 @@ func TestE2EPhonesOverADB(t *testing.T) {
 	if runA == 0 || runB == 0 {
 		t.Fatalf("runs by device %v", byDev)
 	}
+	// A run that requires locked clocks is placed on neither phone, and
+	// its waiting reason says why.
+	_, lockedRuns, err := st.CreateRuns(ctx, &store.CreateRunsParams{Spec: spec, Build: "e2e-arm64", Lineage: "e2e", Source: "test",
+		Selector: &jobs.Selector{Labels: map[string]string{PhoneClocksLabel: protocol.ClocksLocked}}})
+	if err != nil || len(lockedRuns) != 1 {
+		t.Fatalf("locked-clocks run: %v %v", lockedRuns, err)
+	}
+	defer func() {
+		r, err := st.GetRun(ctx, lockedRuns[0].ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lr := []store.Run{*r}
+		if err := st.FillWaitingReasons(ctx, lr); err != nil || lr[0].State != store.RunQueued || !strings.Contains(lr[0].WaitingReason, "label clocks=locked missing") {
+			t.Errorf("the locked-clocks run: state %s, waiting reason %q, err %v", lr[0].State, lr[0].WaitingReason, err)
+		}
+	}()
 
 	// Phone B waits, too hot, until the test cools it.
 	waitFor(t, time.Minute, "phone B cooling down", func() bool { return phones.Calls(`"PHB" "shell" "echo @@battery`) >= 3 })
@@ -141,6 +162,9 @@ func TestE2EPhonesOverADB(t *testing.T) {
 			t.Fatalf("%s: provenance %+v", dev, p)
 		}
 		ps := phoneStateOf(t, f, id)
+		if ps.Pin != PinBig || !slices.Equal(ps.PinnedCPUs, []int{4, 5, 6, 7}) || !strings.Contains(phones.Taskset(strings.TrimPrefix(dev, "ph-")), "f0 "+info.SHA256) {
+			t.Fatalf("%s: pinned %s %v; the phone ran under taskset: %q", dev, ps.Pin, ps.PinnedCPUs, phones.Taskset(strings.TrimPrefix(dev, "ph-")))
+		}
 		if ps.Clocks != protocol.ClocksFixedPerformance || ps.Start == nil || ps.End == nil || ps.Start.BatteryPercent == nil || len(ps.End.Clusters) != 2 || ps.RefBeforeNS <= 0 {
 			t.Fatalf("%s: phone state %+v", dev, ps)
 		}

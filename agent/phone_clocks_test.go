@@ -220,7 +220,8 @@ func TestPhoneRestoresClocksAfterCrash(t *testing.T) {
 }
 
 // TestPhoneNoExec: a phone whose /data/local/tmp is mounted noexec fails
-// the config with an error that says so, not a protocol error.
+// the config with an error that says so, not a protocol error. The
+// calibrate suite is refused on a phone's device.
 func TestPhoneNoExec(t *testing.T) {
 	f := adbtest.NewFarm(t)
 	f.AddPhone(t, "NOEXEC", adbtest.Phone{NoExec: true})
@@ -235,6 +236,12 @@ func TestPhoneNoExec(t *testing.T) {
 	inst, err := adb.Install(context.Background(), f.Client, "NOEXEC", adb.InstallSpec{Local: exe, SHA256: sha256File(t, exe), Size: 21, Dir: phoneBinDir, Exec: true})
 	if err != nil {
 		t.Fatal(err)
+	}
+	// The calibrate suite would measure the host: a phone's agent refuses
+	// it and names the command that measures the phone.
+	a.cfg.Name = "ph-NOEXEC"
+	if _, err := a.calibrate(context.Background(), &protocol.Assignment{}, "", nil); err == nil || !strings.Contains(err.Error(), "lesfarm profile measure --adb NOEXEC --upload --device ph-NOEXEC") {
+		t.Fatalf("calibrate suite on a phone: err %v", err)
 	}
 	job := &Job{Spec: &jobs.Spec{}, Configs: []jobs.Config{{Index: 0, Key: "a"}}, ModelPath: adb.RemoteDir + "/models/none.gguf"}
 	_, err = a.runConfigOnPhone(context.Background(), a.runner, job, inst.Path, &protocol.Provenance{})
