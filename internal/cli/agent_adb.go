@@ -29,7 +29,7 @@ func (a *adbFlags) register(f *pflag.FlagSet) {
 	f.StringVar(&a.path, "adb-path", "adb", "the adb executable")
 	f.StringVar(&a.platform, "adb-platform", "linux/arm64", "with --adb: the build platform the phones run: linux/arm64 (static executables) or android/arm64")
 	f.StringVar(&a.clocks, "adb-clocks", "fixed-performance", "with --adb: lock (rooted phones; restored after each run), fixed-performance (Android 11+) or free")
-	f.BoolVar(&a.requireLocked, "adb-require-locked", false, "with --adb: fail runs on phones whose clocks cannot be locked")
+	f.BoolVar(&a.requireLocked, "adb-require-locked", false, "with --adb: attach only phones whose clocks can be locked (a phone that cannot is not a farm device; its status says why)")
 	f.Float64Var(&a.minBattery, "adb-min-battery", 25, "with --adb: refuse a config below this battery percent (charging or not); negative disables")
 	f.IntVar(&a.maxThermal, "adb-max-thermal-status", 1, "with --adb: cool down before a config while dumpsys thermalservice's status is above this (0 none .. 6 shutdown)")
 	f.DurationVar(&a.idle, "adb-idle", 0, "with --adb: wait this long before a run's first config (ExecuTorch waits 3m)")
