@@ -12,18 +12,25 @@ import "golang.org/x/sys/cpu"
 //go:noescape
 func q4kVecs1x2AVX512(w *byte, pairs int, y *blockQ8K, nb int, dst *float32)
 
+// hasAVX512 says whether q4kVecs1x2AVX512 can run: AVX-512 F, BW and VL,
+// with the OS saving ZMM state (x/sys/cpu checks both).
+var hasAVX512 = cpu.X86.HasAVX512F && cpu.X86.HasAVX512BW && cpu.X86.HasAVX512VL
+
 // q4kAVX512 says whether the single-vector Q4_K product (decode) takes
-// q4kVecs1x2AVX512: AVX-512 F, BW and VL, with the OS saving ZMM state
-// (x/sys/cpu checks both). Benchmarks turn it off to measure the AVX2
-// kernel side by side; nothing else writes it.
-var q4kAVX512 = cpu.X86.HasAVX512F && cpu.X86.HasAVX512BW && cpu.X86.HasAVX512VL
+// q4kVecs1x2AVX512 (only where hasAVX512). It is off by default: the
+// kernel is 1.2x the AVX2 one in cache, but the whole-model resident
+// bench on the qwen35moe preset measured pp64 at 0.59-0.70x and tg32 at
+// 0.80-1.12x per CPU-second with it on (docs/kernels.md), on a host too
+// loaded to tell; it stays off until a paired run on a quiet host says
+// it helps. Tests and benchmarks turn it on; nothing else writes it.
+var q4kAVX512 = false
 
 // q4kVecs1 computes rows Q4_K rows of w against the nb-block vector y
 // into dst: two rows at a time with q4kVecs1x2AVX512 where it runs, the
 // rest (an odd last row, or all without AVX-512) with q4kVecs1AVX2.
 func q4kVecs1(w []byte, rows int, y []blockQ8K, nb, ys int, dst []float32, stride int) {
 	done := 0
-	if q4kAVX512 && rows >= 2 {
+	if q4kAVX512 && hasAVX512 && rows >= 2 {
 		done = rows &^ 1
 		q4kVecs1x2AVX512(&w[0], done/2, &y[0], nb, &dst[0])
 	}

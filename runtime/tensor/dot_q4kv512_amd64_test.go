@@ -19,10 +19,10 @@ import (
 // (the odd last row takes the AVX2 kernel), one and many super-blocks,
 // random weights and random bytes (every quant and scale pattern).
 func TestQ4KVecs1AVX512(t *testing.T) {
-	if !(q4kAVX512 && kernels[Q4_K].impl == "avx2-asm") {
+	if !(hasAVX512 && kernels[Q4_K].impl == "avx2-asm") {
 		t.Skip("this CPU has no AVX-512 F/BW/VL (or no AVX2 kernels): q4kVecs1x2AVX512 cannot run here")
 	}
-	defer func() { q4kAVX512 = true }()
+	defer func(on bool) { q4kAVX512 = on }(q4kAVX512)
 	r := rand.New(rand.NewPCG(51, 52))
 	p := NewPool(1)
 	defer p.Close()
@@ -58,10 +58,10 @@ func TestQ4KVecs1AVX512(t *testing.T) {
 //
 //	go test ./runtime/tensor -run XXX -bench Q4KDecodeAVX512 -benchtime 20x
 func BenchmarkQ4KDecodeAVX512(b *testing.B) {
-	if !q4kAVX512 {
+	if !hasAVX512 {
 		b.Skip("no AVX-512 F/BW/VL on this CPU")
 	}
-	defer func() { q4kAVX512 = true }()
+	defer func(on bool) { q4kAVX512 = on }(q4kAVX512)
 	for _, sh := range [][2]int{{512, 2048}, {2048, 512}, {2048, 2048}} {
 		for _, stream := range []bool{true, false} {
 			name := fmt.Sprintf("%dx%d/cached", sh[0], sh[1])
