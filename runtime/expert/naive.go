@@ -354,6 +354,11 @@ func (s *Store) readRun(ctx context.Context, layer, x int, idx, count, want int6
 	return out, nil
 }
 
-// naiveStrategy is the strategy entry of the naive mode; Use does not go
-// through the demand loop (useNaive), so only its flags matter.
+// naiveStrategy is the naive mode's strategy: it serves a Use by page
+// faults (useNaive) instead of the demand loop, so of the rest only its
+// flags matter (no predictions, serial).
 type naiveStrategy struct{ onDemandStrategy }
+
+func (naiveStrategy) serve(ctx context.Context, s *Store, layer int, experts []int, fn func(int, moe.Weights) error) error {
+	return s.useNaive(ctx, layer, experts, fn)
+}

@@ -6,6 +6,7 @@ package expert
 // failed, demand cancelled a scheduled read, the budget holds more than
 // the plan says) it drops the plan and serves demand with Belady eviction.
 type oracleStrategy struct {
+	demandLoop
 	oracle   *Oracle
 	plan     *OraclePlan // the oracle's reads; nil once it no longer applies
 	planNext int         // index of the next read of plan to issue

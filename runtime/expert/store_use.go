@@ -18,16 +18,20 @@ func (s *Store) Use(ctx context.Context, layer int, experts []int, fn func(int, 
 	return s.use(ctx, layer, experts, fn)
 }
 
+// use checks the layer and serves the Use through the mode's strategy.
 func (s *Store) use(ctx context.Context, layer int, experts []int, fn func(int, moe.Weights) error) error {
-	if s.naive != nil && layer >= 0 && layer < len(s.shapes) && len(experts) > 0 {
-		return s.useNaive(ctx, layer, experts, fn)
-	}
 	if layer < 0 || layer >= len(s.shapes) {
 		return fmt.Errorf("expert: layer %d out of range [0, %d)", layer, len(s.shapes))
 	}
 	if len(experts) == 0 {
 		return nil
 	}
+	return s.strat.serve(ctx, s, layer, experts, fn)
+}
+
+// serveDemand is the cache modes' Use (demandLoop): it pins what is
+// resident, runs the demand loop and lets the strategy schedule after it.
+func (s *Store) serveDemand(ctx context.Context, layer int, experts []int, fn func(int, moe.Weights) error) error {
 	items := make([]*entry, len(experts))
 	done := make([]bool, len(experts))
 	s.mu.Lock()

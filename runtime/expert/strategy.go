@@ -1,11 +1,22 @@
 package expert
 
-// strategy is one mode's way of ordering a Use: whether it prefetches,
+import (
+	"context"
+
+	"github.com/lesfarm/lesfarm/runtime/moe"
+)
+
+// strategy is one mode's way of serving a Use: whether it prefetches,
 // how it issues the missing reads and in which order it computes experts.
-// The experts used and their weights never depend on it. Its methods are
-// called with the store's lock held. Adding a mode means adding a
-// strategy (and its name in mode.go).
+// The experts used and their weights never depend on it. Its methods
+// other than serve are called with the store's lock held. Adding a mode
+// means adding a strategy (and its name in mode.go).
 type strategy interface {
+	// serve serves one Use of a valid layer with at least one expert,
+	// without the store's lock: the cache modes run the store's demand
+	// loop (demandLoop), the naive mode faults pages in (naive.go). Under
+	// device time the store's clock wraps it (useClocked).
+	serve(ctx context.Context, s *Store, layer int, experts []int, fn func(int, moe.Weights) error) error
 	// speculative reports whether Prefetch queues reads of the predicted
 	// experts (and PredictK asks the model for predictions).
 	speculative() bool
@@ -51,9 +62,18 @@ func newStrategy(mode Mode, oracle *Oracle, plan *OraclePlan) strategy {
 	panic("expert: no strategy for " + mode.String()) // New validated the mode
 }
 
+// demandLoop is the serve of the cache modes: the store's demand loop
+// (Store.serveDemand), which asks the rest of the strategy what to read
+// and what to compute.
+type demandLoop struct{}
+
+func (demandLoop) serve(ctx context.Context, s *Store, layer int, experts []int, fn func(int, moe.Weights) error) error {
+	return s.serveDemand(ctx, layer, experts, fn)
+}
+
 // noSchedule is the part of a strategy for modes without a schedule of
-// their own.
-type noSchedule struct{}
+// their own; it serves a Use with the demand loop.
+type noSchedule struct{ demandLoop }
 
 func (noSchedule) scheduleLocked(*Store) {}
 func (noSchedule) planned() bool         { return false }
