@@ -117,6 +117,10 @@ type synthTensor struct {
 	// starting at (row, col0) instead of random ones; rnd draws one of the
 	// tensor's random values (synth_routing.go).
 	vals func(row, col0 int, v []float32, rnd func() float64) bool
+	// fastQ4K encodes vals' Q4_K blocks by their sub-blocks' ranges
+	// (q4kBlock) instead of tensor.Quantize's search: exact for zero and
+	// constant sub-blocks, not for zeros beside values of both signs.
+	fastQ4K bool
 }
 
 // matType returns c.Type when a row of cols fits its block size, else the
@@ -347,6 +351,7 @@ type randTensor struct {
 	buf  []byte
 	off  int64 // elements generated, for structured tensors
 	fbuf []float32
+	rndf func() float64 // r.rnd, bound once
 }
 
 func (r *randTensor) Read(p []byte) (int, error) {
@@ -389,13 +394,20 @@ func (r *randTensor) block() []byte {
 			r.fbuf = make([]float32, n)
 		}
 		v := r.fbuf[:n]
-		if t.vals(row, col, v, r.rnd) {
-			return encodeBlock(t.typ, v)
+		if r.rndf == nil {
+			r.rndf = r.rnd
+		}
+		if t.vals(row, col, v, r.rndf) {
+			return encodeBlock(t.typ, v, t.fastQ4K)
 		}
 	}
 	std := t.std
 	if t.rowStd != nil {
 		std *= t.rowStd(row)
+	}
+	if std == 0 && t.mean == 0 && !t.negExp && t.typ != tensor.F16 && t.typ != tensor.F32 {
+		size, _ := t.typ.RowSize(int(n))
+		return make([]byte, size) // d = 0: a zero block
 	}
 	return r.randBlock(std, int(n))
 }
@@ -409,8 +421,9 @@ func (r *randTensor) rnd() float64 {
 	return v
 }
 
-// encodeBlock writes the values v (a whole number of blocks) in typ.
-func encodeBlock(typ tensor.Type, v []float32) []byte {
+// encodeBlock writes the values v (a whole number of blocks) in typ; fast
+// picks q4kBlock for Q4_K (see synthTensor.fastQ4K).
+func encodeBlock(typ tensor.Type, v []float32, fast bool) []byte {
 	switch typ {
 	case tensor.F32:
 		b := make([]byte, 4*len(v))
@@ -424,6 +437,10 @@ func encodeBlock(typ tensor.Type, v []float32) []byte {
 			binary.LittleEndian.PutUint16(b[2*i:], tensor.F32ToF16(x))
 		}
 		return b
+	case tensor.Q4_K:
+		if fast && len(v) == 256 {
+			return q4kBlock(v)
+		}
 	}
 	size, err := typ.RowSize(len(v))
 	if err != nil {

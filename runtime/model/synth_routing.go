@@ -1,9 +1,12 @@
 package model
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math"
 	"strings"
+
+	"github.com/lesfarm/lesfarm/runtime/tensor"
 )
 
 // Routing presets of SynthConfig.Routing.
@@ -107,7 +110,7 @@ func (c *SynthConfig) fineGrained(ts []synthTensor) {
 		t := &ts[i]
 		name := t.name
 		if name == "token_embd.weight" {
-			t.vals = f.embedding
+			t.vals, t.fastQ4K = f.embedding, true
 			continue
 		}
 		var l int
@@ -402,4 +405,56 @@ func (f *fine) deltaNetContext(t *synthTensor, rest string) {
 			return true
 		}
 	}
+}
+
+// q4kBlock encodes 256 values as one Q4_K block with each sub-block's
+// min/max range (no scale search: tensor.Quantize's search costs more than
+// generating a random block, and synthesis must stay as fast as uniform's).
+// A sub-block of zeros encodes exactly as zeros.
+func q4kBlock(v []float32) []byte {
+	var scale, mins [8]float64
+	var maxScale, maxMin float64
+	for j := range 8 {
+		lo, hi := 0.0, 0.0
+		for _, x := range v[32*j : 32*j+32] {
+			lo, hi = min(lo, float64(x)), max(hi, float64(x))
+		}
+		scale[j], mins[j] = (hi-lo)/15, -lo
+		maxScale, maxMin = max(maxScale, scale[j]), max(maxMin, mins[j])
+	}
+	b := make([]byte, 144)
+	d16, dm16 := tensor.F32ToF16(float32(maxScale/63)), tensor.F32ToF16(float32(maxMin/63))
+	binary.LittleEndian.PutUint16(b[0:], d16)
+	binary.LittleEndian.PutUint16(b[2:], dm16)
+	d, dm := float64(tensor.F16ToF32(d16)), float64(tensor.F16ToF32(dm16))
+	var sc, m [8]uint8
+	var L [256]uint8
+	for j := range 8 {
+		if d > 0 {
+			sc[j] = uint8(min(63, math.Round(scale[j]/d)))
+		}
+		if dm > 0 {
+			m[j] = uint8(min(63, math.Round(mins[j]/dm)))
+		}
+		step, off := d*float64(sc[j]), dm*float64(m[j])
+		for i := 32 * j; i < 32*j+32; i++ {
+			if step > 0 {
+				L[i] = uint8(max(0, min(15, math.Round((float64(v[i])+off)/step))))
+			}
+		}
+	}
+	s := b[4:16]
+	for j := range 4 {
+		s[j] = sc[j]&63 | (sc[j+4]>>4)<<6
+		s[j+4] = m[j]&63 | (m[j+4]>>4)<<6
+		s[j+8] = sc[j+4]&0xF | (m[j+4]&0xF)<<4
+	}
+	q := b[16:]
+	for j := 0; j < 256; j += 64 {
+		for l := range 32 {
+			q[l] = L[j+l] | L[j+l+32]<<4
+		}
+		q = q[32:]
+	}
+	return b
 }

@@ -1,0 +1,57 @@
+package model
+
+import (
+	"math"
+	"testing"
+
+	"github.com/lesfarm/lesfarm/runtime/tensor"
+)
+
+// TestQ4KBlock: the fast encoder of structured blocks keeps zero
+// sub-blocks exactly zero, a constant sub-block within a step, and random
+// values within half a step of their sub-block's scale.
+func TestQ4KBlock(t *testing.T) {
+	t.Parallel()
+	g := newRNG(1, "q4k")
+	tests := []struct {
+		name string
+		fill func(i int) float32
+	}{
+		{"embedding row", func(i int) float32 {
+			switch {
+			case i >= 32 && i < 64:
+				return 0
+			case i >= 64 && i < 96:
+				return 5.66
+			}
+			return float32(g.normal())
+		}},
+		{"one-hot", func(i int) float32 { return map[bool]float32{true: -1.5}[i == 77] }},
+		{"all zero", func(int) float32 { return 0 }},
+	}
+	for _, tt := range tests {
+		v := make([]float32, 256)
+		for i := range v {
+			v[i] = tt.fill(i)
+		}
+		got := make([]float32, 256)
+		if err := tensor.Dequantize(tensor.Q4_K, q4kBlock(v), got); err != nil {
+			t.Fatal(err)
+		}
+		for j := range 8 {
+			lo, hi := 0.0, 0.0
+			for _, x := range v[32*j : 32*j+32] {
+				lo, hi = min(lo, float64(x)), max(hi, float64(x))
+			}
+			tol := (hi-lo)/15*0.5 + (hi-lo)*0.02 + 1e-3*math.Max(1, -lo) // half a step plus the 6-bit scale's rounding
+			for i := 32 * j; i < 32*j+32; i++ {
+				if lo == 0 && hi == 0 && got[i] != 0 {
+					t.Fatalf("%s: value %d of a zero sub-block = %v", tt.name, i, got[i])
+				}
+				if d := math.Abs(float64(got[i] - v[i])); d > tol {
+					t.Fatalf("%s: value %d = %v, want %v ± %.3g", tt.name, i, got[i], v[i], tol)
+				}
+			}
+		}
+	}
+}
