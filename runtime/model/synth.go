@@ -254,6 +254,13 @@ func WriteSynthetic(w io.Writer, c SynthConfig) error {
 			v any
 		}{a + ".feed_forward_length", uint32(c.ExpertFFN)})
 	}
+	if c.Routing == RoutingFineGrained {
+		// Readers (bench's report header) name the preset from the file.
+		kv = append(kv, struct {
+			k string
+			v any
+		}{SynthRoutingKey, c.Routing})
+	}
 	for _, p := range kv {
 		if err := gw.AddKV(p.k, p.v); err != nil {
 			return err

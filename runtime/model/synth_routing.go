@@ -20,6 +20,10 @@ const (
 	RoutingFineGrained = "fine-grained-moe"
 )
 
+// SynthRoutingKey is the GGUF key naming a synthesized model's routing
+// preset; only non-uniform presets write it.
+const SynthRoutingKey = "lesfarm.synth.routing"
+
 // RoutingPresets lists the routing presets WriteSynthetic knows.
 var RoutingPresets = []string{RoutingUniform, RoutingFineGrained}
 

@@ -2,6 +2,8 @@ package model
 
 import (
 	"math"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/lesfarm/lesfarm/runtime/tensor"
@@ -52,6 +54,33 @@ func TestQ4KBlock(t *testing.T) {
 					t.Fatalf("%s: value %d = %v, want %v ± %.3g", tt.name, i, got[i], v[i], tol)
 				}
 			}
+		}
+	}
+}
+
+// TestSynthRoutingKey: a fine-grained model names its preset in the file;
+// a uniform one writes nothing new (its bytes are unchanged).
+func TestSynthRoutingKey(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct{ routing, want string }{{RoutingFineGrained, RoutingFineGrained}, {RoutingUniform, ""}} {
+		c := SynthConfig{Layers: 2, Experts: 8, ExpertsUsed: 2, Hidden: 128, ExpertFFN: 32, Heads: 2, Vocab: 300, Type: tensor.Q8_0, Seed: 1, Routing: tt.routing}
+		path := filepath.Join(t.TempDir(), "m.gguf")
+		f, err := os.Create(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := WriteSynthetic(f, c); err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+		m, err := Load(path, Options{Threads: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, _ := m.File.String(SynthRoutingKey)
+		m.Close()
+		if got != tt.want {
+			t.Errorf("routing %s: %s = %q, want %q", tt.routing, SynthRoutingKey, got, tt.want)
 		}
 	}
 }
