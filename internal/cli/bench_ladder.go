@@ -216,6 +216,9 @@ func runLadder(env *Env, lf *ladderFlags, cfg bench.Config, format string) error
 	} else {
 		rep, err = bench.RunLadder(env.Ctx, lc)
 	}
+	if err == nil {
+		rep.Routing = synthRouting(cfg.Model)
+	}
 	if err != nil {
 		if errors.Is(err, expert.ErrBudgetTooSmall) {
 			return usagef("--expert-budget: %v", err)

@@ -50,9 +50,9 @@ func TestSyntheticModelNotes(t *testing.T) {
 			if row == tc.skipped || note != tc.skipped {
 				t.Errorf("speculative row %v, skip note %v; want row %v, note %v\n%s", row, note, !tc.skipped, tc.skipped, out)
 			}
-			for _, w := range []string{"× oracle bytes: bytes read per token over the oracle's", "of oracle: the row's t/s as a share of the oracle's", "docs/bench.md"} {
+			for _, w := range []string{", uniform routing (synthetic), storage", "× oracle bytes: bytes read per token over the oracle's", "of oracle: the row's t/s as a share of the oracle's", "docs/bench.md"} {
 				if !strings.Contains(out, w) {
-					t.Errorf("legend lacks %q:\n%s", w, out)
+					t.Errorf("header or legend lacks %q:\n%s", w, out)
 				}
 			}
 			if !tc.eta.MatchString(errOut) {

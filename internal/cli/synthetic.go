@@ -4,6 +4,7 @@ import (
 	"strings"
 
 	"github.com/lesfarm/lesfarm/runtime/gguf"
+	"github.com/lesfarm/lesfarm/runtime/model"
 )
 
 // synthDescription starts the general.description lesfarm synth writes
@@ -22,4 +23,21 @@ func syntheticModel(path string) bool {
 	defer f.Close()
 	d, err := f.String("general.description")
 	return err == nil && strings.HasPrefix(d, synthDescription)
+}
+
+// synthRouting returns the routing preset of a model lesfarm synth wrote
+// (model.SynthRoutingKey, uniform when absent), or "" for any other model.
+func synthRouting(path string) string {
+	if !syntheticModel(path) {
+		return ""
+	}
+	f, err := gguf.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	if r, err := f.String(model.SynthRoutingKey); err == nil {
+		return r
+	}
+	return model.RoutingUniform
 }

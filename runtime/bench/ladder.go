@@ -162,9 +162,12 @@ type LadderReport struct {
 	BudgetBytes int64  `json:"budget_bytes"`
 	// TimeBase is "device" when the figures are device time, else
 	// omitted (the host's wall clock).
-	TimeBase string        `json:"time_base,omitempty"`
-	Rows     []LadderRow   `json:"rows"`
-	Oracle   *LadderOracle `json:"oracle,omitempty"`
+	TimeBase string `json:"time_base,omitempty"`
+	// Routing is a synthetic model's routing preset (lesfarm synth
+	// --routing: uniform or fine-grained-moe); empty for a trained model.
+	Routing string        `json:"routing,omitempty"`
+	Rows    []LadderRow   `json:"rows"`
+	Oracle  *LadderOracle `json:"oracle,omitempty"`
 
 	// ReferenceSource says where the tokens every rung is checked against
 	// came from: ReferenceRecorded, ReferenceResident or ReferenceStreamed.

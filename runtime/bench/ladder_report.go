@@ -79,7 +79,11 @@ func (r *LadderReport) Write(w io.Writer, format string) error {
 		cw.Flush()
 		return cw.Error()
 	case "md", "":
-		fmt.Fprintf(w, "LES ladder: %s, storage %s, expert budget %s (%.1f%% of %s experts), %d thread(s), %s time\n\n", r.Model, r.Profile, units.HumanSize(r.BudgetBytes), 100*float64(r.BudgetBytes)/float64(max(r.ExpertBytes, 1)), units.HumanSize(r.ExpertBytes), r.Threads, r.timeBase())
+		routing := ""
+		if r.Routing != "" {
+			routing = ", " + r.Routing + " routing (synthetic)"
+		}
+		fmt.Fprintf(w, "LES ladder: %s%s, storage %s, expert budget %s (%.1f%% of %s experts), %d thread(s), %s time\n\n", r.Model, routing, r.Profile, units.HumanSize(r.BudgetBytes), 100*float64(r.BudgetBytes)/float64(max(r.ExpertBytes, 1)), units.HumanSize(r.ExpertBytes), r.Threads, r.timeBase())
 		fmt.Fprintln(w, "| mode | decode t/s | cv | n | × naive | × prev. row | × on-demand | × parallel | hit rate | pred. precision | pred. recall | stall | MB read/token | × oracle bytes | of oracle | peak RSS | identical |")
 		fmt.Fprintln(w, "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | :---: |")
 		for _, row := range r.Rows {
