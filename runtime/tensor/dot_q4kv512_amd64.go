@@ -18,11 +18,11 @@ var hasAVX512 = cpu.X86.HasAVX512F && cpu.X86.HasAVX512BW && cpu.X86.HasAVX512VL
 
 // q4kAVX512 says whether the single-vector Q4_K product (decode) takes
 // q4kVecs1x2AVX512 (only where hasAVX512). It is off by default: the
-// kernel is 1.2x the AVX2 one in cache, but the whole-model resident
-// bench on the qwen35moe preset measured pp64 at 0.59-0.70x and tg32 at
-// 0.80-1.12x per CPU-second with it on (docs/kernels.md), on a host too
-// loaded to tell; it stays off until a paired run on a quiet host says
-// it helps. Tests and benchmarks turn it on; nothing else writes it.
+// kernel is 1.2x the AVX2 one in cache, but four paired rounds of the
+// whole-model resident bench on the qwen35moe preset gave pp64
+// 0.59-1.39x (median 0.91) and tg32 0.80-1.48x (median 1.08) per
+// CPU-second with it on (docs/kernels.md), on a host too loaded to tell;
+// it stays off until a paired run on a quiet host says it helps. Tests and benchmarks turn it on; nothing else writes it.
 var q4kAVX512 = false
 
 // q4kVecs1 computes rows Q4_K rows of w against the nb-block vector y
