@@ -32,6 +32,28 @@ type NATSCluster struct {
 // JetStream has a meta leader. They are shut down when the test ends.
 func StartNATSCluster(t testing.TB, n int) *NATSCluster {
 	t.Helper()
+	// A free port may be taken by another test process between freePorts
+	// and the node's bind (the node then never gets ready): such a start
+	// is retried on fresh ports.
+	var err error
+	for range 3 {
+		var c *NATSCluster
+		if c, err = startNATSCluster(t, n); err == nil {
+			t.Cleanup(c.Shutdown)
+			if err := c.waitMetaLeader(30 * time.Second); err != nil {
+				t.Fatalf("testenv: nats cluster: %v", err)
+			}
+			return c
+		}
+		t.Logf("testenv: nats cluster: %v; retrying on fresh ports", err)
+	}
+	t.Fatalf("testenv: nats cluster: %v", err)
+	return nil
+}
+
+// startNATSCluster starts n nodes on fresh ports, or shuts down the ones
+// it started and says which did not get ready.
+func startNATSCluster(t testing.TB, n int) (*NATSCluster, error) {
 	c := &NATSCluster{t: t, name: "lesfarm-test"}
 	clientPorts, clusterPorts := freePorts(t, n), freePorts(t, n)
 	dir := t.TempDir()
@@ -55,14 +77,11 @@ func StartNATSCluster(t testing.TB, n int) *NATSCluster {
 		go func() { defer wg.Done(); errs[i] = c.Restart(i) }()
 	}
 	wg.Wait()
-	t.Cleanup(c.Shutdown)
 	if err := errors.Join(errs...); err != nil {
-		t.Fatalf("testenv: nats cluster: %v", err)
+		c.Shutdown()
+		return nil, err
 	}
-	if err := c.waitMetaLeader(30 * time.Second); err != nil {
-		t.Fatalf("testenv: nats cluster: %v", err)
-	}
-	return c
+	return c, nil
 }
 
 func freePorts(t testing.TB, n int) []int {
