@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/lesfarm/lesfarm/runtime/les"
+	"github.com/lesfarm/lesfarm/runtime/measure"
 	"github.com/lesfarm/lesfarm/runtime/model"
 	"github.com/lesfarm/lesfarm/runtime/stat"
 	"github.com/lesfarm/lesfarm/runtime/trace"
@@ -124,7 +125,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, fmt.Errorf("bench: %w", err)
 	}
 	for i, th := range cfg.Threads {
-		ses, err := les.Open(les.Config{Model: cfg.Model, Resident: true, Threads: th})
+		ses, err := measure.OpenSession(measure.Config{Model: cfg.Model, Resident: true, Threads: th})
 		if err != nil {
 			return nil, err
 		}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/lesfarm/lesfarm/runtime/expert"
 	"github.com/lesfarm/lesfarm/runtime/les"
+	"github.com/lesfarm/lesfarm/runtime/measure"
 )
 
 // LadderReferenceFormat names the file format of a LadderReference.
@@ -195,7 +196,7 @@ func ladderPrompt(n, vocab int) []int {
 // its greedy tokens and the prompt: the reference recorded on a machine
 // that holds the model (LadderConfig.ResidentReference).
 func residentReference(ctx context.Context, cfg LadderConfig, rep *LadderReport) ([]int, []int, error) {
-	s, err := les.Open(les.Config{Model: cfg.Model, Resident: true, Threads: cfg.Threads})
+	s, err := measure.OpenSession(measure.Config{Model: cfg.Model, Resident: true, Threads: cfg.Threads})
 	if err != nil {
 		return nil, nil, err
 	}

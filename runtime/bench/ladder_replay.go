@@ -9,10 +9,10 @@ import (
 
 	"github.com/lesfarm/lesfarm/runtime/expert"
 	"github.com/lesfarm/lesfarm/runtime/generate"
-	"github.com/lesfarm/lesfarm/runtime/gguf"
 	"github.com/lesfarm/lesfarm/runtime/les"
-	"github.com/lesfarm/lesfarm/runtime/model"
+	"github.com/lesfarm/lesfarm/runtime/measure"
 	"github.com/lesfarm/lesfarm/runtime/moe"
+	"github.com/lesfarm/lesfarm/runtime/units"
 )
 
 // ReplayConfig configures RunReplay: the ladder's storage, budget and modes,
@@ -60,28 +60,27 @@ func RunReplay(ctx context.Context, cfg ReplayConfig) (*LadderReport, error) {
 	rep.Profile = fmt.Sprintf("%s (replay, emulated compute %v/token)", storage, cfg.Compute)
 
 	// Record one greedy run with every expert resident in the store.
-	var base *expert.Store
-	var layers int
-	m, err := model.Load(cfg.Model, model.Options{Threads: cfg.Threads, Experts: func(f *gguf.File, shapes []moe.LayerShape) (moe.Source, error) {
-		var total int64
-		for _, s := range shapes {
-			total += int64(s.Experts) * s.Bytes()
-			if s.Experts > 0 {
-				layers++
-			}
-		}
-		rep.ExpertBytes = total
-		s, err := expert.Open(cfg.Model, f, shapes, cfg.ExpertsPath, expert.Options{Mode: expert.Lookahead, Budget: total + total/8 + 1<<20, Record: true})
-		base = s
-		return s, err
-	}})
+	// A budget of every expert's bytes holds them all (the file at its
+	// real speed reads unpadded buffers), so nothing is evicted.
+	ses, err := measure.OpenSession(measure.Config{Model: cfg.Model, ExpertsPath: cfg.ExpertsPath, Mode: expert.Lookahead,
+		Budget: units.Budget{Fraction: 1}, Record: true, Threads: cfg.Threads})
+	if err == nil && ses.Store == nil { // a dense model loads without a store
+		ses.Close()
+		err = les.ErrNotMoE
+	}
+	if errors.Is(err, les.ErrNotMoE) {
+		return nil, fmt.Errorf("bench: %s is not a Mixture-of-Experts model", cfg.Model)
+	}
 	if err != nil {
 		return nil, err
 	}
-	rep.ResidentBytes = m.ResidentBytes
-	if !m.IsMoE() {
-		m.Close()
-		return nil, fmt.Errorf("bench: %s is not a Mixture-of-Experts model", cfg.Model)
+	m, base := ses.Model, ses.Store
+	rep.ExpertBytes, rep.ResidentBytes = ses.ExpertBytes, m.ResidentBytes
+	var layers int
+	for _, b := range base.Info().ExpertBytes {
+		if b > 0 {
+			layers++
+		}
 	}
 	prompt := ladderPrompt(cfg.PromptTokens, m.Vocab)
 	var first int
@@ -93,11 +92,11 @@ func RunReplay(ctx context.Context, cfg ReplayConfig) (*LadderReport, error) {
 		}
 		return nil
 	}}); err != nil {
-		m.Close()
+		ses.Close()
 		return nil, err
 	}
 	calls := base.Meter().Recorded().Calls[first:]
-	m.Close()
+	ses.Close()
 	budget := cfg.Budget.Resolve(rep.ExpertBytes)
 	rep.BudgetBytes = budget
 	tokens := cfg.GenTokens - 1

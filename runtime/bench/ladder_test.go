@@ -145,6 +145,9 @@ func TestLadderBadInput(t *testing.T) {
 	if _, err := RunLadder(ctx, LadderConfig{Model: dense, Profile: prof, Budget: units.Budget{Fraction: 0.5}}); err == nil || !strings.Contains(err.Error(), "not a Mixture-of-Experts") {
 		t.Fatalf("dense model: %v", err)
 	}
+	if _, err := RunReplay(ctx, ReplayConfig{LadderConfig: LadderConfig{Model: dense, Profile: prof, Budget: units.Budget{Fraction: 0.5}}, Compute: time.Millisecond}); err == nil || !strings.Contains(err.Error(), "not a Mixture-of-Experts") {
+		t.Fatalf("replay of a dense model: %v", err)
+	}
 	if _, err := RunLadder(ctx, LadderConfig{Model: moe, Budget: units.Budget{Fraction: 0.5}}); err == nil {
 		t.Fatal("no storage accepted")
 	}

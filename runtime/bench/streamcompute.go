@@ -8,6 +8,7 @@ import (
 
 	"github.com/lesfarm/lesfarm/runtime/expert"
 	"github.com/lesfarm/lesfarm/runtime/les"
+	"github.com/lesfarm/lesfarm/runtime/measure"
 	"github.com/lesfarm/lesfarm/runtime/units"
 )
 
@@ -24,7 +25,7 @@ func StreamedCPUPerToken(ctx context.Context, model, experts string, threads, re
 	if reps < 1 || tokens < 2 {
 		return 0, errors.New("bench: the streamed compute needs a repetition of two tokens or more")
 	}
-	s, err := les.Open(les.Config{Model: model, ExpertsPath: experts, Mode: expert.OnDemand, Budget: units.Budget{Fraction: 1}, Threads: max(threads, 1)})
+	s, err := measure.OpenSession(measure.Config{Model: model, ExpertsPath: experts, Mode: expert.OnDemand, Budget: units.Budget{Fraction: 1}, Threads: max(threads, 1)})
 	if err != nil {
 		return 0, fmt.Errorf("bench: streamed compute: %w", err)
 	}

@@ -148,15 +148,28 @@ type Session struct {
 // no usable tokenizer.
 var ErrNoTokenizer = errors.New("no usable tokenizer")
 
-// Open loads c's model with its expert store on its clock, and its
-// tokenizer. Its errors wrap model.ErrUnsupported, expert.ErrBudgetTooSmall,
-// les.ErrNotMoE or ErrNoTokenizer where they apply.
-func Open(c Config) (*Session, error) {
+// OpenSession loads c's model with its expert store, the emulated device
+// and its clock, as Open does, but without the tokenizer and the
+// speculative decoder: the constructor for callers that feed token ids
+// themselves (bench's resident rows, the ladder's reference and replay, the
+// streamed-compute probe). Every les.Session a benchmark measures is built
+// here or by Open. Its errors wrap model.ErrUnsupported,
+// expert.ErrBudgetTooSmall or les.ErrNotMoE where they apply.
+func OpenSession(c Config) (*les.Session, error) {
 	lc, err := c.Resolve()
 	if err != nil {
 		return nil, err
 	}
-	ses, err := les.Open(lc)
+	return les.Open(lc)
+}
+
+// Open loads c's model with its expert store on its clock, and its
+// tokenizer (OpenSession plus the tokenizer and, with c.Speculative, the
+// speculative decoder). Its errors wrap model.ErrUnsupported,
+// expert.ErrBudgetTooSmall, les.ErrNotMoE or ErrNoTokenizer where they
+// apply.
+func Open(c Config) (*Session, error) {
+	ses, err := OpenSession(c)
 	if err != nil {
 		return nil, err
 	}
