@@ -99,7 +99,11 @@ func TestThrottledWorkersDoNotDelayWakeups(t *testing.T) {
 	}
 	defer s.Close()
 	s.Prefetch(1, []int{0, 1, 2, 3, 4, 5, 6, 7}) // eight workers sleep in nanosleep
-	time.Sleep(5 * time.Millisecond)
+	waitFor(t, "eight speculative reads in flight", func() bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.q.specFlight == 8
+	})
 	wake := func() time.Duration {
 		ch := make(chan time.Time)
 		go func() {

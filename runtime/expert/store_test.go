@@ -455,7 +455,13 @@ func TestThrottleDemandOvertakesSpeculation(t *testing.T) {
 			specEnd.Store(max(specEnd.Load(), int64(time.Since(start))))
 		}()
 	}
-	time.Sleep(10 * time.Millisecond)
+	// The four speculative reads have reserved their first chunks (100 ms
+	// of the bucket's timeline) before the demand arrives.
+	waitFor(t, "four speculative chunks reserved", func() bool {
+		th.mu.Lock()
+		defer th.mu.Unlock()
+		return th.next.Sub(start) >= 4*25*time.Millisecond
+	})
 	d0 := time.Now()
 	if err := th.Wait(ctx, d0, 256<<10, nil); err != nil {
 		t.Fatal(err)
