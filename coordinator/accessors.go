@@ -1,7 +1,9 @@
 package coordinator
 
 import (
+	"context"
 	"crypto/ed25519"
+	"errors"
 	"time"
 
 	"github.com/lesfarm/lesfarm/coordinator/ingest"
@@ -41,7 +43,23 @@ func (c *Coordinator) NATSURL() string {
 func (c *Coordinator) Store() *store.Store { return c.store }
 
 // SigningKey returns the public key that verifies assignments.
-func (c *Coordinator) SigningKey() ed25519.PublicKey { return c.signPub }
+// It is nil until Start has read it from the store.
+func (c *Coordinator) SigningKey() ed25519.PublicKey {
+	if c.disp == nil {
+		return nil
+	}
+	return c.disp.SigningKey()
+}
+
+// CancelRun pushes the cancellation of a run (already marked cancelled in
+// the store) to its agent (dispatch.Dispatcher.CancelRun). It implements
+// api.Canceller and bisect.Canceller.
+func (c *Coordinator) CancelRun(ctx context.Context, runID int64) error {
+	if c.disp == nil {
+		return errors.New("coordinator: not started")
+	}
+	return c.disp.CancelRun(ctx, runID)
+}
 
 // Rejects returns the counter of rejected protocol messages.
 func (c *Coordinator) Rejects() *protocol.RejectCounter { return c.rejects }
@@ -57,14 +75,20 @@ func (c *Coordinator) IngestStats() ingest.Stats {
 // AssignLatencies returns the assignment round trips observed (grant to
 // agent ack), for benchmarks.
 func (c *Coordinator) AssignLatencies() []time.Duration {
-	c.assignLatency.mu.Lock()
-	defer c.assignLatency.mu.Unlock()
-	return append([]time.Duration(nil), c.assignLatency.d...)
+	if c.disp == nil {
+		return nil
+	}
+	return c.disp.AssignLatencies()
 }
 
 // Sweeps returns how many lease, timeout and lost-device sweeps have
 // finished (for metrics and tests that wait for a sweep).
-func (c *Coordinator) Sweeps() uint64 { return c.sweeps.Load() }
+func (c *Coordinator) Sweeps() uint64 {
+	if c.disp == nil {
+		return 0
+	}
+	return c.disp.Sweeps()
+}
 
 // Name returns the coordinator's name.
 func (c *Coordinator) Name() string { return c.cfg.Name }

@@ -1,10 +1,11 @@
-// Package coordinator wires the farm's brain: Postgres (the source of truth,
-// through coordinator/store), NATS (hello, heartbeat, assignment and cancel
-// requests; JetStream streams for telemetry and results), the dispatcher
-// that places queued runs on idle devices with leases and fencing tokens,
-// the liveness timers and sweeps that fail over lost devices, the ingest
-// consumers, regression detection on finished runs (coordinator/regress),
-// the nightly schedule poller (coordinator/nightly) and the REST API.
+// Package coordinator wires the farm's brain together: Postgres (the
+// source of truth, through coordinator/store), NATS, the dispatcher
+// (coordinator/dispatch: placement, assignment, freeing and liveness), the
+// ingest consumers (coordinator/ingest), regression detection on finished
+// runs (coordinator/regress), bisection, the nightly schedule poller
+// (coordinator/nightly), the artifact collector and the REST API. It
+// constructs each piece, starts and stops them in order, and keeps the
+// readiness checks and metrics of the whole.
 //
 // Several coordinators may share one database and one NATS cluster: device
 // requests are spread over a queue group, runs are claimed with FOR UPDATE
@@ -22,7 +23,6 @@ package coordinator
 import (
 	"cmp"
 	"context"
-	"crypto/ed25519"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -32,7 +32,6 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -43,10 +42,10 @@ import (
 	"github.com/lesfarm/lesfarm/coordinator/api"
 	"github.com/lesfarm/lesfarm/coordinator/artifact"
 	"github.com/lesfarm/lesfarm/coordinator/bisect"
+	"github.com/lesfarm/lesfarm/coordinator/dispatch"
 	"github.com/lesfarm/lesfarm/coordinator/ingest"
 	"github.com/lesfarm/lesfarm/coordinator/nightly"
 	"github.com/lesfarm/lesfarm/coordinator/regress/monitor"
-	"github.com/lesfarm/lesfarm/coordinator/scheduler"
 	"github.com/lesfarm/lesfarm/coordinator/store"
 	"github.com/lesfarm/lesfarm/jobs"
 	"github.com/lesfarm/lesfarm/migrations"
@@ -55,7 +54,7 @@ import (
 
 // QueueGroup is the NATS queue group coordinators share for device
 // requests, so each hello or heartbeat is handled by one coordinator.
-const QueueGroup = "lesfarm-coordinators"
+const QueueGroup = dispatch.QueueGroup
 
 // DefaultQueueTimeout is Config.QueueTimeout's default: a day, longer than
 // any nightly suite waits for a busy fleet, short enough that a run no
@@ -188,44 +187,19 @@ type Coordinator struct {
 	monitor *monitor.Monitor
 	bisect  *bisect.Bisector
 	gc      *artifact.Collector
-	subs    []*nats.Subscription
 	httpSrv *http.Server
 	httpLn  net.Listener
 	rejects *protocol.RejectCounter
 
-	signKey ed25519.PrivateKey
-	signPub ed25519.PublicKey
+	// disp places runs and keeps devices alive (coordinator/dispatch).
+	disp *dispatch.Dispatcher
 
-	ctx    context.Context
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-	sendWG sync.WaitGroup
-	// embedded remembers the embedded builds this coordinator registered
-	// (liveness.go registerEmbedded), keyed by id, platform and sha256.
-	embedded sync.Map
-	sem      chan struct{}
-	wake     chan struct{}
-	// wakeFreedCh wakes freedLoop; reserved are the runs picked by a pass
-	// in progress (the full and the freed passes run concurrently).
-	wakeFreedCh chan struct{}
-	reserved    *reservations
-	work        *dispatchWork
-	acks        *acker
-
-	timersMu sync.Mutex
-	timers   map[string]*time.Timer
-	stopping bool
-
-	db            *dbHealth
-	res           resources
-	limits        *deviceLimiter
-	logs          *logLimiter
-	sweeps        atomic.Uint64
-	assignLatency latency
-	phases        *phases
-	facts         factsCache
-	stopOnce      sync.Once
-	stopErr       error
+	ctx      context.Context
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup
+	res      resources
+	stopOnce sync.Once
+	stopErr  error
 }
 
 // New validates cfg, applies defaults and returns a Coordinator ready to
@@ -260,11 +234,7 @@ func New(cfg Config) (*Coordinator, error) {
 		cfg.HTTPHandler = defaultHandler(cfg.Mount, cfg.Version, cfg.RequireAuthForReads)
 	}
 	log := cmp.Or(cfg.Logger, slog.Default())
-	return &Coordinator{cfg: cfg, log: log, store: cfg.Store, nc: cfg.NATS, rejects: &protocol.RejectCounter{}, timers: map[string]*time.Timer{},
-		wake: make(chan struct{}, 1), wakeFreedCh: make(chan struct{}, 1), reserved: newReservations(), work: newDispatchWork(), acks: &acker{st: cfg.Store}, sem: make(chan struct{}, 32), db: newDBHealth(time.Now), phases: newPhases(),
-		// Four requests per heartbeat interval on average, bursts of 20.
-		limits: newDeviceLimiter(4/scheduler.HeartbeatInterval(cfg.HeartbeatTTL).Seconds(), 20),
-		logs:   newLogLimiter(time.Second)}, nil
+	return &Coordinator{cfg: cfg, log: log, store: cfg.Store, nc: cfg.NATS, rejects: &protocol.RejectCounter{}}, nil
 }
 
 // Start brings the coordinator up on the handed database and NATS
@@ -281,11 +251,6 @@ func (c *Coordinator) Start(ctx context.Context) (err error) {
 	if err := migrations.Up(ctx, c.store.Pool().Config().ConnString()); err != nil {
 		return fmt.Errorf("coordinator: migrate: %w", err)
 	}
-	c.runs = store.NewRunListener(c.store, store.RunListenerConfig{Logger: c.log})
-	c.runs.OnNotice(c.onRunNotice)
-	if err := c.runs.Start(c.ctx); err != nil {
-		return err
-	}
 	for _, name := range jobs.BuiltinNames() {
 		spec, err := jobs.Builtin(name)
 		if err != nil {
@@ -295,14 +260,61 @@ func (c *Coordinator) Start(ctx context.Context) (err error) {
 			return fmt.Errorf("coordinator: built-in suite %s: %w", name, err)
 		}
 	}
-	if c.signKey, err = c.store.SigningKey(ctx); err != nil {
+	signKey, err := c.store.SigningKey(ctx)
+	if err != nil {
 		return fmt.Errorf("coordinator: %w", err)
 	}
-	c.signPub = c.signKey.Public().(ed25519.PublicKey)
-
+	if c.cfg.HTTPAddr != "" {
+		// Listen first: assignments name the artifact URL.
+		if err := c.listenHTTP(); err != nil {
+			return err
+		}
+	}
+	if c.disp, err = dispatch.New(dispatch.Config{Store: c.store, NATS: c.nc, SigningKey: signKey, Name: c.cfg.Name,
+		HeartbeatTTL: c.cfg.HeartbeatTTL, LeaseTTL: c.cfg.LeaseTTL, LostGrace: c.cfg.LostGrace, QueueTimeout: c.cfg.QueueTimeout,
+		AssignTimeout: c.cfg.AssignTimeout, Interval: c.cfg.DispatchInterval, Workers: c.cfg.DispatchWorkers,
+		SweepInterval: c.cfg.SweepInterval, ArtifactBaseURL: c.cfg.ArtifactBaseURL, ArtifactDir: c.cfg.ArtifactDir,
+		FarmUnhealthy: c.FarmUnhealthy, Rejects: c.rejects, Logger: c.log}); err != nil {
+		return err
+	}
+	c.runs = store.NewRunListener(c.store, store.RunListenerConfig{Logger: c.log})
+	c.runs.OnNotice(c.disp.Notice)
+	if err := c.runs.Start(c.ctx); err != nil {
+		return err
+	}
 	if c.js, err = jetstream.New(c.nc); err != nil {
 		return fmt.Errorf("coordinator: jetstream: %w", err)
 	}
+	if err := c.startIngest(); err != nil {
+		return err
+	}
+	if err := c.disp.Start(c.ctx); err != nil {
+		return err
+	}
+	if err := c.cfg.Registry.Register(&collector{c: c}); err != nil {
+		return fmt.Errorf("coordinator: metrics: %w", err)
+	}
+	if err := c.cfg.Registry.Register(c.disp.Collector()); err != nil {
+		return fmt.Errorf("coordinator: metrics: %w", err)
+	}
+	if c.httpLn != nil {
+		if err := c.serveHTTP(ctx); err != nil {
+			return err
+		}
+	}
+	if err := c.startServices(); err != nil {
+		return err
+	}
+	c.startHealth()
+	c.log.InfoContext(ctx, "coordinator: started", "name", c.cfg.Name, "nats_url", c.NATSURL(), "http_addr", c.HTTPAddr(),
+		"heartbeat_ttl", c.cfg.HeartbeatTTL, "signing_key", protocol.KeyID(c.disp.SigningKey()))
+	return nil
+}
+
+// startIngest starts regression detection, the bisector and the ingest
+// consumers, whose committed results the dispatcher places and the
+// monitor and bisector observe.
+func (c *Coordinator) startIngest() (err error) {
 	icfg := c.cfg.Ingest
 	icfg.JS, icfg.Store, icfg.Rejects = c.js, c.store, c.rejects
 	icfg.Logger = cmp.Or(icfg.Logger, c.log)
@@ -318,14 +330,14 @@ func (c *Coordinator) Start(ctx context.Context) (err error) {
 	prevCommit := icfg.OnCommit
 	prevPhase := icfg.OnPhase
 	icfg.OnPhase = func(phase string, d time.Duration) {
-		c.phases.observe(phase, d)
+		c.disp.Phase(phase, d)
 		if prevPhase != nil {
 			prevPhase(phase, d)
 		}
 	}
-	icfg.CompleteRuns = c.completeRuns
+	icfg.CompleteRuns = c.disp.CompleteRuns
 	icfg.OnCommit = func(ctx context.Context, r *store.Run) {
-		c.wakeFreed(r) // the device is free (unless its commit placed it): place it without waiting for the hooks
+		c.disp.Freed(r) // the device is free (unless its commit placed it): place it without waiting for the hooks
 		if prevCommit != nil {
 			prevCommit(ctx, r)
 		}
@@ -352,53 +364,12 @@ func (c *Coordinator) Start(ctx context.Context) (err error) {
 	if c.ingest, err = ingest.New(icfg); err != nil {
 		return err
 	}
-	if err := c.ingest.Start(c.ctx); err != nil {
-		return err
-	}
-	for _, s := range []struct {
-		subject, kind string
-		handle        func(*nats.Msg)
-	}{{protocol.HelloWildcard, "hello", c.handleHello}, {protocol.HeartbeatWildcard, "heartbeat", c.handleHeartbeat}} {
-		handle, kind := s.handle, s.kind
-		sub, err := c.nc.QueueSubscribe(s.subject, QueueGroup, func(m *nats.Msg) {
-			// A flooding device is cut off here, before it costs a
-			// goroutine slot or any database work.
-			if !c.limits.allow(m.Subject, time.Now()) {
-				c.rejects.Add(kind, RejectRateLimited)
-				c.logs.warn(c.ctx, c.log, "rate:"+m.Subject, "coordinator: device request over its rate, dropped", "subject", m.Subject)
-				return
-			}
-			select {
-			case c.sem <- struct{}{}:
-			case <-c.ctx.Done():
-				return
-			}
-			c.wg.Add(1)
-			go func() {
-				defer c.wg.Done()
-				defer func() { <-c.sem }()
-				handle(m)
-			}()
-		})
-		if err != nil {
-			return fmt.Errorf("coordinator: subscribe %s: %w", s.subject, err)
-		}
-		c.subs = append(c.subs, sub)
-	}
-	if err := c.nc.Flush(); err != nil {
-		return fmt.Errorf("coordinator: NATS flush: %w", err)
-	}
-	if err := c.cfg.Registry.Register(&collector{c: c}); err != nil {
-		return fmt.Errorf("coordinator: metrics: %w", err)
-	}
-	if err := c.cfg.Registry.Register(c.phases.hist); err != nil {
-		return fmt.Errorf("coordinator: metrics: %w", err)
-	}
-	if c.cfg.HTTPAddr != "" {
-		if err := c.startHTTP(ctx); err != nil {
-			return err
-		}
-	}
+	return c.ingest.Start(c.ctx)
+}
+
+// startServices starts the nightly schedule poller and the artifact
+// garbage collector, unless configured off.
+func (c *Coordinator) startServices() (err error) {
 	if !c.cfg.NoNightly {
 		c.nightly, err = nightly.New(nightly.Config{Store: c.store, Trigger: nightly.StoreTrigger(c.store), Name: c.cfg.Name,
 			Interval: c.cfg.NightlyInterval, Logger: c.log})
@@ -420,14 +391,6 @@ func (c *Coordinator) Start(ctx context.Context) (err error) {
 			return err
 		}
 	}
-	c.startHealth()
-	c.wg.Add(3)
-	go func() { defer c.wg.Done(); c.dispatchLoop(c.ctx) }()
-	go func() { defer c.wg.Done(); c.freedLoop(c.ctx) }()
-	go func() { defer c.wg.Done(); c.sweepLoop(c.ctx) }()
-	c.Wake()
-	c.log.InfoContext(ctx, "coordinator: started", "name", c.cfg.Name, "nats_url", c.NATSURL(), "http_addr", c.HTTPAddr(),
-		"heartbeat_ttl", c.cfg.HeartbeatTTL, "signing_key", protocol.KeyID(c.signPub))
 	return nil
 }
 
@@ -439,7 +402,9 @@ func NATSOptions(name string) []nats.Option {
 		nats.ReconnectWait(500 * time.Millisecond), nats.RetryOnFailedConnect(false)}
 }
 
-func (c *Coordinator) startHTTP(ctx context.Context) error {
+// listenHTTP opens the HTTP listener, so that the artifact base URL is
+// known before the first assignment (serveHTTP serves it).
+func (c *Coordinator) listenHTTP() error {
 	ln, err := net.Listen("tcp", c.cfg.HTTPAddr)
 	if err != nil {
 		return fmt.Errorf("coordinator: listen on %s: %w", c.cfg.HTTPAddr, err)
@@ -451,29 +416,34 @@ func (c *Coordinator) startHTTP(ctx context.Context) error {
 	if c.cfg.ArtifactBaseURL == "" {
 		c.cfg.ArtifactBaseURL = c.HTTPURL()
 	}
+	return nil
+}
+
+// serveHTTP builds the HTTP handler from the running pieces and serves it
+// on the listener listenHTTP opened.
+func (c *Coordinator) serveHTTP(ctx context.Context) error {
+	ln := c.httpLn
 	h, err := c.cfg.HTTPHandler(&HTTPDeps{Store: c.store, DataDir: c.cfg.DataDir, ArtifactDir: c.cfg.ArtifactDir, Coordinator: c, Registry: c.cfg.Registry,
 		Logger: c.log, Ready: c.Ready, RunListener: c.runs})
 	if err != nil {
-		ln.Close()
 		return fmt.Errorf("coordinator: http handler: %w", err)
 	}
 	c.httpSrv = &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:  cmp.Or(c.cfg.HTTPReadTimeout, 60*time.Second),
 		WriteTimeout: cmp.Or(c.cfg.HTTPWriteTimeout, 60*time.Second),
 		IdleTimeout:  cmp.Or(c.cfg.HTTPIdleTimeout, 120*time.Second)}
-	c.wg.Add(1)
-	go func() {
-		defer c.wg.Done()
+	c.wg.Go(func() {
 		if err := c.httpSrv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			c.log.Error("coordinator: http server", "err", err)
 		}
-	}()
+	})
 	c.log.InfoContext(ctx, "coordinator: http listening", "addr", ln.Addr().String(), "url", c.HTTPURL())
 	return nil
 }
 
-// Stop shuts down in order: HTTP, device handlers, dispatcher and sweeps,
-// assignments in flight, liveness timers, ingest (its batches in flight
+// Stop shuts down in order: HTTP, the nightly poller and the artifact
+// collector, the dispatcher (device handlers, placement loops and sweeps,
+// assignments in flight, liveness timers), ingest (its batches in flight
 // commit and ack), the regression monitor and the run listener. The handed
 // NATS connection and store stay open for their owner. It is safe to call
 // more than once.
@@ -484,9 +454,8 @@ func (c *Coordinator) Stop() error {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			errs = append(errs, c.httpSrv.Shutdown(ctx))
 			cancel()
-		}
-		for _, s := range c.subs {
-			_ = s.Drain()
+		} else if c.httpLn != nil {
+			c.httpLn.Close() // listened, never served: Start failed
 		}
 		if c.nightly != nil {
 			c.nightly.Stop()
@@ -494,12 +463,13 @@ func (c *Coordinator) Stop() error {
 		if c.gc != nil {
 			c.gc.Stop()
 		}
+		if c.disp != nil {
+			c.disp.Stop()
+		}
 		if c.cancel != nil {
 			c.cancel()
 		}
 		c.wg.Wait()
-		c.sendWG.Wait()
-		c.stopTimers()
 		if c.ingest != nil {
 			errs = append(errs, c.ingest.Stop())
 		}

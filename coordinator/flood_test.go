@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/lesfarm/lesfarm/coordinator"
+	"github.com/lesfarm/lesfarm/coordinator/dispatch"
 	"github.com/lesfarm/lesfarm/internal/testenv"
 	"github.com/lesfarm/lesfarm/protocol"
 )
@@ -79,7 +80,7 @@ func TestHeartbeatFlood(t *testing.T) {
 		t.Fatalf("a bystander's hello took %v during the flood", d)
 	}
 	limited := func() uint64 {
-		return c.Rejects().Snapshot()[protocol.RejectKey{Type: "heartbeat", Kind: coordinator.RejectRateLimited}]
+		return c.Rejects().Snapshot()[protocol.RejectKey{Type: "heartbeat", Kind: dispatch.RejectRateLimited}]
 	}
 	testenv.Eventually(t, 20*time.Second, 20*time.Millisecond, func() error {
 		if got := limited() + uint64(replies.Load()); got < 2*n-100 {

@@ -12,7 +12,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"golang.org/x/sys/unix"
 
-	"github.com/lesfarm/lesfarm/coordinator/store"
 	"github.com/lesfarm/lesfarm/protocol"
 )
 
@@ -248,15 +247,4 @@ func (c *Coordinator) Ready(ctx context.Context) error {
 	pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	return c.store.Ping(pctx)
-}
-
-// timeoutRuns ends the runs past their deadline: blamed on their build
-// normally, as infrastructure failures while the farm is or was just
-// unhealthy (FarmUnhealthy), since their reports may be what it could not
-// take.
-func (c *Coordinator) timeoutRuns(ctx context.Context) ([]store.TimedOutRun, error) {
-	if why := c.FarmUnhealthy(); why != nil {
-		return c.store.TimeoutRunsUnhealthy(ctx, 500, why.Error())
-	}
-	return c.store.TimeoutRuns(ctx, 500)
 }

@@ -1,4 +1,4 @@
-package coordinator
+package dispatch
 
 import (
 	"sync"
@@ -49,7 +49,7 @@ type phases struct {
 func newPhases() *phases {
 	return &phases{freed: map[string]time.Time{}, hist: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "lesfarm_assign_phase_seconds",
-		Help:    "Time spent in each phase of the result → next assignment path (see coordinator.Phase*).",
+		Help:    "Time spent in each phase of the result → next assignment path (see dispatch.Phase*).",
 		Buckets: prometheus.ExponentialBuckets(0.0005, 2, 18), // 0.5 ms .. 65 s
 	}, []string{"phase"})}
 }
@@ -100,3 +100,8 @@ func (p *phases) roundStarts(t time.Time) {
 		p.observe(PhaseWakeToRound, t.Sub(w))
 	}
 }
+
+// Phase records that a step of the result → next assignment path took d
+// (ingest's "result_queued", "result_commit", ...), in the same histogram
+// as the dispatcher's own phases.
+func (dp *Dispatcher) Phase(phase string, d time.Duration) { dp.phases.observe(phase, d) }

@@ -1,4 +1,4 @@
-package coordinator
+package dispatch
 
 import (
 	"context"
@@ -53,22 +53,22 @@ func (h *dbHealth) settled(grace time.Duration) bool {
 
 // failoverGrace is how long the database must have answered before this
 // coordinator fails over devices and leases.
-func (c *Coordinator) failoverGrace() time.Duration {
-	return max(c.cfg.HeartbeatTTL, c.cfg.LeaseTTL) + c.cfg.LostGrace
+func (dp *Dispatcher) failoverGrace() time.Duration {
+	return max(dp.cfg.HeartbeatTTL, dp.cfg.LeaseTTL) + dp.cfg.LostGrace
 }
 
 // mayFailOver probes the database (bounded) and reports whether failover
 // is allowed now.
-func (c *Coordinator) mayFailOver(ctx context.Context) bool {
-	pctx, cancel := context.WithTimeout(ctx, c.dbTimeout())
-	err := c.store.Ping(pctx)
+func (dp *Dispatcher) mayFailOver(ctx context.Context) bool {
+	pctx, cancel := context.WithTimeout(ctx, dp.dbTimeout())
+	err := dp.store.Ping(pctx)
 	cancel()
-	c.db.observe(err)
-	return err == nil && c.db.settled(c.failoverGrace())
+	dp.db.observe(err)
+	return err == nil && dp.db.settled(dp.failoverGrace())
 }
 
 // dbTimeout bounds one database call of the sweep and the failover
 // probe. It is generous on purpose: a database that is merely slow under
 // load must not count as down (that would postpone failover without end);
 // only one that does not answer for seconds does.
-func (c *Coordinator) dbTimeout() time.Duration { return 5 * time.Second }
+func (dp *Dispatcher) dbTimeout() time.Duration { return 5 * time.Second }

@@ -1,4 +1,4 @@
-package coordinator
+package dispatch
 
 import (
 	"sync"
@@ -11,7 +11,7 @@ import (
 // it taken), for one batch claim. It returns the pairs, the devices left
 // for place (no run in the head, or an emulated device whose host's
 // devices take turns: ClaimRun) and the paired devices by id.
-func (c *Coordinator) pickPairs(r *round, devs []store.PlacementDevice) (pairs []store.ClaimPair, rest []*store.PlacementDevice,
+func (dp *Dispatcher) pickPairs(r *round, devs []store.PlacementDevice) (pairs []store.ClaimPair, rest []*store.PlacementDevice,
 	byDevice map[string]*store.PlacementDevice) {
 	byDevice = map[string]*store.PlacementDevice{}
 	for i := range devs {

@@ -1,4 +1,4 @@
-package coordinator
+package dispatch
 
 import (
 	"sync"
@@ -7,37 +7,37 @@ import (
 	"github.com/lesfarm/lesfarm/coordinator/store"
 )
 
-// onRunNotice wakes the dispatcher when a run change may make a placement
+// Notice wakes the dispatcher when a run change may make a placement
 // possible: a run queued (a trigger, a requeue) or ended (its device is
 // free), by this coordinator, another one or any other writer of the
 // database, so placement does not wait for the next DispatchInterval tick.
 // A zero notice (the listener reconnected, notices may have been lost)
 // wakes it too. Assigned and running notices place nothing, and neither
 // does the end of a run whose result this coordinator committed: its
-// device is already being placed on its own (wakeFreed).
-func (c *Coordinator) onRunNotice(n store.RunNotice) {
+// device is already being placed on its own (Freed).
+func (dp *Dispatcher) Notice(n store.RunNotice) {
 	switch n.State {
 	case store.RunAssigned, store.RunRunning:
 		return
 	}
-	if store.TerminalState(n.State) && c.work.ownEnd(n.RunID) {
+	if store.TerminalState(n.State) && dp.work.ownEnd(n.RunID) {
 		return
 	}
-	c.Wake()
+	dp.Wake()
 }
 
-// wakeFreed asks the freed-device placer (freedLoop) to place the device
+// Freed asks the freed-device placer (freedLoop) to place the device
 // a committed result just freed, reading only that device (and the others
 // freed meanwhile) instead of every idle one: in a busy fleet the devices
 // that just finished are the ones to place. It does not wait for a full
 // round in progress.
-func (c *Coordinator) wakeFreed(r *store.Run) {
-	if !c.work.freed(r) {
+func (dp *Dispatcher) Freed(r *store.Run) {
+	if !dp.work.freed(r) {
 		return
 	}
-	c.phases.freedAt(r.DeviceID, time.Now())
+	dp.phases.freedAt(r.DeviceID, time.Now())
 	select {
-	case c.wakeFreedCh <- struct{}{}:
+	case dp.wakeFreedCh <- struct{}{}:
 	default:
 	}
 }
