@@ -27,8 +27,9 @@ func TestBatchedMatchesGeneric(t *testing.T) {
 					continue
 				}
 				testBatched(t, r, tc.t, makeMatrix(t, r, tc.t, batchRows, cols))
-				if tc.t == Q8_0 || tc.t == Q6_K || tc.t == Q4_K {
-					// every byte pattern: Q8_0 -128, Q6_K scale -128
+				if tc.t == Q8_0 || tc.t == Q6_K || tc.t == Q4_K || tc.t == Q2_K || tc.t == Q3_K {
+					// every byte pattern: Q8_0 -128, Q6_K scale -128, Q2_K/Q3_K
+					// every scale, min and high-bit pattern
 					testBatched(t, r, tc.t, randomBytesMatrix(r, tc.t, batchRows, cols))
 				}
 			}
@@ -57,6 +58,11 @@ func randomBytesMatrix(r *rand.Rand, typ Type, rows, cols int) Matrix {
 		case Q4_K:
 			binary.LittleEndian.PutUint16(data[off:], F32ToF16(0.01*float32(r.Float64())))
 			binary.LittleEndian.PutUint16(data[off+2:], F32ToF16(0.01*float32(r.Float64())))
+		case Q2_K:
+			binary.LittleEndian.PutUint16(data[off+80:], F32ToF16(0.01*float32(r.Float64())))
+			binary.LittleEndian.PutUint16(data[off+82:], F32ToF16(0.01*float32(r.Float64())))
+		case Q3_K:
+			binary.LittleEndian.PutUint16(data[off+108:], F32ToF16(0.001*float32(r.Float64())))
 		}
 	}
 	return Matrix{Type: typ, Rows: rows, Cols: cols, Data: data}

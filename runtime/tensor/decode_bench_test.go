@@ -22,7 +22,7 @@ import (
 //	go test ./runtime/tensor -run XXX -bench DecodeStream -benchtime 20x
 func BenchmarkDecodeStream(b *testing.B) {
 	const total = 128 << 20
-	for _, typ := range []Type{Q4_K, Q8_0, Q6_K, F16} {
+	for _, typ := range []Type{Q4_K, Q8_0, Q6_K, F16, Q2_K, Q3_K} {
 		for _, sh := range [][2]int{{512, 1024}, {1024, 512}, {2048, 2048}} {
 			b.Run(fmt.Sprintf("%s/%dx%d", typ, sh[0], sh[1]), func(b *testing.B) {
 				r := rand.New(rand.NewPCG(7, uint64(typ)))

@@ -7,7 +7,7 @@ import (
 )
 
 // FuzzDecodeKernels checks the single-vector (decode) kernels MatVec uses
-// for Q4_K, Q6_K and Q8_0 against the generic ggml port, bit for bit, on
+// for Q4_K, Q6_K, Q8_0, Q2_K and Q3_K against the generic ggml port, bit for bit, on
 // arbitrary weight bytes (the fuzzer's) and an activation derived from them:
 // every quant and scale pattern, row counts that are and are not multiples
 // of the kernels' groups, block counts with and without a tail of 8. The
@@ -17,8 +17,10 @@ func FuzzDecodeKernels(f *testing.F) {
 	f.Add(uint8(0), uint8(3), uint8(2), []byte{1, 2, 3, 250, 128, 127})
 	f.Add(uint8(1), uint8(1), uint8(1), []byte{0x80, 0x7f, 0xff, 0})
 	f.Add(uint8(2), uint8(5), uint8(9), []byte{0x80, 0x80, 0x80, 0x81})
+	f.Add(uint8(3), uint8(4), uint8(3), []byte{0xff, 0x00, 0x55, 0xaa})
+	f.Add(uint8(4), uint8(7), uint8(2), []byte{0x0f, 0xf0, 0x3c, 0xc3, 0x7f})
 	f.Fuzz(func(t *testing.T, which, rows, blocks uint8, seed []byte) {
-		typ := [...]Type{Q4_K, Q6_K, Q8_0}[int(which)%3]
+		typ := [...]Type{Q4_K, Q6_K, Q8_0, Q2_K, Q3_K}[int(which)%5]
 		nrows := 1 + int(rows)%17
 		nb := 1 + int(blocks)%11
 		if len(seed) == 0 {
@@ -49,6 +51,11 @@ func FuzzDecodeKernels(f *testing.F) {
 				finite(off + 208)
 			case Q8_0:
 				finite(off)
+			case Q2_K:
+				finite(off + 80)
+				finite(off + 82)
+			case Q3_K:
+				finite(off + 108)
 			}
 		}
 		m := Matrix{Type: typ, Rows: nrows, Cols: cols, Data: data}

@@ -164,6 +164,7 @@ func asmKernels() map[Type]*kernel {
 	m[Q5_0] = &kernel{act: actQ8_0, impl: "avx2-asm", exact: true, q80: dotQ5_0Q8_0Asm}
 	m[Q4_0] = &kernel{act: actQ8_0, impl: "avx2-asm", exact: true, q80: dotQ4_0Q8_0Asm}
 	m[Q5_K] = &kernel{act: actQ8K, impl: "avx2-asm", exact: true, q8k: dotQ5KQ8KRowAsm}
+	m[Q2_K], m[Q3_K] = q23kAsm()
 	return m
 }
 

@@ -12,7 +12,8 @@ import "unsafe"
 func q4kVecs1FrameAVX2(w *byte, rows int, y *blockQ8K, nb, ystride int, dst *float32, dstride int)
 
 // prevDecodeKernels returns the kernel set with the previous single-vector
-// (decode) kernels of Q4_K, Q8_0 and Q6_K, for side-by-side benchmarks.
+// (decode) kernels of Q4_K, Q8_0 and Q6_K, and the generic (pure-Go) Q2_K
+// and Q3_K ones the AVX2 kernels replaced, for side-by-side benchmarks.
 func prevDecodeKernels() map[Type]*kernel {
 	m := make(map[Type]*kernel, len(kernels))
 	for t, k := range kernels {
@@ -46,5 +47,6 @@ func prevDecodeKernels() map[Type]*kernel {
 	q6 := *kernels[Q6_K]
 	q6.single = false // q6kRow1AVX2 per row
 	m[Q6_K] = &q6
+	m[Q2_K], m[Q3_K] = genericKernels[Q2_K], genericKernels[Q3_K]
 	return m
 }

@@ -23,6 +23,8 @@ func fastKernels() map[Type]*kernel {
 		Q8_0: {act: actQ8_0, q80: dotQ8_0Q8_0Fast},
 		Q4_0: {act: actQ8_0, q80: dotQ4_0Q8_0Fast},
 		Q5_0: {act: actQ8_0, q80: dotQ5_0Q8_0Fast},
+		Q2_K: {act: actQ8K, q8k: dotQ2KQ8KFast},
+		Q3_K: {act: actQ8K, q8k: dotQ3KQ8KFast},
 		Q4_K: {act: actQ8K, q8k: dotQ4KQ8KFast},
 		Q5_K: {act: actQ8K, q8k: dotQ5KQ8KFast},
 		Q6_K: {act: actQ8K, q8k: dotQ6KQ8KFast, q8kN: dotQ6KQ8KRowsGo},
