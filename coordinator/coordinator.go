@@ -150,7 +150,10 @@ type Config struct {
 	SweepInterval time.Duration
 	// Health tunes the resource checks of /readyz (resources.go).
 	Health HealthConfig
-	// Ingest tunes the ingest consumers (JS and Store are filled in).
+	// Ingest tunes the ingest consumers (JS and Store are filled in). Its
+	// Reporter, when set, is told of the committed results after the
+	// coordinator's own reporter (its CompleteRuns is not used: the
+	// dispatcher commits).
 	Ingest ingest.Config
 	// Registry receives metrics; nil means a fresh registry.
 	Registry *prometheus.Registry
@@ -327,21 +330,6 @@ func (c *Coordinator) startIngest() (err error) {
 			return err
 		}
 	}
-	prevCommit := icfg.OnCommit
-	prevPhase := icfg.OnPhase
-	icfg.OnPhase = func(phase string, d time.Duration) {
-		c.disp.Phase(phase, d)
-		if prevPhase != nil {
-			prevPhase(phase, d)
-		}
-	}
-	icfg.CompleteRuns = c.disp.CompleteRuns
-	icfg.OnCommit = func(ctx context.Context, r *store.Run) {
-		c.disp.Freed(r) // the device is free (unless its commit placed it): place it without waiting for the hooks
-		if prevCommit != nil {
-			prevCommit(ctx, r)
-		}
-	}
 	// Bisections advance when their runs end (and every poll).
 	if c.bisect, err = bisect.New(bisect.Config{Store: c.store, Canceller: c, Logger: c.log}); err != nil {
 		return err
@@ -349,18 +337,7 @@ func (c *Coordinator) startIngest() (err error) {
 	if err := c.bisect.Start(c.ctx); err != nil {
 		return err
 	}
-	prev := icfg.OnResult
-	icfg.OnResult = func(ctx context.Context, r *store.Run) {
-		c.bisect.Wake()
-		if c.monitor != nil {
-			// Errors are logged by the monitor; a failed detection does
-			// not undo the committed result.
-			_, _ = c.monitor.ObserveRun(ctx, r)
-		}
-		if prev != nil {
-			prev(ctx, r)
-		}
-	}
+	icfg.Reporter = reporter{Dispatcher: c.disp, c: c, extra: icfg.Reporter}
 	if c.ingest, err = ingest.New(icfg); err != nil {
 		return err
 	}

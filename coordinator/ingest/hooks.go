@@ -6,7 +6,7 @@ import (
 )
 
 // resultMaxAckPending bounds the results delivered and not yet
-// acknowledged. A result is acknowledged after its OnResult hook, and the
+// acknowledged. A result is acknowledged after Reporter.Finished, and the
 // hooks (regression detection: 150 ms–5 s per result on a loaded 2-core
 // host) fall behind the results at 1,000 agents; with the old bound of 256
 // the consumer then stopped delivering, and every result, the commit that
@@ -15,7 +15,7 @@ import (
 // bound is the backlog the hooks may build, not a memory limit.
 const resultMaxAckPending = 16384
 
-// hookQueue holds committed results waiting for their OnResult hook and
+// hookQueue holds committed results waiting for Reporter.Finished and
 // acknowledgement, in commit order. push never blocks, so a result worker
 // goes on to the next result however far the hooks trail; keepAlive tells
 // JetStream the waiting ones are in progress, so a backlog longer than

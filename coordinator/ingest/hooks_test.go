@@ -14,7 +14,22 @@ import (
 	"github.com/lesfarm/lesfarm/protocol"
 )
 
-// TestSlowHooksDoNotHoldResults: while every OnResult hook is stuck, more
+// stuckReporter counts commits and holds every Finished until release is
+// closed.
+type stuckReporter struct {
+	ingest.BaseReporter
+	commits, hooks atomic.Int32
+	release        chan struct{}
+}
+
+func (r *stuckReporter) Committed(context.Context, *store.Run) { r.commits.Add(1) }
+
+func (r *stuckReporter) Finished(context.Context, *store.Run) {
+	<-r.release
+	r.hooks.Add(1)
+}
+
+// TestSlowHooksDoNotHoldResults: while every Reporter.Finished is stuck, more
 // results than the old bound on unacknowledged results (256) are still
 // committed, each one once (the waiting ones are kept in progress past
 // AckWait, not redelivered); released, every hook runs and is acknowledged.
@@ -28,13 +43,9 @@ func TestSlowHooksDoNotHoldResults(t *testing.T) {
 	release := make(chan struct{})
 	var once sync.Once
 	unblock := func() { once.Do(func() { close(release) }) }
-	var commits, hooks atomic.Int32
-	ing, err := ingest.New(ingest.Config{JS: e.js, Store: e.st, AckWait: time.Second, HookWorkers: 1,
-		OnCommit: func(context.Context, *store.Run) { commits.Add(1) },
-		OnResult: func(context.Context, *store.Run) {
-			<-release
-			hooks.Add(1)
-		}})
+	rep := &stuckReporter{BaseReporter: ingest.BaseReporter{Store: e.st}, release: release}
+	commits, hooks := &rep.commits, &rep.hooks
+	ing, err := ingest.New(ingest.Config{JS: e.js, Store: e.st, AckWait: time.Second, HookWorkers: 1, Reporter: rep})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,7 +60,7 @@ func TestSlowHooksDoNotHoldResults(t *testing.T) {
 	}
 	waitFor(t, "every result committed while the hooks are stuck", 60*time.Second, func() bool { return commits.Load() >= n })
 	// Past AckWait twice: the waiting results were kept in progress, so
-	// none came back (a redelivery calls OnCommit again). No event marks
+	// none came back (a redelivery reports Committed again). No event marks
 	// a redelivery that did not happen: the guarantee is about a span
 	// longer than AckWait, so the test watches that span.
 	deadline := time.Now().Add(2500 * time.Millisecond)

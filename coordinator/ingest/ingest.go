@@ -92,31 +92,14 @@ type Config struct {
 	// MaxAckPending bounds unacknowledged telemetry messages in flight
 	// (default 2 × Workers × CommitMessages): the backpressure.
 	MaxAckPending int
-	// OnResult is called after a result is committed and before its
-	// message is acknowledged (e.g. to wake the scheduler, run regression
-	// detection); run is the updated run. It may be called again for the
-	// same run after a redelivery, so it must be idempotent.
-	OnResult func(ctx context.Context, run *store.Run)
-	// OnCommit, when set, is called right after a result is committed, on
-	// the result's worker, before OnResult: for what must not wait behind
-	// slow hooks of other results (the coordinator wakes its scheduler, the
-	// device being free). It must be quick and idempotent.
-	OnCommit func(ctx context.Context, run *store.Run)
-	// CompleteRuns, when set, commits a batch of results in place of
-	// Store.CompleteRuns, with its contract (the coordinator's also places
-	// the freed devices in the results' transaction:
-	// store.CompleteRunsPlace).
-	CompleteRuns func(ctx context.Context, results []*protocol.Result) ([]store.ResultOutcome, error)
-	// HookWorkers is how many OnResult hooks run at once (default 4). They
-	// run apart from the result workers, so a slow hook (regression
-	// detection) delays acknowledgements, never the next commits.
+	// Reporter commits the results and is told of each one committed
+	// (nil: BaseReporter with Store, which commits and reports nothing).
+	Reporter Reporter
+	// HookWorkers is how many Reporter.Finished calls run at once
+	// (default 4). They run apart from the result workers, so a slow one
+	// (regression detection) delays acknowledgements, never the next
+	// commits.
 	HookWorkers int
-	// OnPhase, when set, is told how long each result waited in its
-	// stream before a worker took it ("result_queued") and how long its
-	// commit took ("result_commit"; "result_batch_commit" once per
-	// transaction): the coordinator's breakdown of the
-	// result → next assignment path. It must be quick.
-	OnPhase func(phase string, d time.Duration)
 	// BeforeCommit, when set, is called before each telemetry transaction;
 	// an error abandons the batch without commit or ack and stops that
 	// worker, like a crash. Tests use it.
@@ -202,6 +185,9 @@ func New(cfg Config) (*Ingester, error) {
 	if cfg.Workers < 1 || cfg.FetchMessages < 1 || cfg.CommitMessages < cfg.FetchMessages || cfg.MaxAckPending < cfg.CommitMessages ||
 		cfg.ResultWorkers < 1 || cfg.ResultBatch < 1 || cfg.HookWorkers < 1 {
 		return nil, errors.New("ingest config: Workers, FetchMessages, ResultWorkers, ResultBatch, HookWorkers must be positive and FetchMessages <= CommitMessages <= MaxAckPending")
+	}
+	if cfg.Reporter == nil {
+		cfg.Reporter = BaseReporter{Store: cfg.Store}
 	}
 	r := cfg.Rejects
 	if r == nil {
@@ -546,7 +532,7 @@ func drain(mb jetstream.MessageBatch, msgs []jetstream.Msg) []jetstream.Msg {
 }
 
 // committedResult is a result committed to the store, waiting for its
-// OnResult hook and acknowledgement.
+// Reporter.Finished and acknowledgement.
 type committedResult struct {
 	m         jetstream.Msg
 	run       *store.Run
@@ -555,19 +541,15 @@ type committedResult struct {
 	commit    time.Duration
 }
 
-// finish runs a committed result's OnResult hook and acknowledges it.
+// finish reports a committed result as finished and acknowledges it.
 func (i *Ingester) finish(ctx context.Context, h committedResult) {
 	hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), i.cfg.AckWait)
 	defer cancel()
 	hookStart := time.Now()
-	if i.cfg.OnResult != nil {
-		i.cfg.OnResult(hctx, h.run)
-	}
+	i.cfg.Reporter.Finished(hctx, h.run)
 	_ = h.m.Ack()
-	if i.cfg.OnPhase != nil {
-		i.cfg.OnPhase("result_hook_wait", hookStart.Sub(h.stored.Add(h.commit)))
-		i.cfg.OnPhase("result_hook", time.Since(hookStart))
-	}
+	i.cfg.Reporter.Phase("result_hook_wait", hookStart.Sub(h.stored.Add(h.commit)))
+	i.cfg.Reporter.Phase("result_hook", time.Since(hookStart))
 	if h.redeliver {
 		return
 	}

@@ -15,7 +15,7 @@ import (
 // resultLoop fetches results and hands each one to a worker as soon as it
 // arrives (at most ResultWorkers at once). Each result is its own
 // transaction; one that fails is redelivered. A committed result goes to
-// the hook stage (hookQueue), which runs OnResult and acknowledges it, and
+// the hook stage (hookQueue), which calls Reporter.Finished and acknowledges it, and
 // never holds the workers back. On Stop the results already fetched are
 // applied, and their hooks run for up to AckWait, before it returns.
 func (i *Ingester) resultLoop(ctx context.Context, c jetstream.Consumer) {
@@ -80,7 +80,7 @@ func (i *Ingester) resultLoop(ctx context.Context, c jetstream.Consumer) {
 
 // resultBatch applies a batch of fetched results in one transaction
 // (store.CompleteRuns) and hands each committed one to the hook stage
-// (hooks), which acknowledges it after OnResult. Malformed results are
+// (hooks), which acknowledges it after Reporter.Finished. Malformed results are
 // terminated, stale ones too (each is fenced by its own token). When the
 // transaction fails, the results are applied one by one, so one that the
 // database refuses is redelivered alone and does not hold back the others.
@@ -102,11 +102,7 @@ func (i *Ingester) resultBatch(ctx context.Context, msgs []jetstream.Msg, hooks 
 		return
 	}
 	start := time.Now()
-	complete := i.cfg.Store.CompleteRuns
-	if i.cfg.CompleteRuns != nil {
-		complete = i.cfg.CompleteRuns
-	}
-	outs, err := complete(ctx, results)
+	outs, err := i.cfg.Reporter.CompleteRuns(ctx, results)
 	if err != nil {
 		i.dbErrors.Add(1)
 		i.log.WarnContext(ctx, "ingest: result batch failed, applying one by one", "results", len(results), "err", err)
@@ -123,9 +119,7 @@ func (i *Ingester) resultBatch(ctx context.Context, msgs []jetstream.Msg, hooks 
 	for k, m := range ok {
 		_ = i.applied(ctx, m, results[k], hooks, start, func() (*store.Run, error) { return outs[k].Run, outs[k].Err })
 	}
-	if i.cfg.OnPhase != nil {
-		i.cfg.OnPhase("result_batch_commit", commit)
-	}
+	i.cfg.Reporter.Phase("result_batch_commit", commit)
 	i.resultBatches.Add(1)
 }
 
@@ -143,15 +137,15 @@ func decodeResult(m jetstream.Msg) (*protocol.Result, error) {
 
 // applied handles the outcome of one result's commit (complete returns
 // it: the batch's outcome, or a commit of its own): a stale result is
-// terminated, a committed or already-recorded one goes to OnCommit and the
+// terminated, a committed or already-recorded one is reported Committed and goes to the
 // hook stage. A database error is returned (the caller naks the message).
 func (i *Ingester) applied(ctx context.Context, m jetstream.Msg, res *protocol.Result, hooks *hookQueue, start time.Time,
 	complete func() (*store.Run, error)) error {
 	run, err := complete()
 	h := committedResult{m: m, run: run, stored: start, commit: time.Since(start)}
-	if i.cfg.OnPhase != nil && err == nil {
-		i.cfg.OnPhase("result_queued", storedAgo(m, start))
-		i.cfg.OnPhase("result_commit", h.commit)
+	if err == nil {
+		i.cfg.Reporter.Phase("result_queued", storedAgo(m, start))
+		i.cfg.Reporter.Phase("result_commit", h.commit)
 	}
 	switch {
 	case errors.Is(err, store.ErrAlreadyCompleted):
@@ -168,9 +162,7 @@ func (i *Ingester) applied(ctx context.Context, m jetstream.Msg, res *protocol.R
 	case err != nil:
 		return err
 	}
-	if i.cfg.OnCommit != nil {
-		i.cfg.OnCommit(ctx, run)
-	}
+	i.cfg.Reporter.Committed(ctx, run)
 	// The hook runs before the ack: a crash in between redelivers the
 	// result, which then takes the ErrAlreadyCompleted path above.
 	hooks.push(h)

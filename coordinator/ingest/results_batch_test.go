@@ -37,14 +37,9 @@ func TestResultsCommitInBatches(t *testing.T) {
 		}
 		publish(t, e, protocol.DeviceResultSubject(g.Run.DeviceID, g.Run.ID), res)
 	}
-	var mu sync.Mutex
-	commits := map[int64]int{}
-	ing, err := ingest.New(ingest.Config{JS: e.js, Store: e.st, ResultWorkers: 2,
-		OnCommit: func(_ context.Context, r *store.Run) {
-			mu.Lock()
-			commits[r.ID]++
-			mu.Unlock()
-		}})
+	rep := &commitCounter{BaseReporter: ingest.BaseReporter{Store: e.st}, commits: map[int64]int{}}
+	mu, commits := &rep.mu, rep.commits
+	ing, err := ingest.New(ingest.Config{JS: e.js, Store: e.st, ResultWorkers: 2, Reporter: rep})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,4 +79,17 @@ func TestResultsCommitInBatches(t *testing.T) {
 			t.Errorf("result %d: run %s, want %s", i, r.State, want)
 		}
 	}
+}
+
+// commitCounter counts the commits reported for each run.
+type commitCounter struct {
+	ingest.BaseReporter
+	mu      sync.Mutex
+	commits map[int64]int
+}
+
+func (r *commitCounter) Committed(_ context.Context, run *store.Run) {
+	r.mu.Lock()
+	r.commits[run.ID]++
+	r.mu.Unlock()
 }

@@ -180,12 +180,7 @@ func runDemo(env *Env, o *demoOptions) error {
 	d.c, err = coordinator.New(coordinator.Config{
 		Store: deps.store, NATS: deps.nc, DataDir: o.dataDir, HTTPAddr: o.httpAddr,
 		Version: BuildVersion(), Logger: d.log, Mount: dashboard.Mount,
-		Ingest: ingest.Config{OnResult: func(_ context.Context, r *store.Run) {
-			select {
-			case d.observed <- r.ID:
-			default:
-			}
-		}},
+		Ingest: ingest.Config{Reporter: observedReporter{observed: d.observed}},
 	})
 	if err != nil {
 		return err
@@ -318,4 +313,18 @@ func demoProgressLine(runID int64, device, msg string) string {
 		return fmt.Sprintf("run %d (waiting for a device): %s", runID, msg)
 	}
 	return fmt.Sprintf("run %d on %s: %s", runID, device, msg)
+}
+
+// observedReporter sends the id of each run the coordinator's regression
+// monitor has observed to observed (dropped when full).
+type observedReporter struct {
+	ingest.BaseReporter
+	observed chan<- int64
+}
+
+func (r observedReporter) Finished(_ context.Context, run *store.Run) {
+	select {
+	case r.observed <- run.ID:
+	default:
+	}
 }

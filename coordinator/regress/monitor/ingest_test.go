@@ -55,10 +55,8 @@ func TestThroughIngest(t *testing.T) {
 	}
 	m := newMonitor(t, st, Config{})
 	observed := make(chan error, 1000)
-	ing, err := ingest.New(ingest.Config{JS: js, Store: st, Logger: slog.New(slog.DiscardHandler), OnResult: func(ctx context.Context, run *store.Run) {
-		_, err := m.ObserveRun(ctx, run)
-		observed <- err
-	}})
+	ing, err := ingest.New(ingest.Config{JS: js, Store: st, Logger: slog.New(slog.DiscardHandler),
+		Reporter: observingReporter{BaseReporter: ingest.BaseReporter{Store: st}, m: m, observed: observed}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,4 +169,17 @@ func agentResult(rng *rand.Rand, g *store.Grant, cfgKey string, regressed bool) 
 	}
 	return &protocol.Result{RunID: g.Run.ID, Token: g.Token, DeviceID: g.Run.DeviceID, Outcome: protocol.OutcomeSucceeded,
 		StartedAt: time.Now().Add(-time.Minute), FinishedAt: time.Now(), Configs: []protocol.ConfigResult{c}}
+}
+
+// observingReporter runs the monitor on each finished run, as the
+// coordinator's reporter does, and sends its error to observed.
+type observingReporter struct {
+	ingest.BaseReporter
+	m        *Monitor
+	observed chan<- error
+}
+
+func (r observingReporter) Finished(ctx context.Context, run *store.Run) {
+	_, err := r.m.ObserveRun(ctx, run)
+	r.observed <- err
 }

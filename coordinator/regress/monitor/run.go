@@ -11,9 +11,8 @@ import (
 )
 
 // ObserveRun feeds a finished run's committed results to Observe. The
-// coordinator's ingest calls it from its OnResult hook, after the commit:
-//
-//	ingest.Config{OnResult: func(ctx context.Context, run *store.Run) { _, _ = mon.ObserveRun(ctx, run) }}
+// coordinator's ingest reporter calls it from Finished, after the commit
+// (ingest.Reporter; coordinator/report.go).
 //
 // Each valid, error-free config result becomes observations of decode and
 // prefill tok/s, TTFT (with their repetitions' stddev and count), peak
