@@ -8,40 +8,51 @@ import (
 	"github.com/lesfarm/lesfarm/protocol"
 )
 
-// CompleteRuns commits a batch of results and, in the same transaction,
-// gives the devices they free their next runs (store.CompleteRunsPlace):
-// the ingester's CompleteRuns. The picks are the placement pass's
-// (pickPairs over the snapshot read inside the transaction, reserved
-// against the concurrent passes until the commit), the grants are sent at
-// once, and a device left unplaced is placed by freedLoop as before
-// (OnCommit → Freed).
+// CompleteRuns commits a batch of results and gives the devices they free
+// their next runs: the store commits the results and, in the same round
+// trip, reads the freed devices' placement (store.CompleteRunsFreed); the
+// scheduler picks from that snapshot (pickPairs, reserved against the
+// concurrent passes until the claim), and the store claims the pairs
+// (store.ClaimRuns), which grants a pair only while its device is idle and
+// its run queued, so a device another coordinator placed meanwhile is left
+// out. The grants are sent at once; a device left unplaced is placed by
+// freedLoop (Freed, when ingest reports the result committed). It is the
+// coordinator's ingest.Reporter.CompleteRuns.
 func (dp *Dispatcher) CompleteRuns(ctx context.Context, results []*protocol.Result) ([]store.ResultOutcome, error) {
-	var rounds []*round
-	pl := &store.PlaceParams{LeaseTTL: dp.grantTTL(), Coordinator: dp.cfg.Name, HeadExtra: dp.reserved.headExtra(), Pick: func(snap *store.PlacementSnapshot) []store.ClaimPair {
-		r := &round{load: snap.Load, taken: map[int64]bool{}, head: toSched(snap.Head), truncated: snap.Truncated, shared: dp.reserved}
-		rounds = append(rounds, r)
-		pairs, _, _ := dp.pickPairs(r, snap.Devices)
-		return pairs
-	}}
-	pr, err := dp.store.CompleteRunsPlace(ctx, results, pl)
-	for _, r := range rounds {
-		r.releaseAll()
-	}
+	fr, err := dp.store.CompleteRunsFreed(ctx, results, &store.FreedParams{HeadExtra: dp.reserved.headExtra()})
 	if err != nil {
 		return nil, err
 	}
-	if pr.PlaceErr != nil && ctx.Err() == nil {
-		dp.log.WarnContext(ctx, "dispatch: placement in the results' commit given up", "results", len(results), "granted", len(pr.Grants), "err", pr.PlaceErr)
+	committed := time.Now()
+	if fr.ReadErr != nil && ctx.Err() == nil {
+		dp.log.WarnContext(ctx, "dispatch: freed devices' placement read failed", "results", len(results), "err", fr.ReadErr)
+	}
+	for _, snap := range fr.Snapshots {
+		dp.claimFreed(ctx, snap, committed)
+	}
+	return fr.Outcomes, nil
+}
+
+// claimFreed picks runs for the freed devices of snap and claims them,
+// sending each grant.
+func (dp *Dispatcher) claimFreed(ctx context.Context, snap *store.PlacementSnapshot, committed time.Time) {
+	r := &round{load: snap.Load, taken: map[int64]bool{}, head: toSched(snap.Head), truncated: snap.Truncated, shared: dp.reserved}
+	defer r.releaseAll()
+	pairs, _, _ := dp.pickPairs(r, snap.Devices)
+	if len(pairs) == 0 {
+		return
+	}
+	grants, err := dp.store.ClaimRuns(ctx, &store.ClaimRunsParams{Pairs: pairs, LeaseTTL: dp.grantTTL(), Coordinator: dp.cfg.Name})
+	if err != nil && ctx.Err() == nil {
+		dp.log.WarnContext(ctx, "dispatch: claim for freed devices given up", "pairs", len(pairs), "granted", len(grants), "err", err)
 	}
 	now := time.Now()
-	for i := range pr.Grants {
-		g := &pr.Grants[i]
-		// Freed and granted in one commit.
-		dp.work.placedInCommit(g.Run.DeviceID)
-		dp.phases.observe(PhaseFreedToGrant, 0)
+	for i := range grants {
+		g := &grants[i]
+		dp.work.placedWithResult(g.Run.DeviceID)
+		dp.phases.observe(PhaseFreedToGrant, now.Sub(committed))
 		dp.log.DebugContext(ctx, "dispatch: lease granted with the result", "run_id", g.Run.ID, "device_id", g.Run.DeviceID, "token", g.Token,
 			"suite", g.Run.Suite, "attempt", g.Run.Attempts)
 		dp.sendAt(g, now)
 	}
-	return pr.Outcomes, nil
 }

@@ -52,8 +52,8 @@ type dispatchWork struct {
 	// ended are runs whose result this coordinator committed, until their
 	// notice comes back.
 	ended map[int64]bool
-	// placed are devices granted their next run in their result's own
-	// commit, until that result's OnCommit.
+	// placed are devices granted their next run by CompleteRuns, right
+	// after their result committed, until that result is reported Committed.
 	placed map[string]bool
 }
 
@@ -61,9 +61,10 @@ func newDispatchWork() *dispatchWork {
 	return &dispatchWork{devices: map[string]bool{}, ended: map[int64]bool{}, placed: map[string]bool{}}
 }
 
-// placedInCommit records that device id was granted a run in the commit
-// of the result that freed it: that result's freed() does not queue it.
-func (w *dispatchWork) placedInCommit(id string) {
+// placedWithResult records that device id was granted a run by
+// CompleteRuns right after the result that freed it committed: that
+// result's freed() does not queue it.
+func (w *dispatchWork) placedWithResult(id string) {
 	w.mu.Lock()
 	if len(w.placed) >= 1<<16 {
 		clear(w.placed)
@@ -79,7 +80,7 @@ func (w *dispatchWork) setFull() {
 }
 
 // freed queues the device of committed result r for a freed-device pass
-// and reports whether it did (not when its commit already placed it).
+// and reports whether it did (not when CompleteRuns already placed it).
 func (w *dispatchWork) freed(r *store.Run) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()

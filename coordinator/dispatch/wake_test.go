@@ -37,7 +37,7 @@ func TestDispatchWork(t *testing.T) {
 		}
 	}
 	// A device its result's commit placed is not queued again.
-	w.placedInCommit("d")
+	w.placedWithResult("d")
 	if w.freed(&store.Run{ID: 6, DeviceID: "d", State: store.RunSucceeded}) {
 		t.Fatal("a device placed in its result's commit was queued")
 	}

@@ -58,10 +58,10 @@ func (s *Store) CompleteRuns(ctx context.Context, results []*protocol.Result) ([
 	return pr.Outcomes, nil
 }
 
-// completeRuns is CompleteRuns, placing the freed devices in each
-// transaction when pl is set (CompleteRunsPlace).
-func (s *Store) completeRuns(ctx context.Context, results []*protocol.Result, pl *PlaceParams) (*PlacedResults, error) {
-	pr := &PlacedResults{}
+// completeRuns is CompleteRuns, reading the freed devices' placement in
+// each transaction when p is set (CompleteRunsFreed).
+func (s *Store) completeRuns(ctx context.Context, results []*protocol.Result, p *FreedParams) (*FreedResults, error) {
+	pr := &FreedResults{}
 	outs := make([]ResultOutcome, len(results))
 	pending := make([]int, len(results))
 	for i := range pending {
@@ -83,12 +83,14 @@ func (s *Store) completeRuns(ctx context.Context, results []*protocol.Result, pl
 		for k, i := range now {
 			batch[k] = results[i]
 		}
-		got, placed, err := s.completeBatch(ctx, batch, pl)
+		got, freed, err := s.completeBatch(ctx, batch, p)
 		if err != nil {
 			return nil, fmt.Errorf("store: complete run: %w", err)
 		}
-		pr.granted = append(pr.granted, placed.granted...)
-		pr.PlaceErr = cmp.Or(pr.PlaceErr, placed.err)
+		if freed.snap != nil {
+			pr.Snapshots = append(pr.Snapshots, freed.snap)
+		}
+		pr.ReadErr = cmp.Or(pr.ReadErr, freed.err)
 		var notices []Run
 		for k, i := range now {
 			outs[i] = got[k]
@@ -96,7 +98,7 @@ func (s *Store) completeRuns(ctx context.Context, results []*protocol.Result, pl
 				notices = append(notices, *got[k].Run)
 			}
 		}
-		s.notifyRunsLater(ctx, append(notices, placed.granted...))
+		s.notifyRunsLater(ctx, notices)
 		pending = later
 	}
 	pr.Outcomes = outs
@@ -119,16 +121,17 @@ type resultRow struct {
 
 // completeBatch is one transaction of CompleteRuns over results of
 // distinct runs.
-func (s *Store) completeBatch(ctx context.Context, results []*protocol.Result, pl *PlaceParams) ([]ResultOutcome, placement, error) {
+// With p set, it also returns the freed devices' placement read (its snap
+// nil when there is nothing to place).
+func (s *Store) completeBatch(ctx context.Context, results []*protocol.Result, p *FreedParams) ([]ResultOutcome, placeRead, error) {
 	ids := make([]int64, len(results))
 	for i, r := range results {
 		ids[i] = r.RunID
 	}
 	var outs []ResultOutcome
-	var placed placement
+	var freed placeRead
 	err := s.tx(ctx, func(tx pgx.Tx) error {
 		outs = make([]ResultOutcome, len(results))
-		placed = placement{}
 		rowsByID, err := lockResultRuns(ctx, tx, ids)
 		if err != nil {
 			return err
@@ -185,18 +188,18 @@ func (s *Store) completeBatch(ctx context.Context, results []*protocol.Result, p
 			already = append(already, i) // read back below
 		}
 		// The freed devices' placement read goes in finishBatch's round
-		// trip (CompleteRunsPlace).
-		read, tail := placementTail(results, outs, pl)
+		// trip (CompleteRunsFreed).
+		read, tail := placementTail(results, outs, p)
 		if err := finishBatch(ctx, tx, results, outs, &done, already, upIDs, upTokens, upStates, upOutcomes, upErrs, upProv, tail); err != nil {
 			return err
 		}
-		placed = placeFreed(ctx, tx, read, pl)
-		return nil
+		freed, err = freedSnapshot(ctx, tx, read)
+		return err
 	})
 	if err != nil {
-		return nil, placement{}, err
+		return nil, placeRead{}, err
 	}
-	return outs, placed, nil
+	return outs, freed, nil
 }
 
 // lockResultRuns locks the runs ids FOR NO KEY UPDATE in id order and

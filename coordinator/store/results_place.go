@@ -4,74 +4,51 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/lesfarm/lesfarm/protocol"
 )
 
-// PlaceParams are how CompleteRunsPlace places the devices its results
-// free.
-type PlaceParams struct {
-	// Pick proposes a run for some of the snapshot's devices (the freed
-	// ones that are idle, with the suites' load and the head of the
-	// queue, read inside the results' transaction): the coordinator's
-	// scheduler. It is called inside the transaction, so it must not
-	// block; it may be called once per transaction of the batch.
-	Pick        func(snap *PlacementSnapshot) []ClaimPair
-	LeaseTTL    time.Duration
-	Coordinator string
+// FreedParams are how CompleteRunsFreed reads the placement of the
+// devices its results free.
+type FreedParams struct {
 	// HeadExtra: see PlacementParams.HeadExtra.
 	HeadExtra int
 }
 
-// PlacedResults is what CompleteRunsPlace did.
-type PlacedResults struct {
+// FreedResults is what CompleteRunsFreed committed and read.
+type FreedResults struct {
 	// Outcomes are CompleteRuns' outcomes, in the order of the results.
 	Outcomes []ResultOutcome
-	// Grants are the leases granted to freed devices in the results'
-	// transactions, committed with them; the caller sends them.
-	Grants []Grant
-	// PlaceErr is why a placement inside a transaction was given up (the
-	// results are committed regardless; the devices are left idle).
-	PlaceErr error
-
-	granted []Run
+	// Snapshots are the placement reads of the devices the committed
+	// results freed (those idle, with the suites' load and the head of
+	// the queue), one per transaction that freed some, each read inside
+	// its transaction after the results were written. The caller picks
+	// runs for them and claims the pairs with ClaimRuns, whose locks and
+	// conditions decide against every claim made since the read.
+	Snapshots []*PlacementSnapshot
+	// ReadErr is why a placement read failed (the results are committed
+	// regardless; those devices are left to the caller's other passes).
+	ReadErr error
 }
 
-// placement is the in-transaction placement of one completeBatch.
-type placement struct {
-	granted []Run
-	err     error
+// CompleteRunsFreed is CompleteRuns that also reads, in each
+// transaction's last round trip, the placement of the devices its results
+// free: the freed devices that are idle, the suites' load and the queue
+// head (Placement's read, under a savepoint, so that a failed read does
+// not undo the results). The read costs no round trip of its own, and the
+// store never decides placement: the caller picks runs from the snapshot
+// (coordinator/scheduler through coordinator/dispatch) and claims them with
+// ClaimRuns, which locks the device and run rows FOR UPDATE SKIP LOCKED,
+// grants a pair only while its device is still idle and its run still
+// queued, and gives each grant a fresh fencing token. A device another
+// coordinator placed after the snapshot is therefore never granted twice.
+func (s *Store) CompleteRunsFreed(ctx context.Context, results []*protocol.Result, p *FreedParams) (*FreedResults, error) {
+	return s.completeRuns(ctx, results, p)
 }
 
-// CompleteRunsPlace is CompleteRuns that also places the devices its
-// results free, inside the same transaction: after the results are
-// written, the same round trip reads the freed devices that are idle, the
-// suites' load and the queue head (Placement's read, under a savepoint),
-// pl.Pick proposes runs, and a second round trip claims them with
-// ClaimRuns' statement and rules (device and run rows locked FOR UPDATE
-// SKIP LOCKED, unfit runs refused, a fencing token per grant). The grants
-// commit with the results, so a freed device's next lease costs no
-// transaction, commit or wake-up of its own. A placement that fails (a
-// claim racing another one for a device, see ClaimRuns) is rolled back to
-// the savepoint and the results still commit: PlaceErr says why, and the
-// devices it did not place are left to the caller.
-func (s *Store) CompleteRunsPlace(ctx context.Context, results []*protocol.Result, pl *PlaceParams) (*PlacedResults, error) {
-	pr, err := s.completeRuns(ctx, results, pl)
-	if err != nil {
-		return nil, err
-	}
-	// The claim's notices went out with the results'.
-	pr.Grants, err = s.grantsOf(ctx, pr.granted)
-	if err != nil && pr.PlaceErr == nil {
-		pr.PlaceErr = err
-	}
-	return pr, nil
-}
-
-// placeSavepoint keeps a failed placement from aborting the results'
+// placeSavepoint keeps a failed placement read from aborting the results'
 // transaction.
 const placeSavepoint = "lesfarm_place"
 
@@ -82,11 +59,11 @@ type placeRead struct {
 	err  error
 }
 
-// placementTail returns, when pl is set and the batch's committed results
+// placementTail returns, when p is set and the batch's committed results
 // (outs with no error so far) free devices, the tail for finishBatch that
 // reads their placement (under a savepoint) and where it lands.
-func placementTail(results []*protocol.Result, outs []ResultOutcome, pl *PlaceParams) (*placeRead, func(*pgx.Batch) func(pgx.BatchResults)) {
-	if pl == nil || pl.Pick == nil {
+func placementTail(results []*protocol.Result, outs []ResultOutcome, p *FreedParams) (*placeRead, func(*pgx.Batch) func(pgx.BatchResults)) {
+	if p == nil {
 		return nil, nil
 	}
 	seen := map[string]bool{}
@@ -102,55 +79,26 @@ func placementTail(results []*protocol.Result, outs []ResultOutcome, pl *PlacePa
 	}
 	read := &placeRead{err: errors.New("not read")}
 	return read, func(b *pgx.Batch) func(pgx.BatchResults) {
-		pq := queuePlacement(b, &PlacementParams{DeviceIDs: devices, HeadExtra: pl.HeadExtra}, "SAVEPOINT "+placeSavepoint)
+		pq := queuePlacement(b, &PlacementParams{DeviceIDs: devices, HeadExtra: p.HeadExtra}, "SAVEPOINT "+placeSavepoint)
 		return func(br pgx.BatchResults) { read.snap, read.err = pq.read(br) }
 	}
 }
 
-// placeFreed claims the runs pl.Pick proposes from the placement read
-// inside tx, as CompleteRunsPlace describes; with read nil (nothing to
-// place) it does nothing.
-func placeFreed(ctx context.Context, tx pgx.Tx, read *placeRead, pl *PlaceParams) placement {
-	if read == nil {
-		return placement{}
-	}
-	granted, err := placeIn(ctx, tx, read, pl)
-	if err != nil {
-		if _, rerr := tx.Exec(ctx, "ROLLBACK TO SAVEPOINT "+placeSavepoint); rerr != nil {
-			// The transaction cannot go on: its commit fails, and the
-			// results are applied again (one by one) by the caller.
-			return placement{err: fmt.Errorf("store: place freed devices: %w (rollback: %v)", err, rerr)}
+// freedSnapshot returns the placement read (a nil snap when there is
+// nothing to place, err when the read failed); after a failed read it
+// rolls tx back to the savepoint so the results still commit (an error
+// returned means tx cannot commit).
+func freedSnapshot(ctx context.Context, tx pgx.Tx, read *placeRead) (placeRead, error) {
+	switch {
+	case read == nil:
+		return placeRead{}, nil
+	case read.err != nil:
+		if _, err := tx.Exec(ctx, "ROLLBACK TO SAVEPOINT "+placeSavepoint); err != nil {
+			return placeRead{}, fmt.Errorf("store: freed devices' placement: %w (rollback: %v)", read.err, err)
 		}
-		return placement{err: fmt.Errorf("store: place freed devices: %w", err)}
+		return placeRead{err: fmt.Errorf("store: freed devices' placement: %w", read.err)}, nil
+	case len(read.snap.Devices) == 0 || len(read.snap.Head) == 0:
+		return placeRead{}, nil
 	}
-	return placement{granted: granted}
-}
-
-func placeIn(ctx context.Context, tx pgx.Tx, read *placeRead, pl *PlaceParams) ([]Run, error) {
-	if read.err != nil {
-		return nil, read.err
-	}
-	snap := read.snap
-	if len(snap.Devices) == 0 || len(snap.Head) == 0 {
-		return nil, nil
-	}
-	pairs := pl.Pick(snap)
-	if len(pairs) == 0 {
-		return nil, nil
-	}
-	b := &pgx.Batch{}
-	b.Queue(claimRunsSQL, claimRunsArgs(&ClaimRunsParams{Pairs: pairs, LeaseTTL: pl.LeaseTTL, Coordinator: pl.Coordinator})...)
-	b.Queue("RELEASE SAVEPOINT " + placeSavepoint)
-	br := tx.SendBatch(ctx, b)
-	granted, err := collectRuns(br.Query())
-	if err == nil {
-		_, err = br.Exec()
-	}
-	if cerr := br.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return nil, claimRunsErr(err)
-	}
-	return granted, nil
+	return placeRead{snap: read.snap}, nil
 }
