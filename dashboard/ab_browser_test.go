@@ -83,6 +83,11 @@ func TestABPage(t *testing.T) {
 	if got := b.text(t, fmt.Sprintf(`#ab li[data-ab="%d"]`, ab.ID)); !strings.Contains(got, "against ab-base") || !strings.Contains(got, "regression") {
 		t.Errorf("build page's A/B entry %q", got)
 	}
+	// The baseline's page lists it too, as the baseline.
+	b.open(t, f.url, "/builds/ab-base")
+	if got := b.text(t, fmt.Sprintf(`#ab li[data-ab="%d"][data-side="baseline"]`, ab.ID)); !strings.Contains(got, "baseline for ab-new") || !strings.Contains(got, "regression") {
+		t.Errorf("baseline's build page A/B entry %q", got)
+	}
 	b.open(t, f.url, fmt.Sprintf("/runs/%d", runs[0].ID))
 	if got := b.text(t, "a.ab-link"); got != fmt.Sprintf("A/B #%d", ab.ID) {
 		t.Errorf("run page's A/B link %q", got)

@@ -63,7 +63,8 @@ func (h *abHandler) RegisterGet(api huma.API) {
 }
 
 type listABInput struct {
-	Build string `query:"build" maxLength:"200" doc:"Only comparisons of this build under test." example:"ci-4812"`
+	Build string `query:"build" maxLength:"200" doc:"Only comparisons of this build: under test, as baseline or either (side)." example:"ci-4812"`
+	Side  string `query:"side" enum:"build,baseline,either" default:"build" doc:"With build: build lists the comparisons where it is under test, baseline those where it is the baseline, either both." example:"either"`
 	Limit int    `query:"limit" minimum:"1" maximum:"200" default:"20" doc:"Most comparisons returned." example:"20"`
 }
 
@@ -79,7 +80,7 @@ func (h *abHandler) RegisterList(api huma.API) {
 		OperationID: "list-ab", Method: http.MethodGet, Path: "/v1/ab",
 		Summary: "List A/B comparisons, newest first", Tags: []string{"runs"},
 	}, func(ctx context.Context, in *listABInput) (*listABOutput, error) {
-		abs, err := h.st.ListABs(ctx, in.Build, in.Limit)
+		abs, err := h.st.ListABsOf(ctx, in.Build, in.Side, in.Limit)
 		if err != nil {
 			return nil, storeErr(ctx, h.log, "ab comparisons", err)
 		}

@@ -28,24 +28,6 @@ func (s *Store) GetAB(ctx context.Context, id int64) (*ABComparison, error) {
 	return scanAB(s.pool.QueryRow(ctx, `SELECT `+abCols+` FROM ab_comparisons WHERE id = $1`, id))
 }
 
-// ListABs lists comparisons newest first, of build when it is not empty.
-func (s *Store) ListABs(ctx context.Context, build string, limit int) ([]ABComparison, error) {
-	rows, err := s.pool.Query(ctx, `SELECT `+abCols+` FROM ab_comparisons WHERE ($1 = '' OR build = $1) ORDER BY id DESC LIMIT $2`, build, max(limit, 1))
-	if err != nil {
-		return nil, fmt.Errorf("store: list ab: %w", err)
-	}
-	defer rows.Close()
-	var out []ABComparison
-	for rows.Next() {
-		a, err := scanAB(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, *a)
-	}
-	return out, rows.Err()
-}
-
 // ABRun is one run of a comparison: its side, round and device.
 type ABRun struct {
 	RunID    int64  `json:"run_id"`

@@ -83,12 +83,15 @@ export async function render(root, id, ctx) {
   again();
 }
 
-// abList fills box with the A/B comparisons of build id (it under test).
+// abList fills box with the A/B comparisons of build id: those where it
+// is under test ("against" its baseline) and those where it is the
+// baseline of another build ("baseline for").
 export async function abList(box, id) {
   try {
-    const items = (await api.listAB({ build: id, limit: 20 })).items || [];
-    box.replaceChildren(items.length ? h('ul', { class: 'build-ab-list' }, items.map((a) => h('li', { 'data-ab': a.id },
-      h('a', { href: '/ab/' + a.id }, 'A/B #' + a.id), ' against ', buildLink(a.baseline), ' ', verdictBadge(a.verdict || a.state), ' ', h('span', { class: 'small' }, a.summary || ''))))
-      : h('p', { class: 'muted ab-cli' }, 'No A/B comparison of this build: ', code('lesfarm run --build ' + id + ' --baseline auto --wait')));
+    const items = (await api.listAB({ build: id, side: 'either', limit: 20 })).items || [];
+    box.replaceChildren(items.length ? h('ul', { class: 'build-ab-list' }, items.map((a) => h('li', { 'data-ab': a.id, 'data-side': a.build === id ? 'build' : 'baseline' },
+      h('a', { href: '/ab/' + a.id }, 'A/B #' + a.id), ...(a.build === id ? [' against ', buildLink(a.baseline)] : [' baseline for ', buildLink(a.build)]),
+      ' ', verdictBadge(a.verdict || a.state), ' ', h('span', { class: 'small' }, a.summary || ''))))
+      : h('p', { class: 'muted ab-cli' }, 'No A/B comparison with this build: ', code('lesfarm run --build ' + id + ' --baseline auto --wait')));
   } catch (e) { box.replaceChildren(errorBox(e, 'the A/B comparisons of ' + id)); }
 }

@@ -122,7 +122,7 @@ export async function renderDetail(root, id, ctx) {
     h('h3', {}, 'Executables'), h('div', { class: 'cards executables' }, (b.executables || []).map(exeCard)),
     h('section', { class: 'card build-runs' }, h('h3', {}, 'Runs of this build'), runsBox),
     h('section', { class: 'card build-alerts', id: 'alerts' }, h('h3', {}, 'Regression alerts at this build'), alertsBox),
-    h('section', { class: 'card build-ab', id: 'ab' }, h('h3', {}, 'A/B comparisons against a baseline'), abBox));
+    h('section', { class: 'card build-ab', id: 'ab' }, h('h3', {}, 'A/B comparisons: under test or as baseline'), abBox));
   await Promise.all([
     abList(abBox, b.id),
     (async () => {
