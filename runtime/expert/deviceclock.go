@@ -413,16 +413,6 @@ func (s *Store) Batch(n int) {
 // (Options.DeviceTime); DeviceClock's methods accept nil.
 func (s *Store) Clock() *DeviceClock { return s.clock }
 
-// vready reports whether e may be computed as far as the mode's decisions
-// go: read, or under device time done on the device clock (the real pread
-// may still run; the store waits for it without device time passing).
-func (s *Store) vready(e *entry) bool {
-	if s.clock == nil {
-		return e.state == stReady
-	}
-	return e.state != stFailed && e.issued && e.devDone <= s.clock.now
-}
-
 // nextDoneLocked returns the earliest device completion among the items
 // not done yet whose reads are issued and not done on the clock, or -1.
 func (s *Store) nextDoneLocked(items []*entry, done []bool) time.Duration {
@@ -442,19 +432,19 @@ func (s *Store) nextDoneLocked(items []*entry, done []bool) time.Duration {
 func (s *Store) issuedLocked(e *entry, demand bool) {
 	e.issued = true
 	if s.clock != nil {
-		runs := len(planRead(s.layout.Experts[e.key.Layer][e.key.Expert], s.align).runs)
+		runs := len(planRead(s.layout.Experts[e.key.Layer][e.key.Expert], s.file.align).runs)
 		s.clock.issue(e, s.bufSize[e.key.Layer], runs, demand)
 	}
 	// The cache policy learns of it in issue order, not in the host's
 	// completion order, so eviction is deterministic: in device time,
 	// and on direct storage too, which then caches what its twin caches.
-	s.budget.policy.Insert(e.key)
+	s.cache.policy().Insert(e.key)
 }
 
 // forgetIssuedLocked takes a cancelled read's key out of the cache policy,
 // which learnt of it at issue, and its read off the device clock's flash.
 func (s *Store) forgetIssuedLocked(e *entry) {
-	s.budget.policy.Remove(e.key)
+	s.cache.policy().Remove(e.key)
 	if s.clock != nil && s.clock.ps != nil {
 		s.clock.ps.cancel(e, s.clock.now)
 	}

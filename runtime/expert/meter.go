@@ -120,11 +120,11 @@ func (s *Store) Info() Info {
 	n := 0
 	for _, exps := range s.layout.Experts {
 		for _, parts := range exps {
-			n = max(n, len(planRead(parts, s.align).runs))
+			n = max(n, len(planRead(parts, s.file.align).runs))
 		}
 	}
 	return Info{
-		Mode: s.opts.Mode, Direct: s.direct, Packed: s.layout.Packed, ReadsPerExpert: n,
+		Mode: s.opts.Mode, Direct: s.file.direct, Packed: s.layout.Packed, ReadsPerExpert: n,
 		ExpertBytes: append([]int64(nil), s.bufSize...), Model: s.model,
 	}
 }

@@ -21,8 +21,7 @@ func MeasurePageCost() time.Duration {
 		rounds  = 5
 		stretch = 4 * cached // distinct pages cycled through
 	)
-	n := &naiveState{page: page, limit: cached * page, pages: map[int64]*naivePage{}}
-	n.head.next, n.head.prev = &n.head, &n.head
+	n := newPageCache(page, cached*page)
 	next := int64(0)
 	one := func() {
 		idx := next
@@ -39,10 +38,7 @@ func MeasurePageCost() time.Duration {
 			}
 		}
 		for i := range int64(run) {
-			if p := n.pages[idx+i]; p != nil {
-				n.unlink(p)
-				n.pushFront(p)
-			}
+			n.touch(idx + i)
 		}
 	}
 	for range cached / run { // fill the cache first

@@ -34,70 +34,62 @@ type naiveRA struct {
 // touch returns the data of page idx of the model file, reading it (and
 // its read-ahead) when not cached, and reports whether it was a fault.
 // The data is valid until the next touch.
-func (s *Store) touch(ctx context.Context, layer, x int, idx int64) ([]byte, bool, error) {
-	n := s.naive
-	s.mu.Lock()
-	p := n.pages[idx]
-	marked := false
-	if p != nil {
-		n.unlink(p)
-		n.pushFront(p)
-		marked, p.mark = p.mark, false
-	}
-	s.mu.Unlock()
+func (r *faultReader) touch(ctx context.Context, layer, x int, idx int64) ([]byte, bool, error) {
+	r.mu.Lock()
+	p, marked := r.pages.touch(idx)
+	r.mu.Unlock()
 	if p == nil {
-		data, err := s.readAround(ctx, layer, x, idx)
+		data, err := r.readAround(ctx, layer, x, idx)
 		return data, true, err
 	}
 	if !marked {
 		return p.data, false, nil
 	}
 	// The next window's pages may evict this one: keep its data.
-	data := n.pageBuf[:copy(n.pageBuf, p.data)]
-	return data, false, s.readAheadAsync(ctx, layer, x, idx)
+	data := r.pageBuf[:copy(r.pageBuf, p.data)]
+	return data, false, r.readAheadAsync(ctx, layer, x, idx)
 }
 
 // readAround is a fault at page idx: it reads the window around it and
 // returns page idx's data.
-func (s *Store) readAround(ctx context.Context, layer, x int, idx int64) ([]byte, error) {
-	n := s.naive
-	if n.raPages <= 1 {
-		return s.readPages(ctx, layer, x, idx, idx+1, idx, -1)
+func (r *faultReader) readAround(ctx context.Context, layer, x int, idx int64) ([]byte, error) {
+	if r.raPages <= 1 {
+		return r.readPages(ctx, layer, x, idx, idx+1, idx, -1)
 	}
-	start := max(0, idx-n.raPages/2)
-	n.ra = naiveRA{start: start, size: n.raPages, async: n.raPages / 4}
+	start := max(0, idx-r.raPages/2)
+	r.ra = naiveRA{start: start, size: r.raPages, async: r.raPages / 4}
 	mark := int64(-1)
-	if n.ra.async > 0 {
-		mark = start + n.ra.size - n.ra.async
+	if r.ra.async > 0 {
+		mark = start + r.ra.size - r.ra.async
 	}
-	return s.readPages(ctx, layer, x, start, start+n.ra.size, idx, mark)
+	return r.readPages(ctx, layer, x, start, start+r.ra.size, idx, mark)
 }
 
 // readAheadAsync follows an access to the marked page idx: it reads the
 // next window and marks its first page.
-func (s *Store) readAheadAsync(ctx context.Context, layer, x int, idx int64) error {
-	n := s.naive
-	ra := &n.ra
+func (r *faultReader) readAheadAsync(ctx context.Context, layer, x int, idx int64) error {
+	n := r.pages
+	ra := &r.ra
 	if idx == ra.start+ra.size-ra.async {
 		ra.start += ra.size
-		ra.size = nextRASize(ra.size, n.raPages)
+		ra.size = nextRASize(ra.size, r.raPages)
 	} else {
 		// A mark the state does not expect (another window's): read on
 		// from the first page missing within ra pages after it.
-		s.mu.Lock()
+		r.mu.Lock()
 		miss := idx + 1
-		for miss <= idx+n.raPages && n.pages[miss] != nil {
+		for miss <= idx+r.raPages && n.pages[miss] != nil {
 			miss++
 		}
-		s.mu.Unlock()
-		if miss > idx+n.raPages {
+		r.mu.Unlock()
+		if miss > idx+r.raPages {
 			return nil
 		}
 		ra.start = miss
-		ra.size = nextRASize(miss-idx+n.raPages, n.raPages)
+		ra.size = nextRASize(miss-idx+r.raPages, r.raPages)
 	}
 	ra.async = ra.size
-	_, err := s.readPages(ctx, layer, x, ra.start, ra.start+ra.size, -1, ra.start)
+	_, err := r.readPages(ctx, layer, x, ra.start, ra.start+ra.size, -1, ra.start)
 	return err
 }
 
@@ -117,13 +109,13 @@ func nextRASize(cur, limit int64) int64 {
 // run of missing pages (at most the read window each), marks page mark if
 // it was read, and returns page want's data (nil when want < 0). Pages
 // past the end of the file are not read.
-func (s *Store) readPages(ctx context.Context, layer, x int, lo, hi, want, mark int64) ([]byte, error) {
-	n := s.naive
-	hi = min(hi, (n.fileSize+n.page-1)/n.page)
-	maxRun := int64(len(n.win)) / n.page
+func (r *faultReader) readPages(ctx context.Context, layer, x int, lo, hi, want, mark int64) ([]byte, error) {
+	n := r.pages
+	hi = min(hi, (r.fileSize+r.page-1)/r.page)
+	maxRun := int64(len(r.win)) / r.page
 	var out []byte
 	for i := lo; i < hi; {
-		s.mu.Lock()
+		r.mu.Lock()
 		for i < hi && n.pages[i] != nil {
 			i++
 		}
@@ -131,11 +123,11 @@ func (s *Store) readPages(ctx context.Context, layer, x int, lo, hi, want, mark 
 		for j < hi && j-i < maxRun && n.pages[j] == nil {
 			j++
 		}
-		s.mu.Unlock()
+		r.mu.Unlock()
 		if i == j {
 			break
 		}
-		data, err := s.readRun(ctx, layer, x, i, j-i, want)
+		data, err := r.readRun(ctx, layer, x, i, j-i, want)
 		if err != nil {
 			return nil, err
 		}
@@ -143,11 +135,11 @@ func (s *Store) readPages(ctx context.Context, layer, x int, lo, hi, want, mark 
 			out = data
 		}
 		if mark >= i && mark < j {
-			s.mu.Lock()
+			r.mu.Lock()
 			if p := n.pages[mark]; p != nil {
 				p.mark = true
 			}
-			s.mu.Unlock()
+			r.mu.Unlock()
 		}
 		i = j
 	}

@@ -38,20 +38,20 @@ func (o *oracleStrategy) scheduleLocked(s *Store) {
 			return // a victim is still to be demanded
 		}
 		for _, v := range f.victims {
-			if e := s.entries[v]; e != nil && !s.evictable(e) {
+			if e := s.cache.entries[v]; e != nil && !s.cache.evictable(e) {
 				return // still being computed
 			}
 		}
 		for _, v := range f.victims {
-			if e := s.entries[v]; e != nil {
-				s.evictLocked(e)
+			if e := s.cache.entries[v]; e != nil {
+				s.cache.evict(e)
 			}
 		}
-		if _, ok := s.entries[f.key]; ok {
+		if _, ok := s.cache.entries[f.key]; ok {
 			o.planNext++
 			continue
 		}
-		buf, ok := s.allocLocked(s.bufSize[f.key.Layer], func(*entry) bool { return false })
+		buf, ok := s.cache.alloc(s.bufSize[f.key.Layer], func(*entry) bool { return false })
 		if !ok {
 			// The store holds more than the plan says (it diverged):
 			// serve demand with Belady eviction from here on.
@@ -60,7 +60,7 @@ func (o *oracleStrategy) scheduleLocked(s *Store) {
 			return
 		}
 		e := &entry{key: f.key, buf: buf, state: stQueued, target: int(f.key.Layer)}
-		s.entries[f.key] = e
+		s.cache.entries[f.key] = e
 		s.q.pushSpecLocked(e)
 		queued++
 		o.planNext++

@@ -49,8 +49,9 @@ type readResult struct {
 	spec    bool // served from the speculative class
 }
 
-// reader does the work of a read for the queue's workers.
-type reader interface {
+// readHandler does the work of a read for the queue's workers (the
+// store: its reader reads, its cache takes the result).
+type readHandler interface {
 	// fetch reads e's expert into buf, without the lock.
 	fetch(e *entry, buf []byte) readResult
 	// finishLocked records a completed read, with the lock held.
@@ -66,7 +67,7 @@ func newReadQueue(mu *sync.Mutex, specMax int, overlap, emulated bool) *readQueu
 
 // start launches n workers serving r; pin locks each worker to its thread
 // (for emulated devices, whose waits are timed by nanosleep).
-func (q *readQueue) start(n int, r reader, pin bool) {
+func (q *readQueue) start(n int, r readHandler, pin bool) {
 	for range n {
 		q.wg.Add(1)
 		go q.worker(r, pin)
@@ -158,7 +159,7 @@ func (q *readQueue) specMayStartLocked() bool {
 
 // worker serves the queues: demanded reads first, speculative reads only
 // while specMayStartLocked allows.
-func (q *readQueue) worker(r reader, pin bool) {
+func (q *readQueue) worker(r readHandler, pin bool) {
 	defer q.wg.Done()
 	if pin {
 		pinWorker() // the thread ends with the goroutine (never unlocked)

@@ -5,11 +5,11 @@ package expert
 // naive mode (a page cache, no expert entries) it always reports true,
 // so a caller never drops work for it.
 func (s *Store) Resident(layer, x int) bool {
-	if s.naive != nil {
+	if s.pages != nil {
 		return true
 	}
 	s.mu.Lock()
-	_, ok := s.entries[Key{int32(layer), int32(x)}]
+	_, ok := s.cache.entries[Key{int32(layer), int32(x)}]
 	s.mu.Unlock()
 	return ok
 }

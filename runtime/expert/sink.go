@@ -28,7 +28,7 @@ func (s *Store) FillTokenEvent(ev *trace.TokenEvent) {
 	s.mu.Lock()
 	ev.Stall = s.meter.step.stall
 	ev.BytesRead = s.meter.step.bytes
-	ev.CacheBytes = s.budget.used
+	ev.CacheBytes = s.cache.budget.used
 	s.meter.step = stepAcc{}
 	s.mu.Unlock()
 }

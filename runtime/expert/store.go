@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -99,34 +98,42 @@ func DefaultPredictK(used int) int {
 // model calls it from one goroutine; its workers are internal. Close it
 // when done.
 //
-// Store orchestrates three parts: the budget (byte accounting, buffer
-// reuse and the cache policy), the read queue (demand and speculative
-// classes and their workers) and the mode's strategy (compute order and,
-// for the oracle, the replayed plan). Its lock guards all three.
+// Store composes parts cut by responsibility, each in its own file:
+//   - the cache (cache.go): the expert entries, the byte budget and its
+//     policy (budget.go, policy*.go); the naive mode caches pages instead
+//     (pageCache, pagecache.go);
+//   - the reader (reader.go): the storage strategy — the file, direct or
+//     buffered (fileReader), an emulated flash (flashReader), or the naive
+//     mode's page faults (faultReader, naive.go);
+//   - the read queue (readqueue.go): demand and speculative classes and
+//     the workers that call the reader;
+//   - the mode's strategy (strategy.go): prefetch, read order and compute
+//     order (and, for the oracle, the replayed plan);
+//   - the device clock (deviceclock.go), under device time;
+//   - the statistics (Meter, meter.go).
+//
+// Its lock guards all of them.
 type Store struct {
-	opts     Options
-	path     string
-	f        *os.File
-	direct   bool
-	align    int64
-	layout   Layout
-	shapes   []moe.LayerShape
-	bufSize  []int64 // per layer: buffer bytes per expert
-	model    TraceModel
-	throttle *Throttle
-	procs    func() // gives back the Ps lent to throttled workers
-	log      *slog.Logger
+	opts    Options
+	path    string
+	layout  Layout
+	shapes  []moe.LayerShape
+	bufSize []int64 // per layer: buffer bytes per expert
+	model   TraceModel
+	file    *fileReader // the model file (the reader's, and Info's)
+	rd      reader      // the storage strategy (reader.go)
+	procs   func()      // gives back the Ps lent to throttled workers
+	log     *slog.Logger
 
 	ctx    context.Context // cancelled by Close
 	cancel context.CancelFunc
 
-	mu      sync.Mutex
-	entries map[Key]*entry // resident, queued or being read
-	budget  *budget
-	q       *readQueue
-	strat   strategy
-	closed  bool
-	useSeq  uint64
+	mu     sync.Mutex
+	cache  *cache     // the cache modes' experts (cache.go)
+	pages  *pageCache // the naive mode's pages, or nil
+	q      *readQueue
+	strat  strategy
+	closed bool
 
 	curDemand []Key
 	predicted [][]int
@@ -134,7 +141,6 @@ type Store struct {
 	specFor   [][]*entry    // per target layer: speculative entries issued for it
 	meter     Meter         // the statistics (meter.go)
 	clock     *DeviceClock  // device time, or nil
-	naive     *naiveState   // the naive mode's page cache, or nil
 	gate      *prefetchGate // nil: prefetch every prediction
 }
 
@@ -235,12 +241,14 @@ func New(path string, layout Layout, shapes []moe.LayerShape, opts Options) (*St
 		return nil, fmt.Errorf("expert: %w", err)
 	}
 	s := &Store{
-		opts: opts, path: path, f: f, direct: direct, align: 1, layout: layout, shapes: shapes,
-		log: opts.Logger, entries: map[Key]*entry{}, budget: newBudget(opts.Budget, policy),
+		opts: opts, path: path, layout: layout, shapes: shapes,
+		log: opts.Logger, cache: newCache(opts.Budget, policy),
 		predicted: make([][]int, len(shapes)),
 		hasPred:   make([]bool, len(shapes)),
 		specFor:   make([][]*entry, len(shapes)),
 	}
+	s.file = &fileReader{f: f, path: path, direct: direct, align: 1, layout: layout, io: &s.meter.io}
+	s.rd = s.file
 	s.meter.init(&s.mu, len(shapes), s.gaugesLocked)
 	s.model.Layers = make([]TraceLayer, len(shapes))
 	for l, sh := range shapes {
@@ -253,7 +261,7 @@ func New(path string, layout Layout, shapes []moe.LayerShape, opts Options) (*St
 	// caches the bytes a direct store would: the same padded reads, the
 	// same entries within the budget.
 	if direct || opts.Profile != nil {
-		s.align = directAlign
+		s.file.align = directAlign
 	}
 	if opts.Record {
 		s.meter.rec = &RoutingTrace{}
@@ -263,8 +271,11 @@ func New(path string, layout Layout, shapes []moe.LayerShape, opts Options) (*St
 		return nil, err
 	}
 	s.meter.clock = s.clock
+	s.cache.clock = s.clock
+	var flash *flashReader
 	if opts.Profile != nil && s.clock == nil { // the device clock emulates the flash itself
-		s.throttle = NewThrottle(opts.Profile)
+		flash = &flashReader{fileReader: s.file, throttle: NewThrottle(opts.Profile)}
+		s.rd = flash
 	}
 	var maxSize int64
 	s.bufSize = make([]int64, len(shapes))
@@ -287,7 +298,7 @@ func New(path string, layout Layout, shapes []moe.LayerShape, opts Options) (*St
 				f.Close()
 				return nil, fmt.Errorf("expert: layer %d expert %d: %d bytes of data, shape needs %d", l, e, sum, want)
 			}
-			s.bufSize[l] = max(s.bufSize[l], planRead(parts, s.align).size)
+			s.bufSize[l] = max(s.bufSize[l], planRead(parts, s.file.align).size)
 		}
 		maxSize = max(maxSize, s.bufSize[l])
 	}
@@ -300,10 +311,13 @@ func New(path string, layout Layout, shapes []moe.LayerShape, opts Options) (*St
 		return nil, err
 	}
 	if opts.Mode == Naive {
-		if s.naive, err = newNaive(opts.Profile, path, opts.Budget, maxSize, st.Size()); err != nil {
+		fr, err := newFaultReader(opts.Profile, path, opts.Budget, maxSize, st.Size(), s.rd.(pager))
+		if err != nil {
 			f.Close()
 			return nil, err
 		}
+		fr.mu, fr.layout, fr.onRun = &s.mu, layout, s.pagesRead
+		s.pages, s.rd = fr.pages, fr
 	}
 	var plan *OraclePlan
 	if oracle != nil {
@@ -320,18 +334,18 @@ func New(path string, layout Layout, shapes []moe.LayerShape, opts Options) (*St
 	if s.strat.speculative() && !opts.PrefetchAll {
 		s.gate = newPrefetchGate(len(shapes), opts.PredictK)
 	}
-	emulated := s.throttle != nil || s.clock != nil
+	emulated := flash != nil || s.clock != nil
 	s.q = newReadQueue(&s.mu, opts.SpecInFlight, emulated || oracle != nil, emulated)
 	s.q.onPush = s.issuedLocked
 	s.ctx, s.cancel = context.WithCancel(context.Background())
-	if s.throttle != nil || direct {
+	if flash != nil || direct {
 		// Workers block in nanosleep (emulated device) or in O_DIRECT
 		// preads (real device); either way a blocked worker keeps its P
 		// until sysmon takes it back, and the model goroutine it woke
 		// waits for a P (reserveSleepProcs).
 		s.procs = reserveSleepProcs(opts.Workers)
 	}
-	s.q.start(opts.Workers, s, s.throttle != nil)
+	s.q.start(opts.Workers, s, flash != nil)
 	return s, nil
 }
 
@@ -368,7 +382,7 @@ func (s *Store) Close() error {
 	if s.procs != nil {
 		s.procs()
 	}
-	return s.f.Close()
+	return s.file.f.Close()
 }
 
 // PredictK implements moe.Source.
@@ -383,20 +397,12 @@ func (s *Store) PredictK() int {
 // naive mode's cached pages) and the most bytes held (Stats.CacheBytes and
 // PeakBytes).
 func (s *Store) gaugesLocked() (cache, peak int64) {
-	return s.cacheBytesLocked(), s.budget.peak
-}
-
-func (s *Store) cacheBytesLocked() int64 {
-	var n int64
-	for _, e := range s.entries {
-		if e.state == stReady {
-			n += int64(len(e.buf))
-		}
+	cache, peak = s.cache.residentBytes(), s.cache.budget.peak
+	if s.pages != nil {
+		cache += s.pages.used
+		peak = max(peak, s.pages.peak)
 	}
-	if s.naive != nil {
-		n += s.naive.used
-	}
-	return n
+	return cache, peak
 }
 
 // Prefetch implements moe.Source: in the lookahead modes it queues
@@ -425,19 +431,19 @@ func (s *Store) Prefetch(layer int, experts []int) {
 	// One token's predictions come in rank order; a union (prefill) has
 	// no ranks and is not gated.
 	ranked := len(experts) <= s.opts.PredictK
-	specOK := func(e *entry) bool { return s.specEvictable(e, layer) }
+	specOK := func(e *entry) bool { return s.cache.specEvictable(e, layer) }
 	for rank, x := range experts {
 		if x < 0 || x >= s.shapes[layer].Experts {
 			continue
 		}
 		k := Key{int32(layer), int32(x)}
-		if _, ok := s.entries[k]; ok {
+		if _, ok := s.cache.entries[k]; ok {
 			continue
 		}
 		if s.gate != nil && ranked {
 			q := 0.0
-			if s.budget.used+s.bufSize[layer] > s.budget.limit {
-				v, ok := s.budget.policy.Victim(func(k Key) bool { e := s.entries[k]; return e != nil && specOK(e) })
+			if s.cache.budget.used+s.bufSize[layer] > s.cache.budget.limit {
+				v, ok := s.cache.policy().Victim(func(k Key) bool { e := s.cache.entries[k]; return e != nil && specOK(e) })
 				if !ok {
 					break
 				}
@@ -448,63 +454,17 @@ func (s *Store) Prefetch(layer int, experts []int) {
 				continue
 			}
 		}
-		buf, ok := s.allocLocked(s.bufSize[layer], specOK)
+		buf, ok := s.cache.alloc(s.bufSize[layer], specOK)
 		if !ok {
 			break
 		}
 		e := &entry{key: k, buf: buf, state: stQueued, wasSpec: true, target: layer}
 		e.spec.Store(true)
-		s.entries[k] = e
+		s.cache.entries[k] = e
 		s.q.pushSpecLocked(e)
 		s.specFor[layer] = append(s.specFor[layer], e)
 		s.meter.stats.PrefetchIssued++
 		queued++
 	}
 	s.q.wakeLocked(queued)
-}
-
-// specEvictable says whether a speculative read for layer may evict e: only
-// resident, unused experts outside the layer being computed and the target
-// layer, and never another prefetch that has not been used yet.
-func (s *Store) specEvictable(e *entry, target int) bool {
-	if !s.evictable(e) || e.spec.Load() {
-		return false
-	}
-	l := int(e.key.Layer)
-	return l != target && l != target-1
-}
-
-// evictable says whether e may be evicted at all: resident, not pinned, and
-// not demanded by the current Use without having been computed yet.
-func (s *Store) evictable(e *entry) bool {
-	if e.state != stReady || e.pins > 0 || (s.clock != nil && !s.vready(e)) {
-		return false
-	}
-	return !(e.demandSeq == s.useSeq && e.doneSeq != s.useSeq)
-}
-
-// allocLocked returns a buffer of size bytes, evicting what ok allows until
-// the budget has room; false when it cannot. The budget counts entries and
-// reusable buffers, so memory held never exceeds it.
-func (s *Store) allocLocked(size int64, ok func(*entry) bool) ([]byte, bool) {
-	return s.budget.alloc(size, func(k Key) bool {
-		e := s.entries[k]
-		return e != nil && ok(e)
-	}, func(k Key) { s.evictLocked(s.entries[k]) })
-}
-
-// evictLocked removes a resident, unpinned entry and recycles its buffer.
-func (s *Store) evictLocked(e *entry) {
-	delete(s.entries, e.key)
-	s.budget.policy.Remove(e.key)
-	s.releaseLocked(e)
-}
-
-func (s *Store) releaseLocked(e *entry) {
-	if e.buf == nil {
-		return
-	}
-	s.budget.release(e.buf)
-	e.buf = nil
-	e.w = moe.Weights{}
 }

@@ -50,7 +50,7 @@ func (s *Store) serveDemand(ctx context.Context, layer int, experts []int, fn fu
 	s.mu.Lock()
 	for i, e := range items {
 		if e != nil && !done[i] {
-			s.unpinLocked(e)
+			s.cache.unpin(e)
 		}
 	}
 	if err == nil {
@@ -66,7 +66,7 @@ func (s *Store) beginUseLocked(layer int, experts []int, items []*entry) error {
 	ls := &s.meter.layers[layer]
 	ls.Hits, ls.Misses, ls.PrefetchUsed, ls.PrefetchWasted, ls.Stall = 0, 0, 0, 0, 0
 	ls.Missed = ls.Missed[:0]
-	s.useSeq++
+	s.cache.useSeq++
 	s.curDemand = s.curDemand[:0]
 	for i, x := range experts {
 		if x < 0 || x >= s.shapes[layer].Experts {
@@ -108,8 +108,8 @@ func (s *Store) beginUseLocked(layer int, experts []int, items []*entry) error {
 	s.meter.stats.Demanded += int64(len(experts))
 	promoted := 0
 	for i, k := range s.curDemand {
-		s.budget.policy.Access(k)
-		e := s.entries[k]
+		s.cache.policy().Access(k)
+		e := s.cache.entries[k]
 		if e == nil {
 			s.meter.stats.Misses++
 			ls.Misses++
@@ -118,8 +118,8 @@ func (s *Store) beginUseLocked(layer int, experts []int, items []*entry) error {
 		}
 		items[i] = e
 		e.pins++
-		e.demandSeq = s.useSeq
-		if s.vready(e) {
+		e.demandSeq = s.cache.useSeq
+		if s.cache.ready(e) {
 			s.meter.stats.Hits++
 			ls.Hits++
 		} else {
@@ -130,7 +130,7 @@ func (s *Store) beginUseLocked(layer int, experts []int, items []*entry) error {
 		if e.spec.Swap(false) {
 			s.meter.stats.PrefetchUsed++
 			ls.PrefetchUsed++
-			if s.clock != nil && s.clock.ps != nil && !s.vready(e) {
+			if s.clock != nil && s.clock.ps != nil && !s.cache.ready(e) {
 				s.clock.ps.promote(e, s.clock.now) // in flight: now demanded
 			}
 		}
@@ -149,9 +149,9 @@ func (s *Store) beginUseLocked(layer int, experts []int, items []*entry) error {
 		e.spec.Store(false)
 		if e.inSpecQ {
 			s.q.dropSpecLocked(e)
-			delete(s.entries, e.key)
+			delete(s.cache.entries, e.key)
 			s.forgetIssuedLocked(e)
-			s.releaseLocked(e)
+			s.cache.release(e)
 			s.meter.stats.PrefetchCancelled++
 			continue
 		}
@@ -163,20 +163,13 @@ func (s *Store) beginUseLocked(layer int, experts []int, items []*entry) error {
 	if err := s.strat.err(); err != nil {
 		for _, e := range items {
 			if e != nil {
-				s.unpinLocked(e)
+				s.cache.unpin(e)
 			}
 		}
 		clear(items)
 		return err
 	}
 	return nil
-}
-
-func (s *Store) unpinLocked(e *entry) {
-	e.pins--
-	if e.pins == 0 && e.state == stFailed {
-		s.releaseLocked(e)
-	}
 }
 
 // run is the demand loop of Use: it issues the missing reads (one at a time
@@ -194,7 +187,7 @@ func (s *Store) run(ctx context.Context, layer int, experts []int, items []*entr
 		// Issue reads for experts that have no entry.
 		inFlight, pending := 0, 0
 		for i, e := range items {
-			if e != nil && !done[i] && !s.vready(e) && e.state != stFailed {
+			if e != nil && !done[i] && !s.cache.ready(e) && e.state != stFailed {
 				inFlight++
 			}
 		}
@@ -208,11 +201,11 @@ func (s *Store) run(ctx context.Context, layer int, experts []int, items []*entr
 				continue
 			}
 			k := Key{int32(layer), int32(experts[i])}
-			if x := s.entries[k]; x != nil { // appeared meanwhile (oracle prefetch)
+			if x := s.cache.entries[k]; x != nil { // appeared meanwhile (oracle prefetch)
 				x.pins++
-				x.demandSeq = s.useSeq
+				x.demandSeq = s.cache.useSeq
 				items[i] = x
-				if !s.vready(x) {
+				if !s.cache.ready(x) {
 					inFlight++
 				}
 				continue
@@ -221,16 +214,16 @@ func (s *Store) run(ctx context.Context, layer int, experts []int, items []*entr
 				pending++ // the oracle's plan reads it
 				continue
 			}
-			buf, ok := s.allocLocked(s.bufSize[layer], s.evictable)
+			buf, ok := s.cache.alloc(s.bufSize[layer], s.cache.evictable)
 			if !ok && s.cancelQueuedSpecLocked() {
-				buf, ok = s.allocLocked(s.bufSize[layer], s.evictable)
+				buf, ok = s.cache.alloc(s.bufSize[layer], s.cache.evictable)
 			}
 			if !ok {
 				pending++
 				continue
 			}
-			ne := &entry{key: k, buf: buf, state: stQueued, pins: 1, demandSeq: s.useSeq}
-			s.entries[k] = ne
+			ne := &entry{key: k, buf: buf, state: stQueued, pins: 1, demandSeq: s.cache.useSeq}
+			s.cache.entries[k] = ne
 			s.q.pushDemandLocked(ne)
 			items[i] = ne
 			inFlight++
@@ -250,7 +243,7 @@ func (s *Store) run(ctx context.Context, layer int, experts []int, items []*entr
 				s.mu.Unlock()
 				return err
 			}
-			if e == nil || !s.vready(e) {
+			if e == nil || !s.cache.ready(e) {
 				allReady = false
 				orderOpen = false
 				continue
@@ -300,7 +293,7 @@ func (s *Store) run(ctx context.Context, layer int, experts []int, items []*entr
 		if canCompute {
 			e := items[ready]
 			w := e.w
-			e.doneSeq = s.useSeq
+			e.doneSeq = s.cache.useSeq
 			s.mu.Unlock()
 			if err := fn(ready, w); err != nil {
 				return err
@@ -308,7 +301,7 @@ func (s *Store) run(ctx context.Context, layer int, experts []int, items []*entr
 			s.mu.Lock()
 			done[ready] = true
 			remaining--
-			s.unpinLocked(e)
+			s.cache.unpin(e)
 			s.mu.Unlock()
 			continue
 		}
@@ -345,11 +338,11 @@ func (s *Store) cancelQueuedSpecLocked() bool {
 		if e.spec.Swap(false) {
 			s.meter.stats.PrefetchCancelled++
 		}
-		if s.entries[e.key] == e {
-			delete(s.entries, e.key)
+		if s.cache.entries[e.key] == e {
+			delete(s.cache.entries, e.key)
 			s.forgetIssuedLocked(e)
 		}
-		s.releaseLocked(e)
+		s.cache.release(e)
 	})
 	if drained && s.strat.abandon() {
 		// Cancelled oracle reads: the schedule no longer matches.
@@ -359,13 +352,5 @@ func (s *Store) cancelQueuedSpecLocked() bool {
 }
 
 func (s *Store) anyReadingLocked() bool {
-	if s.q.demandQueuedLocked() {
-		return true
-	}
-	for _, e := range s.entries {
-		if e.state == stReading || e.state == stQueued {
-			return true
-		}
-	}
-	return false
+	return s.q.demandQueuedLocked() || s.cache.reading()
 }
