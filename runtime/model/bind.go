@@ -59,7 +59,7 @@ func (b *binder) matrix(name string, cols, rows int) tensor.Matrix {
 		b.fail("tensor %s: %v", name, err)
 		return tensor.Matrix{}
 	}
-	data, err := b.f.ReadTensor(name)
+	data, err := readResident(b.f, t)
 	if err != nil {
 		b.fail("read %s: %w", name, err)
 		return tensor.Matrix{}
@@ -120,7 +120,11 @@ func (b *binder) expertType(name string, cols, rows, experts int) tensor.Type {
 
 // slabs reads a 3-D expert tensor into RAM and splits it per expert.
 func (b *binder) slabs(name string, experts int) ([][]byte, error) {
-	data, err := b.f.ReadTensor(name)
+	t, ok := b.f.Tensor(name)
+	if !ok {
+		return nil, fmt.Errorf("tensor %s is missing", name)
+	}
+	data, err := readResident(b.f, t)
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", name, err)
 	}

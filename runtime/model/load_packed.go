@@ -91,7 +91,7 @@ func (b *binder) checkKernel(name string, typ tensor.Type, cols int) tensor.Type
 // is not kept), so a packed model costs the same RAM as the unpacked one.
 func (b *binder) packedResident(layer int, shape moe.LayerShape) ([]moe.Weights, error) {
 	per := shape.Bytes()
-	slab := make([]byte, int64(shape.Experts)*per)
+	slab := residentBytes(int64(shape.Experts) * per)
 	out := make([]moe.Weights, shape.Experts)
 	ra := b.f.ReaderAt()
 	for e := range shape.Experts {
