@@ -569,11 +569,7 @@ func openMode(cfg LadderConfig, mode expert.Mode, budget units.Budget, base int6
 		}
 		c.Trace = full
 	}
-	lc, err := c.Resolve()
-	if err != nil {
-		return nil, err
-	}
-	return les.Open(lc)
+	return measure.OpenSession(*c)
 }
 
 // measure is the ladder's config as the one recipe takes it: its storage,
