@@ -275,7 +275,9 @@ func WriteSynthetic(w io.Writer, c SynthConfig) error {
 	}
 	ts := c.tensors()
 	if c.Routing == RoutingFineGrained {
-		c.fineGrained(ts)
+		if err := c.fineGrained(ts); err != nil {
+			return err
+		}
 	}
 	var total int64
 	for _, t := range ts {

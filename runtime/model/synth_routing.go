@@ -31,36 +31,52 @@ var RoutingPresets = []string{RoutingUniform, RoutingFineGrained}
 // routing subspace, and every router reads only those:
 //
 //	[0, R)        the token part: the embedding's own random values
-//	[R, 2R)       the context part: an exponential moving average of the
-//	              token parts of the text so far, written by layer 0's
-//	              mixer (qwen3moe: one attention head whose RoPE phase makes
-//	              its scores fall linearly with distance; qwen35moe: one
-//	              Gated DeltaNet head with a constant key, so its state is
-//	              the average); zero in the embedding
-//	[2R, 2R+bias) a constant in every embedding row, the source of that
-//	              head's constant query and key
+//	[R, 2R)       the context part: a fast moving average (fgDecay) of the
+//	              token parts of the text so far less a slow one (fgSlow),
+//	              written by layer 0's mixer (qwen3moe: two attention heads
+//	              whose RoPE phases make their scores fall linearly with
+//	              distance; qwen35moe: two Gated DeltaNet heads with a
+//	              constant key, so their states are the averages); zero in
+//	              the embedding
+//	[2R, 2R+bias) a constant in every embedding row, the source of those
+//	              heads' constant query and key and of each expert's
+//	              router bias
 //
-// No other mixer writes to [0, 2R) (those output rows are zero) and the
-// routed experts write there only with a small relative scale fgEps, so
-// layer l+1's router sees almost the same routing coordinates on layer
-// l's post-attention residual (the lookahead predictor's input) as on its
-// own input: recall is high because the routing directions survive the
-// layers, not because anything overrides routing. Layer 0 routes on the
-// token part alone (its predictor sees only the embedding); layer l ≥ 1
-// routes on a layer-specific random mix of token and context directions
-// with a share fgCtx of the context, which sets token-to-token reuse.
-// The constants were tuned with lesfarm routing-stats
-// against the targets in docs/les.md.
+// No other mixer writes to [0, 2R+bias) (those output rows are zero) and
+// the routed experts write to [0, 2R) only with a small relative scale
+// fgEps, so layer l+1's router sees almost the same routing coordinates on
+// layer l's post-attention residual (the lookahead predictor's input) as on
+// its own input: recall is high because the routing directions survive
+// the layers, not because anything overrides routing. Layer 0 routes on
+// the token part alone (its predictor sees only the embedding); layer
+// l ≥ 1 routes on a layer-specific random mix of token and context
+// directions with a share ctxShare of the context, which sets
+// token-to-token reuse. Subtracting the slow average removes the text's
+// mean token from the context, which would otherwise pin the experts
+// aligned with it; the router biases (balance, synth_calibrate.go) set
+// each expert's popularity. The constants were tuned with lesfarm
+// routing-stats against the targets in docs/les.md.
 const (
 	fgBias    = 16   // constant coordinates
-	fgDecay   = 0.85 // context EMA factor per token
-	fgCtx     = 0.85 // share of the context in the routers of layers ≥ 1
-	fgEps     = 0.25 // routed experts' output scale into the routing coordinates
+	fgDecay   = 0.94 // fast context average's factor per token
+	fgSlow    = 0.99 // slow context average's factor per token
+	fgEps     = 0.2  // routed experts' output scale into the routing coordinates
 	fgLogit   = 2.5  // router logit scale
 	fgGateZ   = 4.0  // DeltaNet output gate pre-activation (silu(4) ≈ 3.9)
 	fgDNGain  = 0.22 // DeltaNet context output gain at 2R = head width
 	fgRopeMax = 1e-4 // largest RoPE frequency of the context head's pair
 )
+
+// ctxShare is the share of the context in the routers of layers ≥ 1:
+// qwen35moe's DeltaNet context (each head RMS-normalised) varies more
+// slowly than qwen3moe's attention averages at the same factors, so
+// qwen3moe's routers take a little more of the token part.
+func (f *fine) ctxShare() float64 {
+	if f.c.Arch == "qwen35moe" {
+		return 0.99
+	}
+	return 0.985
+}
 
 // routingDims returns R, the width of the token and of the context part.
 func (c *SynthConfig) routingDims() int {
@@ -89,6 +105,10 @@ func (c *SynthConfig) validateRouting() error {
 		return fmt.Errorf("synth: routing %s needs hidden >= 32 and %s >= 16 (routing subspace of 8+ coordinates)", c.Routing, map[bool]string{true: "ssm-state", false: "head dim"}[c.Arch == "qwen35moe"])
 	case 2*R+fgBias > c.Hidden:
 		return fmt.Errorf("synth: routing %s needs hidden >= %d", c.Routing, 2*R+fgBias)
+	case c.Arch == "qwen3moe" && (c.Heads < 2 || c.HeadDim < 8):
+		return fmt.Errorf("synth: routing %s needs at least 2 heads and head dim >= 8 (fast and slow context heads)", c.Routing)
+	case c.Arch == "qwen35moe" && c.Qwen35.SSMHeads < 2:
+		return fmt.Errorf("synth: routing %s needs at least 2 DeltaNet v-heads (fast and slow context heads)", c.Routing)
 	case c.Arch == "qwen35moe" && IsFullAttention(0, c.FullAttnInterval):
 		return fmt.Errorf("synth: routing %s needs layer 0 to be Gated DeltaNet (full-attn-interval >= 2)", c.Routing)
 	}
@@ -97,19 +117,35 @@ func (c *SynthConfig) validateRouting() error {
 
 // fine holds the construction's derived sizes.
 type fine struct {
-	c     *SynthConfig
-	R     int
-	bias  float32 // value of the constant coordinates
-	rmsE  float64 // RMS of an embedding row
-	decay float64
+	c       *SynthConfig
+	R       int
+	bias    float32 // value of the constant coordinates
+	rmsE    float64 // RMS of an embedding row
+	decay   float64
+	embType tensor.Type
+	routers [][]float32 // per layer, experts × 2R router weights on the routing subspace
+	biases  [][]float32 // per layer, each expert's logit bias (balance)
+	kconst  float64     // the constant coordinates' stored value
 }
 
 // fineGrained attaches the fine-grained-moe structure to the tensors ts
 // (see the comment on the constants above).
-func (c *SynthConfig) fineGrained(ts []synthTensor) {
+func (c *SynthConfig) fineGrained(ts []synthTensor) error {
 	f := &fine{c: c, R: c.routingDims(), decay: fgDecay}
 	f.bias = float32(math.Sqrt(float64(c.Hidden) / (4 * fgBias)))
 	f.rmsE = math.Sqrt(1 + fgBias*float64(f.bias*f.bias)/float64(c.Hidden))
+	for _, t := range ts {
+		if t.name == "token_embd.weight" {
+			f.embType = t.typ
+		}
+	}
+	f.routers = make([][]float32, c.Layers)
+	for l := range c.Layers {
+		f.routers[l] = f.routerWeights(l)
+	}
+	if err := f.balance(); err != nil {
+		return err
+	}
 	for i := range ts {
 		t := &ts[i]
 		name := t.name
@@ -124,8 +160,10 @@ func (c *SynthConfig) fineGrained(ts []synthTensor) {
 		}
 		rest = name[len(fmt.Sprintf("blk.%d.", l)):]
 		switch rest {
+		case "attn_norm.weight", "ffn_norm.weight", "post_attention_norm.weight":
+			t.vals = f.unitNorm
 		case "ffn_gate_inp.weight":
-			t.vals = f.router(l, c.Seed)
+			t.vals = f.router(l)
 		case "ffn_down_exps.weight":
 			H := c.Hidden
 			t.rowStd = func(r int) float64 { return f.protect(r%H, fgEps) }
@@ -138,59 +176,105 @@ func (c *SynthConfig) fineGrained(ts []synthTensor) {
 			f.contextMixer(t, rest)
 		}
 	}
+	return nil
 }
 
-// protect is the std scale of output row r: s inside [0, 2R), else 1.
+// protect is the std scale of output row r: s inside [0, 2R), 0 on the
+// constant coordinates, else 1.
 func (f *fine) protect(r int, s float64) float64 {
-	if r < 2*f.R {
+	switch {
+	case r < 2*f.R:
 		return s
+	case r < 2*f.R+fgBias:
+		return 0
 	}
 	return 1
 }
 
-// embedding fills the blocks of an embedding row that hold the routing
-// subspace: random token part, zero context part, constant coordinates.
-func (f *fine) embedding(_, col0 int, v []float32, rnd func() float64) bool {
-	R := f.R
-	if col0 >= 2*R+fgBias {
-		return false
-	}
+// unitNorm fills a norm vector: 1 on the routing subspace and the constant
+// coordinates (so the router sees them unscaled), random elsewhere.
+func (f *fine) unitNorm(_, _ int, v []float32, rnd func() float64) bool {
 	for i := range v {
-		switch col := col0 + i; {
-		case col >= R && col < 2*R:
-			v[i] = 0
-		case col >= 2*R && col < 2*R+fgBias:
-			v[i] = f.bias
-		default:
-			v[i] = float32(rnd())
+		v[i] = float32(rnd())
+		if i < 2*f.R+fgBias {
+			v[i] = 1
 		}
 	}
 	return true
 }
 
-// router returns the vals of layer l's router: row e reads the token part
-// (layer 0) or a layer-specific random mix of token and context parts.
-func (f *fine) router(l int, seed uint64) func(row, col0 int, v []float32, _ func() float64) bool {
-	g := newRNG(seed, fmt.Sprintf("routing/%d", l))
+// routingBlock returns the first n values of embedding row row: the token
+// part (standard normal), the zero context part, the constant coordinates,
+// then standard normal values. It depends on the row alone, so the
+// calibration (balance) sees exactly the values the file stores.
+func (f *fine) routingBlock(row, n int) []float32 {
+	g := &rng{s: (f.c.Seed+1)*0x9e3779b97f4a7c15 ^ (uint64(row)+1)*0xbf58476d1ce4e5b9}
+	for range 4 {
+		g.next()
+	}
+	v := make([]float32, n)
+	for col := range v {
+		switch R := f.R; {
+		case col >= R && col < 2*R:
+		case col >= 2*R && col < 2*R+fgBias:
+			v[col] = f.bias
+		default:
+			v[col] = float32(g.normal())
+		}
+	}
+	return v
+}
+
+// embedding fills the blocks of an embedding row that hold the routing
+// subspace (routingBlock).
+func (f *fine) embedding(row, col0 int, v []float32, _ func() float64) bool {
+	if col0 >= 2*f.R+fgBias {
+		return false
+	}
+	copy(v, f.routingBlock(row, col0+len(v))[col0:])
+	return true
+}
+
+// routerWeights returns layer l's router on the routing subspace,
+// experts × 2R: row e reads the token part (layer 0) or a layer-specific
+// random mix of token and context parts.
+func (f *fine) routerWeights(l int) []float32 {
+	g := newRNG(f.c.Seed, fmt.Sprintf("routing/%d", l))
 	R := f.R
 	share := 0.0
 	if l > 0 {
-		share = fgCtx
+		share = f.ctxShare()
 	}
 	wt, wc := math.Sqrt(1-share), math.Sqrt(share)
-	row := make([]float32, f.c.Hidden)
-	last := -1
+	n := fgLogit / math.Sqrt(float64(R))
+	w := make([]float32, f.c.Experts*2*R)
+	for e := range f.c.Experts {
+		row := w[e*2*R : (e+1)*2*R]
+		for i := range R {
+			row[i] = float32(n * wt * g.normal())
+			row[R+i] = float32(n * wc * g.normal())
+		}
+	}
+	return w
+}
+
+// router returns the vals of layer l's router: row e is routerWeights' row
+// on the routing subspace and the expert's bias spread over the constant
+// coordinates.
+func (f *fine) router(l int) func(row, col0 int, v []float32, _ func() float64) bool {
+	R := f.R
 	return func(r, col0 int, v []float32, _ func() float64) bool {
-		if r != last { // one row per expert (an F32 row comes in one call)
-			last = r
-			clear(row)
-			n := fgLogit / math.Sqrt(float64(R))
-			for i := range R {
-				row[i] = float32(n * wt * g.normal())
-				row[R+i] = float32(n * wc * g.normal())
+		clear(v) // an F32 row comes in one call
+		w := f.routers[l][r*2*R : (r+1)*2*R]
+		b := float32(float64(f.biases[l][r]) / (fgBias * f.kconst))
+		for i := range v {
+			switch col := col0 + i; {
+			case col < 2*R:
+				v[i] = w[col]
+			case col < 2*R+fgBias:
+				v[i] = b
 			}
 		}
-		copy(v, row[col0:])
 		return true
 	}
 }
@@ -216,7 +300,11 @@ func unit(v []float32, col0, at int, w float32) {
 	}
 }
 
-// contextMixer makes layer 0's mixer write the context part.
+// contextMixer makes layer 0's mixer write the context part: the fast
+// moving average (factor f.decay) of the token parts less the slow one
+// (fgSlow), so the context carries what the recent text has that the text
+// as a whole does not, and no fixed direction (the text's mean token)
+// pins a few experts.
 func (f *fine) contextMixer(t *synthTensor, rest string) {
 	if f.c.Arch == "qwen35moe" {
 		f.deltaNetContext(t, rest)
@@ -224,24 +312,33 @@ func (f *fine) contextMixer(t *synthTensor, rest string) {
 	}
 	c, R := f.c, f.R
 	D := c.HeadDim
-	// The rotary pair (p, p+D/2) with the largest frequency ≤ fgRopeMax
-	// and 1/context: q on its second element and k on its first give
-	// scores −A·sin(θΔ) ≈ −A·θ·Δ at distance Δ, so the softmax weights
-	// fall as decay^Δ (normalised over the positions so far).
+	// Head 0 (fast) and head 1 (slow) read kv-head 0 (and kv-head 1, the
+	// same, when each kv-head has one head) and use two rotary pairs: q on a pair's second element and k on its
+	// first give scores −A·sin(θΔ) ≈ −A·θ·Δ at distance Δ, so the softmax
+	// weights fall as decay^Δ (normalised over the positions so far). The
+	// fast pair has the largest frequency ≤ fgRopeMax and 1/context; the
+	// slow pair is the next lower one. The key has both pairs, so its
+	// RMSNorm leaves each at sqrt(D/2).
 	scale := math.Pow(float64(c.ropeBase()), -2/float64(D))
 	theta, p := 1.0, 0
-	for p < D/2-1 && theta > min(fgRopeMax, 1/float64(c.Context)) {
+	for p < D/2-2 && theta > min(fgRopeMax, 1/float64(c.Context)) {
 		theta *= scale
 		p++
 	}
-	w := float32(math.Sqrt(-math.Log(f.decay) / (math.Sqrt(float64(D)) * theta)))
+	ps := p + 1
+	weight := func(decay, theta float64) float32 {
+		return float32(math.Sqrt(-math.Log(decay) / (math.Sqrt(float64(D)/2) * theta)))
+	}
+	w, ws := weight(f.decay, theta), weight(fgSlow, theta*scale)
+	const slowHead = 1
+	kvHeads := 1 + 1/(c.Heads/c.KVHeads) // kv-heads the two read: 1, or 2 without grouping
 	switch rest {
 	case "attn_q.weight":
 		t.vals = func(r, col0 int, v []float32, _ func() float64) bool {
-			if r >= D {
+			if r >= 2*D {
 				return false
 			}
-			if r == p+D/2 {
+			if r == p+D/2 || r == slowHead*D+ps+D/2 {
 				f.biasRow(v, col0, 1/float32(fgBias))
 			} else {
 				clear(v)
@@ -250,10 +347,10 @@ func (f *fine) contextMixer(t *synthTensor, rest string) {
 		}
 	case "attn_k.weight":
 		t.vals = func(r, col0 int, v []float32, _ func() float64) bool {
-			if r >= D {
+			if r >= kvHeads*D {
 				return false
 			}
-			if r == p {
+			if r%D == p || r%D == ps {
 				f.biasRow(v, col0, 1/float32(fgBias))
 			} else {
 				clear(v)
@@ -262,22 +359,22 @@ func (f *fine) contextMixer(t *synthTensor, rest string) {
 		}
 	case "attn_v.weight":
 		t.vals = func(r, col0 int, v []float32, _ func() float64) bool {
-			if r >= D {
+			if r >= kvHeads*D {
 				return false
 			}
-			unit(v, col0, map[bool]int{true: r, false: -1}[r < R], 1)
+			unit(v, col0, map[bool]int{true: r % D, false: -1}[r%D < R], 1)
 			return true
 		}
 	case "attn_q_norm.weight", "attn_k_norm.weight":
-		at := p
+		off := 0
 		if rest == "attn_q_norm.weight" {
-			at = p + D/2
+			off = D / 2
 		}
 		t.vals = func(_, _ int, v []float32, rnd func() float64) bool {
 			for i := range v {
 				v[i] = float32(rnd())
 			}
-			v[at] = w
+			v[p+off], v[ps+off] = w, ws
 			return true
 		}
 	case "attn_output.weight":
@@ -288,7 +385,17 @@ func (f *fine) contextMixer(t *synthTensor, rest string) {
 			case r < R:
 				clear(v)
 			case r < 2*R:
-				unit(v, col0, r-R, gain) // head 0, dim r-R
+				clear(v)
+				for j := range v {
+					switch col0 + j {
+					case r - R: // head 0, dim r-R
+						v[j] = gain
+					case slowHead*D + r - R:
+						v[j] = -gain
+					}
+				}
+			case r < 2*R+fgBias:
+				clear(v)
 			default:
 				return false
 			}
@@ -297,27 +404,31 @@ func (f *fine) contextMixer(t *synthTensor, rest string) {
 	}
 }
 
-// deltaNetContext makes v-head 0 of qwen35moe's layer 0 a moving average
-// of the token part: q and k of k-head 0 are constant unit vectors (from
-// the constant coordinates), so the state's readout Sᵀk follows
-// Sᵀk ← (1−β)·Sᵀk + β·v with the decay at 1; v holds each token
-// coordinate twice, as silu(+x) and silu(−x), whose difference is x.
+// deltaNetContext makes v-heads 0 (fast) and 1 (slow) of qwen35moe's
+// layer 0 moving averages of the token part: q and k of their k-heads are
+// constant unit vectors (from the constant coordinates), so each state's
+// readout Sᵀk follows Sᵀk ← (1−β)·Sᵀk + β·v with the decay at 1 (β =
+// 1−f.decay and 1−fgSlow); v holds each token coordinate twice, as
+// silu(+x) and silu(−x), whose difference is x. ssm_out writes the fast
+// head's differences less the slow head's.
 func (f *fine) deltaNetContext(t *synthTensor, rest string) {
 	c, R := f.c, f.R
 	q := c.Qwen35
 	D, key := q.SSMState, q.SSMGroups*q.SSMState
-	beta := 1 - f.decay
+	kh1 := 1 % q.SSMGroups // v-head 1's k-head
 	inRange := func(r, lo int) bool { return r >= lo && r < lo+D }
+	inHeads := func(r, lo int) bool { return inRange(r, lo) || inRange(r, lo+kh1*D) }
+	logit := func(beta float64) float64 { return math.Log(beta/(1-beta)) * f.rmsE / (fgBias * float64(f.bias)) }
 	switch rest {
 	case "attn_qkv.weight":
 		t.vals = func(r, col0 int, v []float32, _ func() float64) bool {
 			switch {
-			case r == 0 || r == key:
+			case r == 0 || r == key || r == kh1*D || r == key+kh1*D:
 				f.biasRow(v, col0, 1/float32(fgBias))
-			case inRange(r, 0) || inRange(r, key):
+			case inHeads(r, 0) || inHeads(r, key):
 				clear(v)
-			case inRange(r, 2*key):
-				d := r - 2*key
+			case r >= 2*key && r < 2*key+2*D:
+				d := (r - 2*key) % D
 				if d < 2*R {
 					unit(v, col0, d/2, float32(1-2*(d%2)))
 				} else {
@@ -330,7 +441,7 @@ func (f *fine) deltaNetContext(t *synthTensor, rest string) {
 		}
 	case "ssm_conv1d.weight":
 		t.vals = func(r, _ int, v []float32, _ func() float64) bool {
-			if !inRange(r, 0) && !inRange(r, key) && !inRange(r, 2*key) {
+			if !inHeads(r, 0) && !inHeads(r, key) && !(r >= 2*key && r < 2*key+2*D) {
 				return false
 			}
 			clear(v)
@@ -338,17 +449,20 @@ func (f *fine) deltaNetContext(t *synthTensor, rest string) {
 			return true
 		}
 	case "ssm_beta.weight":
-		w := math.Log(beta/(1-beta)) * f.rmsE / (fgBias * float64(f.bias))
 		t.vals = func(r, col0 int, v []float32, _ func() float64) bool {
-			if r != 0 {
+			switch r {
+			case 0:
+				f.biasRow(v, col0, float32(logit(1-f.decay)))
+			case 1:
+				f.biasRow(v, col0, float32(logit(1-fgSlow)))
+			default:
 				return false
 			}
-			f.biasRow(v, col0, float32(w))
 			return true
 		}
 	case "ssm_alpha.weight":
 		t.vals = func(r, _ int, v []float32, _ func() float64) bool {
-			if r != 0 {
+			if r > 1 {
 				return false
 			}
 			clear(v)
@@ -359,7 +473,7 @@ func (f *fine) deltaNetContext(t *synthTensor, rest string) {
 			for i := range v {
 				v[i] = float32(rnd())
 			}
-			v[0] = -1e-9 // decay exp(softplus(·)·A) = 1
+			v[0], v[1] = -1e-9, -1e-9 // decay exp(softplus(·)·A) = 1
 			return true
 		}
 	case "ssm_norm.weight":
@@ -375,10 +489,10 @@ func (f *fine) deltaNetContext(t *synthTensor, rest string) {
 	case "attn_gate.weight":
 		w := fgGateZ * f.rmsE / (fgBias * float64(f.bias))
 		t.vals = func(r, col0 int, v []float32, _ func() float64) bool {
-			if r >= D {
+			if r >= 2*D {
 				return false
 			}
-			if r < 2*R {
+			if r%D < 2*R {
 				f.biasRow(v, col0, float32(w))
 			} else {
 				clear(v)
@@ -397,12 +511,14 @@ func (f *fine) deltaNetContext(t *synthTensor, rest string) {
 				clear(v)
 				for j := range v {
 					switch col0 + j {
-					case i:
+					case i, D + i + 1:
 						v[j] = gain
-					case i + 1:
+					case i + 1, D + i:
 						v[j] = -gain
 					}
 				}
+			case r < 2*R+fgBias:
+				clear(v)
 			default:
 				return false
 			}

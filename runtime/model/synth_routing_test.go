@@ -4,6 +4,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"sort"
 	"testing"
 
 	"github.com/lesfarm/lesfarm/runtime/tensor"
@@ -81,6 +82,64 @@ func TestSynthRoutingKey(t *testing.T) {
 		m.Close()
 		if got != tt.want {
 			t.Errorf("routing %s: %s = %q, want %q", tt.routing, SynthRoutingKey, got, tt.want)
+		}
+	}
+}
+
+// TestBalanceLayer: the router biases bring each expert's share of a
+// calibration text's demands to its target, from logits whose experts
+// start far apart (a per-expert offset of up to two logit standard
+// deviations), for an even target and for the preset's popularity.
+func TestBalanceLayer(t *testing.T) {
+	t.Parallel()
+	const n, E, k = 2000, 64, 4
+	g := newRNG(5, "balance")
+	logits := make([]float32, n*E)
+	for i := range logits {
+		logits[i] = float32(g.normal() + 2*float64(i%E)/E)
+	}
+	ks := make([]float32, n)
+	for i := range ks {
+		ks[i] = 1
+	}
+	f := &fine{c: &SynthConfig{Experts: E, Seed: 5}}
+	even := make([]float64, E)
+	for e := range even {
+		even[e] = 1
+	}
+	for _, tt := range []struct {
+		name   string
+		target []float64
+		top10  float64
+	}{
+		{"even", even, float64(E/10) / E},
+		{"popularity", f.popularity(1), fgTop10},
+	} {
+		bias := balanceLayer(logits, ks, k, tt.target)
+		load := make([]float64, E)
+		row := make([]float32, E)
+		idx := make([]int, k)
+		for i := range n {
+			for e := range E {
+				row[e] = logits[i*E+e] + bias[e]
+			}
+			topK(row, idx)
+			for _, e := range idx {
+				load[e]++
+			}
+		}
+		var worst float64
+		for e := range load {
+			want := float64(n*k) / E * tt.target[e]
+			worst = max(worst, math.Abs(load[e]-want)/want)
+		}
+		sort.Sort(sort.Reverse(sort.Float64Slice(load)))
+		var top float64
+		for _, x := range load[:E/10] {
+			top += x / (n * k)
+		}
+		if worst > 0.15 || math.Abs(top-tt.top10) > 0.01 {
+			t.Errorf("%s: worst expert off its target load by %.0f%%, top-10%% share %.3f (want %.3f)", tt.name, 100*worst, top, tt.top10)
 		}
 	}
 }

@@ -32,13 +32,42 @@ func bytesToUnicode() (order []byte, runes []rune) {
 	return order, runes
 }
 
-// addByteBPE adds a GPT-2 style byte-level BPE tokenizer of vocab tokens:
-// the 256 byte tokens in GPT-2 order, vocab-257 merges of letter tokens
-// (each merge's operands precede it, so the BPE is closed), and
-// <|endoftext|> last as bos/eos.
+// addByteBPE adds a GPT-2 style byte-level BPE tokenizer of vocab tokens
+// (byteBPE) with <|endoftext|> as bos/eos.
 func addByteBPE(gw *gguf.Writer, vocab int, seed uint64, pre string) error {
+	tokens, merges, types, err := byteBPE(vocab, seed)
+	if err != nil {
+		return err
+	}
+	eos := uint32(len(tokens) - 1)
+	for _, p := range []struct {
+		k string
+		v any
+	}{
+		{"tokenizer.ggml.model", "gpt2"},
+		{"tokenizer.ggml.pre", pre},
+		{"tokenizer.ggml.tokens", tokens},
+		{"tokenizer.ggml.token_type", types},
+		{"tokenizer.ggml.merges", merges},
+		{"tokenizer.ggml.bos_token_id", eos},
+		{"tokenizer.ggml.eos_token_id", eos},
+		{"tokenizer.ggml.padding_token_id", eos},
+		{"tokenizer.ggml.add_bos_token", false},
+	} {
+		if err := gw.AddKV(p.k, p.v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// byteBPE returns a byte-level BPE vocabulary of vocab tokens: the 256
+// byte tokens in GPT-2 order, vocab-257 merges of letter tokens (each
+// merge's operands precede it, so the BPE is closed), and <|endoftext|>
+// last (type 3, control); every other token is type 1.
+func byteBPE(vocab int, seed uint64) (tokens, merges []string, types []int32, err error) {
 	_, runes := bytesToUnicode()
-	tokens := make([]string, 0, vocab)
+	tokens = make([]string, 0, vocab)
 	seen := map[string]bool{}
 	var letters, words []string // merge operands: "ab", "Ġab"
 	for _, r := range runes {
@@ -51,7 +80,7 @@ func addByteBPE(gw *gguf.Writer, vocab int, seed uint64, pre string) error {
 		}
 	}
 	space := string(runes[indexOf(runes, 'Ġ')])
-	merges := make([]string, 0, vocab-257)
+	merges = make([]string, 0, vocab-257)
 	add := func(a, b string) bool {
 		s := a + b
 		if seen[s] || len([]rune(s)) > 12 {
@@ -83,34 +112,15 @@ func addByteBPE(gw *gguf.Writer, vocab int, seed uint64, pre string) error {
 		}
 	}
 	if len(tokens) < vocab-1 {
-		return fmt.Errorf("synth: could not build %d distinct merges", vocab-257)
+		return nil, nil, nil, fmt.Errorf("synth: could not build %d distinct merges", vocab-257)
 	}
 	tokens = append(tokens, "<|endoftext|>")
-	types := make([]int32, len(tokens))
+	types = make([]int32, len(tokens))
 	for i := range types {
 		types[i] = 1
 	}
 	types[len(types)-1] = 3
-	eos := uint32(len(tokens) - 1)
-	for _, p := range []struct {
-		k string
-		v any
-	}{
-		{"tokenizer.ggml.model", "gpt2"},
-		{"tokenizer.ggml.pre", pre},
-		{"tokenizer.ggml.tokens", tokens},
-		{"tokenizer.ggml.token_type", types},
-		{"tokenizer.ggml.merges", merges},
-		{"tokenizer.ggml.bos_token_id", eos},
-		{"tokenizer.ggml.eos_token_id", eos},
-		{"tokenizer.ggml.padding_token_id", eos},
-		{"tokenizer.ggml.add_bos_token", false},
-	} {
-		if err := gw.AddKV(p.k, p.v); err != nil {
-			return err
-		}
-	}
-	return nil
+	return tokens, merges, types, nil
 }
 
 func indexOf(rs []rune, r rune) int {

@@ -64,13 +64,22 @@ func synthStats(t *testing.T, arch, routing string) *Stats {
 	return st
 }
 
+// top10Ceiling bounds the fine-grained models' top-10% share on
+// synthTexts (532 tokens): with 256 experts that is 17 demands per
+// expert, and with the target's reuse a router that is even in
+// expectation already reads about 0.21 there (docs/les.md, "Realistic
+// routing"), so the 0.150 target itself is not asserted on this short
+// text; before the router biases the models read 0.50.
+const top10Ceiling = 0.26
+
 // TestFineGrainedMeetsTargets: a fine-grained-moe model's own forward pass
-// routes within ±10% of the preset's lookahead, reuse and verify targets
-// (recall ≥ 0.9) on both architectures, where a uniform one of the same
-// geometry does not. Popularity is not asserted: see docs/les.md.
+// routes within ±10% of the preset's lookahead, reuse, verify and entropy
+// targets (recall ≥ 0.9) on both architectures, with a top-10% share
+// under top10Ceiling, where a uniform one of the same geometry meets none
+// of the lookahead, reuse and verify targets.
 func TestFineGrainedMeetsTargets(t *testing.T) {
 	t.Parallel()
-	asserted := map[string]bool{"recall": true, "reuse": true, "verify×4": true, "reuse@8": true}
+	asserted := map[string]bool{"recall": true, "reuse": true, "verify×4": true, "reuse@8": true, "entropy": true}
 	for _, arch := range []string{"qwen3moe", "qwen35moe"} {
 		t.Run(arch, func(t *testing.T) {
 			t.Parallel()
@@ -85,9 +94,14 @@ func TestFineGrainedMeetsTargets(t *testing.T) {
 				if !tg.Met(got) {
 					t.Errorf("%s = %.3f, want %.3f ± 10%% (%s)", tg.Name, got, tg.Value, tg.Source)
 				}
-				if tg.Met(tg.Of(uni)) {
+				// Normalised entropy is near 1 for any routing that is not
+				// collapsed, so ±10% of 0.986 cannot tell the presets apart.
+				if tg.Name != "entropy" && tg.Met(tg.Of(uni)) {
 					t.Errorf("uniform routing meets the %s target too (%.3f): the test cannot tell the presets apart", tg.Name, tg.Of(uni))
 				}
+			}
+			if fine.Top10Share > top10Ceiling {
+				t.Errorf("top-10%% share = %.3f, want at most %.2f on this text", fine.Top10Share, top10Ceiling)
 			}
 		})
 	}
