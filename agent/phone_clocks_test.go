@@ -13,7 +13,7 @@ import (
 
 	"github.com/lesfarm/lesfarm/agent/adb"
 	"github.com/lesfarm/lesfarm/agent/adb/adbtest"
-	"github.com/lesfarm/lesfarm/coordinator/scheduler"
+	"github.com/lesfarm/lesfarm/coordinator/fit"
 	"github.com/lesfarm/lesfarm/jobs"
 	"github.com/lesfarm/lesfarm/protocol"
 )
@@ -111,7 +111,7 @@ func TestPhoneClocksLabel(t *testing.T) {
 			if got := a.cfg.Labels[PhoneClocksLabel]; got != tc.want || a.cfg.Labels["pool"] != "phones" {
 				t.Fatalf("labels %v, want clocks=%s next to pool=phones", a.cfg.Labels, tc.want)
 			}
-			ok, why := scheduler.Match(locked, &scheduler.Device{ID: "ph-" + tc.serial, Labels: a.cfg.Labels})
+			ok, why := fit.Match(locked, &fit.Device{ID: "ph-" + tc.serial, Labels: a.cfg.Labels})
 			if ok != (tc.want == protocol.ClocksLocked) || (!ok && why != "label clocks=locked missing") {
 				t.Fatalf("a locked-clocks run on a %s phone: placed %v (%q)", tc.want, ok, why)
 			}

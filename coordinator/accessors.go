@@ -51,6 +51,14 @@ func (c *Coordinator) SigningKey() ed25519.PublicKey {
 	return c.disp.SigningKey()
 }
 
+// Wake asks the dispatcher for a placement round over every idle device
+// soon (dispatch.Dispatcher.Wake). It never blocks.
+func (c *Coordinator) Wake() {
+	if c.disp != nil {
+		c.disp.Wake()
+	}
+}
+
 // CancelRun pushes the cancellation of a run (already marked cancelled in
 // the store) to its agent (dispatch.Dispatcher.CancelRun). It implements
 // api.Canceller and bisect.Canceller.

@@ -213,7 +213,7 @@ func (dp *Dispatcher) claimBatch(ctx context.Context, r *round, devs []store.Pla
 
 // place claims the best run for one idle device, or returns nil.
 func (dp *Dispatcher) place(ctx context.Context, r *round, d *store.PlacementDevice) (*store.Grant, error) {
-	sd := d.SchedulerDevice()
+	sd := d.Fit()
 	cands := r.head
 	own := false
 	var tried map[int64]bool // runs this device tried in the round

@@ -20,7 +20,7 @@ func (dp *Dispatcher) pickPairs(r *round, devs []store.PlacementDevice) (pairs [
 			rest = append(rest, d) // its host's devices take turns: ClaimRun
 			continue
 		}
-		sd := d.SchedulerDevice()
+		sd := d.Fit()
 		cd, ok := r.pick(sd, r.head, nil)
 		if !ok {
 			rest = append(rest, d)

@@ -1,6 +1,10 @@
 package scheduler
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/lesfarm/lesfarm/coordinator/fit"
+)
 
 func TestBuildMatch(t *testing.T) {
 	t.Parallel()
@@ -25,7 +29,7 @@ func TestBuildMatch(t *testing.T) {
 		{"another agent's embedded build", "embedded-bbbbbbbbbbbb", emb, execAmd, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ok, why := BuildMatch(tc.build, tc.needs, tc.d)
+			ok, why := fit.BuildMatch(tc.build, tc.needs, tc.d)
 			if ok != tc.want || (!ok && why == "") {
 				t.Fatalf("BuildMatch = %v %q, want %v with a reason when false", ok, why, tc.want)
 			}

@@ -1,63 +1,25 @@
-// Package scheduler is the coordinator's pure placement logic: whether a
-// device satisfies a job's selector, and in which order a device should try
-// the queued runs offered to it (priority, then fairness between suites,
-// then age). It does no I/O; the store supplies candidates and claims runs
-// with FOR UPDATE SKIP LOCKED, and the coordinator drives the loop.
-//
-// The store's SQL prefilter (store.Candidates) mirrors Match so that the
-// database returns only plausible candidates; Match is the final word.
+// Package scheduler is the coordinator's pure placement logic: in which
+// order a device should try the queued runs offered to it (priority, then
+// fairness between suites, then age), among those it can run
+// (coordinator/fit). It does no I/O; the store supplies snapshots and
+// candidates and claims runs with FOR UPDATE SKIP LOCKED, and
+// coordinator/dispatch drives the loop. The store never calls it.
 package scheduler
 
 import (
 	"cmp"
 	"slices"
-	"strings"
 	"time"
 
+	"github.com/lesfarm/lesfarm/coordinator/fit"
 	"github.com/lesfarm/lesfarm/jobs"
 )
 
-// Device is what placement knows about an idle device.
-type Device struct {
-	ID          string
-	Platform    string
-	DeviceModel string
-	RAMBytes    int64
-	Emulated    bool
-	// Labels are the effective labels (agent labels overlaid with operator
-	// labels).
-	Labels map[string]string
-	// ExecPlatform is GOOS/GOARCH of the build executables the device's
-	// agent runs ("" when it runs its embedded build only), and
-	// EmbeddedBuild the id of its embedded build.
-	ExecPlatform, EmbeddedBuild string
-}
+// Device is what placement knows about an idle device (coordinator/fit).
+type Device = fit.Device
 
-// Match reports whether d satisfies sel, and when it does not, a short
-// reason naming the first failed condition.
-func Match(sel *jobs.Selector, d *Device) (bool, string) {
-	if sel.Platform != "" && sel.Platform != d.Platform {
-		return false, "platform " + d.Platform + " is not " + sel.Platform
-	}
-	if sel.DeviceModel != "" && !strings.EqualFold(sel.DeviceModel, d.DeviceModel) {
-		return false, "device model " + d.DeviceModel + " is not " + sel.DeviceModel
-	}
-	if sel.MinRAM > 0 && d.RAMBytes < int64(sel.MinRAM) {
-		return false, "RAM " + jobs.ByteSize(d.RAMBytes).String() + " is below " + sel.MinRAM.String()
-	}
-	if sel.Emulated != nil && *sel.Emulated != d.Emulated {
-		if d.Emulated {
-			return false, "device is emulated"
-		}
-		return false, "device is not emulated"
-	}
-	for k, v := range sel.Labels {
-		if got, ok := d.Labels[k]; !ok || got != v {
-			return false, "label " + k + "=" + v + " missing"
-		}
-	}
-	return true, ""
-}
+// BuildNeeds is what a registered build asks of a device (coordinator/fit).
+type BuildNeeds = fit.BuildNeeds
 
 // Candidate is a queued run offered to a device.
 type Candidate struct {
@@ -73,34 +35,6 @@ type Candidate struct {
 	// which any device runs with its embedded runtime).
 	Build string
 	Needs *BuildNeeds
-}
-
-// BuildNeeds is what a registered build asks of a device: an agent that
-// executes one of its executables' platforms, or, for an embedded build
-// (an agent's own runtime), the very agent that embeds it.
-type BuildNeeds struct {
-	Embedded  bool
-	Platforms []string
-}
-
-// BuildMatch reports whether d can run a run of build with needs, and when
-// it cannot, a short reason. An agent never runs a build it was not asked
-// for, so this is a hard constraint like the selector.
-func BuildMatch(build string, needs *BuildNeeds, d *Device) (bool, string) {
-	switch {
-	case needs == nil:
-		return true, ""
-	case needs.Embedded:
-		if d.EmbeddedBuild == build {
-			return true, ""
-		}
-		return false, "build " + build + " is another agent's embedded runtime"
-	case d.ExecPlatform == "":
-		return false, "the device runs its embedded build only, build " + build + " is an executable"
-	case !slices.Contains(needs.Platforms, d.ExecPlatform):
-		return false, "build " + build + " has no executable for " + d.ExecPlatform + " (has " + strings.Join(needs.Platforms, ", ") + ")"
-	}
-	return true, ""
 }
 
 // Load is the number of active runs per suite.
@@ -151,10 +85,10 @@ func fits(d *Device, c *Candidate) bool {
 	if c.TargetDeviceID != "" && c.TargetDeviceID != d.ID {
 		return false
 	}
-	if ok, _ := BuildMatch(c.Build, c.Needs, d); !ok {
+	if ok, _ := fit.BuildMatch(c.Build, c.Needs, d); !ok {
 		return false
 	}
-	ok, _ := Match(&c.Selector, d)
+	ok, _ := fit.Match(&c.Selector, d)
 	return ok
 }
 

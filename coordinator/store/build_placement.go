@@ -1,9 +1,9 @@
 package store
 
-import "github.com/lesfarm/lesfarm/coordinator/scheduler"
+import "github.com/lesfarm/lesfarm/coordinator/fit"
 
 // buildNeedsJoin joins, to a query over queued runs aliased q, what each
-// run's build asks of a device (scheduler.BuildNeeds): bk.kind is ”
+// run's build asks of a device (fit.BuildNeeds): bk.kind is ”
 // when the build is empty or not registered (any device runs such a run
 // with its embedded runtime), and bk.platforms lists an exec build's
 // platforms. Builds are immutable, so these never change under a run.
@@ -14,7 +14,7 @@ const buildNeedsJoin = ` LEFT JOIN LATERAL (SELECT b.kind,
 // buildNeedsCols are the columns buildNeedsJoin adds, for scanNeeds.
 const buildNeedsCols = `q.build, coalesce(bk.kind, ''), coalesce(bk.platforms, '{}')`
 
-// buildRunnableSQL is the SQL form of scheduler.BuildMatch for runs r and
+// buildRunnableSQL is the SQL form of fit.BuildMatch for runs r and
 // a device whose exec platform and embedded build are the parameters
 // execParam and embeddedParam: the prefilter of Candidates.
 func buildRunnableSQL(execParam, embeddedParam string) string {
@@ -25,12 +25,12 @@ func buildRunnableSQL(execParam, embeddedParam string) string {
 
 // needsOf turns a scanned build kind and platforms into the candidate's
 // needs (nil for a run any device may take).
-func needsOf(kind string, platforms []string) *scheduler.BuildNeeds {
+func needsOf(kind string, platforms []string) *fit.BuildNeeds {
 	switch kind {
 	case "embedded":
-		return &scheduler.BuildNeeds{Embedded: true}
+		return &fit.BuildNeeds{Embedded: true}
 	case "exec":
-		return &scheduler.BuildNeeds{Platforms: platforms}
+		return &fit.BuildNeeds{Platforms: platforms}
 	}
 	return nil
 }

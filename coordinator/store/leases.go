@@ -9,7 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/lesfarm/lesfarm/coordinator/scheduler"
+	"github.com/lesfarm/lesfarm/coordinator/fit"
 	"github.com/lesfarm/lesfarm/jobs"
 	"github.com/lesfarm/lesfarm/protocol"
 )
@@ -51,7 +51,7 @@ type Candidate struct {
 	// Build is the run's build and Needs what it asks of a device (nil:
 	// any device runs it with its embedded runtime).
 	Build string
-	Needs *scheduler.BuildNeeds
+	Needs *fit.BuildNeeds
 }
 
 // CandidatesParams are the arguments of Candidates.
@@ -67,7 +67,7 @@ type CandidatesParams struct {
 // Candidates returns the best queued runs (by priority, then age) of each
 // suite whose selector the device may satisfy, except runs the device has
 // refused as unfit within UnfitFor (ClaimRun refuses those too). It reads without locking;
-// ClaimRun locks. The SQL prefilter mirrors scheduler.Match, which makes the
+// ClaimRun locks. The SQL prefilter mirrors fit.Match, which makes the
 // final decision.
 func (s *Store) Candidates(ctx context.Context, p *CandidatesParams) ([]Candidate, error) {
 	k := p.PerSuite

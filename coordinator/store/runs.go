@@ -361,7 +361,7 @@ func (s *Store) CreateRuns(ctx context.Context, p *CreateRunsParams) (*Trigger, 
 	return tr, runs, nil
 }
 
-// selectorSQL is the SQL form of scheduler.Match over devices d for the
+// selectorSQL is the SQL form of fit.Match over devices d for the
 // given placeholders (platform, model, min_ram, emulated, labels); a NULL
 // platform/model/emulated matches any device.
 func selectorSQL(platform, model, minRAM, emulated, labels string) string {

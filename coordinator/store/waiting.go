@@ -7,12 +7,12 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/lesfarm/lesfarm/coordinator/scheduler"
+	"github.com/lesfarm/lesfarm/coordinator/fit"
 )
 
-// SchedulerDevice is what placement knows of d, in the scheduler's terms.
-func (d *PlacementDevice) SchedulerDevice() *scheduler.Device {
-	return &scheduler.Device{ID: d.ID, Platform: d.Platform, DeviceModel: d.DeviceModel, RAMBytes: d.RAMBytes, Emulated: d.Emulated,
+// Fit is what placement knows of d, as coordinator/fit judges it.
+func (d *PlacementDevice) Fit() *fit.Device {
+	return &fit.Device{ID: d.ID, Platform: d.Platform, DeviceModel: d.DeviceModel, RAMBytes: d.RAMBytes, Emulated: d.Emulated,
 		Labels: d.Labels, ExecPlatform: d.ExecPlatform, EmbeddedBuild: d.EmbeddedBuild}
 }
 
@@ -52,30 +52,30 @@ func (s *Store) FillWaitingReasons(ctx context.Context, runs []Run) error {
 
 // waitingReason is FillWaitingReasons for one queued run r of a build with
 // needs, given the online devices devs.
-func waitingReason(r *Run, needs *scheduler.BuildNeeds, devs []PlacementDevice) string {
+func waitingReason(r *Run, needs *fit.BuildNeeds, devs []PlacementDevice) string {
 	if len(devs) == 0 {
 		return "no device is online"
 	}
 	why := map[string]int{}
-	fit := 0
+	fits := 0
 	for i := range devs {
-		d := devs[i].SchedulerDevice()
+		d := devs[i].Fit()
 		if r.TargetDeviceID != "" && d.ID != r.TargetDeviceID {
 			continue
 		}
-		ok, reason := scheduler.Match(&r.Selector, d)
+		ok, reason := fit.Match(&r.Selector, d)
 		if ok {
-			ok, reason = scheduler.BuildMatch(r.Build, needs, d)
+			ok, reason = fit.BuildMatch(r.Build, needs, d)
 		}
 		if ok {
-			fit++
+			fits++
 			continue
 		}
 		why[reason]++
 	}
 	switch {
-	case fit > 0:
-		return fmt.Sprintf("waiting for a free device: %d online device(s) can run it, all busy", fit)
+	case fits > 0:
+		return fmt.Sprintf("waiting for a free device: %d online device(s) can run it, all busy", fits)
 	case r.TargetDeviceID != "" && len(why) == 0:
 		return "its device " + r.TargetDeviceID + " is not online"
 	}
@@ -107,8 +107,8 @@ func (s *Store) onlineDevices(ctx context.Context) ([]PlacementDevice, error) {
 
 // buildNeeds returns what each registered build among ids asks of a
 // device (absent: not registered, any device runs it).
-func (s *Store) buildNeeds(ctx context.Context, ids map[string]bool) (map[string]*scheduler.BuildNeeds, error) {
-	out := map[string]*scheduler.BuildNeeds{}
+func (s *Store) buildNeeds(ctx context.Context, ids map[string]bool) (map[string]*fit.BuildNeeds, error) {
+	out := map[string]*fit.BuildNeeds{}
 	if len(ids) == 0 {
 		return out, nil
 	}
