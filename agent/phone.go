@@ -49,9 +49,27 @@ type PhoneHygiene struct {
 	// MaxThermalStatus is the hottest `dumpsys thermalservice` status a
 	// config may start at (default 1, light); hotter waits.
 	MaxThermalStatus int
+	// MaxHeadroom is the highest thermal headroom a config may start at
+	// where the phone reports one (default 0.9; 1.0 forecasts throttling
+	// at the current load); higher waits. Negative disables.
+	MaxHeadroom float64
+	// MaxTempC is the hottest zone (dumpsys thermalservice's temperatures
+	// and /sys/class/thermal) a config may start at, in °C; hotter waits.
+	// 0 disables it (the default: which zones a phone has, and how hot
+	// they idle, is the OEM's).
+	MaxTempC float64
 	// CooldownTimeout bounds one wait for the phone to cool down (default
-	// 2 m) and CooldownPoll is how often it re-reads (default 2 s).
+	// 2 m) and CooldownPoll is how often it re-reads (default 2 s). A
+	// phone still hot at the timeout has its config refused with the
+	// reason.
 	CooldownTimeout, CooldownPoll time.Duration
+	// Evict is how the model leaves the phone's page cache before each
+	// config, so that its flash reads are real: EvictFadvise (the
+	// default: the runner's posix_fadvise DONTNEED on the model file, no
+	// root), EvictDropCaches (root: echo 3 > /proc/sys/vm/drop_caches,
+	// else fadvise) or EvictNone. PhoneState.Eviction records what
+	// happened.
+	Evict string
 	// ThrottleRatio: after a config the reference microbenchmark slower
 	// than this × its baseline means throttled (default 1.10).
 	ThrottleRatio float64
@@ -70,6 +88,13 @@ type PhoneHygiene struct {
 	Pin string
 }
 
+// Values of PhoneHygiene.Evict (lesfarm agent --adb-evict).
+const (
+	EvictFadvise    = "fadvise"
+	EvictDropCaches = "drop-caches"
+	EvictNone       = "none"
+)
+
 // PhoneClocksLabel is the device label a phone's agent sets to the clock
 // state it can hold (protocol.ClocksLocked, ClocksFixedPerformance or
 // ClocksFree), probed when the phone is attached. A pool or run that
@@ -84,6 +109,8 @@ func (h *PhoneHygiene) defaults() {
 	h.MinBattery = cmp.Or(h.MinBattery, 25)
 	h.Clocks = cmp.Or(h.Clocks, "fixed-performance")
 	h.MaxThermalStatus = cmp.Or(h.MaxThermalStatus, 1)
+	h.MaxHeadroom = cmp.Or(h.MaxHeadroom, 0.9)
+	h.Evict = cmp.Or(h.Evict, EvictFadvise)
 	h.CooldownTimeout = cmp.Or(h.CooldownTimeout, 2*time.Minute)
 	h.CooldownPoll = cmp.Or(h.CooldownPoll, 2*time.Second)
 	h.ThrottleRatio = cmp.Or(h.ThrottleRatio, 1.10)
@@ -275,6 +302,7 @@ func (a *Agent) phoneConfigs(ctx context.Context, job *Job, exePath, modelPath s
 	p := a.phone
 	rr := *a.runner
 	rr.WorkDir, rr.Profile = phoneWorkDir, nil // the phone's own storage
+	rr.EvictModel = p.cfg.Hygiene.Evict != EvictNone
 	require := p.cfg.Hygiene.RequireLocked || job.Spec != nil && job.Spec.Devices.Labels[PhoneClocksLabel] == protocol.ClocksLocked
 	clocks, lockedKHz, restore, err := a.setPhoneClocks(ctx, require)
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/lesfarm/lesfarm/agent/adb"
@@ -92,10 +93,12 @@ func (a *Agent) phoneConfig(ctx context.Context, rr *Runner, job *Job, exePath s
 			return refused(why), nil
 		}
 		ps.RefBeforeNS = int64(before)
+		dropped := h.Evict == EvictDropCaches && a.dropPhoneCaches(ctx)
 		res, err := a.runConfigOnPhone(ctx, rr, job, exePath, prov)
 		if err != nil {
 			return nil, err
 		}
+		ps.Eviction = evictionOf(dropped, res)
 		end, after, err := adb.SnapshotBench(ctx, c, serial, p.refIters())
 		if err != nil {
 			return nil, a.phoneErr(err)
@@ -144,6 +147,54 @@ func batteryGate(s *protocol.PhoneSnapshot, minPct float64) string {
 	return fmt.Sprintf("battery at %.0f%% (%s), below the %.0f%% gate (charging or not)", *b, state, minPct)
 }
 
+// thermalGate is why a config may not start yet at snapshot s under h's
+// thermal gate, "" when it may: a thermal status above MaxThermalStatus,
+// a headroom above MaxHeadroom (≥ 0), or a zone hotter than MaxTempC
+// (> 0). Values the phone does not report never hold a config back.
+func thermalGate(s *protocol.PhoneSnapshot, h PhoneHygiene) string {
+	var why []string
+	if st := s.ThermalStatus; st != nil && *st > h.MaxThermalStatus {
+		name := ""
+		if *st < len(androidThermal) {
+			name = " (" + androidThermal[*st] + ")"
+		}
+		why = append(why, fmt.Sprintf("thermal status %d%s above the gate's %d", *st, name, h.MaxThermalStatus))
+	}
+	if hr := s.ThermalHeadroom; hr != nil && h.MaxHeadroom >= 0 && *hr > h.MaxHeadroom {
+		why = append(why, fmt.Sprintf("thermal headroom %.2f above the gate's %.2f", *hr, h.MaxHeadroom))
+	}
+	if t := s.MaxTempC; t != nil && h.MaxTempC > 0 && *t > h.MaxTempC {
+		why = append(why, fmt.Sprintf("hottest zone at %.1f °C above the gate's %.1f °C", *t, h.MaxTempC))
+	}
+	return strings.Join(why, ", ")
+}
+
+// dropPhoneCaches drops the phone's page cache as root before a config
+// (PhoneHygiene.Evict drop-caches) and reports whether it did; a phone
+// without root falls back to the runner's fadvise, with a warning.
+func (a *Agent) dropPhoneCaches(ctx context.Context) bool {
+	p := a.phone
+	if err := adb.DropCaches(ctx, p.cfg.ADB, p.cfg.Serial); err != nil {
+		a.log.Warn("agent: phone: page cache not dropped; the runner evicts the model with fadvise", "serial", p.cfg.Serial, "err", err)
+		return false
+	}
+	return true
+}
+
+// evictionOf is PhoneState.Eviction of a config's result: drop_caches
+// when the agent dropped the phone's page cache, fadvise when the runner
+// says it evicted the model (its page_cache_evicted metric), none
+// otherwise (eviction off, or a build whose runner does not evict).
+func evictionOf(dropped bool, res *protocol.ConfigResult) string {
+	switch {
+	case dropped:
+		return protocol.EvictionDropCaches
+	case res.Extra["page_cache_evicted"] == 1:
+		return protocol.EvictionFadvise
+	}
+	return protocol.EvictionNone
+}
+
 // Throttled reports whether a reference microbenchmark time after a
 // config shows a throttled device: slower than ratio × its baseline
 // (AndroidX's throttle detector uses 1.10). A zero baseline never is.
@@ -159,11 +210,11 @@ func (p *phone) refIters() int {
 	return p.cfg.Hygiene.RefIters
 }
 
-// phoneCool waits until the phone's thermal status is at most
-// MaxThermalStatus, re-reading every CooldownPoll for at most
-// CooldownTimeout, and returns the last state read, the reference
+// phoneCool waits until the phone passes the thermal gate (thermalGate:
+// status, headroom, hottest zone), re-reading every CooldownPoll for at
+// most CooldownTimeout, and returns the last state read, the reference
 // microbenchmark run with it, and how long it waited. A phone still hot
-// at the timeout is an error with the state.
+// at the timeout is an error with the state and the reason.
 func (a *Agent) phoneCool(ctx context.Context) (*protocol.PhoneSnapshot, time.Duration, time.Duration, error) {
 	p := a.phone
 	c, serial, h := p.cfg.ADB, p.cfg.Serial, p.cfg.Hygiene
@@ -175,7 +226,8 @@ func (a *Agent) phoneCool(ctx context.Context) (*protocol.PhoneSnapshot, time.Du
 			return nil, 0, time.Since(t0), a.phoneErr(err)
 		}
 		p.seen(s)
-		if st := s.ThermalStatus; st == nil || *st <= h.MaxThermalStatus {
+		why := thermalGate(s, h)
+		if why == "" {
 			waited := time.Duration(0)
 			if logged {
 				waited = time.Since(t0)
@@ -183,11 +235,11 @@ func (a *Agent) phoneCool(ctx context.Context) (*protocol.PhoneSnapshot, time.Du
 			return s, ref, waited, nil
 		}
 		if time.Since(t0) >= h.CooldownTimeout {
-			return s, ref, time.Since(t0), fmt.Errorf("phone still at thermal status %d after %s of cooling down (gate: %d)", *s.ThermalStatus, h.CooldownTimeout, h.MaxThermalStatus)
+			return s, ref, time.Since(t0), fmt.Errorf("phone still hot after %s of cooling down: %s", h.CooldownTimeout, why)
 		}
 		if !logged {
-			a.log.Info("agent: phone too hot; cooling down", "serial", serial, "thermal_status", *s.ThermalStatus, "max", h.MaxThermalStatus)
-			a.setCoolingMessage(fmt.Sprintf("cooling down: thermal status %d", *s.ThermalStatus))
+			a.log.Info("agent: phone too hot; cooling down", "serial", serial, "reason", why, "timeout", h.CooldownTimeout.String())
+			a.setCoolingMessage("cooling down: " + why)
 			logged = true
 		}
 		select {

@@ -80,6 +80,10 @@ type Runner struct {
 	// documented rule (les.MeasureOptions) and reports how many. A job's
 	// spec can ask for either (jobs.Spec.Pin, DiscardOutliers).
 	Pin, DiscardOutliers bool
+	// EvictModel drops the model file from the page cache before each
+	// config (evictModel; a phone's runner, RunnerJob.EvictModel), so that
+	// its flash reads are real reads.
+	EvictModel bool
 }
 
 // Job is one run's work for the Runner.
@@ -303,6 +307,15 @@ func prompts(spec *jobs.Spec, tok *tokenizer.Tokenizer, ctxLen int) ([][]int, er
 // the les.Result.
 func (r *Runner) runConfig(ctx context.Context, job *Job, c jobs.Config, res *protocol.ConfigResult) error {
 	spec := job.Spec
+	var evicted *pageCacheEviction
+	if r.EvictModel {
+		e, err := evictModel(job.ModelPath)
+		if err != nil {
+			cmp.Or(r.Logger, slog.Default()).WarnContext(ctx, "agent: the model stays in the page cache", "err", err)
+		} else {
+			evicted = &e
+		}
+	}
 	ses, err := r.load(ctx, job, c)
 	if err != nil {
 		return err
@@ -377,6 +390,9 @@ func (r *Runner) runConfig(ctx context.Context, job *Job, c jobs.Config, res *pr
 	}
 	if plan.Pin {
 		res.Extra["pinned"] = 1
+	}
+	if evicted != nil {
+		evicted.record(res.Extra)
 	}
 	if m.DeviceTime && m.DecodeTokens > 0 {
 		res.Extra["device_time"] = 1

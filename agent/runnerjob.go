@@ -17,7 +17,7 @@ import (
 func (r *Runner) runnerJob(job *Job, v int) *protocol.RunnerJob {
 	return &protocol.RunnerJob{
 		Protocol: v, Spec: *job.Spec, Configs: job.Configs, ModelPath: job.ModelPath, WorkDir: r.WorkDir,
-		Threads: r.Threads, Profile: wireProfile(r.Profile), Direct: r.Direct, Pin: r.Pin, DiscardOutliers: r.DiscardOutliers,
+		Threads: r.Threads, Profile: wireProfile(r.Profile), Direct: r.Direct, Pin: r.Pin, DiscardOutliers: r.DiscardOutliers, EvictModel: r.EvictModel,
 		Gate: protocol.RunnerGate{MaxTempC: r.Gate.MaxTempC, TimeoutNS: int64(r.Gate.Timeout), PollNS: int64(r.Gate.Poll), Disabled: r.Gate.Disabled},
 	}
 }
@@ -33,7 +33,7 @@ func RunnerFromJob(j *protocol.RunnerJob, log *slog.Logger) (*Runner, *Job, erro
 	}
 	r := &Runner{
 		Threads: j.Threads, Profile: prof, Direct: j.Direct, WorkDir: j.WorkDir, Logger: log,
-		Pin: j.Pin, DiscardOutliers: j.DiscardOutliers,
+		Pin: j.Pin, DiscardOutliers: j.DiscardOutliers, EvictModel: j.EvictModel,
 		Gate: ThermalGate{MaxTempC: j.Gate.MaxTempC, Timeout: time.Duration(j.Gate.TimeoutNS), Poll: time.Duration(j.Gate.PollNS), Disabled: j.Gate.Disabled},
 	}
 	spec := j.Spec

@@ -22,6 +22,20 @@ const (
 // PinNone is PhoneState.Pin of a runner free to run on every CPU.
 const PinNone = "none"
 
+// How the model was evicted from a phone's page cache before a config
+// (PhoneState.Eviction), so that its flash reads are real reads.
+const (
+	// EvictionFadvise: the runner dropped the model file's cached pages
+	// with posix_fadvise(POSIX_FADV_DONTNEED) (no root needed).
+	EvictionFadvise = "fadvise"
+	// EvictionDropCaches: the agent dropped the whole page cache as root
+	// (echo 3 > /proc/sys/vm/drop_caches).
+	EvictionDropCaches = "drop_caches"
+	// EvictionNone: the model's pages were left cached (--adb-evict none,
+	// or a build whose runner does not evict).
+	EvictionNone = "none"
+)
+
 // Flags of a PhoneState: conditions that make a measurement suspect.
 const (
 	PhoneFlagEmulator    = "emulator"    // ro.kernel.qemu or an emulator board
@@ -64,6 +78,10 @@ type PhoneState struct {
 	// Results of older agents have neither.
 	Pin        string `json:"pin,omitempty"`
 	PinnedCPUs []int  `json:"pinned_cpus,omitempty"`
+	// Eviction is how the model left the phone's page cache before the
+	// config: EvictionFadvise, EvictionDropCaches or EvictionNone. Results
+	// of older agents and refused configs have none.
+	Eviction string `json:"eviction,omitempty"`
 	// CooldownMS is how long the thermal gate waited before the config
 	// (and before its re-runs).
 	CooldownMS int64 `json:"cooldown_ms,omitempty"`
@@ -140,6 +158,11 @@ func (p *PhoneState) Validate() error {
 		if c < 0 || c >= 4096 {
 			return fmt.Errorf("phone_state: pinned cpu %d out of range", c)
 		}
+	}
+	switch p.Eviction {
+	case "", EvictionFadvise, EvictionDropCaches, EvictionNone:
+	default:
+		return fmt.Errorf("phone_state: eviction %q unknown (want fadvise, drop_caches or none)", clip(p.Eviction))
 	}
 	if len(p.Flags) > MaxPhoneFlags {
 		return fmt.Errorf("phone_state: %d flags (max %d)", len(p.Flags), MaxPhoneFlags)

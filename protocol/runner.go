@@ -101,6 +101,13 @@ type RunnerJob struct {
 	Pin             bool       `json:"pin,omitempty"`
 	DiscardOutliers bool       `json:"discard_outliers,omitempty"`
 	Gate            RunnerGate `json:"thermal_gate"`
+	// EvictModel drops the model file's pages from the page cache before
+	// each config (posix_fadvise DONTNEED, after flushing it), so that the
+	// config's flash reads are real reads; the result's extra metrics then
+	// say so (page_cache_evicted, model_resident_before_evict and
+	// model_resident_after_evict). A runner of an older build ignores it
+	// and reports none of them.
+	EvictModel bool `json:"evict_model,omitempty"`
 }
 
 // RunnerGate is the thermal gate applied before each repetition; zero

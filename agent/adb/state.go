@@ -152,6 +152,20 @@ func RestoreClocks(ctx context.Context, c *Client, serial string) (restored bool
 	return strings.Contains(string(out), "restored"), nil
 }
 
+// DropCaches drops a rooted phone's whole page cache: sync, then echo 3 >
+// /proc/sys/vm/drop_caches as root, so that the next reads of any file
+// come from flash. A phone without su is an error.
+func DropCaches(ctx context.Context, c *Client, serial string) error {
+	out, err := c.Shell(ctx, serial, "su -c "+ShellQuote("sync; echo 3 > /proc/sys/vm/drop_caches && echo dropped")+" 2>&1")
+	if err != nil {
+		return fmt.Errorf("phone %s: dropping the page cache (needs root): %w", serial, err)
+	}
+	if !strings.Contains(string(out), "dropped") {
+		return fmt.Errorf("phone %s: dropping the page cache (needs root): %s", serial, clip(strings.TrimSpace(string(out)), 120))
+	}
+	return nil
+}
+
 // RefBench runs the reference microbenchmark on the phone: a fixed shell
 // loop of iters iterations timed by the phone's own clock, so that the
 // adb round trip is not in it. It returns the loop's duration.

@@ -20,6 +20,9 @@ type adbFlags struct {
 	requireLocked               bool
 	minBattery                  float64
 	maxThermal                  int
+	maxHeadroom, maxTemp        float64
+	cooldown                    time.Duration
+	evict                       string
 	idle, poll                  time.Duration
 	noRefBench                  bool
 }
@@ -32,6 +35,10 @@ func (a *adbFlags) register(f *pflag.FlagSet) {
 	f.BoolVar(&a.requireLocked, "adb-require-locked", false, "with --adb: attach only phones whose clocks can be locked (a phone that cannot is not a farm device; its status says why)")
 	f.Float64Var(&a.minBattery, "adb-min-battery", 25, "with --adb: refuse a config below this battery percent (charging or not); negative disables")
 	f.IntVar(&a.maxThermal, "adb-max-thermal-status", 1, "with --adb: cool down before a config while dumpsys thermalservice's status is above this (0 none .. 6 shutdown)")
+	f.Float64Var(&a.maxHeadroom, "adb-max-headroom", 0.9, "with --adb: cool down before a config while dumpsys thermalservice's thermal headroom is above this (1.0 forecasts throttling); negative disables")
+	f.Float64Var(&a.maxTemp, "adb-max-temp", 0, "with --adb: cool down before a config while the hottest thermal zone is above this many °C; 0 disables")
+	f.DurationVar(&a.cooldown, "adb-cooldown-timeout", 2*time.Minute, "with --adb: how long a config waits for a hot phone to cool down before it is refused with the reason")
+	f.StringVar(&a.evict, "adb-evict", agent.EvictFadvise, "with --adb: evict the model from the phone's page cache before each config: fadvise (no root), drop-caches (root: the whole page cache; else fadvise) or none; recorded on every result")
 	f.DurationVar(&a.idle, "adb-idle", 0, "with --adb: wait this long before a run's first config (ExecuTorch waits 3m)")
 	f.DurationVar(&a.poll, "adb-poll", 2*time.Second, "with --adb: how often adb devices is read for phones that come and go")
 	f.StringVar(&a.pin, "adb-pin", "none", "with --adb: pin each config's runner with taskset to one CPU cluster: little, big (the fastest of more than one core), prime (the fastest), a cluster index (0 = slowest), or none; recorded on every result")
@@ -48,6 +55,14 @@ func (a *adbFlags) run(env *Env, cfg agent.Config, printInfo bool) error {
 	}
 	if !agent.ValidPhonePin(a.pin) {
 		return usagef("--adb-pin %q: use none, little, big, prime or a cluster index (0 = the slowest cluster)", a.pin)
+	}
+	switch a.evict {
+	case agent.EvictFadvise, agent.EvictDropCaches, agent.EvictNone:
+	default:
+		return usagef("--adb-evict %q: use fadvise, drop-caches or none", a.evict)
+	}
+	if a.cooldown <= 0 {
+		return usagef("--adb-cooldown-timeout %s: must be positive", a.cooldown)
 	}
 	if a.platform != "linux/arm64" && a.platform != "android/arm64" {
 		return usagef("--adb-platform %q: use linux/arm64 or android/arm64", a.platform)
@@ -89,6 +104,7 @@ func (a *adbFlags) run(env *Env, cfg agent.Config, printInfo bool) error {
 	return agent.RunPhones(env.Ctx, agent.PhonesConfig{Base: cfg, ADB: c, Serials: serials, Poll: a.poll,
 		Phone: agent.PhoneConfig{ExecPlatform: a.platform, Hygiene: agent.PhoneHygiene{
 			MinBattery: a.minBattery, Clocks: a.clocks, RequireLocked: a.requireLocked, MaxThermalStatus: a.maxThermal,
+			MaxHeadroom: a.maxHeadroom, MaxTempC: a.maxTemp, CooldownTimeout: a.cooldown, Evict: a.evict,
 			IdleBefore: a.idle, NoRefBench: a.noRefBench, Pin: a.pin}}})
 }
 

@@ -28,15 +28,12 @@ import (
 // identity and stores it on a real coordinator as the phone's device
 // profile (phone-SERIAL, the id lesfarm agent --adb gives it). A phone
 // whose /data/local/tmp is noexec, and --adb without an arm64 lesfarm,
-// fail with a line that says so, as does agent --adb-pin with no cluster.
+// fail with a line that says so.
 func TestProfileMeasureADB(t *testing.T) {
 	if runtime.GOOS == "linux" && runtime.GOARCH == "amd64" {
 		if code, _, errOut := run(t, "profile", "measure", "--adb", "X", "--name", "x", "-o", filepath.Join(t.TempDir(), "x.yaml")); code != 2 || !strings.Contains(errOut, "--adb needs --adb-exe PATH") {
 			t.Fatalf("--adb without --adb-exe: %d %q", code, errOut)
 		}
-	}
-	if code, _, errOut := run(t, "agent", "--adb", "all", "--adb-pin", "medium", "--nats-url", "nats://127.0.0.1:1"); code != 2 || !strings.Contains(errOut, `--adb-pin "medium"`) {
-		t.Fatalf("agent --adb-pin medium: %d %q", code, errOut)
 	}
 	adbtest.RequireQEMU(t)
 	exe := adbtest.BuildLesfarmARM64(t)

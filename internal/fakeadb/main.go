@@ -28,7 +28,9 @@
 // exec-out CMD..., push LOCAL REMOTE, pull REMOTE LOCAL; ANDROID_SERIAL is
 // honoured like -s. A shell command is run by the host's /bin/sh in the
 // phone's root/ directory, after every absolute path under /data, /sys,
-// /proc/meminfo and /proc/cpuinfo is rewritten into root/; an aarch64 ELF
+// /proc/meminfo, /proc/cpuinfo and /proc/sys/vm is rewritten into root/
+// (so a rooted fake phone's echo 3 > /proc/sys/vm/drop_caches writes its
+// own file and drops nothing of the host's); an aarch64 ELF
 // executable in command position (at the start, after exec, ;, && or ||)
 // is run as `qemu-aarch64 FILE` ($FAKEADB_QEMU overrides the path).
 // Stdin is forwarded to the command, and its end closes the command's
@@ -228,7 +230,7 @@ func (p phone) path(phonePath string) string {
 	return filepath.Join(p.dir, "root", filepath.Clean("/"+phonePath))
 }
 
-var phonePaths = regexp.MustCompile(`(^|[\s'"=;(>&|<])((?:/data|/sys|/proc/meminfo|/proc/cpuinfo)(?:/[^\s'";|&)<>]*)?)`)
+var phonePaths = regexp.MustCompile(`(^|[\s'"=;(>&|<])((?:/data|/sys|/proc/meminfo|/proc/cpuinfo|/proc/sys/vm)(?:/[^\s'";|&)<>]*)?)`)
 
 // translate rewrites the phone paths of cmd into the phone's directory and
 // runs aarch64 executables in command position under qemu.

@@ -118,7 +118,10 @@ type Phone struct {
 	Battery int
 	// ThermalStatus is dumpsys thermalservice's status (default 0).
 	ThermalStatus int
-	Rooted        bool
+	// Headroom, when > 0, is the thermal headroom dumpsys thermalservice
+	// prints (none by default).
+	Headroom float64
+	Rooted   bool
 	// Debuggable sets ro.debuggable=1; Emulator sets ro.kernel.qemu=1.
 	Debuggable, Emulator bool
 	// NoExec mounts the phone's /data/local/tmp noexec: the executables
@@ -147,11 +150,12 @@ func (f *Farm) AddPhone(t testing.TB, serial string, p Phone) string {
 	files := map[string]string{
 		"getprop":                props,
 		"dumpsys/battery":        Battery(or0(p.Battery, 80)),
-		"dumpsys/thermalservice": ThermalService(p.ThermalStatus),
+		"dumpsys/thermalservice": ThermalServiceHeadroom(p.ThermalStatus, p.Headroom),
 		"root/proc/meminfo":      "MemTotal:        7812345 kB\nMemFree:         1234567 kB\nMemAvailable:    3456789 kB\n",
 		"root/proc/cpuinfo":      "processor\t: 0\nCPU implementer\t: 0x41\nCPU part\t: 0xd46\n\nprocessor\t: 4\nCPU implementer\t: 0x41\nCPU part\t: 0xd4d\n",
 		"root/sys/class/thermal/thermal_zone0/type": "cpu-0\n",
 		"root/sys/class/thermal/thermal_zone0/temp": "38000\n",
+		"root/proc/sys/vm/drop_caches":              "0\n",
 	}
 	if p.State != "" {
 		files["state"] = p.State + "\n"
@@ -217,6 +221,20 @@ func (f *Farm) SetThermal(t testing.TB, serial string, status int) {
 	f.write(t, serial, "root/sys/class/thermal/thermal_zone0/temp", fmt.Sprintf("%d\n", 38000+8000*status))
 }
 
+// SetHeadroom sets the thermal headroom serial's dumpsys thermalservice
+// prints (at thermal status 0; 0 prints none).
+func (f *Farm) SetHeadroom(t testing.TB, serial string, headroom float64) {
+	t.Helper()
+	f.write(t, serial, "dumpsys/thermalservice", ThermalServiceHeadroom(0, headroom))
+}
+
+// DropCaches is what the phone serial's /proc/sys/vm/drop_caches holds
+// ("0" until a rooted phone's page cache was dropped, then "3").
+func (f *Farm) DropCaches(serial string) string {
+	b, _ := os.ReadFile(filepath.Join(f.Dir, serial, "root", "proc", "sys", "vm", "drop_caches"))
+	return strings.TrimSpace(string(b))
+}
+
 // SetBattery sets serial's battery level in percent (the fixture's phone
 // is always on USB power, charging).
 func (f *Farm) SetBattery(t testing.TB, serial string, pct int) {
@@ -270,10 +288,20 @@ func Battery(pct int) string {
 
 // ThermalService is `dumpsys thermalservice` output at status.
 func ThermalService(status int) string {
-	return fmt.Sprintf("IsStatusOverride: false\nThermalEventListeners:\n\tcallbacks: 1\nThermal Status: %d\n"+
+	return ThermalServiceHeadroom(status, 0)
+}
+
+// ThermalServiceHeadroom is ThermalService with a thermal headroom line
+// when headroom > 0.
+func ThermalServiceHeadroom(status int, headroom float64) string {
+	s := fmt.Sprintf("IsStatusOverride: false\nThermalEventListeners:\n\tcallbacks: 1\nThermal Status: %d\n"+
 		"Cached temperatures:\n\tTemperature{mValue=%d.5, mType=0, mName=cpu0, mStatus=%d}\n"+
 		"HAL Ready: true\nCurrent temperatures from HAL:\n\tTemperature{mValue=29.6, mType=2, mName=battery, mStatus=0}\n",
 		status, 38+8*status, status)
+	if headroom > 0 {
+		s += fmt.Sprintf("Thermal headroom: %.2f\n", headroom)
+	}
+	return s
 }
 
 func or(a, b string) string {
