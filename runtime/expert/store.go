@@ -112,7 +112,9 @@ func DefaultPredictK(used int) int {
 //   - the device clock (deviceclock.go), under device time;
 //   - the statistics (Meter, meter.go).
 //
-// Its lock guards all of them.
+// Its lock guards the cache, the queue, the strategy, the clock and the
+// statistics; the file and flash readers need none, and the faultReader
+// takes it around its page cache.
 type Store struct {
 	opts    Options
 	path    string
