@@ -74,28 +74,38 @@ func convStep(out, window, raw, w []float32, taps int) {
 // products with St that run on the F32 matrix kernels. k and v are D
 // values; when q is non-nil it also reads out o = Sᵀq after the update (q
 // already scaled by 1/sqrt(D)). acc is D floats of scratch. Forward and
-// rollback replay both call it, so a replayed state is bit-identical to
-// the one computed in the pass.
-//
-// The decay is folded in: Sᵀk is taken on the undecayed state and scaled
-// once (exp(g)·Sᵀk = (exp(g)·S)ᵀk), and one pass writes exp(g)·S + k⊗δ.
+// rollback replay both come here or to deltaStep, so a replayed state is
+// bit-identical to the one computed in the pass.
 func deltaUpdate(St, k, v, q, o, acc []float32, decay, beta float32) {
 	D := len(k)
-	acc, v = acc[:D], v[:D]
 	M := tensor.Matrix{Type: tensor.F32, Rows: D, Cols: D, Data: f32Bytes(St[:D*D])}
-	if err := tensor.MatVec(nil, acc, M, k); err != nil {
+	if err := tensor.MatVec(nil, acc[:D], M, k); err != nil {
 		panic(err) // shapes are fixed at load; cannot happen
 	}
+	deltaStep(St, k, v, q, o, acc, decay, beta, nil, nil)
+}
+
+// deltaStep is deltaUpdate after its first product: acc holds Sᵀk of the
+// undecayed state on entry (deltaUpdate's MatVec, or the previous token's
+// kn). The decay is folded in: exp(g)·Sᵀk = (exp(g)·S)ᵀk, and one pass
+// over the state (tensor.DecayAddDot) writes exp(g)·S + k⊗δ, reads out
+// o = Sᵀq and, when kn is not nil, kn = Sᵀk2 of the updated state (the
+// next token's first product), with the F32 kernels' bits: the same
+// results as separate passes, with one read of the state instead of three.
+func deltaStep(St, k, v, q, o, acc []float32, decay, beta float32, k2, kn []float32) {
+	D := len(k)
+	acc, v = acc[:D], v[:D]
 	for j := range acc {
 		acc[j] = float32(beta * (v[j] - float32(decay*acc[j]))) // δ
 	}
-	for j := range D {
-		decayAdd(St[j*D:(j+1)*D], decay, acc[j], k)
-	}
-	if q != nil {
-		if err := tensor.MatVec(nil, o[:D], M, q); err != nil {
-			panic(err)
+	if q == nil {
+		for j := range D {
+			decayAdd(St[j*D:(j+1)*D], decay, acc[j], k)
 		}
+		return
+	}
+	if err := tensor.DecayAddDot(St[:D*D], decay, acc, k, q, o[:D], k2, kn); err != nil {
+		panic(err) // shapes are fixed at load; cannot happen
 	}
 }
 

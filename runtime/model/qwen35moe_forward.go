@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"sync"
 	"time"
 
 	"github.com/lesfarm/lesfarm/runtime/tensor"
@@ -18,14 +17,15 @@ type hybridScratch struct {
 	mix            []float32   // n × convDim: DeltaNet qkv before the conv
 	u              []float32   // n × convDim: after conv, silu and L2 norms
 	bg             []float32   // n × 2·VHeads: β then g
-	work           [][]float32 // per recurrence worker: 2·HeadDim scratch
+	work           [][]float32 // per v-head: 3·HeadDim recurrence scratch
 	dn             dnJob
-	z              []float32 // n × Inner: DeltaNet output gate
-	b, a           []float32 // n × VHeads
-	y              []float32 // n × Inner: DeltaNet readout, then gated norm
-	acc            []float32 // HeadDim: rollback replay scratch
-	shg, shu, shd  []float32 // shared expert: n × SharedFFN, n × Hidden
-	normed         []float32 // n × Hidden: rms(x, output_norm) of the last pass
+	dnHeads        func(h0, h1 int) // dn.heads, bound once (a method value allocates)
+	z              []float32        // n × Inner: DeltaNet output gate
+	b, a           []float32        // n × VHeads
+	y              []float32        // n × Inner: DeltaNet readout, then gated norm
+	acc            []float32        // HeadDim: rollback replay scratch
+	shg, shu, shd  []float32        // shared expert: n × SharedFFN, n × Hidden
+	normed         []float32        // n × Hidden: rms(x, output_norm) of the last pass
 	mmDst          [4][]float32
 	mmM            [4]tensor.Matrix
 	lastN, lastPos int
@@ -43,9 +43,9 @@ func (hs *hybridState) ensure(m *Model, n int) {
 	sc.u = grow(sc.u, n*hc.convDim())
 	sc.bg = grow(sc.bg, n*2*hc.VHeads)
 	if sc.work == nil {
-		sc.work = make([][]float32, max(1, min(m.threads, hc.VHeads)))
+		sc.work = make([][]float32, hc.VHeads)
 		for w := range sc.work {
-			sc.work[w] = make([]float32, 2*hc.HeadDim)
+			sc.work[w] = make([]float32, 3*hc.HeadDim)
 		}
 	}
 	sc.z = grow(sc.z, n*hc.Inner)
@@ -340,24 +340,17 @@ func (s *State) deltaNet(li, n int) error {
 		}
 	}
 	// The recurrence and gated norm of each v-head over all n tokens; the
-	// heads are independent, so with several threads they are split
-	// between goroutines (bit-identical whatever the split).
+	// heads are independent, so with several threads the pool splits them
+	// (bit-identical whatever the split).
 	job := &hsc.dn
 	*job = dnJob{s: s, li: li, n: n, U: U, BG: BG, z: z}
-	T := min(m.threads, VH, len(hsc.work))
-	if T < 2 || n*VH*D*D < 1<<16 {
-		job.heads(0, 0, VH)
+	if m.threads < 2 || n*VH*D*D < 1<<16 {
+		job.heads(0, VH)
 	} else {
-		var wg sync.WaitGroup
-		for w := 1; w < T; w++ {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				job.heads(w, VH*w/T, VH*(w+1)/T)
-			}()
+		if hsc.dnHeads == nil {
+			hsc.dnHeads = job.heads
 		}
-		job.heads(0, 0, VH/T)
-		wg.Wait()
+		m.pool.For(VH, hsc.dnHeads)
 	}
 	*job = dnJob{}
 	y := hsc.y[:n*hc.Inner]
@@ -377,8 +370,10 @@ type dnJob struct {
 }
 
 // heads runs the recurrence and gated norm of v-heads [h0, h1) over all
-// tokens with worker w's scratch.
-func (j *dnJob) heads(w, h0, h1 int) {
+// tokens, each head with its own scratch. Token t's pass over the state
+// also takes Sᵀk of token t+1 (deltaStep's kn), so a prefill reads each
+// head's state once per token.
+func (j *dnJob) heads(h0, h1 int) {
 	m := j.s.m
 	hc := m.q35().HybridConfig
 	hl := &m.q35().layers[j.li]
@@ -386,12 +381,17 @@ func (j *dnJob) heads(w, h0, h1 int) {
 	hsc := &j.s.hybrid().sc
 	hist := &j.s.hybrid().plan
 	C, D, VH, KH := hc.convDim(), hc.HeadDim, hc.VHeads, hc.KHeads
-	scr := hsc.work[w]
-	qs, acc := scr[:D], scr[D:2*D]
 	scale := float32(1 / math.Sqrt(float64(D)))
 	for hd := h0; hd < h1; hd++ {
+		scr := hsc.work[hd]
+		qs, acc, kn := scr[:D], scr[D:2*D], scr[2*D:3*D]
 		S := rs.S[hd*D*D : (hd+1)*D*D]
+		M := tensor.Matrix{Type: tensor.F32, Rows: D, Cols: D, Data: f32Bytes(S)}
 		kh := hd % KH
+		key := func(t int) []float32 {
+			u := j.U[t*C : (t+1)*C]
+			return u[(KH+kh)*D : (KH+kh+1)*D]
+		}
 		for t := range j.n {
 			if t == hist.ckptAt {
 				copy(rs.ckS[hd*D*D:(hd+1)*D*D], S)
@@ -401,12 +401,23 @@ func (j *dnJob) heads(w, h0, h1 int) {
 			for i := range qs {
 				qs[i] = q[i] * scale
 			}
-			k := u[(KH+kh)*D : (KH+kh+1)*D]
+			k := key(t)
+			if t == 0 {
+				if err := tensor.MatVec(nil, acc, M, k); err != nil {
+					panic(err) // shapes are fixed at load; cannot happen
+				}
+			} else {
+				copy(acc, kn)
+			}
+			var k2, kdot []float32
+			if t+1 < j.n {
+				k2, kdot = key(t+1), kn
+			}
 			v := u[2*KH*D+hd*D : 2*KH*D+(hd+1)*D]
 			bg := j.BG[t*2*VH : (t+1)*2*VH]
 			decay := float32(math.Exp(float64(bg[VH+hd])))
 			o := hsc.y[t*hc.Inner+hd*D : t*hc.Inner+(hd+1)*D]
-			deltaUpdate(S, k, v, qs, o, acc, decay, bg[hd])
+			deltaStep(S, k, v, qs, o, acc, decay, bg[hd], k2, kdot)
 			rmsNorm(o, o, hl.Norm, m.Eps)
 			zz := j.z[t*hc.Inner+hd*D : t*hc.Inner+(hd+1)*D]
 			for i := range o {
