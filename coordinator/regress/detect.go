@@ -138,6 +138,10 @@ type Config struct {
 	// it drops clear steps whose place is uncertain (a +5.2% step at CV
 	// 3%, 22 points after: 46 → 43 of 50 found).
 	MinLocationMass float64 `json:"min_location_mass"`
+	// PoolDF is the most degrees of freedom a noise level pooled from
+	// sibling series (DetectPooled) weighs in a window's variance
+	// (default DefaultPoolDF; negative: the prior is ignored).
+	PoolDF int `json:"pool_df"`
 }
 
 func (c Config) withDefaults() Config {
@@ -150,6 +154,7 @@ func (c Config) withDefaults() Config {
 	c.Window = cmp.Or(c.Window, 120)
 	c.OutlierSigmas = cmp.Or(c.OutlierSigmas, DefaultOutlierSigmas)
 	c.DriftAlpha = cmp.Or(c.DriftAlpha, 0.01)
+	c.PoolDF = cmp.Or(c.PoolDF, DefaultPoolDF)
 	return c
 }
 
@@ -217,57 +222,41 @@ type ChangePoint struct {
 	FirstBadIndex int `json:"-"`
 
 	rangeFirst, rangeLast int // the range in confirm's points (outliers set aside)
+	keptIndex             int // Index in confirm's points
 }
 
 // Detect finds the confirmed change points of one series. points need not
 // be sorted; they are ordered by Seq (duplicate Seq values keep input
 // order). higherIsBetter gives the direction. Detect is deterministic and
 // safe for concurrent use; it returns an error only for an invalid cfg.
+// It judges the series by its own noise alone: DetectPooled also weighs
+// its siblings' noise.
 func Detect(points []Point, higherIsBetter bool, cfg Config) ([]ChangePoint, error) {
-	if err := cfg.Validate(); err != nil {
+	return DetectPooled(points, higherIsBetter, cfg, NoisePrior{})
+}
+
+// DetectPooled is Detect with a noise level pooled from the series'
+// siblings (PoolNoise of their SeriesNoise): the confirmation test, the
+// drift checks and the location range use the df-weighted average of the
+// window's own residual variance and the prior (at most cfg.PoolDF
+// degrees of freedom of it), unless the two disagree (pooledVar). The
+// zero prior is Detect.
+func DetectPooled(points []Point, higherIsBetter bool, cfg Config, prior NoisePrior) ([]ChangePoint, error) {
+	d, err := detect(points, higherIsBetter, cfg, prior)
+	if err != nil {
 		return nil, err
 	}
-	cfg = cfg.withDefaults()
-	pts := slices.Clone(points)
-	slices.SortStableFunc(pts, func(a, b Point) int { return cmp.Compare(a.Seq, b.Seq) })
-	pts = slices.DeleteFunc(pts, func(p Point) bool { return math.IsNaN(p.Value) || math.IsInf(p.Value, 0) })
-	if len(pts) > cfg.Window {
-		pts = pts[len(pts)-cfg.Window:]
-	}
-	if len(pts) < 2*cfg.MinSegment {
-		return nil, nil
-	}
-	orig := make([]int, 0, len(pts)) // index in pts of each kept point
-	kept := make([]Point, 0, len(pts))
-	out := isolatedOutliers(pts, cfg.OutlierSigmas)
-	for i, p := range pts {
-		if !out[i] {
-			orig = append(orig, i)
-			kept = append(kept, p)
-		}
-	}
-	if len(kept) < 2*cfg.MinSegment {
-		return nil, nil
-	}
-	xs := values(kept)
-	var cands []int
-	switch cfg.Method {
-	case MethodEDivisive:
-		cands = eDivisive(kept, xs, cfg)
-	default:
-		cands = pelt(xs, cfg)
-	}
-	cps := confirm(kept, cands, higherIsBetter, cfg)
+	cps := d.cps
 	for i := range cps {
 		cp := &cps[i]
-		cp.Index = orig[cp.Index]
+		cp.Index = d.orig[cp.Index]
 		cp.LastGoodIndex, cp.LastGoodSeq = -1, 0
 		if cp.rangeFirst > 0 {
-			cp.LastGoodIndex = orig[cp.rangeFirst-1]
-			cp.LastGoodSeq = pts[cp.LastGoodIndex].Seq
+			cp.LastGoodIndex = d.orig[cp.rangeFirst-1]
+			cp.LastGoodSeq = d.pts[cp.LastGoodIndex].Seq
 		}
-		cp.FirstBadIndex = orig[cp.rangeLast]
-		cp.FirstBadSeq = pts[cp.FirstBadIndex].Seq
+		cp.FirstBadIndex = d.orig[cp.rangeLast]
+		cp.FirstBadSeq = d.pts[cp.FirstBadIndex].Seq
 	}
 	return cps, nil
 }
@@ -342,8 +331,9 @@ func markOutliers(pts []Point, lim float64) []bool {
 // significantly and by at least the minimum effect. The weakest failing
 // boundary is dropped and its neighbours re-tested until all pass, so
 // segments merged by a dropped boundary are judged as a whole.
-func confirm(pts []Point, cands []int, higherIsBetter bool, cfg Config) []ChangePoint {
+func confirm(pts []Point, cands []int, higherIsBetter bool, cfg Config, prior NoisePrior) []ChangePoint {
 	floor := seriesNoiseVar(pts)
+	level2 := squaredLevel(pts)
 	b := slices.Clone(cands)
 	// Reruns share a seq: a change starts at the first point of its seq.
 	for i, at := range b {
@@ -361,6 +351,7 @@ func confirm(pts []Point, cands []int, higherIsBetter bool, cfg Config) []Change
 		}
 		nv := noiseVar{floor: floor, n: len(pts)}
 		nv.global, nv.df = segmentedVar(pts, b)
+		nv.global, nv.df = pooledVar(nv.global, nv.df, level2, prior, float64(cfg.PoolDF))
 		res := make([]ChangePoint, len(b))
 		worst, worstScore := -1, math.Inf(-1)
 		for i, at := range b {

@@ -75,8 +75,15 @@ type PlacedConfig struct {
 	// step's direction, is a hit (default 1). Any other change is a false
 	// alert, so a change placed further off is a false alert and a miss.
 	Tolerance int
-	Setting   Setting // detector setting (default: the default Config)
-	Workers   int     // parallel workers (default GOMAXPROCS)
+	// Siblings: sibling series drawn beside each scored one, whose noise
+	// the detector pools (see placed_siblings.go; default 4, negative:
+	// none, the series is judged on its own noise).
+	Siblings int
+	// SiblingSpread: the log-normal spread of a sibling's CV around the
+	// scored series' (default 0.15; negative: the same CV).
+	SiblingSpread float64
+	Setting       Setting // detector setting (default: the default Config)
+	Workers       int     // parallel workers (default GOMAXPROCS)
 }
 
 // HeldOut returns the held-out variant of c: other seeds and other series
@@ -109,6 +116,8 @@ func (c PlacedConfig) withDefaults() PlacedConfig {
 	c.MinBefore = cmp.Or(c.MinBefore, 8)
 	c.MaxAfter = cmp.Or(c.MaxAfter, 40)
 	c.Tolerance = cmp.Or(c.Tolerance, 1)
+	c.Siblings = cmp.Or(c.Siblings, 8)
+	c.SiblingSpread = max(cmp.Or(c.SiblingSpread, 0.15), 0)
 	c.Setting.Name = cmp.Or(c.Setting.Name, "pelt-default")
 	c.Workers = cmp.Or(c.Workers, runtime.GOMAXPROCS(0))
 	return c
@@ -266,7 +275,8 @@ func EvaluatePlaced(ctx context.Context, cfg PlacedConfig) (*PlacedResult, error
 				f := fams[c.Family]
 				seed := cfg.Seed ^ hashString(fmt.Sprintf("placed/%s/%g/%g", c.Family, c.Step, c.CV))
 				rng := rand.New(rand.NewPCG(seed, uint64(j.i)))
-				d := scorePlaced(rng, cfg, f, c.Step, c.CV, whole)
+				sib := rand.New(rand.NewPCG(seed^0x5349424c494e4753, uint64(j.i))) // "SIBLINGS"
+				d := scorePlaced(rng, sib, cfg, f, c.Step, c.CV, whole)
 				mu.Lock()
 				cc := &cells[j.cell]
 				cc.Series++
@@ -313,13 +323,14 @@ feed:
 }
 
 // scorePlaced draws and scores one series (a null family) or one settled
-// and one fresh series (a step family) into a one-series PlacedCell.
-func scorePlaced(rng *rand.Rand, cfg PlacedConfig, f Family, step, cv float64, det Config) PlacedCell {
+// and one fresh series (a step family) into a one-series PlacedCell; sib
+// draws their siblings.
+func scorePlaced(rng, sib *rand.Rand, cfg PlacedConfig, f Family, step, cv float64, det Config) PlacedCell {
 	var d PlacedCell
 	n := cfg.seriesLen(rng, f)
 	if !f.Step {
 		pts, _, _ := placedSeries(rng, f, n, 0, 0, cv)
-		cps, _ := Detect(pts, true, det)
+		cps, _ := DetectPooled(pts, true, det, siblingPrior(sib, cfg, f, n, cv, det))
 		d.NullAlerts, d.TotalAlerts = len(cps), len(cps)
 		d.NullSeries = min(len(cps), 1)
 		return d
@@ -329,7 +340,8 @@ func scorePlaced(rng *rand.Rand, cfg PlacedConfig, f Family, step, cv float64, d
 	after := 4 + rng.IntN(most-3)
 	for _, a := range []int{after, 2} {
 		pts, want, truth := placedSeries(rng, f, n, a, step, cv)
-		cps, _ := Detect(pts, true, det)
+		prior := siblingPrior(sib, cfg, f, n, cv, det)
+		cps, _ := DetectPooled(pts, true, det, prior)
 		at := n - a
 		hit, nearest := false, -1
 		for i, cp := range cps {
@@ -372,7 +384,7 @@ func scorePlaced(rng *rand.Rand, cfg PlacedConfig, f Family, step, cv float64, d
 			d.SettledUnfound++
 		}
 		if a != 2 {
-			lim := settledLimits(pts, truth, at, n-most, n-4, cfg.Tolerance, det)
+			lim := settledLimits(pts, truth, at, n-most, n-4, cfg.Tolerance, det, prior)
 			d.Ceiling += b2i(lim.Ceiling)
 			d.Oracle += b2i(lim.Oracle)
 			d.Insignificant += b2i(!lim.Significant)

@@ -113,7 +113,7 @@ type settledLimit struct {
 // settledLimits measures the limits of a settled step series pts whose
 // step is at index at, drawn with the place's prior uniform over
 // lo..hi, for a hit within tol points, at the detector setting det.
-func settledLimits(pts []Point, tr placedTruth, at, lo, hi, tol int, det Config) settledLimit {
+func settledLimits(pts []Point, tr placedTruth, at, lo, hi, tol int, det Config, prior NoisePrior) settledLimit {
 	var lim settledLimit
 	n := len(pts)
 	// Log-likelihood of every place: points before it at their base
@@ -135,7 +135,7 @@ func settledLimits(pts []Point, tr placedTruth, at, lo, hi, tol int, det Config)
 	lim.Ceiling = abs(bestWindow(w, lo, hi, tol)-at) <= tol
 
 	det = det.withDefaults()
-	lim.Significant = significantNear(pts, at, tol, det)
+	lim.Significant = significantNear(pts, at, tol, det, prior)
 
 	// The σ-known oracle: the Gaussian posterior of the place with both
 	// levels unknown (splitPosterior) under the same prior, and the
@@ -174,7 +174,7 @@ func onceLevel(det Config, na, n int) float64 {
 // significantNear reports whether testSplit's t-test passes its level
 // for a boundary within tol points of at (an index into pts), on the
 // points Detect keeps after setting aside isolated bad runs.
-func significantNear(pts []Point, at, tol int, det Config) bool {
+func significantNear(pts []Point, at, tol int, det Config, prior NoisePrior) bool {
 	out := isolatedOutliers(pts, det.OutlierSigmas)
 	kept := make([]Point, 0, len(pts))
 	idx := make([]int, 0, len(pts)) // kept index of each original place
@@ -191,6 +191,7 @@ func significantNear(pts []Point, at, tol int, det Config) bool {
 			continue
 		}
 		nv.global, nv.df = segmentedVar(kept, []int{b})
+		nv.global, nv.df = pooledVar(nv.global, nv.df, squaredLevel(kept), prior, float64(det.PoolDF))
 		cp, _, _ := testSplit(kept[:b], kept[b:], det, nv)
 		if cp.PValue < onceLevel(det, len(kept)-b, len(kept)) {
 			return true

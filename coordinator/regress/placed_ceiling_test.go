@@ -34,7 +34,7 @@ func TestSettledLimits(t *testing.T) {
 				rng := rand.New(rand.NewPCG(s, 7))
 				pts, _, tr := placedSeries(rng, tc.fam, tc.n, tc.after, tc.step, tc.cv)
 				at := tc.n - tc.after
-				lim := settledLimits(pts, tr, at, tc.n/2, tc.n-4, 1, det)
+				lim := settledLimits(pts, tr, at, tc.n/2, tc.n-4, 1, det, NoisePrior{})
 				ceiling += b2i(lim.Ceiling)
 				oracle += b2i(lim.Oracle)
 				signif += b2i(lim.Significant)
@@ -51,7 +51,7 @@ func TestSettledLimits(t *testing.T) {
 	for i := range tr.base {
 		tr.base[i] = 100
 	}
-	if lim := settledLimits(pts, tr, 20, 10, 26, 0, det); !lim.Ceiling || !lim.Significant || !lim.Oracle {
+	if lim := settledLimits(pts, tr, 20, 10, 26, 0, det, NoisePrior{}); !lim.Ceiling || !lim.Significant || !lim.Oracle {
 		t.Errorf("noiseless 5%% step: %+v, want all true", lim)
 	}
 }
@@ -62,7 +62,7 @@ func TestSettledLimits(t *testing.T) {
 // at its place at the detector's level.
 func TestPlacedLimitsAddUp(t *testing.T) {
 	t.Parallel()
-	res, err := EvaluatePlaced(context.Background(), PlacedConfig{Series: 40, Steps: []float64{0.05, 0.10}, CVs: []float64{0.01, 0.03},
+	res, err := EvaluatePlaced(context.Background(), PlacedConfig{Series: 40, Siblings: -1, Steps: []float64{0.05, 0.10}, CVs: []float64{0.01, 0.03},
 		Families: []Family{PlacedFamilies[0], PlacedFamilies[1], PlacedFamilies[5]}})
 	if err != nil {
 		t.Fatal(err)

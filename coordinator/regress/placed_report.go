@@ -185,6 +185,12 @@ func (r *PlacedResult) WriteMarkdown(w io.Writer) error {
 		"Rates in brackets are Wilson 95%% bounds: the lower bound of a recall, the upper bound of a false rate. "+
 		"Goal region: steps >= 5%% at CV <= 3%%; null families at every CV (1–5%%).\n\n",
 		r.Setting, r.Seed, c.Series, c.MinLen, c.MaxLen, c.ShortLen[0], c.ShortLen[1], c.LongLen[0], c.LongLen[1], c.MinBefore, c.MaxAfter, c.Tolerance)
+	if c.Siblings > 0 {
+		fmt.Fprintf(&b, "Each series has %d sibling series (same family and builds, CV spread %.2g, half with a step of their own) whose noise the detector pools (DetectPooled, at most %d degrees of freedom of it).\n\n",
+			c.Siblings, c.SiblingSpread, c.Setting.Config.withDefaults().PoolDF)
+	} else {
+		b.WriteString("No sibling series: each series is judged on its own noise.\n\n")
+	}
 	b.WriteString("| region | step series | settled recall | fresh recall | placed within tolerance | range holds step | mean range | false alerts / alerts | null series | null series alerting |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, s := range r.Summaries {
 		if s.Series == 0 {

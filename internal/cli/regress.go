@@ -62,6 +62,7 @@ func detectorFlags(cmd *cobra.Command, cfg *regress.Config) {
 	f.Float64Var(&cfg.RecentShiftAlpha, "recent-shift-alpha", 0, "when positive, judge changes with at most 4 results after them by a one-sided test against the minimum effect at this level")
 	f.Float64Var(&cfg.MinLocationMass, "min-location-mass", 0, "when positive, withhold a change unless this much of its location's posterior lies within one point of it (0 disables)")
 	f.BoolVar(&cfg.FixedAlpha, "fixed-alpha", false, "test old change points at --alpha too (default: stricter as more points follow them)")
+	f.IntVar(&cfg.PoolDF, "pool-df", regress.DefaultPoolDF, "most degrees of freedom a noise level pooled from sibling series weighs (negative: judge each series on its own noise)")
 }
 
 func newRegressDetectCmd(env *Env) *cobra.Command {
@@ -183,6 +184,7 @@ func newRegressEvalCmd(env *Env) *cobra.Command {
 		custom    regress.Config
 		confirm   bool
 		heldOut   bool
+		siblings  int
 	)
 	cmd := &cobra.Command{
 		Use:   "eval [--format md|json] [--histories N] [--setting NAME...]",
@@ -247,7 +249,7 @@ and "custom", built from the detector flags.`,
 				if len(designs) > 1 {
 					return usagef("regress eval: --design series is its own evaluation; give it alone")
 				}
-				return evalPlaced(env, format, histories, seed, heldOut, ec.Settings)
+				return evalPlaced(env, format, regress.PlacedConfig{Series: histories, Seed: seed, Siblings: siblings}, heldOut, ec.Settings)
 			}
 			for _, d := range designs {
 				ok := false
@@ -292,20 +294,22 @@ and "custom", built from the detector flags.`,
 	f.StringArrayVar(&designs, "design", nil, "how results and repetitions are drawn, repeatable ("+designNames()+"; default: all)")
 	f.BoolVar(&confirm, "confirm-rerun", false, "custom setting: require a confirmation rerun before alerting")
 	f.BoolVar(&heldOut, "held-out", false, "--design series: the held-out run (other seeds and series lengths than the tuning run)")
+	f.IntVar(&siblings, "siblings", 8, "--design series: sibling series drawn beside each scored one, whose noise the detector pools (-1: none, each series judged on its own noise)")
 	detectorFlags(cmd, &custom)
 	return cmd
 }
 
-// evalPlaced runs the placed-step evaluation (its held-out run with
+// evalPlaced runs the placed-step evaluation base (its held-out run with
 // heldOut) for each setting (default: the default configuration) and
 // prints it.
-func evalPlaced(env *Env, format string, series int, seed uint64, heldOut bool, settings []regress.Setting) error {
+func evalPlaced(env *Env, format string, base regress.PlacedConfig, heldOut bool, settings []regress.Setting) error {
 	if len(settings) == 0 {
 		settings = []regress.Setting{{Name: "pelt-default"}}
 	}
 	var all []*regress.PlacedResult
 	for _, set := range settings {
-		pc := regress.PlacedConfig{Series: series, Seed: seed, Setting: set}
+		pc := base
+		pc.Setting = set
 		if heldOut {
 			pc = pc.HeldOut()
 		}

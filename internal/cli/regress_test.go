@@ -88,7 +88,7 @@ func TestRegressEvalCLI(t *testing.T) {
 
 func TestRegressEvalSeriesCLI(t *testing.T) {
 	t.Parallel()
-	code, out, errOut := run(t, "regress", "eval", "--design", "series", "--histories", "3", "--format", "json")
+	code, out, errOut := run(t, "regress", "eval", "--design", "series", "--histories", "3", "--siblings", "1", "--format", "json")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
@@ -105,12 +105,12 @@ func TestRegressEvalSeriesCLI(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &res); err != nil || len(res) != 1 || len(res[0].Cells) != 180 || len(res[0].Summaries) != 17 {
 		t.Fatalf("eval series json %.300s: %v", out, err)
 	}
-	code, out, _ = run(t, "regress", "eval", "--design", "series", "--histories", "3")
-	if code != 0 || !strings.Contains(out, "settled recall") {
+	code, out, _ = run(t, "regress", "eval", "--design", "series", "--histories", "3", "--siblings", "2")
+	if code != 0 || !strings.Contains(out, "settled recall") || !strings.Contains(out, "Each series has 2 sibling series") {
 		t.Fatalf("md (%d):\n%s", code, out)
 	}
-	code, out, _ = run(t, "regress", "eval", "--design", "series", "--histories", "2", "--held-out")
-	if code != 0 || !strings.Contains(out, "usual series 24–72 points") {
+	code, out, _ = run(t, "regress", "eval", "--design", "series", "--histories", "2", "--held-out", "--siblings", "-1")
+	if code != 0 || !strings.Contains(out, "usual series 24–72 points") || !strings.Contains(out, "No sibling series") {
 		t.Fatalf("held-out md (%d):\n%.600s", code, out)
 	}
 	if code, _, errOut := run(t, "regress", "eval", "--design", "series", "--design", "n1"); code != 2 || !strings.Contains(errOut, "alone") {

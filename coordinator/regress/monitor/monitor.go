@@ -20,6 +20,7 @@ import (
 	"log/slog"
 	"math"
 	"net/http"
+	"slices"
 	"sort"
 	"time"
 
@@ -88,6 +89,11 @@ type Config struct {
 	// records (store.Run.Lineage, set by its trigger), and "main" for a run
 	// without one.
 	Lineage func(run *store.Run) string
+	// PoolSiblings is how many sibling series (the same metric, device
+	// model, OS and emulation; other configs, suites and lineages) lend
+	// the detector their noise level (regress.DetectPooled) when a series
+	// is analysed (default 16; negative: each series on its own noise).
+	PoolSiblings int
 }
 
 // Monitor is the coordinator's regression detector; see the package doc.
@@ -111,6 +117,7 @@ func New(cfg Config) (*Monitor, error) {
 	cfg.RetryBase = cmp.Or(cfg.RetryBase, 2*time.Second)
 	cfg.RetryMax = cmp.Or(cfg.RetryMax, 10*time.Minute)
 	cfg.MaxAttempts = cmp.Or(cfg.MaxAttempts, 8)
+	cfg.PoolSiblings = cmp.Or(cfg.PoolSiblings, 16)
 	if cfg.HTTPClient == nil {
 		cfg.HTTPClient = &http.Client{Timeout: 10 * time.Second}
 	}
@@ -209,6 +216,34 @@ func (m *Monitor) points(ctx context.Context, seriesID int64) ([]regress.Point, 
 	return out, nil
 }
 
+// siblingNoise pools the noise of series seriesID's siblings (see
+// Config.PoolSiblings), each estimated on its own window as the detector
+// sees it (regress.SeriesNoise).
+func (m *Monitor) siblingNoise(ctx context.Context, seriesID int64, higher bool) (regress.NoisePrior, error) {
+	if m.cfg.PoolSiblings <= 0 {
+		return regress.NoisePrior{}, nil
+	}
+	sib, err := m.cfg.Store.RegressSiblingPoints(ctx, seriesID, m.cfg.PoolSiblings, cmp.Or(m.cfg.Detector.Window, 120))
+	if err != nil {
+		return regress.NoisePrior{}, err
+	}
+	ids := make([]int64, 0, len(sib))
+	for id := range sib {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids) // the same pool, summed in the same order, every time
+	est := make([]regress.NoisePrior, 0, len(sib))
+	for _, id := range ids {
+		ps := sib[id]
+		pts := make([]regress.Point, len(ps))
+		for i, p := range ps {
+			pts[i] = regress.Point{Seq: p.Seq, Value: p.Value, Stddev: p.Stddev, N: p.N}
+		}
+		est = append(est, regress.SeriesNoise(pts, higher, m.cfg.Detector))
+	}
+	return regress.PoolNoise(est), nil
+}
+
 // analyse runs detection on one series and records its new change points.
 func (m *Monitor) analyse(ctx context.Context, seriesID int64, o Observation) ([]*store.AlertGroup, error) {
 	key := o.Key
@@ -220,7 +255,11 @@ func (m *Monitor) analyse(ctx context.Context, seriesID int64, o Observation) ([
 	if err != nil {
 		return nil, fmt.Errorf("regress monitor: load %s: %w", key, err)
 	}
-	cps, err := regress.Detect(pts, higher, m.cfg.Detector)
+	prior, err := m.siblingNoise(ctx, seriesID, higher)
+	if err != nil {
+		return nil, fmt.Errorf("regress monitor: sibling noise of %s: %w", key, err)
+	}
+	cps, err := regress.DetectPooled(pts, higher, m.cfg.Detector, prior)
 	if err != nil {
 		return nil, err
 	}
