@@ -36,9 +36,16 @@ func (dp *Dispatcher) CompleteRuns(ctx context.Context, results []*protocol.Resu
 // claimFreed picks runs for the freed devices of snap and claims them,
 // sending each grant.
 func (dp *Dispatcher) claimFreed(ctx context.Context, snap *store.PlacementSnapshot, committed time.Time) {
+	// The devices are idle from the commit until the claim: a concurrent
+	// pass (a full round woken by the runs' end notices) that read them
+	// skips them while they are reserved here, so the two never propose
+	// runs for one device (a claim racing another for a device is refused
+	// whole: store.ClaimRuns).
+	devs, held := dp.reserved.takeDevices(snap.Devices)
+	defer dp.reserved.releaseDevices(held)
 	r := &round{load: snap.Load, taken: map[int64]bool{}, head: toSched(snap.Head), truncated: snap.Truncated, shared: dp.reserved}
 	defer r.releaseAll()
-	pairs, _, _ := dp.pickPairs(r, snap.Devices)
+	pairs, _, _ := dp.pickPairs(r, devs)
 	if len(pairs) == 0 {
 		return
 	}
