@@ -18,6 +18,7 @@ import (
 	"github.com/lesfarm/lesfarm/runtime/gguf"
 	"github.com/lesfarm/lesfarm/runtime/measure"
 	"github.com/lesfarm/lesfarm/runtime/quant"
+	"github.com/lesfarm/lesfarm/runtime/routing"
 	"github.com/lesfarm/lesfarm/runtime/tokenizer"
 	"github.com/lesfarm/lesfarm/runtime/units"
 )
@@ -48,6 +49,7 @@ type ladderFlags struct {
 	// write an all-resident reference (ladder_reference.go in bench)
 	reference, recordRef string
 	alone                bool // --one-at-a-time
+	routingTokens        int  // --routing-tokens: routing statistics for the header
 }
 
 // ladderHelp is bench --help's summary of the ladder; docs/bench.md has
@@ -99,6 +101,7 @@ func addLadderFlags(f *pflag.FlagSet) *ladderFlags {
 	f.BoolVar(&lf.alone, "one-at-a-time", false, "ladder: load, warm up and measure one rung at a time, so the ladder needs one rung's memory (resident weights + budget) — the way to run it under a phone-sized RAM cap — instead of all rungs side by side (which cancels drift between rows)")
 	f.StringVar(&lf.reference, "reference", "", "ladder: check every mode's tokens against this recorded reference (from --record-reference on a machine that holds the model; its prompt is used) instead of the on-demand mode's")
 	f.StringVar(&lf.recordRef, "record-reference", "", "ladder: make the reference with every expert in RAM (a machine that holds the model) and write it to this file for --reference")
+	f.IntVar(&lf.routingTokens, "routing-tokens", 64, "ladder: measure the model's routing for the report header as lesfarm routing-stats does, on this many tokens of each of its built-in prompts (0: skip)")
 	f.DurationVar(&lf.replay, "replay-compute", 0, "ladder: record the model's routing once, then replay it through each mode with this emulated compute time per token (e.g. 50ms) instead of running the model")
 	return lf
 }
@@ -218,6 +221,7 @@ func runLadder(env *Env, lf *ladderFlags, cfg bench.Config, format string) error
 	}
 	if err == nil {
 		rep.Routing = synthRouting(cfg.Model)
+		rep.RoutingStats = ladderRoutingStats(env, cfg.Model, lf.routingTokens, lc.Threads)
 	}
 	if err != nil {
 		if errors.Is(err, expert.ErrBudgetTooSmall) {
@@ -301,4 +305,20 @@ func parseLadderDraftK(v string) (int, error) {
 		return 0, usagef("--draft-k %q with --ladder: give one draft length from 1 to 64, or auto (adaptive k)", v)
 	}
 	return k, nil
+}
+
+// ladderRoutingStats measures the routing of the model at path over all
+// layers as routing-stats does (its built-in prompts, tokens of each), for
+// the ladder report's header; nil when tokens < 2 or the measurement
+// fails (said on stderr: the ladder's own figures stand without it).
+func ladderRoutingStats(env *Env, path string, tokens, threads int) *routing.Metrics {
+	if tokens < 2 {
+		return nil
+	}
+	st, err := modelRoutingStats(env, path, "", tokens, threads)
+	if err != nil {
+		fmt.Fprintf(env.Stderr, "bench: routing statistics: %v\n", err)
+		return nil
+	}
+	return &st.Overall
 }

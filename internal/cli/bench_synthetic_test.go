@@ -1,6 +1,7 @@
 package cli_test
 
 import (
+	"encoding/json"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -50,7 +51,7 @@ func TestSyntheticModelNotes(t *testing.T) {
 			if row == tc.skipped || note != tc.skipped {
 				t.Errorf("speculative row %v, skip note %v; want row %v, note %v\n%s", row, note, !tc.skipped, tc.skipped, out)
 			}
-			for _, w := range []string{", uniform routing (synthetic), storage", "× oracle bytes: bytes read per token over the oracle's", "of oracle: the row's t/s as a share of the oracle's", "docs/bench.md"} {
+			for _, w := range []string{", uniform routing (synthetic), storage", "\nRouting (routing-stats, ", ", top-10% share 0.", "× oracle bytes: bytes read per token over the oracle's", "of oracle: the row's t/s as a share of the oracle's", "docs/bench.md"} {
 				if !strings.Contains(out, w) {
 					t.Errorf("header or legend lacks %q:\n%s", w, out)
 				}
@@ -60,9 +61,24 @@ func TestSyntheticModelNotes(t *testing.T) {
 			}
 		})
 	}
-	// JSON stays JSON: no legend on stdout.
+	// JSON stays JSON: no legend on stdout; it names the routing preset
+	// and carries the measured routing statistics.
 	code, out, _ := run(t, append(append([]string{}, ladder...), "--format", "json", "--quiet")...)
 	if code != 0 || !strings.HasPrefix(strings.TrimSpace(out), "{") || strings.Contains(out, "Columns:") {
 		t.Errorf("bench --ladder --format json: exit %d, stdout %q", code, out)
+	}
+	var rep struct {
+		Routing      string `json:"routing"`
+		RoutingStats *struct {
+			Tokens     int     `json:"tokens"`
+			Top10Share float64 `json:"top10_share"`
+			Recall     float64 `json:"recall"`
+		} `json:"routing_stats"`
+	}
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if st := rep.RoutingStats; rep.Routing != "uniform" || st == nil || st.Tokens < 2 || st.Top10Share <= 0 || st.Top10Share > 1 || st.Recall <= 0 || st.Recall > 1 {
+		t.Errorf("routing %q, routing_stats %+v: want uniform and measured statistics", rep.Routing, st)
 	}
 }

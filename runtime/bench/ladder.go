@@ -9,6 +9,7 @@ import (
 	"github.com/lesfarm/lesfarm/runtime/expert"
 	"github.com/lesfarm/lesfarm/runtime/les"
 	"github.com/lesfarm/lesfarm/runtime/measure"
+	"github.com/lesfarm/lesfarm/runtime/routing"
 	"github.com/lesfarm/lesfarm/runtime/spec"
 	"github.com/lesfarm/lesfarm/runtime/units"
 )
@@ -165,9 +166,13 @@ type LadderReport struct {
 	TimeBase string `json:"time_base,omitempty"`
 	// Routing is a synthetic model's routing preset (lesfarm synth
 	// --routing: uniform or fine-grained-moe); empty for a trained model.
-	Routing string        `json:"routing,omitempty"`
-	Rows    []LadderRow   `json:"rows"`
-	Oracle  *LadderOracle `json:"oracle,omitempty"`
+	Routing string `json:"routing,omitempty"`
+	// RoutingStats is the model's routing over all layers, measured as
+	// lesfarm routing-stats measures it (runtime/routing: lookahead
+	// recall, reuse, reuse@8, verify×4, popularity); nil when not measured.
+	RoutingStats *routing.Metrics `json:"routing_stats,omitempty"`
+	Rows         []LadderRow      `json:"rows"`
+	Oracle       *LadderOracle    `json:"oracle,omitempty"`
 
 	// ReferenceSource says where the tokens every rung is checked against
 	// came from: ReferenceRecorded, ReferenceResident or ReferenceStreamed.

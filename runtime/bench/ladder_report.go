@@ -84,6 +84,10 @@ func (r *LadderReport) Write(w io.Writer, format string) error {
 			routing = ", " + r.Routing + " routing (synthetic)"
 		}
 		fmt.Fprintf(w, "LES ladder: %s%s, storage %s, expert budget %s (%.1f%% of %s experts), %d thread(s), %s time\n\n", r.Model, routing, r.Profile, units.HumanSize(r.BudgetBytes), 100*float64(r.BudgetBytes)/float64(max(r.ExpertBytes, 1)), units.HumanSize(r.ExpertBytes), r.Threads, r.timeBase())
+		if m := r.RoutingStats; m != nil {
+			fmt.Fprintf(w, "Routing (routing-stats, %d tokens): lookahead recall %.3f, reuse %.3f, reuse@8 %.3f, verify×4 %.2f, top-10%% share %.3f, entropy %.3f\n\n",
+				m.Tokens, m.Recall, m.Reuse, m.ReuseWindow, m.VerifyMultiple, m.Top10Share, m.Entropy)
+		}
 		fmt.Fprintln(w, "| mode | decode t/s | cv | n | × naive | × prev. row | × on-demand | × parallel | hit rate | pred. precision | pred. recall | stall | MB read/token | × oracle bytes | of oracle | peak RSS | identical |")
 		fmt.Fprintln(w, "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | :---: |")
 		for _, row := range r.Rows {
