@@ -185,6 +185,7 @@ func newRegressEvalCmd(env *Env) *cobra.Command {
 		confirm   bool
 		heldOut   bool
 		siblings  int
+		spread    float64
 	)
 	cmd := &cobra.Command{
 		Use:   "eval [--format md|json] [--histories N] [--setting NAME...]",
@@ -249,7 +250,7 @@ and "custom", built from the detector flags.`,
 				if len(designs) > 1 {
 					return usagef("regress eval: --design series is its own evaluation; give it alone")
 				}
-				return evalPlaced(env, format, regress.PlacedConfig{Series: histories, Seed: seed, Siblings: siblings}, heldOut, ec.Settings)
+				return evalPlaced(env, format, regress.PlacedConfig{Series: histories, Seed: seed, Siblings: siblings, SiblingSpread: spread}, heldOut, ec.Settings)
 			}
 			for _, d := range designs {
 				ok := false
@@ -294,6 +295,7 @@ and "custom", built from the detector flags.`,
 	f.StringArrayVar(&designs, "design", nil, "how results and repetitions are drawn, repeatable ("+designNames()+"; default: all)")
 	f.BoolVar(&confirm, "confirm-rerun", false, "custom setting: require a confirmation rerun before alerting")
 	f.BoolVar(&heldOut, "held-out", false, "--design series: the held-out run (other seeds and series lengths than the tuning run)")
+	f.Float64Var(&spread, "sibling-spread", 0.15, "--design series: log-normal spread of a sibling's CV around the scored series' (negative: the same CV)")
 	f.IntVar(&siblings, "siblings", 8, "--design series: sibling series drawn beside each scored one, whose noise the detector pools (-1: none, each series judged on its own noise)")
 	detectorFlags(cmd, &custom)
 	return cmd

@@ -105,8 +105,8 @@ func TestRegressEvalSeriesCLI(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &res); err != nil || len(res) != 1 || len(res[0].Cells) != 180 || len(res[0].Summaries) != 17 {
 		t.Fatalf("eval series json %.300s: %v", out, err)
 	}
-	code, out, _ = run(t, "regress", "eval", "--design", "series", "--histories", "3", "--siblings", "2")
-	if code != 0 || !strings.Contains(out, "settled recall") || !strings.Contains(out, "Each series has 2 sibling series") {
+	code, out, _ = run(t, "regress", "eval", "--design", "series", "--histories", "3", "--siblings", "2", "--sibling-spread", "0.3")
+	if code != 0 || !strings.Contains(out, "settled recall") || !strings.Contains(out, "Each series has 2 sibling series (same family and builds, CV spread 0.3,") {
 		t.Fatalf("md (%d):\n%s", code, out)
 	}
 	code, out, _ = run(t, "regress", "eval", "--design", "series", "--histories", "2", "--held-out", "--siblings", "-1")
