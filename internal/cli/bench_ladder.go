@@ -101,7 +101,7 @@ func addLadderFlags(f *pflag.FlagSet) *ladderFlags {
 	f.BoolVar(&lf.alone, "one-at-a-time", false, "ladder: load, warm up and measure one rung at a time, so the ladder needs one rung's memory (resident weights + budget) — the way to run it under a phone-sized RAM cap — instead of all rungs side by side (which cancels drift between rows)")
 	f.StringVar(&lf.reference, "reference", "", "ladder: check every mode's tokens against this recorded reference (from --record-reference on a machine that holds the model; its prompt is used) instead of the on-demand mode's")
 	f.StringVar(&lf.recordRef, "record-reference", "", "ladder: make the reference with every expert in RAM (a machine that holds the model) and write it to this file for --reference")
-	f.IntVar(&lf.routingTokens, "routing-tokens", 64, "ladder: measure the model's routing for the report header as lesfarm routing-stats does, on this many tokens of each of its built-in prompts (0: skip)")
+	f.IntVar(&lf.routingTokens, "routing-tokens", 32, "ladder: measure the model's routing for the report header as lesfarm routing-stats does, on this many tokens of each of its built-in prompts (0: skip)")
 	f.DurationVar(&lf.replay, "replay-compute", 0, "ladder: record the model's routing once, then replay it through each mode with this emulated compute time per token (e.g. 50ms) instead of running the model")
 	return lf
 }
