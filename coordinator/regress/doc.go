@@ -26,6 +26,11 @@
 //	          FirstBadSeq)
 //	       ─► direction from the metric (HigherIsBetter)
 //
+// DetectPooled is Detect with a noise level pooled from the series'
+// siblings (the same metric on the same device model: other configs,
+// suites, lineages; SeriesNoise, PoolNoise, pool.go), which the tests and
+// the location range then use beside the window's own residual variance.
+//
 // It is deterministic (no permutations, no randomness) and safe for
 // concurrent use. Classify scopes a change across devices (device,
 // platform, global); Attribute and TestAt tell which LES metrics moved
