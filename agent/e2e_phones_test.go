@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -13,9 +12,12 @@ import (
 	"time"
 
 	"github.com/lesfarm/lesfarm/agent/adb/adbtest"
+	coordartifact "github.com/lesfarm/lesfarm/coordinator/artifact"
 	"github.com/lesfarm/lesfarm/coordinator/store"
 	"github.com/lesfarm/lesfarm/jobs"
 	"github.com/lesfarm/lesfarm/protocol"
+	"github.com/lesfarm/lesfarm/runtime/model"
+	"github.com/lesfarm/lesfarm/runtime/tensor"
 )
 
 // TestE2EPhonesOverADB: a real coordinator, Postgres and NATS; two fake
@@ -30,16 +32,11 @@ func TestE2EPhonesOverADB(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end phones test skipped in -short mode")
 	}
-	qemu, err := exec.LookPath("qemu-aarch64")
-	if err != nil {
-		if os.Getenv("LESFARM_FIXTURES") == "require" {
-			t.Fatal("qemu-aarch64 is missing and LESFARM_FIXTURES=require: install Debian's qemu-user")
-		}
-		t.Skip("SKIP: qemu-aarch64 is not installed (Debian: apt-get install qemu-user), so the fake phones cannot run a linux/arm64 build")
-	}
-	_ = qemu
-	f := newE2EFarm(t) // skips first when the fixture model is missing
-	exe := crossBuildARM64(t)
+	adbtest.RequireQEMU(t)
+	trainedModel(t) // skips first when the fixture model is missing
+	adbtest.PrebuildLesfarmARM64()
+	f := newE2EFarm(t)
+	exe := adbtest.BuildLesfarmARM64(t)
 	phones := adbtest.NewFarm(t)
 	ctx := context.Background()
 	st := f.c.Store()
@@ -78,14 +75,20 @@ func TestE2EPhonesOverADB(t *testing.T) {
 	}
 
 	// One config of the les-ladder suite (lookahead at one budget), cut
-	// short: a forward step under qemu costs about 20× native.
+	// short, on a tiny synthetic MoE: a forward step under qemu costs about
+	// 20× native, and each phone downloads, pushes and hashes the model.
+	// The cool-down between repetitions keeps phone A's runner going for
+	// seconds after its first samples, so the unplug lands mid-run however
+	// fast the host decodes.
 	spec, err := jobs.Builtin("les-ladder")
 	if err != nil {
 		t.Fatal(err)
 	}
+	spec.Model = putPhoneModel(t, f)
 	spec.Matrix = jobs.Matrix{Modes: []jobs.Mode{jobs.ModeLookahead}, Budgets: spec.Matrix.Budgets[1:2]} // a phone reads its own flash: no emulated profile
 	spec.Prompts = jobs.Prompts{Inline: []string{"In the beginning God created"}}
-	spec.PrefillTokens, spec.DecodeTokens, spec.Repetitions, spec.Warmup, spec.Cooldown = 4, 8, 3, 0, 0
+	spec.PrefillTokens, spec.DecodeTokens, spec.Repetitions, spec.Warmup = 4, 8, 3, 0
+	spec.Cooldown = jobs.Duration(2 * time.Second)
 	spec.Retry.MaxAttempts = 3
 	_, runs, err := st.CreateRuns(ctx, &store.CreateRunsParams{Spec: spec, Build: "e2e-arm64", Lineage: "e2e", Fanout: true, Source: "test"})
 	if err != nil || len(runs) != 2 {
@@ -161,12 +164,19 @@ func TestE2EPhonesOverADB(t *testing.T) {
 		if p := r.Provenance; p == nil || p.ExecutableSHA256 != info.SHA256 || p.RunnerProtocol == 0 || p.Platform != "linux/arm64" {
 			t.Fatalf("%s: provenance %+v", dev, p)
 		}
-		ps := phoneStateOf(t, f, id)
+		cr := resultOf(t, f, id)
+		ps := cr.PhoneState
 		if ps.Pin != PinBig || !slices.Equal(ps.PinnedCPUs, []int{4, 5, 6, 7}) || !strings.Contains(phones.Taskset(strings.TrimPrefix(dev, "ph-")), "f0 "+info.SHA256) {
 			t.Fatalf("%s: pinned %s %v; the phone ran under taskset: %q", dev, ps.Pin, ps.PinnedCPUs, phones.Taskset(strings.TrimPrefix(dev, "ph-")))
 		}
 		if ps.Clocks != protocol.ClocksFixedPerformance || ps.Start == nil || ps.End == nil || ps.Start.BatteryPercent == nil || len(ps.End.Clusters) != 2 || ps.RefBeforeNS <= 0 {
 			t.Fatalf("%s: phone state %+v", dev, ps)
+		}
+		// The runner evicted the model from the phone's page cache before
+		// the config (posix_fadvise under qemu), and measured it.
+		if ps.Eviction != protocol.EvictionFadvise || cr.Extra["page_cache_evicted"] != 1 ||
+			cr.Extra["model_resident_after_evict"] > cr.Extra["model_resident_before_evict"] {
+			t.Fatalf("%s: eviction %q, extra %v", dev, ps.Eviction, cr.Extra)
 		}
 		if dev == "ph-PHB" && (!slices.Contains(ps.Flags, protocol.PhoneFlagCooledDown) || ps.CooldownMS <= 0 || *ps.Start.ThermalStatus != 0) {
 			t.Fatalf("phone B's state does not show its cool-down: %+v", ps)
@@ -185,8 +195,9 @@ func TestE2EPhonesOverADB(t *testing.T) {
 	}
 }
 
-// phoneStateOf reads the phone state stored with a run's result.
-func phoneStateOf(t *testing.T, f *e2eFarm, runID int64) *protocol.PhoneState {
+// resultOf reads a run's one stored config result, which must carry the
+// phone's state.
+func resultOf(t *testing.T, f *e2eFarm, runID int64) *protocol.ConfigResult {
 	t.Helper()
 	res, err := f.c.Store().ListResults(context.Background(), &store.ListResultsParams{RunID: runID, Limit: 1})
 	if err != nil || len(res) != 1 {
@@ -196,26 +207,44 @@ func phoneStateOf(t *testing.T, f *e2eFarm, runID int64) *protocol.PhoneState {
 	if err := json.Unmarshal(res[0].Stats, &cr); err != nil {
 		t.Fatalf("stats of run %d: %v", runID, err)
 	}
-	ps := cr.PhoneState
-	if ps == nil {
+	if cr.PhoneState == nil {
 		t.Fatalf("run %d's result has no phone_state", runID)
 	}
-	return ps
+	return &cr
 }
 
-// crossBuildARM64 compiles ./cmd/lesfarm for linux/arm64 (static).
-func crossBuildARM64(t testing.TB) string {
+// putPhoneModel stores a tiny synthetic MoE (2 layers of width 128, 8
+// experts, Q8_0: about 1 MB) as an artifact of f's coordinator and
+// returns the model of a spec that runs it.
+func putPhoneModel(t *testing.T, f *e2eFarm) jobs.Model {
 	t.Helper()
-	root, err := moduleRoot()
+	p := filepath.Join(t.TempDir(), "tiny-phone.gguf")
+	w, err := os.Create(p)
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := filepath.Join(t.TempDir(), "lesfarm-arm64")
-	cmd := exec.Command("go", "build", "-o", out, "./cmd/lesfarm")
-	cmd.Dir = root
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH=arm64")
-	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("cross-compiling lesfarm for linux/arm64: %v\n%s", err, b)
+	if err := model.WriteSynthetic(w, model.SynthConfig{Layers: 2, Experts: 8, ExpertsUsed: 2, Hidden: 128, ExpertFFN: 64, Heads: 4, KVHeads: 2,
+		Vocab: 300, Context: 64, Type: tensor.Q8_0, Seed: 1}); err != nil {
+		t.Fatal(err)
 	}
-	return out
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	files, err := coordartifact.New(coordartifact.Config{Dir: f.cfg.ArtifactDir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := os.Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	info, err := files.Put(r, coordartifact.PutOptions{Size: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.c.Store().PutArtifact(context.Background(), info.SHA256, info.Size, "tiny-phone.gguf"); err != nil {
+		t.Fatal(err)
+	}
+	return jobs.Model{Name: "tiny-phone.gguf", SHA256: info.SHA256, Size: jobs.ByteSize(info.Size), Layout: jobs.LayoutAsIs}
 }

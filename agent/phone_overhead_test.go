@@ -23,12 +23,13 @@ import (
 // before and after, the runner over adb shell). It reports both walls and
 // their difference, the agent's overhead per config on a phone.
 func BenchmarkPhoneConfigVsLocalQEMU(b *testing.B) {
+	adbtest.RequireQEMU(b)
 	qemu, err := exec.LookPath("qemu-aarch64")
 	if err != nil {
-		b.Skip("SKIP: qemu-aarch64 is not installed")
+		b.Fatal(err)
 	}
 	model := trainedModel(b)
-	exe := crossBuildARM64(b)
+	exe := adbtest.BuildLesfarmARM64(b)
 	local := filepath.Join(b.TempDir(), "runner-qemu")
 	if err := os.WriteFile(local, []byte("#!/bin/sh\nexec "+qemu+" "+exe+" \"$@\"\n"), 0o755); err != nil {
 		b.Fatal(err)

@@ -36,7 +36,7 @@ func TestProfileMeasureADB(t *testing.T) {
 		}
 	}
 	adbtest.RequireQEMU(t)
-	exe := adbtest.BuildLesfarmARM64(t)
+	adbtest.PrebuildLesfarmARM64() // links while Postgres starts
 	farm := adbtest.NewFarm(t)
 	farm.AddPhone(t, "PX", adbtest.Phone{Model: "Fake X", Manufacturer: "Fakeco"})
 	farm.AddPhone(t, "NOEXEC", adbtest.Phone{NoExec: true})
@@ -66,12 +66,13 @@ func TestProfileMeasureADB(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := model.WriteSynthetic(mf, model.SynthConfig{Layers: 2, Experts: 4, ExpertsUsed: 2, Hidden: 512, ExpertFFN: 256, Heads: 4, KVHeads: 2,
+	if err := model.WriteSynthetic(mf, model.SynthConfig{Layers: 2, Experts: 4, ExpertsUsed: 2, Hidden: 128, ExpertFFN: 64, Heads: 4, KVHeads: 2,
 		Vocab: 300, Context: 64, Type: tensor.Q8_0, Seed: 1}); err != nil {
 		t.Fatal(err)
 	}
 	mf.Close()
 
+	exe := adbtest.BuildLesfarmARM64(t)
 	out := filepath.Join(dir, "px.yaml")
 	measure := func(serial string, extra ...string) (int, string, string) {
 		args := []string{"profile", "measure", "--adb", serial, "--adb-path", farm.Client.Path, "--adb-exe", exe, "--name", "fake-x", "-o", out,

@@ -314,9 +314,14 @@ func shell(p phone, cmd string, merged bool) int {
 	if err != nil {
 		return fail("fakeadb: %v", err)
 	}
-	c.Stdout, c.Stderr = os.Stdout, os.Stderr
+	// The phone's output reaches the host through the fake, as through
+	// adb: when the session ends (unplugged) the host's pipes close, even
+	// though the phone's processes keep running. Handing them the fake's
+	// own stdout instead kept the host reading until the phone's runner
+	// ended.
+	c.Stdout, c.Stderr = hostPipe{os.Stdout}, hostPipe{os.Stderr}
 	if merged {
-		c.Stderr = os.Stdout
+		c.Stderr = c.Stdout
 	}
 	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := c.Start(); err != nil {
@@ -352,6 +357,10 @@ func shell(p phone, cmd string, merged bool) int {
 		}
 	}
 }
+
+// hostPipe is an output of the fake that exec.Cmd cannot hand to the
+// child as a file: the child gets a pipe that the fake copies from.
+type hostPipe struct{ io.Writer }
 
 // forwardStdin copies the fake's stdin to the phone command line by line,
 // with phone paths rewritten into the phone's directory, and closes it at
