@@ -19,6 +19,17 @@ import (
 // freedLoop (Freed, when ingest reports the result committed). It is the
 // coordinator's ingest.Reporter.CompleteRuns.
 func (dp *Dispatcher) CompleteRuns(ctx context.Context, results []*protocol.Result) ([]store.ResultOutcome, error) {
+	// The results' devices are idle from the commit until the claim: they
+	// are reserved from before the commit, so a concurrent pass (a full
+	// round woken by the runs' end notices) that reads them idle skips
+	// them, and the two never propose runs for one device (a claim racing
+	// another for a device is refused whole: store.ClaimRuns).
+	ids := make([]string, len(results))
+	for i, res := range results {
+		ids[i] = res.DeviceID
+	}
+	held := dp.reserved.takeDeviceIDs(ids)
+	defer dp.reserved.releaseDevices(held)
 	fr, err := dp.store.CompleteRunsFreed(ctx, results, &store.FreedParams{HeadExtra: dp.reserved.headExtra()})
 	if err != nil {
 		return nil, err
@@ -27,22 +38,25 @@ func (dp *Dispatcher) CompleteRuns(ctx context.Context, results []*protocol.Resu
 	if fr.ReadErr != nil && ctx.Err() == nil {
 		dp.log.WarnContext(ctx, "dispatch: freed devices' placement read failed", "results", len(results), "err", fr.ReadErr)
 	}
+	mine := make(map[string]bool, len(held))
+	for _, id := range held {
+		mine[id] = true
+	}
 	for _, snap := range fr.Snapshots {
-		dp.claimFreed(ctx, snap, committed)
+		dp.claimFreed(ctx, snap, mine, committed)
 	}
 	return fr.Outcomes, nil
 }
 
-// claimFreed picks runs for the freed devices of snap and claims them,
-// sending each grant.
-func (dp *Dispatcher) claimFreed(ctx context.Context, snap *store.PlacementSnapshot, committed time.Time) {
-	// The devices are idle from the commit until the claim: a concurrent
-	// pass (a full round woken by the runs' end notices) that read them
-	// skips them while they are reserved here, so the two never propose
-	// runs for one device (a claim racing another for a device is refused
-	// whole: store.ClaimRuns).
-	devs, held := dp.reserved.takeDevices(snap.Devices)
-	defer dp.reserved.releaseDevices(held)
+// claimFreed picks runs for the freed devices of snap that this call
+// reserved (mine) and claims them, sending each grant.
+func (dp *Dispatcher) claimFreed(ctx context.Context, snap *store.PlacementSnapshot, mine map[string]bool, committed time.Time) {
+	var devs []store.PlacementDevice
+	for _, d := range snap.Devices {
+		if mine[d.ID] {
+			devs = append(devs, d)
+		}
+	}
 	r := &round{load: snap.Load, taken: map[int64]bool{}, head: toSched(snap.Head), truncated: snap.Truncated, shared: dp.reserved}
 	defer r.releaseAll()
 	pairs, _, _ := dp.pickPairs(r, devs)

@@ -169,6 +169,22 @@ func (r *reservations) takeDevices(devs []store.PlacementDevice) ([]store.Placem
 	return out, ids
 }
 
+// takeDeviceIDs reserves the devices ids no other pass holds and returns
+// those.
+func (r *reservations) takeDeviceIDs(ids []string) []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []string
+	for _, id := range ids {
+		if id == "" || r.devices[id] {
+			continue
+		}
+		r.devices[id] = true
+		out = append(out, id)
+	}
+	return out
+}
+
 func (r *reservations) releaseDevices(ids []string) {
 	r.mu.Lock()
 	for _, id := range ids {
