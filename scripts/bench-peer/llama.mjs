@@ -1,7 +1,9 @@
 // llama.cpp through node-llama-cpp's prebuilt CPU build, measured the way
 // llama-bench does: ppN = one batched decode of N prompt tokens from an
 // empty context, tgN = N single-token decodes. Prints one JSON line with
-// the CPU variant ggml loaded (libggml-cpu-<variant>.so).
+// the CPU variant ggml loaded (libggml-cpu-<variant>.so), and pp/tg t/s
+// per CPU-second of the process (pp_cpu_tps, tg_cpu_tps: user + system
+// time, which other processes on a loaded host disturb less than wall time).
 //   node llama.mjs MODEL THREADS [pp|tg|both] [N_PROMPT] [N_GEN] [mmap-decode]
 // mmap-decode: decode tok/s after the prompt, with the kernel's read bytes
 // per token (the capped run; resident runs report pp/tg t/s).
@@ -26,22 +28,24 @@ prompt = prompt.slice(0, nPP);
 // nPP tokens, then sampling one token); decode: the following nTG tokens.
 async function run(gen) {
   await seq.clearHistory();
-  let n = 0, t1 = 0, b1 = 0;
-  const t0 = performance.now();
+  let n = 0, t1 = 0, b1 = 0, c1 = null;
+  const t0 = performance.now(), c0 = process.cpuUsage();
   for await (const _ of seq.evaluate(prompt, {temperature: 0})) {
     n++;
-    if (n === 1) { t1 = performance.now(); b1 = io(); }
+    if (n === 1) { t1 = performance.now(); b1 = io(); c1 = process.cpuUsage(); }
     if (n >= gen + 1) break;
   }
-  const t2 = performance.now();
-  return {pp_s: (t1 - t0) / 1000, tg_s: (t2 - t1) / 1000, read_bytes: io() - b1};
+  const t2 = performance.now(), c2 = process.cpuUsage();
+  const cs = (a, b) => (b.user + b.system - a.user - a.system) / 1e6;
+  return {pp_s: (t1 - t0) / 1000, tg_s: (t2 - t1) / 1000, read_bytes: io() - b1, pp_cpu_s: cs(c0, c1), tg_cpu_s: cs(c1, c2)};
 }
 const out = {engine: "llama.cpp", release: "v0.5.0", threads, n_prompt: nPP, n_gen: nTG};
 await run(2); // warm-up, as llama-bench
 const r = await run(what === "pp" ? 0 : nTG);
-if (what !== "tg") out.pp_tps = Number((nPP / r.pp_s).toFixed(3));
+if (what !== "tg") { out.pp_tps = Number((nPP / r.pp_s).toFixed(3)); out.pp_cpu_tps = Number((nPP / r.pp_cpu_s).toFixed(3)); }
 if (what !== "pp") {
   out.tg_tps = Number((nTG / r.tg_s).toFixed(3));
+  out.tg_cpu_tps = Number((nTG / r.tg_cpu_s).toFixed(3));
   out.read_bytes_per_token = Math.round(r.read_bytes / nTG);
 }
 // The CPU variant ggml chose: the libggml-cpu-<variant>.so this process mapped.
