@@ -52,8 +52,9 @@ and tensor llama.cpp reads for the architecture (see docs/les.md). Presets:
 Flags given with --preset override the preset's values.
 
 --routing fine-grained-moe builds the weights so the model's own forward pass
-routes like a trained fine-grained MoE (lookahead recall ~0.97, ~38% of a
-token's experts reused by the next, 4-token verify ~2.5x one token's experts;
+routes like a trained fine-grained MoE (lookahead recall ~0.94, ~38% of a
+token's experts reused by the next, 4-token verify ~2.5x one token's experts,
+expert popularity balanced by router biases set on a calibration text;
 lesfarm routing-stats measures it). uniform (the default) is the worst case.
 See docs/les.md, "Realistic routing".`,
 		Example: `  lesfarm synth --layers 4 --experts 16 --experts-used 4 --hidden 256 --expert-ffn 128 --heads 4 --kv-heads 2 --vocab 4096 --type Q8_0 -o /tmp/small.gguf`,
