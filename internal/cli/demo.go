@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -19,6 +20,7 @@ import (
 	"github.com/lesfarm/lesfarm/dashboard"
 	"github.com/lesfarm/lesfarm/jobs"
 	"github.com/lesfarm/lesfarm/profile"
+	"github.com/lesfarm/lesfarm/runtime/model"
 )
 
 func init() { register("demo", newDemoCmd) }
@@ -30,9 +32,11 @@ const demoSuite = "les-demo"
 type demoOptions struct {
 	dataDir, httpAddr, modelArg string
 	source                      string
-	profiles                    []string
-	builds, regressBuild        int
-	exit                        bool
+	// routing is the synthetic model's routing preset (synth --routing).
+	routing              string
+	profiles             []string
+	builds, regressBuild int
+	exit                 bool
 	// noGate skips the last act: the A/B gate of the planted build and
 	// the bisection of its alert (demo_bisect.go).
 	noGate  bool
@@ -103,6 +107,7 @@ serving the dashboard and the API until Ctrl-C, unless --exit is given.`,
 	f.StringVar(&o.dataDir, "data-dir", filepath.Join(defaultDataDir(), "demo"), "directory for the demo farm's state (PostgreSQL, NATS, artifacts, agent caches)")
 	f.StringVar(&o.httpAddr, "http-addr", "127.0.0.1:8080", "address of the REST API and dashboard (port 0 picks a free one)")
 	f.StringVar(&o.modelArg, "model", "", "GGUF MoE model to benchmark instead of the synthetic one (packed models stream with one read per expert)")
+	f.StringVar(&o.routing, "routing", model.RoutingFineGrained, "routing preset of the synthetic model: fine-grained-moe (routes like a trained MoE; the suite's pinned model) or uniform (the worst case for caching and lookahead)")
 	f.StringVar(&profiles, "profiles", "phone-flagship,phone-flagship-2025,phone-mid", "comma-separated storage profiles, one emulated phone each")
 	f.IntVar(&o.builds, "builds", 8, "builds to run, one after the other, on every device")
 	f.IntVar(&o.regressBuild, "regress-build", 5, "first build that is the executable compiled with lookahead turned off (0: none)")
@@ -128,6 +133,12 @@ func (o *demoOptions) validate() error {
 	}
 	if o.regressBuild < 0 || o.regressBuild > o.builds {
 		return usagef("demo: --regress-build %d must be between 0 (none) and --builds %d", o.regressBuild, o.builds)
+	}
+	if o.routing == "" {
+		o.routing = model.RoutingFineGrained
+	}
+	if !slices.Contains(model.RoutingPresets, o.routing) {
+		return usagef("demo: --routing %q is unknown (have %s)", o.routing, strings.Join(model.RoutingPresets, ", "))
 	}
 	if o.modelArg != "" {
 		if _, err := os.Stat(o.modelArg); err != nil {
@@ -212,7 +223,7 @@ func runDemo(env *Env, o *demoOptions) error {
 	path := o.modelArg
 	if path == "" {
 		d.say("writing the synthetic MoE with synth and packing it (one read per expert)")
-		if path, err = demoSynthModel(ctx, o.dataDir); err != nil {
+		if path, err = demoSynthModel(ctx, o.dataDir, o.routing); err != nil {
 			return err
 		}
 	}

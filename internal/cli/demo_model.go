@@ -19,38 +19,51 @@ import (
 	"github.com/lesfarm/lesfarm/runtime/tensor"
 )
 
-// demoModelName is the file name of the demo's packed synthetic model (the
-// model the built-in les-demo suite names).
+// demoModelName is the file name of the demo's packed synthetic model with
+// fine-grained-moe routing (the model the built-in les-demo suite names).
 const demoModelName = "les-demo-synth-q8_0.packed.gguf"
 
-// demoSynthConfig is the demo's synthetic MoE: small enough to write,
-// pack and run in seconds, with enough experts (32, top-4) that a 25%
-// budget streams most of them and lookahead has something to predict.
-func demoSynthConfig() model.SynthConfig {
-	return model.SynthConfig{Arch: "qwen3moe", Layers: 6, Experts: 32, ExpertsUsed: 4, Hidden: 256, ExpertFFN: 256,
-		Heads: 4, KVHeads: 2, Vocab: 2048, Context: 256, Type: tensor.Q8_0, Seed: 7}
+// demoModelFile is the file name of the demo's model with routing preset
+// routing: demoModelName for fine-grained-moe, the preset in the name for
+// any other.
+func demoModelFile(routing string) string {
+	if routing == model.RoutingFineGrained {
+		return demoModelName
+	}
+	return "les-demo-synth-" + routing + "-q8_0.packed.gguf"
 }
 
-// demoSynthModel writes the demo's synthetic model, packed, into
-// dataDir/models once and returns its path. synth and pack are
-// deterministic, so its sha256 is the one les-demo.yaml names.
-func demoSynthModel(ctx context.Context, dataDir string) (string, error) {
-	out := filepath.Join(dataDir, "models", demoModelName)
+// demoSynthConfig is the demo's synthetic MoE with routing preset routing:
+// small enough to write, pack and run in seconds, with enough experts (32,
+// top-4) that a 25% budget streams most of them and lookahead has
+// something to predict.
+func demoSynthConfig(routing string) model.SynthConfig {
+	return model.SynthConfig{Arch: "qwen3moe", Layers: 6, Experts: 32, ExpertsUsed: 4, Hidden: 256, ExpertFFN: 256,
+		Heads: 4, KVHeads: 2, Vocab: 2048, Context: 256, Type: tensor.Q8_0, Seed: 7, Routing: routing}
+}
+
+// demoSynthModel writes the demo's synthetic model with routing preset
+// routing, packed, into dataDir/models once and returns its path. synth
+// and pack are deterministic, so the fine-grained-moe model's sha256 is
+// the one les-demo.yaml names.
+func demoSynthModel(ctx context.Context, dataDir, routing string) (string, error) {
+	out := filepath.Join(dataDir, "models", demoModelFile(routing))
 	if _, err := os.Stat(out); err == nil {
 		return out, nil
 	}
-	if err := writeDemoModel(ctx, out); err != nil {
+	if err := writeDemoModel(ctx, out, routing); err != nil {
 		return "", fmt.Errorf("demo: write synthetic model: %w", err)
 	}
 	return out, nil
 }
 
-// writeDemoModel writes the synthetic model and packs it into out.
-func writeDemoModel(ctx context.Context, out string) error {
+// writeDemoModel writes the synthetic model with routing preset routing
+// and packs it into out.
+func writeDemoModel(ctx context.Context, out, routing string) error {
 	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
 		return err
 	}
-	cfg := demoSynthConfig()
+	cfg := demoSynthConfig(routing)
 	if err := cfg.Defaults(); err != nil {
 		return err
 	}

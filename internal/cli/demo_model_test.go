@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/lesfarm/lesfarm/jobs"
+	"github.com/lesfarm/lesfarm/runtime/model"
 )
 
 // TestDemoModelMatchesSuite: the demo's synthetic model, written and
@@ -18,7 +19,7 @@ func TestDemoModelMatchesSuite(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := filepath.Join(t.TempDir(), demoModelName)
-	if err := writeDemoModel(context.Background(), out); err != nil {
+	if err := writeDemoModel(context.Background(), out, model.RoutingFineGrained); err != nil {
 		t.Fatal(err)
 	}
 	sum, size, err := fileSHA256(out)

@@ -9,6 +9,8 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -90,7 +92,7 @@ func TestDemoCatchesPlantedRegression(t *testing.T) {
 	text := out.String()
 	for _, want := range []string{"coordinator up", "on emu-phone-mid-2: succeeded in ", "lookahead/budget=25%", "scheduled/budget=25%",
 		"× on-demand", "compiled both builds", "compiled with lookahead turned off", "sha256 ", "regression at build b5", "on every device model",
-		"lookahead/budget=25% decode on emulated:phone-mid: ", "moved with it: ", "stall fraction 8", "why (the planted change)", "dashboard: http://", "API token for this farm",
+		"lookahead/budget=25% decode on emulated:phone-mid: ", "moved with it: ", "why (the planted change)", "dashboard: http://", "API token for this farm",
 		// The last act: the gate fails on b5, the bisection names b5.
 		"A/B verdict after ", ": regression: emu-phone-mid-2 lookahead/budget=25% decode_tps -", "the gate failed (exit 1): build b5 is slower than b4",
 		"step 1 (verify, ", "is good: ", "is bad: ", "the bisection named the culprit: build b5 (first bad, ", "after b4 (last good)"} {
@@ -100,6 +102,19 @@ func TestDemoCatchesPlantedRegression(t *testing.T) {
 	}
 	if strings.Contains(text, " on : ") {
 		t.Error("demo progress lines without a device name")
+	}
+	// Without lookahead the rungs that prefetch stall more: every
+	// attribution line says so (the figures depend on the model's routing).
+	stalls := regexp.MustCompile(`stall fraction (\d+)% → (\d+)%`).FindAllStringSubmatch(text, -1)
+	if len(stalls) == 0 {
+		t.Error("no attribution line names the stall fraction")
+	}
+	for _, m := range stalls {
+		before, _ := strconv.Atoi(m[1])
+		after, _ := strconv.Atoi(m[2])
+		if after <= before {
+			t.Errorf("stall fraction %s%% → %s%%: want it to rise without lookahead", m[1], m[2])
+		}
 	}
 
 	// The regressions API the dashboard reads: one group, the planted one.
