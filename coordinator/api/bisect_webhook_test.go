@@ -150,14 +150,19 @@ func TestBisectionWebhooks(t *testing.T) {
 	if hdr.Get(monitor.HeaderEvent) != "bisection_culprit" || hdr.Get(monitor.HeaderDelivery) == "" {
 		t.Fatalf("culprit headers %v", hdr)
 	}
-	status, err := e.st.BisectionWebhookStatus(ctx, b.ID)
-	if err != nil || status[srv.URL][0] != "delivered" {
-		t.Fatalf("bisection delivery status %v, %v", status, err)
-	}
-	group, err := e.st.WebhookDeliveryStatus(ctx, gid)
-	if err != nil || group[srv.URL][0] != "delivered" {
-		t.Fatalf("group delivery status %v, %v", group, err)
-	}
+	// The receiver has the events before the sender records them
+	// delivered: wait for the records.
+	var status, group map[string][3]string
+	testenv.Eventually(t, 10*time.Second, 10*time.Millisecond, func() error {
+		var err error
+		if status, err = e.st.BisectionWebhookStatus(ctx, b.ID); err != nil || status[srv.URL][0] != "delivered" {
+			return fmt.Errorf("bisection delivery status %v, %v", status, err)
+		}
+		if group, err = e.st.WebhookDeliveryStatus(ctx, gid); err != nil || group[srv.URL][0] != "delivered" {
+			return fmt.Errorf("group delivery status %v, %v", group, err)
+		}
+		return nil
+	})
 	if status[srv.URL][1] == "1" && group[srv.URL][1] == "1" {
 		t.Fatalf("no delivery was retried after the refused first request: %v %v", status, group)
 	}
