@@ -220,19 +220,19 @@ func runDemo(env *Env, o *demoOptions) error {
 	if err != nil {
 		return err
 	}
+	spec, err := jobs.Builtin(demoSuite)
+	if err != nil {
+		return err
+	}
 	path := o.modelArg
 	if path == "" {
 		d.say("writing the synthetic MoE with synth and packing it (one read per expert)")
-		if path, err = demoSynthModel(ctx, o.dataDir, o.routing); err != nil {
+		if path, err = demoSynthModel(ctx, o.dataDir, o.routing, spec.Model.SHA256); err != nil {
 			return err
 		}
 	}
 	d.say("uploading model %s", path)
 	sum, size, err := uploadModel(ctx, d.cl, path)
-	if err != nil {
-		return err
-	}
-	spec, err := jobs.Builtin(demoSuite)
 	if err != nil {
 		return err
 	}

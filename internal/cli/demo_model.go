@@ -45,11 +45,18 @@ func demoSynthConfig(routing string) model.SynthConfig {
 // demoSynthModel writes the demo's synthetic model with routing preset
 // routing, packed, into dataDir/models once and returns its path. synth
 // and pack are deterministic, so the fine-grained-moe model's sha256 is
-// the one les-demo.yaml names.
-func demoSynthModel(ctx context.Context, dataDir, routing string) (string, error) {
+// the one les-demo.yaml names (want): a file left by an older version
+// under that name (the uniform model, before fine-grained-moe became the
+// default) is written again rather than run under the new suite.
+func demoSynthModel(ctx context.Context, dataDir, routing, want string) (string, error) {
 	out := filepath.Join(dataDir, "models", demoModelFile(routing))
 	if _, err := os.Stat(out); err == nil {
-		return out, nil
+		if want == "" || routing != model.RoutingFineGrained {
+			return out, nil
+		}
+		if sum, _, err := fileSHA256(out); err == nil && sum == want {
+			return out, nil
+		}
 	}
 	if err := writeDemoModel(ctx, out, routing); err != nil {
 		return "", fmt.Errorf("demo: write synthetic model: %w", err)

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 	"testing"
 
@@ -12,14 +13,24 @@ import (
 // TestDemoModelMatchesSuite: the demo's synthetic model, written and
 // packed here, is byte for byte the model the built-in les-demo suite
 // pins (synth and pack are deterministic), so `lesfarm run --suite
-// les-demo` runs on what the demo uploads.
+// les-demo` runs on what the demo uploads. A stale file under the model's
+// name (an older version's uniform model in a reused data dir) is written
+// again, not run under the new suite.
 func TestDemoModelMatchesSuite(t *testing.T) {
 	spec, err := jobs.Builtin(demoSuite)
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := filepath.Join(t.TempDir(), demoModelName)
-	if err := writeDemoModel(context.Background(), out, model.RoutingFineGrained); err != nil {
+	dir := t.TempDir()
+	stale := filepath.Join(dir, "models", demoModelName)
+	if err := os.MkdirAll(filepath.Dir(stale), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(stale, []byte("an older demo's model"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := demoSynthModel(context.Background(), dir, model.RoutingFineGrained, spec.Model.SHA256)
+	if err != nil {
 		t.Fatal(err)
 	}
 	sum, size, err := fileSHA256(out)
