@@ -20,7 +20,6 @@ import (
 	"log/slog"
 	"math"
 	"net/http"
-	"slices"
 	"sort"
 	"time"
 
@@ -102,6 +101,8 @@ type Monitor struct {
 	log  *slog.Logger
 	wake chan struct{}
 	ss   startstop.Service
+	// noise memoizes each sibling's noise estimate (siblingNoise).
+	noise siblingNoiseCache
 }
 
 // New validates cfg and returns a Monitor. cfg must not be reused.
@@ -209,39 +210,7 @@ func (m *Monitor) points(ctx context.Context, seriesID int64) ([]regress.Point, 
 	if err != nil {
 		return nil, err
 	}
-	out := make([]regress.Point, len(ps))
-	for i, p := range ps {
-		out[i] = regress.Point{Seq: p.Seq, Value: p.Value, Stddev: p.Stddev, N: p.N}
-	}
-	return out, nil
-}
-
-// siblingNoise pools the noise of series seriesID's siblings (see
-// Config.PoolSiblings), each estimated on its own window as the detector
-// sees it (regress.SeriesNoise).
-func (m *Monitor) siblingNoise(ctx context.Context, seriesID int64, higher bool) (regress.NoisePrior, error) {
-	if m.cfg.PoolSiblings <= 0 {
-		return regress.NoisePrior{}, nil
-	}
-	sib, err := m.cfg.Store.RegressSiblingPoints(ctx, seriesID, m.cfg.PoolSiblings, cmp.Or(m.cfg.Detector.Window, 120))
-	if err != nil {
-		return regress.NoisePrior{}, err
-	}
-	ids := make([]int64, 0, len(sib))
-	for id := range sib {
-		ids = append(ids, id)
-	}
-	slices.Sort(ids) // the same pool, summed in the same order, every time
-	est := make([]regress.NoisePrior, 0, len(sib))
-	for _, id := range ids {
-		ps := sib[id]
-		pts := make([]regress.Point, len(ps))
-		for i, p := range ps {
-			pts[i] = regress.Point{Seq: p.Seq, Value: p.Value, Stddev: p.Stddev, N: p.N}
-		}
-		est = append(est, regress.SeriesNoise(pts, higher, m.cfg.Detector))
-	}
-	return regress.PoolNoise(est), nil
+	return toPoints(ps), nil
 }
 
 // analyse runs detection on one series and records its new change points.
