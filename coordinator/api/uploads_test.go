@@ -192,6 +192,11 @@ func TestDownloadStalledIsCut(t *testing.T) {
 		if resp.StatusCode != http.StatusPartialContent {
 			t.Fatalf("GET %s bytes=0-0: %d", path, resp.StatusCode)
 		}
+		if !sawBusy {
+			// The stalled request's handler has not taken the slot yet
+			// (its request may still be on the way): not the cut.
+			return fmt.Errorf("the slot is not held yet")
+		}
 		return nil
 	})
 	if !sawBusy {
