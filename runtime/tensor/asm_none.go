@@ -28,3 +28,7 @@ func prevVecsKernels() map[Type]*kernel { return nil }
 // prevDecodeKernels: the previous decode kernels exist only in amd64
 // assembly.
 func prevDecodeKernels() map[Type]*kernel { return nil }
+
+// prevK23Kernels: the previous batched Q2_K and Q3_K forms exist only in
+// amd64 assembly.
+func prevK23Kernels() map[Type]*kernel { return nil }

@@ -102,7 +102,7 @@ func testBatched(t *testing.T, r *rand.Rand, typ Type, m Matrix) {
 //
 //	go test ./runtime/tensor -run XXX -bench MatMulBatched
 func BenchmarkMatMulBatched(b *testing.B) {
-	for _, typ := range []Type{Q4_K, Q6_K, Q8_0, F16, F32} {
+	for _, typ := range []Type{Q2_K, Q3_K, Q4_K, Q6_K, Q8_0, F16, F32} {
 		for _, sh := range [][2]int{{512, 1024}, {1024, 512}} {
 			r := rand.New(rand.NewPCG(3, uint64(typ)))
 			m := makeMatrix(b, r, typ, sh[0], sh[1])
@@ -114,6 +114,12 @@ func BenchmarkMatMulBatched(b *testing.B) {
 					ks   map[Type]*kernel
 				}{{"best", kernels}}
 				if pk := prevKernels(); pk != nil && typ == Q4_K {
+					sets = append(sets, struct {
+						name string
+						ks   map[Type]*kernel
+					}{"prev", pk})
+				}
+				if pk := prevK23Kernels(); pk != nil && (typ == Q2_K || typ == Q3_K) {
 					sets = append(sets, struct {
 						name string
 						ks   map[Type]*kernel

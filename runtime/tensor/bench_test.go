@@ -212,7 +212,7 @@ func BenchmarkMatVecLarge(b *testing.B) {
 func BenchmarkQuantize(b *testing.B) {
 	r := rand.New(rand.NewPCG(6, 6))
 	x := randVec(r, 1<<16, 1)
-	for _, typ := range []Type{F16, Q8_0, Q4_0, Q5_0, Q4_K, Q5_K, Q6_K} {
+	for _, typ := range []Type{F16, Q8_0, Q4_0, Q5_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K} {
 		rb, _ := typ.RowSize(len(x))
 		dst := make([]byte, rb)
 		b.Run(typ.String(), func(b *testing.B) {
