@@ -181,14 +181,39 @@ type SeriesChangePoint struct {
 // Report is the offline detector's output.
 type Report struct {
 	ChangePoints []SeriesChangePoint `json:"change_points"`
+	// Pooled lists the series judged with a noise level pooled from
+	// siblings (DetectAll), in input order; omitted when none was.
+	Pooled []PooledSeries `json:"pooled_noise,omitempty"`
 }
 
-// DetectAll runs Detect on every series and returns the change points
-// ordered by series (input order) then seq.
-func DetectAll(series []Series, higherIsBetter bool, cfg Config) (*Report, error) {
+// PooledSeries says which pooled noise a series was judged with.
+type PooledSeries struct {
+	Series string `json:"series"`
+	// Siblings is how many sibling series lent their noise, of them
+	// Stored how many came from the coordinator's database.
+	Siblings int `json:"siblings"`
+	Stored   int `json:"stored,omitempty"`
+	// CV is the pooled relative noise (√RelVar) and DF its degrees of
+	// freedom before the PoolDF cap.
+	CV float64 `json:"cv"`
+	DF float64 `json:"df"`
+}
+
+// DetectAll runs the monitor's detector on every series — DetectPooled,
+// each series with the noise pooled from its siblings (pool) — and returns
+// the change points ordered by series (input order) then seq.
+func DetectAll(series []Series, higherIsBetter bool, cfg Config, pool Pool) (*Report, error) {
 	rep := &Report{ChangePoints: []SeriesChangePoint{}}
 	for _, s := range series {
-		cps, err := Detect(s.Points, higherIsBetter, cfg)
+		sib, stored, err := pool.siblings(s, series)
+		if err != nil {
+			return nil, err
+		}
+		prior := SiblingNoise(sib, higherIsBetter, cfg)
+		if prior.DF > 0 {
+			rep.Pooled = append(rep.Pooled, PooledSeries{Series: s.Name, Siblings: len(sib), Stored: stored, CV: math.Sqrt(prior.RelVar), DF: prior.DF})
+		}
+		cps, err := DetectPooled(s.Points, higherIsBetter, cfg, prior)
 		if err != nil {
 			return nil, err
 		}
@@ -204,6 +229,7 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 	var b strings.Builder
 	if len(r.ChangePoints) == 0 {
 		b.WriteString("No change points found.\n")
+		r.writePooled(&b)
 		_, err := io.WriteString(w, b.String())
 		return err
 	}
@@ -215,8 +241,19 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 		fmt.Fprintf(&b, "| %s | %d | %s | %s | %+.1f%% | %.4g → %.4g | %.2g | %.2g | %d/%d |\n",
 			mdEscape(c.Series), c.Seq, c.RangeString(), c.Direction, 100*c.RelativeChange, c.BeforeMean, c.AfterMean, c.PValue, c.MWPValue, c.BeforeN, c.AfterN)
 	}
+	r.writePooled(&b)
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// writePooled appends which series were judged with pooled noise.
+func (r *Report) writePooled(b *strings.Builder) {
+	for _, p := range r.Pooled {
+		fmt.Fprintf(b, "\nNoise of %s pooled from %d sibling series (%d from the database): CV %.2f%%, %.0f degrees of freedom.", mdEscape(p.Series), p.Siblings, p.Stored, 100*p.CV, p.DF)
+	}
+	if len(r.Pooled) > 0 {
+		b.WriteString("\n")
+	}
 }
 
 func mdEscape(s string) string { return strings.ReplaceAll(s, "|", `\|`) }

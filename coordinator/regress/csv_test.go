@@ -77,7 +77,7 @@ func TestDetectAllJSONShape(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rep, err := DetectAll(ss, true, Config{})
+	rep, err := DetectAll(ss, true, Config{}, Pool{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,7 +136,7 @@ func FuzzParseCSV(f *testing.F) {
 			return
 		}
 		// Whatever parses must be analysable without panics.
-		if _, err := DetectAll(ss, true, Config{}); err != nil {
+		if _, err := DetectAll(ss, true, Config{}, Pool{}); err != nil {
 			t.Fatalf("DetectAll: %v", err)
 		}
 	})

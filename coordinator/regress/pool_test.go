@@ -129,3 +129,30 @@ func TestDetectPooledShortSeries(t *testing.T) {
 		t.Errorf("a prior 4x too quiet made %d of %d null series alert: the agreement check should refuse it", offNull, trials)
 	}
 }
+
+// TestSiblingOf: siblings share metric, device model, OS major and
+// emulation, whatever their suite, config or lineage; a series is not its
+// own sibling.
+func TestSiblingOf(t *testing.T) {
+	t.Parallel()
+	k := SeriesKey{Suite: "s", Config: "c", Metric: MetricDecodeTPS, DeviceModel: "m", OSMajor: "android 14", Lineage: "main"}
+	for _, tc := range []struct {
+		name string
+		edit func(*SeriesKey)
+		want bool
+	}{
+		{"itself", func(*SeriesKey) {}, false},
+		{"other config", func(o *SeriesKey) { o.Config = "d" }, true},
+		{"other suite and lineage", func(o *SeriesKey) { o.Suite, o.Lineage = "t", "release-3" }, true},
+		{"other metric", func(o *SeriesKey) { o.Config, o.Metric = "d", MetricPrefillTPS }, false},
+		{"other model", func(o *SeriesKey) { o.Config, o.DeviceModel = "d", "n" }, false},
+		{"other OS", func(o *SeriesKey) { o.Config, o.OSMajor = "d", "android 13" }, false},
+		{"emulated", func(o *SeriesKey) { o.Config, o.Emulated = "d", true }, false},
+	} {
+		o := k
+		tc.edit(&o)
+		if got := k.SiblingOf(o); got != tc.want {
+			t.Errorf("%s: SiblingOf = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}

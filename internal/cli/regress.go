@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"cmp"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -10,6 +12,7 @@ import (
 
 	"github.com/lesfarm/lesfarm/coordinator/api"
 	"github.com/lesfarm/lesfarm/coordinator/regress"
+	"github.com/lesfarm/lesfarm/coordinator/store"
 	"github.com/spf13/cobra"
 )
 
@@ -73,6 +76,8 @@ func newRegressDetectCmd(env *Env) *cobra.Command {
 		metric       string
 		higherBetter string
 		sequential   bool
+		databaseURL  string
+		poolSiblings int
 	)
 	cmd := &cobra.Command{
 		Use:   "detect --input FILE.csv [--format json|md] [--metric NAME | --higher-is-better=false]",
@@ -87,6 +92,14 @@ ordered by seq within each series. Use --input - for standard input.
 A change point is found by PELT (or E-divisive), then confirmed by a t-test
 between the segments that weights each point by its repetitions, a
 Mann-Whitney test, a minimum relative effect and a minimum segment length.
+The detector is the coordinator's: a series named by its key
+(suite/config/metric/device/os/lineage[/emulated]) is judged with the noise
+level pooled from its siblings — the other series of the same metric,
+device model, OS and emulation — as the monitor does: the input's own
+siblings first, then, with --database-url, those stored in the
+coordinator's database (the most recently created, up to --pool-siblings
+in all). A series named otherwise is judged on its own noise.
+
 Each series is judged once as a whole; --sequential uses the monitor's
 schedule instead, which is stricter for old change points because the
 monitor re-tests every position after every new result.
@@ -145,7 +158,16 @@ Output (json): {"change_points":[{"series":..,"seq":..,"direction":"regression|i
 			if err != nil {
 				return fmt.Errorf("%s: %w", input, err)
 			}
-			rep, err := regress.DetectAll(series, higher, cfg)
+			pool := regress.Pool{Max: poolSiblings}
+			if databaseURL != "" && poolSiblings >= 0 {
+				st, err := store.Open(env.Ctx, databaseURL, store.Config{MaxConns: 2})
+				if err != nil {
+					return fmt.Errorf("regress detect: --database-url: %w", err)
+				}
+				defer st.Close()
+				pool.Stored = storedSiblings(env.Ctx, st, cfg.Window)
+			}
+			rep, err := regress.DetectAll(series, higher, cfg, pool)
 			if err != nil {
 				return err
 			}
@@ -168,9 +190,41 @@ Output (json): {"change_points":[{"series":..,"seq":..,"direction":"regression|i
 	f.StringVar(&metric, "metric", "", "metric name, which sets the direction (e.g. decode_tps, ttft_ms)")
 	f.StringVar(&higherBetter, "higher-is-better", "", "true or false: overrides the direction (default true)")
 	f.Lookup("higher-is-better").NoOptDefVal = "true"
+	f.StringVar(&databaseURL, "database-url", "", "the coordinator's PostgreSQL URL: pool each series' noise with its sibling series stored there too (read only)")
+	f.IntVar(&poolSiblings, "pool-siblings", regress.DefaultPoolSiblings, "most sibling series (same metric, device model, OS, emulation) whose noise a series named suite/config/metric/device/os/lineage pools, the input's first (negative: each series on its own noise)")
 	f.BoolVar(&sequential, "sequential", false, "judge the series as the coordinator's monitor does, re-tested after every result (stricter for old change points); default: the whole series is judged once")
 	detectorFlags(cmd, &cfg)
 	return cmd
+}
+
+// storedSiblings returns a regress.Pool's Stored: the siblings of a key in
+// the coordinator's database (store.RegressSiblingsOf), each with the
+// detector's window of points.
+func storedSiblings(ctx context.Context, st *store.Store, window int) func(regress.SeriesKey, []regress.SeriesKey, int) ([][]regress.Point, error) {
+	return func(key regress.SeriesKey, skip []regress.SeriesKey, n int) ([][]regress.Point, error) {
+		p := &store.RegressSiblingsParams{Of: storeSeries(key), MaxSeries: n, Limit: cmp.Or(window, 120)}
+		for _, k := range skip {
+			p.Skip = append(p.Skip, storeSeries(k))
+		}
+		sib, err := st.RegressSiblingsOf(ctx, p)
+		if err != nil {
+			return nil, err
+		}
+		out := make([][]regress.Point, 0, len(sib))
+		for _, s := range sib {
+			pts := make([]regress.Point, len(s.Points))
+			for i, q := range s.Points {
+				pts[i] = regress.Point{Seq: q.Seq, Value: q.Value, Stddev: q.Stddev, N: q.N}
+			}
+			out = append(out, pts)
+		}
+		return out, nil
+	}
+}
+
+func storeSeries(k regress.SeriesKey) store.RegressSeries {
+	return store.RegressSeries{Suite: k.Suite, Config: k.Config, Metric: k.Metric, DeviceModel: k.DeviceModel,
+		OSMajor: k.OSMajor, Lineage: k.Lineage, Emulated: k.Emulated}
 }
 
 func newRegressEvalCmd(env *Env) *cobra.Command {

@@ -91,7 +91,9 @@ type Config struct {
 	// PoolSiblings is how many sibling series (the same metric, device
 	// model, OS and emulation; other configs, suites and lineages) lend
 	// the detector their noise level (regress.DetectPooled) when a series
-	// is analysed (default 16; negative: each series on its own noise).
+	// is analysed (default regress.DefaultPoolSiblings, 16; negative: each
+	// series on its own noise). The offline `regress detect` pools the
+	// same siblings (regress.Pool, store.RegressSiblingsOf).
 	PoolSiblings int
 }
 
@@ -118,7 +120,7 @@ func New(cfg Config) (*Monitor, error) {
 	cfg.RetryBase = cmp.Or(cfg.RetryBase, 2*time.Second)
 	cfg.RetryMax = cmp.Or(cfg.RetryMax, 10*time.Minute)
 	cfg.MaxAttempts = cmp.Or(cfg.MaxAttempts, 8)
-	cfg.PoolSiblings = cmp.Or(cfg.PoolSiblings, 16)
+	cfg.PoolSiblings = cmp.Or(cfg.PoolSiblings, regress.DefaultPoolSiblings)
 	if cfg.HTTPClient == nil {
 		cfg.HTTPClient = &http.Client{Timeout: 10 * time.Second}
 	}
