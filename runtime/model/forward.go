@@ -89,6 +89,8 @@ type scratch struct {
 	layerExperts     []int
 	layerIdx         int
 	curN             int
+	par              *expertPar // experts split by expert between threads (moe_par.go)
+	shared           *sharedFFN // the layer's shared expert, for moe to run with the routed ones
 }
 
 // NewState returns an empty sequence able to hold maxTokens positions
@@ -455,8 +457,12 @@ func (s *State) moe(ctx context.Context, li, n int) error {
 	sc.layerIdx = li
 	sc.layerExperts = sc.union
 	sc.rows.Set(sc.h[:n*H], n, H)
-	if err := m.Experts.Use(ctx, li, sc.union, sc.layerFn); err != nil {
+	if ran, err := s.expertsParallel(ctx, li, n, sc.shared); err != nil {
 		return fmt.Errorf("model: blk.%d experts: %w", li, err)
+	} else if !ran {
+		if err := m.Experts.Use(ctx, li, sc.union, sc.layerFn); err != nil {
+			return fmt.Errorf("model: blk.%d experts: %w", li, err)
+		}
 	}
 	// Combine in the fixed top-k order, whatever order experts ran in.
 	x := sc.x[:n*H]

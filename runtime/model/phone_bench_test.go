@@ -4,22 +4,31 @@ import (
 	"context"
 	"os"
 	"runtime"
+	"strconv"
 	"testing"
 
 	"github.com/lesfarm/lesfarm/runtime/internal/cputime"
 )
 
 // BenchmarkPhonePrefill64 and BenchmarkPhoneDecode run a model named by
-// LESFARM_BENCH_MODEL (e.g. the phone-shaped synth model), one thread.
-// cpu-tok/s counts tokens per CPU-second of the benchmark's thread (at one
-// thread the forward pass runs on it), which a loaded machine disturbs less
-// than tok/s.
+// LESFARM_BENCH_MODEL (e.g. the phone-shaped synth model), on
+// LESFARM_BENCH_THREADS threads (default one). cpu-tok/s counts tokens per
+// CPU-second of the benchmark's thread (at one thread the forward pass runs
+// on it), which a loaded machine disturbs less than tok/s.
 func phoneModel(b *testing.B) *Model {
 	p := os.Getenv("LESFARM_BENCH_MODEL")
 	if p == "" {
 		b.Skip("LESFARM_BENCH_MODEL not set")
 	}
-	m, err := Load(p, Options{Threads: 1})
+	threads := 1
+	if v := os.Getenv("LESFARM_BENCH_THREADS"); v != "" {
+		t, err := strconv.Atoi(v)
+		if err != nil || t < 1 {
+			b.Fatalf("LESFARM_BENCH_THREADS=%q: want a positive integer", v)
+		}
+		threads = t
+	}
+	m, err := Load(p, Options{Threads: threads})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -26,6 +26,8 @@ type hybridScratch struct {
 	acc            []float32        // HeadDim: rollback replay scratch
 	shg, shu, shd  []float32        // shared expert: n × SharedFFN, n × Hidden
 	normed         []float32        // n × Hidden: rms(x, output_norm) of the last pass
+	shared         sharedFFN        // the current layer's shared expert (moeShared)
+	prep           dnPrep           // DeltaNet conv and gates of a batch
 	mmDst          [4][]float32
 	mmM            [4]tensor.Matrix
 	lastN, lastPos int
@@ -216,21 +218,30 @@ func (s *State) moeShared(ctx context.Context, li int, L *Layer, hl *hybridLayer
 	for i := range n {
 		rmsNorm(h[i*H:(i+1)*H], x[i*H:(i+1)*H], L.FFNNorm, m.Eps)
 	}
-	if err := s.moe(ctx, li, n); err != nil {
-		return err
-	}
 	hsc := &s.hybrid().sc
 	F := hl.ShGate.Rows
 	g, u, d := hsc.shg[:n*F], hsc.shu[:n*F], hsc.shd[:n*H]
-	hsc.mmDst[0], hsc.mmDst[1] = g, u
-	hsc.mmM[0], hsc.mmM[1] = hl.ShGate, hl.ShUp
-	if err := tensor.MatMulMulti(m.pool, hsc.mmDst[:2], hsc.mmM[:2], h, n); err != nil {
-		return fmt.Errorf("model: blk.%d.ffn_gate/up_shexp: %w", li, err)
+	// The shared expert runs with the routed ones when moe splits them by
+	// expert between threads (moe_par.go), here otherwise.
+	hsc.shared = sharedFFN{gate: &hl.ShGate, up: &hl.ShUp, down: &hl.ShDown, g: g, u: u, d: d}
+	sc.shared = &hsc.shared
+	err := s.moe(ctx, li, n)
+	sc.shared = nil
+	if err != nil {
+		return err
 	}
-	tensor.SiLUMul(g, u)
-	if err := m.matmul(d, &hl.ShDown, g, n); err != nil {
-		return fmt.Errorf("model: blk.%d.ffn_down_shexp: %w", li, err)
+	if !hsc.shared.done {
+		hsc.mmDst[0], hsc.mmDst[1] = g, u
+		hsc.mmM[0], hsc.mmM[1] = hl.ShGate, hl.ShUp
+		if err := tensor.MatMulMulti(m.pool, hsc.mmDst[:2], hsc.mmM[:2], h, n); err != nil {
+			return fmt.Errorf("model: blk.%d.ffn_gate/up_shexp: %w", li, err)
+		}
+		tensor.SiLUMul(g, u)
+		if err := m.matmul(d, &hl.ShDown, g, n); err != nil {
+			return fmt.Errorf("model: blk.%d.ffn_down_shexp: %w", li, err)
+		}
 	}
+	hsc.shared = sharedFFN{}
 	for i := range n {
 		gate := sigmoid(tensor.Dot(hl.ShGateInp, h[i*H:(i+1)*H]))
 		if s.hybrid().probe != nil {
@@ -299,44 +310,25 @@ func (s *State) deltaNet(li, n int) error {
 	m := s.m
 	hc := m.q35().HybridConfig
 	hl := &m.q35().layers[li]
-	rs := &s.hybrid().layers[li]
 	sc, hsc := &s.sc, &s.hybrid().sc
-	C, D, VH, KH := hc.convDim(), hc.HeadDim, hc.VHeads, hc.KHeads
+	C, D, VH := hc.convDim(), hc.HeadDim, hc.VHeads
 	mix, z, b, a := hsc.mix[:n*C], hsc.z[:n*hc.Inner], hsc.b[:n*VH], hsc.a[:n*VH]
 	hsc.mmDst[0], hsc.mmDst[1], hsc.mmDst[2], hsc.mmDst[3] = mix, z, b, a
 	hsc.mmM[0], hsc.mmM[1], hsc.mmM[2], hsc.mmM[3] = hl.QKV, hl.Z, hl.Beta, hl.Alpha
 	if err := tensor.MatMulMulti(m.pool, hsc.mmDst[:4], hsc.mmM[:4], sc.h[:n*m.Hidden], n); err != nil {
 		return fmt.Errorf("model: blk.%d.attn_qkv/attn_gate/ssm_beta/ssm_alpha: %w", li, err)
 	}
-	// Conv, L2 norms and gates token by token (the conv window is shared
-	// by all heads), recording the rollback history.
-	hist := &s.hybrid().plan
+	// Conv, L2 norms and gates of the batch (deltanet_prep.go), recording
+	// the rollback history.
 	U, BG := hsc.u[:n*C], hsc.bg[:n*2*VH]
-	for t := range n {
-		if t == hist.ckptAt {
-			copy(rs.ckConv, rs.conv)
-		}
-		raw := mix[t*C : (t+1)*C]
-		slot := hist.slot(t)
-		if slot >= 0 {
-			copy(rs.recM[slot*C:(slot+1)*C], raw)
-		}
-		u := U[t*C : (t+1)*C]
-		convStep(u, rs.conv, raw, hl.Conv, hc.ConvKernel)
-		for hd := range 2 * KH { // q heads, then k heads
-			l2Norm(u[hd*D:(hd+1)*D], m.Eps)
-		}
-		bg := BG[t*2*VH : (t+1)*2*VH]
-		for hd := range VH {
-			bg[hd] = sigmoid(b[t*VH+hd])
-			bg[VH+hd] = softplus(a[t*VH+hd]+hl.DtBias[hd]) * hl.A[hd]
-		}
-		if s.hybrid().probe != nil {
-			s.hybrid().probe(s.pos+t, li, probeBetaG, bg)
-		}
-		if slot >= 0 {
-			copy(rs.recU[slot*C:(slot+1)*C], u)
-			copy(rs.recBG[slot*2*VH:(slot+1)*2*VH], bg)
+	prep := &hsc.prep
+	prep.s, prep.li, prep.n = s, li, n
+	prep.mix, prep.U, prep.BG, prep.b, prep.a = mix, U, BG, b, a
+	prep.run()
+	prep.mix, prep.U, prep.BG, prep.b, prep.a = nil, nil, nil, nil, nil
+	if s.hybrid().probe != nil {
+		for t := range n {
+			s.hybrid().probe(s.pos+t, li, probeBetaG, BG[t*2*VH:(t+1)*2*VH])
 		}
 	}
 	// The recurrence and gated norm of each v-head over all n tokens; the

@@ -79,6 +79,15 @@ type Residency interface {
 	Resident(layer, expert int) bool
 }
 
+// Direct is implemented by Sources that hold every expert in memory for
+// their whole life (no reads, no eviction): Expert returns an expert's
+// weights, valid until the Source is closed, so a model may run several
+// experts of a layer at once on its own threads instead of one at a time
+// through Use. Calling it is safe from several goroutines.
+type Direct interface {
+	Expert(layer, expert int) Weights
+}
+
 // Resident is a Source that serves every expert from memory. Data[l][e] holds
 // expert e of layer l. The zero value has no experts.
 type Resident struct {
@@ -90,6 +99,9 @@ func (r *Resident) PredictK() int { return 0 }
 
 // Prefetch implements Source; it does nothing.
 func (r *Resident) Prefetch(int, []int) {}
+
+// Expert implements Direct.
+func (r *Resident) Expert(layer, expert int) Weights { return r.Data[layer][expert] }
 
 // Use implements Source, calling fn in the order of experts.
 func (r *Resident) Use(ctx context.Context, layer int, experts []int, fn func(int, Weights) error) error {

@@ -1,0 +1,118 @@
+package model
+
+// dnPrep is the per-token work of a DeltaNet layer before the recurrence,
+// over a batch of n tokens: the causal conv with its SiLU, the L2 norms of
+// the q and k heads, the gates β and g, and the rollback records. The conv
+// of a channel reads only that channel's raw inputs (the window of the
+// previous tokens, then the batch's), so the batch splits by channel; the
+// norms and gates of a token read only that token, so that part splits by
+// token. Each value is computed with the same operations in the same order
+// as a token-by-token pass (convStep), so the results are bit-identical
+// whatever the split.
+type dnPrep struct {
+	s                *State
+	li, n            int
+	mix, U, BG, b, a []float32
+	channelsFn       func(lo, hi int) // channels, bound once (a method value allocates)
+	tokensFn         func(lo, hi int) // tokens, bound once
+}
+
+// run prepares U (conv outputs, L2-normed q and k) and BG (β then g) of
+// the batch, advancing the layer's conv window and writing the rollback
+// records, split on the pool when the batch is large enough.
+func (j *dnPrep) run() {
+	if j.channelsFn == nil {
+		j.channelsFn, j.tokensFn = j.channels, j.tokens
+	}
+	m := j.s.m
+	C := m.q35().convDim()
+	if m.threads < 2 || j.n*C < 1<<14 {
+		j.channels(0, C)
+		j.tokens(0, j.n)
+		return
+	}
+	m.pool.For(C, j.channelsFn)
+	m.pool.For(j.n, j.tokensFn)
+}
+
+// channels runs the conv of channels [lo, hi) (convBatch).
+func (j *dnPrep) channels(lo, hi int) {
+	m := j.s.m
+	hc := m.q35().HybridConfig
+	rs := &j.s.hybrid().layers[j.li]
+	convBatch(j.U, rs.conv, j.mix, m.q35().layers[j.li].Conv, rs.ckConv, hc.convDim(), hc.ConvKernel, j.n, j.s.hybrid().plan.ckptAt, lo, hi)
+}
+
+// convBatch is convStep for n tokens at once on channels [lo, hi) of C:
+// mix holds the tokens' raw inputs (n × C), window the previous taps-1
+// tokens' (oldest first) and w the channels × taps weights. It writes
+// silu(conv) into out (n × C), copies the window as it is before token
+// ckAt into ck (if 0 <= ckAt < n), and shifts the batch's last inputs into
+// the window, with convStep's operations in convStep's order.
+func convBatch(out, window, mix, w, ck []float32, C, taps, n, ckAt, lo, hi int) {
+	prev := taps - 1
+	// in is the raw input of channel c at batch position p (p < 0: the
+	// window's).
+	in := func(p, c int) float32 {
+		if p < 0 {
+			return window[(prev+p)*C+c]
+		}
+		return mix[p*C+c]
+	}
+	for t := range n {
+		if t == ckAt {
+			for i := range prev {
+				for c := lo; c < hi; c++ {
+					ck[i*C+c] = in(t-prev+i, c)
+				}
+			}
+		}
+		u := out[t*C : (t+1)*C]
+		raw := mix[t*C : (t+1)*C]
+		for c := lo; c < hi; c++ {
+			wc := w[c*taps : (c+1)*taps]
+			var sum float32
+			for i := range prev {
+				sum += float32(in(t-prev+i, c) * wc[i])
+			}
+			sum += float32(raw[c] * wc[prev])
+			u[c] = silu(sum)
+		}
+	}
+	// The new window is the inputs at n-prev..n-1; in ascending order each
+	// entry read from the old window lies at or after the one written.
+	for i := range prev {
+		for c := lo; c < hi; c++ {
+			window[i*C+c] = in(n-prev+i, c)
+		}
+	}
+}
+
+// tokens runs the L2 norms, gates and rollback records of tokens [lo, hi).
+func (j *dnPrep) tokens(lo, hi int) {
+	m := j.s.m
+	hc := m.q35().HybridConfig
+	hl := &m.q35().layers[j.li]
+	rs := &j.s.hybrid().layers[j.li]
+	hist := &j.s.hybrid().plan
+	C, D, VH, KH := hc.convDim(), hc.HeadDim, hc.VHeads, hc.KHeads
+	for t := lo; t < hi; t++ {
+		slot := hist.slot(t)
+		if slot >= 0 {
+			copy(rs.recM[slot*C:(slot+1)*C], j.mix[t*C:(t+1)*C])
+		}
+		u := j.U[t*C : (t+1)*C]
+		for hd := range 2 * KH { // q heads, then k heads
+			l2Norm(u[hd*D:(hd+1)*D], m.Eps)
+		}
+		bg := j.BG[t*2*VH : (t+1)*2*VH]
+		for hd := range VH {
+			bg[hd] = sigmoid(j.b[t*VH+hd])
+			bg[VH+hd] = softplus(j.a[t*VH+hd]+hl.DtBias[hd]) * hl.A[hd]
+		}
+		if slot >= 0 {
+			copy(rs.recU[slot*C:(slot+1)*C], u)
+			copy(rs.recBG[slot*2*VH:(slot+1)*2*VH], bg)
+		}
+	}
+}
