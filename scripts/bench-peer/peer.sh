@@ -5,8 +5,9 @@
 # llama.cpp is node-llama-cpp's prebuilt CPU build (npm, pinned to PIN
 # below: llama.cpp release v0.5.0, one libggml-cpu-<variant>.so per x86
 # level, chosen by ggml at run time; the variant that ran is printed).
-# Each round, in alternating order (odd rounds llama.cpp first, even rounds
-# lesfarm first):
+# Each round, in rotating order (odd rounds llama.cpp first, even rounds
+# lesfarm first; with BASE, round i starts with the ((i-1) mod 3)th of
+# llama.cpp, lesfarm, base):
 #   resident   pp64 and tg32 at 1 and 2 threads, every weight in RAM
 #              (llama.cpp mmaps the file in the page cache, lesfarm bench
 #              reads it into RAM), one warm-up, then one measured run each;
@@ -17,15 +18,21 @@
 #              OOM-killed at the cap, are left out of a second install), and
 #              lesfarm generate --mode scheduled --storage direct
 #              --expert-budget 20%.
-# Then it prints per-round ratios (lesfarm / llama.cpp) with min, median and
-# max (summary.mjs).
+# With BASE set to another lesfarm binary (an older commit's build), each
+# resident pair also runs it as the engine "lesfarm-base", the order of the
+# three engines rotating round by round, for a before/after ratio measured
+# in the same rounds.
+# Then it prints per-round ratios (lesfarm / llama.cpp, and lesfarm / base)
+# with min, median and max, on wall-clock t/s and on t/s per CPU-second of
+# each process (summary.mjs), with each round's load average.
 #
 #   scripts/bench-peer/peer.sh [MODEL.gguf]
 # Environment: ROUNDS (3), PEER_DIR (/tmp/lesfarm-peer: npm installs, the
 # default model, results), LESFARM (the lesfarm binary; default: built from
 # this checkout), DEV (vda: the disk whose read_ahead_kb is set), CAP (bytes;
-# default computed as above). The capped rows need root (cgroup v1 memory
-# controller, /sys/block); without root they are skipped.
+# default computed as above), BASE (see above), CAPPED_ROWS (1; 0 skips the
+# capped rows). The capped rows need root (cgroup v1 memory controller,
+# /sys/block); without root they are skipped.
 # Without MODEL it synthesizes the qwen35moe 35B-A3B-scaled preset (Q4_K,
 # about 4.4 GB) into PEER_DIR once.
 set -eu
@@ -83,19 +90,20 @@ if [ -z "$M" ]; then
 fi
 [ -f "$M" ] || { log "model $M does not exist"; exit 2; }
 
+CAPPED=${CAPPED_ROWS:-1}
+if [ "$CAPPED" = 1 ] && { [ "$(id -u)" != 0 ] || [ ! -w /sys/fs/cgroup/memory ] || [ ! -w /sys/block/$DEV/queue/read_ahead_kb ]; }; then
+  log "not root or no cgroup v1 memory controller: skipping the capped rows"
+  CAPPED=0
+fi
 # The cap: non-expert bytes + 20% of the expert bytes + 150 MiB. lesfarm
 # reports the 20% expert budget in bytes; experts = 5 × that.
-if [ -z "${CAP:-}" ]; then
+if [ "$CAPPED" = 1 ] && [ -z "${CAP:-}" ]; then
   b=$("$LESFARM" generate --model "$M" --prompt x --max-tokens 1 --mode scheduled --storage direct \
       --expert-budget 20% --format json --threads 1 2>/dev/null | node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>console.log(JSON.parse(s).budget_bytes))')
   size=$(stat -c %s "$M")
   CAP=$(( size - 4 * b + 150 * 1024 * 1024 ))
 fi
-CAPPED=1
-if [ "$(id -u)" != 0 ] || [ ! -w /sys/fs/cgroup/memory ] || [ ! -w /sys/block/$DEV/queue/read_ahead_kb ]; then
-  log "not root or no cgroup v1 memory controller: skipping the capped rows"
-  CAPPED=0
-fi
+CAP=${CAP:-0}
 log "model $M ($(stat -c %s "$M") bytes), cap $CAP bytes, $ROUNDS rounds, results in $OUT"
 
 CG=/sys/fs/cgroup/memory/lesfarm-bench-peer-$$
@@ -125,8 +133,14 @@ llama_resident() { # round threads
   node "$PEER_DIR/full/llama.mjs" "$M" "$2" both 64 32 2>/dev/null | emit "$1" resident "$2" llama.cpp
 }
 lesfarm_resident() {
-  "$LESFARM" bench --model "$M" --threads "$2" --prompt-tokens 64 --gen-tokens 32 --repetitions 1 --warmup 1 \
-    --format json --copy-mb 0 --quiet 2>/dev/null | emit "$1" resident "$2" lesfarm
+  lesfarm_bench "$LESFARM" "$@" | emit "$1" resident "$2" lesfarm
+}
+base_resident() {
+  lesfarm_bench "$BASE" "$@" | emit "$1" resident "$2" lesfarm-base
+}
+lesfarm_bench() { # binary round threads
+  "$1" bench --model "$M" --threads "$3" --prompt-tokens 64 --gen-tokens 32 --repetitions 1 --warmup 1 \
+    --format json --copy-mb 0 --quiet 2>/dev/null
 }
 llama_capped() {
   capped node "$NR/llama.mjs" "$M" 1 tg 8 32 2>/dev/null | emit "$1" capped 1 llama.cpp
@@ -139,11 +153,17 @@ lesfarm_capped() {
 
 : > "$OUT"
 for i in $(seq "$ROUNDS"); do
-  log "round $i/$ROUNDS $(date -u +%T) load $(cut -d' ' -f1 /proc/loadavg)"
+  PEER_LOAD=$(cut -d' ' -f1 /proc/loadavg)
+  export PEER_LOAD
+  log "round $i/$ROUNDS $(date -u +%T) load $PEER_LOAD"
   cat "$M" > /dev/null # the resident runs read a warm page cache
+  engines=(llama lesfarm)
+  [ -n "${BASE:-}" ] && engines+=(base)
+  ne=${#engines[@]}
   for t in 1 2; do
-    if [ $((i % 2)) = 1 ]; then llama_resident "$i" "$t"; lesfarm_resident "$i" "$t"
-    else lesfarm_resident "$i" "$t"; llama_resident "$i" "$t"; fi
+    for k in $(seq 0 $((ne - 1))); do # round i starts with engine (i-1) mod ne
+      "${engines[$(((i - 1 + k) % ne))]}_resident" "$i" "$t"
+    done
   done
   if [ "$CAPPED" = 1 ]; then
     echo 128 > /sys/block/$DEV/queue/read_ahead_kb
