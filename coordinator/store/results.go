@@ -1,7 +1,6 @@
 package store
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -51,46 +50,26 @@ type ResultOutcome struct {
 // attempt's samples, takes FOR UPDATE. The runs' notices go out after the
 // commit.
 func (s *Store) CompleteRuns(ctx context.Context, results []*protocol.Result) ([]ResultOutcome, error) {
-	pr, err := s.completeRuns(ctx, results, nil)
-	if err != nil {
-		return nil, err
-	}
-	return pr.Outcomes, nil
-}
-
-// completeRuns is CompleteRuns, reading the freed devices' placement in
-// each transaction when p is set (CompleteRunsFreed).
-func (s *Store) completeRuns(ctx context.Context, results []*protocol.Result, p *FreedParams) (*FreedResults, error) {
-	pr := &FreedResults{}
 	outs := make([]ResultOutcome, len(results))
 	pending := make([]int, len(results))
 	for i := range pending {
 		pending[i] = i
 	}
 	for len(pending) > 0 {
-		// First occurrences of each run now, repeats in the next round.
-		seen := map[int64]bool{}
-		var now, later []int
-		for _, i := range pending {
-			if seen[results[i].RunID] {
-				later = append(later, i)
-				continue
-			}
-			seen[results[i].RunID] = true
-			now = append(now, i)
-		}
+		now, later := firstOfEachRun(results, pending)
 		batch := make([]*protocol.Result, len(now))
 		for k, i := range now {
 			batch[k] = results[i]
 		}
-		got, freed, err := s.completeBatch(ctx, batch, p)
+		var got []ResultOutcome
+		err := s.tx(ctx, func(tx pgx.Tx) error {
+			var err error
+			got, _, err = s.completeIn(ctx, tx, batch, nil)
+			return err
+		})
 		if err != nil {
 			return nil, fmt.Errorf("store: complete run: %w", err)
 		}
-		if freed.snap != nil {
-			pr.Snapshots = append(pr.Snapshots, freed.snap)
-		}
-		pr.ReadErr = cmp.Or(pr.ReadErr, freed.err)
 		var notices []Run
 		for k, i := range now {
 			outs[i] = got[k]
@@ -101,8 +80,23 @@ func (s *Store) completeRuns(ctx context.Context, results []*protocol.Result, p 
 		s.notifyRunsLater(ctx, notices)
 		pending = later
 	}
-	pr.Outcomes = outs
-	return pr, nil
+	return outs, nil
+}
+
+// firstOfEachRun splits pending (indexes of results) into the first
+// result of each run (now, settled in one transaction) and the repeats
+// (later, settled in a following one).
+func firstOfEachRun(results []*protocol.Result, pending []int) (now, later []int) {
+	seen := map[int64]bool{}
+	for _, i := range pending {
+		if seen[results[i].RunID] {
+			later = append(later, i)
+			continue
+		}
+		seen[results[i].RunID] = true
+		now = append(now, i)
+	}
+	return now, later
 }
 
 // resultRow is a run's row as a result's check needs it.
@@ -119,83 +113,78 @@ type resultRow struct {
 	buildExes []string
 }
 
-// completeBatch is one transaction of CompleteRuns over results of
-// distinct runs.
-// With p set, it also returns the freed devices' placement read (its snap
-// nil when there is nothing to place).
-func (s *Store) completeBatch(ctx context.Context, results []*protocol.Result, p *FreedParams) ([]ResultOutcome, placeRead, error) {
+// completeIn writes results of distinct runs in tx, CompleteRuns' work
+// for one transaction. With p set, it also returns the freed devices'
+// placement read (its snap nil when there is nothing to place;
+// BeginCompleteRuns).
+func (s *Store) completeIn(ctx context.Context, tx pgx.Tx, results []*protocol.Result, p *FreedParams) ([]ResultOutcome, placeRead, error) {
 	ids := make([]int64, len(results))
 	for i, r := range results {
 		ids[i] = r.RunID
 	}
-	var outs []ResultOutcome
-	var freed placeRead
-	err := s.tx(ctx, func(tx pgx.Tx) error {
-		outs = make([]ResultOutcome, len(results))
-		rowsByID, err := lockResultRuns(ctx, tx, ids)
-		if err != nil {
-			return err
+	outs := make([]ResultOutcome, len(results))
+	rowsByID, err := lockResultRuns(ctx, tx, ids)
+	if err != nil {
+		return nil, placeRead{}, err
+	}
+	var done configRows
+	var already, requeues []int
+	var upIDs, upTokens []int64
+	var upStates, upOutcomes, upErrs, upProv []string
+	for i, res := range results {
+		row, ok := rowsByID[res.RunID]
+		switch {
+		case !ok:
+			outs[i].Err = ErrStaleToken
+			continue
+		case row.token == res.Token && row.deviceID == res.DeviceID && TerminalState(row.state) && row.state == outcomeState(res.Outcome):
+			// This very result was committed before (a redelivery
+			// after a crash between commit and ack).
+			outs[i].Err = ErrAlreadyCompleted
+			already = append(already, i)
+			continue
+		case row.token != res.Token || (row.state != RunAssigned && row.state != RunRunning) || row.deviceID != res.DeviceID:
+			outs[i].Err = ErrStaleToken
+			continue
 		}
-		var done configRows
-		var already, requeues []int
-		var upIDs, upTokens []int64
-		var upStates, upOutcomes, upErrs, upProv []string
-		for i, res := range results {
-			row, ok := rowsByID[res.RunID]
-			switch {
-			case !ok:
-				outs[i].Err = ErrStaleToken
-				continue
-			case row.token == res.Token && row.deviceID == res.DeviceID && TerminalState(row.state) && row.state == outcomeState(res.Outcome):
-				// This very result was committed before (a redelivery
-				// after a crash between commit and ack).
-				outs[i].Err = ErrAlreadyCompleted
-				already = append(already, i)
-				continue
-			case row.token != res.Token || (row.state != RunAssigned && row.state != RunRunning) || row.deviceID != res.DeviceID:
-				outs[i].Err = ErrStaleToken
-				continue
-			}
-			if why := checkProvenance(res, &row); why != "" {
-				res = rejectedResult(res, why)
-				results[i] = res
-			}
-			final, outcome := finalState(res.Outcome)
-			if (final == RunFailed && row.retryOnFailure || final == RunInfraFailed) && row.attempts < row.maxAttempts {
-				requeues = append(requeues, i)
-				continue
-			}
-			if err := done.add(res, &row); err != nil {
-				return err
-			}
-			upIDs, upTokens = append(upIDs, res.RunID), append(upTokens, res.Token)
-			upStates, upOutcomes, upErrs = append(upStates, final), append(upOutcomes, outcome), append(upErrs, clipText(res.Error))
-			upProv = append(upProv, provenanceJSON(res.Provenance))
+		if why := checkProvenance(res, &row); why != "" {
+			res = rejectedResult(res, why)
+			results[i] = res
 		}
-		for _, i := range requeues {
-			// Deleting the attempt's samples: take the lock that waits for
-			// telemetry transactions in flight (FOR KEY SHARE, see
-			// InsertTelemetry), which the common case does not need. The
-			// requeue deletes the attempt's results, so none are written.
-			res := results[i]
-			final, outcome := finalState(res.Outcome)
-			if _, err := tx.Exec(ctx, `SELECT 1 FROM runs WHERE id = $1 FOR UPDATE`, res.RunID); err != nil {
-				return err
-			}
-			if err := endLease(ctx, tx, res.RunID, res.Token, true, final, res.Error, outcome); err != nil {
-				return err
-			}
-			already = append(already, i) // read back below
+		final, outcome := finalState(res.Outcome)
+		if (final == RunFailed && row.retryOnFailure || final == RunInfraFailed) && row.attempts < row.maxAttempts {
+			requeues = append(requeues, i)
+			continue
 		}
-		// The freed devices' placement read goes in finishBatch's round
-		// trip (CompleteRunsFreed).
-		read, tail := placementTail(results, outs, p)
-		if err := finishBatch(ctx, tx, results, outs, &done, already, upIDs, upTokens, upStates, upOutcomes, upErrs, upProv, tail); err != nil {
-			return err
+		if err := done.add(res, &row); err != nil {
+			return nil, placeRead{}, err
 		}
-		freed, err = freedSnapshot(ctx, tx, read)
-		return err
-	})
+		upIDs, upTokens = append(upIDs, res.RunID), append(upTokens, res.Token)
+		upStates, upOutcomes, upErrs = append(upStates, final), append(upOutcomes, outcome), append(upErrs, clipText(res.Error))
+		upProv = append(upProv, provenanceJSON(res.Provenance))
+	}
+	for _, i := range requeues {
+		// Deleting the attempt's samples: take the lock that waits for
+		// telemetry transactions in flight (FOR KEY SHARE, see
+		// InsertTelemetry), which the common case does not need. The
+		// requeue deletes the attempt's results, so none are written.
+		res := results[i]
+		final, outcome := finalState(res.Outcome)
+		if _, err := tx.Exec(ctx, `SELECT 1 FROM runs WHERE id = $1 FOR UPDATE`, res.RunID); err != nil {
+			return nil, placeRead{}, err
+		}
+		if err := endLease(ctx, tx, res.RunID, res.Token, true, final, res.Error, outcome); err != nil {
+			return nil, placeRead{}, err
+		}
+		already = append(already, i) // read back below
+	}
+	// The freed devices' placement read goes in finishBatch's round
+	// trip (BeginCompleteRuns).
+	read, tail := placementTail(results, outs, p)
+	if err := finishBatch(ctx, tx, results, outs, &done, already, upIDs, upTokens, upStates, upOutcomes, upErrs, upProv, tail); err != nil {
+		return nil, placeRead{}, err
+	}
+	freed, err := freedSnapshot(ctx, tx, read)
 	if err != nil {
 		return nil, placeRead{}, err
 	}
