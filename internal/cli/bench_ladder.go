@@ -315,7 +315,7 @@ func ladderRoutingStats(env *Env, path string, tokens, threads int) *routing.Met
 	if tokens < 2 {
 		return nil
 	}
-	st, err := modelRoutingStats(env, path, "", tokens, threads)
+	st, _, err := modelRoutingStats(env, path, "", tokens, threads)
 	if err != nil {
 		fmt.Fprintf(env.Stderr, "bench: routing statistics: %v\n", err)
 		return nil

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"testing"
 )
@@ -38,7 +39,7 @@ func TestRoutingStatsMatchesTrainedFixture(t *testing.T) {
 	if err := json.Unmarshal(raw, &ref); err != nil {
 		t.Fatal(err)
 	}
-	code, out, errOut := runCLI("routing-stats", "--model", modelPath, "--prompts", filepath.Join(dir, "validation.txt"), "--max-tokens", "128", "--format", "json")
+	code, out, errOut := runCLI("routing-stats", "--model", modelPath, "--prompts", filepath.Join(dir, "validation.txt"), "--max-tokens", "128", "--format", "json", "--converge", "300")
 	if code != 0 {
 		t.Fatalf("routing-stats: exit %d: %s", code, errOut)
 	}
@@ -48,9 +49,31 @@ func TestRoutingStatsMatchesTrainedFixture(t *testing.T) {
 			Recall  float64 `json:"recall"`
 			Entropy float64 `json:"entropy"`
 		} `json:"layers"`
+		Overall struct {
+			Top10   float64 `json:"top10_share"`
+			HeldOut float64 `json:"top10_heldout"`
+			Even    float64 `json:"top10_even"`
+		} `json:"overall"`
+		Convergence []struct {
+			Tokens  int     `json:"tokens"`
+			Top10   float64 `json:"top10_share"`
+			HeldOut float64 `json:"top10_heldout"`
+		} `json:"convergence"`
 	}
 	if err := json.Unmarshal([]byte(out), &got); err != nil || len(got.Layers) != 6 {
 		t.Fatalf("json %v: %s", err, out)
+	}
+	// The held-out top-10% share on ~1,100 tokens estimates the share on
+	// the whole held-out split (routing-stats.json's expert counts over
+	// 57,856 tokens: 0.144), and relabelled even routing reads less.
+	if want := fixtureTop10(t, raw); got.Overall.HeldOut < want-0.02 || got.Overall.HeldOut > want+0.02 {
+		t.Errorf("held-out top-10%% share %.3f, the fixture's on the whole split %.3f", got.Overall.HeldOut, want)
+	}
+	if got.Overall.Even >= got.Overall.Top10 {
+		t.Errorf("even-routing share %.3f, want it below the measured %.3f", got.Overall.Even, got.Overall.Top10)
+	}
+	if c := got.Convergence; len(c) != 2 || c[0].Tokens != 300 || c[1].Top10 != got.Overall.Top10 {
+		t.Errorf("convergence %+v, want the first 300 tokens and then all (top-10%% %.3f)", c, got.Overall.Top10)
 	}
 	for l, m := range got.Layers {
 		want := ref.Cross.Output.Recall[0]
@@ -67,6 +90,34 @@ func TestRoutingStatsMatchesTrainedFixture(t *testing.T) {
 			t.Errorf("layer %d: entropy %.3f outside the fixture's near-even use", l, m.Entropy)
 		}
 	}
+}
+
+// fixtureTop10 returns the mean over layers of the top-10% share of
+// routing-stats.json's expert counts.
+func fixtureTop10(t *testing.T, raw []byte) float64 {
+	t.Helper()
+	var ref struct {
+		Usage struct {
+			Counts [][]float64 `json:"counts"`
+		} `json:"expert_usage"`
+	}
+	if err := json.Unmarshal(raw, &ref); err != nil || len(ref.Usage.Counts) == 0 {
+		t.Fatalf("routing-stats.json expert_usage: %v", err)
+	}
+	var sum float64
+	for _, c := range ref.Usage.Counts {
+		s := append([]float64(nil), c...)
+		sort.Sort(sort.Reverse(sort.Float64Slice(s)))
+		var top, all float64
+		for i, x := range s {
+			all += x
+			if i < max(1, len(s)/10) {
+				top += x
+			}
+		}
+		sum += top / all
+	}
+	return sum / float64(len(ref.Usage.Counts))
 }
 
 // TestRoutingStatsBadInput: each bad invocation exits 2 with one line.

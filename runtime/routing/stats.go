@@ -48,6 +48,15 @@ type Metrics struct {
 	// Top10Share is the share of demands taken by the most used 10% of
 	// experts (at least one): 0.1 for even use.
 	Top10Share float64 `json:"top10_share"`
+	// Top10HeldOut is the top-10% share ranked on one half of the tokens
+	// and read on the other (popularity.go): free of Top10Share's
+	// finite-sample excess. NaN (null in JSON) below PopularityBlock+1
+	// tokens.
+	Top10HeldOut float64 `json:"top10_heldout"`
+	// Top10Even is the top-10% share that routing with no preferred expert
+	// and the same locality reads on the same tokens (popularity.go): the
+	// part of Top10Share that the text's length alone explains.
+	Top10Even float64 `json:"top10_even"`
 	// Reuse is the mean over tokens (after each sequence's first) of
 	// |S(t) ∩ S(t−1)| / |S(t)|: the share of a token's experts the previous
 	// token also used.
@@ -78,6 +87,9 @@ type Stats struct {
 	TopK     int       `json:"top_k"`
 	Tokens   int       `json:"tokens"`
 	Sequence int       `json:"sequences"`
+	// Convergence is the popularity on the text's first tokens
+	// (Converge), when asked for (routing-stats --converge).
+	Convergence []Point `json:"convergence,omitempty"`
 }
 
 // Compute returns the statistics of seqs for a model with experts experts
@@ -116,6 +128,8 @@ func Compute(seqs []Sequence, layers, experts int) (*Stats, error) {
 		o.Entropy += m.Entropy
 		o.EffectiveExperts += m.EffectiveExperts
 		o.Top10Share += m.Top10Share
+		o.Top10HeldOut += m.Top10HeldOut
+		o.Top10Even += m.Top10Even
 		o.Reuse += m.Reuse
 		o.ReuseWindow += m.ReuseWindow
 		o.Precision += m.Precision
@@ -127,7 +141,7 @@ func Compute(seqs []Sequence, layers, experts int) (*Stats, error) {
 		return nil, fmt.Errorf("routing: no layer routed any token")
 	}
 	o := &st.Overall
-	for _, p := range []*float64{&o.Entropy, &o.EffectiveExperts, &o.Top10Share, &o.Reuse, &o.ReuseWindow, &o.Precision, &o.Recall, &o.VerifyMultiple} {
+	for _, p := range []*float64{&o.Entropy, &o.EffectiveExperts, &o.Top10Share, &o.Top10HeldOut, &o.Top10Even, &o.Reuse, &o.ReuseWindow, &o.Precision, &o.Recall, &o.VerifyMultiple} {
 		*p /= float64(n)
 	}
 	return st, nil
@@ -143,8 +157,8 @@ func at(x [][]int, l int) []int {
 // layerMetrics computes layer l's Metrics; ok is false when no token used
 // an expert there.
 func layerMetrics(seqs []Sequence, l, experts int) (m Metrics, ok bool) {
-	counts := make([]int64, experts)
 	var demands int64
+	var order [][]int // the layer's demands in text order
 	var reuse, reuseW, verify, selSum float64
 	var reuseN, reuseWN, verifyN, selN int
 	var hit, predN, selP int64
@@ -157,9 +171,7 @@ func layerMetrics(seqs []Sequence, l, experts int) (m Metrics, ok bool) {
 			m.Tokens++
 			selSum += float64(len(sel))
 			selN++
-			for _, e := range sel {
-				counts[e]++
-			}
+			order = append(order, sel)
 			demands += int64(len(sel))
 			if i > 0 {
 				reuse += float64(overlap(sel, at(s[i-1].Selected, l))) / float64(len(sel))
@@ -192,7 +204,7 @@ func layerMetrics(seqs []Sequence, l, experts int) (m Metrics, ok bool) {
 	if demands == 0 {
 		return m, false
 	}
-	m.Entropy, m.EffectiveExperts, m.Top10Share = popularity(counts)
+	popularityOf(&m, order, experts, l)
 	m.Reuse = ratio(reuse, reuseN)
 	m.ReuseWindow = ratio(reuseW, reuseWN)
 	m.Precision, m.Recall = math.NaN(), math.NaN()
@@ -276,7 +288,8 @@ func (m Metrics) MarshalJSON() ([]byte, error) {
 		Reuse     *float64 `json:"reuse"`
 		Window    *float64 `json:"reuse_window"`
 		Verify    *float64 `json:"verify_multiple"`
-	}{plain(m), num(m.Precision), num(m.Recall), num(m.Reuse), num(m.ReuseWindow), num(m.VerifyMultiple)})
+		HeldOut   *float64 `json:"top10_heldout"`
+	}{plain(m), num(m.Precision), num(m.Recall), num(m.Reuse), num(m.ReuseWindow), num(m.VerifyMultiple), num(m.Top10HeldOut)})
 	return b, err
 }
 
