@@ -69,11 +69,24 @@ func convBatch(out, window, mix, w, ck []float32, C, taps, n, ckAt, lo, hi int) 
 		}
 		u := out[t*C : (t+1)*C]
 		raw := mix[t*C : (t+1)*C]
+		if t < prev { // part of the window still comes from before the batch
+			for c := lo; c < hi; c++ {
+				wc := w[c*taps : (c+1)*taps]
+				var sum float32
+				for i := range prev {
+					sum += float32(in(t-prev+i, c) * wc[i])
+				}
+				sum += float32(raw[c] * wc[prev])
+				u[c] = silu(sum)
+			}
+			continue
+		}
+		past := mix[(t-prev)*C : t*C] // the previous prev tokens' inputs
 		for c := lo; c < hi; c++ {
 			wc := w[c*taps : (c+1)*taps]
 			var sum float32
 			for i := range prev {
-				sum += float32(in(t-prev+i, c) * wc[i])
+				sum += float32(past[i*C+c] * wc[i])
 			}
 			sum += float32(raw[c] * wc[prev])
 			u[c] = silu(sum)
