@@ -149,6 +149,8 @@ type Agent struct {
 	cache  *artifact.Cache
 	buf    *telemetry.Buffer
 	runner *Runner
+	// verified checks build executables before each exec (childverify.go).
+	verified verifiedExecs
 	// phone is the attached phone of an agent with Config.Phone.
 	phone *phone
 

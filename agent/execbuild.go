@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"time"
 
 	"github.com/lesfarm/lesfarm/agent/artifact"
@@ -61,9 +60,10 @@ func (a *Agent) runBuild(ctx context.Context, r *activeRun, job *Job, onDownload
 }
 
 // executable fetches a build's executable through the artifact cache (the
-// models' disk budget) and hashes it again right before it may run: a file
-// changed on disk since it was verified is removed and fetched anew, never
-// executed.
+// models' disk budget) and checks its sha256 again right before it may
+// run (verifiedExecs: hashed unless its file is unchanged since it last
+// matched): a file changed on disk since it was verified is removed and
+// fetched anew, never executed.
 func (a *Agent) executable(ctx context.Context, x *protocol.Executable, onDownload func(done, total int64)) (*artifact.Handle, error) {
 	spec := artifact.Spec{URL: x.Artifact.URL, SHA256: x.Artifact.SHA256, Size: x.Artifact.Size}
 	for attempt := 0; ; attempt++ {
@@ -71,12 +71,12 @@ func (a *Agent) executable(ctx context.Context, x *protocol.Executable, onDownlo
 		if err != nil {
 			return nil, fmt.Errorf("build executable: %w", err)
 		}
-		got, err := fileSHA256(h.Path)
+		if err := makeExecutable(h.Path); err != nil {
+			h.Release()
+			return nil, fmt.Errorf("build executable: %w", err)
+		}
+		got, err := a.verified.check(h.Path, x.Artifact.SHA256)
 		if err == nil && got == x.Artifact.SHA256 {
-			if err := os.Chmod(h.Path, 0o755); err != nil {
-				h.Release()
-				return nil, fmt.Errorf("build executable: %w", err)
-			}
 			return h, nil
 		}
 		h.Release()
