@@ -408,11 +408,27 @@ func runLeases(t *testing.T, st *store.Store) map[int64][]lease {
 
 // TestIngestCrashRestart stops a coordinator whose ingest fetched telemetry
 // but did not commit it, starts another, and checks the exact count.
+//
+// The telemetry is sent under the assignment's token, so that token must
+// stay the run's for the whole test: a batch under a superseded token is
+// stale and never stored (the flake this test had, 0 of 600 samples, on a
+// loaded host). Two things could supersede it: c1 giving up on an
+// assignment whose reply came after AssignTimeout (then it requeues and
+// grants the run again under a new token) and the 1 s lease expiring
+// while one coordinator stops and the other starts. Neither is under test
+// here, so both are given room (AssignTimeout, HeartbeatTTL), and the
+// telemetry goes out only once the coordinator has recorded the
+// assignment as running under that token.
 func TestIngestCrashRestart(t *testing.T) {
 	f := newFarm(t)
 	crashed := make(chan struct{})
 	var once sync.Once
+	roomy := func(cfg *coordinator.Config) {
+		cfg.AssignTimeout = 30 * time.Second
+		cfg.HeartbeatTTL = 30 * time.Second
+	}
 	c1 := f.coordinator(t, "c1", func(cfg *coordinator.Config) {
+		roomy(cfg)
 		cfg.Ingest.Workers = 1
 		cfg.Ingest.BeforeCommit = func() error {
 			once.Do(func() { close(crashed) })
@@ -423,6 +439,17 @@ func TestIngestCrashRestart(t *testing.T) {
 	d.hello(nil)
 	trigger(t, c1.Store(), 1, nil)
 	a := d.waitAssignment(10 * time.Second)
+	current := func(st *store.Store) error {
+		r, err := st.GetRun(context.Background(), a.RunID)
+		if err != nil {
+			return err
+		}
+		if r.State != store.RunRunning || r.Token != a.Token {
+			return fmt.Errorf("run %d is %s under token %d, the assignment's token is %d", r.ID, r.State, r.Token, a.Token)
+		}
+		return nil
+	}
+	testenv.Eventually(t, 20*time.Second, 25*time.Millisecond, func() error { return current(c1.Store()) })
 	const batches, per = 20, 30
 	d.telemetry(a, batches, per, 2)
 	<-crashed
@@ -430,10 +457,10 @@ func TestIngestCrashRestart(t *testing.T) {
 	if n := mustCountStore(t, f, a.RunID); n != 0 {
 		t.Fatalf("%d samples committed by a crashed ingest", n)
 	}
-	c2 := f.coordinator(t, "c2", nil)
+	c2 := f.coordinator(t, "c2", roomy)
 	testenv.Eventually(t, 20*time.Second, 50*time.Millisecond, func() error {
 		if n := mustCount(t, c2, a.RunID); n != batches*per {
-			return fmt.Errorf("%d samples after restart, want %d", n, batches*per)
+			return fmt.Errorf("%d samples after restart, want %d (%v)", n, batches*per, current(c2.Store()))
 		}
 		return nil
 	})
