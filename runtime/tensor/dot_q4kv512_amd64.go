@@ -26,13 +26,19 @@ var hasAVX512 = cpu.X86.HasAVX512F && cpu.X86.HasAVX512BW && cpu.X86.HasAVX512VL
 var q4kAVX512 = false
 
 // q4kVecs1 computes rows Q4_K rows of w against the nb-block vector y
-// into dst: two rows at a time with q4kVecs1x2AVX512 where it runs, the
-// rest (an odd last row, or all without AVX-512) with q4kVecs1AVX2.
+// into dst: two rows at a time with q4kVecs1x2AVX512 where it runs, else
+// with q4kVecs1x2AVX2 (q4kPairs), an odd last row (or every row with
+// neither) with q4kVecs1AVX2.
 func q4kVecs1(w []byte, rows int, y []blockQ8K, nb, ys int, dst []float32, stride int) {
 	done := 0
-	if q4kAVX512 && hasAVX512 && rows >= 2 {
+	switch {
+	case rows < 2:
+	case q4kAVX512 && hasAVX512:
 		done = rows &^ 1
 		q4kVecs1x2AVX512(&w[0], done/2, &y[0], nb, &dst[0])
+	case q4kPairs:
+		done = rows &^ 1
+		q4kVecs1x2AVX2(&w[0], done/2, &y[0], nb, &dst[0])
 	}
 	if done < rows {
 		q4kVecs1AVX2(&w[done*144*nb], rows-done, &y[0], nb, ys, &dst[done], stride)

@@ -16,6 +16,20 @@ import (
 //go:noescape
 func q4kVecs1AVX2(w *byte, rows int, y *blockQ8K, nb, ystride int, dst *float32, dstride int)
 
+// q4kVecs1x2AVX2 is q4kVecs1AVX2 for 2·pairs consecutive rows, two rows
+// per pass (gen_q4kv.py, kernel_x2): the rows share the activation loads
+// and one conversion, multiply and horizontal sum of their d, dmin and
+// mins sums per super-block; every row's result is bit-identical to
+// q4kVecs1AVX2 and dotQ4KQ8KGeneric.
+//
+//go:noescape
+func q4kVecs1x2AVX2(w *byte, pairs int, y *blockQ8K, nb int, dst *float32)
+
+// q4kPairs says whether single-vector Q4_K products (decode, and prefill's
+// one-token experts) take q4kVecs1x2AVX2 for row pairs. Benchmarks turn it
+// off to compare with q4kVecs1AVX2 in the same run; nothing else writes it.
+var q4kPairs = true
+
 // q4kVecs2AVX2 .. q4kVecs8AVX2 are the same for nv = 2..8 vectors (vector
 // v at y + v·ystride bytes, dst[r + v·dstride] = row r · vector v): each
 // pair of sub-blocks is decoded into registers once for all nv vectors,

@@ -255,6 +255,181 @@ def kernel(nv, name=None, reg=False, prefetch=PREFETCH, aux=False):
     return o
 
 
+def scales_mins(e, base, sreg, mreg):
+    """ggml's kmask shuffle of the 12 scale bytes at 4(base): the 8 6-bit
+    scales, broadcast as a qword to the 4 qwords of Y{sreg}, and the 8
+    6-bit mins as int16 in X{mreg}. Uses AX, BX, CX, DX, R9, R10."""
+    e(f"\tMOVL 4({base}), AX")
+    e(f"\tMOVL 8({base}), BX")
+    e(f"\tMOVL 12({base}), CX")
+    e("\tMOVL AX, DX")
+    e("\tANDL $0x3f3f3f3f, DX")
+    e("\tMOVL AX, R9")
+    e("\tSHRL $6, R9")
+    e("\tANDL $0x03030303, R9")
+    e("\tSHLL $4, R9")
+    e("\tMOVL CX, R10")
+    e("\tANDL $0x0f0f0f0f, R10")
+    e("\tORL R10, R9")
+    e("\tSHLQ $32, R9")
+    e("\tORQ R9, DX")
+    e(f"\tVMOVQ DX, X{sreg}")
+    e(f"\tVPBROADCASTQ X{sreg}, Y{sreg}")
+    e("\tMOVL BX, DX")
+    e("\tANDL $0x3f3f3f3f, DX")
+    e("\tMOVL BX, R9")
+    e("\tSHRL $6, R9")
+    e("\tANDL $0x03030303, R9")
+    e("\tSHLL $4, R9")
+    e("\tMOVL CX, R10")
+    e("\tSHRL $4, R10")
+    e("\tANDL $0x0f0f0f0f, R10")
+    e("\tORL R10, R9")
+    e("\tSHLQ $32, R9")
+    e("\tORQ R9, DX")
+    e(f"\tVMOVQ DX, X{mreg}")
+    e(f"\tVPMOVZXBW X{mreg}, X{mreg}")
+
+
+def lanes_out(e, acc, sums):
+    """The 8 float lanes of Y{sums} added in order to lane 0 of X{acc}
+    (acc + sums[0] + ... + sums[7]); clobbers Y{sums} and X{acc}+1's
+    scratch t."""
+    t = f"X{acc + 2}"
+    a, s = f"X{acc}", f"X{sums}"
+    e(f"\tVADDSS {s}, {a}, {a}")
+    e(f"\tVMOVSHDUP {s}, {t}")
+    e(f"\tVADDSS {t}, {a}, {a}")
+    e(f"\tVMOVHLPS {s}, {t}, {t}")
+    e(f"\tVADDSS {t}, {a}, {a}")
+    e(f"\tVPERMILPS $0xff, {s}, {t}")
+    e(f"\tVADDSS {t}, {a}, {a}")
+    e(f"\tVEXTRACTF128 $1, Y{sums}, {s}")
+    e(f"\tVADDSS {s}, {a}, {a}")
+    e(f"\tVMOVSHDUP {s}, {t}")
+    e(f"\tVADDSS {t}, {a}, {a}")
+    e(f"\tVMOVHLPS {s}, {t}, {t}")
+    e(f"\tVADDSS {t}, {a}, {a}")
+    e(f"\tVPERMILPS $0xff, {s}, {t}")
+    e(f"\tVADDSS {t}, {a}, {a}")
+
+
+def kernel_x2(prefetch=PREFETCH):
+    """q4kVecs1x2AVX2: the single-vector kernel (kernel(1, reg=True)) for
+    two rows per pass, row A at SI and row B at SI + R13 (R13 = 144·nb).
+    Per super-block the two rows share the activation loads (Y2, Y3, once
+    per 64 values for both rows), the y.d load, one VCVTPH2PS of both rows'
+    d and dmin ([dA, dminA, dB, dminB] in X6), one VMULPS by y.d, one
+    VPMADDWD of both rows' mins against bsum2 (row A in the low, row B in
+    the high 128 bits), one horizontal sum and one multiply and subtract
+    for both rows' sumf (lanes 1 and 3 of X15). Every lane operation is
+    kernel(1)'s scalar one (float32 products, then the add or subtract), so
+    each row's result is bit-identical to it. Y0/Y1 integer lanes and
+    Y10/Y11 float sums of rows A/B, Y8/Y9 their scales, Y12 the VPERMD
+    index, Y13 d·y.d of both rows, Y14 the nibble mask; Y2-Y7 scratch."""
+    name = "q4kVecs1x2AVX2"
+    o = []
+    e = o.append
+    e(f"// func {name}(w *byte, pairs int, y *blockQ8K, nb int, dst *float32)")
+    e(f"TEXT ·{name}(SB), NOSPLIT, $0-40")
+    e("\tMOVQ w+0(FP), SI")
+    e("\tMOVQ nb+24(FP), R13")
+    e("\tIMUL3Q $144, R13, R13")
+    e("\tMOVQ dst+32(FP), R11")
+    e("\tVMOVDQU q4kvPerm<>(SB), Y12")
+    e("\tVMOVDQU q4kvMask<>(SB), Y14")
+    e("\tMOVQ pairs+8(FP), R12")
+    e("\tTESTQ R12, R12")
+    e(f"\tJEQ {name}_done")
+    e(f"{name}_row:")
+    e("\tVPXOR Y10, Y10, Y10")
+    e("\tVPXOR Y11, Y11, Y11")
+    e("\tVPXOR X15, X15, X15")
+    e("\tMOVQ y+16(FP), DI")
+    e("\tMOVQ nb+24(FP), R8")
+    e("\tTESTQ R8, R8")
+    e(f"\tJEQ {name}_finish")
+    e(f"{name}_block:")
+    if prefetch:
+        for off in (0, 64, 128):
+            e(f"\tPREFETCHT0 {prefetch + off}(SI)")
+        for off in (0, 64, 128):
+            e(f"\tPREFETCHT0 {prefetch + off}(SI)(R13*1)")
+    scales_mins(e, "SI", 8, 4)
+    e("\tLEAQ (SI)(R13*1), R14")
+    scales_mins(e, "R14", 9, 5)
+    # mins: sumi of row A in lanes 0-3, of row B in lanes 4-7
+    e("\tVINSERTI128 $1, X5, Y4, Y4")
+    e(f"\tVBROADCASTI128 {BSUM2}(DI), Y5")
+    e("\tVPMADDWD Y5, Y4, Y4")
+    e("\tVPSHUFD $0x4e, Y4, Y5")
+    e("\tVPADDD Y5, Y4, Y4")
+    e("\tVPSHUFD $0xb1, Y4, Y5")
+    e("\tVPADDD Y5, Y4, Y4")
+    e("\tVEXTRACTI128 $1, Y4, X5")
+    e("\tVPBLENDD $0x0c, X5, X4, X4")  # [sumiA, sumiA, sumiB, sumiB]
+    e("\tVCVTDQ2PS X4, X4")
+    # [dA, dminA, dB, dminB] · y.d
+    e("\tVMOVD 0(SI), X6")
+    e("\tVPINSRD $1, 0(R14), X6, X6")
+    e("\tVCVTPH2PS X6, X6")
+    e(f"\tVBROADCASTSS {D}(DI), X7")
+    e("\tVMULPS X7, X6, X13")  # d·y.d (lanes 0, 2), dmin·y.d (lanes 1, 3)
+    e("\tVMULPS X4, X13, X4")  # lanes 1, 3: (dmin·y.d)·sumi
+    e("\tVSUBPS X4, X15, X15")  # sumf of rows A, B in lanes 1, 3
+    for k in range(4):
+        e(f"\tVMOVDQU {LQS + 64 * k}(DI), Y2")
+        e(f"\tVMOVDQU {LQS + 64 * k + 32}(DI), Y3")
+        for base, sc, acc in (("SI", "Y8", "Y0"), ("R14", "Y9", "Y1")):
+            e(f"\tVPERMD {16 + 32 * k}({base}), Y12, Y4")
+            e("\tVPSHUFB q4kvTr<>(SB), Y4, Y4")
+            e("\tVPSRLW $4, Y4, Y5")
+            e("\tVPAND Y14, Y4, Y4")
+            e("\tVPAND Y14, Y5, Y5")
+            e(f"\tVPSHUFB q4kvSc<>+{64 * k}(SB), {sc}, Y6")
+            e(f"\tVPSHUFB q4kvSc<>+{64 * k + 32}(SB), {sc}, Y7")
+            e("\tVPMADDUBSW Y2, Y4, Y4")
+            e("\tVPMADDUBSW Y3, Y5, Y5")
+            e("\tVPMADDWD Y6, Y4, Y4")
+            e("\tVPMADDWD Y7, Y5, Y5")
+            if k == 0:
+                e(f"\tVPADDD Y5, Y4, {acc}")
+            else:
+                e(f"\tVPADDD Y4, {acc}, {acc}")
+                e(f"\tVPADDD Y5, {acc}, {acc}")
+    # sums += (d·y.d)·float(lanes), row A then row B
+    e("\tVBROADCASTSS X13, Y4")
+    e("\tVCVTDQ2PS Y0, Y0")
+    e("\tVMULPS Y4, Y0, Y0")
+    e("\tVADDPS Y0, Y10, Y10")
+    e("\tVPERMILPS $0xaa, X13, X5")
+    e("\tVBROADCASTSS X5, Y5")
+    e("\tVCVTDQ2PS Y1, Y1")
+    e("\tVMULPS Y5, Y1, Y1")
+    e("\tVADDPS Y1, Y11, Y11")
+    e("\tADDQ $144, SI")
+    e(f"\tADDQ ${SIZE}, DI")
+    e("\tDECQ R8")
+    e(f"\tJNZ {name}_block")
+    e(f"{name}_finish:")
+    # row A: sumf (lane 1 of X15) + sums[0..7]; row B: lane 3 + its sums
+    e("\tVMOVSHDUP X15, X0")  # lane 0 = sumf A, lane 2 = sumf B
+    e("\tVMOVHLPS X0, X1, X1")  # lane 0 = sumf B
+    lanes_out(e, 0, 10)
+    lanes_out(e, 1, 11)
+    e("\tVMOVSS X0, (R11)")
+    e("\tVMOVSS X1, 4(R11)")
+    e("\tADDQ $8, R11")
+    e("\tADDQ R13, SI")  # past row B
+    e("\tDECQ R12")
+    e(f"\tJNZ {name}_row")
+    e(f"{name}_done:")
+    e("\tVZEROUPPER")
+    e("\tRET")
+    e("")
+    return o
+
+
 def wide_addr(off, v):
     """Address of byte off of vector v's block for nv = 5..8: vectors 0-3
     from DI, 4-7 from R13 = DI + 4·ystride."""
@@ -484,6 +659,7 @@ out += data("q4kvTr", [0x0d0905010c080400, 0x0f0b07030e0a0602] * 2)
 out += data("q4kvMask", [0x0f0f0f0f0f0f0f0f] * 4)
 out += data("q4kvSc", [0x8000800080008000 + 0x0001000100010001 * j for j in range(8) for _ in range(4)])
 out += kernel(1, reg=True)
+out += kernel_x2()
 # two vectors: the side array measured 0.99x of gathering (two VPMADDWD
 # and two VPHADDD per super-block against four VPMADDWD, plus its fill)
 out += kernel(2)
