@@ -32,3 +32,7 @@ func prevDecodeKernels() map[Type]*kernel { return nil }
 // prevK23Kernels: the previous batched Q2_K and Q3_K forms exist only in
 // amd64 assembly.
 func prevK23Kernels() map[Type]*kernel { return nil }
+
+// q4kPairs: the two-row single-vector Q4_K kernel exists only in amd64
+// assembly; benchmarks that switch it run the same kernels either way.
+var q4kPairs = false

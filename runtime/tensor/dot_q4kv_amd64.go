@@ -39,7 +39,9 @@ var q4kPairs = true
 // array (q4kAux): their bsum2 pairs and y.d laid out by vector, so the mins
 // sums of all nv vectors take four VPMADDWD and y.d one load per
 // super-block (two vectors gather them from their blocks, which measured
-// as fast).
+// as fast, and keep their float sums, sumf and d·y.d in registers, with
+// one VCVTPH2PS and one VMULPS for both vectors' d and dmin per
+// super-block).
 //
 //go:noescape
 func q4kVecs2AVX2(w *byte, rows int, y *blockQ8K, nb, ystride int, dst *float32, dstride int)
@@ -171,11 +173,14 @@ func prevKernels() map[Type]*kernel {
 	return m
 }
 
-// q4kVecsPrev3AVX2 .. q4kVecsPrev8AVX2 are the previous 3-8 vector
-// kernels, which gathered each vector's bsum2 and y.d from its own block
-// (VPHADDD trees, VINSERTPS), kept for the prefill benchmarks'
-// side-by-side comparison.
+// q4kVecsPrev2AVX2 .. q4kVecsPrev8AVX2 are the previous 2-8 vector
+// kernels, kept for the prefill benchmarks' side-by-side comparison: 3-8
+// gathered each vector's bsum2 and y.d from its own block (VPHADDD trees,
+// VINSERTPS), 2 kept its float sums, sumf and d·y.d in the frame.
 //
+//go:noescape
+func q4kVecsPrev2AVX2(w *byte, rows int, y *blockQ8K, nb, ystride int, dst *float32, dstride int)
+
 //go:noescape
 func q4kVecsPrev3AVX2(w *byte, rows int, y *blockQ8K, nb, ystride int, dst *float32, dstride int)
 
@@ -195,7 +200,7 @@ func q4kVecsPrev7AVX2(w *byte, rows int, y *blockQ8K, nb, ystride int, dst *floa
 func q4kVecsPrev8AVX2(w *byte, rows int, y *blockQ8K, nb, ystride int, dst *float32, dstride int)
 
 // prevVecsKernels returns the kernel set with the previous batched Q4_K
-// kernels of 3-8 vectors (one and two vectors use the kernels in use);
+// kernels of 2-8 vectors (one vector uses the kernel in use);
 // BenchmarkQ4KExpertsCold compares them with the kernels in use.
 func prevVecsKernels() map[Type]*kernel {
 	m := make(map[Type]*kernel, len(kernels))
@@ -205,15 +210,15 @@ func prevVecsKernels() map[Type]*kernel {
 	c := *kernels[Q4_K]
 	c.q8kN = func(w []byte, rows int, y []blockQ8K, nv int, dst []float32, stride int) {
 		nb := len(y) / max(nv, 1)
-		if rows == 0 || nv < 3 || nv > 8 || nb == 0 {
+		if rows == 0 || nv < 2 || nv > 8 || nb == 0 {
 			dotQ4KQ8KVecsAsm(w, rows, y, nv, dst, stride)
 			return
 		}
 		_ = w[144*nb*rows-1]
 		_ = dst[(nv-1)*stride+rows-1]
 		prev := [...]func(w *byte, rows int, y *blockQ8K, nb, ystride int, dst *float32, dstride int){
-			q4kVecsPrev3AVX2, q4kVecsPrev4AVX2, q4kVecsPrev5AVX2, q4kVecsPrev6AVX2, q4kVecsPrev7AVX2, q4kVecsPrev8AVX2}
-		prev[nv-3](&w[0], rows, &y[0], nb, nb*int(unsafe.Sizeof(y[0])), &dst[0], stride)
+			q4kVecsPrev2AVX2, q4kVecsPrev3AVX2, q4kVecsPrev4AVX2, q4kVecsPrev5AVX2, q4kVecsPrev6AVX2, q4kVecsPrev7AVX2, q4kVecsPrev8AVX2}
+		prev[nv-2](&w[0], rows, &y[0], nb, nb*int(unsafe.Sizeof(y[0])), &dst[0], stride)
 	}
 	m[Q4_K] = &c
 	return m

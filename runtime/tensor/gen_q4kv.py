@@ -291,11 +291,10 @@ def scales_mins(e, base, sreg, mreg):
     e(f"\tVPMOVZXBW X{mreg}, X{mreg}")
 
 
-def lanes_out(e, acc, sums):
+def lanes_out(e, acc, sums, t):
     """The 8 float lanes of Y{sums} added in order to lane 0 of X{acc}
-    (acc + sums[0] + ... + sums[7]); clobbers Y{sums} and X{acc}+1's
-    scratch t."""
-    t = f"X{acc + 2}"
+    (acc + sums[0] + ... + sums[7]); clobbers Y{sums} and X{t}."""
+    t = f"X{t}"
     a, s = f"X{acc}", f"X{sums}"
     e(f"\tVADDSS {s}, {a}, {a}")
     e(f"\tVMOVSHDUP {s}, {t}")
@@ -415,13 +414,113 @@ def kernel_x2(prefetch=PREFETCH):
     # row A: sumf (lane 1 of X15) + sums[0..7]; row B: lane 3 + its sums
     e("\tVMOVSHDUP X15, X0")  # lane 0 = sumf A, lane 2 = sumf B
     e("\tVMOVHLPS X0, X1, X1")  # lane 0 = sumf B
-    lanes_out(e, 0, 10)
-    lanes_out(e, 1, 11)
+    lanes_out(e, 0, 10, 2)
+    lanes_out(e, 1, 11, 3)
     e("\tVMOVSS X0, (R11)")
     e("\tVMOVSS X1, 4(R11)")
     e("\tADDQ $8, R11")
     e("\tADDQ R13, SI")  # past row B
     e("\tDECQ R12")
+    e(f"\tJNZ {name}_row")
+    e(f"{name}_done:")
+    e("\tVZEROUPPER")
+    e("\tRET")
+    e("")
+    return o
+
+
+def kernel2_reg(prefetch=PREFETCH):
+    """q4kVecs2AVX2: two vectors with every sum in a register (kernel(2)
+    kept its float sums, sumf and d·y.d in the frame). Per super-block one
+    VCVTPH2PS gives d and dmin, one VMULPS forms [d·y.d0, d·y.d1, dmin·y.d0,
+    dmin·y.d1] (X13), one more and a VSUBPS update both vectors' sumf
+    (lanes 2 and 3 of X15). Y0/Y1 integer lanes and Y2/Y3 float sums of the
+    two vectors, Y8 scales, Y12 the VPERMD index, Y14 the nibble mask (the
+    byte transpose is a memory operand); the second vector's products
+    overwrite the decoded weights. The same float32 operations as kernel(2)
+    per lane, so results are bit-identical to it."""
+    name = "q4kVecs2AVX2"
+    o = []
+    e = o.append
+    e(f"// func {name}(w *byte, rows int, y *blockQ8K, nb, ystride int, dst *float32, dstride int)")
+    e(f"TEXT ·{name}(SB), NOSPLIT, $0-56")
+    e("\tMOVQ w+0(FP), SI")
+    e("\tMOVQ ystride+32(FP), R12")
+    e("\tMOVQ dst+40(FP), R11")
+    e("\tMOVQ dstride+48(FP), R13")
+    e("\tSHLQ $2, R13")
+    e("\tVMOVDQU q4kvPerm<>(SB), Y12")
+    e("\tVMOVDQU q4kvMask<>(SB), Y14")
+    e("\tMOVQ rows+8(FP), R14")
+    e("\tTESTQ R14, R14")
+    e(f"\tJEQ {name}_done")
+    e(f"{name}_row:")
+    e("\tVPXOR Y2, Y2, Y2")
+    e("\tVPXOR Y3, Y3, Y3")
+    e("\tVPXOR X15, X15, X15")
+    e("\tMOVQ y+16(FP), DI")
+    e("\tMOVQ nb+24(FP), R8")
+    e("\tTESTQ R8, R8")
+    e(f"\tJEQ {name}_finish")
+    e(f"{name}_block:")
+    if prefetch:
+        for off in (0, 64, 128):
+            e(f"\tPREFETCHT0 {prefetch + off}(SI)")
+    scales_mins(e, "SI", 8, 9)
+    e(f"\tVPMADDWD {BSUM2}(DI), X9, X10")
+    e(f"\tVPMADDWD {BSUM2}(DI)(R12*1), X9, X11")
+    e("\tVPHADDD X11, X10, X10")
+    e("\tVPHADDD X10, X10, X10")  # [sumi0, sumi1, sumi0, sumi1]
+    e("\tVCVTDQ2PS X10, X10")
+    e(f"\tVMOVSS {D}(DI), X11")
+    e(f"\tVINSERTPS $0x10, {D}(DI)(R12*1), X11, X11")
+    e("\tVMOVLHPS X11, X11, X11")  # [y.d0, y.d1, y.d0, y.d1]
+    e("\tVPBROADCASTD 0(SI), X9")
+    e("\tVCVTPH2PS X9, X9")  # [d, dmin, d, dmin]
+    e("\tVPERMILPS $0x50, X9, X9")  # [d, d, dmin, dmin]
+    e("\tVMULPS X11, X9, X13")  # [d·y.d0, d·y.d1, dmin·y.d0, dmin·y.d1]
+    e("\tVMULPS X10, X13, X10")  # lanes 2, 3: (dmin·y.d)·sumi
+    e("\tVSUBPS X10, X15, X15")  # sumf of the vectors in lanes 2, 3
+    for k in range(4):
+        e(f"\tVPERMD {16 + 32 * k}(SI), Y12, Y4")
+        e("\tVPSHUFB q4kvTr<>(SB), Y4, Y4")
+        e("\tVPSRLW $4, Y4, Y5")
+        e("\tVPAND Y14, Y4, Y4")
+        e("\tVPAND Y14, Y5, Y5")
+        e(f"\tVPSHUFB q4kvSc<>+{64 * k}(SB), Y8, Y6")
+        e(f"\tVPSHUFB q4kvSc<>+{64 * k + 32}(SB), Y8, Y7")
+        for v, (t0, t1) in enumerate((("Y9", "Y10"), ("Y4", "Y5"))):
+            e(f"\tVPMADDUBSW {vec_addr(LQS + 64 * k, v)}, Y4, {t0}")
+            e(f"\tVPMADDUBSW {vec_addr(LQS + 64 * k + 32, v)}, Y5, {t1}")
+            e(f"\tVPMADDWD Y6, {t0}, {t0}")
+            e(f"\tVPMADDWD Y7, {t1}, {t1}")
+            if k == 0:
+                e(f"\tVPADDD {t1}, {t0}, Y{v}")
+            else:
+                e(f"\tVPADDD {t0}, Y{v}, Y{v}")
+                e(f"\tVPADDD {t1}, Y{v}, Y{v}")
+    e("\tVBROADCASTSS X13, Y9")
+    e("\tVCVTDQ2PS Y0, Y0")
+    e("\tVMULPS Y9, Y0, Y0")
+    e("\tVADDPS Y0, Y2, Y2")
+    e("\tVMOVSHDUP X13, X10")
+    e("\tVBROADCASTSS X10, Y10")
+    e("\tVCVTDQ2PS Y1, Y1")
+    e("\tVMULPS Y10, Y1, Y1")
+    e("\tVADDPS Y1, Y3, Y3")
+    e("\tADDQ $144, SI")
+    e(f"\tADDQ ${SIZE}, DI")
+    e("\tDECQ R8")
+    e(f"\tJNZ {name}_block")
+    e(f"{name}_finish:")
+    e("\tVMOVHLPS X15, X0, X0")  # lane 0 sumf0, lane 1 sumf1
+    e("\tVMOVSHDUP X0, X1")  # lane 0 sumf1
+    lanes_out(e, 0, 2, 4)
+    lanes_out(e, 1, 3, 5)
+    e("\tVMOVSS X0, (R11)")
+    e("\tVMOVSS X1, (R11)(R13*1)")
+    e("\tADDQ $4, R11")
+    e("\tDECQ R14")
     e(f"\tJNZ {name}_row")
     e(f"{name}_done:")
     e("\tVZEROUPPER")
@@ -661,8 +760,10 @@ out += data("q4kvSc", [0x8000800080008000 + 0x0001000100010001 * j for j in rang
 out += kernel(1, reg=True)
 out += kernel_x2()
 # two vectors: the side array measured 0.99x of gathering (two VPMADDWD
-# and two VPHADDD per super-block against four VPMADDWD, plus its fill)
-out += kernel(2)
+# and two VPHADDD per super-block against four VPMADDWD, plus its fill);
+# sums in registers (kernel2_reg), the frame-based kernel(2) kept as
+# q4kVecsPrev2AVX2 for the side-by-side benchmarks
+out += kernel2_reg()
 for nv in range(3, 5):
     out += kernel(nv, aux=True)
 for nv in range(5, 9):
@@ -673,7 +774,7 @@ out += kernel(1, name="q4kVecs1FrameAVX2")
 # the previous 2-8 vector kernels (mins sums and y.d gathered from each
 # vector's block), for the prefill benchmarks' side-by-side comparison
 # (prevVecsKernels)
-for nv in range(3, 5):
+for nv in range(2, 5):
     out += kernel(nv, name=f"q4kVecsPrev{nv}AVX2")
 for nv in range(5, 9):
     out += kernel_wide(nv, name=f"q4kVecsPrev{nv}AVX2")

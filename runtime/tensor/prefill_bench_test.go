@@ -14,7 +14,7 @@ import (
 // expert-shaped matrices (512×1024, 47 MB in all, more than the L3 cache),
 // one after another, as a prefill's expert loop does: every matrix comes
 // from DRAM. GFLOP per CPU-second, one thread; "best" is the kernel set in
-// use, "prev" the previous 3-8 vector kernels (prevVecsKernels), side by
+// use, "prev" the previous 2-8 vector kernels (prevVecsKernels), side by
 // side.
 //
 //	go test ./runtime/tensor -run XXX -bench Q4KExpertsCold
@@ -58,8 +58,10 @@ func BenchmarkQ4KExpertsCold(b *testing.B) {
 }
 
 // BenchmarkQ4KVecsPaired alternates the batched Q4_K kernels in use with
-// the previous 3-8 vector kernels (prevVecsKernels) over the 160 cold
-// expert matrices of BenchmarkQ4KExpertsCold, 20 rounds of one pass each
+// the previous ones (prevVecsKernels for 2-8 vectors, and q4kPairs off:
+// the one-row single-vector kernel) over 160 cold expert matrices as in
+// BenchmarkQ4KExpertsCold, of the phone-shaped model (512×1024) and of
+// qwen35moe (gate/up 512×2048, down 2048×512), 20 rounds of one pass each
 // per n, and reports the median over rounds of the CPU-time ratio prev/new
 // (above 1: the kernels in use are faster) and both rates. Pairing within
 // a round keeps host noise out of the ratio.
@@ -70,41 +72,47 @@ func BenchmarkQ4KVecsPaired(b *testing.B) {
 	if pk == nil {
 		b.Skip("no previous kernels in this build")
 	}
-	const experts, rows, cols, rounds = 160, 512, 1024, 20
-	r := rand.New(rand.NewPCG(9, 9))
-	ms := coldExperts(b, r, experts, rows, cols)
-	for _, n := range []int{3, 4, 5, 6, 7, 8} {
-		x := randVec(r, n*cols, 1)
-		dst := make([]float32, n*rows)
-		b.Run(fmt.Sprintf("n%d", n), func(b *testing.B) {
-			runtime.LockOSThread()
-			defer runtime.UnlockOSThread()
-			pass := func(ks map[Type]*kernel) float64 {
-				c0 := cputime.Thread()
-				for _, m := range ms {
-					if err := matMulWith(ks, nil, dst, m, x, n); err != nil {
-						b.Fatal(err)
+	defer func(on bool) { q4kPairs = on }(q4kPairs)
+	const experts, rounds = 160, 20
+	for _, sh := range [][2]int{{512, 1024}, {512, 2048}, {2048, 512}} {
+		rows, cols := sh[0], sh[1]
+		r := rand.New(rand.NewPCG(9, 9))
+		ms := coldExperts(b, r, experts, rows, cols)
+		for _, n := range []int{1, 2, 3, 4, 5, 6, 7, 8} {
+			x := randVec(r, n*cols, 1)
+			dst := make([]float32, n*rows)
+			b.Run(fmt.Sprintf("%dx%d/n%d", rows, cols, n), func(b *testing.B) {
+				runtime.LockOSThread()
+				defer runtime.UnlockOSThread()
+				pass := func(ks map[Type]*kernel, pairs bool) float64 {
+					q4kPairs = pairs
+					c0 := cputime.Thread()
+					for _, m := range ms {
+						if err := matMulWith(ks, nil, dst, m, x, n); err != nil {
+							b.Fatal(err)
+						}
+					}
+					return (cputime.Thread() - c0).Seconds()
+				}
+				var ratios []float64
+				var tn, tp float64
+				for b.Loop() {
+					ratios = ratios[:0]
+					for range rounds {
+						p := pass(pk, false)
+						q := pass(kernels, true)
+						ratios = append(ratios, p/q)
+						tn, tp = tn+q, tp+p
 					}
 				}
-				return (cputime.Thread() - c0).Seconds()
-			}
-			var ratios []float64
-			var tn, tp float64
-			for b.Loop() {
-				ratios = ratios[:0]
-				for range rounds {
-					p := pass(pk)
-					q := pass(kernels)
-					ratios = append(ratios, p/q)
-					tn, tp = tn+q, tp+p
-				}
-			}
-			slices.Sort(ratios)
-			flops := 2 * float64(rows*cols*n*experts*rounds) * float64(b.N)
-			b.ReportMetric(ratios[len(ratios)/2], "prev/new")
-			b.ReportMetric(flops/tn/1e9, "newGFLOP/s")
-			b.ReportMetric(flops/tp/1e9, "prevGFLOP/s")
-		})
+				slices.Sort(ratios)
+				flops := 2 * float64(rows*cols*n*experts*rounds) * float64(b.N)
+				b.ReportMetric(ratios[len(ratios)/2], "prev/new")
+				b.ReportMetric(flops/tn/1e9, "newGFLOP/s")
+				b.ReportMetric(flops/tp/1e9, "prevGFLOP/s")
+			})
+		}
+		runtime.GC()
 	}
 }
 
