@@ -84,13 +84,14 @@ type scratch struct {
 	predIdx          []int
 	predMark         []bool
 	cutNeed          []bool // verifyCut: experts the kept positions need
-	hnorm            []float32
 	layerFn          func(i int, w moe.Weights) error
 	layerExperts     []int
 	layerIdx         int
 	curN             int
 	par              *expertPar // experts split by expert between threads (moe_par.go)
 	shared           *sharedFFN // the layer's shared expert, for moe to run with the routed ones
+	rp               *rowPar    // per-row steps split between threads (rowpar.go)
+	cacc             []float32  // n × Hidden: the MoE combine's sums
 }
 
 // NewState returns an empty sequence able to hold maxTokens positions
@@ -185,7 +186,6 @@ func (s *State) ensure(n int) {
 	sc.att = grow(sc.att, n*m.Heads*m.ValueDim)
 	sc.cos = grow(sc.cos, n*m.RopeDim/2)
 	sc.sin = grow(sc.sin, n*m.RopeDim/2)
-	sc.hnorm = grow(sc.hnorm, H)
 	if m.Experts != nil {
 		E, K := m.ExpertCount, m.ExpertsUsed
 		sc.router = grow(sc.router, n*E)
@@ -193,6 +193,7 @@ func (s *State) ensure(n int) {
 		sc.topk = grow(sc.topk, n*K)
 		sc.topw = grow(sc.topw, n*K)
 		sc.eout = grow(sc.eout, n*K*H)
+		sc.cacc = grow(sc.cacc, n*H)
 		sc.eloc = grow(sc.eloc, n*K)
 		sc.ebase = grow(sc.ebase, E)
 		sc.union = grow(sc.union, E)[:0]
@@ -263,9 +264,7 @@ func (s *State) layer(ctx context.Context, li int, n int) error {
 	sc := &s.sc
 	H := m.Hidden
 	x, h := sc.x[:n*H], sc.h[:n*H]
-	for i := range n {
-		rmsNorm(h[i*H:(i+1)*H], x[i*H:(i+1)*H], L.AttnNorm, m.Eps)
-	}
+	s.normRows(h, x, L.AttnNorm, n)
 	qDim, kvDim, vDim := m.Heads*m.HeadDim, m.KVHeads*m.HeadDim, m.KVHeads*m.ValueDim
 	// q, k and v share their input: one pass quantizes it once.
 	sc.mmDst[0], sc.mmDst[1], sc.mmDst[2] = sc.q[:n*qDim], sc.k[:n*kvDim], sc.v[:n*vDim]
@@ -310,9 +309,7 @@ func (s *State) layer(ctx context.Context, li int, n int) error {
 			}
 		}
 	}
-	for i := range n {
-		rmsNorm(h[i*H:(i+1)*H], x[i*H:(i+1)*H], L.FFNNorm, m.Eps)
-	}
+	s.normRows(h, x, L.FFNNorm, n)
 	if L.Router != nil {
 		return s.moe(ctx, li, n)
 	}
@@ -350,9 +347,7 @@ func (s *State) route(li int, in []float32, n int) error {
 	if err := m.matmul(s.sc.router, m.Layers[li].Router, in, n); err != nil {
 		return fmt.Errorf("model: blk.%d.ffn_gate_inp: %w", li, err)
 	}
-	for i := range n {
-		softmax(s.sc.router[i*E : (i+1)*E])
-	}
+	s.forRows(rowSoftmax, n, expWork*E)
 	return nil
 }
 
@@ -371,9 +366,7 @@ func (s *State) predict(target int, x []float32, n, k int) error {
 		n = 1 // drafted positions ride on resident experts (verifycut.go)
 	}
 	in := sc.ein[:n*H]
-	for i := range n {
-		rmsNorm(in[i*H:(i+1)*H], x[i*H:(i+1)*H], m.Layers[target].FFNNorm, m.Eps)
-	}
+	s.normRows(in, x[:n*H], m.Layers[target].FFNNorm, n)
 	if err := s.route(target, in, n); err != nil {
 		return err
 	}
@@ -415,21 +408,7 @@ func (s *State) moe(ctx context.Context, li, n int) error {
 	for e := range E {
 		sc.assign[e] = sc.assign[e][:0]
 	}
-	for i := range n {
-		p := sc.router[i*E : (i+1)*E]
-		idx := sc.topk[i*K : (i+1)*K]
-		topK(p, idx)
-		w := sc.topw[i*K : (i+1)*K]
-		var sum float64
-		for j, e := range idx {
-			w[j] = p[e]
-			sum += float64(p[e])
-		}
-		fs := float32(sum)
-		for j := range w {
-			w[j] /= fs
-		}
-	}
+	s.forRows(rowTopK, n, E)
 	n = s.verifyCut(li, n)
 	for i := range n {
 		idx, w := sc.topk[i*K:(i+1)*K], sc.topw[i*K:(i+1)*K]
@@ -465,26 +444,7 @@ func (s *State) moe(ctx context.Context, li, n int) error {
 		}
 	}
 	// Combine in the fixed top-k order, whatever order experts ran in.
-	x := sc.x[:n*H]
-	for i := range n {
-		xi := x[i*H : (i+1)*H]
-		acc := sc.hnorm[:H]
-		w := sc.topw[i*K : (i+1)*K]
-		loc := sc.eloc[i*K : (i+1)*K]
-		o := sc.eout[int(loc[0])*H : int(loc[0]+1)*H]
-		for d := range acc {
-			acc[d] = float32(w[0] * o[d])
-		}
-		for j := 1; j < K; j++ {
-			o := sc.eout[int(loc[j])*H : int(loc[j]+1)*H]
-			for d := range acc {
-				acc[d] += float32(w[j] * o[d])
-			}
-		}
-		for d := range xi {
-			xi[d] += acc[d]
-		}
-	}
+	s.forRows(rowCombine, n, K*H)
 	return nil
 }
 
@@ -523,6 +483,7 @@ func (s *State) runExpert(i int, w moe.Weights) error {
 // init finishes a bound model: thread pool and RoPE table.
 func (m *Model) init(opts Options) {
 	m.threads = max(opts.Threads, 1)
+	m.parMin = parMinWork
 	m.pool = tensor.NewPool(m.threads)
 	m.closers = append(m.closers, func() error { m.pool.Close(); return nil })
 	m.rope = newRope(m.RopeBase, m.RopeDim)

@@ -102,6 +102,7 @@ type Model struct {
 
 	pool    *tensor.Pool
 	threads int
+	parMin  int // least work for a pool dispatch of a per-row step (rowpar.go)
 	rope    *ropeTable
 	closers []func() error
 	arch    architecture // the forward pass of Arch (arch.go)

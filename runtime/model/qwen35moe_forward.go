@@ -113,9 +113,7 @@ func (s *State) forwardHybrid(ctx context.Context, tokens []int, all bool) (logi
 		}
 	}
 	normed := hs.sc.normed[:n*H]
-	for i := range n {
-		rmsNorm(normed[i*H:(i+1)*H], x[i*H:(i+1)*H], m.OutNorm, m.Eps)
-	}
+	s.normRows(normed, x, m.OutNorm, n)
 	hs.sc.lastN, hs.sc.lastPos = n, s.pos
 	first := n - 1
 	if all {
@@ -158,9 +156,7 @@ func (s *State) hybridLayer(ctx context.Context, li, n int) error {
 	sc := &s.sc
 	H := m.Hidden
 	x, h := sc.x[:n*H], sc.h[:n*H]
-	for i := range n {
-		rmsNorm(h[i*H:(i+1)*H], x[i*H:(i+1)*H], L.AttnNorm, m.Eps)
-	}
+	s.normRows(h, x, L.AttnNorm, n)
 	var err error
 	if hl.recurrent {
 		err = s.deltaNet(li, n)
@@ -215,9 +211,7 @@ func (s *State) moeShared(ctx context.Context, li int, L *Layer, hl *hybridLayer
 	sc := &s.sc
 	H := m.Hidden
 	x, h := sc.x[:n*H], sc.h[:n*H]
-	for i := range n {
-		rmsNorm(h[i*H:(i+1)*H], x[i*H:(i+1)*H], L.FFNNorm, m.Eps)
-	}
+	s.normRows(h, x, L.FFNNorm, n)
 	hsc := &s.hybrid().sc
 	F := hl.ShGate.Rows
 	g, u, d := hsc.shg[:n*F], hsc.shu[:n*F], hsc.shd[:n*H]
@@ -242,16 +236,14 @@ func (s *State) moeShared(ctx context.Context, li int, L *Layer, hl *hybridLayer
 		}
 	}
 	hsc.shared = sharedFFN{}
-	for i := range n {
-		gate := sigmoid(tensor.Dot(hl.ShGateInp, h[i*H:(i+1)*H]))
-		if s.hybrid().probe != nil {
-			s.hybrid().probe(s.pos+i, li, probeSharedGate, []float32{gate})
-		}
-		xi, di := x[i*H:(i+1)*H], d[i*H:(i+1)*H]
-		for j := range xi {
-			xi[j] += di[j] * gate
+	if probe := s.hybrid().probe; probe != nil {
+		for i := range n {
+			probe(s.pos+i, li, probeSharedGate, []float32{sigmoid(tensor.Dot(hl.ShGateInp, h[i*H:(i+1)*H]))})
 		}
 	}
+	rp := s.rowPar()
+	rp.gateInp, rp.d = hl.ShGateInp, d
+	s.forRows(rowShared, n, 2*H)
 	return nil
 }
 
@@ -267,41 +259,43 @@ func (s *State) gatedAttention(li int, L *Layer, n int) error {
 	if err := tensor.MatMulMulti(m.pool, hsc.mmDst[:3], hsc.mmM[:3], sc.h[:n*m.Hidden], n); err != nil {
 		return fmt.Errorf("model: blk.%d.attn_q/k/v: %w", li, err)
 	}
-	D, half := m.HeadDim, m.RopeDim/2
-	kc, vc := s.k[li], s.v[li]
-	for i := range n {
-		cos, sin := sc.cos[i*half:(i+1)*half], sc.sin[i*half:(i+1)*half]
-		for hd := range m.Heads {
-			q := sc.q[i*qDim+hd*D : i*qDim+(hd+1)*D]
-			copy(q, qg[i*2*qDim+hd*2*D:])
-			rmsNorm(q, q, L.QNorm, m.Eps)
-			m.rope.apply(q, cos, sin)
-		}
-		for hd := range m.KVHeads {
-			k := sc.k[i*kvDim+hd*D : i*kvDim+(hd+1)*D]
-			rmsNorm(k, k, L.KNorm, m.Eps)
-			m.rope.apply(k, cos, sin)
-		}
-		p := s.pos + i
-		copy(kc[p*kvDim:(p+1)*kvDim], sc.k[i*kvDim:(i+1)*kvDim])
-		copy(vc[p*vDim:(p+1)*vDim], sc.v[i*vDim:(i+1)*vDim])
-	}
+	rp := s.rowPar()
+	rp.li, rp.L, rp.x = li, L, qg
+	s.forRows(rowAttnPre, n, 3*(m.Heads+m.KVHeads)*m.HeadDim)
 	s.attention(li, n)
-	Dv := m.ValueDim
-	att := sc.att[:n*m.Heads*Dv]
-	for i := range n {
-		for hd := range m.Heads {
-			gate := qg[i*2*qDim+hd*2*D+D : i*2*qDim+(hd+1)*2*D]
-			o := att[(i*m.Heads+hd)*Dv : (i*m.Heads+hd+1)*Dv]
-			for j := range o {
-				o[j] *= sigmoid(gate[j])
-			}
-		}
-	}
+	rp.x = qg
+	s.forRows(rowAttnGate, n, expWork*m.Heads*m.ValueDim)
+	att := sc.att[:n*m.Heads*m.ValueDim]
 	if err := m.matmul(sc.h, &L.O, att, n); err != nil {
 		return fmt.Errorf("model: blk.%d.attn_output: %w", li, err)
 	}
 	return nil
+}
+
+// attnPreRow copies token i's query heads out of qg (query and gate
+// interleaved per head), applies the q and k head norms and RoPE, and
+// caches its key and value at Pos()+i.
+func (s *State) attnPreRow(li int, L *Layer, qg []float32, i int) {
+	m := s.m
+	sc := &s.sc
+	qDim, kvDim, vDim := m.Heads*m.HeadDim, m.KVHeads*m.HeadDim, m.KVHeads*m.ValueDim
+	D, half := m.HeadDim, m.RopeDim/2
+	kc, vc := s.k[li], s.v[li]
+	cos, sin := sc.cos[i*half:(i+1)*half], sc.sin[i*half:(i+1)*half]
+	for hd := range m.Heads {
+		q := sc.q[i*qDim+hd*D : i*qDim+(hd+1)*D]
+		copy(q, qg[i*2*qDim+hd*2*D:])
+		rmsNorm(q, q, L.QNorm, m.Eps)
+		m.rope.apply(q, cos, sin)
+	}
+	for hd := range m.KVHeads {
+		k := sc.k[i*kvDim+hd*D : i*kvDim+(hd+1)*D]
+		rmsNorm(k, k, L.KNorm, m.Eps)
+		m.rope.apply(k, cos, sin)
+	}
+	p := s.pos + i
+	copy(kc[p*kvDim:(p+1)*kvDim], sc.k[i*kvDim:(i+1)*kvDim])
+	copy(vc[p*vDim:(p+1)*vDim], sc.v[i*vDim:(i+1)*vDim])
 }
 
 // deltaNet computes the Gated DeltaNet output of the n rows of sc.h into

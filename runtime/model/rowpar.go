@@ -1,0 +1,173 @@
+package model
+
+import (
+	"github.com/lesfarm/lesfarm/runtime/tensor"
+)
+
+// The per-row steps of a forward pass (rms norms, the router's softmax and
+// top-k, the MoE combine, the shared expert's gate, the gated attention's
+// per-head norms, RoPE and output gates) read and write only their own
+// row, so with several threads a batch splits them by row (token) on the
+// pool. Each row runs the serial loop's operations in its order, so the
+// results are bit-identical whatever the split. Small batches (decode)
+// stay inline: a dispatch costs a few microseconds.
+
+// rowOp names a per-row step (see rowPar.run).
+type rowOp uint8
+
+const (
+	rowNorm     rowOp = iota // dst[i] = rms(src[i]) ⊙ w
+	rowSoftmax               // softmax of router row i
+	rowTopK                  // top-k of router row i, weights normalised
+	rowCombine               // x[i] += Σ_j w[i][j]·eout[loc[i][j]]
+	rowShared                // x[i] += sigmoid(ShGateInp·h[i])·d[i]
+	rowAttnPre               // q, k head norms and RoPE of token i, cached
+	rowAttnGate              // att[i] ⊙= sigmoid(gate[i])
+)
+
+// parMinWork is the least work, in values (a value under an exp counting
+// expWork), worth a pool dispatch for a per-row or per-channel step; the
+// Model's parMin defaults to it (tests lower it to cover the splits on tiny
+// models).
+const (
+	parMinWork = 1 << 14
+	expWork    = 8
+)
+
+// rowPar is one per-row step's arguments, shared by the threads.
+type rowPar struct {
+	s       *State
+	op      rowOp
+	li      int
+	dst, x  []float32
+	w       []float32
+	d       []float32 // rowShared: the shared expert's output
+	gateInp []float32 // rowShared: the shared expert's gate row
+	L       *Layer    // rowAttnPre
+	fn      func(lo, hi int)
+}
+
+// forRows runs step op over rows [0, n) of width-w work each (in values,
+// see parMinWork), on the pool when there are several threads and enough
+// work, inline otherwise. The caller has set the step's other arguments in
+// s.sc.rp.
+func (s *State) forRows(op rowOp, n, work int) {
+	rp := s.rowPar()
+	rp.op = op
+	m := s.m
+	if m.threads < 2 || n < 2 || n*work < m.parMin {
+		rp.run(0, n)
+	} else {
+		m.pool.For(n, rp.fn)
+	}
+	*rp = rowPar{s: s, fn: rp.fn}
+}
+
+// rowPar returns the State's step arguments, allocated once.
+func (s *State) rowPar() *rowPar {
+	if s.sc.rp == nil {
+		rp := &rowPar{s: s}
+		rp.fn = rp.run // bound once (a method value allocates)
+		s.sc.rp = rp
+	}
+	return s.sc.rp
+}
+
+// normRows writes rms(x[i]) ⊙ w into dst[i] for the n rows of width
+// len(w) (dst may alias x).
+func (s *State) normRows(dst, x, w []float32, n int) {
+	rp := s.rowPar()
+	rp.dst, rp.x, rp.w = dst, x, w
+	s.forRows(rowNorm, n, 2*len(w))
+}
+
+// run computes rows [lo, hi) of the step.
+func (rp *rowPar) run(lo, hi int) {
+	s := rp.s
+	m := s.m
+	sc := &s.sc
+	H, E, K := m.Hidden, m.ExpertCount, m.ExpertsUsed
+	switch rp.op {
+	case rowNorm:
+		W := len(rp.w)
+		for i := lo; i < hi; i++ {
+			rmsNorm(rp.dst[i*W:(i+1)*W], rp.x[i*W:(i+1)*W], rp.w, m.Eps)
+		}
+	case rowSoftmax:
+		for i := lo; i < hi; i++ {
+			softmax(sc.router[i*E : (i+1)*E])
+		}
+	case rowTopK:
+		for i := lo; i < hi; i++ {
+			topKWeights(sc.router[i*E:(i+1)*E], sc.topk[i*K:(i+1)*K], sc.topw[i*K:(i+1)*K])
+		}
+	case rowCombine:
+		for i := lo; i < hi; i++ {
+			s.combineRow(i, sc.cacc[i*H:(i+1)*H])
+		}
+	case rowShared:
+		for i := lo; i < hi; i++ {
+			gate := sigmoid(tensor.Dot(rp.gateInp, sc.h[i*H:(i+1)*H]))
+			xi, di := sc.x[i*H:(i+1)*H], rp.d[i*H:(i+1)*H]
+			for j := range xi {
+				xi[j] += di[j] * gate
+			}
+		}
+	case rowAttnPre:
+		for i := lo; i < hi; i++ {
+			s.attnPreRow(rp.li, rp.L, rp.x, i)
+		}
+	case rowAttnGate:
+		qDim, D, Dv := m.Heads*m.HeadDim, m.HeadDim, m.ValueDim
+		for i := lo; i < hi; i++ {
+			for hd := range m.Heads {
+				gate := rp.x[i*2*qDim+hd*2*D+D : i*2*qDim+(hd+1)*2*D]
+				o := sc.att[(i*m.Heads+hd)*Dv : (i*m.Heads+hd+1)*Dv]
+				for j := range o {
+					o[j] *= sigmoid(gate[j])
+				}
+			}
+		}
+	}
+}
+
+// topKWeights writes the indices of the k = len(idx) largest router
+// probabilities p into idx and their weights, normalised to sum 1 (the sum
+// in float64, in rank order), into w.
+func topKWeights(p []float32, idx []int, w []float32) {
+	topK(p, idx)
+	var sum float64
+	for j, e := range idx {
+		w[j] = p[e]
+		sum += float64(p[e])
+	}
+	fs := float32(sum)
+	for j := range w {
+		w[j] /= fs
+	}
+}
+
+// combineRow adds token i's expert outputs, weighted, in the fixed top-k
+// order (whatever order the experts ran in), to sc.x, summing them in acc
+// (Hidden floats) first.
+func (s *State) combineRow(i int, acc []float32) {
+	m := s.m
+	sc := &s.sc
+	H, K := m.Hidden, m.ExpertsUsed
+	xi := sc.x[i*H : (i+1)*H]
+	w := sc.topw[i*K : (i+1)*K]
+	loc := sc.eloc[i*K : (i+1)*K]
+	o := sc.eout[int(loc[0])*H : int(loc[0]+1)*H]
+	for d := range acc {
+		acc[d] = float32(w[0] * o[d])
+	}
+	for j := 1; j < K; j++ {
+		o := sc.eout[int(loc[j])*H : int(loc[j]+1)*H]
+		for d := range acc {
+			acc[d] += float32(w[j] * o[d])
+		}
+	}
+	for d := range xi {
+		xi[d] += acc[d]
+	}
+}
