@@ -42,7 +42,9 @@ func benchBatches(e *env) []*protocol.TelemetryBatch {
 // 2,048 messages of 50 samples, the same 102,400 samples as benchBatches.
 const agentMsgs, agentPer, agentLayers = 2048, 50, 48
 
-// agentBatches are agentMsgs messages of the load test's shape.
+// agentBatches are agentMsgs messages of the load test's shape. The cache
+// (16 MiB) stays within the run's model, as ingest's value checks require
+// (protocol.RunBounds.CheckTelemetry); a larger one is rejected as invalid.
 func agentBatches(e *env) []*protocol.TelemetryBatch {
 	base := seqBase.Add(agentMsgs) - agentMsgs
 	out := make([]*protocol.TelemetryBatch, agentMsgs)
@@ -55,7 +57,7 @@ func agentBatches(e *env) []*protocol.TelemetryBatch {
 				lc.Hits[l], lc.Misses[l], lc.PrefetchUsed[l], lc.PrefetchWasted[l] = int32(3+(i+l)%6), int32((i*l)%4), int32((i+2*l)%3), int32((i+l)%2)
 			}
 			b.Samples = append(b.Samples, protocol.Sample{ConfigIndex: 1, Step: int(b.Seq)*agentPer + i, Phase: protocol.PhaseDecode, Pos: 16 + i, Tokens: 1,
-				DurationNS: 48e6, StallNS: 11e6, BytesRead: 9 << 20, CacheBytes: 1 << 30, Layers: lc})
+				DurationNS: 48e6, StallNS: 11e6, BytesRead: 9 << 20, CacheBytes: 16 << 20, Layers: lc})
 		}
 		out[k] = b
 	}
