@@ -60,8 +60,9 @@ func convStep(out, window, raw, w []float32, taps int) {
 			sum += float32(window[t*C+j] * wj[t])
 		}
 		sum += float32(raw[j] * wj[prev])
-		out[j] = silu(sum)
+		out[j] = sum
 	}
+	siluVec(out[:C])
 	if prev > 0 {
 		copy(window, window[C:])
 		copy(window[(prev-1)*C:], raw)

@@ -84,8 +84,9 @@ func convBatch(out, window, mix, w, ck []float32, C, taps, n, ckAt, lo, hi int) 
 					sum += float32(in(t-prev+i, c) * wc[i])
 				}
 				sum += float32(raw[c] * wc[prev])
-				u[c] = silu(sum)
+				u[c] = sum
 			}
+			siluVec(u[lo:hi])
 			continue
 		}
 		past := mix[(t-prev)*C : t*C] // the previous prev tokens' inputs
@@ -96,8 +97,9 @@ func convBatch(out, window, mix, w, ck []float32, C, taps, n, ckAt, lo, hi int) 
 				sum += float32(past[i*C+c] * wc[i])
 			}
 			sum += float32(raw[c] * wc[prev])
-			u[c] = silu(sum)
+			u[c] = sum
 		}
+		siluVec(u[lo:hi])
 	}
 	// The new window is the inputs at n-prev..n-1; in ascending order each
 	// entry read from the old window lies at or after the one written.

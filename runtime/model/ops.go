@@ -47,10 +47,44 @@ func softmax(x []float32) {
 	}
 }
 
-// silu returns x / (1 + exp(-x)) with math.Exp (the DeltaNet conv and the
-// output gates; the FFNs' SwiGLU uses tensor.SiLUMul, one vector exp per build).
+// silu returns x / (1 + exp(-x)) with math.Exp (synth's calibration; the
+// forward pass uses siluVec).
 func silu(x float32) float32 {
 	return x / (1 + float32(math.Exp(float64(-x))))
+}
+
+// ones is a block of 1s for siluVec, read-only.
+var ones = func() (o [256]float32) {
+	for i := range o {
+		o[i] = 1
+	}
+	return o
+}()
+
+// siluVec sets x[i] = x[i] / (1 + exp(-x[i])) with tensor.SiLUMul's
+// vector exp (times 1, which is exact), in blocks of len(ones): the same
+// bits in every build, a few nanoseconds a value where math.Exp costs
+// ~10 ns (the DeltaNet conv and output gate).
+func siluVec(x []float32) {
+	for len(x) > 0 {
+		k := min(len(x), len(ones))
+		tensor.SiLUMul(x[:k], ones[:k])
+		x = x[k:]
+	}
+}
+
+// sigmoidMulVec sets o[i] *= 1 / (1 + exp(-g[i])) for i < len(o), with
+// tensor.ExpShift's vector exp, using e (len(o) floats) as scratch (the
+// gated attention's output gate).
+func sigmoidMulVec(o, g, e []float32) {
+	e = e[:len(o)]
+	for i := range e {
+		e[i] = -g[i]
+	}
+	tensor.ExpShift(e, 0)
+	for i := range o {
+		o[i] *= 1 / (1 + e[i])
+	}
 }
 
 // topK writes the indices of the k largest values of p into idx in

@@ -405,10 +405,11 @@ func (j *dnJob) heads(h0, h1 int) {
 			o := hsc.y[t*hc.Inner+hd*D : t*hc.Inner+(hd+1)*D]
 			deltaStep(S, k, v, qs, o, acc, decay, bg[hd], k2, kdot)
 			rmsNorm(o, o, hl.Norm, m.Eps)
-			zz := j.z[t*hc.Inner+hd*D : t*hc.Inner+(hd+1)*D]
-			for i := range o {
-				o[i] *= silu(zz[i])
-			}
+			// o ⊙ silu(z), computed as silu(z) ⊙ o (the same products) in
+			// qs, free once deltaStep has read it.
+			copy(qs, j.z[t*hc.Inner+hd*D:t*hc.Inner+(hd+1)*D])
+			tensor.SiLUMul(qs, o)
+			copy(o, qs)
 		}
 	}
 }

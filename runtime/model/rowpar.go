@@ -118,14 +118,14 @@ func (rp *rowPar) run(lo, hi int) {
 			s.attnPreRow(rp.li, rp.L, rp.x, i)
 		}
 	case rowAttnGate:
+		// sc.q is free once attention has read it: token i's row is the
+		// exp scratch of its heads.
 		qDim, D, Dv := m.Heads*m.HeadDim, m.HeadDim, m.ValueDim
 		for i := lo; i < hi; i++ {
 			for hd := range m.Heads {
 				gate := rp.x[i*2*qDim+hd*2*D+D : i*2*qDim+(hd+1)*2*D]
 				o := sc.att[(i*m.Heads+hd)*Dv : (i*m.Heads+hd+1)*Dv]
-				for j := range o {
-					o[j] *= sigmoid(gate[j])
-				}
+				sigmoidMulVec(o, gate, sc.q[i*qDim:(i+1)*qDim])
 			}
 		}
 	}
