@@ -105,6 +105,12 @@ func aligned32(buf []uint32, n int) []uint32 {
 // pass decodes each super-block once for its vectors); more than eight
 // vectors go eight per pass.
 func dotQ4KQ8KVecsAsm(w []byte, rows int, y []blockQ8K, nv int, dst []float32, stride int) {
+	q4kVecsWith(false, w, rows, y, nv, dst, stride)
+}
+
+// q4kVecsWith is dotQ4KQ8KVecsAsm, with the previous 2-8 vector kernels
+// (q4kVecsPrev2AVX2, q4kVecsPrev5AVX2 ..) where prev is set.
+func q4kVecsWith(prev bool, w []byte, rows int, y []blockQ8K, nv int, dst []float32, stride int) {
 	if rows == 0 || nv == 0 {
 		return
 	}
@@ -136,23 +142,37 @@ func dotQ4KQ8KVecsAsm(w []byte, rows int, y []blockQ8K, nv int, dst []float32, s
 			q4kVecs1(w, rows, y[v*nb:], nb, ys, dst[v*stride:], stride)
 			continue
 		case 2:
-			q4kVecs2AVX2(wp, rows, yp, nb, ys, dp, stride)
+			if prev {
+				q4kVecsPrev2AVX2(wp, rows, yp, nb, ys, dp, stride)
+			} else {
+				q4kVecs2AVX2(wp, rows, yp, nb, ys, dp, stride)
+			}
 			continue
 		}
 		aux := aligned32(buf, nb*q4kAuxWords)
 		q4kAux(aux, y[v*nb:], nb, k)
 		ap := &aux[0]
-		switch k {
-		case 3:
+		// direct calls (not through func values), so that aux, on the
+		// stack, does not escape
+		switch {
+		case k == 3:
 			q4kVecs3AVX2(wp, rows, yp, nb, ys, dp, stride, ap)
-		case 4:
+		case k == 4:
 			q4kVecs4AVX2(wp, rows, yp, nb, ys, dp, stride, ap)
-		case 5:
+		case k == 5 && prev:
+			q4kVecsPrev5AVX2(wp, rows, yp, nb, ys, dp, stride, ap)
+		case k == 5:
 			q4kVecs5AVX2(wp, rows, yp, nb, ys, dp, stride, ap)
-		case 6:
+		case k == 6 && prev:
+			q4kVecsPrev6AVX2(wp, rows, yp, nb, ys, dp, stride, ap)
+		case k == 6:
 			q4kVecs6AVX2(wp, rows, yp, nb, ys, dp, stride, ap)
-		case 7:
+		case k == 7 && prev:
+			q4kVecsPrev7AVX2(wp, rows, yp, nb, ys, dp, stride, ap)
+		case k == 7:
 			q4kVecs7AVX2(wp, rows, yp, nb, ys, dp, stride, ap)
+		case prev:
+			q4kVecsPrev8AVX2(wp, rows, yp, nb, ys, dp, stride, ap)
 		default:
 			q4kVecs8AVX2(wp, rows, yp, nb, ys, dp, stride, ap)
 		}
@@ -173,35 +193,31 @@ func prevKernels() map[Type]*kernel {
 	return m
 }
 
-// q4kVecsPrev2AVX2 .. q4kVecsPrev8AVX2 are the previous 2-8 vector
-// kernels, kept for the prefill benchmarks' side-by-side comparison: 3-8
-// gathered each vector's bsum2 and y.d from its own block (VPHADDD trees,
-// VINSERTPS), 2 kept its float sums, sumf and d·y.d in the frame.
+// q4kVecsPrev2AVX2 and q4kVecsPrev5AVX2 .. q4kVecsPrev8AVX2 are the
+// previous 2 and 5-8 vector kernels, kept for the prefill benchmarks'
+// side-by-side comparison: 2 kept its float sums, sumf and d·y.d in the
+// frame; 5-8 finished each row with one chain of 8 VADDSS per vector
+// instead of the transposed lane-wise finish (gen_q4kv.py, tfinish). The
+// 3 and 4 vector kernels are unchanged (prev runs them too).
 //
 //go:noescape
 func q4kVecsPrev2AVX2(w *byte, rows int, y *blockQ8K, nb, ystride int, dst *float32, dstride int)
 
 //go:noescape
-func q4kVecsPrev3AVX2(w *byte, rows int, y *blockQ8K, nb, ystride int, dst *float32, dstride int)
+func q4kVecsPrev5AVX2(w *byte, rows int, y *blockQ8K, nb, ystride int, dst *float32, dstride int, aux *uint32)
 
 //go:noescape
-func q4kVecsPrev4AVX2(w *byte, rows int, y *blockQ8K, nb, ystride int, dst *float32, dstride int)
+func q4kVecsPrev6AVX2(w *byte, rows int, y *blockQ8K, nb, ystride int, dst *float32, dstride int, aux *uint32)
 
 //go:noescape
-func q4kVecsPrev5AVX2(w *byte, rows int, y *blockQ8K, nb, ystride int, dst *float32, dstride int)
+func q4kVecsPrev7AVX2(w *byte, rows int, y *blockQ8K, nb, ystride int, dst *float32, dstride int, aux *uint32)
 
 //go:noescape
-func q4kVecsPrev6AVX2(w *byte, rows int, y *blockQ8K, nb, ystride int, dst *float32, dstride int)
-
-//go:noescape
-func q4kVecsPrev7AVX2(w *byte, rows int, y *blockQ8K, nb, ystride int, dst *float32, dstride int)
-
-//go:noescape
-func q4kVecsPrev8AVX2(w *byte, rows int, y *blockQ8K, nb, ystride int, dst *float32, dstride int)
+func q4kVecsPrev8AVX2(w *byte, rows int, y *blockQ8K, nb, ystride int, dst *float32, dstride int, aux *uint32)
 
 // prevVecsKernels returns the kernel set with the previous batched Q4_K
-// kernels of 2-8 vectors (one vector uses the kernel in use);
-// BenchmarkQ4KExpertsCold compares them with the kernels in use.
+// kernels of 2-8 vectors (one vector uses the kernels in use); BenchmarkQ4KExpertsCold and BenchmarkQ4KVecsPaired compare them
+// with the kernels in use.
 func prevVecsKernels() map[Type]*kernel {
 	m := make(map[Type]*kernel, len(kernels))
 	for t, k := range kernels {
@@ -209,16 +225,7 @@ func prevVecsKernels() map[Type]*kernel {
 	}
 	c := *kernels[Q4_K]
 	c.q8kN = func(w []byte, rows int, y []blockQ8K, nv int, dst []float32, stride int) {
-		nb := len(y) / max(nv, 1)
-		if rows == 0 || nv < 2 || nv > 8 || nb == 0 {
-			dotQ4KQ8KVecsAsm(w, rows, y, nv, dst, stride)
-			return
-		}
-		_ = w[144*nb*rows-1]
-		_ = dst[(nv-1)*stride+rows-1]
-		prev := [...]func(w *byte, rows int, y *blockQ8K, nb, ystride int, dst *float32, dstride int){
-			q4kVecsPrev2AVX2, q4kVecsPrev3AVX2, q4kVecsPrev4AVX2, q4kVecsPrev5AVX2, q4kVecsPrev6AVX2, q4kVecsPrev7AVX2, q4kVecsPrev8AVX2}
-		prev[nv-2](&w[0], rows, &y[0], nb, nb*int(unsafe.Sizeof(y[0])), &dst[0], stride)
+		q4kVecsWith(true, w, rows, y, nv, dst, stride)
 	}
 	m[Q4_K] = &c
 	return m

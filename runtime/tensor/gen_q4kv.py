@@ -337,23 +337,28 @@ def kernel_x2(prefetch=PREFETCH):
     e("\tMOVQ dst+32(FP), R11")
     e("\tVMOVDQU q4kvPerm<>(SB), Y12")
     e("\tVMOVDQU q4kvMask<>(SB), Y14")
-    e("\tMOVQ pairs+8(FP), R12")
-    e("\tTESTQ R12, R12")
+    e("\tMOVQ pairs+8(FP), AX")
+    e("\tTESTQ AX, AX")
     e(f"\tJEQ {name}_done")
     e(f"{name}_row:")
     e("\tVPXOR Y10, Y10, Y10")
     e("\tVPXOR Y11, Y11, Y11")
     e("\tVPXOR X15, X15, X15")
     e("\tMOVQ y+16(FP), DI")
+    if prefetch:
+        e(f"\tLEAQ {prefetch}(SI)(R13*2), R12")
     e("\tMOVQ nb+24(FP), R8")
     e("\tTESTQ R8, R8")
     e(f"\tJEQ {name}_finish")
     e(f"{name}_block:")
     if prefetch:
-        for off in (0, 64, 128):
-            e(f"\tPREFETCHT0 {prefetch + off}(SI)")
-        for off in (0, 64, 128):
-            e(f"\tPREFETCHT0 {prefetch + off}(SI)(R13*1)")
+        # one pointer sweeps the pair's bytes (288 per block) linearly,
+        # prefetch bytes past the pair's end: prefetching ahead of each
+        # row's own position (two streams) measured 0.84x the one-row
+        # kernel on DRAM-resident 2048-column rows (as gen_q4kv512.py found)
+        for k in range(5):
+            e(f"\tPREFETCHT0 {64 * k}(R12)")
+        e("\tADDQ $288, R12")
     scales_mins(e, "SI", 8, 4)
     e("\tLEAQ (SI)(R13*1), R14")
     scales_mins(e, "R14", 9, 5)
@@ -420,7 +425,7 @@ def kernel_x2(prefetch=PREFETCH):
     e("\tVMOVSS X1, 4(R11)")
     e("\tADDQ $8, R11")
     e("\tADDQ R13, SI")  # past row B
-    e("\tDECQ R12")
+    e("\tDECQ pairs+8(FP)")
     e(f"\tJNZ {name}_row")
     e(f"{name}_done:")
     e("\tVZEROUPPER")
@@ -529,6 +534,52 @@ def kernel2_reg(prefetch=PREFETCH):
     return o
 
 
+def tfinish(e, nv, sumf):
+    """The row's results of nv (5-8) vectors whose float sums are in the
+    frame (vector v's 8 lanes at 32v(SP), its sumf at sumf+4v(SP)), stored
+    to dst + v·dstride (R9, R10 = 4·dstride), transposed: the vectors'
+    sums become 8 columns C_l = (sums_0[l], ..., sums_7[l]) (VUNPCKLPS/HPS,
+    VSHUFPS, VPERM2F128), then acc = sumf; acc += C_0; ...; acc += C_7
+    lane-wise, which is each vector's sumf + sums[0] + ... + sums[7] in
+    that order, as the per-vector VADDSS chain: 8 VADDPS for all vectors
+    instead of 8 VADDSS and 8 loads per vector (1.04-1.05x at 6-8 vectors
+    on 2048x512, where a row is 2 super-blocks). Vectors ≥ nv read zeros
+    and are not stored. Clobbers Y0-Y15."""
+    assert 5 <= nv <= 8
+    for v in range(8):
+        if v < nv:
+            e(f"\tVMOVUPS {32 * v}(SP), Y{v}")
+        else:
+            e(f"\tVXORPS Y{v}, Y{v}, Y{v}")
+    # t: pairs (r0,r1) (r2,r3) (r4,r5) (r6,r7) interleaved into Y8-Y15
+    for i in range(4):
+        e(f"\tVUNPCKLPS Y{2 * i + 1}, Y{2 * i}, Y{8 + 2 * i}")
+        e(f"\tVUNPCKHPS Y{2 * i + 1}, Y{2 * i}, Y{9 + 2 * i}")
+    # s_j (vectors 0-3) and s_4+j (vectors 4-7) hold lanes j | j + 4
+    for g in range(2):
+        t0, t1, t2, t3 = (8 + 4 * g + i for i in range(4))
+        e(f"\tVSHUFPS $0x44, Y{t2}, Y{t0}, Y{4 * g + 0}")
+        e(f"\tVSHUFPS $0xee, Y{t2}, Y{t0}, Y{4 * g + 1}")
+        e(f"\tVSHUFPS $0x44, Y{t3}, Y{t1}, Y{4 * g + 2}")
+        e(f"\tVSHUFPS $0xee, Y{t3}, Y{t1}, Y{4 * g + 3}")
+    # C_j = [s_j.lo, s_4+j.lo] (Y8+j), C_j+4 = the high halves (Y12+j)
+    for j in range(4):
+        e(f"\tVPERM2F128 $0x20, Y{4 + j}, Y{j}, Y{8 + j}")
+        e(f"\tVPERM2F128 $0x31, Y{4 + j}, Y{j}, Y{12 + j}")
+    e(f"\tVMOVUPS {sumf}(SP), Y0")
+    for c in range(8, 16):
+        e(f"\tVADDPS Y{c}, Y0, Y0")
+    e("\tVEXTRACTF128 $1, Y0, X1")
+    for v in range(nv):
+        x = "X0" if v < 4 else "X1"
+        if v % 4 == 0:
+            e(f"\tVMOVSS {x}, (R9)")
+        else:
+            e(f"\tVEXTRACTPS ${v % 4}, {x}, (R9)")
+        if v + 1 < nv:
+            e("\tADDQ R10, R9")
+
+
 def wide_addr(off, v):
     """Address of byte off of vector v's block for nv = 5..8: vectors 0-3
     from DI, 4-7 from R13 = DI + 4·ystride."""
@@ -574,7 +625,7 @@ def aux_mins(e, m, x, t):
     e(f"\tVPADDD {x}{t[2]}, {x}{t[0]}, {x}{t[0]}")
 
 
-def kernel_wide(nv, name=None, prefetch=PREFETCH, aux=False):
+def kernel_wide(nv, name=None, prefetch=PREFETCH, aux=False, tf=False):
     """q4kVecs5AVX2 .. q4kVecs8AVX2: the scheme of kernel(nv) for 5 to 8
     vectors. Integer accumulators Y0..Y(nv-1), weights Y8/Y9, scales
     Y10/Y11 (from Y12), the VPERMD index in Y13, temporaries Y14/Y15; the
@@ -717,7 +768,10 @@ def kernel_wide(nv, name=None, prefetch=PREFETCH, aux=False):
     e("\tMOVQ dst+40(FP), R9")
     e("\tMOVQ dstride+48(FP), R10")
     e("\tSHLQ $2, R10")
-    for v in range(nv):
+    if tf:
+        tfinish(e, nv, SUMF)
+        e("\tVMOVDQU q4kvPerm<>(SB), Y13")  # clobbered by tfinish
+    for v in range(nv if not tf else 0):
         e(f"\tVMOVSS {SUMF + 4 * v}(SP), X0")
         for i in range(8):
             e(f"\tVADDSS {32 * v + 4 * i}(SP), X0, X0")
@@ -764,19 +818,20 @@ out += kernel_x2()
 # sums in registers (kernel2_reg), the frame-based kernel(2) kept as
 # q4kVecsPrev2AVX2 for the side-by-side benchmarks
 out += kernel2_reg()
+# 3-4 vectors keep the per-vector VADDSS finish: tfinish's transposed one
+# measured 0.96-0.98x on 2048x512 (it is 1.04-1.05x at 6-8 vectors)
 for nv in range(3, 5):
     out += kernel(nv, aux=True)
 for nv in range(5, 9):
-    out += kernel_wide(nv, aux=True)
+    out += kernel_wide(nv, aux=True, tf=True)
 # the previous single-vector kernel (sums and sumf in the frame), kept for
 # the decode benchmarks' side-by-side comparison (prevDecodeKernels)
 out += kernel(1, name="q4kVecs1FrameAVX2")
-# the previous 2-8 vector kernels (mins sums and y.d gathered from each
-# vector's block), for the prefill benchmarks' side-by-side comparison
-# (prevVecsKernels)
-for nv in range(2, 5):
-    out += kernel(nv, name=f"q4kVecsPrev{nv}AVX2")
+# the previous 2 and 5-8 vector kernels (2: sums in the frame; 5-8: each
+# row finished with a VADDSS chain per vector instead of tfinish), for the
+# prefill benchmarks' side-by-side comparison (prevVecsKernels)
+out += kernel(2, name="q4kVecsPrev2AVX2")
 for nv in range(5, 9):
-    out += kernel_wide(nv, name=f"q4kVecsPrev{nv}AVX2")
+    out += kernel_wide(nv, name=f"q4kVecsPrev{nv}AVX2", aux=True)
 with open("dot_q4kv_amd64.s", "w") as f:
     f.write("\n".join(out))
