@@ -54,8 +54,9 @@ Flags given with --preset override the preset's values.
 --routing fine-grained-moe builds the weights so the model's own forward pass
 routes like a trained fine-grained MoE (lookahead recall ~0.94, ~38% of a
 token's experts reused by the next, 4-token verify ~2.5x one token's experts,
-expert popularity balanced by router biases set on a calibration text;
-lesfarm routing-stats measures it). uniform (the default) is the worst case.
+router rows of equal norm, layer 0's expert use balanced by router biases set
+on a calibration text, and a tokenizer whose first merges are learnt from that
+text; lesfarm routing-stats measures it). uniform (the default) is the worst case.
 See docs/les.md, "Realistic routing".`,
 		Example: `  lesfarm synth --layers 4 --experts 16 --experts-used 4 --hidden 256 --expert-ffn 128 --heads 4 --kv-heads 2 --vocab 4096 --type Q8_0 -o /tmp/small.gguf`,
 		Args:    cobra.NoArgs,

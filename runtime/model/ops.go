@@ -47,12 +47,6 @@ func softmax(x []float32) {
 	}
 }
 
-// silu returns x / (1 + exp(-x)) with math.Exp (synth's calibration; the
-// forward pass uses siluVec).
-func silu(x float32) float32 {
-	return x / (1 + float32(math.Exp(float64(-x))))
-}
-
 // ones is a block of 1s for siluVec, read-only.
 var ones = func() (o [256]float32) {
 	for i := range o {

@@ -147,7 +147,7 @@ func (c tinyQwen35) write(w io.Writer) error {
 			}
 		}
 	}
-	if err := addByteBPE(gw, c.Vocab, c.Seed, "qwen35"); err != nil {
+	if err := addByteBPE(gw, c.Vocab, c.Seed, "qwen35", ""); err != nil {
 		return err
 	}
 	for _, t := range ts {

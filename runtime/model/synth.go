@@ -270,7 +270,7 @@ func WriteSynthetic(w io.Writer, c SynthConfig) error {
 	if a == "qwen35moe" {
 		pre = "qwen35"
 	}
-	if err := addByteBPE(gw, c.Vocab, c.Seed, pre); err != nil {
+	if err := addByteBPE(gw, c.Vocab, c.Seed, pre, c.mergeCorpus()); err != nil {
 		return err
 	}
 	ts := c.tensors()

@@ -4,10 +4,7 @@ import (
 	_ "embed"
 	"fmt"
 	"math"
-	"runtime"
-	"sort"
 	"strings"
-	"sync"
 
 	"github.com/lesfarm/lesfarm/runtime/tensor"
 	"github.com/lesfarm/lesfarm/runtime/tokenizer"
@@ -15,8 +12,9 @@ import (
 
 // calibrationText is plain English prose, one sequence per line, written
 // for this purpose (it is not routing-stats' prompt set). The
-// fine-grained-moe construction routes it analytically to set each
-// expert's router bias (balance).
+// fine-grained-moe tokenizer learns its first merges from it
+// (mergeCorpus), and layer 0 routes it to set each expert's router bias
+// (balance).
 //
 //go:embed synth_calibration.txt
 var calibrationText string
@@ -24,23 +22,27 @@ var calibrationText string
 // Router balancing, as DeepSeek-V3's auxiliary-loss-free load balancing
 // does in training: every expert's logit gets a bias, lowered while the
 // expert takes more than its share of the calibration text's demands and
-// raised while it takes less. The bias is a router weight on the constant
-// coordinates, so it is part of the file and nothing changes at run time.
+// raised while it takes less, until the experts are evenly used. The bias
+// is a router weight on the constant coordinates, so it is part of the
+// file and nothing changes at run time. Only layer 0 is balanced: it
+// routes on the token alone, so how often a text demands each of its
+// experts follows the text's token frequencies, which English texts
+// share. The later layers route on the context, whose uneven spread
+// follows the text itself; biases that even out the calibration text's
+// 45 demands per expert fitted its noise and raised the top-10% share on
+// other text (docs/les.md, "Realistic routing"), so those layers have
+// none and their routers give every expert the same logit spread
+// (routerWeights) instead.
 const (
-	fgBalanceIters = 80   // bias updates per layer
+	fgBalanceIters = 80   // bias updates
 	fgBalanceStep  = 0.15 // first update, in logit standard deviations per unit of relative excess load
 )
-
-// fgTop10 is the share of demands the most used 10% of experts take in
-// the target popularity (routing-stats on the trained fixture; docs/les.md
-// "Realistic routing").
-const fgTop10 = 0.150
 
 // calibration returns the calibration text tokenized with the model's own
 // tokenizer, one sequence per line (sequences shorter than 2 tokens are
 // dropped, longer ones cut at the model's context).
 func (f *fine) calibration() ([][]int, error) {
-	tokens, merges, types, err := byteBPE(f.c.Vocab, f.c.Seed)
+	tokens, merges, types, err := byteBPE(f.c.Vocab, f.c.Seed, f.c.mergeCorpus())
 	if err != nil {
 		return nil, err
 	}
@@ -65,9 +67,8 @@ func (f *fine) calibration() ([][]int, error) {
 
 // embedRow returns the block(s) of token row's embedding that hold the
 // routing subspace as the file stores them (routingBlock, quantized and
-// dequantized with the embedding's type) and the row's RMS, with the
-// columns after those blocks at their expected square.
-func (f *fine) embedRow(row int) (v []float32, rms float64) {
+// dequantized with the embedding's type).
+func (f *fine) embedRow(row int) []float32 {
 	H := f.c.Hidden
 	n := H
 	switch f.embType {
@@ -77,35 +78,86 @@ func (f *fine) embedRow(row int) (v []float32, rms float64) {
 		n = (2*f.R + fgBias + 31) / 32 * 32
 	}
 	n = min(n, H)
-	v = make([]float32, n)
+	v := make([]float32, n)
 	if err := tensor.Dequantize(f.embType, encodeBlock(f.embType, f.routingBlock(row, n), f.embType == tensor.Q4_K), v); err != nil {
 		panic(err) // whole blocks by construction
 	}
-	var sq float64
-	for _, x := range v {
-		sq += float64(x) * float64(x)
-	}
-	sq += float64(H - n)
-	return v, math.Sqrt(sq / float64(H))
+	return v
 }
 
-// routeInputs returns the routing coordinates of every calibration token
-// as layers ≥ 1 see them before their RMSNorm (which scales all of a
-// token's logits alike, so top-k does not depend on it): the token part
-// [0, R) and the context part [R, 2R) that layer 0's mixer writes, 2R
-// values per token, sequences concatenated. kconst is the constant
-// coordinates' mean stored value, ks each token's mean over kconst (its
-// embedding's constants quantize with their block): an expert's bias b
-// adds b·ks to the token's logit. The expert outputs' small writes into
-// the routing coordinates are left out.
-func (f *fine) routeInputs(seqs [][]int) (z, ks []float32, kconst float64) {
+// routerWeights returns layer l's router on the routing subspace,
+// experts × 2R: row e reads the token part (layer 0) or a layer-specific
+// random mix of token and context parts, each part of every row scaled to
+// the same norm.
+func (f *fine) routerWeights(l int) []float32 {
+	g := newRNG(f.c.Seed, fmt.Sprintf("routing/%d", l))
+	R := f.R
+	share := 0.0
+	if l > 0 {
+		share = f.ctxShare()
+	}
+	wt, wc := math.Sqrt(1-share), math.Sqrt(share)
+	n := fgLogit / math.Sqrt(float64(R))
+	w := make([]float32, f.c.Experts*2*R)
+	for e := range f.c.Experts {
+		row := w[e*2*R : (e+1)*2*R]
+		for i := range R {
+			row[i] = float32(g.normal())
+			row[R+i] = float32(g.normal())
+		}
+		// Every expert's logit gets the same spread: a longer row is
+		// picked more often, by as much as the text's context varies,
+		// which no bias set on one text evens out on another.
+		for part, s := range []float64{wt, wc} {
+			p := row[part*R : (part+1)*R]
+			var sq float64
+			for _, x := range p {
+				sq += float64(x) * float64(x)
+			}
+			k := n * s * math.Sqrt(float64(R)/sq)
+			for i := range p {
+				p[i] = float32(k * float64(p[i]))
+			}
+		}
+	}
+	return w
+}
+
+// router returns the vals of layer l's router: row e is routerWeights' row
+// on the routing subspace and the expert's bias spread over the constant
+// coordinates.
+func (f *fine) router(l int) func(row, col0 int, v []float32, _ func() float64) bool {
+	R := f.R
+	return func(r, col0 int, v []float32, _ func() float64) bool {
+		clear(v) // an F32 row comes in one call
+		w := f.routers[l][r*2*R : (r+1)*2*R]
+		b := float32(float64(f.biases[l][r]) / (fgBias * f.kconst))
+		for i := range v {
+			switch col := col0 + i; {
+			case col < 2*R:
+				v[i] = w[col]
+			case col < 2*R+fgBias:
+				v[i] = b
+			}
+		}
+		return true
+	}
+}
+
+// tokenInputs returns the token part [0, R) of every calibration token's
+// embedding as the file stores it, R values per token, sequences
+// concatenated: what layer 0's router reads before its RMSNorm (which
+// scales all of a token's logits alike, so top-k does not depend on it).
+// kconst is the constant coordinates' mean stored value, ks each token's
+// mean over kconst (its embedding's constants quantize with their block):
+// an expert's bias b adds b·ks to the token's logit.
+func (f *fine) tokenInputs(seqs [][]int) (z, ks []float32, kconst float64) {
 	R := f.R
 	rows := map[int][]float32{}
-	rmss := map[int]float64{}
 	for _, s := range seqs {
 		for _, id := range s {
 			if _, ok := rows[id]; !ok {
-				rows[id], rmss[id] = f.embedRow(id)
+				rows[id] = f.embedRow(id)
 			}
 		}
 	}
@@ -115,23 +167,9 @@ func (f *fine) routeInputs(seqs [][]int) (z, ks []float32, kconst float64) {
 		}
 	}
 	for _, s := range seqs {
-		var fast, slow ctxHead
 		for _, id := range s {
-			v, rms := rows[id], rmss[id]
-			zt := make([]float32, 2*R)
-			copy(zt, v[:R])
-			if f.c.Arch == "qwen35moe" {
-				f.deltaNetStep(&fast, &slow, zt, v, rms)
-			} else {
-				// Softmax weights decay^Δ over the positions so far.
-				gain := math.Sqrt((1 + f.decay) / (1 - f.decay))
-				fast.average(v[:R], rms, f.decay)
-				slow.average(v[:R], rms, fgSlow)
-				for r := range R {
-					zt[R+r] = float32(gain * (fast.y[r]/fast.w - slow.y[r]/slow.w))
-				}
-			}
-			z = append(z, zt...)
+			v := rows[id]
+			z = append(z, v[:R]...)
 			var k float64
 			for _, x := range v[2*R : 2*R+fgBias] {
 				k += float64(x) / fgBias
@@ -142,95 +180,37 @@ func (f *fine) routeInputs(seqs [][]int) (z, ks []float32, kconst float64) {
 	return z, ks, kconst
 }
 
-// ctxHead is one context head's state in routeInputs: y the (weighted)
-// sum of its inputs, w the sum of the weights.
-type ctxHead struct {
-	y []float64
-	w float64
-}
-
-// average adds the normalised token part x/rms with weight 1 after
-// multiplying the old sum by decay.
-func (h *ctxHead) average(x []float32, rms, decay float64) {
-	if h.y == nil {
-		h.y = make([]float64, len(x))
-	}
-	h.w = h.w*decay + 1
-	for r, v := range x {
-		h.y[r] = h.y[r]*decay + float64(v)/rms
-	}
-}
-
-// deltaNet advances a DeltaNet context head by one token: its readouts
-// (silu(+x̃) and silu(−x̃) per token coordinate) move by beta towards the
-// token's; it returns the head's RMS over the head dim D.
-func (h *ctxHead) deltaNet(x []float32, rms, beta float64, D int) float64 {
-	if h.y == nil {
-		h.y = make([]float64, 2*len(x))
-	}
-	var sq float64
-	for r, v := range x {
-		x := float64(v) / rms
-		h.y[2*r] += beta * (float64(silu(float32(x))) - h.y[2*r])
-		h.y[2*r+1] += beta * (float64(silu(float32(-x))) - h.y[2*r+1])
-		sq += h.y[2*r]*h.y[2*r] + h.y[2*r+1]*h.y[2*r+1]
-	}
-	return math.Sqrt(sq/float64(D)) + 1e-12
-}
-
-// deltaNetStep advances qwen35moe's two layer-0 context heads by one token
-// and writes the context part (fast less slow, each after its gated
-// RMSNorm) into zt[R:2R].
-func (f *fine) deltaNetStep(fast, slow *ctxHead, zt, v []float32, rms float64) {
-	R, D := f.R, f.c.Qwen35.SSMState
-	beta := func(b float64) float64 {
-		return 1 / (1 + math.Exp(-math.Log(b/(1-b))*f.rmsE/rms))
-	}
-	nf := fast.deltaNet(v[:R], rms, beta(1-f.decay), D)
-	ns := slow.deltaNet(v[:R], rms, beta(1-fgSlow), D)
-	gate := float64(silu(float32(fgGateZ * f.rmsE / rms)))
-	gain := fgDNGain * math.Sqrt(2*float64(R)/float64(D))
-	for r := range R {
-		zt[R+r] = float32(gain * gate * ((fast.y[2*r]-fast.y[2*r+1])/nf - (slow.y[2*r]-slow.y[2*r+1])/ns))
-	}
-}
-
-// balance sets f.biases: per layer, the logit bias of each expert that
-// evens out its share of the calibration text's demands.
+// balance sets f.biases: layer 0's logit bias of each expert that evens
+// out its share of the calibration text's demands, and no bias on the
+// later layers (see the balancing constants above).
 func (f *fine) balance() error {
 	seqs, err := f.calibration()
 	if err != nil {
 		return err
 	}
-	z, ks, kconst := f.routeInputs(seqs)
+	z, ks, kconst := f.tokenInputs(seqs)
 	f.kconst = kconst
 	f.biases = make([][]float32, f.c.Layers)
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
-	for l := range f.c.Layers {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			f.biases[l] = balanceLayer(f.logits(l, z), ks, f.c.ExpertsUsed, f.popularity(l))
-		}()
+	for l := range f.biases {
+		f.biases[l] = make([]float32, f.c.Experts)
 	}
-	wg.Wait()
+	f.biases[0] = balanceLayer(f.tokenLogits(0, z), ks, f.c.ExpertsUsed)
 	return nil
 }
 
-// logits returns layer l's router logits (without bias) of the routing
-// inputs z, tokens × experts.
-func (f *fine) logits(l int, z []float32) []float32 {
-	R2, E := 2*f.R, f.c.Experts
+// tokenLogits returns layer l's router logits (without bias) of the token
+// parts z (R values per token; the router's context weights are not
+// read), tokens × experts.
+func (f *fine) tokenLogits(l int, z []float32) []float32 {
+	R, E := f.R, f.c.Experts
 	w := f.routers[l]
-	n := len(z) / R2
+	n := len(z) / R
 	out := make([]float32, n*E)
 	for t := range n {
-		zt := z[t*R2 : (t+1)*R2]
+		zt := z[t*R : (t+1)*R]
 		for e := range E {
 			var s float32
-			for i, x := range w[e*R2 : (e+1)*R2] {
+			for i, x := range w[e*2*R : e*2*R+R] {
 				s += x * zt[i]
 			}
 			out[t*E+e] = s
@@ -239,54 +219,12 @@ func (f *fine) logits(l int, z []float32) []float32 {
 	return out
 }
 
-// popularity returns layer l's target demand profile: each expert's
-// share of demands relative to even use (mean 1), log-normal with the
-// spread whose top 10% of experts take fgTop10 of the demands, in a
-// layer-specific random order.
-func (f *fine) popularity(l int) []float64 {
-	E := f.c.Experts
-	g := newRNG(f.c.Seed, fmt.Sprintf("popularity/%d", l))
-	z := make([]float64, E)
-	for e := range z {
-		z[e] = g.normal()
-	}
-	profile := func(sigma float64) []float64 {
-		p := make([]float64, E)
-		var sum float64
-		for e, x := range z {
-			p[e] = math.Exp(sigma * x)
-			sum += p[e]
-		}
-		for e := range p {
-			p[e] *= float64(E) / sum
-		}
-		return p
-	}
-	top := func(p []float64) float64 {
-		s := append([]float64(nil), p...)
-		sort.Sort(sort.Reverse(sort.Float64Slice(s)))
-		var t float64
-		for _, x := range s[:max(1, E/10)] {
-			t += x
-		}
-		return t / float64(E)
-	}
-	lo, hi := 0.0, 3.0
-	for range 40 {
-		if mid := (lo + hi) / 2; top(profile(mid)) < fgTop10 {
-			lo = mid
-		} else {
-			hi = mid
-		}
-	}
-	return profile(lo)
-}
-
 // balanceLayer returns the experts' biases that bring each expert's share
 // of the top-k demands of the logits (tokens × experts; token t adds
-// bias·ks[t]) to its target (relative to even use).
-func balanceLayer(logits, ks []float32, k int, target []float64) []float32 {
-	n, E := len(ks), len(target)
+// bias·ks[t]) to an even share.
+func balanceLayer(logits, ks []float32, k int) []float32 {
+	n := len(ks)
+	E := len(logits) / n
 	var s, ss float64
 	for _, x := range logits {
 		s += float64(x)
@@ -298,7 +236,7 @@ func balanceLayer(logits, ks []float32, k int, target []float64) []float32 {
 	load := make([]int, E)
 	row := make([]float32, E)
 	idx := make([]int, k)
-	share := float64(n*k) / float64(E)
+	want := float64(n*k) / float64(E)
 	for it := range fgBalanceIters {
 		clear(load)
 		for t := range n {
@@ -312,9 +250,20 @@ func balanceLayer(logits, ks []float32, k int, target []float64) []float32 {
 		}
 		step := fgBalanceStep * sigma * (1 - float64(it)/fgBalanceIters)
 		for e := range bias {
-			want := share * target[e]
 			bias[e] -= float32(step * math.Tanh((float64(load[e])-want)/want))
 		}
 	}
 	return bias
+}
+
+// mergeCorpus is the text the synthetic tokenizer learns its first merges
+// from (learnMerges): the calibration text for fine-grained-moe, so English
+// splits into word pieces as a trained BPE vocabulary splits it and layer
+// 0, which routes on the token alone, is not dominated by a few single
+// letters; none for uniform (random merges).
+func (c *SynthConfig) mergeCorpus() string {
+	if c.Routing == RoutingFineGrained {
+		return calibrationText
+	}
+	return ""
 }

@@ -53,12 +53,17 @@ var RoutingPresets = []string{RoutingUniform, RoutingFineGrained}
 // directions with a share ctxShare of the context, which sets
 // token-to-token reuse. Subtracting the slow average removes the text's
 // mean token from the context, which would otherwise pin the experts
-// aligned with it; the router biases (balance, synth_calibrate.go) set
-// each expert's popularity. The constants were tuned with lesfarm
-// routing-stats against the targets in docs/les.md.
+// aligned with it; every router row has the same norm, so no expert's
+// logit spreads wider than another's; layer 0's router biases (balance,
+// synth_calibrate.go) even out its experts' use on English token
+// frequencies. The tokenizer learns its first merges from English
+// (mergeCorpus), so no token is more than a few percent of a text. The
+// constants were tuned with lesfarm routing-stats against the targets in
+// docs/les.md.
 const (
 	fgBias    = 16   // constant coordinates
 	fgDecay   = 0.94 // fast context average's factor per token
+	fgDecay3  = 0.95 // qwen3moe's fast context factor (ctxShare)
 	fgSlow    = 0.99 // slow context average's factor per token
 	fgEps     = 0.2  // routed experts' output scale into the routing coordinates
 	fgLogit   = 2.5  // router logit scale
@@ -70,12 +75,16 @@ const (
 // ctxShare is the share of the context in the routers of layers ≥ 1:
 // qwen35moe's DeltaNet context (each head RMS-normalised) varies more
 // slowly than qwen3moe's attention averages at the same factors, so
-// qwen3moe's routers take a little more of the token part.
+// qwen3moe's routers take a little more of the token part. (With the
+// learnt merges a token covers more text and the context moves more per
+// token than with random merges: the shares went up from 0.99 and 0.985,
+// and qwen3moe's fast average slowed to fgDecay3, to keep reuse@8 in
+// its band.)
 func (f *fine) ctxShare() float64 {
 	if f.c.Arch == "qwen35moe" {
-		return 0.99
+		return 0.993
 	}
-	return 0.985
+	return 0.99
 }
 
 // routingDims returns R, the width of the token and of the context part.
@@ -124,7 +133,7 @@ type fine struct {
 	decay   float64
 	embType tensor.Type
 	routers [][]float32 // per layer, experts × 2R router weights on the routing subspace
-	biases  [][]float32 // per layer, each expert's logit bias (balance)
+	biases  [][]float32 // per layer, each expert's logit bias (balance; zero after layer 0)
 	kconst  float64     // the constant coordinates' stored value
 }
 
@@ -132,6 +141,9 @@ type fine struct {
 // (see the comment on the constants above).
 func (c *SynthConfig) fineGrained(ts []synthTensor) error {
 	f := &fine{c: c, R: c.routingDims(), decay: fgDecay}
+	if c.Arch == "qwen3moe" {
+		f.decay = fgDecay3
+	}
 	f.bias = float32(math.Sqrt(float64(c.Hidden) / (4 * fgBias)))
 	f.rmsE = math.Sqrt(1 + fgBias*float64(f.bias*f.bias)/float64(c.Hidden))
 	for _, t := range ts {
@@ -233,50 +245,6 @@ func (f *fine) embedding(row, col0 int, v []float32, _ func() float64) bool {
 	}
 	copy(v, f.routingBlock(row, col0+len(v))[col0:])
 	return true
-}
-
-// routerWeights returns layer l's router on the routing subspace,
-// experts × 2R: row e reads the token part (layer 0) or a layer-specific
-// random mix of token and context parts.
-func (f *fine) routerWeights(l int) []float32 {
-	g := newRNG(f.c.Seed, fmt.Sprintf("routing/%d", l))
-	R := f.R
-	share := 0.0
-	if l > 0 {
-		share = f.ctxShare()
-	}
-	wt, wc := math.Sqrt(1-share), math.Sqrt(share)
-	n := fgLogit / math.Sqrt(float64(R))
-	w := make([]float32, f.c.Experts*2*R)
-	for e := range f.c.Experts {
-		row := w[e*2*R : (e+1)*2*R]
-		for i := range R {
-			row[i] = float32(n * wt * g.normal())
-			row[R+i] = float32(n * wc * g.normal())
-		}
-	}
-	return w
-}
-
-// router returns the vals of layer l's router: row e is routerWeights' row
-// on the routing subspace and the expert's bias spread over the constant
-// coordinates.
-func (f *fine) router(l int) func(row, col0 int, v []float32, _ func() float64) bool {
-	R := f.R
-	return func(r, col0 int, v []float32, _ func() float64) bool {
-		clear(v) // an F32 row comes in one call
-		w := f.routers[l][r*2*R : (r+1)*2*R]
-		b := float32(float64(f.biases[l][r]) / (fgBias * f.kconst))
-		for i := range v {
-			switch col := col0 + i; {
-			case col < 2*R:
-				v[i] = w[col]
-			case col < 2*R+fgBias:
-				v[i] = b
-			}
-		}
-		return true
-	}
 }
 
 // biasRow fills v (columns col0..) with w on the constant coordinates and

@@ -4,10 +4,13 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
+	"strings"
 	"testing"
 
 	"github.com/lesfarm/lesfarm/runtime/tensor"
+	"github.com/lesfarm/lesfarm/runtime/tokenizer"
 )
 
 // TestQ4KBlock: the fast encoder of structured blocks keeps zero
@@ -87,35 +90,23 @@ func TestSynthRoutingKey(t *testing.T) {
 }
 
 // TestBalanceLayer: the router biases bring each expert's share of a
-// calibration text's demands to its target, from logits whose experts
-// start far apart (a per-expert offset of up to two logit standard
-// deviations), for an even target and for the preset's popularity.
+// calibration text's demands to an even share, from logits whose experts
+// start far apart (a per-expert offset of up to two or four logit
+// standard deviations).
 func TestBalanceLayer(t *testing.T) {
 	t.Parallel()
 	const n, E, k = 2000, 64, 4
-	g := newRNG(5, "balance")
-	logits := make([]float32, n*E)
-	for i := range logits {
-		logits[i] = float32(g.normal() + 2*float64(i%E)/E)
-	}
-	ks := make([]float32, n)
-	for i := range ks {
-		ks[i] = 1
-	}
-	f := &fine{c: &SynthConfig{Experts: E, Seed: 5}}
-	even := make([]float64, E)
-	for e := range even {
-		even[e] = 1
-	}
-	for _, tt := range []struct {
-		name   string
-		target []float64
-		top10  float64
-	}{
-		{"even", even, float64(E/10) / E},
-		{"popularity", f.popularity(1), fgTop10},
-	} {
-		bias := balanceLayer(logits, ks, k, tt.target)
+	for _, spread := range []float64{2, 4} {
+		g := newRNG(5, "balance")
+		logits := make([]float32, n*E)
+		for i := range logits {
+			logits[i] = float32(g.normal() + spread*float64(i%E)/E)
+		}
+		ks := make([]float32, n)
+		for i := range ks {
+			ks[i] = 1
+		}
+		bias := balanceLayer(logits, ks, k)
 		load := make([]float64, E)
 		row := make([]float32, E)
 		idx := make([]int, k)
@@ -129,8 +120,8 @@ func TestBalanceLayer(t *testing.T) {
 			}
 		}
 		var worst float64
+		want := float64(n*k) / E
 		for e := range load {
-			want := float64(n*k) / E * tt.target[e]
 			worst = max(worst, math.Abs(load[e]-want)/want)
 		}
 		sort.Sort(sort.Reverse(sort.Float64Slice(load)))
@@ -138,8 +129,60 @@ func TestBalanceLayer(t *testing.T) {
 		for _, x := range load[:E/10] {
 			top += x / (n * k)
 		}
-		if worst > 0.15 || math.Abs(top-tt.top10) > 0.01 {
-			t.Errorf("%s: worst expert off its target load by %.0f%%, top-10%% share %.3f (want %.3f)", tt.name, 100*worst, top, tt.top10)
+		if worst > 0.15 || math.Abs(top-float64(E/10)/E) > 0.01 {
+			t.Errorf("spread %g: worst expert off an even load by %.0f%%, top-10%% share %.3f (want %.3f)", spread, 100*worst, top, float64(E/10)/E)
 		}
 	}
 }
+
+// TestByteBPELearnt: merges learnt from English split other English into
+// word pieces (fewer tokens, the commonest a smaller share), every merge's
+// operands are tokens before it, and the same corpus gives the same
+// vocabulary.
+func TestByteBPELearnt(t *testing.T) {
+	t.Parallel()
+	text := strings.Join(strings.Fields(routingTestText), " ")
+	stats := func(corpus string) (tokens []string, n int, top float64) {
+		toks, merges, types, err := byteBPE(2048, 3, corpus)
+		if err != nil {
+			t.Fatal(err)
+		}
+		index := map[string]int{}
+		for i, s := range toks {
+			index[s] = i
+		}
+		for i, m := range merges {
+			a, b, _ := strings.Cut(m, " ")
+			if index[a] >= 256+i || index[b] >= 256+i || index[a+b] != 256+i {
+				t.Fatalf("merge %d %q: operands or result out of order", i, m)
+			}
+		}
+		tok, err := tokenizer.New(tokenizer.Config{Model: "gpt2", Pre: "qwen35", Tokens: toks, Types: types, Merges: merges, BOS: len(toks) - 1, EOS: len(toks) - 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids := tok.Tokenize(text, false, false)
+		count := map[int]int{}
+		for _, id := range ids {
+			count[id]++
+			top = max(top, float64(count[id])/float64(len(ids)))
+		}
+		return toks, len(ids), top
+	}
+	learnt, n, top := stats(calibrationText)
+	_, nRandom, topRandom := stats("")
+	t.Logf("%d chars: %d tokens (commonest %.1f%%) learnt, %d (%.1f%%) random", len(text), n, 100*top, nRandom, 100*topRandom)
+	if float64(n) > 0.7*float64(nRandom) || top >= topRandom {
+		t.Errorf("learnt merges: %d tokens, commonest %.1f%% of them; want at most 70%% of random merges' %d and a smaller share than their %.1f%%", n, 100*top, nRandom, 100*topRandom)
+	}
+	again, _, _ := stats(calibrationText)
+	if !slices.Equal(learnt, again) {
+		t.Error("the same corpus learnt a different vocabulary")
+	}
+}
+
+// routingTestText is English that is not the calibration text (the
+// opening of routing-stats' built-in prompts and KJV's Ruth 1).
+const routingTestText = `The committee met on Tuesday to review the budget for the coming year, and after a long discussion it agreed to postpone the vote until the auditors had finished their report on the new library and the roads.
+To install the package, download the archive, unpack it into a directory of your choice, and run the setup script with the path of your configuration file as its only argument; then restart the service.
+Now it came to pass in the days when the judges ruled, that there was a famine in the land. And a certain man of Bethlehemjudah went to sojourn in the country of Moab, he, and his wife, and his two sons.`

@@ -2,6 +2,7 @@ package model
 
 import (
 	"fmt"
+	"regexp"
 
 	"github.com/lesfarm/lesfarm/runtime/gguf"
 )
@@ -34,8 +35,8 @@ func bytesToUnicode() (order []byte, runes []rune) {
 
 // addByteBPE adds a GPT-2 style byte-level BPE tokenizer of vocab tokens
 // (byteBPE) with <|endoftext|> as bos/eos.
-func addByteBPE(gw *gguf.Writer, vocab int, seed uint64, pre string) error {
-	tokens, merges, types, err := byteBPE(vocab, seed)
+func addByteBPE(gw *gguf.Writer, vocab int, seed uint64, pre, corpus string) error {
+	tokens, merges, types, err := byteBPE(vocab, seed, corpus)
 	if err != nil {
 		return err
 	}
@@ -62,10 +63,12 @@ func addByteBPE(gw *gguf.Writer, vocab int, seed uint64, pre string) error {
 }
 
 // byteBPE returns a byte-level BPE vocabulary of vocab tokens: the 256
-// byte tokens in GPT-2 order, vocab-257 merges of letter tokens (each
-// merge's operands precede it, so the BPE is closed), and <|endoftext|>
-// last (type 3, control); every other token is type 1.
-func byteBPE(vocab int, seed uint64) (tokens, merges []string, types []int32, err error) {
+// byte tokens in GPT-2 order, vocab-257 merges (each merge's operands
+// precede it, so the BPE is closed), and <|endoftext|> last (type 3,
+// control); every other token is type 1. With a corpus the first merges
+// are learnt from it (learnMerges), then a space before each punctuation
+// byte; the rest are random merges of letter tokens.
+func byteBPE(vocab int, seed uint64, corpus string) (tokens, merges []string, types []int32, err error) {
 	_, runes := bytesToUnicode()
 	tokens = make([]string, 0, vocab)
 	seen := map[string]bool{}
@@ -79,7 +82,6 @@ func byteBPE(vocab int, seed uint64) (tokens, merges []string, types []int32, er
 			words = append(words, s)
 		}
 	}
-	space := string(runes[indexOf(runes, 'Ġ')])
 	merges = make([]string, 0, vocab-257)
 	add := func(a, b string) bool {
 		s := a + b
@@ -90,6 +92,23 @@ func byteBPE(vocab int, seed uint64) (tokens, merges []string, types []int32, er
 		tokens = append(tokens, s)
 		merges = append(merges, a+" "+b)
 		return true
+	}
+	space := string(runes[indexOf(runes, 'Ġ')])
+	if corpus != "" {
+		learnMerges(corpus, runes, func(a, b string) bool {
+			if len(tokens) >= vocab-1 {
+				return false
+			}
+			add(a, b) // a token spelled already, or too long, is left out
+			return true
+		})
+		// A space before punctuation is one piece of the pre-tokenizer,
+		// as in GPT-2's vocabulary, whether or not the corpus has it.
+		for _, r := range fgPunct { // printable ASCII spells itself
+			if len(tokens) < vocab-1 {
+				add(space, string(r))
+			}
+		}
 	}
 	// Space-prefixed letters first, as GPT-2's early merges are.
 	for _, l := range letters {
@@ -130,4 +149,79 @@ func indexOf(rs []rune, r rune) int {
 		}
 	}
 	return -1
+}
+
+// preToken splits text as GPT-2's pre-tokenizer does (near enough for
+// learning merges: a merge never crosses a piece).
+var preToken = regexp.MustCompile(`'(?:s|t|re|ve|m|ll|d)| ?\pL+| ?\pN+| ?[^\s\pL\pN]+|\s+`)
+
+// fgPunct are the bytes that byteBPE merges with a leading space when it
+// learns merges from a corpus.
+const fgPunct = "!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~"
+
+// fgMergeMin is the fewest occurrences in the corpus of a pair that
+// learnMerges merges.
+const fgMergeMin = 2
+
+// learnMerges learns byte-level BPE merges from corpus, as a BPE trainer
+// does: it merges the corpus's most frequent adjacent pair of tokens
+// (within a pre-token piece; ties to the lexically first) until add
+// returns false or no pair occurs fgMergeMin times. runes spells each byte
+// (bytesToUnicode).
+func learnMerges(corpus string, runes []rune, add func(a, b string) bool) {
+	order, _ := bytesToUnicode()
+	spell := map[byte]string{}
+	for i, b := range order {
+		spell[b] = string(runes[i])
+	}
+	count := map[string]int{}
+	for _, w := range preToken.FindAllString(corpus, -1) {
+		count[w]++
+	}
+	type word struct {
+		syms []string
+		n    int
+	}
+	words := make([]word, 0, len(count))
+	for w, n := range count {
+		syms := make([]string, len(w))
+		for i := range len(w) {
+			syms[i] = spell[w[i]]
+		}
+		words = append(words, word{syms, n})
+	}
+	for {
+		pairs := map[[2]string]int{}
+		for _, w := range words {
+			for i := 1; i < len(w.syms); i++ {
+				pairs[[2]string{w.syms[i-1], w.syms[i]}] += w.n
+			}
+		}
+		var best [2]string
+		bestN := 0
+		for p, n := range pairs {
+			if n > bestN || n == bestN && p[0]+" "+p[1] < best[0]+" "+best[1] {
+				best, bestN = p, n
+			}
+		}
+		if bestN < fgMergeMin {
+			return
+		}
+		if !add(best[0], best[1]) {
+			return
+		}
+		for i := range words {
+			s := words[i].syms
+			out := s[:0]
+			for j := 0; j < len(s); j++ {
+				if j+1 < len(s) && s[j] == best[0] && s[j+1] == best[1] {
+					out = append(out, best[0]+best[1])
+					j++
+				} else {
+					out = append(out, s[j])
+				}
+			}
+			words[i].syms = out
+		}
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/lesfarm/lesfarm/runtime/model"
@@ -21,8 +22,10 @@ var synthTexts = []string{
 
 // synthStats writes a small model of the given architecture and routing
 // preset (256 experts, top-8, 8 layers: the preset's expert geometry) and
-// measures it with the runtime's own forward pass and predictor.
-func synthStats(t *testing.T, arch, routing string) *Stats {
+// measures it with the runtime's own forward pass and predictor, on
+// synthTexts (short) and on the KJV chapters of jobs/calib/kjv.txt, each
+// cut at the model's 512-token context (long).
+func synthStats(t *testing.T, arch, routing string) (short, long *Stats) {
 	t.Helper()
 	c := model.SynthConfig{Arch: arch, Layers: 8, Experts: 256, ExpertsUsed: 8, Hidden: 256, ExpertFFN: 32, Heads: 4, KVHeads: 2,
 		Vocab: 2048, Context: 512, Type: tensor.Q4_K, Seed: 3, Routing: routing}
@@ -49,42 +52,55 @@ func synthStats(t *testing.T, arch, routing string) *Stats {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var seqs [][]int
-	for _, s := range synthTexts {
-		seqs = append(seqs, tok.Tokenize(s, true, false))
-	}
-	rs, err := Measure(context.Background(), m, seqs)
+	kjv, err := os.ReadFile(filepath.Join("..", "..", "jobs", "calib", "kjv.txt"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := Compute(rs, len(m.Layers), m.ExpertCount)
-	if err != nil {
-		t.Fatal(err)
+	measure := func(texts []string) *Stats {
+		var seqs [][]int
+		for _, s := range texts {
+			if ids := tok.Tokenize(s, true, false); len(ids) >= 2 {
+				seqs = append(seqs, ids[:min(len(ids), c.Context)])
+			}
+		}
+		rs, err := Measure(context.Background(), m, seqs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, err := Compute(rs, len(m.Layers), m.ExpertCount)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st
 	}
-	return st
+	return measure(synthTexts), measure(strings.Split(string(kjv), "\n"))
 }
 
-// top10Ceiling bounds the fine-grained models' top-10% share on
-// synthTexts (532 tokens): with 256 experts that is 17 demands per
-// expert, and with the target's reuse a router that is even in
-// expectation already reads about 0.21 there (docs/les.md, "Realistic
-// routing"), so the 0.150 target itself is not asserted on this short
-// text; before the router biases the models read 0.50.
-const top10Ceiling = 0.26
+// top10HeldOutCeiling bounds the fine-grained models' held-out top-10%
+// share (ranked on one half of the tokens, read on the other) on the KJV
+// chapters (4,096 tokens): the target is 0.150 ± 10%, and the models read
+// 0.167 (qwen35moe) and 0.152 (qwen3moe) there, 0.182 and 0.170 before
+// the tokenizer learnt its merges and the router rows got equal norms
+// (docs/les.md, "Realistic routing"). The plain share of the short
+// synthTexts (about 360 tokens, 11 demands per expert) is mostly chance
+// and is not asserted.
+const top10HeldOutCeiling = 0.17
 
 // TestFineGrainedMeetsTargets: a fine-grained-moe model's own forward pass
 // routes within ±10% of the preset's lookahead, reuse, verify and entropy
-// targets (recall ≥ 0.9) on both architectures, with a top-10% share
-// under top10Ceiling, where a uniform one of the same geometry meets none
-// of the lookahead, reuse and verify targets.
+// targets (recall ≥ 0.9) on both architectures, with a held-out top-10%
+// share under top10HeldOutCeiling on a longer text, where a uniform one
+// of the same geometry meets none of the lookahead, reuse and verify
+// targets nor the ceiling.
 func TestFineGrainedMeetsTargets(t *testing.T) {
 	t.Parallel()
 	asserted := map[string]bool{"recall": true, "reuse": true, "verify×4": true, "reuse@8": true, "entropy": true}
 	for _, arch := range []string{"qwen3moe", "qwen35moe"} {
 		t.Run(arch, func(t *testing.T) {
 			t.Parallel()
-			fine := synthStats(t, arch, "fine-grained-moe").Overall
-			uni := synthStats(t, arch, "uniform").Overall
+			fineShort, fineLong := synthStats(t, arch, "fine-grained-moe")
+			uniShort, uniLong := synthStats(t, arch, "uniform")
+			fine, uni := fineShort.Overall, uniShort.Overall
 			for _, tg := range FineGrainedTargets {
 				got := tg.Of(fine)
 				t.Logf("%-9s fine-grained %.3f  uniform %.3f  target %.3f", tg.Name, got, tg.Of(uni), tg.Value)
@@ -100,8 +116,13 @@ func TestFineGrainedMeetsTargets(t *testing.T) {
 					t.Errorf("uniform routing meets the %s target too (%.3f): the test cannot tell the presets apart", tg.Name, tg.Of(uni))
 				}
 			}
-			if fine.Top10Share > top10Ceiling {
-				t.Errorf("top-10%% share = %.3f, want at most %.2f on this text", fine.Top10Share, top10Ceiling)
+			f, u := fineLong.Overall, uniLong.Overall
+			t.Logf("KJV, %d tokens: top-10%% share fine-grained %.3f (held-out %.3f)  uniform %.3f (held-out %.3f)", fineLong.Tokens, f.Top10Share, f.Top10HeldOut, u.Top10Share, u.Top10HeldOut)
+			if f.Top10HeldOut > top10HeldOutCeiling {
+				t.Errorf("held-out top-10%% share on KJV = %.3f, want at most %.2f", f.Top10HeldOut, top10HeldOutCeiling)
+			}
+			if u.Top10HeldOut <= top10HeldOutCeiling {
+				t.Errorf("uniform routing's held-out top-10%% share on KJV is under the ceiling too (%.3f)", u.Top10HeldOut)
 			}
 		})
 	}
