@@ -34,7 +34,8 @@ const (
 	expWork    = 8
 )
 
-// rowPar is one per-row step's arguments, shared by the threads.
+// rowPar is one per-row step's arguments: the State's calling goroutine
+// sets them, the pool's threads only read them.
 type rowPar struct {
 	s       *State
 	op      rowOp
@@ -47,10 +48,10 @@ type rowPar struct {
 	fn      func(lo, hi int)
 }
 
-// forRows runs step op over rows [0, n) of width-w work each (in values,
-// see parMinWork), on the pool when there are several threads and enough
-// work, inline otherwise. The caller has set the step's other arguments in
-// s.sc.rp.
+// forRows runs step op over rows [0, n), each row work values of work
+// (see parMinWork), on the pool when there are several threads, several
+// rows and enough work, inline otherwise. The caller has set the step's
+// other arguments in s.rowPar(); forRows clears them.
 func (s *State) forRows(op rowOp, n, work int) {
 	rp := s.rowPar()
 	rp.op = op
