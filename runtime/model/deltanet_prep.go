@@ -19,10 +19,13 @@ type dnPrep struct {
 
 // run prepares U (conv outputs, L2-normed q and k) and BG (β then g) of
 // the batch, advancing the layer's conv window and writing the rollback
-// records, split on the pool when the batch is large enough. A decode
-// step's conv (one token, a SiLU per channel) splits by channel too: at
-// the 35B-A3B shape it is 8192 float64 exps, most of the step's serial
-// time at 2 threads.
+// records, split on the pool when the batch is large enough. The conv
+// counts one unit of work per value (its SiLU is a vector exp): a decode
+// step's 8192 channels at the 35B-A3B shape (tens of microseconds) stay
+// inline. Split, they were faster alone, but a loaded host can keep the
+// worker off its core for a scheduler slice at each dispatch: the
+// 2-thread decode ran 1.46-1.60x slower in three of four alternated runs
+// at load 9 (docs/kernels.md).
 func (j *dnPrep) run() {
 	if j.channelsFn == nil {
 		j.channelsFn, j.tokensFn = j.channels, j.tokens
@@ -30,7 +33,7 @@ func (j *dnPrep) run() {
 	m := j.s.m
 	hc := m.q35().HybridConfig
 	C := hc.convDim()
-	if m.threads < 2 || j.n*C*expWork < m.parMin {
+	if m.threads < 2 || j.n*C < m.parMin {
 		j.channels(0, C)
 	} else {
 		m.pool.For(C, j.channelsFn)
