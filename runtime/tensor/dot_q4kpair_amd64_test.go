@@ -51,7 +51,8 @@ func TestQ4KVecs1Pairs(t *testing.T) {
 
 // BenchmarkQ4KVecs1Pairs alternates the single-vector Q4_K product with
 // the two-row kernel ("new", q4kPairs) and the one-row kernel ("prev")
-// over qwen35moe's expert shapes (gate/up 512×2048, down 2048×512), 40
+// over qwen35moe's expert shapes (gate/up 512×2048, down 2048×512) and
+// its DeltaNet qkv (8192×2048) and out (2048×4096) projections, 40
 // rounds of 20 products each per iteration, weights in cache ("cached",
 // the kernels' own speed) or streamed from 128 MiB of distinct matrices
 // ("stream", as a MoE decode step reads them), and reports the median of
@@ -61,7 +62,7 @@ func TestQ4KVecs1Pairs(t *testing.T) {
 //	go test ./runtime/tensor -run XXX -bench Q4KVecs1Pairs -benchtime 1x -count 3
 func BenchmarkQ4KVecs1Pairs(b *testing.B) {
 	defer func(on bool) { q4kPairs = on }(q4kPairs)
-	for _, sh := range [][2]int{{512, 2048}, {2048, 512}} {
+	for _, sh := range [][2]int{{512, 2048}, {2048, 512}, {8192, 2048}, {2048, 4096}} {
 		for _, stream := range []bool{false, true} {
 			name := fmt.Sprintf("%dx%d/cached", sh[0], sh[1])
 			if stream {
