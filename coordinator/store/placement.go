@@ -83,7 +83,7 @@ type batchSender interface {
 }
 
 // placementOn is Placement's read on q (the pool, or a result's
-// transaction: CompleteRunsFreed), after the statement first (if any) in
+// transaction: BeginCompleteRuns), after the statement first (if any) in
 // the same round trip.
 func placementOn(ctx context.Context, q batchSender, p *PlacementParams, first string) (*PlacementSnapshot, error) {
 	b := &pgx.Batch{}
