@@ -38,7 +38,7 @@ test/arm64: ## Cross-build for phones and run the runtime tests for arm64 under 
 bench: ## Run the Go benchmarks (kernels, runtime, ingest); long, not part of `test`
 	$(GO) test -run '^$$' -bench . -benchtime 2x -timeout 60m $(PKGS)
 
-bench/peer: ## llama.cpp (node-llama-cpp, pinned) against lesfarm on one GGUF, round by round (MODEL=path, ROUNDS=3; root for the capped rows); not part of `test`
+bench/peer: ## llama.cpp (node-llama-cpp, pinned) against lesfarm on one GGUF, round by round (MODEL=path, ROUNDS=3, BASE=older lesfarm binary as a third engine, CAPPED_ROWS=0 resident rows only; root for the capped rows); not part of `test`
 	bash scripts/bench-peer/peer.sh $(MODEL)
 
 fuzz: ## Fuzz every parser for 30s each
