@@ -147,7 +147,11 @@ func (c tinyQwen35) write(w io.Writer) error {
 			}
 		}
 	}
-	if err := addByteBPE(gw, c.Vocab, c.Seed, "qwen35", ""); err != nil {
+	tokens, merges, types, err := byteBPE(c.Vocab, c.Seed, "")
+	if err != nil {
+		return err
+	}
+	if err := addByteBPE(gw, synthVocab{tokens, merges, types}, "qwen35"); err != nil {
 		return err
 	}
 	for _, t := range ts {

@@ -266,16 +266,16 @@ func WriteSynthetic(w io.Writer, c SynthConfig) error {
 			return err
 		}
 	}
-	pre := "gpt-2"
-	if a == "qwen35moe" {
-		pre = "qwen35"
+	voc, err := c.vocabulary()
+	if err != nil {
+		return err
 	}
-	if err := addByteBPE(gw, c.Vocab, c.Seed, pre, c.mergeCorpus()); err != nil {
+	if err := addByteBPE(gw, voc, c.pretokenizer()); err != nil {
 		return err
 	}
 	ts := c.tensors()
 	if c.Routing == RoutingFineGrained {
-		if err := c.fineGrained(ts); err != nil {
+		if err := c.fineGrained(ts, voc); err != nil {
 			return err
 		}
 	}

@@ -11,9 +11,9 @@ import (
 )
 
 // calibrationText is plain English prose, one sequence per line, written
-// for this purpose (it is not routing-stats' prompt set). The
-// fine-grained-moe tokenizer learns its first merges from it
-// (mergeCorpus), and layer 0 routes it to set each expert's router bias
+// for this purpose (it is not routing-stats' prompt set). The synthetic
+// tokenizer learns its first merges from it (vocabulary), and
+// fine-grained-moe's layer 0 routes it to set each expert's router bias
 // (balance).
 //
 //go:embed synth_calibration.txt
@@ -39,19 +39,11 @@ const (
 )
 
 // calibration returns the calibration text tokenized with the model's own
-// tokenizer, one sequence per line (sequences shorter than 2 tokens are
-// dropped, longer ones cut at the model's context).
-func (f *fine) calibration() ([][]int, error) {
-	tokens, merges, types, err := byteBPE(f.c.Vocab, f.c.Seed, f.c.mergeCorpus())
-	if err != nil {
-		return nil, err
-	}
-	pre := "gpt-2"
-	if f.c.Arch == "qwen35moe" {
-		pre = "qwen35"
-	}
-	eos := len(tokens) - 1
-	tok, err := tokenizer.New(tokenizer.Config{Model: "gpt2", Pre: pre, Tokens: tokens, Types: types, Merges: merges, BOS: eos, EOS: eos})
+// vocabulary voc, one sequence per line (sequences shorter than 2 tokens
+// are dropped, longer ones cut at the model's context).
+func (f *fine) calibration(voc synthVocab) ([][]int, error) {
+	eos := len(voc.tokens) - 1
+	tok, err := tokenizer.New(tokenizer.Config{Model: "gpt2", Pre: f.c.pretokenizer(), Tokens: voc.tokens, Types: voc.types, Merges: voc.merges, BOS: eos, EOS: eos})
 	if err != nil {
 		return nil, err
 	}
@@ -144,21 +136,29 @@ func (f *fine) router(l int) func(row, col0 int, v []float32, _ func() float64) 
 	}
 }
 
-// tokenInputs returns the token part [0, R) of every calibration token's
-// embedding as the file stores it, R values per token, sequences
-// concatenated: what layer 0's router reads before its RMSNorm (which
-// scales all of a token's logits alike, so top-k does not depend on it).
-// kconst is the constant coordinates' mean stored value, ks each token's
-// mean over kconst (its embedding's constants quantize with their block):
-// an expert's bias b adds b·ks to the token's logit.
-func (f *fine) tokenInputs(seqs [][]int) (z, ks []float32, kconst float64) {
+// tokenInputs returns the token part [0, R) of the embedding, as the file
+// stores it, of every distinct token of the calibration text (in order of
+// first use), R values per token, and how often each occurs: what layer
+// 0's router reads before its RMSNorm (which scales all of a token's
+// logits alike, so top-k does not depend on it), and that is all it reads,
+// so a token's demands are the same wherever it occurs. kconst is the
+// constant coordinates' mean stored value, ks each token's mean over
+// kconst (its embedding's constants quantize with their block): an
+// expert's bias b adds b·ks to the token's logit.
+func (f *fine) tokenInputs(seqs [][]int) (z, ks, count []float32, kconst float64) {
 	R := f.R
-	rows := map[int][]float32{}
+	at := map[int]int{}
+	var rows [][]float32
 	for _, s := range seqs {
 		for _, id := range s {
-			if _, ok := rows[id]; !ok {
-				rows[id] = f.embedRow(id)
+			i, ok := at[id]
+			if !ok {
+				i = len(rows)
+				at[id] = i
+				rows = append(rows, f.embedRow(id))
+				count = append(count, 0)
 			}
+			count[i]++
 		}
 	}
 	for _, v := range rows {
@@ -166,35 +166,32 @@ func (f *fine) tokenInputs(seqs [][]int) (z, ks []float32, kconst float64) {
 			kconst += float64(x) / fgBias / float64(len(rows))
 		}
 	}
-	for _, s := range seqs {
-		for _, id := range s {
-			v := rows[id]
-			z = append(z, v[:R]...)
-			var k float64
-			for _, x := range v[2*R : 2*R+fgBias] {
-				k += float64(x) / fgBias
-			}
-			ks = append(ks, float32(k/kconst))
+	for _, v := range rows {
+		z = append(z, v[:R]...)
+		var k float64
+		for _, x := range v[2*R : 2*R+fgBias] {
+			k += float64(x) / fgBias
 		}
+		ks = append(ks, float32(k/kconst))
 	}
-	return z, ks, kconst
+	return z, ks, count, kconst
 }
 
 // balance sets f.biases: layer 0's logit bias of each expert that evens
 // out its share of the calibration text's demands, and no bias on the
 // later layers (see the balancing constants above).
-func (f *fine) balance() error {
-	seqs, err := f.calibration()
+func (f *fine) balance(voc synthVocab) error {
+	seqs, err := f.calibration(voc)
 	if err != nil {
 		return err
 	}
-	z, ks, kconst := f.tokenInputs(seqs)
+	z, ks, count, kconst := f.tokenInputs(seqs)
 	f.kconst = kconst
 	f.biases = make([][]float32, f.c.Layers)
 	for l := range f.biases {
 		f.biases[l] = make([]float32, f.c.Experts)
 	}
-	f.biases[0] = balanceLayer(f.tokenLogits(0, z), ks, f.c.ExpertsUsed)
+	f.biases[0] = balanceLayer(f.tokenLogits(0, z), ks, count, f.c.ExpertsUsed)
 	return nil
 }
 
@@ -220,23 +217,27 @@ func (f *fine) tokenLogits(l int, z []float32) []float32 {
 }
 
 // balanceLayer returns the experts' biases that bring each expert's share
-// of the top-k demands of the logits (tokens × experts; token t adds
-// bias·ks[t]) to an even share.
-func balanceLayer(logits, ks []float32, k int) []float32 {
+// of the top-k demands of the logits (tokens × experts; token t occurs
+// count[t] times and adds bias·ks[t]) to an even share.
+func balanceLayer(logits, ks, count []float32, k int) []float32 {
 	n := len(ks)
 	E := len(logits) / n
-	var s, ss float64
-	for _, x := range logits {
-		s += float64(x)
-		ss += float64(x) * float64(x)
+	var s, ss, total float64
+	for t := range n {
+		w := float64(count[t])
+		for _, x := range logits[t*E : (t+1)*E] {
+			s += w * float64(x)
+			ss += w * float64(x) * float64(x)
+		}
+		total += w
 	}
-	mean := s / float64(len(logits))
-	sigma := math.Sqrt(max(ss/float64(len(logits))-mean*mean, 1e-12))
+	mean := s / (total * float64(E))
+	sigma := math.Sqrt(max(ss/(total*float64(E))-mean*mean, 1e-12))
 	bias := make([]float32, E)
-	load := make([]int, E)
+	load := make([]float64, E)
 	row := make([]float32, E)
 	idx := make([]int, k)
-	want := float64(n*k) / float64(E)
+	want := total * float64(k) / float64(E)
 	for it := range fgBalanceIters {
 		clear(load)
 		for t := range n {
@@ -245,25 +246,13 @@ func balanceLayer(logits, ks []float32, k int) []float32 {
 			}
 			topK(row, idx)
 			for _, e := range idx {
-				load[e]++
+				load[e] += float64(count[t])
 			}
 		}
 		step := fgBalanceStep * sigma * (1 - float64(it)/fgBalanceIters)
 		for e := range bias {
-			bias[e] -= float32(step * math.Tanh((float64(load[e])-want)/want))
+			bias[e] -= float32(step * math.Tanh((load[e]-want)/want))
 		}
 	}
 	return bias
-}
-
-// mergeCorpus is the text the synthetic tokenizer learns its first merges
-// from (learnMerges): the calibration text for fine-grained-moe, so English
-// splits into word pieces as a trained BPE vocabulary splits it and layer
-// 0, which routes on the token alone, is not dominated by a few single
-// letters; none for uniform (random merges).
-func (c *SynthConfig) mergeCorpus() string {
-	if c.Routing == RoutingFineGrained {
-		return calibrationText
-	}
-	return ""
 }

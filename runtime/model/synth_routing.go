@@ -57,7 +57,7 @@ var RoutingPresets = []string{RoutingUniform, RoutingFineGrained}
 // logit spreads wider than another's; layer 0's router biases (balance,
 // synth_calibrate.go) even out its experts' use on English token
 // frequencies. The tokenizer learns its first merges from English
-// (mergeCorpus), so no token is more than a few percent of a text. The
+// (vocabulary), so no token is more than a few percent of a text. The
 // constants were tuned with lesfarm routing-stats against the targets in
 // docs/les.md.
 const (
@@ -139,7 +139,7 @@ type fine struct {
 
 // fineGrained attaches the fine-grained-moe structure to the tensors ts
 // (see the comment on the constants above).
-func (c *SynthConfig) fineGrained(ts []synthTensor) error {
+func (c *SynthConfig) fineGrained(ts []synthTensor, voc synthVocab) error {
 	f := &fine{c: c, R: c.routingDims(), decay: fgDecay}
 	if c.Arch == "qwen3moe" {
 		f.decay = fgDecay3
@@ -155,7 +155,7 @@ func (c *SynthConfig) fineGrained(ts []synthTensor) error {
 	for l := range c.Layers {
 		f.routers[l] = f.routerWeights(l)
 	}
-	if err := f.balance(); err != nil {
+	if err := f.balance(voc); err != nil {
 		return err
 	}
 	for i := range ts {

@@ -102,11 +102,13 @@ func TestBalanceLayer(t *testing.T) {
 		for i := range logits {
 			logits[i] = float32(g.normal() + spread*float64(i%E)/E)
 		}
-		ks := make([]float32, n)
+		ks, count := make([]float32, n), make([]float32, n)
+		var total float64
 		for i := range ks {
-			ks[i] = 1
+			ks[i], count[i] = 1, float32(1+i%3) // a token occurring 1-3 times
+			total += float64(count[i])
 		}
-		bias := balanceLayer(logits, ks, k)
+		bias := balanceLayer(logits, ks, count, k)
 		load := make([]float64, E)
 		row := make([]float32, E)
 		idx := make([]int, k)
@@ -116,18 +118,18 @@ func TestBalanceLayer(t *testing.T) {
 			}
 			topK(row, idx)
 			for _, e := range idx {
-				load[e]++
+				load[e] += float64(count[i])
 			}
 		}
 		var worst float64
-		want := float64(n*k) / E
+		want := total * k / E
 		for e := range load {
 			worst = max(worst, math.Abs(load[e]-want)/want)
 		}
 		sort.Sort(sort.Reverse(sort.Float64Slice(load)))
 		var top float64
 		for _, x := range load[:E/10] {
-			top += x / (n * k)
+			top += x / (total * k)
 		}
 		if worst > 0.15 || math.Abs(top-float64(E/10)/E) > 0.01 {
 			t.Errorf("spread %g: worst expert off an even load by %.0f%%, top-10%% share %.3f (want %.3f)", spread, 100*worst, top, float64(E/10)/E)

@@ -33,23 +33,45 @@ func bytesToUnicode() (order []byte, runes []rune) {
 	return order, runes
 }
 
-// addByteBPE adds a GPT-2 style byte-level BPE tokenizer of vocab tokens
-// (byteBPE) with <|endoftext|> as bos/eos.
-func addByteBPE(gw *gguf.Writer, vocab int, seed uint64, pre, corpus string) error {
-	tokens, merges, types, err := byteBPE(vocab, seed, corpus)
-	if err != nil {
-		return err
+// synthVocab is a byte-level BPE vocabulary (byteBPE).
+type synthVocab struct {
+	tokens, merges []string
+	types          []int32
+}
+
+// vocabulary returns the model's tokenizer vocabulary: byteBPE with its
+// first merges learnt from the calibration text, for every routing
+// preset. The tokenizer is not a routing property: English splits into
+// word pieces as a trained BPE vocabulary splits it (fine-grained-moe's
+// layer 0, which routes on the token alone, is then not dominated by a
+// few single letters), and files of the same geometry have the same size
+// whatever their routing.
+func (c *SynthConfig) vocabulary() (synthVocab, error) {
+	tokens, merges, types, err := byteBPE(c.Vocab, c.Seed, calibrationText)
+	return synthVocab{tokens, merges, types}, err
+}
+
+// pretokenizer is the tokenizer.ggml.pre the model is written with.
+func (c *SynthConfig) pretokenizer() string {
+	if c.Arch == "qwen35moe" {
+		return "qwen35"
 	}
-	eos := uint32(len(tokens) - 1)
+	return "gpt-2"
+}
+
+// addByteBPE adds the GPT-2 style byte-level BPE tokenizer v with
+// <|endoftext|> (its last token) as bos/eos.
+func addByteBPE(gw *gguf.Writer, v synthVocab, pre string) error {
+	eos := uint32(len(v.tokens) - 1)
 	for _, p := range []struct {
 		k string
 		v any
 	}{
 		{"tokenizer.ggml.model", "gpt2"},
 		{"tokenizer.ggml.pre", pre},
-		{"tokenizer.ggml.tokens", tokens},
-		{"tokenizer.ggml.token_type", types},
-		{"tokenizer.ggml.merges", merges},
+		{"tokenizer.ggml.tokens", v.tokens},
+		{"tokenizer.ggml.token_type", v.types},
+		{"tokenizer.ggml.merges", v.merges},
 		{"tokenizer.ggml.bos_token_id", eos},
 		{"tokenizer.ggml.eos_token_id", eos},
 		{"tokenizer.ggml.padding_token_id", eos},
