@@ -41,6 +41,9 @@ bench: ## Run the Go benchmarks (kernels, runtime, ingest); long, not part of `t
 bench/peer: ## llama.cpp (node-llama-cpp, pinned) against lesfarm on one GGUF, round by round (MODEL=path, ROUNDS=3, BASE=older lesfarm binary as a third engine, CAPPED_ROWS=0 resident rows only; root for the capped rows); not part of `test`
 	bash scripts/bench-peer/peer.sh $(MODEL)
 
+bench/ppl: ## perplexity by llama.cpp's llama-perplexity (built once from the pinned node-llama-cpp's source) and by lesfarm on the same files (MODELS='reference.gguf other.gguf ...', TEXT, CTX=128, CHUNKS=4); not part of `test`
+	bash scripts/bench-peer/ppl.sh $(MODELS)
+
 fuzz: ## Fuzz every parser for 30s each
 	@for p in $$(grep -rl --include='*_test.go' '^func Fuzz' . | xargs -n1 dirname | sort -u); do \
 	  for f in $$(grep -ho '^func Fuzz[A-Za-z0-9_]*' $$p/*_test.go | cut -d' ' -f2); do \
@@ -62,4 +65,4 @@ lint: ## gofmt, go vet, go mod tidy -diff, golangci-lint (.golangci.yml), deadco
 	@test -x $(GOBIN)/deadcode || $(GO) install golang.org/x/tools/cmd/deadcode@$(DEADCODE_VERSION)
 	@out="$$($(GOBIN)/deadcode -test $(PKGS))"; if [ -n "$$out" ]; then echo "deadcode: unreachable even from tests:"; echo "$$out"; exit 1; fi
 
-.PHONY: help setup build demo test test/race test/kernels test/arm64 bench bench/peer fuzz lint
+.PHONY: help setup build demo test test/race test/kernels test/arm64 bench bench/peer bench/ppl fuzz lint

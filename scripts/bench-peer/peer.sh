@@ -3,7 +3,7 @@
 # round by round (issue 31 item 3). A benchmark, not a test.
 #
 # llama.cpp is node-llama-cpp's prebuilt CPU build (npm, pinned to PIN
-# below: llama.cpp release v0.5.0, one libggml-cpu-<variant>.so per x86
+# in lib.sh: llama.cpp release v0.5.0, one libggml-cpu-<variant>.so per x86
 # level, chosen by ggml at run time; the variant that ran is printed).
 # Each round, in rotating order (odd rounds llama.cpp first, even rounds
 # lesfarm first; with BASE, round i starts with the ((i-1) mod 3)th of
@@ -36,8 +36,9 @@
 # Without MODEL it synthesizes the qwen35moe 35B-A3B-scaled preset (Q4_K,
 # about 4.4 GB) into PEER_DIR once.
 set -eu
-PIN=3.22.1
 HERE=$(cd "$(dirname "$0")" && pwd)
+LOG_PREFIX=bench/peer
+. "$HERE/lib.sh"
 ROOT=$(cd "$HERE/../.." && pwd)
 ROUNDS=${ROUNDS:-3}
 PEER_DIR=${PEER_DIR:-/tmp/lesfarm-peer}
@@ -45,7 +46,6 @@ DEV=${DEV:-vda}
 mkdir -p "$PEER_DIR"
 PEER_DIR=$(cd "$PEER_DIR" && pwd)
 OUT=$PEER_DIR/results.jsonl
-log() { echo "bench/peer: $*" >&2; }
 
 # lesfarm, built from this checkout unless given.
 if [ -z "${LESFARM:-}" ]; then
@@ -54,19 +54,8 @@ if [ -z "${LESFARM:-}" ]; then
   (cd "$ROOT" && go build -o "$LESFARM" ./cmd/lesfarm)
 fi
 
-# node-llama-cpp, pinned; only the linux-x64 CPU binaries (no GPU packages).
-install() {
-  local dir=$1
-  if [ "$(node -p "require('$dir/node_modules/node-llama-cpp/package.json').version" 2>/dev/null)" != "$PIN" ]; then
-    log "installing node-llama-cpp@$PIN into $dir"
-    mkdir -p "$dir"
-    echo '{"name":"lesfarm-peer","private":true,"type":"module"}' > "$dir/package.json"
-    (cd "$dir" && npm install --no-audit --no-fund --omit=optional --ignore-scripts \
-      "node-llama-cpp@$PIN" "@node-llama-cpp/linux-x64@$PIN" >&2)
-  fi
-  cp "$HERE/llama.mjs" "$dir/llama.mjs"
-}
 install "$PEER_DIR/full"
+cp "$HERE/llama.mjs" "$PEER_DIR/full/llama.mjs"
 # The no-repack install: the same files (hard links) without the variants
 # that have AVX2 (ggml repacks Q4_K to q4_K_8x8 only with AVX2).
 NR=$PEER_DIR/norepack
