@@ -60,8 +60,8 @@ func simdKernels() map[Type]*kernel {
 	return map[Type]*kernel{
 		Q4_K: {act: actQ8K, impl: "neon", exact: true, q8k: dotQ4KQ8KRowNEON, q8kN: dotQ4KQ8KRowsNEON},
 		Q6_K: {act: actQ8K, impl: "neon", exact: true, q8k: dotQ6KQ8KNEON},
-		Q2_K: {act: actQ8K, impl: "neon", exact: true, q8k: dotQ2KQ8KNEON},
-		Q3_K: {act: actQ8K, impl: "neon", exact: true, q8k: dotQ3KQ8KNEON},
+		Q2_K: {act: actQ8K, impl: "neon", exact: true, q8k: dotQ2KQ8KNEON, q8kN: dotQ2KQ8KRowsNEON},
+		Q3_K: {act: actQ8K, impl: "neon", exact: true, q8k: dotQ3KQ8KNEON, q8kN: dotQ3KQ8KRowsNEON},
 		Q8_0: {act: actQ8_0, impl: "neon", exact: true, q80: dotQ8_0Q8_0NEON, q80N: dotQ8_0Q8_0RowsNEON, single: true},
 		F32:  {act: actF32, impl: "neon", exact: true, f32: dotF32NEON},
 		F16:  {act: actF16, impl: "neon", exact: true, f32: dotF16NEON},

@@ -2,6 +2,8 @@
 
 package tensor
 
+import "unsafe"
+
 //go:generate python3 gen_neon_k23.py
 
 // q2kRowNEON is the whole Q2_K × Q8_K row dot product (nb blocks) in NEON
@@ -29,4 +31,56 @@ func dotQ3KQ8KNEON(w []byte, y []blockQ8K) float32 {
 	}
 	w = w[:110*len(y)]
 	return q3kRowNEON(&w[0], &y[0], len(y))
+}
+
+// q2kRowsNEON computes rows consecutive Q2_K rows (rowBytes apart, nb
+// blocks each) against nv ≤ 8 Q8_K vectors (vector v at y + v·ystride
+// bytes): dst[r + v·dstride] = row r · vector v, each super-block unpacked
+// once for all vectors; identical to dotQ2KQ8KGeneric per vector.
+//
+//go:noescape
+func q2kRowsNEON(w *byte, rowBytes, rows int, y *blockQ8K, nb, nv, ystride int, dst *float32, dstride int)
+
+// q3kRowsNEON is q2kRowsNEON for Q3_K, identical to dotQ3KQ8KGeneric per
+// vector.
+//
+//go:noescape
+func q3kRowsNEON(w *byte, rowBytes, rows int, y *blockQ8K, nb, nv, ystride int, dst *float32, dstride int)
+
+// dotQ2KQ8KRowsNEON is the batched Q2_K kernel (q8kN).
+func dotQ2KQ8KRowsNEON(w []byte, rows int, y []blockQ8K, nv int, dst []float32, stride int) {
+	dotK23RowsNEON(false, w, rows, y, nv, dst, stride)
+}
+
+// dotQ3KQ8KRowsNEON is the batched Q3_K kernel (q8kN).
+func dotQ3KQ8KRowsNEON(w []byte, rows int, y []blockQ8K, nv int, dst []float32, stride int) {
+	dotK23RowsNEON(true, w, rows, y, nv, dst, stride)
+}
+
+// dotK23RowsNEON checks the bounds of a batched Q2_K (q3 false) or Q3_K
+// call and handles the empty cases (no rows or vectors; no blocks, where
+// every product is zero).
+func dotK23RowsNEON(q3 bool, w []byte, rows int, y []blockQ8K, nv int, dst []float32, stride int) {
+	if rows == 0 || nv == 0 {
+		return
+	}
+	nb := len(y) / nv
+	if nb == 0 {
+		for v := range nv {
+			clear(dst[v*stride : v*stride+rows])
+		}
+		return
+	}
+	bs := 84
+	if q3 {
+		bs = 110
+	}
+	_ = w[bs*nb*rows-1]
+	_ = dst[(nv-1)*stride+rows-1]
+	ys := nb * int(unsafe.Sizeof(y[0]))
+	if q3 {
+		q3kRowsNEON(&w[0], bs*nb, rows, &y[0], nb, nv, ys, &dst[0], stride)
+		return
+	}
+	q2kRowsNEON(&w[0], bs*nb, rows, &y[0], nb, nv, ys, &dst[0], stride)
 }

@@ -229,4 +229,191 @@ out += [w(ldr_h(1, 12, 108), "LDR H1, [R12, #108]"),
 for l in range(8):
     out += [f"\tFMOVS {4*l}(R10), F5", "\tFADDS F5, F20, F20"]
 out += ["\tFMOVS F20, ret+24(FP)", "\tRET", ""]
+
+
+# The batched kernels (q8kN: prefill, verify):
+# func q{2,3}kRowsNEON(w *byte, rowBytes, rows int, y *blockQ8K, nb, nv, ystride int, dst *float32, dstride int)
+# Per row and super-block the 256 values are unpacked once into V16-V31
+# (register 16+j holds sub-block j, natural order) and the scales into
+# V15 (0-7) and V14 (8-15); then each of nv <= 8 vectors (y + v·ystride)
+# runs the SMULL/SMLAL2 + SMLAL-by-element lanes of the row kernels above
+# (lane = element index mod 8, exact) and the generic float steps per
+# vector. Accumulators live in the frame: Q2_K one float32 sumf per vector,
+# Q3_K eight lane sums per vector (32 bytes).
+def rows_head(name, frame):
+    return [f"// func {name}(w *byte, rowBytes, rows int, y *blockQ8K, nb, nv, ystride int, dst *float32, dstride int)",
+            f"TEXT ·{name}(SB), $256-72",
+            "\tMOVD w+0(FP), R19", "\tMOVD rows+16(FP), R3", "\tMOVD ystride+48(FP), R22",
+            "\tMOVD nv+40(FP), R23", "\tMOVD dst+56(FP), R24", "\tMOVD dstride+64(FP), R25",
+            "\tLSL $2, R25, R25",
+            f"{frame}row:",
+            f"\tCBZ R3, {frame}done",
+            "\tMOVD $acc-256(SP), R13",
+            "\tVEOR V8.B16, V8.B16, V8.B16",
+            "\tVEOR V9.B16, V9.B16, V9.B16"] + ["\tVST1.P [V8.B16, V9.B16], 32(R13)"] * 8 + [
+            "\tMOVD R19, R0", "\tMOVD y+24(FP), R20", "\tMOVD nb+32(FP), R2",
+            f"{frame}block:",
+            f"\tCBZ R2, {frame}finish",
+            "\tMOVD R0, R12"]
+
+
+def rows_products():
+    """isum lanes of sub-blocks 0-15 (V16-V31) with the vector at R1 into
+    V6 (lanes 0-3) and V7 (lanes 4-7); V4/V5 alternate as int16 pairs."""
+    o = ["\tADD $4, R1, R11", "\tVEOR V6.B16, V6.B16, V6.B16", "\tVEOR V7.B16, V7.B16, V7.B16"]
+    for m in range(4):
+        o += ["\tVLD1.P 64(R11), [V0.B16, V1.B16, V2.B16, V3.B16]"]
+        for q in range(4):
+            j, t = 4 * m + q, 4 + q % 2
+            reg, idx = scale(j)
+            o += [w(smull(t, 16 + j, q), f"SMULL V{t}.8H, V{16+j}.8B, V{q}.8B"),
+                  w(smlal(t, 16 + j, q, True), f"SMLAL2 V{t}.8H, V{16+j}.16B, V{q}.16B"),
+                  w(smlal_elem(6, t, reg, idx), f"SMLAL V6.4S, V{t}.4H, V{reg}.H[{idx}]"),
+                  w(smlal_elem(7, t, reg, idx, True), f"SMLAL2 V7.4S, V{t}.8H, V{reg}.H[{idx}]")]
+    return o
+
+
+def rows_tail(frame, accbytes, out_lines, wbytes):
+    return [f"\tADD ${accbytes}, R13, R13",
+            "\tADD R22, R1, R1",
+            "\tSUB $1, R21, R21",
+            f"\tCBNZ R21, {frame}vec",
+            f"\tADD ${wbytes}, R12, R0",
+            "\tADD $864, R20, R20",
+            "\tSUB $1, R2, R2",
+            f"\tB {frame}block",
+            f"{frame}finish:",
+            "\tMOVD $acc-256(SP), R13",
+            "\tMOVD R24, R4",
+            "\tMOVD R23, R21",
+            f"{frame}out:"] + out_lines + [
+            "\tFMOVS F20, (R4)",
+            "\tADD R25, R4, R4",
+            f"\tADD ${accbytes}, R13, R13",
+            "\tSUB $1, R21, R21",
+            f"\tCBNZ R21, {frame}out",
+            "\tADD $4, R24, R24",
+            "\tMOVD rowBytes+8(FP), R4",
+            "\tADD R4, R19, R19",
+            "\tSUB $1, R3, R3",
+            f"\tB {frame}row",
+            f"{frame}done:",
+            "\tRET", ""]
+
+
+# Q2_K: mins in V13 (0-7) and V12 (8-15), d in F8, dmin in F9; per vector
+# sumf += (y.d·d)·isum − (y.d·dmin)·summs, summs = Σ bsums·mins.
+out += rows_head("q2kRowsNEON", "q2rs")
+out += ["\tVLD1.P 16(R0), [V11.B16]",
+        "\tVMOVI $15, V3.B16",
+        "\tVAND V3.B16, V11.B16, V10.B16",
+        w(sxtl(15, 10), "SXTL V15.8H, V10.8B (scales 0-7)"),
+        w(sxtl(14, 10, True), "SXTL2 V14.8H, V10.16B (scales 8-15)"),
+        "\tVUSHR $4, V11.B16, V10.B16",
+        w(sxtl(13, 10), "SXTL V13.8H, V10.8B (mins 0-7)"),
+        w(sxtl(12, 10, True), "SXTL2 V12.8H, V10.16B (mins 8-15)"),
+        "\tVMOVI $3, V2.B16"]
+for n in range(2):
+    out += ["\tVLD1.P 32(R0), [V0.B16, V1.B16]"]
+    for k in range(4):
+        for h in range(2):
+            d = 16 + 8 * n + 2 * k + h
+            if k == 0:
+                out += [f"\tVAND V2.B16, V{h}.B16, V{d}.B16"]
+            else:
+                out += [f"\tVUSHR ${2*k}, V{h}.B16, V{d}.B16", f"\tVAND V2.B16, V{d}.B16, V{d}.B16"]
+out += [w(ldr_h(8, 12, 80), "LDR H8, [R12, #80]"),
+        w(fcvt_s_h(8, 8), "FCVT S8, H8"),
+        w(ldr_h(9, 12, 82), "LDR H9, [R12, #82]"),
+        w(fcvt_s_h(9, 9), "FCVT S9, H9"),
+        "\tMOVD R20, R1",
+        "\tMOVD $acc-256(SP), R13",
+        "\tMOVD R23, R21",
+        "q2rsvec:"]
+out += rows_products()
+out += ["\tVADD V7.S4, V6.S4, V6.S4",
+        w(addv(6, 6), "ADDV S6, V6.4S"),
+        "\tADD $260, R1, R11",
+        "\tVLD1 (R11), [V0.H8, V1.H8]",
+        w(smull16(2, 0, 13), "SMULL V2.4S, V0.4H, V13.4H"),
+        w(smlal16(2, 0, 13, True), "SMLAL2 V2.4S, V0.8H, V13.8H"),
+        w(smlal16(2, 1, 12), "SMLAL V2.4S, V1.4H, V12.4H"),
+        w(smlal16(2, 1, 12, True), "SMLAL2 V2.4S, V1.8H, V12.8H"),
+        w(addv(2, 2), "ADDV S2, V2.4S"),
+        "\tFMOVS (R1), F0",
+        "\tFMULS F8, F0, F1",
+        w(scvtf_s(6, 6), "SCVTF S6, S6"),
+        "\tFMULS F6, F1, F1",
+        "\tFMULS F9, F0, F3",
+        w(scvtf_s(2, 2), "SCVTF S2, S2"),
+        "\tFMULS F2, F3, F3",
+        "\tFSUBS F3, F1, F1",
+        "\tFMOVS (R13), F4",
+        "\tFADDS F1, F4, F4",
+        "\tFMOVS F4, (R13)"]
+out += rows_tail("q2rs", 4, ["\tFMOVS (R13), F20"], 84)
+
+# Q3_K: values ((qs>>2k)&3 | ((hmask>>b)&1)<<2) − 4, scales minus 32 as in
+# q3kRowNEON, d in F8; per vector sums[l] += (d·y.d)·lane l, and at the end
+# sumf = Σ sums[l] in order.
+out += rows_head("q3kRowsNEON", "q3rs")
+out += ["\tMOVWU 96(R0), R4", "\tMOVWU 100(R0), R5", "\tMOVWU 104(R0), R6",
+        "\tAND $0x0f0f0f0f, R4, R7",
+        "\tAND $0x03030303, R6, R9", "\tLSL $4, R9, R9", "\tORR R9, R7, R7",
+        "\tAND $0x0f0f0f0f, R5, R8",
+        "\tLSR $2, R6, R9", "\tAND $0x03030303, R9, R9", "\tLSL $4, R9, R9", "\tORR R9, R8, R8",
+        "\tORR R8<<32, R7, R7",
+        "\tVMOV R7, V13.D[0]",
+        "\tLSR $4, R4, R7", "\tAND $0x0f0f0f0f, R7, R7",
+        "\tLSR $4, R6, R9", "\tAND $0x03030303, R9, R9", "\tLSL $4, R9, R9", "\tORR R9, R7, R7",
+        "\tLSR $4, R5, R8", "\tAND $0x0f0f0f0f, R8, R8",
+        "\tLSR $6, R6, R9", "\tAND $0x03030303, R9, R9", "\tLSL $4, R9, R9", "\tORR R9, R8, R8",
+        "\tORR R8<<32, R7, R7",
+        "\tVMOV R7, V13.D[1]",
+        "\tVMOVI $32, V3.B16",
+        "\tVSUB V3.B16, V13.B16, V13.B16",
+        w(sxtl(15, 13), "SXTL V15.8H, V13.8B (scales 0-7)"),
+        w(sxtl(14, 13, True), "SXTL2 V14.8H, V13.16B (scales 8-15)"),
+        "\tVMOVI $3, V2.B16",
+        "\tVMOVI $1, V3.B16",
+        "\tVMOVI $4, V6.B16",
+        "\tVLD1.P 32(R0), [V4.B16, V5.B16]"]
+for n in range(2):
+    out += ["\tVLD1.P 32(R0), [V0.B16, V1.B16]"]
+    for k in range(4):
+        b = 4 * n + k
+        for h in range(2):
+            d = 16 + 8 * n + 2 * k + h
+            if k == 0:
+                out += [f"\tVAND V2.B16, V{h}.B16, V{d}.B16"]
+            else:
+                out += [f"\tVUSHR ${2*k}, V{h}.B16, V{d}.B16", f"\tVAND V2.B16, V{d}.B16, V{d}.B16"]
+            if b == 0:
+                out += [f"\tVAND V3.B16, V{4+h}.B16, V7.B16"]
+            else:
+                out += [f"\tVUSHR ${b}, V{4+h}.B16, V7.B16", "\tVAND V3.B16, V7.B16, V7.B16"]
+            out += ["\tVSHL $2, V7.B16, V7.B16",
+                    f"\tVORR V7.B16, V{d}.B16, V{d}.B16",
+                    f"\tVSUB V6.B16, V{d}.B16, V{d}.B16"]
+out += [w(ldr_h(8, 12, 108), "LDR H8, [R12, #108]"),
+        w(fcvt_s_h(8, 8), "FCVT S8, H8"),
+        "\tMOVD R20, R1",
+        "\tMOVD $acc-256(SP), R13",
+        "\tMOVD R23, R21",
+        "q3rsvec:"]
+out += rows_products()
+out += ["\tFMOVS (R1), F0",
+        "\tFMULS F0, F8, F1",
+        w(scvtf4s(6, 6), "SCVTF V6.4S, V6.4S"),
+        w(scvtf4s(7, 7), "SCVTF V7.4S, V7.4S"),
+        w(fmul4s_elem0(6, 6, 1), "FMUL V6.4S, V6.4S, V1.S[0]"),
+        w(fmul4s_elem0(7, 7, 1), "FMUL V7.4S, V7.4S, V1.S[0]"),
+        "\tVLD1 (R13), [V0.S4, V1.S4]",
+        w(fadd4s(0, 0, 6), "FADD V0.4S, V0.4S, V6.4S"),
+        w(fadd4s(1, 1, 7), "FADD V1.4S, V1.4S, V7.4S"),
+        "\tVST1 [V0.S4, V1.S4], (R13)"]
+fin = ["\tFMOVS $0.0, F20"]
+for l in range(8):
+    fin += [f"\tFMOVS {4*l}(R13), F5", "\tFADDS F5, F20, F20"]
+out += rows_tail("q3rs", 32, fin, 110)
 open("dot_k23_arm64.s", "w").write("\n".join(out) + "\n")
