@@ -7,7 +7,7 @@
 # llama-perplexity is built once from the llama.cpp source that the pinned
 # node-llama-cpp carries (lib.sh), so it is the release bench/peer runs,
 # into PEER_DIR/llama-tools-PIN. That needs cmake and a C++ compiler
-# (apt-get install cmake g++) and about 25 minutes on 2 cores.
+# (apt-get install cmake g++) and 5-6 minutes on 2 idle cores.
 #
 #   scripts/bench-peer/ppl.sh REFERENCE.gguf [OTHER.gguf ...]
 # Environment: TEXT (docs/les.md), CTX (128 tokens per window), CHUNKS (4
@@ -52,7 +52,7 @@ if [ ! -x "$LP" ]; then
   done
   install "$PEER_DIR/full"
   BUNDLE=$PEER_DIR/full/node_modules/node-llama-cpp/llama/gitRelease.bundle
-  log "building llama-perplexity from $BUNDLE into $TOOLS (about 25 minutes on 2 cores)"
+  log "building llama-perplexity from $BUNDLE into $TOOLS (5-6 minutes on 2 idle cores)"
   rm -rf "$TOOLS"
   git clone -q "$BUNDLE" "$TOOLS" 2> /dev/null
   cmake -S "$TOOLS" -B "$TOOLS/build" -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON -DLLAMA_CURL=OFF \
