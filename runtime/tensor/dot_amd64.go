@@ -296,14 +296,8 @@ func dotQ4KQ8KLanesAsm(w []byte, y []blockQ8K) float32 {
 // dotQ4KQ8KRowsAsm is the batched Q4_K kernel: rows consecutive rows of
 // w, each decoded once per super-block for all nv ≤ batchVectors vectors.
 func dotQ4KQ8KRowsAsm(w []byte, rows int, y []blockQ8K, nv int, dst []float32, stride int) {
-	nb := len(y) / nv
-	if rows == 0 || nv == 0 {
-		return
-	}
-	if nb == 0 {
-		for v := range nv {
-			clear(dst[v*stride : v*stride+rows])
-		}
+	nb, work := batchBlocks(rows, nv, len(y), dst, stride)
+	if !work {
 		return
 	}
 	_ = w[144*nb*rows-1]
@@ -323,14 +317,8 @@ func dotQ6KQ8KLanesAsm(w []byte, y []blockQ8K) float32 {
 // dotQ6KQ8KRowsAsm is the batched Q6_K kernel: rows consecutive rows of
 // w, each super-block assembled once for all nv ≤ batchVectors vectors.
 func dotQ6KQ8KRowsAsm(w []byte, rows int, y []blockQ8K, nv int, dst []float32, stride int) {
-	nb := len(y) / nv
-	if rows == 0 || nv == 0 {
-		return
-	}
-	if nb == 0 {
-		for v := range nv {
-			clear(dst[v*stride : v*stride+rows])
-		}
+	nb, work := batchBlocks(rows, nv, len(y), dst, stride)
+	if !work {
 		return
 	}
 	_ = w[210*nb*rows-1]
@@ -345,14 +333,8 @@ func dotQ6KQ8KRowsAsm(w []byte, rows int, y []blockQ8K, nv int, dst []float32, s
 // dotQ8_0Q8_0RowsAsm is the batched Q8_0 kernel (q80N): rows consecutive
 // rows of w, each block prepared once for all nv ≤ batchVectors vectors.
 func dotQ8_0Q8_0RowsAsm(w []byte, rows int, y []blockQ8_0, yd []float32, nv int, dst []float32, stride int) {
-	nb := len(y) / nv
-	if rows == 0 || nv == 0 {
-		return
-	}
-	if nb == 0 {
-		for v := range nv {
-			clear(dst[v*stride : v*stride+rows])
-		}
+	nb, work := batchBlocks(rows, nv, len(y), dst, stride)
+	if !work {
 		return
 	}
 	_ = w[34*nb*rows-1]

@@ -114,14 +114,8 @@ func dotQ8_0Q8_0NEON(w []byte, y []blockQ8_0) float32 {
 // single vector (decode); for several vectors each row is dotted with every
 // vector while it is in L1, as partRows does.
 func dotQ8_0Q8_0RowsNEON(w []byte, rows int, y []blockQ8_0, _ []float32, nv int, dst []float32, stride int) {
-	if rows == 0 || nv == 0 {
-		return
-	}
-	nb := len(y) / nv
-	if nb == 0 {
-		for v := range nv {
-			clear(dst[v*stride : v*stride+rows])
-		}
+	nb, work := batchBlocks(rows, nv, len(y), dst, stride)
+	if !work {
 		return
 	}
 	_ = w[34*nb*rows-1]
@@ -157,14 +151,8 @@ func dotQ4KQ8KRowNEON(w []byte, y []blockQ8K) float32 {
 
 // dotQ4KQ8KRowsNEON is the batched Q4_K kernel (q8kN).
 func dotQ4KQ8KRowsNEON(w []byte, rows int, y []blockQ8K, nv int, dst []float32, stride int) {
-	nb := len(y) / nv
-	if rows == 0 || nv == 0 {
-		return
-	}
-	if nb == 0 {
-		for v := range nv {
-			clear(dst[v*stride : v*stride+rows])
-		}
+	nb, work := batchBlocks(rows, nv, len(y), dst, stride)
+	if !work {
 		return
 	}
 	_ = w[144*nb*rows-1]

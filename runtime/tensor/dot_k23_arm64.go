@@ -61,14 +61,8 @@ func dotQ3KQ8KRowsNEON(w []byte, rows int, y []blockQ8K, nv int, dst []float32, 
 // call and handles the empty cases (no rows or vectors; no blocks, where
 // every product is zero).
 func dotK23RowsNEON(q3 bool, w []byte, rows int, y []blockQ8K, nv int, dst []float32, stride int) {
-	if rows == 0 || nv == 0 {
-		return
-	}
-	nb := len(y) / nv
-	if nb == 0 {
-		for v := range nv {
-			clear(dst[v*stride : v*stride+rows])
-		}
+	nb, work := batchBlocks(rows, nv, len(y), dst, stride)
+	if !work {
 		return
 	}
 	bs := 84

@@ -57,14 +57,8 @@ func dotQ3KQ8KRowsAsm(w []byte, rows int, y []blockQ8K, nv int, dst []float32, s
 // vecs1Rows runs a decode kernel (bs bytes per super-block) for each of nv
 // vectors of len(y)/nv blocks: dst[r+v*stride] = row r · vector v.
 func vecs1Rows(f func(*byte, int, *blockQ8K, int, *float32), bs int, w []byte, rows int, y []blockQ8K, nv int, dst []float32, stride int) {
-	if rows == 0 || nv == 0 {
-		return
-	}
-	nb := len(y) / nv
-	if nb == 0 {
-		for v := range nv {
-			clear(dst[v*stride : v*stride+rows])
-		}
+	nb, work := batchBlocks(rows, nv, len(y), dst, stride)
+	if !work {
 		return
 	}
 	_ = w[bs*nb*rows-1]

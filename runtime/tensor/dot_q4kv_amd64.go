@@ -111,14 +111,8 @@ func dotQ4KQ8KVecsAsm(w []byte, rows int, y []blockQ8K, nv int, dst []float32, s
 // q4kVecsWith is dotQ4KQ8KVecsAsm, with the previous 2-8 vector kernels
 // (q4kVecsPrev2AVX2, q4kVecsPrev5AVX2 ..) where prev is set.
 func q4kVecsWith(prev bool, w []byte, rows int, y []blockQ8K, nv int, dst []float32, stride int) {
-	if rows == 0 || nv == 0 {
-		return
-	}
-	nb := len(y) / nv
-	if nb == 0 {
-		for v := range nv {
-			clear(dst[v*stride : v*stride+rows])
-		}
+	nb, work := batchBlocks(rows, nv, len(y), dst, stride)
+	if !work {
 		return
 	}
 	_ = w[144*nb*rows-1]

@@ -53,6 +53,24 @@ type kernel struct {
 // the rows of a chunk stream past them.
 const batchVectors = 8
 
+// batchBlocks is the shared start of the assembly batched kernels' Go
+// wrappers: the blocks per vector of a call over ny blocks for nv vectors,
+// and whether the kernel has work to do. With no rows or no vectors there
+// is none; with no blocks every product is zero, so dst's rows are cleared.
+func batchBlocks(rows, nv, ny int, dst []float32, stride int) (nb int, work bool) {
+	if rows == 0 || nv == 0 {
+		return 0, false
+	}
+	nb = ny / nv
+	if nb == 0 {
+		for v := range nv {
+			clear(dst[v*stride : v*stride+rows])
+		}
+		return 0, false
+	}
+	return nb, true
+}
+
 // genericKernels are the reference (ggml generic C) kernels.
 var genericKernels = map[Type]*kernel{
 	F32:  {act: actF32, f32: dotF32Generic},
