@@ -21,3 +21,13 @@ install() {
       "node-llama-cpp@$PIN" "@node-llama-cpp/linux-x64@$PIN" >&2)
   fi
 }
+
+# lesfarm_binary: LESFARM is the lesfarm binary to run; unless given, it is
+# built from the checkout at ROOT into PEER_DIR.
+lesfarm_binary() {
+  if [ -z "${LESFARM:-}" ]; then
+    LESFARM=$PEER_DIR/lesfarm
+    log "building lesfarm from $ROOT"
+    (cd "$ROOT" && go build -o "$LESFARM" ./cmd/lesfarm)
+  fi
+}

@@ -47,12 +47,7 @@ mkdir -p "$PEER_DIR"
 PEER_DIR=$(cd "$PEER_DIR" && pwd)
 OUT=$PEER_DIR/results.jsonl
 
-# lesfarm, built from this checkout unless given.
-if [ -z "${LESFARM:-}" ]; then
-  LESFARM=$PEER_DIR/lesfarm
-  log "building lesfarm from $ROOT"
-  (cd "$ROOT" && go build -o "$LESFARM" ./cmd/lesfarm)
-fi
+lesfarm_binary
 
 install "$PEER_DIR/full"
 cp "$HERE/llama.mjs" "$PEER_DIR/full/llama.mjs"

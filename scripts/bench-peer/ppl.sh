@@ -38,11 +38,7 @@ for m in "$@"; do [ -f "$m" ] || { log "model $m does not exist"; exit 2; }; don
 mkdir -p "$PEER_DIR"
 PEER_DIR=$(cd "$PEER_DIR" && pwd)
 
-if [ -z "${LESFARM:-}" ]; then
-  LESFARM=$PEER_DIR/lesfarm
-  log "building lesfarm from $ROOT"
-  (cd "$ROOT" && go build -o "$LESFARM" ./cmd/lesfarm)
-fi
+lesfarm_binary
 
 TOOLS=$PEER_DIR/llama-tools-$PIN
 LP=$TOOLS/build/bin/llama-perplexity
