@@ -105,12 +105,28 @@ func aligned32(buf []uint32, n int) []uint32 {
 // pass decodes each super-block once for its vectors); more than eight
 // vectors go eight per pass.
 func dotQ4KQ8KVecsAsm(w []byte, rows int, y []blockQ8K, nv int, dst []float32, stride int) {
-	q4kVecsWith(false, w, rows, y, nv, dst, stride)
+	q4kVecsWith(q4kCur, w, rows, y, nv, dst, stride)
 }
 
-// q4kVecsWith is dotQ4KQ8KVecsAsm, with the previous 2-8 vector kernels
-// (q4kVecsPrev2AVX2, q4kVecsPrev5AVX2 ..) where prev is set.
-func q4kVecsWith(prev bool, w []byte, rows int, y []blockQ8K, nv int, dst []float32, stride int) {
+// dotQ4KSwizzledVecsAsm is dotQ4KQ8KVecsAsm for swizzled rows (Swizzle),
+// with the kernels of dot_q4kswz_amd64.s.
+func dotQ4KSwizzledVecsAsm(w []byte, rows int, y []blockQ8K, nv int, dst []float32, stride int) {
+	q4kVecsWith(q4kSwz, w, rows, y, nv, dst, stride)
+}
+
+// q4kSet names the Q4_K kernels q4kVecsWith runs: the ones in use, the
+// previous 2 and 5-8 vector ones (q4kVecsPrev2AVX2, q4kVecsPrev5AVX2 ..)
+// or the swizzled-layout ones (q4kSwz1AVX2 ..).
+type q4kSet uint8
+
+const (
+	q4kCur q4kSet = iota
+	q4kPrev
+	q4kSwz
+)
+
+// q4kVecsWith is dotQ4KQ8KVecsAsm with the kernels of set.
+func q4kVecsWith(set q4kSet, w []byte, rows int, y []blockQ8K, nv int, dst []float32, stride int) {
 	nb, work := batchBlocks(rows, nv, len(y), dst, stride)
 	if !work {
 		return
@@ -128,19 +144,25 @@ func q4kVecsWith(prev bool, w []byte, rows int, y []blockQ8K, nv int, dst []floa
 		}
 		buf = (*p)[:cap(*p)]
 	}
+	swz := set == q4kSwz
 	for v := 0; v < nv; v += 8 {
 		k := min(8, nv-v)
 		wp, yp, dp := &w[0], &y[v*nb], &dst[v*stride]
-		switch k {
-		case 1:
+		switch {
+		case k == 1 && swz:
+			q4kSwzVecs1(w, rows, y[v*nb:], nb, ys, dst[v*stride:], stride)
+			continue
+		case k == 1:
 			q4kVecs1(w, rows, y[v*nb:], nb, ys, dst[v*stride:], stride)
 			continue
-		case 2:
-			if prev {
-				q4kVecsPrev2AVX2(wp, rows, yp, nb, ys, dp, stride)
-			} else {
-				q4kVecs2AVX2(wp, rows, yp, nb, ys, dp, stride)
-			}
+		case k == 2 && swz:
+			q4kSwz2AVX2(wp, rows, yp, nb, ys, dp, stride)
+			continue
+		case k == 2 && set == q4kPrev:
+			q4kVecsPrev2AVX2(wp, rows, yp, nb, ys, dp, stride)
+			continue
+		case k == 2:
+			q4kVecs2AVX2(wp, rows, yp, nb, ys, dp, stride)
 			continue
 		}
 		aux := aligned32(buf, nb*q4kAuxWords)
@@ -148,6 +170,11 @@ func q4kVecsWith(prev bool, w []byte, rows int, y []blockQ8K, nv int, dst []floa
 		ap := &aux[0]
 		// direct calls (not through func values), so that aux, on the
 		// stack, does not escape
+		if swz {
+			q4kSwzVecsN(k, wp, rows, yp, nb, ys, dp, stride, ap)
+			continue
+		}
+		prev := set == q4kPrev
 		switch {
 		case k == 3:
 			q4kVecs3AVX2(wp, rows, yp, nb, ys, dp, stride, ap)
@@ -219,7 +246,7 @@ func prevVecsKernels() map[Type]*kernel {
 	}
 	c := *kernels[Q4_K]
 	c.q8kN = func(w []byte, rows int, y []blockQ8K, nv int, dst []float32, stride int) {
-		q4kVecsWith(true, w, rows, y, nv, dst, stride)
+		q4kVecsWith(q4kPrev, w, rows, y, nv, dst, stride)
 	}
 	m[Q4_K] = &c
 	return m

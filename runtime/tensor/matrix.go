@@ -124,10 +124,12 @@ func CanMatVec(t Type) bool { _, ok := kernels[t]; return ok }
 
 // Matrix is a row-major ggml matrix: Rows rows of Cols elements of Type;
 // each row is Type.RowSize(Cols) bytes. Data may be longer than needed.
+// Swizzled says Data is in the swizzled layout (Swizzle), not GGUF's.
 type Matrix struct {
 	Type       Type
 	Rows, Cols int
 	Data       []byte
+	Swizzled   bool
 }
 
 // rowBytes validates m and returns the byte size of one row.
@@ -158,7 +160,16 @@ func (m Matrix) Row(r int, dst []float32) error {
 	if len(dst) != m.Cols {
 		return fmt.Errorf("tensor: row of %d elements into a buffer of %d", m.Cols, len(dst))
 	}
-	return Dequantize(m.Type, m.Data[r*rb:(r+1)*rb], dst)
+	row := m.Data[r*rb : (r+1)*rb]
+	if m.Swizzled {
+		if !Swizzles(m.Type) {
+			return fmt.Errorf("tensor: %s has no swizzled layout here", m.Type)
+		}
+		buf := make([]byte, rb)
+		unswizzleQ4K(buf, row)
+		row = buf
+	}
+	return Dequantize(m.Type, row, dst)
 }
 
 // MatVec sets dst[r] = row r · x for every row, quantizing x once to the
@@ -207,8 +218,11 @@ func matMulMultiSrc(ks map[Type]*kernel, p *Pool, dsts [][]float32, ms []Matrix,
 	cols := ms[0].Cols
 	for i, m := range ms {
 		k, ok := ks[m.Type]
+		if m.Swizzled {
+			k, ok = swizzledKernels[m.Type]
+		}
 		if !ok {
-			return fmt.Errorf("tensor: no matrix-vector kernel for type %s", m.Type)
+			return fmt.Errorf("tensor: no matrix-vector kernel for type %s (swizzled %t)", m.Type, m.Swizzled)
 		}
 		rb, err := m.rowBytes()
 		if err != nil {
