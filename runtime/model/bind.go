@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/lesfarm/lesfarm/runtime/gguf"
+	"github.com/lesfarm/lesfarm/runtime/moe"
 	"github.com/lesfarm/lesfarm/runtime/tensor"
 )
 
@@ -13,6 +14,9 @@ type binder struct {
 	f     *gguf.File
 	err   error
 	bytes int64
+	// swizzle rearranges the matrices and experts read into the swizzled
+	// layout where their type has one (Options.GGUFLayout unset).
+	swizzle bool
 }
 
 func (b *binder) fail(format string, args ...any) {
@@ -65,7 +69,42 @@ func (b *binder) matrix(name string, cols, rows int) tensor.Matrix {
 		return tensor.Matrix{}
 	}
 	b.bytes += int64(len(data))
-	return tensor.Matrix{Type: typ, Rows: rows, Cols: cols, Data: data}
+	swz, err := b.swizzleBytes(typ, data)
+	if err != nil {
+		b.fail("tensor %s: %v", name, err)
+		return tensor.Matrix{}
+	}
+	return tensor.Matrix{Type: typ, Rows: rows, Cols: cols, Data: data, Swizzled: swz}
+}
+
+// swizzleBytes rearranges data, whole rows of typ, into the swizzled layout
+// when the binder swizzles and typ has one here, reporting whether it did.
+func (b *binder) swizzleBytes(typ tensor.Type, data []byte) (bool, error) {
+	if !b.swizzle {
+		return false, nil
+	}
+	return tensor.Swizzle(typ, data)
+}
+
+// swizzleExperts rearranges a layer's resident experts (shape's types) into
+// the swizzled layout when the binder swizzles, marking them.
+func (b *binder) swizzleExperts(ws []moe.Weights, shape moe.LayerShape) error {
+	if !b.swizzle {
+		return nil
+	}
+	for e := range ws {
+		w := &ws[e]
+		for i, p := range [3]struct {
+			t tensor.Type
+			d []byte
+		}{{shape.GateType, w.Gate}, {shape.UpType, w.Up}, {shape.DownType, w.Down}} {
+			if _, err := tensor.Swizzle(p.t, p.d); err != nil {
+				return fmt.Errorf("expert %d part %d: %w", e, i, err)
+			}
+		}
+		w.Swizzled = true
+	}
+	return nil
 }
 
 // vector reads a 1-D F32 tensor of n elements.

@@ -65,6 +65,12 @@ type Options struct {
 	// blk.L.ffn_{gate,up,down}.E.weight, one blob per expert, which
 	// expert.Open reads with one read each.
 	Experts func(f *gguf.File, shapes []moe.LayerShape) (moe.Source, error)
+	// GGUFLayout keeps every weight held in RAM in the file's byte layout.
+	// By default the loader rearranges the types that have a faster layout
+	// for this machine's kernels (tensor.Swizzle; products are bit-identical
+	// either way). Code that swaps raw tensor bytes in and out of a loaded
+	// model (the planner's sensitivity pass) sets it.
+	GGUFLayout bool
 }
 
 // Layer holds the weights of one transformer block. MoE layers have Router

@@ -171,9 +171,7 @@ func (p *expertPar) expert(slot *expertSlot, i int) error {
 	for j, r := range rows {
 		slot.sel[j] = r / int32(K)
 	}
-	gate := tensor.Matrix{Type: sh.GateType, Rows: F, Cols: H, Data: w.Gate}
-	up := tensor.Matrix{Type: sh.UpType, Rows: F, Cols: H, Data: w.Up}
-	down := tensor.Matrix{Type: sh.DownType, Rows: H, Cols: F, Data: w.Down}
+	gate, up, down := expertMatrices(sh, H, F, w)
 	b := int(sc.ebase[e])
 	if err := slot.ffn(&gate, &up, &down, &sc.rows, slot.sel, sc.eout[b*H:(b+cnt)*H]); err != nil {
 		return fmt.Errorf("expert %d: %w", e, err)

@@ -161,7 +161,7 @@ func buildQwen35MoE(f *gguf.File, opts Options) (*Model, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := &binder{f: f}
+	b := &binder{f: f, swizzle: !opts.GGUFLayout}
 	m := &Model{Config: cfg}
 	hy := &qwen35moe{HybridConfig: hc}
 	m.arch = hy
@@ -272,6 +272,9 @@ func buildQwen35MoE(f *gguf.File, opts Options) (*Model, error) {
 				res.Data[i], err = b.packedResident(i, shapes[i])
 			} else {
 				res.Data[i], err = b.stackedResident(i, cfg.ExpertCount)
+			}
+			if err == nil {
+				err = b.swizzleExperts(res.Data[i], shapes[i])
 			}
 			if err != nil {
 				return nil, err

@@ -38,7 +38,7 @@ func buildStack(f *gguf.File, opts Options, arch string, isMoE bool, a architect
 	if err != nil {
 		return nil, err
 	}
-	b := &binder{f: f}
+	b := &binder{f: f, swizzle: !opts.GGUFLayout}
 	m := &Model{Config: cfg, arch: a}
 	m.Embed = b.matrix("token_embd.weight", cfg.Hidden, cfg.Vocab)
 	m.OutNorm = b.vector("output_norm.weight", cfg.Hidden)
@@ -104,6 +104,9 @@ func buildStack(f *gguf.File, opts Options, arch string, isMoE bool, a architect
 					res.Data[i], err = b.packedResident(i, shapes[i])
 				} else {
 					res.Data[i], err = b.stackedResident(i, cfg.ExpertCount)
+				}
+				if err == nil {
+					err = b.swizzleExperts(res.Data[i], shapes[i])
 				}
 				if err != nil {
 					return nil, err

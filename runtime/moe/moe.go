@@ -21,6 +21,10 @@ import (
 // callback they are passed to.
 type Weights struct {
 	Gate, Up, Down []byte
+	// Swizzled says that each of the three whose type has a swizzled layout
+	// on this machine (tensor.Swizzles) is in it; it is set only on
+	// weights held for the model's life (the resident loader's).
+	Swizzled bool
 }
 
 // LayerShape describes the expert matrices of one layer.

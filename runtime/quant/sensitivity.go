@@ -96,7 +96,7 @@ func Measure(ctx context.Context, path string, cfg MeasureConfig) (*Sensitivity,
 	if err != nil {
 		return nil, err
 	}
-	m, err := model.Load(path, model.Options{Threads: max(cfg.Threads, 1)})
+	m, err := model.Load(path, model.Options{Threads: max(cfg.Threads, 1), GGUFLayout: true})
 	if err != nil {
 		return nil, err
 	}

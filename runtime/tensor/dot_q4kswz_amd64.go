@@ -38,12 +38,21 @@ func q4kSwz7AVX2(w *byte, rows int, y *blockQ8K, nb, ystride int, dst *float32, 
 //go:noescape
 func q4kSwz8AVX2(w *byte, rows int, y *blockQ8K, nb, ystride int, dst *float32, dstride int, aux *uint32)
 
+// swizzleQ4KAVX2 rearranges blocks Q4_K super-blocks at w in place into
+// the swizzled layout with the kernels' own VPERMD and VPSHUFB
+// (swizzle_amd64.s): the same bytes as the loop in Swizzle, at about the
+// speed of a copy.
+//
+//go:noescape
+func swizzleQ4KAVX2(w *byte, blocks int)
+
 // swizzleKernels returns the kernels for swizzled Q4_K matrices where the
 // AVX2 kernels run (the conditions of asmKernels), else nil.
 func swizzleKernels() map[Type]*kernel {
 	if !cpu.X86.HasAVX2 || !cpu.X86.HasF16C {
 		return nil
 	}
+	swizzleFast = swizzleQ4KAVX2
 	return map[Type]*kernel{
 		Q4_K: {act: actQ8K, impl: "avx2-asm-swizzled", exact: true, q8k: dotQ4KSwizzledRow, q8kN: dotQ4KSwizzledVecsAsm, single: true},
 	}

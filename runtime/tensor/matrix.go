@@ -162,12 +162,16 @@ func (m Matrix) Row(r int, dst []float32) error {
 	}
 	row := m.Data[r*rb : (r+1)*rb]
 	if m.Swizzled {
-		if !Swizzles(m.Type) {
+		if !Swizzles(m.Type) || m.Type != Q4_K {
 			return fmt.Errorf("tensor: %s has no swizzled layout here", m.Type)
 		}
-		buf := make([]byte, rb)
-		unswizzleQ4K(buf, row)
-		row = buf
+		// one super-block at a time, so lookups allocate nothing
+		var blk [144]byte
+		for i := 0; i+144 <= len(row); i += 144 {
+			unswizzleQ4K(blk[:], row[i:i+144])
+			dequantQ4K(blk[:], dst[i/144*QK_K:(i/144+1)*QK_K])
+		}
+		return nil
 	}
 	return Dequantize(m.Type, row, dst)
 }

@@ -16,6 +16,10 @@ import "fmt"
 // by type; the types in it are the ones Swizzle rearranges on this machine.
 var swizzledKernels = swizzleKernels()
 
+// swizzleFast, where set, is Swizzle's loop for Q4_K in assembly (amd64);
+// tests turn it off to check the loop and the assembly against each other.
+var swizzleFast func(w *byte, blocks int)
+
 // q4kSwizzle[i] is the byte of a GGUF 32-byte run of Q4_K quants that the
 // swizzled run holds at i: VPERMD by q4kvPerm's dword order, then VPSHUFB by
 // q4kvTr's byte order within each 128-bit half (gen_q4kv.py).
@@ -46,6 +50,12 @@ func Swizzle(t Type, data []byte) (bool, error) {
 	}
 	if len(data)%144 != 0 {
 		return false, fmt.Errorf("tensor: swizzle %d bytes of %s: not a whole number of 144-byte super-blocks", len(data), t)
+	}
+	if swizzleFast != nil {
+		if len(data) > 0 {
+			swizzleFast(&data[0], len(data)/144)
+		}
+		return true, nil
 	}
 	var run [32]byte
 	for off := 0; off < len(data); off += 144 {

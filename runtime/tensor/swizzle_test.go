@@ -93,6 +93,20 @@ func TestSwizzleLayout(t *testing.T) {
 		{"q6k untouched", Q6_K, slices.Clone(data[:210]), false, ""},
 		{"q4k partial block", Q4_K, slices.Clone(data[:200]), false, "not a whole number"},
 	}
+	if swizzleFast != nil {
+		// the assembly and the Go loop give the same bytes
+		a, b := slices.Clone(data), slices.Clone(data)
+		if _, err := Swizzle(Q4_K, a); err != nil {
+			t.Fatal(err)
+		}
+		fast := swizzleFast
+		swizzleFast = nil
+		_, err := Swizzle(Q4_K, b)
+		swizzleFast = fast
+		if err != nil || !bytes.Equal(a, b) {
+			t.Fatalf("assembly and Go swizzles differ (err %v)", err)
+		}
+	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			orig := slices.Clone(tc.data)
