@@ -1,18 +1,49 @@
 package expert
 
 import (
+	"fmt"
 	"time"
 
+	"github.com/lesfarm/lesfarm/runtime/moe"
+	"github.com/lesfarm/lesfarm/runtime/tensor"
 	"github.com/lesfarm/lesfarm/runtime/trace"
 )
 
-// fetch implements readHandler: it reads e's expert with the store's
-// reader (which, under a storage profile, waits as long as the emulated
-// device would take).
+// fetch implements readHandler: it reads e's expert into buf, the entry's
+// own buffer, with the store's reader (which, under a storage profile,
+// waits as long as the emulated device would take), then rearranges it
+// into the kernels' swizzled layout (swizzleExpert) on this worker, so the
+// rearranging overlaps the model's compute as the read does. The latency
+// is the read's alone.
 func (s *Store) fetch(e *entry, buf []byte) readResult {
 	start := time.Now()
 	f, err := s.rd.expert(s.ctx, e.key, buf, &e.spec)
-	return readResult{w: f.w, n: f.n, err: err, latency: time.Since(start)}
+	latency := time.Since(start)
+	if err == nil {
+		err = swizzleExpert(&f.w, &s.shapes[e.key.Layer], e.key)
+	}
+	return readResult{w: f.w, n: f.n, err: err, latency: latency}
+}
+
+// swizzleExpert rearranges w's parts, expert k's just read from the file
+// into a buffer the store owns, in place into the swizzled layout of their
+// types (sh's) where this machine has one (tensor.Swizzle), and marks w
+// Swizzled. Each read swizzles its bytes once: a cache hit hands out the
+// entry's weights as they are, and a buffer reused for another expert is
+// read afresh from the file first. The naive mode never calls it: it
+// emulates a mapping of the file, whose pages the kernels read in the
+// file's layout.
+func swizzleExpert(w *moe.Weights, sh *moe.LayerShape, k Key) error {
+	for i, p := range [3]struct {
+		t tensor.Type
+		d []byte
+	}{{sh.GateType, w.Gate}, {sh.UpType, w.Up}, {sh.DownType, w.Down}} {
+		if _, err := tensor.Swizzle(p.t, p.d); err != nil {
+			return fmt.Errorf("expert: swizzling %v part %d: %w", k, i, err)
+		}
+	}
+	w.Swizzled = true
+	return nil
 }
 
 // finishLocked implements readHandler: it counts the read and makes e resident,

@@ -42,8 +42,23 @@ func partBytes(l, e, p, n int) []byte {
 // after a header of odd size so stacked extents are unaligned.
 func newTestModel(t testing.TB, layers, experts, hidden, ffn int, packed bool) *testModel {
 	t.Helper()
-	sh := moe.LayerShape{Experts: experts, Hidden: hidden, FFN: ffn, GateType: tensor.F32, UpType: tensor.F32, DownType: tensor.F32}
-	part := hidden * ffn * 4
+	return newTypedTestModel(t, tensor.F32, layers, experts, hidden, ffn, packed)
+}
+
+// newTypedTestModel is newTestModel with matrices of type typ, whose rows
+// of hidden and of ffn values must be the same size (hidden == ffn unless
+// typ is F32).
+func newTypedTestModel(t testing.TB, typ tensor.Type, layers, experts, hidden, ffn int, packed bool) *testModel {
+	t.Helper()
+	sh := moe.LayerShape{Experts: experts, Hidden: hidden, FFN: ffn, GateType: typ, UpType: typ, DownType: typ}
+	row, err := typ.RowSize(hidden)
+	if err != nil {
+		t.Fatal(err)
+	}
+	part := row * ffn
+	if int64(3*part) != sh.Bytes() {
+		t.Fatalf("%s rows of %d and %d values differ in size", typ, hidden, ffn)
+	}
 	m := &testModel{shapes: make([]moe.LayerShape, layers), layout: Layout{Packed: packed, Experts: make([][][3]Extent, layers)}}
 	var buf bytes.Buffer
 	buf.Write(make([]byte, 1234)) // header

@@ -22,8 +22,9 @@ import (
 type Weights struct {
 	Gate, Up, Down []byte
 	// Swizzled says that each of the three whose type has a swizzled layout
-	// on this machine (tensor.Swizzles) is in it; it is set only on
-	// weights held for the model's life (the resident loader's).
+	// on this machine (tensor.Swizzles) is in it; it is set on weights
+	// whose holder owns their bytes (the resident loader's, and the experts
+	// the store read into its own buffers), never on a view of the file.
 	Swizzled bool
 }
 
