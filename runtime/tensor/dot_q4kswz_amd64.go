@@ -2,7 +2,11 @@
 
 package tensor
 
-import "golang.org/x/sys/cpu"
+import (
+	"encoding/binary"
+
+	"golang.org/x/sys/cpu"
+)
 
 // q4kSwz1AVX2, q4kSwz1x2AVX2 and q4kSwz2AVX2 .. q4kSwz8AVX2 are
 // q4kVecs1AVX2, q4kVecs1x2AVX2 and q4kVecs2AVX2 .. q4kVecs8AVX2 for Q4_K
@@ -46,10 +50,48 @@ func q4kSwz8AVX2(w *byte, rows int, y *blockQ8K, nb, ystride int, dst *float32, 
 //go:noescape
 func swizzleQ4KAVX2(w *byte, blocks int)
 
+// cpuid executes CPUID with eax and ecx.
+//
+//go:noescape
+func cpuid(eax, ecx uint32) (a, b, c, d uint32)
+
+// fastPDEP reports whether PDEP and PEXT run in a few cycles on this CPU
+// (pdepFast of its CPUID vendor and leaf 1).
+func fastPDEP() bool {
+	if !cpu.X86.HasBMI2 {
+		return false
+	}
+	_, b, c, d := cpuid(0, 0)
+	var v [12]byte
+	for i, r := range [3]uint32{b, d, c} {
+		binary.LittleEndian.PutUint32(v[4*i:], r)
+	}
+	a, _, _, _ := cpuid(1, 0)
+	return pdepFast(string(v[:]), a)
+}
+
+// pdepFast reports whether PDEP is fast on a BMI2 CPU of the vendor and
+// CPUID leaf 1 EAX given: not on an AMD CPU before Zen 3 (family 0x19) or
+// a Hygon one, where it is microcoded (tens to hundreds of cycles).
+func pdepFast(vendor string, leaf1 uint32) bool {
+	switch vendor {
+	case "HygonGenuine":
+		return false
+	case "AuthenticAMD":
+		family := leaf1 >> 8 & 0xf
+		if family == 0xf {
+			family += leaf1 >> 20 & 0xff
+		}
+		return family >= 0x19
+	}
+	return true
+}
+
 // swizzleKernels returns the kernels for swizzled Q4_K matrices where the
-// AVX2 kernels run (the conditions of asmKernels), else nil.
+// AVX2 kernels run (the conditions of asmKernels) and PDEP is fast, else
+// nil: there Swizzle leaves rows in GGUF's layout.
 func swizzleKernels() map[Type]*kernel {
-	if !cpu.X86.HasAVX2 || !cpu.X86.HasF16C {
+	if !cpu.X86.HasAVX2 || !cpu.X86.HasF16C || !fastPDEP() {
 		return nil
 	}
 	swizzleFast = swizzleQ4KAVX2

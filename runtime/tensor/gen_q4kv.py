@@ -228,10 +228,36 @@ def kernel(nv, name=None, reg=False, prefetch=PREFETCH, aux=False):
     return o
 
 
+# PDEP: the kernels being generated read the swizzled layout's scales
+# (swizzle.go): 8 bytes of low nibbles (scale | min<<4) at 4, then at 12 a
+# uint32 of the scales' top two bits (bits 2j, 2j+1) and the mins' (bits
+# 16+2j, 17+2j), spread back into bytes by two PDEPs.
+PDEP = False
+
+
 def scales_mins(e, base, sreg, mreg):
     """ggml's kmask shuffle of the 12 scale bytes at 4(base): the 8 6-bit
     scales, broadcast as a qword to the 4 qwords of Y{sreg}, and the 8
     6-bit mins as int16 in X{mreg}. Uses AX, BX, CX, DX, R9, R10."""
+    if PDEP:
+        e(f"\tMOVQ 4({base}), AX")
+        e(f"\tMOVL 12({base}), BX")
+        e("\tMOVQ $0x0f0f0f0f0f0f0f0f, CX")
+        e("\tMOVQ $0x3030303030303030, R10")
+        e("\tMOVQ AX, DX")
+        e("\tANDQ CX, DX")  # scales' low nibbles
+        e("\tSHRQ $4, AX")
+        e("\tANDQ CX, AX")  # mins' low nibbles
+        e("\tPDEPQ R10, BX, R9")
+        e("\tORQ R9, DX")  # scales
+        e("\tSHRL $16, BX")
+        e("\tPDEPQ R10, BX, R9")
+        e("\tORQ R9, AX")  # mins
+        e(f"\tVMOVQ DX, X{sreg}")
+        e(f"\tVPBROADCASTQ X{sreg}, Y{sreg}")
+        e(f"\tVMOVQ AX, X{mreg}")
+        e(f"\tVPMOVZXBW X{mreg}, X{mreg}")
+        return
     e(f"\tMOVL 4({base}), AX")
     e(f"\tMOVL 8({base}), BX")
     e(f"\tMOVL 12({base}), CX")
@@ -641,36 +667,7 @@ def kernel_wide(nv, name=None, prefetch=PREFETCH, aux=False, tf=False):
         e(f"\tPREFETCHT0 {prefetch + 128}(SI)")
     e("\tLEAQ (DI)(R12*4), R13")
     # scales → Y12, mins → X14 as int16 (the kmask shuffle of kernel())
-    e("\tMOVL 4(SI), AX")
-    e("\tMOVL 8(SI), BX")
-    e("\tMOVL 12(SI), CX")
-    e("\tMOVL AX, DX")
-    e("\tANDL $0x3f3f3f3f, DX")
-    e("\tMOVL AX, R9")
-    e("\tSHRL $6, R9")
-    e("\tANDL $0x03030303, R9")
-    e("\tSHLL $4, R9")
-    e("\tMOVL CX, R10")
-    e("\tANDL $0x0f0f0f0f, R10")
-    e("\tORL R10, R9")
-    e("\tSHLQ $32, R9")
-    e("\tORQ R9, DX")
-    e("\tVMOVQ DX, X12")
-    e("\tVPBROADCASTQ X12, Y12")
-    e("\tMOVL BX, DX")
-    e("\tANDL $0x3f3f3f3f, DX")
-    e("\tMOVL BX, R9")
-    e("\tSHRL $6, R9")
-    e("\tANDL $0x03030303, R9")
-    e("\tSHLL $4, R9")
-    e("\tMOVL CX, R10")
-    e("\tSHRL $4, R10")
-    e("\tANDL $0x0f0f0f0f, R10")
-    e("\tORL R10, R9")
-    e("\tSHLQ $32, R9")
-    e("\tORQ R9, DX")
-    e("\tVMOVQ DX, X14")
-    e("\tVPMOVZXBW X14, X14")
+    scales_mins(e, "SI", 12, 14)
     if aux:
         e("\tVINSERTI128 $1, X14, Y14, Y14")
         aux_mins(e, "X14", "Y", [0, 4, 5, 6])
@@ -834,13 +831,15 @@ swz = [
     "",
     "// The kernels of dot_q4kv_amd64.s in use, for Q4_K weights in the",
     "// swizzled layout (swizzle.go): quants loaded in lane order with one",
-    "// VMOVDQU per 32 bytes instead of a VPERMD and a VPSHUFB.",
+    "// VMOVDQU per 32 bytes instead of a VPERMD and a VPSHUFB, and scales and",
+    "// mins unpacked with two PDEPs.",
     "",
 ]
 swz += data("q4kvPerm", [0x0000000200000000, 0x0000000600000004, 0x0000000300000001, 0x0000000700000005])
 swz += data("q4kvTr", [0x0d0905010c080400, 0x0f0b07030e0a0602] * 2)
 swz += data("q4kvMask", [0x0f0f0f0f0f0f0f0f] * 4)
 swz += data("q4kvSc", [0x8000800080008000 + 0x0001000100010001 * j for j in range(8) for _ in range(4)])
+PDEP = True
 swz += swizzled(kernel(1, reg=True), "q4kVecs1AVX2", "q4kSwz1AVX2")
 swz += swizzled(kernel_x2(), "q4kVecs1x2AVX2", "q4kSwz1x2AVX2")
 swz += swizzled(kernel2_reg(), "q4kVecs2AVX2", "q4kSwz2AVX2")

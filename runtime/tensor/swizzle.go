@@ -1,16 +1,25 @@
 package tensor
 
-import "fmt"
+import (
+	"encoding/binary"
+	"fmt"
+)
 
 // The swizzled layout is an in-memory form of Q4_K rows for this machine's
-// kernels, made once at load (Swizzle): each super-block keeps its 144
-// bytes, d, dmin and scales in place, and stores each 32-byte run of quants
-// in the order the AVX2 kernels bring them into their lanes (a VPERMD and a
-// VPSHUFB per run on GGUF's layout). Kernels on swizzled rows load the run
-// with one instruction instead of three; their integer lanes hold the same
-// sums, so every product is bit-identical to the same product on the file's
-// bytes. Weights read later (the expert store's reads) stay in GGUF's
-// layout and use the ordinary kernels.
+// kernels, made once at load (Swizzle). Each super-block keeps its 144
+// bytes and its d and dmin, and changes two things:
+//   - each 32-byte run of quants is stored in the order the AVX2 kernels
+//     bring it into their lanes (a VPERMD and a VPSHUFB per run on GGUF's
+//     layout), so they load it with one instruction instead of three;
+//   - the 12 bytes of 6-bit scales and mins become 8 bytes of low nibbles
+//     (scale j | min j<<4 at byte 4+j) and, at byte 12, a uint32 holding
+//     scale j's top two bits at bits 2j and min j's at 16+2j, which the
+//     kernels spread back with two PDEPs (about 13 instructions instead
+//     of 29).
+// The kernels' integer lanes hold the same sums, so every product is
+// bit-identical to the same product on the file's bytes. Weights the
+// expert store reads later stay in GGUF's layout unless the store swizzles
+// them too.
 
 // swizzledKernels are the kernels for swizzled matrices (Matrix.Swizzled),
 // by type; the types in it are the ones Swizzle rearranges on this machine.
@@ -59,8 +68,16 @@ func Swizzle(t Type, data []byte) (bool, error) {
 	}
 	var run [32]byte
 	for off := 0; off < len(data); off += 144 {
+		b := data[off : off+144]
+		sc, mn := q4KScalesMins(b[4:16])
+		var hi uint32
+		for j := range 8 {
+			b[4+j] = sc[j]&15 | mn[j]<<4
+			hi |= uint32(sc[j]>>4)<<(2*j) | uint32(mn[j]>>4)<<(16+2*j)
+		}
+		binary.LittleEndian.PutUint32(b[12:], hi)
 		for k := range 4 {
-			q := data[off+16+32*k : off+48+32*k]
+			q := b[16+32*k : 48+32*k]
 			copy(run[:], q)
 			for i, j := range q4kSwizzle {
 				q[i] = run[j]
@@ -75,6 +92,19 @@ func Swizzle(t Type, data []byte) (bool, error) {
 func unswizzleQ4K(dst, src []byte) {
 	copy(dst, src)
 	for off := 0; off+144 <= len(src); off += 144 {
+		var sc, mn [8]uint8
+		hi := binary.LittleEndian.Uint32(src[off+12:])
+		for j := range 8 {
+			l := src[off+4+j]
+			sc[j] = l&15 | uint8(hi>>(2*j)&3)<<4
+			mn[j] = l>>4 | uint8(hi>>(16+2*j)&3)<<4
+		}
+		d := dst[off+4 : off+16]
+		for j := range 4 {
+			d[j] = sc[j] | sc[j+4]>>4<<6
+			d[4+j] = mn[j] | mn[j+4]>>4<<6
+			d[8+j] = sc[j+4]&15 | mn[j+4]&15<<4
+		}
 		for k := range 4 {
 			q := src[off+16+32*k : off+48+32*k]
 			d := dst[off+16+32*k : off+48+32*k]

@@ -25,6 +25,49 @@ TEXT ·swizzleQ4KAVX2(SB), NOSPLIT, $0-16
 	TESTQ CX, CX
 	JEQ done
 loop:
+	// scales and mins as kernel()'s unpack computes them: DX, R11
+	MOVL 4(SI), AX
+	MOVL 8(SI), BX
+	MOVL 12(SI), R8
+	MOVL AX, DX
+	ANDL $0x3f3f3f3f, DX
+	MOVL AX, R9
+	SHRL $6, R9
+	ANDL $0x03030303, R9
+	SHLL $4, R9
+	MOVL R8, R10
+	ANDL $0x0f0f0f0f, R10
+	ORL R10, R9
+	SHLQ $32, R9
+	ORQ R9, DX
+	MOVL BX, R11
+	ANDL $0x3f3f3f3f, R11
+	MOVL BX, R9
+	SHRL $6, R9
+	ANDL $0x03030303, R9
+	SHLL $4, R9
+	MOVL R8, R10
+	SHRL $4, R10
+	ANDL $0x0f0f0f0f, R10
+	ORL R10, R9
+	SHLQ $32, R9
+	ORQ R9, R11
+	// low nibbles: scale | min<<4 per byte
+	MOVQ $0x0f0f0f0f0f0f0f0f, R10
+	MOVQ DX, AX
+	ANDQ R10, AX
+	MOVQ R11, BX
+	ANDQ R10, BX
+	SHLQ $4, BX
+	ORQ BX, AX
+	MOVQ AX, 4(SI)
+	// top two bits: scales' at 2j, mins' at 16+2j
+	MOVQ $0x3030303030303030, R10
+	PEXTQ R10, DX, AX
+	PEXTQ R10, R11, BX
+	SHLL $16, BX
+	ORL BX, AX
+	MOVL AX, 12(SI)
 	VPERMD 16(SI), Y12, Y0
 	VPERMD 48(SI), Y12, Y1
 	VPERMD 80(SI), Y12, Y2
@@ -42,4 +85,15 @@ loop:
 	JNZ loop
 done:
 	VZEROUPPER
+	RET
+
+// func cpuid(eax, ecx uint32) (a, b, c, d uint32)
+TEXT ·cpuid(SB), NOSPLIT, $0-24
+	MOVL eax+0(FP), AX
+	MOVL ecx+4(FP), CX
+	CPUID
+	MOVL AX, a+8(FP)
+	MOVL BX, b+12(FP)
+	MOVL CX, c+16(FP)
+	MOVL DX, d+20(FP)
 	RET
