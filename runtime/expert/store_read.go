@@ -11,15 +11,20 @@ import (
 
 // fetch implements readHandler: it reads e's expert into buf, the entry's
 // own buffer, with the store's reader (which, under a storage profile,
-// waits as long as the emulated device would take), then rearranges it
-// into the kernels' swizzled layout (swizzleExpert) on this worker, so the
-// rearranging overlaps the model's compute as the read does. The latency
-// is the read's alone.
+// waits as long as the emulated device would take). A read still
+// speculative when it completes (a prefetch no Use has demanded yet) is
+// then rearranged into the kernels' swizzled layout (swizzleExpert) on
+// this worker, overlapping the model's compute as the read did. A read the
+// model waits for is handed out in the file's layout: rearranging it
+// (about 115 µs per MB of freshly read bytes on the 2-vCPU host) would add
+// to the model's stall more than the faster kernels save on its uses
+// (measured on the capped ladder, docs/les.md). The latency is the read's
+// alone.
 func (s *Store) fetch(e *entry, buf []byte) readResult {
 	start := time.Now()
 	f, err := s.rd.expert(s.ctx, e.key, buf, &e.spec)
 	latency := time.Since(start)
-	if err == nil {
+	if err == nil && e.spec.Load() {
 		err = swizzleExpert(&f.w, &s.shapes[e.key.Layer], e.key)
 	}
 	return readResult{w: f.w, n: f.n, err: err, latency: latency}
@@ -28,9 +33,9 @@ func (s *Store) fetch(e *entry, buf []byte) readResult {
 // swizzleExpert rearranges w's parts, expert k's just read from the file
 // into a buffer the store owns, in place into the swizzled layout of their
 // types (sh's) where this machine has one (tensor.Swizzle), and marks w
-// Swizzled. Each read swizzles its bytes once: a cache hit hands out the
-// entry's weights as they are, and a buffer reused for another expert is
-// read afresh from the file first. The naive mode never calls it: it
+// Swizzled. Each read swizzles its bytes at most once: a cache hit hands
+// out the entry's weights as they are, and a buffer reused for another
+// expert is read afresh from the file first. The naive mode never calls it: it
 // emulates a mapping of the file, whose pages the kernels read in the
 // file's layout.
 func swizzleExpert(w *moe.Weights, sh *moe.LayerShape, k Key) error {

@@ -11,12 +11,16 @@ import (
 	"github.com/lesfarm/lesfarm/runtime/tensor"
 )
 
-// TestStoreServesSwizzledExperts: the cache modes hand out each expert in
-// the kernels' swizzled layout (the file's Q4_K bytes swizzled exactly
-// once, marked Swizzled) through misses, hits and reused buffers, on every
-// storage (file, direct, emulated flash); the naive mode hands out the
-// file's bytes unmarked. Where this machine has no swizzled Q4_K layout
-// (arm64, purego) the bytes served are the file's.
+// TestStoreServesSwizzledExperts: the store hands out the experts it
+// read speculatively in the kernels' swizzled layout (the file's Q4_K bytes
+// swizzled exactly once, marked Swizzled) and the ones the model waited for
+// in the file's layout, unmarked, through misses, hits and reused buffers,
+// on every storage (file, direct, emulated flash). Each prefetch here
+// completes before its Use (settleReads), so the lookahead modes must
+// serve swizzled experts; the on-demand modes, the oracle (whose reads are
+// not speculative) and the naive mode serve none. Where this machine has
+// no swizzled Q4_K layout (arm64, purego) every byte served is the
+// file's.
 func TestStoreServesSwizzledExperts(t *testing.T) {
 	t.Parallel()
 	const layers, experts = 4, 16
@@ -26,24 +30,23 @@ func TestStoreServesSwizzledExperts(t *testing.T) {
 		opts          Options
 		packed        bool
 		budgetExperts int64
-		swizzled      bool // the store marks the experts it serves
+		swizzles      bool // some experts come swizzled (prefetched ones)
 		reuse         bool // the budget is tight: buffers are read into again
 	}{
-		{"on-demand/stacked/tight", Options{Mode: OnDemand}, false, 2, true, true},
-		{"on-demand/packed/roomy", Options{Mode: OnDemand}, true, 40, true, false},
-		{"parallel/stacked/tight", Options{Mode: OnDemandParallel}, false, 5, true, true},
-		{"lookahead/packed/tight", Options{Mode: Lookahead}, true, 6, true, true},
+		{"on-demand/stacked/tight", Options{Mode: OnDemand}, false, 2, false, true},
+		{"parallel/packed/roomy", Options{Mode: OnDemandParallel}, true, 40, false, false},
+		{"lookahead/packed/tight", Options{Mode: Lookahead}, true, 8, true, true},
 		{"lookahead/stacked/roomy", Options{Mode: Lookahead}, false, 40, true, false},
 		{"scheduled/packed/direct", Options{Mode: Scheduled, Direct: true}, true, 40, true, false},
-		{"scheduled/stacked/flash", Options{Mode: Scheduled, Profile: fast}, false, 6, true, true},
-		{"oracle/packed/tight", Options{Mode: OracleMode}, true, 5, true, true},
+		{"scheduled/stacked/flash", Options{Mode: Scheduled, Profile: fast}, false, 8, true, true},
+		{"oracle/packed/tight", Options{Mode: OracleMode}, true, 5, false, true},
 		{"naive/stacked", Options{Mode: Naive}, false, 24, false, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			m := newTypedTestModel(t, tensor.Q4_K, layers, experts, 256, 256, tc.packed)
 			tr := randomTrace(5, 30, layers, experts, 4)
-			want := servedParts(t, m, tc.swizzled)
+			raw, swz := servedParts(t, m, false), servedParts(t, m, true)
 			opts := tc.opts
 			opts.Budget = tc.budgetExperts * planRead(m.layout.Experts[0][0], directAlign).size
 			opts.Trace, opts.Workers, opts.PredictK = tr, 4, 4
@@ -53,17 +56,22 @@ func TestStoreServesSwizzledExperts(t *testing.T) {
 			}
 			defer s.Close()
 			ctx := context.Background()
+			swizzled := 0
 			for ci, c := range tr.Calls {
 				if s.PredictK() > 0 && ci+1 < len(tr.Calls) {
-					s.Prefetch(tr.Calls[ci+1].Layer, tr.Calls[ci+1].Experts)
+					next := tr.Calls[ci+1]
+					s.Prefetch(next.Layer, next.Experts)
+					settleReads(s, next.Layer, next.Experts)
 				}
 				err := s.Use(ctx, c.Layer, c.Experts, func(i int, w moe.Weights) error {
-					if w.Swizzled != tc.swizzled {
-						return fmt.Errorf("expert %d: Swizzled %v, want %v", c.Experts[i], w.Swizzled, tc.swizzled)
+					want := raw[c.Layer][c.Experts[i]]
+					if w.Swizzled {
+						swizzled++
+						want = swz[c.Layer][c.Experts[i]]
 					}
 					for p, got := range [3][]byte{w.Gate, w.Up, w.Down} {
-						if !bytes.Equal(got, want[c.Layer][c.Experts[i]][p]) {
-							return fmt.Errorf("expert %d part %d: bytes differ from the file's (swizzled %v)", c.Experts[i], p, tc.swizzled)
+						if !bytes.Equal(got, want[p]) {
+							return fmt.Errorf("expert %d part %d (Swizzled %v): bytes differ from the file's in that layout", c.Experts[i], p, w.Swizzled)
 						}
 					}
 					return nil
@@ -73,11 +81,60 @@ func TestStoreServesSwizzledExperts(t *testing.T) {
 				}
 			}
 			st := s.Meter().Stats()
+			if (swizzled > 0) != tc.swizzles {
+				t.Fatalf("%d of %d experts served swizzled, want some: %v (stats %+v)", swizzled, st.Demanded, tc.swizzles, st)
+			}
 			if st.Hits == 0 || st.Misses == 0 {
 				t.Fatalf("hits %d, misses %d: the test must serve both", st.Hits, st.Misses)
 			}
 			if tc.reuse && st.Reads <= int64(tc.budgetExperts) {
 				t.Fatalf("%d reads within a budget of %d experts: no buffer was reused", st.Reads, tc.budgetExperts)
+			}
+		})
+	}
+}
+
+// TestFetchSwizzlesOnlySpeculativeReads: a read that completes while
+// still speculative comes back swizzled and marked; one the model waits
+// for comes back as the file has it.
+func TestFetchSwizzlesOnlySpeculativeReads(t *testing.T) {
+	t.Parallel()
+	m := newTypedTestModel(t, tensor.Q4_K, 1, 4, 256, 256, true)
+	raw, swz := servedParts(t, m, false), servedParts(t, m, true)
+	s, err := New(m.path, m.layout, m.shapes, Options{Mode: Scheduled, Budget: 4 * m.expertBytes()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for _, tc := range []struct {
+		name     string
+		spec     bool
+		expert   int32
+		swizzled bool
+	}{
+		{"demanded", false, 1, false},
+		{"speculative", true, 2, true},
+		{"demanded again", false, 3, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := &entry{key: Key{0, tc.expert}}
+			e.spec.Store(tc.spec)
+			buf := make([]byte, s.bufSize[0])
+			r := s.fetch(e, buf)
+			if r.err != nil {
+				t.Fatal(r.err)
+			}
+			if r.w.Swizzled != tc.swizzled {
+				t.Fatalf("Swizzled %v, want %v", r.w.Swizzled, tc.swizzled)
+			}
+			want := raw[0][tc.expert]
+			if tc.swizzled {
+				want = swz[0][tc.expert]
+			}
+			for p, got := range [3][]byte{r.w.Gate, r.w.Up, r.w.Down} {
+				if !bytes.Equal(got, want[p]) {
+					t.Fatalf("part %d: bytes differ from the file's in the layout the flag says", p)
+				}
 			}
 		})
 	}
