@@ -16,7 +16,7 @@ import (
 // then rearranged into the kernels' swizzled layout (swizzleExpert) on
 // this worker, overlapping the model's compute as the read did. A read the
 // model waits for is handed out in the file's layout: rearranging it
-// (about 115 µs per MB of freshly read bytes on the 2-vCPU host) would add
+// (100–120 µs per MB of freshly read bytes on the 2-vCPU host) would add
 // to the model's stall more than the faster kernels save on its uses
 // (measured on the capped ladder, docs/les.md). The latency is the read's
 // alone.
