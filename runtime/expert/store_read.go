@@ -17,7 +17,7 @@ import (
 // this worker, overlapping the model's compute as the read did. A read the
 // model waits for is handed out in the file's layout: rearranging it
 // (100–120 µs per MB of freshly read bytes on the 2-vCPU host) would add
-// to the model's stall more than the faster kernels save on its uses
+// to the model's stall about what the faster kernels save on its uses
 // (measured on the capped ladder, docs/les.md). The latency is the read's
 // alone.
 func (s *Store) fetch(e *entry, buf []byte) readResult {
