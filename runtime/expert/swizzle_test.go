@@ -87,7 +87,7 @@ func TestStoreServesSwizzledExperts(t *testing.T) {
 			if st.Hits == 0 || st.Misses == 0 {
 				t.Fatalf("hits %d, misses %d: the test must serve both", st.Hits, st.Misses)
 			}
-			if tc.reuse && st.Reads <= int64(tc.budgetExperts) {
+			if tc.reuse && st.Reads <= tc.budgetExperts {
 				t.Fatalf("%d reads within a budget of %d experts: no buffer was reused", st.Reads, tc.budgetExperts)
 			}
 		})
