@@ -3,12 +3,14 @@ package tensor
 import (
 	"encoding/binary"
 	"math"
+	"slices"
 	"testing"
 )
 
 // FuzzBatchedQ4K checks the batched Q4_K product (MatMul over 1-12
 // vectors: q4kVecs2..8 per pass of up to 8, q4kVecs1 for one) against the
-// generic ggml port per vector, bit for bit, on arbitrary weight bytes and
+// generic ggml port per vector, bit for bit (and the swizzled kernels on
+// the same rows swizzled, where this machine swizzles), on arbitrary weight bytes and
 // activations derived from them (every nibble, scale and min pattern; row
 // and block counts around the prefetch distance). Half scales are forced
 // finite.
@@ -64,17 +66,29 @@ func fuzzBatched(t *testing.T, typ Type, rows, blocks, vecs uint8, seed []byte) 
 		b := seed[(i*7+i/cols)%len(seed)]
 		x[i] = float32(int8(b^byte(i>>2))) / 16
 	}
-	got := make([]float32, nv*nrows)
-	if err := MatMul(nil, got, m, x, nv); err != nil {
-		t.Fatal(err)
+	// the matrix as loaded: in the file's layout, and swizzled where
+	// this machine swizzles typ
+	ms := []Matrix{m}
+	if Swizzles(typ) {
+		sw := Matrix{Type: typ, Rows: nrows, Cols: cols, Data: slices.Clone(data), Swizzled: true}
+		if _, err := Swizzle(typ, sw.Data); err != nil {
+			t.Fatal(err)
+		}
+		ms = append(ms, sw)
 	}
-	for v := range nv {
-		want := genericMatVec(t, m, x[v*cols:(v+1)*cols])
-		for r, w := range want {
-			g := got[v*nrows+r]
-			if math.Float32bits(g) != math.Float32bits(w) && !(g != g && w != w) {
-				t.Fatalf("%v %d×%d, %d vectors: vector %d row %d: %v (%#x), generic %v (%#x)", typ, nrows, cols, nv, v, r,
-					g, math.Float32bits(g), w, math.Float32bits(w))
+	for _, mm := range ms {
+		got := make([]float32, nv*nrows)
+		if err := MatMul(nil, got, mm, x, nv); err != nil {
+			t.Fatal(err)
+		}
+		for v := range nv {
+			want := genericMatVec(t, m, x[v*cols:(v+1)*cols])
+			for r, w := range want {
+				g := got[v*nrows+r]
+				if math.Float32bits(g) != math.Float32bits(w) && !(g != g && w != w) {
+					t.Fatalf("%v %d×%d (swizzled %t), %d vectors: vector %d row %d: %v (%#x), generic %v (%#x)", typ, nrows, cols, mm.Swizzled, nv, v, r,
+						g, math.Float32bits(g), w, math.Float32bits(w))
+				}
 			}
 		}
 	}

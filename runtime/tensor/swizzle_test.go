@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -132,5 +133,23 @@ func TestSwizzleLayout(t *testing.T) {
 				t.Fatal("unswizzle(swizzle(x)) != x")
 			}
 		})
+	}
+}
+
+// TestSwizzledBadInput checks that a matrix marked swizzled whose type has
+// no swizzled layout here is refused with an error naming it, by products
+// and by row lookups, instead of being read in the wrong layout.
+func TestSwizzledBadInput(t *testing.T) {
+	r := rand.New(rand.NewPCG(45, 46))
+	for _, typ := range []Type{Q6_K, Q8_0, F32} {
+		m := makeMatrix(t, r, typ, 4, QK_K)
+		m.Swizzled = true
+		err := MatVec(nil, make([]float32, 4), m, randVec(r, QK_K, 1))
+		if err == nil || !strings.Contains(err.Error(), typ.String()) {
+			t.Errorf("%s: MatVec err = %v, want an error naming the type", typ, err)
+		}
+		if err := m.Row(0, make([]float32, QK_K)); err == nil {
+			t.Errorf("%s: Row of a swizzled matrix without a swizzled layout succeeded", typ)
+		}
 	}
 }
