@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/lesfarm/lesfarm/runtime/moe"
-	"github.com/lesfarm/lesfarm/runtime/tensor"
 	"github.com/lesfarm/lesfarm/runtime/trace"
 )
 
@@ -25,30 +23,16 @@ func (s *Store) fetch(e *entry, buf []byte) readResult {
 	f, err := s.rd.expert(s.ctx, e.key, buf, &e.spec)
 	latency := time.Since(start)
 	if err == nil && e.spec.Load() {
-		err = swizzleExpert(&f.w, &s.shapes[e.key.Layer], e.key)
-	}
-	return readResult{w: f.w, n: f.n, err: err, latency: latency}
-}
-
-// swizzleExpert rearranges w's parts, expert k's just read from the file
-// into a buffer the store owns, in place into the swizzled layout of their
-// types (sh's) where this machine has one (tensor.Swizzle), and marks w
-// Swizzled. Each read swizzles its bytes at most once: a cache hit hands
-// out the entry's weights as they are, and a buffer reused for another
-// expert is read afresh from the file first. The naive mode never calls it: it
-// emulates a mapping of the file, whose pages the kernels read in the
-// file's layout.
-func swizzleExpert(w *moe.Weights, sh *moe.LayerShape, k Key) error {
-	for i, p := range [3]struct {
-		t tensor.Type
-		d []byte
-	}{{sh.GateType, w.Gate}, {sh.UpType, w.Up}, {sh.DownType, w.Down}} {
-		if _, err := tensor.Swizzle(p.t, p.d); err != nil {
-			return fmt.Errorf("expert: swizzling %v part %d: %w", k, i, err)
+		// Each read swizzles its bytes once: a cache hit hands out the
+		// entry's weights as they are, and a buffer reused for another
+		// expert is read afresh from the file first. The naive mode never
+		// gets here: it emulates a mapping of the file, whose pages the
+		// kernels read in the file's layout.
+		if err = f.w.Swizzle(&s.shapes[e.key.Layer]); err != nil {
+			err = fmt.Errorf("expert: %v: %w", e.key, err)
 		}
 	}
-	w.Swizzled = true
-	return nil
+	return readResult{w: f.w, n: f.n, err: err, latency: latency}
 }
 
 // finishLocked implements readHandler: it counts the read and makes e resident,

@@ -93,16 +93,9 @@ func (b *binder) swizzleExperts(ws []moe.Weights, shape moe.LayerShape) error {
 		return nil
 	}
 	for e := range ws {
-		w := &ws[e]
-		for i, p := range [3]struct {
-			t tensor.Type
-			d []byte
-		}{{shape.GateType, w.Gate}, {shape.UpType, w.Up}, {shape.DownType, w.Down}} {
-			if _, err := tensor.Swizzle(p.t, p.d); err != nil {
-				return fmt.Errorf("expert %d part %d: %w", e, i, err)
-			}
+		if err := ws[e].Swizzle(&shape); err != nil {
+			return fmt.Errorf("expert %d: %w", e, err)
 		}
-		w.Swizzled = true
 	}
 	return nil
 }

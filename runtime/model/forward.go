@@ -459,7 +459,7 @@ func (s *State) runExpert(i int, w moe.Weights) error {
 	H, F, K := m.Hidden, m.ExpertFFN, m.ExpertsUsed
 	rows := sc.assign[e]
 	cnt := len(rows)
-	gate, up, down := expertMatrices(sh, H, F, w)
+	gate, up, down := w.Matrices(sh)
 	sc.sel = grow(sc.sel, cnt)
 	for j, r := range rows {
 		sc.sel[j] = r / int32(K)
@@ -485,13 +485,4 @@ func (m *Model) init(opts Options) {
 	m.pool = tensor.NewPool(m.threads)
 	m.closers = append(m.closers, func() error { m.pool.Close(); return nil })
 	m.rope = newRope(m.RopeBase, m.RopeDim)
-}
-
-// expertMatrices returns an expert's gate, up and down matrices (layer
-// shape sh, hidden H, expert FFN F), marked swizzled where w's are.
-func expertMatrices(sh *moe.LayerShape, H, F int, w moe.Weights) (gate, up, down tensor.Matrix) {
-	gate = tensor.Matrix{Type: sh.GateType, Rows: F, Cols: H, Data: w.Gate, Swizzled: w.Swizzled && tensor.Swizzles(sh.GateType)}
-	up = tensor.Matrix{Type: sh.UpType, Rows: F, Cols: H, Data: w.Up, Swizzled: w.Swizzled && tensor.Swizzles(sh.UpType)}
-	down = tensor.Matrix{Type: sh.DownType, Rows: H, Cols: F, Data: w.Down, Swizzled: w.Swizzled && tensor.Swizzles(sh.DownType)}
-	return gate, up, down
 }

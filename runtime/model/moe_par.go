@@ -164,14 +164,14 @@ func (p *expertPar) expert(slot *expertSlot, i int) error {
 	e := sc.union[i]
 	w := p.src.Expert(p.li, e)
 	sh := &m.Layers[p.li].Shape
-	H, F, K := m.Hidden, m.ExpertFFN, m.ExpertsUsed
+	H, K := m.Hidden, m.ExpertsUsed
 	rows := sc.assign[e]
 	cnt := len(rows)
 	slot.sel = grow(slot.sel, cnt)
 	for j, r := range rows {
 		slot.sel[j] = r / int32(K)
 	}
-	gate, up, down := expertMatrices(sh, H, F, w)
+	gate, up, down := w.Matrices(sh)
 	b := int(sc.ebase[e])
 	if err := slot.ffn(&gate, &up, &down, &sc.rows, slot.sel, sc.eout[b*H:(b+cnt)*H]); err != nil {
 		return fmt.Errorf("expert %d: %w", e, err)

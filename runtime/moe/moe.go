@@ -11,6 +11,7 @@ package moe
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/lesfarm/lesfarm/runtime/tensor"
 )
@@ -36,6 +37,34 @@ type LayerShape struct {
 	GateType tensor.Type
 	UpType   tensor.Type
 	DownType tensor.Type
+}
+
+// Swizzle rearranges w's gate, up and down (of layer shape s) in place
+// into the kernels' swizzled layout where their type has one on this
+// machine (tensor.Swizzle), and marks w Swizzled. The caller must own the
+// bytes, just read from the file, and swizzle them once.
+func (w *Weights) Swizzle(s *LayerShape) error {
+	for i, p := range [3]struct {
+		name string
+		t    tensor.Type
+		d    []byte
+	}{{"gate", s.GateType, w.Gate}, {"up", s.UpType, w.Up}, {"down", s.DownType, w.Down}} {
+		if _, err := tensor.Swizzle(p.t, p.d); err != nil {
+			return fmt.Errorf("moe: swizzling part %d (%s): %w", i, p.name, err)
+		}
+	}
+	w.Swizzled = true
+	return nil
+}
+
+// Matrices returns w's gate, up and down matrices of layer shape s, marked
+// swizzled where w's are.
+func (w *Weights) Matrices(s *LayerShape) (gate, up, down tensor.Matrix) {
+	swz := func(t tensor.Type) bool { return w.Swizzled && tensor.Swizzles(t) }
+	gate = tensor.Matrix{Type: s.GateType, Rows: s.FFN, Cols: s.Hidden, Data: w.Gate, Swizzled: swz(s.GateType)}
+	up = tensor.Matrix{Type: s.UpType, Rows: s.FFN, Cols: s.Hidden, Data: w.Up, Swizzled: swz(s.UpType)}
+	down = tensor.Matrix{Type: s.DownType, Rows: s.Hidden, Cols: s.FFN, Data: w.Down, Swizzled: swz(s.DownType)}
+	return gate, up, down
 }
 
 // Bytes returns the size of one expert's gate, up and down data.

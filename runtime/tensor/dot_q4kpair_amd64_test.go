@@ -7,7 +7,6 @@ import (
 	"math"
 	"math/rand/v2"
 	"runtime"
-	"slices"
 	"testing"
 
 	"github.com/lesfarm/lesfarm/runtime/internal/cputime"
@@ -91,16 +90,7 @@ func BenchmarkQ4KVecs1Pairs(b *testing.B) {
 					}
 					return (cputime.Thread() - c0).Seconds()
 				}
-				var ratios []float64
-				var tn, tp float64
-				for b.Loop() {
-					for range 40 {
-						p, n := pass(false), pass(true)
-						ratios = append(ratios, p/n)
-						tn, tp = tn+n, tp+p
-					}
-				}
-				slices.Sort(ratios)
+				ratios, tp, tn := pairedRounds(b, 40, func() float64 { return pass(false) }, func() float64 { return pass(true) })
 				flops := 2 * float64(sh[0]*sh[1]) * 20 * float64(len(ratios))
 				b.ReportMetric(ratios[len(ratios)/2], "prev/new")
 				b.ReportMetric(flops/tn/1e9, "newGFLOP/s")

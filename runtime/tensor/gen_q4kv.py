@@ -777,10 +777,12 @@ out = [
     "// its sumf at 128+4v, d·y.d of the block at 144+4v.",
     "",
 ]
-out += data("q4kvPerm", [0x0000000200000000, 0x0000000600000004, 0x0000000300000001, 0x0000000700000005])
-out += data("q4kvTr", [0x0d0905010c080400, 0x0f0b07030e0a0602] * 2)
-out += data("q4kvMask", [0x0f0f0f0f0f0f0f0f] * 4)
-out += data("q4kvSc", [0x8000800080008000 + 0x0001000100010001 * j for j in range(8) for _ in range(4)])
+# the constants every kernel file defines (file-local in Go assembly)
+CONSTS = (data("q4kvPerm", [0x0000000200000000, 0x0000000600000004, 0x0000000300000001, 0x0000000700000005])
+          + data("q4kvTr", [0x0d0905010c080400, 0x0f0b07030e0a0602] * 2)
+          + data("q4kvMask", [0x0f0f0f0f0f0f0f0f] * 4)
+          + data("q4kvSc", [0x8000800080008000 + 0x0001000100010001 * j for j in range(8) for _ in range(4)]))
+out += CONSTS
 out += kernel(1, reg=True)
 out += kernel_x2()
 # two vectors: the side array measured 0.99x of gathering (two VPMADDWD
@@ -835,10 +837,7 @@ swz = [
     "// mins unpacked with two PDEPs.",
     "",
 ]
-swz += data("q4kvPerm", [0x0000000200000000, 0x0000000600000004, 0x0000000300000001, 0x0000000700000005])
-swz += data("q4kvTr", [0x0d0905010c080400, 0x0f0b07030e0a0602] * 2)
-swz += data("q4kvMask", [0x0f0f0f0f0f0f0f0f] * 4)
-swz += data("q4kvSc", [0x8000800080008000 + 0x0001000100010001 * j for j in range(8) for _ in range(4)])
+swz += CONSTS
 PDEP = True
 swz += swizzled(kernel(1, reg=True), "q4kVecs1AVX2", "q4kSwz1AVX2")
 swz += swizzled(kernel_x2(), "q4kVecs1x2AVX2", "q4kSwz1x2AVX2")

@@ -69,18 +69,24 @@ func benchSwizzled(b *testing.B, rows, cols, nv int, stream bool) {
 		}
 		return (cputime.Thread() - c0).Seconds()
 	}
-	var ratios []float64
-	var tn, ts float64
-	for b.Loop() {
-		for range 40 {
-			n, s := pass(ms), pass(sw)
-			ratios = append(ratios, n/s)
-			tn, ts = tn+n, ts+s
-		}
-	}
-	slices.Sort(ratios)
+	ratios, tn, ts := pairedRounds(b, 40, func() float64 { return pass(ms) }, func() float64 { return pass(sw) })
 	bytes := float64(len(ms[0].Data)) * 20 * float64(len(ratios))
 	b.ReportMetric(ratios[len(ratios)/2], "native/swizzled")
 	b.ReportMetric(bytes/tn/1e9, "nativeGB/s")
 	b.ReportMetric(bytes/ts/1e9, "swizzledGB/s")
+}
+
+// pairedRounds runs rounds pairs of first() and second() (each returning
+// the CPU seconds of one pass) per iteration of b.Loop, alternated, and
+// returns the sorted per-pair ratios first/second and both totals.
+func pairedRounds(b *testing.B, rounds int, first, second func() float64) (ratios []float64, t1, t2 float64) {
+	for b.Loop() {
+		for range rounds {
+			x, y := first(), second()
+			ratios = append(ratios, x/y)
+			t1, t2 = t1+x, t2+y
+		}
+	}
+	slices.Sort(ratios)
+	return ratios, t1, t2
 }
