@@ -41,19 +41,23 @@ type LayerShape struct {
 
 // Swizzle rearranges w's gate, up and down (of layer shape s) in place
 // into the kernels' swizzled layout where their type has one on this
-// machine (tensor.Swizzle), and marks w Swizzled. The caller must own the
-// bytes, just read from the file, and swizzle them once.
+// machine (tensor.Swizzle), and marks w Swizzled when one of them was. The
+// caller must own the bytes, just read from the file, and swizzle them
+// once.
 func (w *Weights) Swizzle(s *LayerShape) error {
+	swizzled := false
 	for i, p := range [3]struct {
 		name string
 		t    tensor.Type
 		d    []byte
 	}{{"gate", s.GateType, w.Gate}, {"up", s.UpType, w.Up}, {"down", s.DownType, w.Down}} {
-		if _, err := tensor.Swizzle(p.t, p.d); err != nil {
+		ok, err := tensor.Swizzle(p.t, p.d)
+		if err != nil {
 			return fmt.Errorf("moe: swizzling part %d (%s): %w", i, p.name, err)
 		}
+		swizzled = swizzled || ok
 	}
-	w.Swizzled = true
+	w.Swizzled = swizzled
 	return nil
 }
 
