@@ -97,8 +97,9 @@ func TestStreamedSwizzledLogitsMatchResident(t *testing.T) {
 			if st.Misses == 0 || st.Reads == 0 {
 				t.Fatalf("no expert was read (stats %+v): the test does not stream", st)
 			}
-			if (spy.swizzled > 0) != tc.swizzles || spy.swizzled == spy.served {
-				t.Fatalf("%d of %d experts served marked Swizzled, want some: %v (and some not)", spy.swizzled, spy.served, tc.swizzles)
+			// without a swizzled Q4_K layout here (purego, arm64) none is
+			if want := tc.swizzles && tensor.Swizzles(tensor.Q4_K); (spy.swizzled > 0) != want || spy.swizzled == spy.served {
+				t.Fatalf("%d of %d experts served marked Swizzled, want some: %v (and some not)", spy.swizzled, spy.served, want)
 			}
 			if tc.swizzles && tensor.Swizzles(tensor.Q4_K) && !hasType(shapes, tensor.Q4_K) {
 				t.Fatal("the fixture's experts have no Q4_K part: the test swizzles nothing")

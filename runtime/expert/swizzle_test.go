@@ -81,8 +81,10 @@ func TestStoreServesSwizzledExperts(t *testing.T) {
 				}
 			}
 			st := s.Meter().Stats()
-			if (swizzled > 0) != tc.swizzles {
-				t.Fatalf("%d of %d experts served swizzled, want some: %v (stats %+v)", swizzled, st.Demanded, tc.swizzles, st)
+			// a machine without a swizzled Q4_K layout (purego, arm64)
+			// serves every expert in the file's layout
+			if want := tc.swizzles && tensor.Swizzles(tensor.Q4_K); (swizzled > 0) != want {
+				t.Fatalf("%d of %d experts served swizzled, want some: %v (hits %d, misses %d, prefetches used %d)", swizzled, st.Demanded, want, st.Hits, st.Misses, st.PrefetchUsed)
 			}
 			if st.Hits == 0 || st.Misses == 0 {
 				t.Fatalf("hits %d, misses %d: the test must serve both", st.Hits, st.Misses)
@@ -124,11 +126,12 @@ func TestFetchSwizzlesOnlySpeculativeReads(t *testing.T) {
 			if r.err != nil {
 				t.Fatal(r.err)
 			}
-			if r.w.Swizzled != tc.swizzled {
-				t.Fatalf("Swizzled %v, want %v", r.w.Swizzled, tc.swizzled)
+			swizzled := tc.swizzled && tensor.Swizzles(tensor.Q4_K) // none without the layout
+			if r.w.Swizzled != swizzled {
+				t.Fatalf("Swizzled %v, want %v", r.w.Swizzled, swizzled)
 			}
 			want := raw[0][tc.expert]
-			if tc.swizzled {
+			if swizzled {
 				want = swz[0][tc.expert]
 			}
 			for p, got := range [3][]byte{r.w.Gate, r.w.Up, r.w.Down} {
