@@ -12,7 +12,8 @@ import (
 // TestSwizzledMatchesGeneric checks that every product of a swizzled Q4_K
 // matrix (1 to 17 vectors, odd and even row counts, 1 and 2 threads, side
 // arrays on the stack and from the pool) is bit-identical to the generic
-// kernel on the file's bytes, and that its rows dequantize the same.
+// kernel on the file's bytes, as is its per-row form, and that its rows
+// dequantize the same.
 func TestSwizzledMatchesGeneric(t *testing.T) {
 	if !Swizzles(Q4_K) {
 		t.Skip("no swizzled layout on this machine (it is amd64 AVX2's)")
@@ -48,6 +49,18 @@ func TestSwizzledMatchesGeneric(t *testing.T) {
 								}
 							}
 						}
+					}
+				}
+				// the per-row form (kernel.q8k), which the batched form
+				// always pre-empts in MatMul
+				x := randVec(r, cols, 1)
+				y := make([]blockQ8K, cols/QK_K)
+				quantizeQ8K(x, y)
+				want := genericMatVec(t, m, x)
+				for i := range rows {
+					g := swizzledKernels[Q4_K].q8k(sw.Data[i*144*(cols/QK_K):(i+1)*144*(cols/QK_K)], y)
+					if math.Float32bits(g) != math.Float32bits(want[i]) {
+						t.Fatalf("%d×%d row %d: per-row swizzled %v != generic %v", rows, cols, i, g, want[i])
 					}
 				}
 				a, b := make([]float32, cols), make([]float32, cols)
