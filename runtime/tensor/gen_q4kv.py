@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """Writes dot_q4kv_amd64.s: register-blocked Q4_K × Q8_K kernels for 1 to 4
 activation vectors (q4kVecs1AVX2 .. q4kVecs4AVX2, see dot_q4kv_amd64.go),
-and for 5 to 8 (q4kVecs5AVX2 .. q4kVecs8AVX2, kernel_wide).
+and for 5 to 8 (q4kVecs5AVX2 .. q4kVecs8AVX2, kernel_wide); and
+dot_q4kswz_amd64.s: the kernels in use rewritten for the swizzled layout
+(q4kSwz1AVX2 .., see swizzled and swizzle.go).
 
 Run from runtime/tensor: python3 gen_q4kv.py
 
@@ -813,9 +815,10 @@ def swizzled(lines, old, new):
     """The kernel in lines renamed from old to new, for weights in the
     swizzled layout (swizzle.go): each VPERMD + VPSHUFB q4kvTr pair that
     puts a 32-byte run of quants in lane order becomes one VMOVDQU, since
-    Swizzle stored them in that order. Everything else is unchanged, so the
-    integer lanes, and every result, are the same as the original kernel's
-    on the unswizzled weights."""
+    Swizzle stored them in that order. The kernel must have been generated
+    with PDEP set, so that scales_mins reads the layout's scales; the rest
+    is unchanged, so the integer lanes, and every result, are the same as
+    the original kernel's on the unswizzled weights."""
     text = "\n".join(lines).replace(old, new)
     text, n = re.subn(
         r"\tVPERMD (\S+), Y1[23], (Y\d+)\n\tVPSHUFB (?:q4kvTr<>\(SB\)|Y13), \2, \2",
