@@ -61,55 +61,67 @@ func (j *dnPrep) channels(lo, hi int) {
 // the window, with convStep's operations in convStep's order.
 func convBatch(out, window, mix, w, ck []float32, C, taps, n, ckAt, lo, hi int) {
 	prev := taps - 1
-	// in is the raw input of channel c at batch position p (p < 0: the
-	// window's).
-	in := func(p, c int) float32 {
+	// row returns the raw inputs (all C channels) at batch position p (p <
+	// 0: the window's).
+	row := func(p int) []float32 {
 		if p < 0 {
-			return window[(prev+p)*C+c]
+			return window[(prev+p)*C : (prev+p+1)*C]
 		}
-		return mix[p*C+c]
+		return mix[p*C : (p+1)*C]
+	}
+	var fixed [8][]float32
+	past := fixed[:0]
+	if prev > len(fixed) {
+		past = make([][]float32, 0, prev)
 	}
 	for t := range n {
+		past = past[:0]
+		for i := range prev {
+			past = append(past, row(t-prev+i))
+		}
 		if t == ckAt {
-			for i := range prev {
-				for c := lo; c < hi; c++ {
-					ck[i*C+c] = in(t-prev+i, c)
-				}
+			for i, r := range past {
+				copy(ck[i*C+lo:i*C+hi], r[lo:hi])
 			}
 		}
 		u := out[t*C : (t+1)*C]
 		raw := mix[t*C : (t+1)*C]
-		if t < prev { // part of the window still comes from before the batch
+		if prev == 3 {
+			convRows3(u[lo:hi], past[0][lo:hi], past[1][lo:hi], past[2][lo:hi], raw[lo:hi], w[lo*taps:hi*taps])
+		} else {
 			for c := lo; c < hi; c++ {
 				wc := w[c*taps : (c+1)*taps]
 				var sum float32
-				for i := range prev {
-					sum += float32(in(t-prev+i, c) * wc[i])
+				for i, r := range past {
+					sum += float32(r[c] * wc[i])
 				}
 				sum += float32(raw[c] * wc[prev])
 				u[c] = sum
 			}
-			siluVec(u[lo:hi])
-			continue
-		}
-		past := mix[(t-prev)*C : t*C] // the previous prev tokens' inputs
-		for c := lo; c < hi; c++ {
-			wc := w[c*taps : (c+1)*taps]
-			var sum float32
-			for i := range prev {
-				sum += float32(past[i*C+c] * wc[i])
-			}
-			sum += float32(raw[c] * wc[prev])
-			u[c] = sum
 		}
 		siluVec(u[lo:hi])
 	}
 	// The new window is the inputs at n-prev..n-1; in ascending order each
-	// entry read from the old window lies at or after the one written.
+	// row read from the old window lies at or after the one written.
 	for i := range prev {
-		for c := lo; c < hi; c++ {
-			window[i*C+c] = in(n-prev+i, c)
-		}
+		copy(window[i*C+lo:i*C+hi], row(n - prev + i)[lo:hi])
+	}
+}
+
+// convRows3 is convBatch's sum for the usual four taps: u[c] = the three
+// previous inputs r0, r1, r2 and the current raw, each times its weight
+// of w (4 per channel), added in tap order from zero.
+func convRows3(u, r0, r1, r2, raw, w []float32) {
+	n := len(u)
+	r0, r1, r2, raw, w = r0[:n], r1[:n], r2[:n], raw[:n], w[:4*n]
+	for c := range n {
+		wc := w[4*c : 4*c+4 : 4*c+4]
+		var sum float32
+		sum += float32(r0[c] * wc[0])
+		sum += float32(r1[c] * wc[1])
+		sum += float32(r2[c] * wc[2])
+		sum += float32(raw[c] * wc[3])
+		u[c] = sum
 	}
 }
 

@@ -21,8 +21,10 @@ func TestBatchedMatchesGeneric(t *testing.T) {
 	for _, tc := range matTypes {
 		t.Run(tc.t.String(), func(t *testing.T) {
 			bs := tc.t.BlockSize()
-			// 17 super-blocks: past the Q4_K side array's stack size (q4kAuxStack)
-			for _, cols := range []int{512, 8 * 37, 37, 8*bs + 5, 3 * bs, 13 * bs, 17 * bs} {
+			// 17 super-blocks: past the Q4_K side array's stack size
+			// (q4kAuxStack); 128 F32 columns: rows of 512 bytes, the
+			// prefetching loop of f32Rows1 (rows of at most 1 KiB)
+			for _, cols := range []int{512, 8 * 37, 128, 37, 8*bs + 5, 3 * bs, 13 * bs, 17 * bs} {
 				if cols%bs != 0 || cols < 8 || (bs == QK_K && cols > 4*QK_K && testing.Short()) {
 					continue
 				}
