@@ -237,15 +237,24 @@ def kernel(nv, name=None, reg=False, prefetch=PREFETCH, aux=False):
 PDEP = False
 
 
-def scales_mins(e, base, sreg, mreg):
+def pdep_masks(e):
+    """The two masks scales_mins' PDEP form uses: the low nibbles (CX) and
+    the top two bits' places (R10)."""
+    e("\tMOVQ $0x0f0f0f0f0f0f0f0f, CX")
+    e("\tMOVQ $0x3030303030303030, R10")
+
+
+def scales_mins(e, base, sreg, mreg, masks=True):
     """ggml's kmask shuffle of the 12 scale bytes at 4(base): the 8 6-bit
     scales, broadcast as a qword to the 4 qwords of Y{sreg}, and the 8
-    6-bit mins as int16 in X{mreg}. Uses AX, BX, CX, DX, R9, R10."""
+    6-bit mins as int16 in X{mreg}. Uses AX, BX, CX, DX, R9, R10. With
+    PDEP and masks False, CX and R10 already hold pdep_masks (a kernel
+    that sets them once, outside its loops)."""
     if PDEP:
         e(f"\tMOVQ 4({base}), AX")
         e(f"\tMOVL 12({base}), BX")
-        e("\tMOVQ $0x0f0f0f0f0f0f0f0f, CX")
-        e("\tMOVQ $0x3030303030303030, R10")
+        if masks:
+            pdep_masks(e)
         e("\tMOVQ AX, DX")
         e("\tANDQ CX, DX")  # scales' low nibbles
         e("\tSHRQ $4, AX")
@@ -338,6 +347,8 @@ def kernel_x2(prefetch=PREFETCH):
     e("\tMOVQ dst+32(FP), R11")
     e("\tVMOVDQU q4kvPerm<>(SB), Y12")
     e("\tVMOVDQU q4kvMask<>(SB), Y14")
+    if PDEP:
+        pdep_masks(e)  # CX and R10 hold them for the whole call
     e("\tMOVQ pairs+8(FP), AX")
     e("\tTESTQ AX, AX")
     e(f"\tJEQ {name}_done")
@@ -360,9 +371,9 @@ def kernel_x2(prefetch=PREFETCH):
         for k in range(5):
             e(f"\tPREFETCHT0 {64 * k}(R12)")
         e("\tADDQ $288, R12")
-    scales_mins(e, "SI", 8, 4)
+    scales_mins(e, "SI", 8, 4, masks=False)
     e("\tLEAQ (SI)(R13*1), R14")
-    scales_mins(e, "R14", 9, 5)
+    scales_mins(e, "R14", 9, 5, masks=False)
     # mins: sumi of row A in lanes 0-3, of row B in lanes 4-7
     e("\tVINSERTI128 $1, X5, Y4, Y4")
     e(f"\tVBROADCASTI128 {BSUM2}(DI), Y5")
@@ -417,13 +428,22 @@ def kernel_x2(prefetch=PREFETCH):
     e("\tDECQ R8")
     e(f"\tJNZ {name}_block")
     e(f"{name}_finish:")
-    # row A: sumf (lane 1 of X15) + sums[0..7]; row B: lane 3 + its sums
-    e("\tVMOVSHDUP X15, X0")  # lane 0 = sumf A, lane 2 = sumf B
-    e("\tVMOVHLPS X0, X1, X1")  # lane 0 = sumf B
-    lanes_out(e, 0, 10, 2)
-    lanes_out(e, 1, 11, 3)
-    e("\tVMOVSS X0, (R11)")
-    e("\tVMOVSS X1, 4(R11)")
+    # Both rows at once, row A in lane 0 and row B in lane 1: sumf (lanes
+    # 1 and 3 of X15) + sums[0] + ... + sums[7], each VADDPS lane the
+    # VADDSS lanes_out would do, in the same order, so the bits are the
+    # same, in half the instructions.
+    e("\tVPERMILPS $0x0d, X15, X0")  # [sumfA, sumfB, ., .]
+    e("\tVUNPCKLPS Y11, Y10, Y2")  # [A0 B0 A1 B1 | A4 B4 A5 B5]
+    e("\tVUNPCKHPS Y11, Y10, Y3")  # [A2 B2 A3 B3 | A6 B6 A7 B7]
+    for half in range(2):
+        if half:
+            e("\tVEXTRACTF128 $1, Y2, X2")
+            e("\tVEXTRACTF128 $1, Y3, X3")
+        for r in ("X2", "X3"):
+            e(f"\tVADDPS {r}, X0, X0")
+            e(f"\tVMOVHLPS {r}, {r}, X4")
+            e("\tVADDPS X4, X0, X0")
+    e("\tVMOVLPS X0, (R11)")
     e("\tADDQ $8, R11")
     e("\tADDQ R13, SI")  # past row B
     e("\tDECQ pairs+8(FP)")
