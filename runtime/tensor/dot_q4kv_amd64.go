@@ -125,7 +125,10 @@ const (
 	q4kSwz
 )
 
-// q4kVecsWith is dotQ4KQ8KVecsAsm with the kernels of set.
+// q4kVecsWith is dotQ4KQ8KVecsAsm with the kernels of set. One or two
+// vectors (decode, and most experts of a prefill) go straight to their
+// kernels (q4kFew); more take q4kVecsMany, whose side array lives on its
+// stack, so that the 1-2 vector calls do not clear it.
 func q4kVecsWith(set q4kSet, w []byte, rows int, y []blockQ8K, nv int, dst []float32, stride int) {
 	nb, work := batchBlocks(rows, nv, len(y), dst, stride)
 	if !work {
@@ -134,9 +137,35 @@ func q4kVecsWith(set q4kSet, w []byte, rows int, y []blockQ8K, nv int, dst []flo
 	_ = w[144*nb*rows-1]
 	_ = dst[(nv-1)*stride+rows-1]
 	ys := nb * int(unsafe.Sizeof(y[0]))
+	if nv <= 2 {
+		q4kFew(set, nv, w, rows, y, nb, ys, dst, stride)
+		return
+	}
+	q4kVecsMany(set, w, rows, y, nv, nb, ys, dst, stride)
+}
+
+// q4kFew runs the k = 1 or 2 vector kernel of set.
+func q4kFew(set q4kSet, k int, w []byte, rows int, y []blockQ8K, nb, ys int, dst []float32, stride int) {
+	wp, yp, dp := &w[0], &y[0], &dst[0]
+	switch {
+	case k == 1 && set == q4kSwz:
+		q4kSwzVecs1(w, rows, y, nb, ys, dst, stride)
+	case k == 1:
+		q4kVecs1(w, rows, y, nb, ys, dst, stride)
+	case set == q4kSwz:
+		q4kSwz2AVX2(wp, rows, yp, nb, ys, dp, stride)
+	case set == q4kPrev:
+		q4kVecsPrev2AVX2(wp, rows, yp, nb, ys, dp, stride)
+	default:
+		q4kVecs2AVX2(wp, rows, yp, nb, ys, dp, stride)
+	}
+}
+
+// q4kVecsMany is q4kVecsWith for three or more vectors, eight per pass.
+func q4kVecsMany(set q4kSet, w []byte, rows int, y []blockQ8K, nv, nb, ys int, dst []float32, stride int) {
 	var stack [q4kAuxStack*q4kAuxWords + 7]uint32
 	buf := stack[:]
-	if nb > q4kAuxStack && nv > 2 {
+	if nb > q4kAuxStack {
 		p := q4kAuxPool.Get().(*[]uint32)
 		defer q4kAuxPool.Put(p)
 		if cap(*p) < nb*q4kAuxWords+7 {
@@ -148,21 +177,8 @@ func q4kVecsWith(set q4kSet, w []byte, rows int, y []blockQ8K, nv int, dst []flo
 	for v := 0; v < nv; v += 8 {
 		k := min(8, nv-v)
 		wp, yp, dp := &w[0], &y[v*nb], &dst[v*stride]
-		switch {
-		case k == 1 && swz:
-			q4kSwzVecs1(w, rows, y[v*nb:], nb, ys, dst[v*stride:], stride)
-			continue
-		case k == 1:
-			q4kVecs1(w, rows, y[v*nb:], nb, ys, dst[v*stride:], stride)
-			continue
-		case k == 2 && swz:
-			q4kSwz2AVX2(wp, rows, yp, nb, ys, dp, stride)
-			continue
-		case k == 2 && set == q4kPrev:
-			q4kVecsPrev2AVX2(wp, rows, yp, nb, ys, dp, stride)
-			continue
-		case k == 2:
-			q4kVecs2AVX2(wp, rows, yp, nb, ys, dp, stride)
+		if k <= 2 {
+			q4kFew(set, k, w, rows, y[v*nb:], nb, ys, dst[v*stride:], stride)
 			continue
 		}
 		aux := aligned32(buf, nb*q4kAuxWords)

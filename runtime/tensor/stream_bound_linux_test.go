@@ -171,3 +171,43 @@ func hugeBytes(n int) []byte {
 	_ = syscall.Madvise(b[:n&^(huge-1)], syscall.MADV_HUGEPAGE)
 	return b
 }
+
+// BenchmarkReadStreams measures how fast one core reads DRAM depending on
+// how many far-apart streams it reads at once: one F32 product of a
+// vector with 256 MiB on 2 MiB pages laid out as R rows (the F32 kernel
+// takes rows four at a time, so R = 1 is one stream and R ≥ 4 is four
+// streams 256 MiB/R apart, then the next four). BenchmarkStreamBound's
+// read/DRAM is one stream (bytes.IndexByte); the decode kernels read about
+// one stream too (two adjacent rows at a time), so this says whether
+// decode could be bound by what one stream brings in rather than by DRAM.
+// GB per CPU-second of the thread.
+//
+//	go test ./runtime/tensor -run XXX -bench ReadStreams -benchtime 10x
+func BenchmarkReadStreams(b *testing.B) {
+	const size = 256 << 20
+	if testing.Short() {
+		b.Skip("allocates 256 MiB")
+	}
+	buf := hugeBytes(size)
+	for i := range buf {
+		buf[i] = byte(i) & 0x3f // small finite floats
+	}
+	for _, rows := range []int{1, 4, 16, 64, 1024} {
+		b.Run(fmt.Sprintf("rows%d", rows), func(b *testing.B) {
+			cols := size / 4 / rows
+			m := Matrix{Type: F32, Rows: rows, Cols: cols, Data: buf}
+			x, dst := make([]float32, cols), make([]float32, rows)
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			c0 := cputime.Thread()
+			for b.Loop() {
+				if err := MatVec(nil, dst, m, x); err != nil {
+					b.Fatal(err)
+				}
+			}
+			if cpu := (cputime.Thread() - c0).Seconds(); cpu > 0 {
+				b.ReportMetric(float64(size)*float64(b.N)/cpu/1e9, "GB/cpu-s")
+			}
+		})
+	}
+}
