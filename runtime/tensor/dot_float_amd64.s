@@ -2,6 +2,9 @@
 
 #include "textflag.h"
 
+// long file: the F32 and F16 row kernels share the FOLD8 macro (a
+// file-local #define), which fixes their one folding order.
+
 // Batched float rows: F32 or F16 weight rows against nv = 1..4 activation
 // vectors, several rows per call. Each weight group of 8 is loaded (and for
 // F16 converted with VCVTPH2PS) once, then multiplied (VMULPS) and added
