@@ -23,8 +23,12 @@
 # three engines rotating round by round, for a before/after ratio measured
 # in the same rounds.
 # Then it prints per-round ratios (lesfarm / llama.cpp, and lesfarm / base)
-# with min, median and max, on wall-clock t/s and on t/s per CPU-second of
-# each process (summary.mjs), with each round's load average.
+# with min, median, max and the median's distribution-free interval (sign
+# test: about 95% from 6 rounds on; 5 rounds give the whole range, 94%),
+# on wall-clock t/s and on t/s per CPU-second of each process
+# (summary.mjs), with each round's load average. On a shared host one
+# round's ratio moves by 15% or more; ROUNDS=9 gives a median's interval
+# about ±10% wide.
 #
 #   scripts/bench-peer/peer.sh [MODEL.gguf]
 # Environment: ROUNDS (3), PEER_DIR (/tmp/lesfarm-peer: npm installs, the
