@@ -150,7 +150,10 @@ func topKWeights(p []float32, idx []int, w []float32) {
 
 // combineRow adds token i's expert outputs, weighted, in the fixed top-k
 // order (whatever order the experts ran in), to sc.x, summing them in acc
-// (Hidden floats) first.
+// (Hidden floats) first: acc = 0 + w0·o0 + w1·o1 + ..., then x += acc,
+// each step an element-wise tensor.AxpyRows (its AVX2 kernel on amd64,
+// Axpy's loop elsewhere; both round o·w to float32, then add). Starting the sum from zero gives w0·o0
+// exactly, but for the sign of a zero product.
 func (s *State) combineRow(i int, acc []float32) {
 	m := s.m
 	sc := &s.sc
@@ -158,17 +161,14 @@ func (s *State) combineRow(i int, acc []float32) {
 	xi := sc.x[i*H : (i+1)*H]
 	w := sc.topw[i*K : (i+1)*K]
 	loc := sc.eloc[i*K : (i+1)*K]
-	o := sc.eout[int(loc[0])*H : int(loc[0]+1)*H]
-	for d := range acc {
-		acc[d] = float32(w[0] * o[d])
-	}
-	for j := 1; j < K; j++ {
+	clear(acc)
+	for j := range K {
 		o := sc.eout[int(loc[j])*H : int(loc[j]+1)*H]
-		for d := range acc {
-			acc[d] += float32(w[j] * o[d])
-		}
+		tensor.AxpyRows(acc, w[j:j+1], 1, o, H, 1, H, 1)
 	}
-	for d := range xi {
-		xi[d] += acc[d]
-	}
+	tensor.AxpyRows(xi, one[:], 1, acc, H, 1, H, 1)
 }
+
+// one is the weight of combineRow's last step, x += 1·acc (exactly x +
+// acc).
+var one = [1]float32{1}
