@@ -110,8 +110,12 @@ func (rp *rowPar) run(lo, hi int) {
 		for i := lo; i < hi; i++ {
 			gate := sigmoid(tensor.Dot(rp.gateInp, sc.h[i*H:(i+1)*H]))
 			xi, di := sc.x[i*H:(i+1)*H], rp.d[i*H:(i+1)*H]
+			// ggml's mul then add: the conversion rounds the product,
+			// so the compiler cannot fuse a multiply-add (it does on
+			// arm64, and on amd64 from GOAMD64=v3) and every target
+			// gets the same bits.
 			for j := range xi {
-				xi[j] += di[j] * gate
+				xi[j] += float32(di[j] * gate)
 			}
 		}
 	case rowAttnPre:

@@ -151,7 +151,7 @@ func Measure(ctx context.Context, path string, cfg MeasureConfig) (*Sensitivity,
 			var kl float64
 			for j, p := range lp {
 				if p > -80 {
-					kl += math.Exp(float64(p)) * (float64(p) - lq[j])
+					kl += float64(math.Exp(float64(p)) * (float64(p) - lq[j]))
 				}
 			}
 			sum += kl

@@ -171,14 +171,14 @@ func dequantQ2K(src []byte, dst []float32) {
 			for j := 0; j < 4; j++ {
 				sc := scales[is]
 				is++
-				dl, ml := d*float32(sc&0xf), min*float32(sc>>4)
+				dl, ml := d*float32(sc&0xf), float32(min*float32(sc>>4))
 				for l := 0; l < 16; l++ {
 					y[yi] = float32(dl*float32((q[l]>>shift)&3)) - ml
 					yi++
 				}
 				sc = scales[is]
 				is++
-				dl, ml = d*float32(sc&0xf), min*float32(sc>>4)
+				dl, ml = d*float32(sc&0xf), float32(min*float32(sc>>4))
 				for l := 0; l < 16; l++ {
 					y[yi] = float32(dl*float32((q[l+16]>>shift)&3)) - ml
 					yi++
@@ -262,9 +262,9 @@ func dequantQ4K(src []byte, dst []float32) {
 		is, yi := 0, 0
 		for j := 0; j < QK_K; j += 64 {
 			sc, m := scaleMinK4(is, scales)
-			d1, m1 := d*float32(sc), min*float32(m)
+			d1, m1 := d*float32(sc), float32(min*float32(m))
 			sc, m = scaleMinK4(is+1, scales)
-			d2, m2 := d*float32(sc), min*float32(m)
+			d2, m2 := d*float32(sc), float32(min*float32(m))
 			for l := 0; l < 32; l++ {
 				y[yi+l] = float32(d1*float32(q[l]&0xf)) - m1
 				y[yi+32+l] = float32(d2*float32(q[l]>>4)) - m2
@@ -288,9 +288,9 @@ func dequantQ5K(src []byte, dst []float32) {
 		u1, u2 := uint8(1), uint8(2)
 		for j := 0; j < QK_K; j += 64 {
 			sc, m := scaleMinK4(is, scales)
-			d1, m1 := d*float32(sc), min*float32(m)
+			d1, m1 := d*float32(sc), float32(min*float32(m))
 			sc, m = scaleMinK4(is+1, scales)
-			d2, m2 := d*float32(sc), min*float32(m)
+			d2, m2 := d*float32(sc), float32(min*float32(m))
 			for l := 0; l < 32; l++ {
 				v1 := ql[l] & 0xf
 				if qh[l]&u1 != 0 {

@@ -43,7 +43,7 @@ func f16ToF32Slow(h uint16) float32 {
 func F32ToF16(f float32) uint16 {
 	const scaleToInf = float32(0x1.0p+112)
 	const scaleToZero = float32(0x1.0p-110)
-	base := float32(abs32(f)*scaleToInf) * scaleToZero
+	base := float32(float32(abs32(f)*scaleToInf) * scaleToZero)
 	w := math.Float32bits(f)
 	shl1w := w + w
 	sign := w & 0x80000000

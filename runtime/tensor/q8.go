@@ -148,7 +148,7 @@ func quantizeQ8KGo(x []float32, y []blockQ8K) {
 		}
 		iscale := -127 / mx
 		for j, v := range xb {
-			b.qs[j] = int8(min(127, nearestInt(iscale*v)))
+			b.qs[j] = int8(min(127, nearestInt(float32(iscale*v))))
 		}
 		for j := 0; j < QK_K/16; j++ {
 			q := (*[16]int8)(b.qs[16*j:])

@@ -330,7 +330,7 @@ func makeQxQuants(n, nmax int, x []float32, L []int8, rmseType int, qw []float32
 	iscale := -float32(nmax) / mx
 	if rmseType == 0 {
 		for i := 0; i < n; i++ {
-			l := nearestInt(iscale * x[i])
+			l := nearestInt(float32(iscale * x[i]))
 			L[i] = int8(nm + max(-nm, min(nm-1, l)))
 		}
 		return 1 / iscale
@@ -355,7 +355,7 @@ func makeQxQuants(n, nmax int, x []float32, L []int8, rmseType int, qw []float32
 	}
 	var sumlx, suml2 float32
 	for i := 0; i < n; i++ {
-		l := nearestInt(iscale * x[i])
+		l := nearestInt(float32(iscale * x[i]))
 		l = max(-nm, min(nm-1, l))
 		L[i] = int8(l + nm)
 		w := weight(i)
@@ -381,7 +381,7 @@ func makeQxQuants(n, nmax int, x []float32, L []int8, rmseType int, qw []float32
 		iscale = -(float32(nmax) + float32(0.1*float32(is))) / mx
 		sumlx, suml2 = 0, 0
 		for i := 0; i < n; i++ {
-			l := nearestInt(iscale * x[i])
+			l := nearestInt(float32(iscale * x[i]))
 			l = max(-nm, min(nm-1, l))
 			w := weight(i)
 			fl := float32(l)
@@ -390,7 +390,7 @@ func makeQxQuants(n, nmax int, x []float32, L []int8, rmseType int, qw []float32
 		}
 		if suml2 > 0 && float32(sumlx*sumlx) > float32(best*suml2) {
 			for i := 0; i < n; i++ {
-				l := nearestInt(iscale * x[i])
+				l := nearestInt(float32(iscale * x[i]))
 				L[i] = int8(nm + max(-nm, min(nm-1, l)))
 			}
 			scale = sumlx / suml2
@@ -435,8 +435,8 @@ func quantKScalesMins(x []float32, b []byte, nmax int, rmin, rdelta float32, nst
 		sc[i] = 0
 	}
 	for j := 0; j < QK_K/32; j++ {
-		ls := min(63, uint8(nearestInt(invScale*scales[j])))
-		lm := min(63, uint8(nearestInt(invMin*mins[j])))
+		ls := min(63, uint8(nearestInt(float32(invScale*scales[j]))))
+		lm := min(63, uint8(nearestInt(float32(invMin*mins[j]))))
 		if j < 4 {
 			sc[j] = ls
 			sc[j+4] = lm
@@ -455,7 +455,7 @@ func quantKScalesMins(x []float32, b []byte, nmax int, rmin, rdelta float32, nst
 		if d == 0 {
 			continue
 		}
-		dm := dMin * float32(m)
+		dm := float32(dMin * float32(m))
 		for ii := 0; ii < 32; ii++ {
 			l := nearestInt((x[32*j+ii] + dm) / d)
 			L[32*j+ii] = uint8(max(0, min(int32(nmax), l)))
@@ -536,7 +536,7 @@ func quantQ6K(src []float32, dst []byte) {
 		putF16(b[208:], 1/iscale)
 		sc := b[192:208]
 		for j := 0; j < QK_K/16; j++ {
-			sc[j] = uint8(int8(min(127, nearestInt(iscale*scales[j]))))
+			sc[j] = uint8(int8(min(127, nearestInt(float32(iscale*scales[j])))))
 		}
 		dAll := f16At(b[208:])
 		for j := 0; j < QK_K/16; j++ {

@@ -29,7 +29,7 @@ func affineFit16(x, w *[16]float32, q *[16]uint8, nmax int32, lo, step float32, 
 		lowest = min(lowest, x[i])
 		highest = max(highest, x[i])
 		sw += w[i]
-		swx += w[i] * x[i]
+		swx += float32(w[i] * x[i])
 	}
 	lowest = min(lowest, 0)
 	if highest == lowest {
@@ -43,33 +43,33 @@ func affineFit16(x, w *[16]float32, q *[16]uint8, nmax int32, lo, step float32, 
 	cost := func(s, m float32, lv *[16]uint8) float32 {
 		var e float32
 		for i := range 16 {
-			e += w[i] * abs32(s*float32(lv[i])+m-x[i])
+			e += float32(w[i] * abs32(float32(s*float32(lv[i]))+m-x[i]))
 		}
 		return e
 	}
 	for i := range 16 {
-		q[i] = uint8(max(0, min(nmax, nearestInt(inv*(x[i]-base)))))
+		q[i] = uint8(max(0, min(nmax, nearestInt(float32(inv*(x[i]-base))))))
 	}
 	best := cost(scale, base, q)
 	var trial [16]uint8
 	for t := 0; t <= steps; t++ {
-		inv = (lo + step*float32(t) + float32(nmax)) / span
+		inv = (lo + float32(step*float32(t)) + float32(nmax)) / span
 		var sl, sll, slx float32
 		for i := range 16 {
-			l := max(0, min(nmax, nearestInt(inv*(x[i]-base))))
+			l := max(0, min(nmax, nearestInt(float32(inv*(x[i]-base)))))
 			trial[i] = uint8(l)
 			fl := float32(l)
-			wl := w[i] * fl
+			wl := float32(w[i] * fl)
 			sl += wl
-			sll += wl * fl
-			slx += wl * x[i]
+			sll += float32(wl * fl)
+			slx += float32(wl * x[i])
 		}
-		det := sw*sll - sl*sl
+		det := float32(sw*sll) - float32(sl*sl)
 		if det <= 0 {
 			continue
 		}
-		s := (sw*slx - swx*sl) / det
-		m := (sll*swx - sl*slx) / det
+		s := (float32(sw*slx) - float32(swx*sl)) / det
+		m := (float32(sll*swx) - float32(sl*slx)) / det
 		if m > 0 {
 			m = 0
 			s = slx / sll
@@ -110,14 +110,14 @@ func quantQ2K(src []float32, dst []byte) {
 		if topScale > 0 {
 			k := 15 / topScale
 			for sb := range 16 {
-				sc[sb] = uint8(nearestInt(k * scales[sb]))
+				sc[sb] = uint8(nearestInt(float32(k * scales[sb])))
 			}
 			putF16(b[80:], topScale/15)
 		}
 		if topMin > 0 {
 			k := 15 / topMin
 			for sb := range 16 {
-				sc[sb] |= uint8(nearestInt(k*mins[sb])) << 4
+				sc[sb] |= uint8(nearestInt(float32(k*mins[sb]))) << 4
 			}
 			putF16(b[82:], topMin/15)
 		}
@@ -128,7 +128,7 @@ func quantQ2K(src []float32, dst []byte) {
 			if ds == 0 {
 				continue
 			}
-			dm := dmin * float32(sc[sb]>>4)
+			dm := float32(dmin * float32(sc[sb]>>4))
 			for i := 16 * sb; i < 16*sb+16; i++ {
 				levels[i] = uint8(max(0, min(maxLevel, nearestInt((x[i]+dm)/ds))))
 			}

@@ -41,29 +41,29 @@ func symFit16(x *[16]float32, L *[16]int8, nmax int32) float32 {
 	var lv [16]int32
 	var sxl, sll float32
 	for i, v := range x {
-		lv[i] = clamp(nearestInt(inv * v))
+		lv[i] = clamp(nearestInt(float32(inv * v)))
 		w := v * v
 		fl := float32(lv[i])
-		sxl += w * v * fl
-		sll += w * fl * fl
+		sxl += float32(w * v * fl)
+		sll += float32(w * fl * fl)
 	}
 	for range 5 {
 		moved := false
 		for i, v := range x {
 			w := v * v
 			fl := float32(lv[i])
-			rx := sxl - w*v*fl // Σwxl without value i
+			rx := sxl - float32(w*v*fl) // Σwxl without value i
 			if rx <= 0 {
 				continue
 			}
-			rl := sll - w*fl*fl
+			rl := sll - float32(w*fl*fl)
 			nl := clamp(nearestInt(v * rl / rx))
 			if nl == lv[i] {
 				continue
 			}
 			fn := float32(nl)
-			nx := rx + w*v*fn
-			n2 := rl + w*fn*fn
+			nx := rx + float32(w*v*fn)
+			n2 := rl + float32(w*fn*fn)
 			if n2 > 0 && nx*nx*sll > sxl*sxl*n2 {
 				lv[i], sxl, sll = nl, nx, n2
 				moved = true
@@ -117,7 +117,7 @@ func quantQ3K(src []float32, dst []byte) {
 		if top != 0 {
 			inv := -32 / top
 			for sb := range 16 {
-				q3KPutScale(sc, sb, uint8(max(-32, min(31, nearestInt(inv*scales[sb])))+32))
+				q3KPutScale(sc, sb, uint8(max(-32, min(31, nearestInt(float32(inv*scales[sb]))))+32))
 			}
 			putF16(b[108:], 1/inv)
 		}
