@@ -55,9 +55,10 @@ GOLANGCI_LINT_VERSION := v2.15.0
 DEADCODE_VERSION := v0.52.0
 GOBIN := $(shell $(GO) env GOPATH)/bin
 
-lint: ## gofmt, go vet, go mod tidy -diff, golangci-lint (.golangci.yml), deadcode and the 600-line file check; installs pinned linters from the module proxy when missing
+lint: ## gofmt, go vet, go mod tidy -diff, golangci-lint (.golangci.yml), deadcode, the 600-line file check and no fused multiply-adds in the arm64 model math (scripts/nofma.sh); installs pinned linters from the module proxy when missing
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); exit 1; }
 	bash scripts/filesize.sh
+	bash scripts/nofma.sh
 	$(GO) vet $(PKGS)
 	$(GO) mod tidy -diff
 	@$(GOBIN)/golangci-lint version 2>/dev/null | grep -q "$(GOLANGCI_LINT_VERSION:v%=%)" || $(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)

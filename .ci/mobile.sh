@@ -5,7 +5,10 @@
 #      not skip any exported API (gobind reports unsupported API as
 #      "// skipped " comments instead of failing);
 #   3. the binaries and the runtime's arm64 kernels run under qemu-aarch64:
-#      the runtime conformance tests and the agent's unit tests for GOARCH=arm64.
+#      the runtime conformance tests and the agent's unit tests for GOARCH=arm64;
+#   4. the arm64 binary (under qemu) scores a synthesized qwen3moe and
+#      qwen35moe with exactly the host binary's perplexity, so a phone
+#      decodes what the host decodes from the same file.
 # Run it from anywhere: bash .ci/mobile.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -62,5 +65,17 @@ step "runtime conformance and agent tests for GOARCH=arm64 under qemu (about 20x
 GOOS=linux GOARCH=arm64 go test -count=1 -timeout 30m -exec qemu-aarch64 ./runtime/tensor/...
 GOOS=linux GOARCH=arm64 go test -count=1 -timeout 30m -exec qemu-aarch64 -run 'Conformance' ./runtime/model/
 GOOS=linux GOARCH=arm64 go test -count=1 -timeout 30m -exec qemu-aarch64 ./agent/device/ ./agent/artifact/ ./agent/telemetry/
+
+step "arm64 and amd64 score the same file with the same bits (no fused multiply-adds: scripts/nofma.sh)"
+go build -o "$out/lesfarm-host" ./cmd/lesfarm
+head -c 6000 docs/les.md >"$out/text.txt"
+for arch in qwen3moe qwen35moe; do
+  "$out/lesfarm-host" synth -o "$out/$arch.gguf" --arch "$arch" --layers 4 --hidden 256 --vocab 4000 >/dev/null 2>&1 || fail "synth $arch"
+  score() { "$@" perplexity --model "$out/$arch.gguf" --file "$out/text.txt" --ctx 128 --chunks 4 --threads 1 --format json | grep -E '"(ppl|mean_nll)"'; }
+  host=$(score "$out/lesfarm-host")
+  arm=$(score qemu-aarch64 "$out/lesfarm-linux-arm64")
+  [ "$host" = "$arm" ] || fail "$arch: amd64 and arm64 perplexities differ: $host vs $arm"
+  echo "$arch: $(echo "$host" | tr -d ' \n') on both"
+done
 
 printf '\n== mobile: OK\n'

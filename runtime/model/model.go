@@ -250,7 +250,7 @@ func (m *Model) FLOPsPerToken(ctx int) float64 {
 		w += float64(l.Q.Rows*l.Q.Cols + l.K.Rows*l.K.Cols + l.V.Rows*l.V.Cols + l.O.Rows*l.O.Cols)
 		if l.Router != nil {
 			w += float64(l.Router.Rows * l.Router.Cols)
-			w += float64(m.ExpertsUsed) * 3 * float64(l.Shape.Hidden*l.Shape.FFN)
+			w += float64(float64(m.ExpertsUsed) * 3 * float64(l.Shape.Hidden*l.Shape.FFN))
 		}
 		if l.Gate != nil {
 			w += float64(l.Gate.Rows*l.Gate.Cols + l.Up.Rows*l.Up.Cols + l.Down.Rows*l.Down.Cols)
@@ -259,6 +259,6 @@ func (m *Model) FLOPsPerToken(ctx int) float64 {
 	w += float64(m.Output.Rows * m.Output.Cols)
 	w += m.arch.extraWeights()
 	// Scores and weighted values: 2 products of Heads*HeadDim per cached position.
-	attn := 2 * float64(m.Heads*m.HeadDim) * float64(ctx) * float64(len(m.Layers))
-	return 2*w + 2*attn
+	attn := float64(2 * float64(m.Heads*m.HeadDim) * float64(ctx) * float64(len(m.Layers)))
+	return float64(2*w) + float64(2*attn)
 }

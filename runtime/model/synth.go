@@ -346,7 +346,7 @@ func (r *rng) normal() float64 {
 	x := r.next()
 	var s float64
 	for range 4 {
-		s += float64(x&0xffff) / 65536
+		s += float64(float64(x&0xffff) / 65536)
 		x >>= 16
 	}
 	return (s - 2) * math.Sqrt(3)
@@ -423,7 +423,7 @@ func (r *randTensor) block() []byte {
 
 // rnd draws one of the tensor's random values.
 func (r *randTensor) rnd() float64 {
-	v := r.t.mean + r.t.std*r.rng.normal()
+	v := r.t.mean + float64(r.t.std*r.rng.normal())
 	if r.t.negExp {
 		v = -math.Exp(v)
 	}
@@ -471,7 +471,7 @@ func (r *randTensor) randBlock(std float64, n int) []byte {
 	case tensor.F32:
 		b := make([]byte, 4*n)
 		for i := range n {
-			v := t.mean + std*g.normal()
+			v := t.mean + float64(std*g.normal())
 			if t.negExp {
 				v = -math.Exp(v)
 			}
@@ -481,7 +481,7 @@ func (r *randTensor) randBlock(std float64, n int) []byte {
 	case tensor.F16:
 		b := make([]byte, 2*n)
 		for i := range n {
-			binary.LittleEndian.PutUint16(b[2*i:], tensor.F32ToF16(float32(t.mean+std*g.normal())))
+			binary.LittleEndian.PutUint16(b[2*i:], tensor.F32ToF16(float32(t.mean+float64(std*g.normal()))))
 		}
 		return b
 	case tensor.Q8_0:

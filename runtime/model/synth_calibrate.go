@@ -118,7 +118,7 @@ func (f *fine) routerWeights(l int) []float32 {
 			p := row[part*R : (part+1)*R]
 			var sq float64
 			for _, x := range p {
-				sq += float64(x) * float64(x)
+				sq += float64(float64(x) * float64(x))
 			}
 			k := n * s * math.Sqrt(float64(R)/sq)
 			for i := range p {
@@ -184,7 +184,7 @@ func (f *fine) tokenInputs(seqs [][]int) (z, ks, count []float32, kconst float64
 		z = append(z, v[:R]...)
 		var k float64
 		for _, x := range v[2*R : 2*R+fgBias] {
-			k += float64(x) / fgBias
+			k += float64(float64(x) / fgBias)
 		}
 		ks = append(ks, float32(k/kconst))
 	}
@@ -222,7 +222,7 @@ func (f *fine) tokenLogits(l int, z []float32) []float32 {
 		for e := range E {
 			var s float32
 			for i, x := range w[e*2*R : e*2*R+R] {
-				s += x * zt[i]
+				s += float32(x * zt[i])
 			}
 			out[t*E+e] = s
 		}
@@ -240,13 +240,13 @@ func balanceLayer(logits, ks, count []float32, k int) []float32 {
 	for t := range n {
 		w := float64(count[t])
 		for _, x := range logits[t*E : (t+1)*E] {
-			s += w * float64(x)
-			ss += w * float64(x) * float64(x)
+			s += float64(w * float64(x))
+			ss += float64(w * float64(x) * float64(x))
 		}
 		total += w
 	}
 	mean := s / (total * float64(E))
-	sigma := math.Sqrt(max(ss/(total*float64(E))-mean*mean, 1e-12))
+	sigma := math.Sqrt(max(ss/(total*float64(E))-float64(mean*mean), 1e-12))
 	bias := make([]float32, E)
 	load := make([]float64, E)
 	row := make([]float32, E)
@@ -256,7 +256,7 @@ func balanceLayer(logits, ks, count []float32, k int) []float32 {
 		clear(load)
 		for t := range n {
 			for e, x := range logits[t*E : (t+1)*E] {
-				row[e] = x + bias[e]*ks[t]
+				row[e] = x + float32(bias[e]*ks[t])
 			}
 			topK(row, idx)
 			for _, e := range idx {

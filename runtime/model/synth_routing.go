@@ -529,7 +529,7 @@ func q4kBlock(v []float32) []byte {
 		if dm > 0 {
 			m[j] = uint8(min(63, math.Round(mins[j]/dm)))
 		}
-		step, off := d*float64(sc[j]), dm*float64(m[j])
+		step, off := d*float64(sc[j]), float64(dm*float64(m[j]))
 		for i := 32 * j; i < 32*j+32; i++ {
 			if step > 0 {
 				L[i] = uint8(max(0, min(15, math.Round((float64(v[i])+off)/step))))
