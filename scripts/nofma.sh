@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # nofma.sh: fails when the arm64 build fuses a float multiply and add (an
 # FMADD, FMSUB, FNMADD or FNMSUB in Go-compiled code) in the packages that
-# compute a model's numbers: tensor, quant, model, moe, sample, generate.
+# compute a model's numbers (tensor, quant, model, moe, sample, generate)
+# and the metrics every side computes alike (stat, routing).
 # ggml rounds each product before adding it, and so must lesfarm, or an
 # arm64 phone decodes other tokens than an amd64 host from the same file.
 # Go fuses a*b+c on arm64 (and on amd64 from GOAMD64=v3) unless an
@@ -14,7 +15,7 @@ trap 'rm -rf "$out"' EXIT
 GOOS=linux GOARCH=arm64 CGO_ENABLED=0 go build -o "$out/lesfarm" ./cmd/lesfarm
 go tool objdump "$out/lesfarm" >"$out/dis"
 bad=$(awk '/^TEXT /{fn=$2; asm=($0 ~ /\.s$/)} /\t(FMADD|FMSUB|FNMADD|FNMSUB)[SD]? /{if (!asm) print fn, $1}' "$out/dis" |
-  grep -E 'lesfarm/runtime/(tensor|quant|model|moe|sample|generate)\.' || true)
+  grep -E 'lesfarm/runtime/(tensor|quant|model|moe|sample|generate|stat|routing)\.' || true)
 if [ -n "$bad" ]; then
   echo "nofma: fused multiply-adds in the arm64 build (round the product: c + float32(a*b)):"
   echo "$bad" | sort | uniq -c

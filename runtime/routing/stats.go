@@ -227,7 +227,7 @@ func popularity(counts []int64) (entropy, effective, top10 float64) {
 	for _, c := range counts {
 		if c > 0 {
 			p := float64(c) / float64(total)
-			h -= p * math.Log(p)
+			h -= float64(p * math.Log(p))
 		}
 	}
 	s := append([]int64(nil), counts...)

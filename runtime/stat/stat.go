@@ -61,7 +61,7 @@ func Stddev(xs []float64) float64 {
 	m := Mean(xs)
 	var v float64
 	for _, x := range xs {
-		v += (x - m) * (x - m)
+		v += float64((x - m) * (x - m)) // rounded: no FMA on arm64 (scripts/nofma.sh)
 	}
 	return math.Sqrt(v / float64(len(xs)-1))
 }
