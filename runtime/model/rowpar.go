@@ -156,8 +156,9 @@ func topKWeights(p []float32, idx []int, w []float32) {
 // order (whatever order the experts ran in), to sc.x, summing them in acc
 // (Hidden floats) first: acc = 0 + w0·o0 + w1·o1 + ..., then x += acc,
 // each step an element-wise tensor.AxpyRows (its AVX2 kernel on amd64,
-// Axpy's loop elsewhere; both round o·w to float32, then add). Starting the sum from zero gives w0·o0
-// exactly, but for the sign of a zero product.
+// Axpy's loop elsewhere; both round o·w to float32, then add). Starting
+// the sum from zero gives w0·o0 exactly, but for the sign of a zero
+// product.
 func (s *State) combineRow(i int, acc []float32) {
 	m := s.m
 	sc := &s.sc
