@@ -13,6 +13,7 @@ import (
 
 	"github.com/lesfarm/lesfarm/coordinator/builds/buildstest"
 	"github.com/lesfarm/lesfarm/coordinator/store"
+	"github.com/lesfarm/lesfarm/internal/testenv"
 	"github.com/lesfarm/lesfarm/protocol"
 )
 
@@ -120,16 +121,16 @@ func TestABGate(t *testing.T) {
 	// advances it) whenever the device has nothing left.
 	drain := func(id int64, decode func(string) float64, fail string) *ABComparison {
 		t.Helper()
-		for range 200 {
-			if abStep(t, e.st, "abg-host", decode, fail) != nil {
-				continue
+		var ab *ABComparison
+		testenv.Eventually(t, time.Minute, 10*time.Millisecond, func() error {
+			for abStep(t, e.st, "abg-host", decode, fail) != nil {
 			}
-			if ab := get(id); ab.State == store.ABDone {
-				return ab
+			if ab = get(id); ab.State != store.ABDone {
+				return fmt.Errorf("comparison %d is %s", id, ab.State)
 			}
-		}
-		t.Fatal("comparison never finished")
-		return nil
+			return nil
+		})
+		return ab
 	}
 	n := 0
 	jitter := func() float64 { n++; return float64(n%5) * 0.01 } // deterministic spread of ±0.2%

@@ -134,19 +134,23 @@ func TestAutoBisectPerSchedule(t *testing.T) {
 	// before the bisection's queued runs (completeNextRun checks its
 	// priority is the schedule's 10).
 	nightlyAt(2*change + 1)
+	// Complete every run the bisection queues until it decides; its steps
+	// read the runs' results as they are ingested, so wait on its state
+	// (bounded by time, not by a count of polls, which a loaded machine
+	// can exhaust before a step has read its last result).
 	var b Bisection
-	for range 200 {
-		if bisectRun(t, e.st, "auto-host", decode) != nil {
-			continue
+	testenv.Eventually(t, time.Minute, 10*time.Millisecond, func() error {
+		for bisectRun(t, e.st, "auto-host", decode) != nil {
 		}
 		resp := e.api.Get(fmt.Sprintf("/v1/bisections/%d", bs.ID))
 		if err := json.Unmarshal(resp.Body.Bytes(), &b); err != nil {
 			t.Fatal(err)
 		}
-		if b.State != "running" {
-			break
+		if b.State == "running" {
+			return errors.New("bisection still running")
 		}
-	}
+		return nil
+	})
 	if b.State != "culprit" || b.Culprit == nil || b.Culprit.FirstBad.ID != fmt.Sprintf("auto-%d", change) {
 		t.Fatalf("automatic bisection ended %s (%s): %+v", b.State, b.Reason, b.Culprit)
 	}
