@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math/bits"
@@ -16,6 +17,7 @@ import (
 	"github.com/lesfarm/lesfarm/coordinator/builds/buildstest"
 	"github.com/lesfarm/lesfarm/coordinator/regress/monitor"
 	"github.com/lesfarm/lesfarm/coordinator/store"
+	"github.com/lesfarm/lesfarm/internal/testenv"
 	"github.com/lesfarm/lesfarm/protocol"
 )
 
@@ -194,14 +196,15 @@ func TestBisectFindsCulprit(t *testing.T) {
 	}
 	deleted, lost := false, false
 	dev := "bis-host-a"
-	for range 400 {
-		if r := bisectRun(t, e.st, dev, decode); r != nil {
-			continue
+	// Complete what the bisection queues until it decides, waiting on its
+	// state (bounded by time, not by a count of polls).
+	testenv.Eventually(t, time.Minute, 10*time.Millisecond, func() error {
+		for bisectRun(t, e.st, dev, decode) != nil {
 		}
 		cur := get()
 		if cur.State != "running" {
 			b = cur
-			break
+			return nil
 		}
 		last := cur.Steps[len(cur.Steps)-1]
 		if !deleted && last.Kind == "bisect" && last.State == "running" && last.BuildB != "bis-5" && last.BuildB != "bis-4" {
@@ -235,7 +238,8 @@ func TestBisectFindsCulprit(t *testing.T) {
 			}
 			dev = "bis-host-b"
 		}
-	}
+		return errors.New("bisection still running")
+	})
 	if b.State != "culprit" || b.Culprit == nil {
 		t.Fatalf("ended %s (%s), want culprit; steps %+v", b.State, b.Reason, b.Steps)
 	}
@@ -424,23 +428,23 @@ func TestBisectRefusesBadInput(t *testing.T) {
 	if _, err := e.st.Pool().Exec(ctx, `DELETE FROM builds WHERE id = 'bad-4'`); err != nil {
 		t.Fatal(err)
 	}
-	for range 100 {
-		if bisectRun(t, e.st, "bad-host", func(build string) float64 {
+	testenv.Eventually(t, time.Minute, 10*time.Millisecond, func() error {
+		for bisectRun(t, e.st, "bad-host", func(build string) float64 {
 			if build == "bad-5" {
 				return 9
 			}
 			return 10
 		}) != nil {
-			continue
 		}
 		resp := e.api.Get(fmt.Sprintf("/v1/bisections/%d", b.ID))
 		if err := json.Unmarshal(resp.Body.Bytes(), b); err != nil {
 			t.Fatal(err)
 		}
-		if b.State != "running" {
-			break
+		if b.State == "running" {
+			return errors.New("bisection still running")
 		}
-	}
+		return nil
+	})
 	if b.State != "culprit" || b.Culprit.FirstBad.ID != "bad-5" || b.Culprit.LastGood.ID != "bad-3" || len(b.Steps) != 1 ||
 		!strings.Contains(b.Reason, "2 build(s) between them could not be measured: bad-4 (deleted mid-bisection), bad-arm (no executable") {
 		t.Fatalf("after deleting bad-4: %s %q %+v", b.State, b.Reason, b.Steps)

@@ -110,23 +110,23 @@ func TestBisectionWebhooks(t *testing.T) {
 		json.Unmarshal(resp.Body.Bytes(), &b) != nil {
 		t.Fatalf("bisect: %d %s", resp.Code, resp.Body)
 	}
-	for range 100 {
-		if bisectRun(t, e.st, "wh-host", func(build string) float64 {
+	testenv.Eventually(t, time.Minute, 10*time.Millisecond, func() error {
+		for bisectRun(t, e.st, "wh-host", func(build string) float64 {
 			if build == "wh-3" {
 				return 9
 			}
 			return 10
 		}) != nil {
-			continue
 		}
 		resp := e.api.Get(fmt.Sprintf("/v1/bisections/%d", b.ID))
 		if err := json.Unmarshal(resp.Body.Bytes(), &b); err != nil {
 			t.Fatal(err)
 		}
-		if b.State != "running" {
-			break
+		if b.State == "running" {
+			return errors.New("bisection still running")
 		}
-	}
+		return nil
+	})
 	if b.State != "culprit" {
 		t.Fatalf("bisection ended %s (%s), want culprit", b.State, b.Reason)
 	}
