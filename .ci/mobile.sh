@@ -69,11 +69,15 @@ GOOS=linux GOARCH=arm64 go test -count=1 -timeout 30m -exec qemu-aarch64 ./agent
 step "arm64 and amd64 score the same file with the same bits (no fused multiply-adds: scripts/nofma.sh)"
 go build -o "$out/lesfarm-host" ./cmd/lesfarm
 head -c 6000 docs/les.md >"$out/text.txt"
+# score MODEL CMD...: CMD's perplexity and mean NLL of MODEL on the text
+score() {
+  local model=$1; shift
+  "$@" perplexity --model "$model" --file "$out/text.txt" --ctx 128 --chunks 4 --threads 1 --format json | grep -E '"(ppl|mean_nll)"'
+}
 for arch in qwen3moe qwen35moe; do
   "$out/lesfarm-host" synth -o "$out/$arch.gguf" --arch "$arch" --layers 4 --hidden 256 --vocab 4000 >/dev/null 2>&1 || fail "synth $arch"
-  score() { "$@" perplexity --model "$out/$arch.gguf" --file "$out/text.txt" --ctx 128 --chunks 4 --threads 1 --format json | grep -E '"(ppl|mean_nll)"'; }
-  host=$(score "$out/lesfarm-host")
-  arm=$(score qemu-aarch64 "$out/lesfarm-linux-arm64")
+  host=$(score "$out/$arch.gguf" "$out/lesfarm-host")
+  arm=$(score "$out/$arch.gguf" qemu-aarch64 "$out/lesfarm-linux-arm64")
   [ "$host" = "$arm" ] || fail "$arch: amd64 and arm64 perplexities differ: $host vs $arm"
   echo "$arch: $(echo "$host" | tr -d ' \n') on both"
 done
