@@ -224,15 +224,18 @@ func (d *demoFarm) printAlertGroup(g *api.AlertGroup, lineage string) {
 	}
 	fmt.Fprintf(out, "  #%d %s at build %s (%s), %s; status %s\n", g.ID, kind, short, g.Build, where, g.Status)
 	for _, a := range g.Alerts {
-		unit := ""
-		if a.Series.Metric == "decode_tps" || a.Series.Metric == "prefill_tps" {
+		name, unit := strings.TrimSuffix(a.Series.Metric, "_tps"), ""
+		switch a.Series.Metric {
+		case "decode_tps", "prefill_tps":
 			unit = " tok/s"
+		case "ttft_ms":
+			name, unit = "TTFT", " ms"
 		}
 		change := ""
 		if a.BeforeMean > 0 {
 			change = fmt.Sprintf(" (%+.0f%%)", 100*float64(a.RelativeChange))
 		}
-		fmt.Fprintf(out, "    - %s %s on %s: %.1f → %.1f%s%s%s\n", a.Series.Config, strings.TrimSuffix(a.Series.Metric, "_tps"),
+		fmt.Fprintf(out, "    - %s %s on %s: %.1f → %.1f%s%s%s\n", a.Series.Config, name,
 			a.Series.DeviceModel, a.BeforeMean, a.AfterMean, unit, change, alertRange(&a))
 		if moved := movedMetrics(a.Attribution); moved != "" {
 			fmt.Fprintf(out, "      moved with it: %s\n", moved)
@@ -240,7 +243,8 @@ func (d *demoFarm) printAlertGroup(g *api.AlertGroup, lineage string) {
 	}
 	if g.Regression && d.o.regressBuild > 0 && short == fmt.Sprintf("b%d", d.o.regressBuild) {
 		fmt.Fprintf(out, "    why (the planted change): from b%d the builds run the executable linked with lookahead off; it prefetches nothing,\n"+
-			"    so it reads fewer bytes per token and evicts less (hit rate up), but decode now waits for every expert it misses\n", d.o.regressBuild)
+			"    so it reads fewer bytes per token and evicts less (hit rate up), but decode now waits for every expert it misses,\n"+
+			"    and so does the prompt's prefill (the device-timed prefill and TTFT of the same rungs)\n", d.o.regressBuild)
 	}
 }
 

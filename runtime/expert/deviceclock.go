@@ -46,9 +46,13 @@ import (
 // the same segments is measured and recorded: Stats.HostCompute, and the
 // dilation HostCompute / DeviceCompute.
 //
-// Only decode is reported (positions fed one at a time, moe.Batcher);
-// prefill segments advance the clock by their weight bytes (a batch's
-// FLOPs per expert are not known here). Dilation changes time, never what
+// Decode (positions fed one at a time, moe.Batcher) and speculative
+// verify passes count in the decode totals; the other passes of several
+// positions, prefill, in their own total (Stats.DevicePrefill), so a
+// prefill rate on an emulated device is the device's too. A pass of
+// several positions reads each segment's weights once with its FLOPs for
+// every position, and each of its experts once at the weight bandwidth
+// (a batch's FLOPs per expert are not known here). Dilation changes time, never what
 // is read or computed, so outputs stay exact. What the model leaves out:
 // attention over the context (FLOPs growing with position), and, without
 // a measured table (with one, deviceflash.go shares the device by queue
@@ -175,6 +179,10 @@ type DeviceClock struct {
 	hostTotal  time.Duration
 	devTotal   time.Duration
 	stallTotal time.Duration
+	// prefill is the device time of the passes the decode totals leave
+	// out (several positions, not a verify): their compute, their stall
+	// and their output head; prefillStall the stall within it.
+	prefill, prefillStall time.Duration
 }
 
 func secs(x float64) time.Duration { return time.Duration(x * float64(time.Second)) }
@@ -217,7 +225,11 @@ func newDeviceClock(p *Profile, costs *ComputeCosts, shapes []moe.LayerShape, sl
 // busy work of the slowdown hook added) is counted too.
 func (d *DeviceClock) compute(dev time.Duration, since time.Time) {
 	d.now += dev
-	if !d.counted || since.IsZero() {
+	if !d.counted {
+		d.addPrefill(dev)
+		return
+	}
+	if since.IsZero() {
 		return
 	}
 	h := time.Since(since)
@@ -240,8 +252,20 @@ func (d *DeviceClock) stall(t time.Duration) {
 		d.mu.Lock()
 		d.stallTotal += t - d.now
 		d.mu.Unlock()
+	} else {
+		d.mu.Lock()
+		d.prefill += t - d.now
+		d.prefillStall += t - d.now
+		d.mu.Unlock()
 	}
 	d.now = t
+}
+
+// addPrefill counts dev as prefill time (a pass outside the decode totals).
+func (d *DeviceClock) addPrefill(dev time.Duration) {
+	d.mu.Lock()
+	d.prefill += dev
+	d.mu.Unlock()
 }
 
 // issue reserves the flash for a read of n bytes in runs preads issued now
@@ -315,6 +339,8 @@ func (d *DeviceClock) pages(n int64) {
 		d.mu.Lock()
 		d.devTotal += dev
 		d.mu.Unlock()
+	} else {
+		d.addPrefill(dev)
 	}
 }
 
@@ -337,6 +363,10 @@ func (d *DeviceClock) batch(n int) {
 	d.verifyNext = false
 	clear(d.charged)
 	if !d.counted {
+		// A prefill pass: its output head (the logits of its last
+		// position) counts in its time now; the clock advances by it at
+		// the next pass, as before any pass's head.
+		d.addPrefill(d.head)
 		d.last = time.Time{}
 		return
 	}
@@ -389,7 +419,7 @@ func (d *DeviceClock) endUse() {
 // reset zeroes the totals (Meter.Reset); the clock runs on.
 func (d *DeviceClock) reset() {
 	d.mu.Lock()
-	d.hostTotal, d.devTotal, d.stallTotal = 0, 0, 0
+	d.hostTotal, d.devTotal, d.stallTotal, d.prefill, d.prefillStall = 0, 0, 0, 0, 0
 	d.mu.Unlock()
 }
 
@@ -397,6 +427,14 @@ func (d *DeviceClock) totals() (host, dev, stall time.Duration) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return d.hostTotal, d.devTotal, d.stallTotal
+}
+
+// prefillTotal returns the device time of the prefill passes so far
+// (Stats.DevicePrefill).
+func (d *DeviceClock) prefillTotal() time.Duration {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.prefill
 }
 
 // Batch implements moe.Batcher: the model feeds n positions in the next

@@ -31,6 +31,18 @@ func (d *DeviceClock) Totals() (compute, stall time.Duration, ok bool) {
 	return dev, st, true
 }
 
+// PrefillTotals returns the clock's prefill time so far (Stats'
+// DevicePrefill) and the stall within it, and false on nil (no device
+// time).
+func (d *DeviceClock) PrefillTotals() (total, stall time.Duration, ok bool) {
+	if d == nil {
+		return 0, 0, false
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.prefill, d.prefillStall, true
+}
+
 // SetServiceTimes replaces the measured table the clock's flash prices
 // reads by (the twin check re-measures the disk before each repetition,
 // so a twin is priced by the disk of that minute). Reads in flight keep

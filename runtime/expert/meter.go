@@ -47,6 +47,7 @@ func (m *Meter) Stats() Stats {
 	st.IO = m.io.snapshot()
 	if m.clock != nil {
 		st.HostCompute, st.DeviceCompute, st.DeviceStall = m.clock.totals()
+		st.DevicePrefill = m.clock.prefillTotal()
 	}
 	return st
 }

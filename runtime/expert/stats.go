@@ -35,6 +35,12 @@ type Stats struct {
 	// the timed compute segments, the device's modelled time for them, and
 	// the time Use waited outside compute divided by the dilation.
 	HostCompute, DeviceCompute, DeviceStall time.Duration
+	// DevicePrefill is the device's time for the passes of several
+	// positions that are not a speculative verify (prefill): their
+	// compute (each segment's weights once with its FLOPs for every
+	// position, each expert of the pass once at the weight bandwidth), the
+	// waits for their reads and their output head. Device time only.
+	DevicePrefill time.Duration
 	// Prediction quality per layer, for layers that had a prediction.
 	PredLayers []PredStats
 	// IO is the store's preads by size and queue depth, with their

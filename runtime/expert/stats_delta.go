@@ -13,8 +13,8 @@ func (s Stats) Sub(before Stats) Stats {
 		BytesRead: s.BytesRead - before.BytesRead, Stall: s.Stall - before.Stall,
 		CacheBytes: s.CacheBytes, PeakBytes: s.PeakBytes,
 		HostCompute: s.HostCompute - before.HostCompute, DeviceCompute: s.DeviceCompute - before.DeviceCompute,
-		DeviceStall: s.DeviceStall - before.DeviceStall,
-		IO:          s.IO.Sub(before.IO),
+		DeviceStall: s.DeviceStall - before.DeviceStall, DevicePrefill: s.DevicePrefill - before.DevicePrefill,
+		IO: s.IO.Sub(before.IO),
 	}
 	if len(s.PredLayers) > 0 {
 		d.PredLayers = make([]PredStats, len(s.PredLayers))
@@ -48,6 +48,7 @@ func (s *Stats) Add(d Stats) {
 	s.HostCompute += d.HostCompute
 	s.DeviceCompute += d.DeviceCompute
 	s.DeviceStall += d.DeviceStall
+	s.DevicePrefill += d.DevicePrefill
 	s.IO.Add(d.IO)
 	if len(s.PredLayers) < len(d.PredLayers) {
 		s.PredLayers = append(s.PredLayers, make([]PredStats, len(d.PredLayers)-len(s.PredLayers))...)

@@ -91,11 +91,17 @@ type RepParams struct {
 // Rep is one repetition's raw measurement, summed over its prompts: the
 // counters every metric of Result is computed from (result.go).
 type Rep struct {
-	Prompts      int           // prompts run
-	PromptTokens int           // prompt tokens prefilled
-	Prefill      time.Duration // wall time of the prompts' forward passes
-	TTFT         time.Duration // time to first token, summed over prompts
-	DecodeTokens int           // decode forward passes (generated tokens − 1 per prompt)
+	Prompts      int // prompts run
+	PromptTokens int // prompt tokens prefilled
+	// Prefill is the prompts' prefill time and TTFT their time to first
+	// token, summed over prompts: the device's when DeviceTime (the
+	// device clock's time for the prefill passes, Stats.DevicePrefill
+	// plus any one-position pass before the first token; the device
+	// samples as it ends), else the host's wall times, HostPrefill and
+	// HostTTFT.
+	Prefill, TTFT         time.Duration
+	HostPrefill, HostTTFT time.Duration
+	DecodeTokens          int // decode forward passes (generated tokens − 1 per prompt)
 	// Decode is the decode phase's time: the device's (the store's device
 	// clock, DeviceCompute + DeviceStall) when DeviceTime, else the wall
 	// time of the decode forward passes, HostDecode.
@@ -156,9 +162,13 @@ func (s *Session) Repetition(ctx context.Context, p RepParams) (Rep, error) {
 		if s.Store != nil {
 			dec := end.Sub(atDecode)
 			r.Expert.Add(dec)
-			r.PrefillExpert.Add(atDecode.Sub(start))
+			pre := atDecode.Sub(start)
+			r.PrefillExpert.Add(pre)
 			if r.DeviceTime {
 				r.Decode += dec.DeviceTime()
+				p := pre.DevicePrefill + pre.DeviceTime()
+				r.Prefill += p
+				r.TTFT += p
 			}
 		}
 		if err != nil {
@@ -171,7 +181,8 @@ func (s *Session) Repetition(ctx context.Context, p RepParams) (Rep, error) {
 // RepOf is the host-time Rep of one generation, without store counters (a
 // prompt's share of a repetition).
 func RepOf(res *generate.Result) Rep {
-	return Rep{Prompts: 1, PromptTokens: len(res.PromptIDs), Prefill: res.Prefill, TTFT: res.TTFT, DecodeTokens: res.DecodeSteps,
+	return Rep{Prompts: 1, PromptTokens: len(res.PromptIDs), Prefill: res.Prefill, TTFT: res.TTFT,
+		HostPrefill: res.Prefill, HostTTFT: res.TTFT, DecodeTokens: res.DecodeSteps,
 		Decode: res.Decode, HostDecode: res.Decode, Tokens: [][]int{res.TokenIDs}, Last: res}
 }
 
@@ -179,8 +190,8 @@ func RepOf(res *generate.Result) Rep {
 func (r *Rep) add(o Rep) {
 	r.Prompts += o.Prompts
 	r.PromptTokens += o.PromptTokens
-	r.Prefill += o.Prefill
-	r.TTFT += o.TTFT
+	r.HostPrefill += o.HostPrefill
+	r.HostTTFT += o.HostTTFT
 	r.DecodeTokens += o.DecodeTokens
 	r.HostDecode += o.HostDecode
 	r.Tokens = append(r.Tokens, o.Tokens...)
@@ -188,6 +199,8 @@ func (r *Rep) add(o Rep) {
 	r.Expert.Add(o.Expert)
 	r.PrefillExpert.Add(o.PrefillExpert)
 	if !r.DeviceTime {
+		r.Prefill += o.Prefill
+		r.TTFT += o.TTFT
 		r.Decode += o.Decode
 	}
 }

@@ -24,11 +24,14 @@ type Result struct {
 	// the decode forward passes.
 	DecodeTPS stat.Summary
 	// PrefillTPS (prefill phase) is, per repetition, prompt tokens /
-	// prefill wall time, summed over the prompts.
+	// prefill time, summed over the prompts, where prefill time is the
+	// device's in device time (Rep.Prefill), else the wall time of the
+	// prefill forward passes.
 	PrefillTPS stat.Summary
 	// TTFTMS (prefill phase) is, per repetition, the mean over prompts of
 	// the time from the start of the prompt's prefill to its first sampled
-	// token, in milliseconds (host wall clock).
+	// token, in milliseconds: the device's in device time, else the host's
+	// wall clock.
 	TTFTMS stat.Summary
 	// HitRate (decode phase) is Σ hits / Σ demanded experts; 1 when every
 	// expert is resident.
@@ -56,7 +59,8 @@ type Result struct {
 	// PeakRSSBytes is the session's peak RSS (Session.PeakRSS) when the
 	// result was taken.
 	PeakRSSBytes int64
-	// DeviceTime reports whether decode figures are device time.
+	// DeviceTime reports whether decode and prefill figures are device
+	// time.
 	DeviceTime bool
 	// DeviceTimeFields audit a device-time result (all zero in host time).
 	DeviceTimeFields

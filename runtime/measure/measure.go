@@ -208,41 +208,48 @@ func (s *Session) Run(ctx context.Context, p les.Plan) (*les.Result, []les.Rep, 
 // the device clock, each decode and verify step's Duration is the
 // device's time of that step (expert.Stats.DeviceTime) and its Stall the
 // device's stall, the quantities les.Result's decode figures and
-// StallFraction sum; prefill steps keep the host's wall time, as
-// les.Result's prefill figures do. On the host clock, or for a nil sink,
-// it returns sink.
+// StallFraction sum; each prefill step's is the device's time of its pass
+// (expert.Stats.DevicePrefill), which les.Result's prefill figures sum.
+// On the host clock, or for a nil sink, it returns sink.
 func (s *Session) Clock(sink trace.Sink) trace.Sink {
 	if sink == nil || !s.DeviceTime() {
 		return sink
 	}
 	d := &deviceSink{Sink: sink, clock: s.Store.Clock()}
-	d.compute, d.stall = d.totals()
+	d.compute, d.stall, d.prefill, d.prefillStall = d.totals()
 	return d
 }
 
 // deviceSink rewrites token events onto the store's device clock.
 type deviceSink struct {
 	trace.Sink
-	clock          *expert.DeviceClock
-	compute, stall time.Duration // device totals at the last step
+	clock                 *expert.DeviceClock
+	compute, stall        time.Duration // decode totals at the last step
+	prefill, prefillStall time.Duration // prefill totals at the last step
 }
 
 // totals returns the clock's decode compute and stall (the store's
-// Stats.DeviceCompute and DeviceStall).
-func (d *deviceSink) totals() (compute, stall time.Duration) {
+// Stats.DeviceCompute and DeviceStall) and its prefill time and stall.
+func (d *deviceSink) totals() (compute, stall, prefill, prefillStall time.Duration) {
 	compute, stall, _ = d.clock.Totals()
-	return compute, stall
+	prefill, prefillStall, _ = d.clock.PrefillTotals()
+	return compute, stall, prefill, prefillStall
 }
 
 func (d *deviceSink) Token(ev *trace.TokenEvent) {
-	compute, stall := d.totals()
+	compute, stall, prefill, prefillStall := d.totals()
 	dc, ds := compute-d.compute, stall-d.stall
-	d.compute, d.stall = compute, stall
-	if ev.Phase != trace.Prefill && dc >= 0 && ds >= 0 {
-		e := *ev
-		e.Duration, e.Stall = dc+ds, ds
-		d.Sink.Token(&e)
+	dp, dps := prefill-d.prefill, prefillStall-d.prefillStall
+	d.compute, d.stall, d.prefill, d.prefillStall = compute, stall, prefill, prefillStall
+	if dc < 0 || ds < 0 || dp < 0 || dps < 0 { // the totals were reset
+		d.Sink.Token(ev)
 		return
 	}
-	d.Sink.Token(ev)
+	e := *ev
+	e.Duration, e.Stall = dc+ds, ds
+	if ev.Phase == trace.Prefill {
+		// A prefill chunk of one position is a counted pass.
+		e.Duration, e.Stall = dp+dc+ds, dps+ds
+	}
+	d.Sink.Token(&e)
 }

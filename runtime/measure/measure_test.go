@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/lesfarm/lesfarm/runtime/expert"
+	"github.com/lesfarm/lesfarm/runtime/gguf"
 	"github.com/lesfarm/lesfarm/runtime/les"
 	"github.com/lesfarm/lesfarm/runtime/trace"
 	"github.com/lesfarm/lesfarm/runtime/units"
@@ -56,18 +57,22 @@ func TestClockRule(t *testing.T) {
 	}
 }
 
-// steps collects the decode steps' times a sink is told.
+// steps collects the decode and prefill steps' times a sink is told.
 type steps struct {
 	trace.Sink
 	dur, stall time.Duration
 	n          int
+	prefill    time.Duration
 }
 
 func (s *steps) Token(ev *trace.TokenEvent) {
-	if ev.Phase == trace.Decode {
+	switch ev.Phase {
+	case trace.Decode:
 		s.dur += ev.Duration
 		s.stall += ev.Stall
 		s.n++
+	case trace.Prefill:
+		s.prefill += ev.Duration
 	}
 }
 func (s *steps) Layer(*trace.LayerEvent) {}
@@ -113,5 +118,62 @@ func TestTimelineOnResultClock(t *testing.T) {
 	share := sink.stall.Seconds() / sink.dur.Seconds()
 	if math.Abs(share-res.StallFraction) > 1e-12 || share <= 0 {
 		t.Fatalf("timeline stall share %v, result StallFraction %v", share, res.StallFraction)
+	}
+}
+
+// TestPrefillOnDeviceClock: on the device clock, prefill and TTFT are the
+// device's too, not the host's wall time: on a device whose compute reads
+// weights at 1 MB/s, a prompt's prefill takes at least its weights' read
+// at that rate (the host's takes a fraction of it), TTFT is that prefill
+// time, the prefill steps a sink sees sum to it, and two runs agree
+// whatever the host did meanwhile.
+func TestPrefillOnDeviceClock(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	slow := &expert.Profile{Name: "slow-phone", Bandwidth: 200e6, Latency: 200 * time.Microsecond, MaxInFlight: 4,
+		Compute: &expert.Compute{WeightBandwidth: 1e6, Throughput: 1e11}}
+	run := func(mode expert.Mode) (les.Rep, *les.Result, time.Duration, int64) {
+		t.Helper()
+		s, err := Open(Config{Model: fixture, Threads: 1, Mode: mode, Budget: units.Budget{Fraction: 0.25}, Profile: slow})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		f, err := gguf.Open(fixture)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		var gap int64
+		for _, g := range expert.CostsFromGGUF(f, 4).Gap {
+			gap += g.Bytes
+		}
+		prompt := s.Tok.Tokenize("The quick brown fox jumps over the lazy dog", true, false)
+		sink := &steps{}
+		p := les.Plan{Repetitions: 1, RepParams: les.RepParams{Prompts: [][]int{prompt}, MaxTokens: 4}}
+		p.Sink = sink
+		res, reps, err := s.Run(ctx, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return reps[0], res, sink.prefill, gap
+	}
+	for _, mode := range []expert.Mode{expert.OnDemand, expert.Scheduled} {
+		r, res, steps, gap := run(mode)
+		floor := time.Duration(float64(gap) / 1e6 * float64(time.Second))
+		if !r.DeviceTime || gap <= 0 || r.Prefill < floor {
+			t.Fatalf("%s: device time %v, prefill %v (host %v), want at least the %d non-expert weight bytes at 1 MB/s, %v",
+				mode, r.DeviceTime, r.Prefill, r.HostPrefill, gap, floor)
+		}
+		if r.TTFT != r.Prefill || steps != r.Prefill {
+			t.Fatalf("%s: TTFT %v, prefill steps %v, prefill %v: want all three equal", mode, r.TTFT, steps, r.Prefill)
+		}
+		if want := float64(r.PromptTokens) / r.Prefill.Seconds(); res.PrefillTPS.Median != want {
+			t.Fatalf("%s: prefill tok/s %v, want %v", mode, res.PrefillTPS.Median, want)
+		}
+		again, _, _, _ := run(mode)
+		if d := math.Abs(again.Prefill.Seconds()/r.Prefill.Seconds() - 1); d > 0.01 {
+			t.Fatalf("%s: prefill %v then %v on the device clock", mode, r.Prefill, again.Prefill)
+		}
 	}
 }
