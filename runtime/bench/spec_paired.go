@@ -29,9 +29,9 @@ func pairedRatio(ratios []float64) (mean, lo, hi float64) {
 	}
 	var ss float64
 	for _, x := range logs {
-		ss += (x - m) * (x - m)
+		ss += float64((x - m) * (x - m))
 	}
-	half := tQuantile975(n-1) * math.Sqrt(ss/float64(n-1)/float64(n))
+	half := float64(tQuantile975(n-1) * math.Sqrt(ss/float64(n-1)/float64(n)))
 	return math.Exp(m), math.Exp(m - half), math.Exp(m + half)
 }
 

@@ -64,7 +64,7 @@ func twinIO(reps []les.Rep, tables []*expert.ServiceTimes) []TwinIOCell {
 		}
 	}
 	slices.SortStableFunc(out, func(a, b TwinIOCell) int {
-		return int(b.ReadsPerToken*b.MeanUS - a.ReadsPerToken*a.MeanUS)
+		return int(float64(b.ReadsPerToken*b.MeanUS) - float64(a.ReadsPerToken*a.MeanUS))
 	})
 	return out
 }
@@ -76,7 +76,7 @@ func (r *TwinReport) writeIO(b *strings.Builder) {
 	for _, row := range r.Rows {
 		var total float64
 		for _, c := range row.Direct.IO {
-			total += c.ReadsPerToken * c.MeanUS
+			total += float64(c.ReadsPerToken * c.MeanUS)
 		}
 		var parts []string
 		var acc float64
@@ -84,7 +84,7 @@ func (r *TwinReport) writeIO(b *strings.Builder) {
 			if total > 0 && acc >= 0.95*total {
 				break
 			}
-			acc += c.ReadsPerToken * c.MeanUS
+			acc += float64(c.ReadsPerToken * c.MeanUS)
 			s := fmt.Sprintf("%s × QD %d: %.1f, %.0f", sizeLabel(c.MeanBytes), c.Depth, c.ReadsPerToken, c.MeanUS)
 			if c.TableUS > 0 {
 				s += fmt.Sprintf(" / %.0f", c.TableUS)

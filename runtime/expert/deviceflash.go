@@ -95,7 +95,7 @@ func (f *psFlash) run(rs []*psRead, t0, limit time.Duration) []*psRead {
 		for _, r := range rs {
 			if r.serving {
 				x := f.rate(r.size, q)
-				r.left -= el * x
+				r.left -= float64(el * x)
 				if r.left <= 2e-9*x { // done within 2 ns (rounding)
 					r.left = 0
 					r.done = t + dt

@@ -112,7 +112,7 @@ type ioMeter struct {
 
 func (m *ioMeter) tickLocked(now time.Time) {
 	if !m.last.IsZero() {
-		m.area += float64(m.inflight) * float64(now.Sub(m.last))
+		m.area += float64(float64(m.inflight) * float64(now.Sub(m.last)))
 	}
 	m.last = now
 }

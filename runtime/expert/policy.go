@@ -259,12 +259,12 @@ func (p *lrfu) Insert(k Key) {
 func (p *lrfu) Access(k Key) {
 	p.clock++
 	e := p.set.get(k)
-	e.count = e.count*math.Exp(-p.lambda*(p.clock-e.last)) + 1
+	e.count = float64(e.count*math.Exp(-p.lambda*(p.clock-e.last))) + 1
 	e.last = p.clock
 	// log(score now) + lambda × clock is the same for all keys at any
 	// later clock, so comparing it orders keys by their current score
 	// without decaying every entry.
-	e.ls = math.Log(e.count) + p.lambda*e.last
+	e.ls = math.Log(e.count) + float64(p.lambda*e.last)
 }
 
 func (p *lrfu) Remove(k Key) { p.set.remove(k) }

@@ -83,7 +83,7 @@ func (p *nextUse) Access(k Key) {
 		p.cur = l
 		clear(p.inVisit)
 		p.visit[l]++
-		p.visits[l] = p.visits[l]*p.decay + 1
+		p.visits[l] = float64(p.visits[l]*p.decay) + 1
 		p.demands[l] *= p.decay
 	}
 	p.inVisit[k] = true
@@ -137,7 +137,7 @@ func (p *nextUse) distance(e *nuEnt) float64 {
 	if n > 0 {
 		prior = p.demands[l] / n / float64(max(p.nexp[l], 1))
 	}
-	q := (count + 0.5*prior) / (n + 0.5)
+	q := (count + float64(0.5*prior)) / (n + 0.5)
 	if q <= 0 {
 		return math.Inf(1)
 	}

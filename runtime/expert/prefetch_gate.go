@@ -69,7 +69,7 @@ func (g *prefetchGate) precision(layer, rank int) float64 {
 	if rank < len(g.seen[layer]) {
 		seen, hit = g.seen[layer][rank], g.hit[layer][rank]
 	}
-	return (hit + gatePriorWeight*g.prior(rank)) / (seen + gatePriorWeight)
+	return (hit + float64(gatePriorWeight*g.prior(rank))) / (seen + gatePriorWeight)
 }
 
 // reuse returns the probability that k is demanded at its layer's next

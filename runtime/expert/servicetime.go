@@ -337,7 +337,7 @@ func (s *ServiceTimes) ReadTime(n int64, depth float64) time.Duration {
 	qa, qb := float64(s.QueueDepths[j-1]), float64(s.QueueDepths[j])
 	xa, xb := qa/col(j-1).Seconds(), qb/col(j).Seconds() // reads per second
 	f := (depth - qa) / (qb - qa)
-	return secs(depth / (xa + f*(xb-xa)))
+	return secs(depth / (xa + float64(f*(xb-xa))))
 }
 
 // sizeTime is column j's time for an n-byte read, linear in the size

@@ -109,16 +109,16 @@ func (r *reads) observe(positions int, bytes int64, stall time.Duration) float64
 		return 0 // resident, or nothing streamed yet
 	}
 	b := float64(bytes)
-	r.stall = r.stall*decay + stall.Seconds()
-	r.bytes = r.bytes*decay + b
+	r.stall = float64(r.stall*decay) + stall.Seconds()
+	r.bytes = float64(r.bytes*decay) + b
 	if positions > 1 {
 		r.close()
 		r.after, r.left, r.excess = positions, spillPasses, 0
 		return 0
 	}
 	if r.left == 0 {
-		r.plain = r.plain*decay + b
-		r.plainW = r.plainW*decay + 1
+		r.plain = float64(r.plain*decay) + b
+		r.plainW = float64(r.plainW*decay) + 1
 		return 0
 	}
 	x := 0.0
@@ -136,8 +136,8 @@ func (r *reads) observe(positions int, bytes int64, stall time.Duration) float64
 // passes after a drafting round.
 func (r *reads) close() {
 	if r.after > 1 && r.plainW > 0 && r.left < spillPasses {
-		r.spill = r.spill*decay + r.excess/float64(r.after-1)
-		r.spillW = r.spillW*decay + 1
+		r.spill = float64(r.spill*decay) + r.excess/float64(r.after-1)
+		r.spillW = float64(r.spillW*decay) + 1
 	}
 	r.after, r.left = 0, 0
 }
@@ -286,12 +286,12 @@ func (c *controller) expected(k int, low bool) float64 {
 		a := prior
 		if i < len(c.pos) {
 			n := c.pos[i].s + c.pos[i].f
-			a = (c.pos[i].s + shrink*prior) / (n + shrink)
+			a = (c.pos[i].s + float64(shrink*prior)) / (n + shrink)
 			if low {
 				a = max(0, a-math.Sqrt(a*(1-a)/(n+shrink))*n/(n+shrink))
 			}
 		}
-		p *= a
+		p = float64(p * a)
 		exp += p
 		prior = a
 	}
@@ -304,7 +304,7 @@ func (c *controller) rate(k int) float64 { return c.rateAt(k, false) }
 // rateAt is rate with the acceptance estimates, or their lower bounds.
 func (c *controller) rateAt(k int, low bool) float64 {
 	exp := c.expected(k, low)
-	cost := c.verifyCost(k+1) + c.reads.evict(k+1) + float64(k)*c.draft.v
+	cost := c.verifyCost(k+1) + c.reads.evict(k+1) + float64(float64(k)*c.draft.v)
 	if cost <= 0 {
 		return 0
 	}
@@ -318,7 +318,7 @@ func (c *controller) charge(k int) float64 {
 	if k == 0 || p <= 0 {
 		return 0
 	}
-	return (c.verifyCost(k+1)+c.reads.evict(k+1)+float64(k)*c.draft.v)/p - c.expected(k, false)
+	return (c.verifyCost(k+1)+c.reads.evict(k+1)+float64(float64(k)*c.draft.v))/p - c.expected(k, false)
 }
 
 // next returns the draft length of the next round.
@@ -428,15 +428,15 @@ func (c *controller) observe(r round) {
 	}
 	if r.proposed > 0 {
 		c.draft.add(r.draft.Seconds() / float64(r.proposed))
-		c.succ = c.succ*decay + float64(r.accepted)
-		c.fail *= decay
+		c.succ = float64(c.succ*decay) + float64(r.accepted)
+		c.fail = float64(c.fail * decay)
 		if r.accepted < r.proposed {
 			c.fail++
 		}
 		for i := 1; i <= min(r.accepted+1, r.proposed, len(c.pos)-1); i++ {
 			pc := &c.pos[i]
-			pc.s *= posDecay
-			pc.f *= posDecay
+			pc.s = float64(pc.s * posDecay)
+			pc.f = float64(pc.f * posDecay)
 			if i <= r.accepted {
 				pc.s++
 			} else {
