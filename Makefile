@@ -55,7 +55,7 @@ GOLANGCI_LINT_VERSION := v2.15.0
 DEADCODE_VERSION := v0.52.0
 GOBIN := $(shell $(GO) env GOPATH)/bin
 
-lint: ## gofmt, go vet, go mod tidy -diff, golangci-lint (.golangci.yml), deadcode, the 600-line file check and no fused multiply-adds in the arm64 model math (scripts/nofma.sh); installs pinned linters from the module proxy when missing
+lint: ## gofmt, go vet, go mod tidy -diff, golangci-lint (.golangci.yml), deadcode, the 600-line file check and no fused multiply-adds in the arm64 build of any Go package (scripts/nofma.sh); installs pinned linters from the module proxy when missing
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); exit 1; }
 	bash scripts/filesize.sh
 	bash scripts/nofma.sh

@@ -117,7 +117,7 @@ func SameThreshold(n, m int, minEffect, cv, beta float64) float64 {
 	if cv <= 0 {
 		return 0
 	}
-	mu := minEffect / cv * math.Sqrt(float64(n)*float64(m)/float64(n+m)) * math.Sqrt(3/math.Pi)
+	mu := float64(minEffect / cv * math.Sqrt(float64(n)*float64(m)/float64(n+m)) * math.Sqrt(3/math.Pi))
 	z := mu - normalQuantile(1-beta)
 	if z <= 0 {
 		return 1
@@ -156,7 +156,7 @@ func pooledCV(a, b []float64) float64 {
 		}
 		mean /= float64(len(vals))
 		for _, v := range vals {
-			ss += (v - mean) * (v - mean)
+			ss += float64((v - mean) * (v - mean))
 		}
 		df += len(vals) - 1
 	}

@@ -92,7 +92,7 @@ func kolmogorovQ(lambda float64) float64 {
 	var sum float64
 	sign := 1.0
 	for k := 1; k <= 100; k++ {
-		term := sign * math.Exp(-2*float64(k*k)*lambda*lambda)
+		term := float64(sign * math.Exp(-2*float64(k*k)*lambda*lambda))
 		sum += term
 		if math.Abs(term) < 1e-16 {
 			break

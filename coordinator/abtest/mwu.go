@@ -49,7 +49,7 @@ func MannWhitney(a, b []float64) (u, p float64) {
 		for j < N && all[j].v == all[i].v {
 			j++
 		}
-		mid := float64(i+j+1) / 2 // ranks i+1..j
+		mid := float64(float64(i+j+1) / 2) // ranks i+1..j
 		for k := i; k < j; k++ {
 			if all[k].side == 0 {
 				rankA += mid
@@ -57,11 +57,11 @@ func MannWhitney(a, b []float64) (u, p float64) {
 		}
 		if t := float64(j - i); t > 1 {
 			ties = true
-			tieSum += t*t*t - t
+			tieSum += float64(t*t*t) - t
 		}
 		i = j
 	}
-	u = rankA - float64(n)*float64(n+1)/2
+	u = rankA - float64(float64(n)*float64(n+1)/2)
 	nm := float64(n) * float64(m)
 	if !ties && N <= exactMWULimit {
 		return u, mwuExact(n, m, u)
@@ -71,7 +71,7 @@ func MannWhitney(a, b []float64) (u, p float64) {
 	if v <= 0 {
 		return u, 1
 	}
-	dev := math.Max(math.Abs(u-nm/2)-0.5, 0)
+	dev := math.Max(math.Abs(u-float64(nm/2))-0.5, 0)
 	return u, clamp01(2 * normalSF(dev/math.Sqrt(v)))
 }
 

@@ -49,8 +49,8 @@ func HodgesLehmann(a, b []float64, level float64) Shift {
 	slices.Sort(diffs)
 	K := len(diffs)
 	nm := float64(K)
-	z := normalQuantile(1 - (1-level)/2)
-	c := int(math.Floor(nm/2 - z*math.Sqrt(nm*float64(n+m+1)/12)))
+	z := normalQuantile(1 - float64((1-level)/2))
+	c := int(math.Floor(float64(nm/2) - float64(z*math.Sqrt(nm*float64(n+m+1)/12))))
 	c = max(c, 0)
 	lo, hi := diffs[c], diffs[K-1-c]
 	est := median(diffs)
@@ -85,5 +85,5 @@ func median(v []float64) float64 {
 	if len(s)%2 == 1 {
 		return s[k]
 	}
-	return s[k-1]/2 + s[k]/2 // no overflow near MaxFloat64
+	return float64(s[k-1]/2) + float64(s[k]/2) // no overflow near MaxFloat64
 }

@@ -44,7 +44,7 @@ func (l *deviceLimiter) allow(key string, now time.Time) bool {
 		b = &bucket{tokens: l.burst, last: now}
 		l.buckets[key] = b
 	}
-	b.tokens = min(l.burst, b.tokens+now.Sub(b.last).Seconds()*l.rate)
+	b.tokens = min(l.burst, b.tokens+float64(now.Sub(b.last).Seconds()*l.rate))
 	b.last = now
 	if b.tokens < 1 {
 		return false

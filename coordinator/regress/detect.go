@@ -423,7 +423,7 @@ func staircase(pts []Point, b []int, res []ChangePoint, s2, driftAlpha float64) 
 		for _, seg := range [][]Point{pts[lo:b[i-1]], pts[b[i-1]:b[i]], pts[b[i]:hi]} {
 			m := meanOf(seg)
 			for _, p := range seg {
-				levels += (p.Value - m) * (p.Value - m)
+				levels += float64((p.Value - m) * (p.Value - m))
 			}
 		}
 		if stat := (trendRSS(pts[lo:hi]) - levels) / s2; normalTwoSided(math.Sqrt(max(stat, 0))) >= driftAlpha {
@@ -449,9 +449,9 @@ func trendRSS(pts []Point) float64 {
 	var stt, sty, syy float64
 	for _, p := range pts {
 		dt, dy := float64(p.Seq)-tm, p.Value-ym
-		stt += dt * dt
-		sty += dt * dy
-		syy += dy * dy
+		stt += float64(dt * dt)
+		sty += float64(dt * dy)
+		syy += float64(dy * dy)
 	}
 	if stt == 0 {
 		return syy

@@ -232,25 +232,25 @@ func sample(rng *rand.Rand, d Design, noise Noise, level, cv float64) Point {
 	var b float64
 	switch noise {
 	case NoiseBimodal:
-		mode := 0.9 * sb
+		mode := float64(0.9 * sb)
 		if rng.IntN(2) == 0 {
 			mode = -mode
 		}
-		b = mode + 0.45*sb*rng.NormFloat64()
+		b = mode + float64(0.45*sb*rng.NormFloat64())
 	case NoiseHeavy:
 		// Student's t, 3 degrees of freedom (variance 3), scaled to sb.
 		c := 0.0
 		for range 3 {
 			z := rng.NormFloat64()
-			c += z * z
+			c += float64(z * z)
 		}
 		b = sb * rng.NormFloat64() / math.Sqrt(c)
 	default:
-		b = sb * rng.NormFloat64()
+		b = float64(sb * rng.NormFloat64())
 	}
 	scale := 1.0
 	if noise == NoiseOutliers && rng.Float64() < 0.05 {
-		o := 0.15 + 0.25*rng.Float64()
+		o := 0.15 + float64(0.25*rng.Float64())
 		if rng.Float64() < 0.25 {
 			scale = 1 + o
 		} else {
@@ -260,14 +260,14 @@ func sample(rng *rand.Rand, d Design, noise Noise, level, cv float64) Point {
 	reps := max(d.Reps, 1)
 	var s1, s2 float64
 	for range reps {
-		x := level * scale * (1 + b + sw*rng.NormFloat64())
+		x := float64(level * scale * (1 + b + float64(sw*rng.NormFloat64())))
 		s1 += x
-		s2 += x * x
+		s2 += float64(x * x)
 	}
 	mean := s1 / float64(reps)
 	p := Point{Value: mean}
 	if reps >= 2 {
-		v := (s2 - s1*mean) / float64(reps-1)
+		v := (s2 - float64(s1*mean)) / float64(reps-1)
 		p.Stddev, p.N = math.Sqrt(max(v, 0)), reps
 	}
 	return p
@@ -295,9 +295,9 @@ func genHistory(seed1, seed2 uint64, d Design, noise Noise, step, cv float64, cf
 		h.stepDir = direction(sign, true)
 	}
 	for i := 0; i < total; i++ {
-		level := base * (1 + drift*float64(i))
+		level := base * (1 + float64(drift*float64(i)))
 		if step > 0 && i >= pre {
-			level *= 1 + sign*step
+			level *= 1 + float64(sign*step)
 		}
 		p := sample(rng, d, noise, level, cv)
 		if noise == NoiseGaps && rng.Float64() < 0.25 {

@@ -34,7 +34,7 @@ func splitRSS(pts []Point, lo, hi, m int) []float64 {
 	s2 := make([]float64, n+1)
 	for i := range n {
 		x := pts[lo+i].Value
-		s1[i+1], s2[i+1] = s1[i]+x, s2[i]+x*x
+		s1[i+1], s2[i+1] = s1[i]+x, s2[i]+float64(x*x)
 	}
 	seg := func(a, b int) float64 {
 		d := s1[b] - s1[a]

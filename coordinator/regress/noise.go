@@ -21,7 +21,7 @@ func segmentedVar(pts []Point, b []int) (float64, float64) {
 		}
 		m := meanOf(pts[lo:hi])
 		for _, p := range pts[lo:hi] {
-			ss += (p.Value - m) * (p.Value - m)
+			ss += float64((p.Value - m) * (p.Value - m))
 		}
 		lo = hi
 	}

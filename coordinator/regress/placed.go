@@ -193,10 +193,10 @@ func placedSeries(rng *rand.Rand, f Family, n, after int, step, cv float64) ([]P
 	var drift func(i int) float64
 	switch f.Drift {
 	case "linear":
-		rate := (0.0003 + 0.0005*rng.Float64()) * dsign
-		drift = func(i int) float64 { return 1 + rate*float64(i) }
+		rate := (0.0003 + float64(0.0005*rng.Float64())) * dsign
+		drift = func(i int) float64 { return 1 + float64(rate*float64(i)) }
 	case "exp":
-		total := 0.02 + 0.02*rng.Float64()
+		total := 0.02 + float64(0.02*rng.Float64())
 		k := 3.0 // e-folds over the series: most of it in the last third
 		drift = func(i int) float64 {
 			return 1 - total*math.Expm1(k*float64(i)/float64(n-1))/math.Expm1(k)
@@ -210,7 +210,7 @@ func placedSeries(rng *rand.Rand, f Family, n, after int, step, cv float64) ([]P
 		level := 100 * drift(i)
 		tr.base[i] = level
 		if after > 0 && i >= n-after {
-			level *= 1 + sign*step
+			level *= 1 + float64(sign*step)
 		}
 		pts[i] = sample(rng, DesignSeries, f.Noise, level, cv)
 		pts[i].Seq = int64(i + 1)

@@ -45,7 +45,7 @@ func (tr placedTruth) logDensity(x, level float64) float64 {
 	switch tr.noise {
 	case NoiseBimodal:
 		s := 0.45 * cv
-		d = 0.5*gaussDensity(u-0.9*cv, s) + 0.5*gaussDensity(u+0.9*cv, s)
+		d = float64(0.5*gaussDensity(u-float64(0.9*cv), s)) + float64(0.5*gaussDensity(u+float64(0.9*cv), s))
 	case NoiseHeavy:
 		z := u / cv
 		d = 2 / (math.Pi * math.Sqrt(3)) / ((1 + z*z/3) * (1 + z*z/3)) / cv
@@ -56,7 +56,7 @@ func (tr placedTruth) logDensity(x, level float64) float64 {
 		band := func(lo, hi float64) float64 {
 			return (normalCDF((hi-r)/cv) - normalCDF((lo-r)/cv)) / (hi - lo)
 		}
-		d = 0.95*gaussDensity(u, cv) + 0.05*(0.25*band(1.15, 1.4)+0.75*band(0.6, 0.85))
+		d = float64(0.95*gaussDensity(u, cv)) + float64(0.05*(float64(0.25*band(1.15, 1.4))+float64(0.75*band(0.6, 0.85))))
 	default:
 		d = gaussDensity(u, cv)
 	}
@@ -204,4 +204,4 @@ func gaussDensity(u, s float64) float64 {
 	return math.Exp(-u*u/(2*s*s)) / (s * math.Sqrt(2*math.Pi))
 }
 
-func normalCDF(z float64) float64 { return 0.5 * math.Erfc(-z/math.Sqrt2) }
+func normalCDF(z float64) float64 { return float64(0.5 * math.Erfc(-z/math.Sqrt2)) }

@@ -141,8 +141,8 @@ func (r *PlacedResult) summarize(region string, in func(PlacedCell) bool) Placed
 		if s.Series == 0 {
 			k = 1
 		}
-		falseN += k * float64(nullAlerts)
-		all += k * float64(nullTotal)
+		falseN += float64(k * float64(nullAlerts))
+		all += float64(k * float64(nullTotal))
 	}
 	if all > 0 {
 		s.FalseShare = falseN / all
@@ -167,7 +167,7 @@ func wilsonF(k, n float64, upper bool) float64 {
 	const z = 1.959964
 	p := k / n
 	mid := p + z*z/(2*n)
-	half := z * math.Sqrt(p*(1-p)/n+z*z/(4*n*n))
+	half := float64(z * math.Sqrt(p*(1-p)/n+z*z/(4*n*n)))
 	den := 1 + z*z/n
 	if upper {
 		return math.Min(1, (mid+half)/den)

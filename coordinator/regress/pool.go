@@ -64,7 +64,7 @@ func SeriesNoise(points []Point, higherIsBetter bool, cfg Config) NoisePrior {
 		}
 		for _, p := range d.kept[lo:hi] {
 			r := (p.Value - m) / m
-			ss += r * r
+			ss += float64(r * r)
 		}
 		lo = hi
 	}
@@ -82,7 +82,7 @@ func PoolNoise(est []NoisePrior) NoisePrior {
 	var ss, df float64
 	for _, e := range est {
 		if e.DF > 0 && e.RelVar > 0 && !math.IsInf(e.RelVar, 0) {
-			ss += e.DF * e.RelVar
+			ss += float64(e.DF * e.RelVar)
 			df += e.DF
 		}
 	}
@@ -107,7 +107,7 @@ func pooledVar(s2, df, level2 float64, p NoisePrior, maxDF float64) (float64, fl
 		return s2, df
 	}
 	pdf := min(p.DF, maxDF)
-	return (df*s2 + pdf*pv) / (df + pdf), df + pdf
+	return (float64(df*s2) + float64(pdf*pv)) / (df + pdf), df + pdf
 }
 
 // fUpper is P(F ≥ f) for Snedecor's F with d1 and d2 degrees of freedom.
@@ -115,7 +115,7 @@ func fUpper(f, d1, d2 float64) float64 {
 	if f <= 0 {
 		return 1
 	}
-	return regIncBeta(d2/2, d1/2, d2/(d2+d1*f))
+	return regIncBeta(d2/2, d1/2, d2/(d2+float64(d1*f)))
 }
 
 // squaredLevel is the squared mean of pts, the scale of a relative

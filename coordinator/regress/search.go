@@ -13,7 +13,7 @@ func pelt(xs []float64, cfg Config) []int {
 	s2 := make([]float64, n+1)
 	for i, x := range xs {
 		s1[i+1] = s1[i] + x
-		s2[i+1] = s2[i] + x*x
+		s2[i+1] = s2[i] + float64(x*x)
 	}
 	cost := func(s, t int) float64 {
 		d := s1[t] - s1[s]
@@ -23,7 +23,7 @@ func pelt(xs []float64, cfg Config) []int {
 	if sigma == 0 {
 		sigma = 1e-9 * math.Max(math.Abs(meanFloats(xs)), 1e-9)
 	}
-	beta := cfg.Penalty * sigma * sigma * math.Log(float64(n))
+	beta := float64(cfg.Penalty * sigma * sigma * math.Log(float64(n)))
 	f := make([]float64, n+1)
 	prev := make([]int, n+1)
 	for i := range f {

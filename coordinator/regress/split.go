@@ -23,10 +23,10 @@ func testSplit(before, after []Point, cfg Config, nv noiseVar) (ChangePoint, boo
 	mb0, ma0 := meanOf(before), meanOf(after)
 	ss := 0.0
 	for _, p := range before {
-		ss += (p.Value - mb0) * (p.Value - mb0)
+		ss += float64((p.Value - mb0) * (p.Value - mb0))
 	}
 	for _, p := range after {
-		ss += (p.Value - ma0) * (p.Value - ma0)
+		ss += float64((p.Value - ma0) * (p.Value - ma0))
 	}
 	df := float64(nb + na - 2)
 	s2 := ss / max(df, 1)
@@ -69,7 +69,7 @@ func testSplit(before, after []Point, cfg Config, nv noiseVar) (ChangePoint, boo
 			return eMean
 		}
 		df := float64(p.N - 1)
-		return (shrinkDF*eMean + df*e) / (shrinkDF + df)
+		return (float64(shrinkDF*eMean) + float64(df*e)) / (shrinkDF + df)
 	}
 	tau2 := s2 - eMean
 	// Keep at least a quarter of the observed variance as between-run
@@ -83,7 +83,7 @@ func testSplit(before, after []Point, cfg Config, nv noiseVar) (ChangePoint, boo
 			e := within(p)
 			w := 1 / max(tau2+e, floor, math.SmallestNonzeroFloat64)
 			sw += w
-			swx += w * p.Value
+			swx += float64(w * p.Value)
 		}
 		return swx / sw, 1 / sw
 	}
@@ -136,7 +136,7 @@ func testSplit(before, after []Point, cfg Config, nv noiseVar) (ChangePoint, boo
 		lvl := cfg.RecentShiftAlpha * alphaWeight(na, cfg.Once)
 		ps := 1.0
 		if se := math.Sqrt(vb + va); se > 0 {
-			if z := (math.Abs(ma-mb) - cfg.MinEffect*math.Abs(mb)) / se; z > 0 {
+			if z := (math.Abs(ma-mb) - float64(cfg.MinEffect*math.Abs(mb))) / se; z > 0 {
 				ps = studentTwoSided(z, df) / 2
 			}
 		}

@@ -16,7 +16,7 @@ func studentTwoSided(t, df float64) float64 {
 	if math.IsInf(t, 0) {
 		return 0
 	}
-	x := df / (df + t*t)
+	x := df / (df + float64(t*t))
 	return regIncBeta(df/2, 0.5, x)
 }
 
@@ -31,7 +31,7 @@ func regIncBeta(a, b, x float64) float64 {
 	la, _ := math.Lgamma(a + b)
 	lb, _ := math.Lgamma(a)
 	lc, _ := math.Lgamma(b)
-	front := math.Exp(la - lb - lc + a*math.Log(x) + b*math.Log1p(-x))
+	front := math.Exp(la - lb - lc + float64(a*math.Log(x)) + float64(b*math.Log1p(-x)))
 	if x < (a+1)/(a+b+2) {
 		return front * betaCF(a, b, x) / a
 	}
@@ -57,7 +57,7 @@ func betaCF(a, b, x float64) float64 {
 		fm := float64(m)
 		m2 := 2 * fm
 		aa := fm * (b - fm) * x / ((qam + m2) * (a + m2))
-		d = 1 + aa*d
+		d = 1 + float64(aa*d)
 		if math.Abs(d) < tiny {
 			d = tiny
 		}
@@ -68,7 +68,7 @@ func betaCF(a, b, x float64) float64 {
 		d = 1 / d
 		h *= d * c
 		aa = -(a + fm) * (qab + fm) * x / ((a + m2) * (qap + m2))
-		d = 1 + aa*d
+		d = 1 + float64(aa*d)
 		if math.Abs(d) < tiny {
 			d = tiny
 		}
@@ -77,7 +77,7 @@ func betaCF(a, b, x float64) float64 {
 			c = tiny
 		}
 		d = 1 / d
-		del := d * c
+		del := float64(d * c)
 		h *= del
 		if math.Abs(del-1) < eps {
 			break
@@ -119,10 +119,10 @@ func mannWhitney(a, b []float64) float64 {
 		for j < len(all) && all[j].v == all[i].v {
 			j++
 		}
-		r := float64(i+j+1) / 2 // mean of ranks i+1..j
+		r := float64(float64(i+j+1) / 2) // mean of ranks i+1..j
 		if t := float64(j - i); t > 1 {
 			ties = true
-			tieTerm += t*t*t - t
+			tieTerm += float64(t*t*t) - t
 		}
 		for k := i; k < j; k++ {
 			if all[k].fromA {
@@ -132,14 +132,14 @@ func mannWhitney(a, b []float64) float64 {
 		i = j
 	}
 	fn1, fn2 := float64(n1), float64(n2)
-	u := rankA - fn1*(fn1+1)/2
-	umin := math.Min(u, fn1*fn2-u)
+	u := rankA - float64(fn1*(fn1+1)/2)
+	umin := math.Min(u, float64(fn1*fn2)-u)
 	if !ties && min(n1, n2) <= exactMWMaxSmall && n1+n2 <= exactMWMaxTotal {
 		p := 2 * exactUCDF(min(n1, n2), max(n1, n2), int(math.Round(umin)))
 		return math.Min(1, p)
 	}
 	nn := fn1 + fn2
-	mean := fn1 * fn2 / 2
+	mean := float64(fn1 * fn2 / 2)
 	v := fn1 * fn2 / 12 * ((nn + 1) - tieTerm/(nn*(nn-1)))
 	if v <= 0 {
 		return 1

@@ -24,9 +24,9 @@ func fitLSQ(n, k int, row func(i int, x []float64), ys []float64) (lsqFit, bool)
 	for i := range n {
 		row(i, x)
 		for r := range k {
-			v[r] += x[r] * ys[i]
+			v[r] += float64(x[r] * ys[i])
 			for c := range k {
-				a[r][c] += x[r] * x[c]
+				a[r][c] += float64(x[r] * x[c])
 			}
 		}
 	}
@@ -55,7 +55,7 @@ func fitLSQ(n, k int, row func(i int, x []float64), ys []float64) (lsqFit, bool)
 			}
 			f := a[r][c]
 			for j := range a[r] {
-				a[r][j] -= f * a[c][j]
+				a[r][j] -= float64(f * a[c][j])
 			}
 		}
 	}
@@ -63,16 +63,16 @@ func fitLSQ(n, k int, row func(i int, x []float64), ys []float64) (lsqFit, bool)
 	for r := range k {
 		f.inv[r] = a[r][k:]
 		for c := range k {
-			f.coef[r] += f.inv[r][c] * v[c]
+			f.coef[r] += float64(f.inv[r][c] * v[c])
 		}
 	}
 	for i := range n {
 		row(i, x)
 		e := ys[i]
 		for c := range k {
-			e -= f.coef[c] * x[c]
+			e -= float64(f.coef[c] * x[c])
 		}
-		f.rss += e * e
+		f.rss += float64(e * e)
 	}
 	return f, true
 }
@@ -160,7 +160,7 @@ func globalDrift(pts []Point, b []int, s2, df float64) []trendFit {
 				c++
 			}
 			if trend >= 2 {
-				x[c] = ts[i]*ts[i] - 1.0/3
+				x[c] = float64(ts[i]*ts[i]) - 1.0/3
 				c++
 			}
 			for j, at := range b {

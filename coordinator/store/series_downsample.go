@@ -125,7 +125,7 @@ func finiteRMS(vs []float64) float64 {
 	}
 	var sq float64
 	for _, v := range vs {
-		sq += (v / big) * (v / big)
+		sq += float64((v / big) * (v / big))
 	}
 	return big * math.Sqrt(sq/float64(len(vs)))
 }
