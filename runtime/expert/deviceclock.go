@@ -466,6 +466,26 @@ func (s *Store) nextDoneLocked(items []*entry, done []bool) time.Duration {
 	return best
 }
 
+// nextEvictableDoneLocked returns the earliest device completion among
+// the cached entries that are read on the host, not yet on the device
+// clock, and pinned by nothing: when the clock reaches it, the entry may
+// be evicted (cache.evictable). -1 without device time or such an entry.
+func (s *Store) nextEvictableDoneLocked() time.Duration {
+	best := time.Duration(-1)
+	if s.clock == nil {
+		return best
+	}
+	for _, e := range s.cache.entries {
+		if e.state != stReady || e.pins > 0 || !e.issued || e.devDone <= s.clock.now {
+			continue
+		}
+		if best < 0 || e.devDone < best {
+			best = e.devDone
+		}
+	}
+	return best
+}
+
 // issuedLocked is the read queue's hook: a read of e was queued.
 func (s *Store) issuedLocked(e *entry, demand bool) {
 	e.issued = true

@@ -262,6 +262,14 @@ func (s *Store) run(ctx context.Context, layer int, experts []int, items []*entr
 		}
 		canCompute := ready >= 0
 		if !canCompute && blocked && s.q.specIdleLocked() && !s.anyReadingLocked() {
+			if t := s.nextEvictableDoneLocked(); t >= 0 {
+				// In device time a read done on the host may still be
+				// landing on the device clock, and its buffer cannot be
+				// evicted before: the device waits for it.
+				s.clock.stall(t)
+				s.mu.Unlock()
+				continue
+			}
 			if s.strat.abandon() {
 				// The plan cannot go on (it diverged from the store):
 				// serve demand with Belady eviction from here on.
